@@ -1,0 +1,32 @@
+#!/bin/sh
+# Installs the Debian 12 packages kvindex builds, tests and runs with.
+# Idempotent: when every package is present it returns at once without
+# touching the network. Runs non-interactively (CI has no standard input).
+set -eu
+
+PKGS="build-essential cmake pkg-config git ca-certificates curl
+libzmq3-dev libnng-dev liblmdb-dev lmdb-utils libevent-dev
+libprotobuf-c-dev protobuf-c-compiler libcmocka-dev libmsgpack-dev
+libjansson-dev libxxhash-dev libcurl4-openssl-dev
+clang libclang-rt-14-dev clang-format"
+
+missing=""
+for p in $PKGS; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
+		missing="$missing $p"
+	fi
+done
+
+if [ -z "$missing" ]; then
+	exit 0
+fi
+
+echo "install-deps: installing:$missing"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+	SUDO="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q </dev/null
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -q --no-install-recommends $missing </dev/null
