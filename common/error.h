@@ -1,0 +1,36 @@
+/*
+ * error.h - the project-wide error code.
+ *
+ * Every fallible kvindex function returns a kvi_err: 0 (KVI_OK) on success,
+ * a positive code otherwise. Errors of the libraries underneath (LMDB,
+ * ZeroMQ, nng, protobuf-c, libcurl) are translated into these codes once, at
+ * the boundary of the module that calls them; the library's own message, when
+ * it matters, goes to the log or to a caller-supplied message buffer.
+ */
+#ifndef KVI_COMMON_ERROR_H
+#define KVI_COMMON_ERROR_H
+
+typedef enum kvi_err {
+	KVI_OK = 0,
+	KVI_EINVAL,    /* an argument or a configuration value is invalid */
+	KVI_EPROTO,    /* malformed input from a peer (wire, JSON, msgpack) */
+	KVI_ERANGE,    /* a value does not fit its type (rank, token id) */
+	KVI_ENOENT,    /* no such listener, model, key or file */
+	KVI_EEXIST,    /* already present (duplicate registration) */
+	KVI_ETIMEDOUT, /* a deadline passed */
+	KVI_EIO,       /* an operating-system or storage I/O error */
+	KVI_ECLOSED,   /* the object or connection is closed */
+	KVI_EFULL,     /* a bounded resource is full (map, disk, queue) */
+	KVI_ECORRUPT,  /* stored data failed a consistency check */
+	KVI_EAGAIN,    /* not possible now; try again later */
+	KVI_EVERSION,  /* the peer speaks an incompatible message version */
+	KVI_EUNREACHABLE, /* the peer could not be reached */
+	KVI_ETOOBIG,      /* a request exceeds a configured limit */
+	KVI_EINTERNAL,    /* a broken invariant; a bug */
+	KVI_ERR_COUNT
+} kvi_err;
+
+/* kvi_strerror returns a static, human-readable description of err. */
+const char *kvi_strerror(kvi_err err);
+
+#endif /* KVI_COMMON_ERROR_H */

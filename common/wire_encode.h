@@ -1,0 +1,71 @@
+/*
+ * wire_encode.h - encoding of engine KV event batches, as engines send them.
+ *
+ * The inverse of wire.h, used by the engine simulator, the benchmarks and the
+ * tests: it writes exactly the msgpack an engine writes (WIRE.md §3), either
+ * in the current map form (vLLM >= 0.23, the default) or in the legacy
+ * tagged-array form, with hashes as unsigned ints (vLLM), signed int64
+ * (SGLang) or 32-byte bin.
+ *
+ * Usage: kvi_encoder_begin() with the number of events that follow, one
+ * kvi_encoder_stored/removed/cleared() per event, then kvi_encoder_data().
+ * The encoder owns its buffer; data stays valid until the next begin or
+ * fini. Not thread-safe: one encoder per thread.
+ */
+#ifndef KVI_COMMON_WIRE_ENCODE_H
+#define KVI_COMMON_WIRE_ENCODE_H
+
+#include <msgpack.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum kvi_event_form {
+	KVI_FORM_MAP = 0, /* tagged maps, optional fields omitted */
+	KVI_FORM_LEGACY,  /* tagged arrays, 7 fields for BlockStored */
+} kvi_event_form;
+
+typedef enum kvi_hash_form {
+	KVI_HASH_UINT = 0, /* unsigned int, smallest width (vLLM) */
+	KVI_HASH_INT64,    /* the same 64 bits as a signed int (SGLang) */
+	KVI_HASH_BIN32,    /* 32-byte bin; the u64 in the last 8 bytes */
+} kvi_hash_form;
+
+typedef struct kvi_encoder {
+	msgpack_sbuffer buf;
+	msgpack_packer pk;
+	kvi_event_form form;
+	kvi_hash_form hash_form;
+	uint32_t left; /* events announced by begin and not yet written */
+	bool with_rank;
+	int dp_rank;
+} kvi_encoder;
+
+void kvi_encoder_init(kvi_encoder *enc, kvi_event_form form,
+		      kvi_hash_form hash_form);
+void kvi_encoder_fini(kvi_encoder *enc);
+
+/* kvi_encoder_begin starts a batch [ts, events, dp_rank] of n_events
+ * events; dp_rank < 0 writes nil, and with_rank false writes the old
+ * two-element batch [ts, events]. */
+void kvi_encoder_begin(kvi_encoder *enc, double ts, uint32_t n_events,
+		       bool with_rank, int dp_rank);
+
+/* kvi_encoder_stored writes a BlockStored of n hashes and their
+ * n * block_size tokens; parent NULL writes nil, medium and lora_name NULL
+ * write nil. */
+void kvi_encoder_stored(kvi_encoder *enc, const uint64_t *hashes, size_t n,
+			const uint64_t *parent, const uint32_t *tokens,
+			size_t n_tokens, uint32_t block_size,
+			const char *medium, const char *lora_name);
+
+/* kvi_encoder_removed writes a BlockRemoved; medium NULL writes nil. */
+void kvi_encoder_removed(kvi_encoder *enc, const uint64_t *hashes, size_t n,
+			 const char *medium);
+
+void kvi_encoder_cleared(kvi_encoder *enc);
+
+/* kvi_encoder_data returns the encoded batch and its length. */
+const void *kvi_encoder_data(const kvi_encoder *enc, size_t *len);
+
+#endif /* KVI_COMMON_WIRE_ENCODE_H */
