@@ -1,0 +1,231 @@
+#include "kvt_env.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ftw.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "kvt_proc.h"
+
+#define POLL_MS       5
+#define MAX_TMPDIRS   64
+#define PORT_MIN      20000
+#define PORT_MAX      60000
+#define PORT_ATTEMPTS 200
+
+static char *tmpdirs[MAX_TMPDIRS];
+static pthread_once_t tmp_once = PTHREAD_ONCE_INIT;
+
+static bool
+keep(void)
+{
+	const char *v = getenv("KVI_TEST_KEEP");
+	return v != NULL && strcmp(v, "1") == 0;
+}
+
+static int
+remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+static void
+remove_tree(const char *path)
+{
+	if (keep()) {
+		fprintf(stderr, "kvitest: kept %s\n", path);
+		return;
+	}
+	nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* At exit: children first (they may still write into the directories). */
+static void
+remove_leftovers(void)
+{
+	kvt_proc_kill_all();
+	for (int i = 0; i < MAX_TMPDIRS; i++) {
+		if (tmpdirs[i] != NULL) {
+			remove_tree(tmpdirs[i]);
+			kvi_free(tmpdirs[i]);
+			tmpdirs[i] = NULL;
+		}
+	}
+}
+
+static void
+install(void)
+{
+	atexit(remove_leftovers);
+}
+
+kvi_err
+kvt_tmpdir_make(const char *prefix, char **out)
+{
+	pthread_once(&tmp_once, install);
+	const char *root = getenv("TMPDIR");
+	if (root == NULL || *root == '\0') {
+		root = "/tmp";
+	}
+	size_t len = strlen(root) + strlen(prefix) + 16;
+	char *path = kvi_malloc(len);
+	snprintf(path, len, "%s/%s-XXXXXX", root, prefix);
+	if (mkdtemp(path) == NULL) {
+		kvi_free(path);
+		return KVI_EIO;
+	}
+	for (int i = 0; i < MAX_TMPDIRS; i++) {
+		if (tmpdirs[i] == NULL) {
+			tmpdirs[i] = kvi_strdup(path);
+			break;
+		}
+	}
+	*out = path;
+	return KVI_OK;
+}
+
+void
+kvt_tmpdir_remove(const char *path)
+{
+	remove_tree(path);
+	for (int i = 0; i < MAX_TMPDIRS; i++) {
+		if (tmpdirs[i] != NULL && strcmp(tmpdirs[i], path) == 0) {
+			kvi_free(tmpdirs[i]);
+			tmpdirs[i] = NULL;
+		}
+	}
+}
+
+char *
+kvt_path(const char *dir, const char *name)
+{
+	size_t len = strlen(dir) + strlen(name) + 2;
+	char *p = kvi_malloc(len);
+	snprintf(p, len, "%s/%s", dir, name);
+	return p;
+}
+
+char *
+kvt_file_read(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	if (f == NULL) {
+		return NULL;
+	}
+	size_t cap = 4096, n = 0;
+	char *buf = kvi_malloc(cap);
+	size_t got;
+	while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+		n += got;
+		if (n + 1 == cap) {
+			cap *= 2;
+			buf = kvi_realloc(buf, cap);
+		}
+	}
+	fclose(f);
+	buf[n] = '\0';
+	if (len != NULL) {
+		*len = n;
+	}
+	return buf;
+}
+
+int64_t
+kvt_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void
+kvt_sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+	}
+}
+
+bool
+kvt_wait_until(bool (*pred)(void *arg), void *arg, int timeout_ms)
+{
+	int64_t deadline = kvt_now_ms() + timeout_ms;
+	for (;;) {
+		if (pred(arg)) {
+			return true;
+		}
+		if (kvt_now_ms() >= deadline) {
+			return false;
+		}
+		kvt_sleep_ms(POLL_MS);
+	}
+}
+
+static bool
+file_exists(void *arg)
+{
+	return access((const char *)arg, F_OK) == 0;
+}
+
+bool
+kvt_wait_file(const char *path, int timeout_ms)
+{
+	return kvt_wait_until(file_exists, (void *)path, timeout_ms);
+}
+
+static bool
+range_free(int base, int n)
+{
+	int *fds = kvi_malloc((size_t)n * sizeof(int));
+	int bound = 0;
+	for (; bound < n; bound++) {
+		struct sockaddr_in sa = {
+		    .sin_family = AF_INET,
+		    .sin_port = htons((uint16_t)(base + bound)),
+		    .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+		fds[bound] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fds[bound] < 0 ||
+		    bind(fds[bound], (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+			if (fds[bound] >= 0) {
+				close(fds[bound]);
+			}
+			break;
+		}
+	}
+	for (int i = 0; i < bound; i++) {
+		close(fds[i]);
+	}
+	kvi_free(fds);
+	return bound == n;
+}
+
+kvi_err
+kvt_ports_pick(int n, int *base)
+{
+	if (n <= 0 || n >= PORT_MAX - PORT_MIN) {
+		return KVI_EINVAL;
+	}
+	unsigned seed = (unsigned)kvt_now_ms() ^ (unsigned)getpid() << 8;
+	for (int attempt = 0; attempt < PORT_ATTEMPTS; attempt++) {
+		int b = PORT_MIN + (int)(rand_r(&seed) %
+					 (unsigned)(PORT_MAX - PORT_MIN - n));
+		if (range_free(b, n)) {
+			*base = b;
+			return KVI_OK;
+		}
+	}
+	return KVI_EEXIST;
+}

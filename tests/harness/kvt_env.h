@@ -1,0 +1,54 @@
+/*
+ * kvt_env.h - the environment of an integration test: temporary
+ * directories, deadlines, polling and free ports.
+ *
+ * Temporary directories are made under $TMPDIR (or /tmp) and removed
+ * recursively by kvt_tmpdir_remove, or at exit for those still present,
+ * unless KVI_TEST_KEEP=1, in which case their paths are printed instead so
+ * that logs can be read after a failure. Waits poll with a deadline and
+ * never block longer than asked.
+ *
+ * Thread-safe except kvt_tmpdir_* which a test calls from its main thread.
+ */
+#ifndef KVI_TESTS_KVT_ENV_H
+#define KVI_TESTS_KVT_ENV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+
+/* kvt_tmpdir_make creates a new directory named prefix-XXXXXX and returns
+ * its path in *out (kvi_free). Returns KVI_EIO. */
+kvi_err kvt_tmpdir_make(const char *prefix, char **out);
+
+/* kvt_tmpdir_remove removes path and everything under it (kept with
+ * KVI_TEST_KEEP=1). */
+void kvt_tmpdir_remove(const char *path);
+
+/* kvt_path returns dir/name in a new string (kvi_free). */
+char *kvt_path(const char *dir, const char *name);
+
+/* kvt_file_read returns the contents of path, NUL-terminated, in a new
+ * buffer (kvi_free) and its length in *len (may be NULL); NULL if it cannot
+ * be read. */
+char *kvt_file_read(const char *path, size_t *len);
+
+int64_t kvt_now_ms(void);
+void kvt_sleep_ms(int ms);
+
+/* kvt_wait_until polls pred(arg) every few milliseconds until it returns
+ * true (then true) or timeout_ms passed (then false). */
+bool kvt_wait_until(bool (*pred)(void *arg), void *arg, int timeout_ms);
+
+/* kvt_wait_file waits until path exists. */
+bool kvt_wait_file(const char *path, int timeout_ms);
+
+/* kvt_ports_pick finds n consecutive TCP ports that all bind on 127.0.0.1,
+ * trying random bases in [20000, 60000), and writes the first into *base.
+ * The ports are released again: a race with other processes is possible
+ * but unlikely. Returns KVI_EEXIST if no range was found. */
+kvi_err kvt_ports_pick(int n, int *base);
+
+#endif /* KVI_TESTS_KVT_ENV_H */

@@ -1,0 +1,207 @@
+#include "kvt_http.h"
+
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+
+static void
+curl_init(void)
+{
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	atexit(curl_global_cleanup);
+}
+
+typedef struct growbuf {
+	char *data;
+	size_t len;
+	size_t cap;
+} growbuf;
+
+static void
+grow_add(growbuf *b, const char *s, size_t n)
+{
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 1024;
+		while (cap < b->len + n + 1) {
+			cap *= 2;
+		}
+		b->data = kvi_realloc(b->data, cap);
+		b->cap = cap;
+	}
+	memcpy(b->data + b->len, s, n);
+	b->len += n;
+	b->data[b->len] = '\0';
+}
+
+static size_t
+on_body(char *ptr, size_t size, size_t nmemb, void *arg)
+{
+	grow_add(arg, ptr, size * nmemb);
+	return size * nmemb;
+}
+
+static bool
+is_big_unsigned(const char *s, size_t n)
+{
+	static const char max[] = "9223372036854775807";
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9') {
+			return false;
+		}
+	}
+	return n > 19 || (n == 19 && memcmp(s, max, 19) > 0);
+}
+
+json_t *
+kvt_json_loads(const char *text, size_t len)
+{
+	growbuf out = {0};
+	bool in_string = false;
+	size_t i = 0;
+	while (i < len) {
+		char c = text[i];
+		if (in_string) {
+			size_t n = (c == '\\' && i + 1 < len) ? 2 : 1;
+			in_string = c != '"';
+			grow_add(&out, text + i, n);
+			i += n;
+			continue;
+		}
+		if (c == '"') {
+			in_string = true;
+		}
+		if ((c >= '0' && c <= '9') || c == '-') {
+			size_t j = i;
+			while (j < len && strchr("0123456789.eE+-", text[j]) &&
+			       text[j] != '\0') {
+				j++;
+			}
+			bool big = is_big_unsigned(text + i, j - i);
+			if (big) {
+				grow_add(&out, "\"", 1);
+			}
+			grow_add(&out, text + i, j - i);
+			if (big) {
+				grow_add(&out, "\"", 1);
+			}
+			i = j;
+			continue;
+		}
+		grow_add(&out, &c, 1);
+		i++;
+	}
+	json_t *v = out.data ? json_loadb(out.data, out.len, 0, NULL) : NULL;
+	kvi_free(out.data);
+	return v;
+}
+
+bool
+kvt_json_u64(const json_t *v, uint64_t *out)
+{
+	if (json_is_integer(v) && json_integer_value(v) >= 0) {
+		*out = (uint64_t)json_integer_value(v);
+		return true;
+	}
+	const char *s = json_string_value(v);
+	if (s == NULL || *s == '\0') {
+		return false;
+	}
+	uint64_t r = 0;
+	for (; *s != '\0'; s++) {
+		if (*s < '0' || *s > '9' ||
+		    r > (UINT64_MAX - (uint64_t)(*s - '0')) / 10) {
+			return false;
+		}
+		r = r * 10 + (uint64_t)(*s - '0');
+	}
+	*out = r;
+	return true;
+}
+
+static kvi_err
+perform(const char *url, const char *post, int timeout_ms, kvt_http_resp *out)
+{
+	pthread_once(&curl_once, curl_init);
+	CURL *c = curl_easy_init();
+	if (c == NULL) {
+		return KVI_EIO;
+	}
+	growbuf body = {0};
+	struct curl_slist *headers = NULL;
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
+	if (post != NULL) {
+		headers =
+		    curl_slist_append(NULL, "Content-Type: application/json");
+		curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+		curl_easy_setopt(c, CURLOPT_POST, 1L);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, post);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(post));
+	}
+	CURLcode rc = curl_easy_perform(c);
+	kvi_err rv = KVI_OK;
+	if (rc == CURLE_OPERATION_TIMEDOUT) {
+		rv = KVI_ETIMEDOUT;
+	} else if (rc == CURLE_COULDNT_CONNECT) {
+		rv = KVI_EUNREACHABLE;
+	} else if (rc != CURLE_OK) {
+		rv = KVI_EIO;
+	}
+	if (rv == KVI_OK) {
+		memset(out, 0, sizeof(*out));
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &out->status);
+		if (body.data == NULL) {
+			grow_add(&body, "", 0);
+		}
+		out->body = body.data;
+		out->len = body.len;
+		out->json = kvt_json_loads(body.data, body.len);
+	} else {
+		kvi_free(body.data);
+	}
+	curl_slist_free_all(headers);
+	curl_easy_cleanup(c);
+	return rv;
+}
+
+kvi_err
+kvt_http_get(const char *url, int timeout_ms, kvt_http_resp *out)
+{
+	return perform(url, NULL, timeout_ms, out);
+}
+
+kvi_err
+kvt_http_post(const char *url, const char *body, int timeout_ms,
+	      kvt_http_resp *out)
+{
+	return perform(url, body ? body : "", timeout_ms, out);
+}
+
+kvi_err
+kvt_http_post_json(const char *url, const json_t *body, int timeout_ms,
+		   kvt_http_resp *out)
+{
+	char *text = json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY);
+	if (text == NULL) {
+		return KVI_EINVAL;
+	}
+	kvi_err rv = perform(url, text, timeout_ms, out);
+	free(text); /* allocated by jansson */
+	return rv;
+}
+
+void
+kvt_http_resp_fini(kvt_http_resp *r)
+{
+	kvi_free(r->body);
+	json_decref(r->json);
+	memset(r, 0, sizeof(r[0]));
+}

@@ -1,0 +1,229 @@
+#include "kvt_proc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "alloc.h"
+
+#define MAX_CHILDREN 256
+#define POLL_MS      10
+
+struct kvt_proc {
+	pid_t pid;
+	bool exited;
+	int status;
+	int slot;
+};
+
+/* The registry: process groups of running children, 0 = free. Plain
+ * volatile pids so that a signal handler may read them. */
+static volatile pid_t registry[MAX_CHILDREN];
+static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t install_once = PTHREAD_ONCE_INIT;
+static const int fatal_signals[] = {SIGABRT, SIGSEGV, SIGBUS, SIGFPE,
+				    SIGILL,  SIGTERM, SIGINT, SIGHUP};
+
+void
+kvt_proc_kill_all(void)
+{
+	for (int i = 0; i < MAX_CHILDREN; i++) {
+		pid_t pid = registry[i];
+		if (pid > 0) {
+			kill(-pid, SIGKILL);
+		}
+	}
+}
+
+static void
+on_fatal_signal(int sig)
+{
+	kvt_proc_kill_all();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void
+install(void)
+{
+	atexit(kvt_proc_kill_all);
+	for (size_t i = 0; i < sizeof(fatal_signals) / sizeof(int); i++) {
+		struct sigaction sa;
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = on_fatal_signal;
+		sigemptyset(&sa.sa_mask);
+		sigaction(fatal_signals[i], &sa, NULL);
+	}
+}
+
+static int
+registry_add(pid_t pid)
+{
+	pthread_mutex_lock(&registry_mu);
+	int slot = -1;
+	for (int i = 0; i < MAX_CHILDREN && slot < 0; i++) {
+		if (registry[i] == 0) {
+			registry[i] = pid;
+			slot = i;
+		}
+	}
+	pthread_mutex_unlock(&registry_mu);
+	return slot;
+}
+
+static void
+registry_remove(int slot)
+{
+	if (slot >= 0) {
+		pthread_mutex_lock(&registry_mu);
+		registry[slot] = 0;
+		pthread_mutex_unlock(&registry_mu);
+	}
+}
+
+/* child_exec runs in the forked child: only async-signal-safe calls. */
+static _Noreturn void
+child_exec(const char *const *argv, int log_fd, pid_t parent)
+{
+	setpgid(0, 0);
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent) {
+		_exit(127); /* the parent died before prctl */
+	}
+	if (log_fd >= 0) {
+		dup2(log_fd, 1);
+		dup2(log_fd, 2);
+	}
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	execv(argv[0], (char *const *)argv);
+	_exit(127);
+}
+
+kvi_err
+kvt_proc_start(const char *const *argv, const char *log_path, kvt_proc **out)
+{
+	pthread_once(&install_once, install);
+	int log_fd = -1;
+	if (log_path != NULL) {
+		log_fd = open(log_path,
+			      O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+		if (log_fd < 0) {
+			return KVI_EIO;
+		}
+	}
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	if (pid == 0) {
+		child_exec(argv, log_fd, parent);
+	}
+	if (log_fd >= 0) {
+		close(log_fd);
+	}
+	if (pid < 0) {
+		return KVI_EIO;
+	}
+	/* Also from the parent: the group exists before any kill. */
+	setpgid(pid, pid);
+	kvt_proc *p = kvi_calloc(1, sizeof(*p));
+	p->pid = pid;
+	p->slot = registry_add(pid);
+	*out = p;
+	return KVI_OK;
+}
+
+pid_t
+kvt_proc_pid(const kvt_proc *p)
+{
+	return p->pid;
+}
+
+static bool
+reap(kvt_proc *p, int flags)
+{
+	if (p->exited) {
+		return true;
+	}
+	int st;
+	pid_t r;
+	do {
+		r = waitpid(p->pid, &st, flags);
+	} while (r < 0 && errno == EINTR);
+	if (r != p->pid) {
+		return false;
+	}
+	p->exited = true;
+	p->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	registry_remove(p->slot);
+	p->slot = -1;
+	return true;
+}
+
+bool
+kvt_proc_alive(kvt_proc *p)
+{
+	return !reap(p, WNOHANG);
+}
+
+kvi_err
+kvt_proc_wait(kvt_proc *p, int timeout_ms, int *status)
+{
+	for (int waited = 0;; waited += POLL_MS) {
+		if (reap(p, WNOHANG)) {
+			if (status != NULL) {
+				*status = p->status;
+			}
+			return KVI_OK;
+		}
+		if (waited >= timeout_ms) {
+			return KVI_ETIMEDOUT;
+		}
+		struct timespec ts = {0, POLL_MS * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+}
+
+void
+kvt_proc_kill(kvt_proc *p)
+{
+	if (!p->exited) {
+		kill(-p->pid, SIGKILL);
+		kill(p->pid, SIGKILL);
+		reap(p, 0);
+	}
+}
+
+kvi_err
+kvt_proc_stop(kvt_proc *p, int timeout_ms, int *status)
+{
+	kvi_err rv = KVI_OK;
+	if (!p->exited) {
+		kill(-p->pid, SIGTERM);
+		if (kvt_proc_wait(p, timeout_ms, NULL) != KVI_OK) {
+			kvt_proc_kill(p);
+			rv = KVI_ETIMEDOUT;
+		}
+	}
+	if (status != NULL) {
+		*status = p->status;
+	}
+	return rv;
+}
+
+void
+kvt_proc_free(kvt_proc *p)
+{
+	if (p == NULL) {
+		return;
+	}
+	kvt_proc_kill(p);
+	kvi_free(p);
+}

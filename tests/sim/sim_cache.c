@@ -1,0 +1,570 @@
+#include "sim_cache.h"
+
+#include <string.h>
+#include <xxhash.h>
+
+#include "alloc.h"
+#include "hash.h"
+
+#define NIL UINT32_MAX
+#define GPU 0 /* index of the GPU LRU list */
+#define CPU 1
+
+/* A block slot. prev/next link it into the LRU list of each tier it is in
+ * (head = most recently used); next[GPU] also links free slots. */
+typedef struct sim_slot {
+	uint64_t ext;
+	uint64_t parent;
+	uint64_t local;
+	uint64_t seq;
+	uint32_t depth;
+	uint32_t prev[2];
+	uint32_t next[2];
+	uint32_t pin; /* == cache stamp: part of the running request */
+	uint8_t tiers;
+	uint8_t has_parent;
+} sim_slot;
+
+typedef struct sim_lru {
+	uint32_t head;
+	uint32_t tail;
+	uint32_t count;
+	uint32_t cap;
+} sim_lru;
+
+struct sim_cache {
+	sim_cache_config cfg;
+	uint64_t local_seed;
+	sim_slot *slots;
+	uint32_t n_slots;   /* gpu_blocks + cpu_blocks */
+	uint32_t high;      /* slots [0, high) have been used */
+	uint32_t free_head; /* free slots below high */
+	uint32_t *table;    /* open addressing: slot + 1, 0 = empty */
+	uint32_t table_mask;
+	unsigned table_shift;
+	sim_lru lru[2];
+	uint32_t stamp;
+	uint32_t *req_slots; /* scratch: the running request's slots */
+	uint32_t cap_req;
+};
+
+static const unsigned tier_bit[2] = {SIM_TIER_GPU, SIM_TIER_CPU};
+
+/* ---- batch ---------------------------------------------------------- */
+
+void
+sim_batch_init(sim_batch *b, uint32_t block_size)
+{
+	memset(b, 0, sizeof(*b));
+	b->block_size = block_size;
+}
+
+void
+sim_batch_fini(sim_batch *b)
+{
+	kvi_free(b->events);
+	kvi_free(b->ext);
+	kvi_free(b->local);
+	kvi_free(b->seq);
+	kvi_free(b->tokens);
+	kvi_free(b->removed);
+	memset(b, 0, sizeof(*b));
+}
+
+void
+sim_batch_reset(sim_batch *b)
+{
+	b->n_events = 0;
+	b->n_blocks = 0;
+	b->n_removed = 0;
+}
+
+static uint32_t
+grow_cap(uint32_t cap, uint32_t need)
+{
+	uint32_t n = cap ? cap : 16;
+	while (n < need) {
+		n *= 2;
+	}
+	return n;
+}
+
+static sim_event *
+batch_add_event(sim_batch *b)
+{
+	if (b->n_events == b->cap_events) {
+		b->cap_events = grow_cap(b->cap_events, b->n_events + 1);
+		b->events = kvi_reallocarray(b->events, b->cap_events,
+					     sizeof(*b->events));
+	}
+	sim_event *ev = &b->events[b->n_events++];
+	memset(ev, 0, sizeof(*ev));
+	return ev;
+}
+
+static void
+batch_reserve_blocks(sim_batch *b, uint32_t n)
+{
+	uint32_t need = b->n_blocks + n;
+	if (need <= b->cap_blocks) {
+		return;
+	}
+	b->cap_blocks = grow_cap(b->cap_blocks, need);
+	b->ext = kvi_reallocarray(b->ext, b->cap_blocks, sizeof(uint64_t));
+	b->local = kvi_reallocarray(b->local, b->cap_blocks, sizeof(uint64_t));
+	b->seq = kvi_reallocarray(b->seq, b->cap_blocks, sizeof(uint64_t));
+	b->tokens = kvi_reallocarray(b->tokens, b->cap_blocks,
+				     (size_t)b->block_size * sizeof(uint32_t));
+}
+
+static void
+batch_add_removed(sim_batch *b, uint64_t hash)
+{
+	if (b->n_removed == b->cap_removed) {
+		b->cap_removed = grow_cap(b->cap_removed, b->n_removed + 1);
+		b->removed = kvi_reallocarray(b->removed, b->cap_removed,
+					      sizeof(uint64_t));
+	}
+	b->removed[b->n_removed++] = hash;
+}
+
+/* ---- hashing -------------------------------------------------------- */
+
+uint64_t
+sim_external_hash(uint64_t salt, bool has_parent, uint64_t parent,
+		  const uint32_t *tokens, uint32_t bs)
+{
+	/* The parent enters through the seed: equal tokens under different
+	 * parents hash apart, as vLLM's chained block hashes do. */
+	uint64_t seed = salt ^ (has_parent ? parent * 0x9e3779b97f4a7c15u
+					   : 0x5eed0f0a11b10c5u);
+	return XXH3_64bits_withSeed(tokens, (size_t)bs * sizeof(uint32_t),
+				    seed);
+}
+
+/* ---- slot table ----------------------------------------------------- */
+
+static uint32_t
+table_home(const sim_cache *c, uint64_t ext)
+{
+	return (uint32_t)((ext * 0x9e3779b97f4a7c15u) >> c->table_shift) &
+	       c->table_mask;
+}
+
+static uint32_t
+table_find(const sim_cache *c, uint64_t ext)
+{
+	for (uint32_t i = table_home(c, ext);; i = (i + 1) & c->table_mask) {
+		uint32_t v = c->table[i];
+		if (v == 0) {
+			return NIL;
+		}
+		if (c->slots[v - 1].ext == ext) {
+			return v - 1;
+		}
+	}
+}
+
+static void
+table_insert(sim_cache *c, uint32_t slot)
+{
+	uint32_t i = table_home(c, c->slots[slot].ext);
+	while (c->table[i] != 0) {
+		i = (i + 1) & c->table_mask;
+	}
+	c->table[i] = slot + 1;
+}
+
+/* table_delete removes slot with backward-shift deletion, so lookups never
+ * need tombstones. */
+static void
+table_delete(sim_cache *c, uint32_t slot)
+{
+	uint32_t i = table_home(c, c->slots[slot].ext);
+	while (c->table[i] != slot + 1) {
+		i = (i + 1) & c->table_mask;
+	}
+	c->table[i] = 0;
+	for (uint32_t j = (i + 1) & c->table_mask; c->table[j] != 0;
+	     j = (j + 1) & c->table_mask) {
+		uint32_t k = table_home(c, c->slots[c->table[j] - 1].ext);
+		/* The entry at j may move to the hole at i unless its home
+		 * lies cyclically in (i, j]. */
+		bool stays = (i <= j) ? (i < k && k <= j) : (i < k || k <= j);
+		if (!stays) {
+			c->table[i] = c->table[j];
+			c->table[j] = 0;
+			i = j;
+		}
+	}
+}
+
+/* ---- LRU lists ------------------------------------------------------ */
+
+static void
+lru_unlink(sim_cache *c, int t, uint32_t s)
+{
+	sim_slot *b = &c->slots[s];
+	if (b->prev[t] != NIL) {
+		c->slots[b->prev[t]].next[t] = b->next[t];
+	} else {
+		c->lru[t].head = b->next[t];
+	}
+	if (b->next[t] != NIL) {
+		c->slots[b->next[t]].prev[t] = b->prev[t];
+	} else {
+		c->lru[t].tail = b->prev[t];
+	}
+	c->lru[t].count--;
+}
+
+static void
+lru_push_head(sim_cache *c, int t, uint32_t s)
+{
+	sim_slot *b = &c->slots[s];
+	b->prev[t] = NIL;
+	b->next[t] = c->lru[t].head;
+	if (c->lru[t].head != NIL) {
+		c->slots[c->lru[t].head].prev[t] = s;
+	} else {
+		c->lru[t].tail = s;
+	}
+	c->lru[t].head = s;
+	c->lru[t].count++;
+}
+
+/* ---- slots ---------------------------------------------------------- */
+
+static uint32_t
+slot_alloc(sim_cache *c)
+{
+	uint32_t s;
+	if (c->free_head != NIL) {
+		s = c->free_head;
+		c->free_head = c->slots[s].next[GPU];
+	} else {
+		s = c->high++;
+	}
+	memset(&c->slots[s], 0, sizeof(c->slots[s]));
+	return s;
+}
+
+static void
+slot_release(sim_cache *c, uint32_t s)
+{
+	table_delete(c, s);
+	c->slots[s].tiers = 0;
+	c->slots[s].next[GPU] = c->free_head;
+	c->free_head = s;
+}
+
+/* ---- cache ---------------------------------------------------------- */
+
+sim_cache *
+sim_cache_alloc(const sim_cache_config *cfg)
+{
+	sim_cache *c = kvi_calloc(1, sizeof(*c));
+	c->cfg = *cfg;
+	c->local_seed = kvi_local_seed(NULL, 0, NULL, 0);
+	c->n_slots = cfg->gpu_blocks + cfg->cpu_blocks;
+	/* calloc: pages are committed only as slots are first used. */
+	c->slots = kvi_calloc(c->n_slots, sizeof(*c->slots));
+	uint32_t size = 16;
+	unsigned bits = 4;
+	while (size < 2 * c->n_slots) {
+		size *= 2;
+		bits++;
+	}
+	c->table = kvi_calloc(size, sizeof(*c->table));
+	c->table_mask = size - 1;
+	c->table_shift = 64 - bits;
+	c->lru[GPU].cap = cfg->gpu_blocks;
+	c->lru[CPU].cap = cfg->cpu_blocks;
+	sim_cache_clear(c, NULL);
+	return c;
+}
+
+void
+sim_cache_free(sim_cache *c)
+{
+	if (c == NULL) {
+		return;
+	}
+	kvi_free(c->slots);
+	kvi_free(c->table);
+	kvi_free(c->req_slots);
+	kvi_free(c);
+}
+
+void
+sim_cache_clear(sim_cache *c, sim_batch *batch)
+{
+	if (c->high > 0) {
+		memset(c->table, 0, (c->table_mask + 1) * sizeof(*c->table));
+	}
+	c->high = 0;
+	c->free_head = NIL;
+	for (int t = 0; t < 2; t++) {
+		c->lru[t].head = c->lru[t].tail = NIL;
+		c->lru[t].count = 0;
+	}
+	if (batch != NULL) {
+		batch_add_event(batch)->type = SIM_EV_CLEARED;
+	}
+}
+
+uint32_t
+sim_cache_count(const sim_cache *c, unsigned tier)
+{
+	return c->lru[tier == SIM_TIER_CPU ? CPU : GPU].count;
+}
+
+/* evict removes up to count unpinned blocks from tier t, least recently
+ * used first, and appends one BlockRemoved for them. Returns the number
+ * removed. */
+static uint32_t
+evict(sim_cache *c, int t, uint32_t count, sim_batch *batch)
+{
+	uint32_t first = batch->n_removed;
+	uint32_t done = 0;
+	uint32_t s = c->lru[t].tail;
+	while (done < count && s != NIL) {
+		uint32_t prev = c->slots[s].prev[t];
+		if (c->slots[s].pin != c->stamp) {
+			lru_unlink(c, t, s);
+			c->slots[s].tiers &= (uint8_t)~tier_bit[t];
+			batch_add_removed(batch, c->slots[s].ext);
+			if (c->slots[s].tiers == 0) {
+				slot_release(c, s);
+			}
+			done++;
+		}
+		s = prev;
+	}
+	if (done > 0) {
+		sim_event *ev = batch_add_event(batch);
+		ev->type = SIM_EV_REMOVED;
+		ev->tier = tier_bit[t];
+		ev->first = first;
+		ev->n = done;
+	}
+	return done;
+}
+
+/* make_room evicts enough blocks of tier t for need more. */
+static uint32_t
+make_room(sim_cache *c, int t, uint32_t need, sim_batch *batch)
+{
+	uint32_t free = c->lru[t].cap - c->lru[t].count;
+	return need > free ? evict(c, t, need - free, batch) : 0;
+}
+
+static void
+add_stored(sim_batch *batch, unsigned tier, uint32_t base, uint32_t from,
+	   uint32_t to)
+{
+	sim_event *ev = batch_add_event(batch);
+	ev->type = SIM_EV_STORED;
+	ev->tier = tier;
+	ev->first = base + from;
+	ev->n = to - from;
+	ev->has_parent = from > 0;
+	ev->parent = from > 0 ? batch->ext[base + from - 1] : 0;
+}
+
+/* hash_blocks computes the external, local and sequence hashes of the
+ * request's n blocks, already copied into the batch at base. */
+static void
+hash_blocks(const sim_cache *c, sim_batch *batch, uint32_t base, uint32_t n)
+{
+	uint32_t bs = c->cfg.block_size;
+	for (uint32_t i = 0; i < n; i++) {
+		const uint32_t *tok = batch->tokens + (size_t)(base + i) * bs;
+		uint32_t k = base + i;
+		batch->ext[k] = sim_external_hash(
+		    c->cfg.salt, i > 0, i > 0 ? batch->ext[k - 1] : 0, tok, bs);
+		batch->local[k] = kvi_local_hash(tok, bs, c->local_seed);
+		batch->seq[k] = kvi_seq_hash(
+		    i > 0 ? batch->seq[k - 1] : KVI_SEQ_ROOT, batch->local[k]);
+	}
+}
+
+static uint32_t
+new_slot(sim_cache *c, const sim_batch *batch, uint32_t base, uint32_t i)
+{
+	uint32_t s = slot_alloc(c);
+	sim_slot *b = &c->slots[s];
+	b->ext = batch->ext[base + i];
+	b->local = batch->local[base + i];
+	b->seq = batch->seq[base + i];
+	b->has_parent = i > 0;
+	b->parent = i > 0 ? batch->ext[base + i - 1] : 0;
+	b->depth = i;
+	b->pin = c->stamp;
+	table_insert(c, s);
+	return s;
+}
+
+/* prefix_in returns how many leading request blocks are in tier t. */
+static uint32_t
+prefix_in(const sim_cache *c, int t, uint32_t n)
+{
+	uint32_t k = 0;
+	while (k < n && c->req_slots[k] != NIL &&
+	       (c->slots[c->req_slots[k]].tiers & tier_bit[t])) {
+		k++;
+	}
+	return k;
+}
+
+/* touch makes the request's blocks in tier t the most recently used, the
+ * head of the chain last so that tails are evicted first. */
+static void
+touch(sim_cache *c, int t, uint32_t n)
+{
+	for (uint32_t i = n; i-- > 0;) {
+		uint32_t s = c->req_slots[i];
+		if (s != NIL && (c->slots[s].tiers & tier_bit[t])) {
+			lru_unlink(c, t, s);
+			lru_push_head(c, t, s);
+		}
+	}
+}
+
+static void
+begin_request(sim_cache *c, uint32_t n)
+{
+	if (++c->stamp == 0) {
+		for (uint32_t s = 0; s < c->high; s++) {
+			c->slots[s].pin = 0;
+		}
+		c->stamp = 1;
+	}
+	if (n > c->cap_req) {
+		c->cap_req = grow_cap(c->cap_req, n);
+		c->req_slots = kvi_reallocarray(c->req_slots, c->cap_req,
+						sizeof(uint32_t));
+	}
+}
+
+void
+sim_cache_run(sim_cache *c, sim_batch *batch, const uint32_t *tokens,
+	      uint32_t n_blocks, sim_request_result *res)
+{
+	uint32_t bs = c->cfg.block_size;
+	uint32_t n =
+	    n_blocks < c->cfg.gpu_blocks ? n_blocks : c->cfg.gpu_blocks;
+	uint32_t base = batch->n_blocks;
+	uint32_t removed_before = batch->n_removed;
+	memset(res, 0, sizeof(*res));
+	res->first_block = base;
+	res->n_blocks = n;
+	if (n == 0) {
+		return;
+	}
+	batch_reserve_blocks(batch, n);
+	memcpy(batch->tokens + (size_t)base * bs, tokens,
+	       (size_t)n * bs * sizeof(uint32_t));
+	batch->n_blocks += n;
+	hash_blocks(c, batch, base, n);
+
+	begin_request(c, n);
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t s = table_find(c, batch->ext[base + i]);
+		c->req_slots[i] = s;
+		if (s != NIL) {
+			c->slots[s].pin = c->stamp;
+		}
+	}
+	uint32_t gpu_hit = prefix_in(c, GPU, n);
+	uint32_t cpu_hit = c->cfg.cpu_blocks > 0 ? prefix_in(c, CPU, n) : 0;
+
+	/* GPU: everything past the hit is loaded from CPU or computed. */
+	if (gpu_hit < n) {
+		make_room(c, GPU, n - gpu_hit, batch);
+		for (uint32_t i = gpu_hit; i < n; i++) {
+			if (c->req_slots[i] == NIL) {
+				c->req_slots[i] = new_slot(c, batch, base, i);
+			}
+			c->slots[c->req_slots[i]].tiers |= SIM_TIER_GPU;
+			lru_push_head(c, GPU, c->req_slots[i]);
+		}
+		add_stored(batch, SIM_TIER_GPU, base, gpu_hit, n);
+	}
+
+	/* CPU write-through of the blocks it lacks, within its capacity. */
+	uint32_t cpu_end = cpu_hit;
+	if (c->cfg.cpu_blocks > 0) {
+		cpu_end = n < c->cfg.cpu_blocks ? n : c->cfg.cpu_blocks;
+		if (cpu_hit < cpu_end) {
+			make_room(c, CPU, cpu_end - cpu_hit, batch);
+			for (uint32_t i = cpu_hit; i < cpu_end; i++) {
+				c->slots[c->req_slots[i]].tiers |= SIM_TIER_CPU;
+				lru_push_head(c, CPU, c->req_slots[i]);
+			}
+			add_stored(batch, SIM_TIER_CPU, base, cpu_hit, cpu_end);
+		}
+	}
+
+	touch(c, GPU, n);
+	touch(c, CPU, cpu_end);
+	res->gpu_hit = gpu_hit;
+	res->cpu_loaded = cpu_hit > gpu_hit ? cpu_hit - gpu_hit : 0;
+	res->stored = n - gpu_hit;
+	res->removed = batch->n_removed - removed_before;
+}
+
+static void
+slot_info(const sim_slot *b, sim_block_info *out)
+{
+	out->hash = b->ext;
+	out->parent = b->parent;
+	out->has_parent = b->has_parent;
+	out->local_hash = b->local;
+	out->seq_hash = b->seq;
+	out->depth = b->depth;
+	out->tiers = b->tiers;
+}
+
+bool
+sim_cache_lookup(const sim_cache *c, uint64_t hash, sim_block_info *out)
+{
+	uint32_t s = table_find(c, hash);
+	if (s == NIL) {
+		return false;
+	}
+	slot_info(&c->slots[s], out);
+	return true;
+}
+
+sim_block_info *
+sim_cache_snapshot(const sim_cache *c, size_t *n)
+{
+	/* Counting sort by depth: parents are shallower than children. */
+	uint32_t depths = c->cfg.gpu_blocks + 1;
+	size_t *start = kvi_calloc(depths + 1, sizeof(size_t));
+	size_t total = 0;
+	for (uint32_t s = 0; s < c->high; s++) {
+		if (c->slots[s].tiers != 0) {
+			start[c->slots[s].depth + 1]++;
+			total++;
+		}
+	}
+	*n = total;
+	if (total == 0) {
+		kvi_free(start);
+		return NULL;
+	}
+	for (uint32_t d = 1; d <= depths; d++) {
+		start[d] += start[d - 1];
+	}
+	sim_block_info *out = kvi_malloc(total * sizeof(*out));
+	for (uint32_t s = 0; s < c->high; s++) {
+		if (c->slots[s].tiers != 0) {
+			slot_info(&c->slots[s],
+				  &out[start[c->slots[s].depth]++]);
+		}
+	}
+	kvi_free(start);
+	return out;
+}

@@ -1,0 +1,145 @@
+/*
+ * sim_cache.h - the prefix cache of one simulated engine rank.
+ *
+ * A model of vLLM's prefix cache, precise enough that the events it emits
+ * are the ones a real rank would publish. A rank has a fixed number of GPU
+ * blocks and optionally a CPU tier. A block is identified by its external
+ * hash, a 64-bit hash of (parent external hash, the block's tokens) under a
+ * per-simulator salt: the same prefix has the same hashes on every rank, as
+ * with vLLM and a fixed hash seed.
+ *
+ * One request (sim_cache_run) does, in this order:
+ *   1. truncate the request to the GPU capacity;
+ *   2. find the longest prefix cached on GPU (the hit) and, past it, the
+ *      blocks that are still on CPU (loaded back to GPU);
+ *   3. evict least-recently-used GPU blocks that are not part of the request
+ *      -> one BlockRemoved (GPU);
+ *   4. store every block past the hit on GPU -> one BlockStored (GPU) whose
+ *      parent is the last hit block (none when nothing hit);
+ *   5. with a CPU tier, write through: evict CPU blocks not part of the
+ *      request -> BlockRemoved (CPU), then store the request's blocks that
+ *      are not on CPU yet (up to the CPU capacity) -> BlockStored (CPU);
+ *   6. touch the request's blocks tail first, so that the head of a chain is
+ *      always more recent than its tail and tails are evicted first.
+ *
+ * Invariant (prefix closure): in each tier, a cached block's parent is
+ * cached in the same tier. Every BlockStored therefore names a parent the
+ * rank holds, and a tree dump never contains an orphan: a correct indexer
+ * never sees one in normal operation.
+ *
+ * Ground truth per block: external hash, parent, local hash (WIRE.md §4,
+ * default seed), sequence hash (hash.h chain from KVI_SEQ_ROOT), depth (its
+ * position in its chain) and tiers.
+ *
+ * The model is pure: no I/O, no locking. The caller serialises access (the
+ * simulator holds the rank's mutex).
+ */
+#ifndef KVI_SIM_CACHE_H
+#define KVI_SIM_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Tier bits of a block. */
+#define SIM_TIER_GPU 1u
+#define SIM_TIER_CPU 2u
+
+typedef enum sim_event_type {
+	SIM_EV_STORED = 1,
+	SIM_EV_REMOVED,
+	SIM_EV_CLEARED,
+} sim_event_type;
+
+/* One event of a batch. Stored: the blocks batch->blocks[first..first+n).
+ * Removed: the hashes batch->removed[first..first+n). */
+typedef struct sim_event {
+	sim_event_type type;
+	unsigned tier; /* SIM_TIER_GPU or SIM_TIER_CPU */
+	bool has_parent;
+	uint64_t parent;
+	uint32_t first;
+	uint32_t n;
+} sim_event;
+
+/* A batch under construction: the events of one engine step and the blocks
+ * and tokens they refer to. Requests append to it; the caller resets it
+ * between steps and owns it (sim_batch_init/fini). */
+typedef struct sim_batch {
+	uint32_t block_size;
+	sim_event *events;
+	uint32_t n_events, cap_events;
+	/* Per block of every request run into this batch. */
+	uint64_t *ext, *local, *seq;
+	uint32_t *tokens; /* n_blocks * block_size */
+	uint32_t n_blocks, cap_blocks;
+	uint64_t *removed;
+	uint32_t n_removed, cap_removed;
+} sim_batch;
+
+/* The outcome of one request. */
+typedef struct sim_request_result {
+	uint32_t first_block; /* where its blocks start in the batch */
+	uint32_t n_blocks;    /* after truncation */
+	uint32_t gpu_hit;     /* blocks found on GPU */
+	uint32_t cpu_loaded;  /* blocks loaded back from CPU */
+	uint32_t stored;      /* blocks newly stored on GPU */
+	uint32_t removed;     /* blocks removed, all tiers */
+} sim_request_result;
+
+/* Ground truth about one cached block. */
+typedef struct sim_block_info {
+	uint64_t hash;
+	uint64_t parent;
+	bool has_parent;
+	uint64_t local_hash;
+	uint64_t seq_hash;
+	uint32_t depth;
+	unsigned tiers;
+} sim_block_info;
+
+typedef struct sim_cache_config {
+	uint32_t gpu_blocks; /* positive */
+	uint32_t cpu_blocks; /* 0: no CPU tier */
+	uint32_t block_size; /* positive */
+	uint64_t salt;       /* external hash salt */
+} sim_cache_config;
+
+typedef struct sim_cache sim_cache;
+
+void sim_batch_init(sim_batch *b, uint32_t block_size);
+void sim_batch_fini(sim_batch *b);
+void sim_batch_reset(sim_batch *b);
+
+/* sim_cache_alloc returns an empty cache; memory for blocks is committed as
+ * blocks are first used. Aborts on out-of-memory. */
+sim_cache *sim_cache_alloc(const sim_cache_config *cfg);
+void sim_cache_free(sim_cache *c);
+
+/* sim_cache_run runs one request of n_blocks full blocks of tokens through
+ * the cache, appending its blocks and events to batch, and fills *res. */
+void sim_cache_run(sim_cache *c, sim_batch *batch, const uint32_t *tokens,
+		   uint32_t n_blocks, sim_request_result *res);
+
+/* sim_cache_clear empties the cache; with batch non-NULL it appends an
+ * AllBlocksCleared event (a restart loses the cache silently). */
+void sim_cache_clear(sim_cache *c, sim_batch *batch);
+
+/* sim_cache_count returns the number of blocks held in the tier. */
+uint32_t sim_cache_count(const sim_cache *c, unsigned tier);
+
+/* sim_cache_lookup writes the ground truth of the block with external hash
+ * hash into *out and returns true, or returns false if it is not cached. */
+bool sim_cache_lookup(const sim_cache *c, uint64_t hash, sim_block_info *out);
+
+/* sim_cache_snapshot returns every cached block, parents before children
+ * (by depth), in a new array of *n entries the caller frees with kvi_free.
+ * Returns NULL with *n = 0 when the cache is empty. */
+sim_block_info *sim_cache_snapshot(const sim_cache *c, size_t *n);
+
+/* sim_external_hash returns the external hash of a block of bs tokens that
+ * follows parent (has_parent false for the first block). */
+uint64_t sim_external_hash(uint64_t salt, bool has_parent, uint64_t parent,
+			   const uint32_t *tokens, uint32_t bs);
+
+#endif /* KVI_SIM_CACHE_H */
