@@ -1,0 +1,150 @@
+/*
+ * index.h - the shard's in-memory block index (DESIGN.md §8).
+ *
+ * Two maps hold the index:
+ *
+ *   per listener:  external hash -> (sequence hash, tiers)
+ *   per partition: sequence hash -> holders, each (listener, tiers)
+ *
+ * A partition is one model: queries name their model, and a model has one
+ * block size (a listener that disagrees is refused). A partition's holder
+ * map is split into stripes by the top bits of the sequence hash, so that
+ * growing one never stalls the others for long and a restart can rebuild
+ * them in parallel. A holder word is either one holder inline,
+ * (listener id << 3 | tiers), or, with the top bit set, the index of a
+ * sorted holder list.
+ *
+ * A listener's tiers for a sequence hash are the union over its external
+ * hashes that map to it; the rare sequence hash that two external hashes of
+ * one listener share is reference-counted per tier in a side map.
+ *
+ * Threading: one writer thread (the ingest thread) adds and removes
+ * listeners and applies stores, removals and clears; any number of threads
+ * query concurrently. A partition's rwlock is held shared by a query for
+ * its whole probe and exclusively by the writer for one
+ * kvx_write_begin()..kvx_write_end() group, so a query never sees half a
+ * batch. Listener ids are chosen by the caller (the store persists them);
+ * ids are dense, from 0.
+ */
+#ifndef KVI_SHARD_INDEX_H
+#define KVI_SHARD_INDEX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "wire.h"
+
+#define KVX_MAX_LISTENERS (1u << 28)
+#define KVX_TIER_BIT(t)   (1u << (t))
+#define KVX_TIERS_ALL     7u
+
+typedef struct kvx_index kvx_index;
+
+/* What the index knows of a listener, for naming it in results. */
+typedef struct kvx_listener_info {
+	uint32_t lid;
+	uint64_t instance_id;
+	uint16_t dp_rank;
+	const char *key;
+	const char *pod;
+	const char *model;
+	uint32_t block_size;
+} kvx_listener_info;
+
+/* One listener's match for a query, in blocks. */
+typedef struct kvx_match {
+	uint32_t gpu;     /* longest prefix held on the device tier */
+	uint32_t cpu;     /* how far the cpu tier extends it */
+	uint32_t disk;    /* how far the disk tier extends that */
+	uint32_t longest; /* gpu + cpu + disk */
+} kvx_match;
+
+/* Restricts a query to some instances and/or one rank. */
+typedef struct kvx_filter {
+	const uint64_t *instances; /* NULL or n_instances ids */
+	size_t n_instances;
+	bool has_rank;
+	uint16_t rank;
+} kvx_filter;
+
+/* Called under the partition's read lock: info and its strings are valid
+ * only during the call. */
+typedef void (*kvx_match_fn)(void *arg, const kvx_listener_info *info,
+			     const kvx_match *m);
+typedef void (*kvx_entry_fn)(void *arg, uint64_t ext, uint64_t seq,
+			     uint8_t tiers);
+
+kvx_index *kvx_index_alloc(void);
+void kvx_index_free(kvx_index *idx);
+
+/* kvx_listener_add registers listener lid of model with its block size.
+ * Returns KVI_EEXIST when lid is taken, KVI_EINVAL when the model already
+ * has another block size or lid is out of range. The strings are copied. */
+kvi_err kvx_listener_add(kvx_index *idx, uint32_t lid, const char *key,
+			 const char *pod, uint64_t instance_id,
+			 uint16_t dp_rank, const char *model,
+			 uint32_t block_size);
+
+/* kvx_listener_remove drops listener lid and all its entries. */
+void kvx_listener_remove(kvx_index *idx, uint32_t lid);
+
+bool kvx_listener_exists(const kvx_index *idx, uint32_t lid);
+
+/* kvx_listener_entries returns the (block, tier-set) entries of lid. */
+size_t kvx_listener_entries(const kvx_index *idx, uint32_t lid);
+
+/* kvx_write_begin takes the write lock of lid's partition; every mutation
+ * below happens between it and kvx_write_end(). Writer thread only. */
+void kvx_write_begin(kvx_index *idx, uint32_t lid);
+void kvx_write_end(kvx_index *idx, uint32_t lid);
+
+/* kvx_lookup finds the sequence hash lid holds for external hash ext. Writer
+ * thread only (no lock needed: only the writer changes listener maps). */
+bool kvx_lookup(const kvx_index *idx, uint32_t lid, uint64_t ext,
+		uint64_t *seq);
+
+/* kvx_store records that lid holds ext (sequence hash seq) on tier. A
+ * repeated store of ext with another seq moves it. */
+void kvx_store(kvx_index *idx, uint32_t lid, uint64_t ext, uint64_t seq,
+	       kvi_tier tier);
+
+/* kvx_remove drops tier from lid's ext; returns false when lid did not hold
+ * ext on that tier. */
+bool kvx_remove(kvx_index *idx, uint32_t lid, uint64_t ext, kvi_tier tier);
+
+/* kvx_clear drops every entry of lid. */
+void kvx_clear(kvx_index *idx, uint32_t lid);
+
+/* kvx_listener_foreach calls fn for every entry of lid. Writer thread. */
+void kvx_listener_foreach(const kvx_index *idx, uint32_t lid, kvx_entry_fn fn,
+			  void *arg);
+
+/* kvx_query probes the sequence hashes seq[0..n) of a query for model and
+ * calls fn for every listener (passing filter, which may be NULL) that
+ * holds at least the first block, with its match. *block_size is set to the
+ * model's. Returns KVI_ENOENT when no listener of model is here. Any
+ * thread. */
+kvi_err kvx_query(kvx_index *idx, const char *model, const uint64_t *seq,
+		  size_t n, const kvx_filter *filter, kvx_match_fn fn,
+		  void *arg, uint32_t *block_size);
+
+/* kvx_instance_ranks calls fn (with a zero match) for every listener of
+ * model whose instance is among filter's instances: the ranks that are
+ * connected, for error messages. */
+kvi_err kvx_instance_ranks(kvx_index *idx, const char *model,
+			   const kvx_filter *filter, kvx_match_fn fn,
+			   void *arg);
+
+typedef struct kvx_stats {
+	uint64_t listeners;
+	uint64_t entries;     /* (block, listener) entries */
+	uint64_t seq_hashes;  /* distinct sequence hashes */
+	uint64_t table_bytes; /* memory held by the maps */
+} kvx_stats;
+
+/* kvx_index_stats sums the index's sizes. Any thread. */
+void kvx_index_stats(kvx_index *idx, kvx_stats *out);
+
+#endif /* KVI_SHARD_INDEX_H */

@@ -1,0 +1,147 @@
+#include "oplog.h"
+
+#include <string.h>
+
+#include "alloc.h"
+
+static void
+kvo_put64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++) {
+		p[i] = (uint8_t)(v >> (8 * i));
+	}
+}
+
+static uint64_t
+kvo_get64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--) {
+		v = (v << 8) | p[i];
+	}
+	return v;
+}
+
+static uint8_t *
+kvo_grow(kvo_rec *r, size_t n)
+{
+	if (r->len + n > r->cap) {
+		size_t cap = r->cap ? r->cap * 2 : 256;
+		while (cap < r->len + n) {
+			cap *= 2;
+		}
+		r->buf = kvi_realloc(r->buf, cap);
+		r->cap = cap;
+	}
+	uint8_t *p = r->buf + r->len;
+	r->len += n;
+	return p;
+}
+
+void
+kvo_rec_init(kvo_rec *r)
+{
+	memset(r, 0, sizeof(*r));
+	kvo_rec_reset(r);
+}
+
+void
+kvo_rec_fini(kvo_rec *r)
+{
+	kvi_free(r->buf);
+	memset(r, 0, sizeof(*r));
+}
+
+void
+kvo_rec_reset(kvo_rec *r)
+{
+	r->len = 0;
+	r->n_ops = 0;
+	memset(kvo_grow(r, KVO_HEADER_SIZE), 0, KVO_HEADER_SIZE);
+}
+
+void
+kvo_rec_store(kvo_rec *r, uint64_t ext, uint64_t seq, uint8_t tier)
+{
+	uint8_t *p = kvo_grow(r, 18);
+	p[0] = KVO_STORE;
+	kvo_put64(p + 1, ext);
+	kvo_put64(p + 9, seq);
+	p[17] = tier;
+	r->n_ops++;
+}
+
+void
+kvo_rec_remove(kvo_rec *r, uint64_t ext, uint8_t tier)
+{
+	uint8_t *p = kvo_grow(r, 10);
+	p[0] = KVO_REMOVE;
+	kvo_put64(p + 1, ext);
+	p[9] = tier;
+	r->n_ops++;
+}
+
+void
+kvo_rec_clear(kvo_rec *r)
+{
+	*kvo_grow(r, 1) = KVO_CLEAR;
+	r->n_ops++;
+}
+
+void
+kvo_rec_finish(kvo_rec *r, const kvs_mark *mark)
+{
+	r->buf[0] = (uint8_t)((mark->has_wm ? 1 : 0) | (mark->has_fp ? 2 : 0));
+	kvo_put64(r->buf + 1, mark->has_wm ? mark->wm : 0);
+	kvo_put64(r->buf + 9, mark->has_fp ? mark->fp : 0);
+}
+
+kvi_err
+kvo_iter_init(kvo_iter *it, const void *payload, size_t len, kvs_mark *mark)
+{
+	const uint8_t *p = payload;
+	if (len < KVO_HEADER_SIZE || p[0] > 3) {
+		return KVI_ECORRUPT;
+	}
+	mark->has_wm = p[0] & 1;
+	mark->has_fp = (p[0] & 2) != 0;
+	mark->wm = kvo_get64(p + 1);
+	mark->fp = kvo_get64(p + 9);
+	*it = (kvo_iter){.p = p, .len = len, .off = KVO_HEADER_SIZE};
+	return KVI_OK;
+}
+
+kvi_err
+kvo_iter_next(kvo_iter *it, kvo_op *op)
+{
+	if (it->off == it->len) {
+		return KVI_ENOENT;
+	}
+	const uint8_t *p = it->p + it->off;
+	size_t left = it->len - it->off;
+	*op = (kvo_op){.kind = (kvo_kind)p[0]};
+	switch (p[0]) {
+	case KVO_STORE:
+		if (left < 18 || p[17] > 2) {
+			return KVI_ECORRUPT;
+		}
+		op->ext = kvo_get64(p + 1);
+		op->seq = kvo_get64(p + 9);
+		op->tier = p[17];
+		it->off += 18;
+		return KVI_OK;
+	case KVO_REMOVE:
+		if (left < 10 || p[9] > 2) {
+			return KVI_ECORRUPT;
+		}
+		op->ext = kvo_get64(p + 1);
+		op->tier = p[9];
+		it->off += 10;
+		return KVI_OK;
+	case KVO_CLEAR:
+		it->off += 1;
+		return KVI_OK;
+	default:
+		return KVI_ECORRUPT;
+	}
+}

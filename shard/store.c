@@ -1,0 +1,770 @@
+#include "store.h"
+
+#include <errno.h>
+#include <lmdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <xxhash.h>
+
+#include "alloc.h"
+
+#define KVS_FORMAT          1u
+#define KVS_CHUNK_ENTRIES   4096
+#define KVS_TRUNCATE_MAX    65536
+#define KVS_HEADER_LEN      (4 + 4 + 8 + 1 + 8 + 8 + 8 + 4)
+#define KVS_NONE            UINT64_MAX
+#define KVS_DEFAULT_MAPSIZE ((size_t)1 << 30)
+#define KVS_COMMIT_TRIES    8
+
+/* What the store tracks of each listener id. */
+typedef struct kvs_lid {
+	bool live;
+	uint64_t snap_lsn; /* while loading: records before it are covered */
+	uint64_t need;     /* first log record not covered by the snapshot */
+} kvs_lid;
+
+struct kvs_store {
+	MDB_env *env;
+	MDB_dbi meta, log, snap, listeners;
+	char *dir;
+	size_t map_size, max_map_size;
+	uint64_t next_lsn;
+	kvs_lid *lids; /* by listener id */
+	uint32_t n_lids;
+	/* Stats: written by the committing thread only; other threads read
+	 * them as plain aligned words, a benign race for figures. */
+	uint64_t commits, truncated, map_growths, log_records;
+};
+
+static kvi_err kvs_fail(char *err, size_t errlen, kvi_err rv, const char *fmt,
+			...) __attribute__((format(printf, 4, 5)));
+
+static kvi_err
+kvs_fail(char *err, size_t errlen, kvi_err rv, const char *fmt, ...)
+{
+	if (err != NULL && errlen > 0) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return rv;
+}
+
+/* kvs_mdb_err translates an LMDB error code. */
+static kvi_err
+kvs_mdb_err(int rc)
+{
+	switch (rc) {
+	case MDB_SUCCESS:
+		return KVI_OK;
+	case MDB_NOTFOUND:
+		return KVI_ENOENT;
+	case MDB_MAP_FULL:
+	case ENOSPC:
+	case EDQUOT:
+		return KVI_EFULL;
+	case MDB_INVALID:
+	case MDB_CORRUPTED:
+	case MDB_PAGE_NOTFOUND:
+	case MDB_VERSION_MISMATCH:
+	case MDB_BAD_TXN:
+		return KVI_ECORRUPT;
+	default:
+		return KVI_EIO;
+	}
+}
+
+static void
+kvs_be32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+static uint32_t
+kvs_get_be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+	       (uint32_t)p[2] << 8 | p[3];
+}
+
+static void
+kvs_be64(uint8_t *p, uint64_t v)
+{
+	kvs_be32(p, (uint32_t)(v >> 32));
+	kvs_be32(p + 4, (uint32_t)v);
+}
+
+static uint64_t
+kvs_get_be64(const uint8_t *p)
+{
+	return (uint64_t)kvs_get_be32(p) << 32 | kvs_get_be32(p + 4);
+}
+
+static void
+kvs_le32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++) {
+		p[i] = (uint8_t)(v >> (8 * i));
+	}
+}
+
+static uint32_t
+kvs_get_le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+static void
+kvs_le64(uint8_t *p, uint64_t v)
+{
+	kvs_le32(p, (uint32_t)v);
+	kvs_le32(p + 4, (uint32_t)(v >> 32));
+}
+
+static uint64_t
+kvs_get_le64(const uint8_t *p)
+{
+	return (uint64_t)kvs_get_le32(p) | (uint64_t)kvs_get_le32(p + 4) << 32;
+}
+
+void
+kvs_entry_put(uint8_t *p, uint64_t ext, uint64_t seq, uint8_t tiers)
+{
+	kvs_le64(p, ext);
+	kvs_le64(p + 8, seq);
+	p[16] = tiers;
+}
+
+void
+kvs_entry_get(const uint8_t *p, uint64_t *ext, uint64_t *seq, uint8_t *tiers)
+{
+	*ext = kvs_get_le64(p);
+	*seq = kvs_get_le64(p + 8);
+	*tiers = p[16];
+}
+
+/* Checksummed values: [xxh32 of the rest, LE][rest]. */
+static void
+kvs_seal(uint8_t *v, size_t len)
+{
+	kvs_le32(v, XXH32(v + 4, len - 4, 0));
+}
+
+static bool
+kvs_sealed_ok(const MDB_val *v)
+{
+	return v->mv_size >= 4 &&
+	       kvs_get_le32(v->mv_data) ==
+		   XXH32((const uint8_t *)v->mv_data + 4, v->mv_size - 4, 0);
+}
+
+/* ---- live listeners ------------------------------------------------ */
+
+/* kvs_lid_at returns lid's entry, growing the table as needed. */
+static kvs_lid *
+kvs_lid_at(kvs_store *s, uint32_t lid)
+{
+	if (lid >= s->n_lids) {
+		uint32_t n = s->n_lids ? s->n_lids : 64;
+		while (n <= lid) {
+			n *= 2;
+		}
+		s->lids = kvi_reallocarray(s->lids, n, sizeof(kvs_lid));
+		for (uint32_t i = s->n_lids; i < n; i++) {
+			s->lids[i] = (kvs_lid){.need = KVS_NONE};
+		}
+		s->n_lids = n;
+	}
+	return &s->lids[lid];
+}
+
+static bool
+kvs_lid_live(const kvs_store *s, uint32_t lid)
+{
+	return lid < s->n_lids && s->lids[lid].live;
+}
+
+/* kvs_truncation_point returns the lsn below which no live listener needs
+ * the log, given the listener table lids. */
+static uint64_t
+kvs_truncation_point(const kvs_store *s, const kvs_lid *lids)
+{
+	uint64_t t = s->next_lsn;
+	for (uint32_t i = 0; i < s->n_lids; i++) {
+		if (lids[i].live && lids[i].need < t) {
+			t = lids[i].need;
+		}
+	}
+	return t;
+}
+
+/* ---- open ---------------------------------------------------------- */
+
+static kvi_err
+kvs_open_dbs(kvs_store *s, char *err, size_t errlen)
+{
+	MDB_txn *txn;
+	int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
+	if (rc != 0) {
+		return kvs_fail(err, errlen, kvs_mdb_err(rc), "lmdb: %s",
+				mdb_strerror(rc));
+	}
+	if ((rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &s->meta)) != 0 ||
+	    (rc = mdb_dbi_open(txn, "log", MDB_CREATE, &s->log)) != 0 ||
+	    (rc = mdb_dbi_open(txn, "snap", MDB_CREATE, &s->snap)) != 0 ||
+	    (rc = mdb_dbi_open(txn, "listeners", MDB_CREATE, &s->listeners)) !=
+		0) {
+		goto fail;
+	}
+	MDB_val k = {6, "format"}, v;
+	rc = mdb_get(txn, s->meta, &k, &v);
+	if (rc == MDB_NOTFOUND) {
+		uint8_t f[4];
+		kvs_le32(f, KVS_FORMAT);
+		v = (MDB_val){4, f};
+		rc = mdb_put(txn, s->meta, &k, &v, 0);
+	} else if (rc == 0 &&
+		   (v.mv_size != 4 || kvs_get_le32(v.mv_data) != KVS_FORMAT)) {
+		mdb_txn_abort(txn);
+		return kvs_fail(err, errlen, KVI_ECORRUPT,
+				"store format %u, this build reads %u",
+				v.mv_size == 4 ? kvs_get_le32(v.mv_data) : 0,
+				KVS_FORMAT);
+	}
+	if (rc != 0) {
+		goto fail;
+	}
+	k = (MDB_val){8, "next_lsn"};
+	rc = mdb_get(txn, s->meta, &k, &v);
+	if (rc == 0 && v.mv_size == 8) {
+		s->next_lsn = kvs_get_le64(v.mv_data);
+	} else if (rc != MDB_NOTFOUND) {
+		rc = rc == 0 ? MDB_CORRUPTED : rc;
+		goto fail;
+	}
+	MDB_stat ms;
+	if ((rc = mdb_stat(txn, s->log, &ms)) != 0) {
+		goto fail;
+	}
+	s->log_records = ms.ms_entries;
+	if ((rc = mdb_txn_commit(txn)) != 0) {
+		return kvs_fail(err, errlen, kvs_mdb_err(rc), "lmdb: %s",
+				mdb_strerror(rc));
+	}
+	return KVI_OK;
+fail:
+	mdb_txn_abort(txn);
+	return kvs_fail(err, errlen, kvs_mdb_err(rc), "lmdb: %s",
+			mdb_strerror(rc));
+}
+
+kvi_err
+kvs_store_open(const kvs_store_opts *o, kvs_store **out, char *err,
+	       size_t errlen)
+{
+	if (mkdir(o->dir, 0755) != 0 && errno != EEXIST) {
+		return kvs_fail(err, errlen, KVI_EIO, "mkdir %s: %s", o->dir,
+				strerror(errno));
+	}
+	kvs_store *s = kvi_calloc(1, sizeof(*s));
+	s->dir = kvi_strdup(o->dir);
+	s->map_size = o->map_size ? o->map_size : KVS_DEFAULT_MAPSIZE;
+	s->max_map_size = o->max_map_size;
+	if (s->max_map_size != 0 && s->map_size > s->max_map_size) {
+		s->map_size = s->max_map_size;
+	}
+	int rc = mdb_env_create(&s->env);
+	if (rc == 0) {
+		mdb_env_set_maxdbs(s->env, 4);
+		rc = mdb_env_set_mapsize(s->env, s->map_size);
+	}
+	unsigned flags = MDB_NOTLS | (o->no_sync ? MDB_NOSYNC : MDB_NOMETASYNC);
+	if (rc == 0) {
+		rc = mdb_env_open(s->env, o->dir, flags, 0644);
+	}
+	if (rc != 0) {
+		kvs_fail(err, errlen, kvs_mdb_err(rc), "lmdb open %s: %s",
+			 o->dir, mdb_strerror(rc));
+		kvs_store_close(s);
+		return kvs_mdb_err(rc);
+	}
+	MDB_envinfo info;
+	mdb_env_info(s->env, &info);
+	s->map_size = info.me_mapsize; /* an existing file may be larger */
+	kvi_err rv = kvs_open_dbs(s, err, errlen);
+	if (rv != KVI_OK) {
+		kvs_store_close(s);
+		return rv;
+	}
+	*out = s;
+	return KVI_OK;
+}
+
+void
+kvs_store_close(kvs_store *s)
+{
+	if (s == NULL) {
+		return;
+	}
+	if (s->env != NULL) {
+		mdb_env_close(s->env);
+	}
+	kvi_free(s->lids);
+	kvi_free(s->dir);
+	kvi_free(s);
+}
+
+/* ---- load ---------------------------------------------------------- */
+
+static kvi_err
+kvs_load_listeners(kvs_store *s, MDB_txn *txn, const kvs_load_cb *cb, char *err,
+		   size_t errlen)
+{
+	MDB_cursor *c;
+	MDB_val k, v;
+	mdb_cursor_open(txn, s->listeners, &c);
+	int rc;
+	kvi_err rv = KVI_OK;
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		if (k.mv_size != 4) {
+			rv = kvs_fail(err, errlen, KVI_ECORRUPT,
+				      "listener key of %zu bytes", k.mv_size);
+			break;
+		}
+		uint32_t lid = kvs_get_be32(k.mv_data);
+		*kvs_lid_at(s, lid) = (kvs_lid){.live = true, .need = KVS_NONE};
+		if ((rv = cb->listener(cb->arg, lid, v.mv_data, v.mv_size)) !=
+		    KVI_OK) {
+			break;
+		}
+	}
+	mdb_cursor_close(c);
+	if (rv == KVI_OK && rc != MDB_NOTFOUND) {
+		rv = kvs_fail(err, errlen, kvs_mdb_err(rc), "lmdb: %s",
+			      mdb_strerror(rc));
+	}
+	return rv;
+}
+
+static kvi_err
+kvs_load_snap_header(kvs_store *s, const kvs_load_cb *cb, uint32_t lid,
+		     const MDB_val *v, char *err, size_t errlen)
+{
+	const uint8_t *p = v->mv_data;
+	if (v->mv_size != KVS_HEADER_LEN || !kvs_sealed_ok(v) ||
+	    kvs_get_le32(p + 4) != KVS_FORMAT || p[16] > 3) {
+		return kvs_fail(err, errlen, KVI_ECORRUPT,
+				"listener %u: bad snapshot header", lid);
+	}
+	kvs_lid_at(s, lid)->snap_lsn = kvs_get_le64(p + 8);
+	kvs_mark mark = {
+	    .has_wm = p[16] & 1,
+	    .has_fp = (p[16] & 2) != 0,
+	    .wm = kvs_get_le64(p + 17),
+	    .fp = kvs_get_le64(p + 25),
+	};
+	return cb->snapshot(cb->arg, lid, &mark, kvs_get_le64(p + 33));
+}
+
+static kvi_err
+kvs_load_snaps(kvs_store *s, MDB_txn *txn, const kvs_load_cb *cb, char *err,
+	       size_t errlen)
+{
+	MDB_cursor *c;
+	MDB_val k, v;
+	mdb_cursor_open(txn, s->snap, &c);
+	int rc;
+	kvi_err rv = KVI_OK;
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0 && rv == KVI_OK;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		if (k.mv_size != 8) {
+			rv = kvs_fail(err, errlen, KVI_ECORRUPT,
+				      "snapshot key of %zu bytes", k.mv_size);
+			break;
+		}
+		uint32_t lid = kvs_get_be32(k.mv_data);
+		uint32_t chunk = kvs_get_be32((uint8_t *)k.mv_data + 4);
+		if (!kvs_lid_live(s, lid)) {
+			continue; /* a deleted listener's leftovers */
+		}
+		if (chunk == 0) {
+			rv = kvs_load_snap_header(s, cb, lid, &v, err, errlen);
+		} else if (!kvs_sealed_ok(&v) ||
+			   (v.mv_size - 4) % KVS_ENTRY_SIZE != 0) {
+			rv = kvs_fail(err, errlen, KVI_ECORRUPT,
+				      "listener %u: bad snapshot chunk %u", lid,
+				      chunk);
+		} else {
+			rv = cb->entries(cb->arg, lid,
+					 (const uint8_t *)v.mv_data + 4,
+					 (v.mv_size - 4) / KVS_ENTRY_SIZE);
+		}
+	}
+	mdb_cursor_close(c);
+	if (rv == KVI_OK && rc != MDB_NOTFOUND) {
+		rv = kvs_fail(err, errlen, kvs_mdb_err(rc), "lmdb: %s",
+			      mdb_strerror(rc));
+	}
+	return rv;
+}
+
+static kvi_err
+kvs_load_log(kvs_store *s, MDB_txn *txn, const kvs_load_cb *cb, char *err,
+	     size_t errlen)
+{
+	MDB_cursor *c;
+	MDB_val k, v;
+	mdb_cursor_open(txn, s->log, &c);
+	int rc;
+	kvi_err rv = KVI_OK;
+	/* The log holds only what some listener needed at the last commit:
+	 * read it all. */
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0 && rv == KVI_OK;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		if (k.mv_size != 8 || v.mv_size < 8 || !kvs_sealed_ok(&v)) {
+			uint64_t lsn =
+			    k.mv_size == 8 ? kvs_get_be64(k.mv_data) : 0;
+			rv = kvs_fail(err, errlen, KVI_ECORRUPT,
+				      "log record %llu: bad checksum or size",
+				      (unsigned long long)lsn);
+			break;
+		}
+		uint64_t lsn = kvs_get_be64(k.mv_data);
+		const uint8_t *p = v.mv_data;
+		uint32_t lid = kvs_get_le32(p + 4);
+		if (!kvs_lid_live(s, lid) || lsn < s->lids[lid].snap_lsn) {
+			continue;
+		}
+		if (s->lids[lid].need == KVS_NONE) {
+			s->lids[lid].need = lsn;
+		}
+		rv = cb->record(cb->arg, lid, p + 8, v.mv_size - 8);
+	}
+	mdb_cursor_close(c);
+	if (rv == KVI_OK && rc != MDB_NOTFOUND) {
+		rv = kvs_fail(err, errlen, kvs_mdb_err(rc), "lmdb: %s",
+			      mdb_strerror(rc));
+	}
+	return rv;
+}
+
+kvi_err
+kvs_store_load(kvs_store *s, const kvs_load_cb *cb, char *err, size_t errlen)
+{
+	MDB_txn *txn;
+	int rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
+	if (rc != 0) {
+		return kvs_fail(err, errlen, kvs_mdb_err(rc), "lmdb: %s",
+				mdb_strerror(rc));
+	}
+	kvi_err rv = kvs_load_listeners(s, txn, cb, err, errlen);
+	if (rv == KVI_OK) {
+		rv = kvs_load_snaps(s, txn, cb, err, errlen);
+	}
+	if (rv == KVI_OK) {
+		rv = kvs_load_log(s, txn, cb, err, errlen);
+	}
+	mdb_txn_abort(txn);
+	return rv;
+}
+
+/* ---- commit -------------------------------------------------------- */
+
+/* kvs_del_prefix deletes every snap key of lid. Re-seeks after each
+ * deletion rather than trusting the cursor's position past a delete. */
+static int
+kvs_del_snapshot(kvs_store *s, MDB_txn *txn, uint32_t lid)
+{
+	MDB_cursor *c;
+	uint8_t key[8];
+	kvs_be32(key, lid);
+	kvs_be32(key + 4, 0);
+	int rc = mdb_cursor_open(txn, s->snap, &c);
+	while (rc == 0) {
+		MDB_val k = {8, key}, v;
+		rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+		if (rc != 0 || kvs_get_be32(k.mv_data) != lid) {
+			break;
+		}
+		rc = mdb_cursor_del(c, 0);
+	}
+	if (c != NULL) {
+		mdb_cursor_close(c);
+	}
+	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+static int
+kvs_put_snapshot(kvs_store *s, MDB_txn *txn, const kvs_snap *sn)
+{
+	int rc = kvs_del_snapshot(s, txn, sn->lid);
+	uint32_t chunks =
+	    (uint32_t)((sn->n + KVS_CHUNK_ENTRIES - 1) / KVS_CHUNK_ENTRIES);
+	uint8_t key[8], hdr[KVS_HEADER_LEN];
+	kvs_be32(key, sn->lid);
+	kvs_be32(key + 4, 0);
+	kvs_le32(hdr + 4, KVS_FORMAT);
+	kvs_le64(hdr + 8, s->next_lsn);
+	hdr[16] =
+	    (uint8_t)((sn->mark.has_wm ? 1 : 0) | (sn->mark.has_fp ? 2 : 0));
+	kvs_le64(hdr + 17, sn->mark.has_wm ? sn->mark.wm : 0);
+	kvs_le64(hdr + 25, sn->mark.has_fp ? sn->mark.fp : 0);
+	kvs_le64(hdr + 33, sn->n);
+	kvs_le32(hdr + 41, chunks);
+	kvs_seal(hdr, sizeof(hdr));
+	MDB_val k = {8, key}, v = {sizeof(hdr), hdr};
+	if (rc == 0) {
+		rc = mdb_put(txn, s->snap, &k, &v, 0);
+	}
+	for (uint32_t c = 0; rc == 0 && c < chunks; c++) {
+		size_t first = (size_t)c * KVS_CHUNK_ENTRIES;
+		size_t n = sn->n - first < KVS_CHUNK_ENTRIES
+			       ? sn->n - first
+			       : KVS_CHUNK_ENTRIES;
+		kvs_be32(key + 4, c + 1);
+		v = (MDB_val){4 + n * KVS_ENTRY_SIZE, NULL};
+		if ((rc = mdb_put(txn, s->snap, &k, &v, MDB_RESERVE)) != 0) {
+			break;
+		}
+		memcpy((uint8_t *)v.mv_data + 4,
+		       sn->entries + first * KVS_ENTRY_SIZE,
+		       n * KVS_ENTRY_SIZE);
+		kvs_seal(v.mv_data, v.mv_size);
+	}
+	return rc;
+}
+
+static int
+kvs_put_record(kvs_store *s, MDB_txn *txn, const kvs_rec *r)
+{
+	uint8_t key[8];
+	kvs_be64(key, s->next_lsn);
+	MDB_val k = {8, key}, v = {8 + r->len, NULL};
+	int rc = mdb_put(txn, s->log, &k, &v, MDB_APPEND | MDB_RESERVE);
+	if (rc != 0) {
+		return rc;
+	}
+	uint8_t *p = v.mv_data;
+	kvs_le32(p + 4, r->lid);
+	memcpy(p + 8, r->payload, r->len);
+	kvs_seal(p, v.mv_size);
+	s->next_lsn++;
+	s->log_records++;
+	return 0;
+}
+
+/* kvs_truncate deletes up to KVS_TRUNCATE_MAX log records below lsn below;
+ * *n counts them. */
+static int
+kvs_truncate(kvs_store *s, MDB_txn *txn, uint64_t below, uint64_t *n)
+{
+	MDB_cursor *c;
+	int rc = mdb_cursor_open(txn, s->log, &c);
+	*n = 0;
+	while (rc == 0 && *n < KVS_TRUNCATE_MAX) {
+		MDB_val k, v;
+		rc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
+		if (rc != 0 || kvs_get_be64(k.mv_data) >= below) {
+			break;
+		}
+		if ((rc = mdb_cursor_del(c, 0)) == 0) {
+			(*n)++;
+		}
+	}
+	if (c != NULL) {
+		mdb_cursor_close(c);
+	}
+	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+static int
+kvs_apply_puts(kvs_store *s, MDB_txn *txn, const kvs_commit *c)
+{
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < c->n_puts; i++) {
+		uint8_t key[4];
+		kvs_be32(key, c->puts[i].lid);
+		MDB_val k = {4, key},
+			v = {c->puts[i].len, (void *)c->puts[i].val};
+		if (c->puts[i].val != NULL) {
+			rc = mdb_put(txn, s->listeners, &k, &v, 0);
+			continue;
+		}
+		rc = mdb_del(txn, s->listeners, &k, NULL);
+		rc = rc == MDB_NOTFOUND ? 0 : rc;
+		if (rc == 0) {
+			rc = kvs_del_snapshot(s, txn, c->puts[i].lid);
+		}
+	}
+	return rc;
+}
+
+/* kvs_next_lids writes into lids[] the listener table as it will be once
+ * c's puts apply. */
+static void
+kvs_next_lids(const kvs_store *s, const kvs_commit *c, kvs_lid *lids)
+{
+	memcpy(lids, s->lids, s->n_lids * sizeof(kvs_lid));
+	for (size_t i = 0; i < c->n_puts; i++) {
+		kvs_lid *l = &lids[c->puts[i].lid];
+		if (c->puts[i].val == NULL) {
+			*l = (kvs_lid){.need = KVS_NONE};
+		} else if (!l->live) {
+			*l = (kvs_lid){.live = true, .need = KVS_NONE};
+		}
+	}
+}
+
+/* kvs_commit_once runs c in one transaction; the listener table changes
+ * only once it has committed. */
+/* kvs_commit_once runs c in one transaction; the listener table changes
+ * only once it has committed. Records and snapshots of listeners that are
+ * not live once c's puts apply are dropped. */
+static int
+kvs_commit_once(kvs_store *s, const kvs_commit *c)
+{
+	uint64_t lsn0 = s->next_lsn, records0 = s->log_records;
+	kvs_lid *lids = kvi_malloc(s->n_lids * sizeof(kvs_lid) + 1);
+	kvs_next_lids(s, c, lids);
+	MDB_txn *txn;
+	int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
+	if (rc != 0) {
+		kvi_free(lids);
+		return rc;
+	}
+	rc = kvs_apply_puts(s, txn, c);
+	for (size_t i = 0; rc == 0 && i < c->n_recs; i++) {
+		kvs_lid *l = &lids[c->recs[i].lid];
+		if (!l->live) {
+			continue;
+		}
+		if (l->need == KVS_NONE) {
+			l->need = s->next_lsn;
+		}
+		rc = kvs_put_record(s, txn, &c->recs[i]);
+	}
+	for (size_t i = 0; rc == 0 && i < c->n_snaps; i++) {
+		if (lids[c->snaps[i].lid].live) {
+			lids[c->snaps[i].lid].need = KVS_NONE;
+			rc = kvs_put_snapshot(s, txn, &c->snaps[i]);
+		}
+	}
+	if (rc == 0) {
+		uint8_t next[8];
+		kvs_le64(next, s->next_lsn);
+		MDB_val k = {8, "next_lsn"}, v = {8, next};
+		rc = mdb_put(txn, s->meta, &k, &v, 0);
+	}
+	uint64_t dropped = 0;
+	if (rc == 0) {
+		rc = kvs_truncate(s, txn, kvs_truncation_point(s, lids),
+				  &dropped);
+	}
+	rc = rc == 0 ? mdb_txn_commit(txn) : (mdb_txn_abort(txn), rc);
+	if (rc == 0) {
+		memcpy(s->lids, lids, s->n_lids * sizeof(kvs_lid));
+		s->log_records -= dropped;
+		s->truncated += dropped;
+	} else {
+		s->next_lsn = lsn0;
+		s->log_records = records0;
+	}
+	kvi_free(lids);
+	return rc;
+}
+
+kvi_err
+kvs_store_commit(kvs_store *s, const kvs_commit *c, char *err, size_t errlen)
+{
+	/* Room in the listener table for every lid c names. */
+	for (size_t i = 0; i < c->n_puts; i++) {
+		kvs_lid_at(s, c->puts[i].lid);
+	}
+	for (size_t i = 0; i < c->n_recs; i++) {
+		kvs_lid_at(s, c->recs[i].lid);
+	}
+	for (size_t i = 0; i < c->n_snaps; i++) {
+		kvs_lid_at(s, c->snaps[i].lid);
+	}
+	for (int attempt = 0; attempt < KVS_COMMIT_TRIES; attempt++) {
+		int rc = kvs_commit_once(s, c);
+		if (rc == 0) {
+			s->commits++;
+			return KVI_OK;
+		}
+		if (rc != MDB_MAP_FULL) {
+			return kvs_fail(err, errlen, kvs_mdb_err(rc),
+					"lmdb commit: %s", mdb_strerror(rc));
+		}
+		size_t grown = s->map_size * 2;
+		if (s->max_map_size != 0 && grown > s->max_map_size) {
+			grown = s->max_map_size;
+		}
+		if (grown <= s->map_size ||
+		    (rc = mdb_env_set_mapsize(s->env, grown)) != 0) {
+			return kvs_fail(
+			    err, errlen, KVI_EFULL,
+			    "store full: the map reached its limit of "
+			    "%zu bytes",
+			    s->map_size);
+		}
+		s->map_size = grown;
+		s->map_growths++;
+	}
+	return kvs_fail(err, errlen, KVI_EFULL, "store full after %d growths",
+			KVS_COMMIT_TRIES);
+}
+
+/* ---- stats and recovery -------------------------------------------- */
+
+void
+kvs_store_stats_get(kvs_store *s, kvs_store_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/data.mdb", s->dir);
+	struct stat st;
+	if (stat(path, &st) == 0) {
+		out->file_bytes = (uint64_t)st.st_size;
+	}
+	out->log_records = s->log_records;
+	out->map_bytes = s->map_size;
+	out->next_lsn = s->next_lsn;
+	out->commits = s->commits;
+	out->truncated = s->truncated;
+	out->map_growths = s->map_growths;
+}
+
+bool
+kvs_store_oldest(const kvs_store *s, uint32_t *lid, uint64_t *need)
+{
+	bool found = false;
+	for (uint32_t i = 0; i < s->n_lids; i++) {
+		if (s->lids[i].live && s->lids[i].need != KVS_NONE &&
+		    (!found || s->lids[i].need < *need)) {
+			*lid = i;
+			*need = s->lids[i].need;
+			found = true;
+		}
+	}
+	return found;
+}
+
+kvi_err
+kvs_store_quarantine(const char *dir, char *moved_to, size_t len)
+{
+	snprintf(moved_to, len, "%s.corrupt-%lld", dir, (long long)time(NULL));
+	if (rename(dir, moved_to) != 0) {
+		return KVI_EIO;
+	}
+	return KVI_OK;
+}

@@ -1,0 +1,55 @@
+/*
+ * table.h - the hash tables the index is built from.
+ *
+ * kvx_extmap: external hash -> kvx_extval (sequence hash and tiers), one per
+ *             listener; 17 bytes a slot.
+ * kvx_seqmap: sequence hash -> holder word, one per stripe of a partition;
+ *             12 bytes a slot.
+ * kvx_aliasmap: sequence hash -> per-tier reference counts, one per
+ *             listener, only for the rare sequence hashes that two external
+ *             hashes of one listener share (identical tokens whose engine
+ *             hashes differ, e.g. multimodal placeholders).
+ *
+ * All three are instances of table_impl.h (Robin Hood linear probing; see
+ * there). None is thread-safe: the index serialises access.
+ */
+#ifndef KVI_SHARD_TABLE_H
+#define KVI_SHARD_TABLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "alloc.h"
+
+typedef struct __attribute__((packed)) kvx_extval {
+	uint64_t seq;
+	uint8_t tiers; /* bit per kvi_tier */
+} kvx_extval;
+
+/* A holder word (see index.c). Values are packed structs so that pointers
+ * to them inside packed slots are well-defined. */
+typedef struct __attribute__((packed)) kvx_holder {
+	uint32_t w;
+} kvx_holder;
+
+/* Per-tier counts of external hashes sharing one sequence hash. */
+typedef struct __attribute__((packed)) kvx_aliasval {
+	uint16_t count[3];
+	uint16_t total;
+} kvx_aliasval;
+
+#define TBL     kvx_extmap
+#define TBL_VAL kvx_extval
+#include "table_impl.h"
+
+#define TBL     kvx_seqmap
+#define TBL_VAL kvx_holder
+#include "table_impl.h"
+
+#define TBL     kvx_aliasmap
+#define TBL_VAL kvx_aliasval
+#include "table_impl.h"
+
+#endif /* KVI_SHARD_TABLE_H */
