@@ -1,0 +1,214 @@
+#include "apply.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "hash.h"
+
+static void
+kva_error(kvl_listener *l, const char *fmt, const char *detail)
+{
+	snprintf(l->last_error, sizeof(l->last_error), fmt, detail);
+}
+
+static void
+kva_dirty(kvl_listener *l)
+{
+	l->dirty = true;
+}
+
+/* kva_chain_start finds the sequence hash a stored run continues from:
+ * the root, or the parent's. Returns false for an orphan. */
+static bool
+kva_chain_start(kvx_index *idx, kvl_listener *l, bool has_parent,
+		uint64_t parent, uint64_t *prev)
+{
+	if (!has_parent) {
+		*prev = KVI_SEQ_ROOT;
+		return true;
+	}
+	if (kvx_lookup(idx, l->lid, parent, prev)) {
+		return true;
+	}
+	l->c.orphans++;
+	l->orphan_streak++;
+	return false;
+}
+
+static void
+kva_put(kvx_index *idx, kvl_listener *l, uint64_t ext, uint64_t seq,
+	kvi_tier tier)
+{
+	kvx_store(idx, l->lid, ext, seq, tier);
+	kvo_rec_store(&l->rec, ext, seq, (uint8_t)tier);
+	l->c.blocks_stored++;
+}
+
+static void
+kva_drop(kvx_index *idx, kvl_listener *l, uint64_t ext, kvi_tier tier)
+{
+	if (kvx_remove(idx, l->lid, ext, tier)) {
+		kvo_rec_remove(&l->rec, ext, (uint8_t)tier);
+		l->c.blocks_removed++;
+	} else {
+		l->c.unknown_removes++;
+	}
+}
+
+static void
+kva_clear_locked(kvx_index *idx, kvl_listener *l)
+{
+	kvx_clear(idx, l->lid);
+	kvo_rec_clear(&l->rec);
+}
+
+static void
+kva_stored(kvx_index *idx, kvl_listener *l, const kvi_event *ev)
+{
+	if (ev->block_size != l->block_size) {
+		l->c.block_size_mismatches++;
+		char what[64];
+		snprintf(what, sizeof(what), "%u, listener has %u",
+			 ev->block_size, l->block_size);
+		kva_error(l, "BlockStored with block_size %s", what);
+		return;
+	}
+	if ((uint64_t)ev->n_hashes * ev->block_size != ev->n_tokens) {
+		l->c.malformed++;
+		kva_error(l, "%s",
+			  "BlockStored token count is not "
+			  "block_hashes x block_size");
+		return;
+	}
+	uint64_t prev;
+	if (!kva_chain_start(idx, l, ev->has_parent, ev->parent, &prev)) {
+		return;
+	}
+	uint64_t seed = kvi_local_seed(ev->lora_name.ptr, ev->lora_name.len,
+				       ev->cache_salt.ptr, ev->cache_salt.len);
+	for (uint32_t i = 0; i < ev->n_hashes; i++) {
+		uint64_t local =
+		    kvi_local_hash(ev->tokens + (size_t)i * ev->block_size,
+				   ev->block_size, seed);
+		prev = kvi_seq_hash(prev, local);
+		kva_put(idx, l, ev->hashes[i], prev, ev->tier);
+	}
+}
+
+static void
+kva_event(kvx_index *idx, kvl_listener *l, const kvi_event *ev)
+{
+	if ((ev->has_group_idx && ev->group_idx != 0) || ev->remote) {
+		l->c.skipped_events++;
+		return;
+	}
+	l->c.events++;
+	switch (ev->type) {
+	case KVI_EVENT_STORED:
+		kva_stored(idx, l, ev);
+		break;
+	case KVI_EVENT_REMOVED:
+		for (uint32_t i = 0; i < ev->n_hashes; i++) {
+			kva_drop(idx, l, ev->hashes[i], ev->tier);
+		}
+		break;
+	case KVI_EVENT_CLEARED:
+		kva_clear_locked(idx, l);
+		break;
+	}
+}
+
+void
+kva_batch(kvx_index *idx, kvi_decoder *dec, kvl_listener *l, uint64_t seq,
+	  const void *payload, size_t len)
+{
+	l->mark = (kvs_mark){.has_wm = true,
+			     .wm = seq,
+			     .has_fp = true,
+			     .fp = XXH3_64bits(payload, len)};
+	kva_dirty(l);
+	kvi_batch b;
+	if (kvi_decoder_decode(dec, payload, len, &b) != KVI_OK) {
+		l->c.malformed++;
+		kva_error(l, "malformed batch: %s", kvi_decoder_error(dec));
+		return;
+	}
+	if (b.has_dp_rank && b.dp_rank != l->dp_rank) {
+		l->c.rank_mismatches++;
+		char what[64];
+		snprintf(what, sizeof(what), "%u, listener is rank %u",
+			 b.dp_rank, l->dp_rank);
+		kva_error(l, "batch of data_parallel_rank %s", what);
+		return;
+	}
+	l->c.batches++;
+	kvx_write_begin(idx, l->lid);
+	for (uint32_t i = 0; i < b.n_events; i++) {
+		kva_event(idx, l, &b.events[i]);
+	}
+	kvx_write_end(idx, l->lid);
+}
+
+static void
+kva_recover_stored(kvx_index *idx, kvl_listener *l, const kvr_event *ev)
+{
+	uint64_t prev;
+	if (!kva_chain_start(idx, l, ev->has_parent, ev->parent_hash, &prev)) {
+		return;
+	}
+	for (uint32_t i = 0; i < ev->n_blocks; i++) {
+		prev = kvi_seq_hash(prev, ev->blocks[i].tokens_hash);
+		kva_put(idx, l, ev->blocks[i].block_hash, prev, ev->tier);
+	}
+}
+
+void
+kva_recover(kvx_index *idx, kvl_listener *l, const kvr_response *r)
+{
+	bool dump = r->kind == KVR_KIND_TREE_DUMP;
+	uint64_t after = l->mark.wm;
+	bool all = dump || !l->mark.has_wm;
+	kvx_write_begin(idx, l->lid);
+	if (dump) {
+		kva_clear_locked(idx, l);
+	}
+	for (size_t i = 0; i < r->n_events; i++) {
+		const kvr_event *ev = &r->events[i];
+		if (!all && ev->event_id <= after) {
+			continue; /* already applied from the live stream */
+		}
+		l->c.events++;
+		switch (ev->type) {
+		case KVI_EVENT_STORED:
+			kva_recover_stored(idx, l, ev);
+			break;
+		case KVI_EVENT_REMOVED:
+			for (uint32_t k = 0; k < ev->n_hashes; k++) {
+				kva_drop(idx, l, ev->block_hashes[k], ev->tier);
+			}
+			break;
+		case KVI_EVENT_CLEARED:
+			kva_clear_locked(idx, l);
+			break;
+		}
+	}
+	kvx_write_end(idx, l->lid);
+	/* A dump of an engine that has published nothing has no last id:
+	 * the next batch is its seq 0. */
+	l->mark =
+	    (kvs_mark){.has_wm = r->has_last_event_id, .wm = r->last_event_id};
+	kva_dirty(l);
+}
+
+void
+kva_clear(kvx_index *idx, kvl_listener *l)
+{
+	kvx_write_begin(idx, l->lid);
+	kva_clear_locked(idx, l);
+	kvx_write_end(idx, l->lid);
+	l->mark = (kvs_mark){0};
+	kva_dirty(l);
+}

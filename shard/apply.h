@@ -1,0 +1,44 @@
+/*
+ * apply.h - applying engine events to a listener.
+ *
+ * One step does both halves of an event: the change to the in-memory index
+ * and the matching op in the listener's pending log record, so that what
+ * the next group commit writes is exactly what queries already see. A batch
+ * is applied under its partition's write lock as a whole.
+ *
+ * BlockStored chains sequence hashes from the parent's, found by the
+ * parent's external hash in the listener's own map. A parent the listener
+ * does not hold is never re-rooted: the event is counted as an orphan and
+ * skipped (the caller resyncs a listener whose orphans keep coming).
+ * Events of a KV-cache group other than the main one, REMOTE locality
+ * events and batches of another data-parallel rank are counted and not
+ * applied. Ingest thread only.
+ */
+#ifndef KVI_SHARD_APPLY_H
+#define KVI_SHARD_APPLY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "index.h"
+#include "listener.h"
+#include "recover_parse.h"
+#include "wire.h"
+
+/* kva_batch decodes and applies the batch at seq (the caller has checked
+ * it is the next one) and moves the listener's mark to it. A batch that
+ * does not decode, or names another rank, is counted and skipped, its seq
+ * consumed all the same. */
+void kva_batch(kvx_index *idx, kvi_decoder *dec, kvl_listener *l, uint64_t seq,
+	       const void *payload, size_t len);
+
+/* kva_recover applies a /kv_recover answer: a tree dump replaces the
+ * listener's state; events apply those past the watermark. The mark moves
+ * to last_event_id (none when the engine has published nothing), without a
+ * fingerprint. */
+void kva_recover(kvx_index *idx, kvl_listener *l, const kvr_response *r);
+
+/* kva_clear empties the listener (an engine restart or a resync). */
+void kva_clear(kvx_index *idx, kvl_listener *l);
+
+#endif /* KVI_SHARD_APPLY_H */

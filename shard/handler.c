@@ -1,0 +1,228 @@
+#include "handler.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "alloc.h"
+#include "log.h"
+
+struct kvh_shard {
+	kvx_index *idx;
+	kvg_ingest *ingest;
+	kvi_histogram *h_query;
+	kvi_counter *c_queries;
+};
+
+typedef struct kvh_matches {
+	kvp_arena *arena;
+	Kvindex__ListenerMatch **items;
+	size_t n, cap;
+} kvh_matches;
+
+static void
+kvh_match_add(void *arg, const kvx_listener_info *info, const kvx_match *m)
+{
+	kvh_matches *ms = arg;
+	if (ms->n == ms->cap) {
+		size_t cap = ms->cap ? ms->cap * 2 : 16;
+		Kvindex__ListenerMatch **items =
+		    kvp_arena_alloc(ms->arena, cap * sizeof(*items));
+		if (ms->n > 0) {
+			memcpy(items, ms->items, ms->n * sizeof(*items));
+		}
+		ms->items = items;
+		ms->cap = cap;
+	}
+	Kvindex__ListenerMatch *pb = kvp_arena_alloc(ms->arena, sizeof(*pb));
+	kvindex__listener_match__init(pb);
+	pb->key = kvp_arena_strdup(ms->arena, info->key);
+	pb->instance_id = info->instance_id;
+	pb->pod = kvp_arena_strdup(ms->arena, info->pod);
+	pb->dp_rank = info->dp_rank;
+	pb->gpu = m->gpu;
+	pb->cpu = m->cpu;
+	pb->disk = m->disk;
+	pb->longest = m->longest;
+	ms->items[ms->n++] = pb;
+}
+
+typedef struct kvh_ranks {
+	kvp_arena *arena;
+	Kvindex__ListenerRank **items;
+	size_t n, cap;
+} kvh_ranks;
+
+static void
+kvh_rank_add(void *arg, const kvx_listener_info *info, const kvx_match *m)
+{
+	(void)m;
+	kvh_ranks *rs = arg;
+	if (rs->n == rs->cap) {
+		size_t cap = rs->cap ? rs->cap * 2 : 16;
+		Kvindex__ListenerRank **items =
+		    kvp_arena_alloc(rs->arena, cap * sizeof(*items));
+		if (rs->n > 0) {
+			memcpy(items, rs->items, rs->n * sizeof(*items));
+		}
+		rs->items = items;
+		rs->cap = cap;
+	}
+	Kvindex__ListenerRank *pb = kvp_arena_alloc(rs->arena, sizeof(*pb));
+	kvindex__listener_rank__init(pb);
+	pb->instance_id = info->instance_id;
+	pb->dp_rank = info->dp_rank;
+	rs->items[rs->n++] = pb;
+}
+
+static double
+kvh_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void
+kvh_query(kvh_shard *s, const Kvindex__QueryRequest *q, Kvindex__Response *resp,
+	  kvp_arena *a)
+{
+	double t0 = kvh_now();
+	Kvindex__QueryResponse *out = kvp_arena_alloc(a, sizeof(*out));
+	kvindex__query_response__init(out);
+	resp->body_case = KVINDEX__RESPONSE__BODY_QUERY;
+	resp->query = out;
+	if (q->has_dp_rank && q->dp_rank > UINT16_MAX) {
+		resp->code = KVI_ERANGE;
+		resp->error =
+		    kvp_arena_strdup(a, "dp_rank does not fit in u16");
+		return;
+	}
+	kvx_filter f = {
+	    .instances = q->n_instances > 0 ? q->instances : NULL,
+	    .n_instances = q->n_instances,
+	    .has_rank = q->has_dp_rank,
+	    .rank = (uint16_t)q->dp_rank,
+	};
+	kvh_matches ms = {.arena = a};
+	uint32_t bs = 0;
+	kvi_err rv = kvx_query(s->idx, q->model, q->seq_hashes, q->n_seq_hashes,
+			       &f, kvh_match_add, &ms, &bs);
+	out->has_model_known = true;
+	out->model_known = rv == KVI_OK;
+	if (rv == KVI_OK) {
+		out->has_block_size = true;
+		out->block_size = bs;
+		out->matches = ms.items;
+		out->n_matches = ms.n;
+	}
+	if (rv == KVI_OK && q->n_instances > 0) {
+		kvh_ranks rs = {.arena = a};
+		kvx_instance_ranks(s->idx, q->model, &f, kvh_rank_add, &rs);
+		out->ranks = rs.items;
+		out->n_ranks = rs.n;
+	}
+	if (s->h_query != NULL) {
+		kvi_histogram_observe(s->h_query, kvh_now() - t0);
+		kvi_counter_inc(s->c_queries);
+	}
+}
+
+static void
+kvh_handle(void *arg, const Kvindex__Request *req, Kvindex__Response *resp,
+	   kvp_arena *a)
+{
+	kvh_shard *s = arg;
+	char err[256] = "";
+	kvi_err rv = KVI_OK;
+	switch (req->body_case) {
+	case KVINDEX__REQUEST__BODY_ASSIGN: {
+		bool existed = false;
+		rv = kvg_assign(s->ingest, req->assign->listener, &existed, err,
+				sizeof(err));
+		Kvindex__AssignResponse *out = kvp_arena_alloc(a, sizeof(*out));
+		kvindex__assign_response__init(out);
+		out->has_existed = true;
+		out->existed = existed;
+		resp->body_case = KVINDEX__RESPONSE__BODY_ASSIGN;
+		resp->assign = out;
+		break;
+	}
+	case KVINDEX__REQUEST__BODY_UNASSIGN:
+		rv = kvg_unassign(s->ingest, req->unassign->key, err,
+				  sizeof(err));
+		break;
+	case KVINDEX__REQUEST__BODY_QUERY:
+		kvh_query(s, req->query, resp, a);
+		return;
+	case KVINDEX__REQUEST__BODY_STATUS: {
+		Kvindex__StatusResponse *out = kvp_arena_alloc(a, sizeof(*out));
+		kvindex__status_response__init(out);
+		rv = kvg_status(s->ingest, req->status->key, a, out);
+		if (rv == KVI_OK) {
+			resp->body_case = KVINDEX__RESPONSE__BODY_STATUS;
+			resp->status = out;
+		} else {
+			snprintf(err, sizeof(err),
+				 "listener %s is not owned here",
+				 req->status->key);
+		}
+		break;
+	}
+	case KVINDEX__REQUEST__BODY_DUMP: {
+		Kvindex__DumpResponse *out = kvp_arena_alloc(a, sizeof(*out));
+		kvindex__dump_response__init(out);
+		rv = kvg_dump(s->ingest, req->dump->key, a, out);
+		if (rv == KVI_OK) {
+			resp->body_case = KVINDEX__RESPONSE__BODY_DUMP;
+			resp->dump = out;
+		} else {
+			snprintf(err, sizeof(err),
+				 "listener %s is not owned here",
+				 req->dump->key);
+		}
+		break;
+	}
+	default:
+		rv = KVI_EINVAL;
+		snprintf(err, sizeof(err), "unknown request");
+		break;
+	}
+	resp->code = rv;
+	if (rv != KVI_OK) {
+		resp->error =
+		    kvp_arena_strdup(a, err[0] ? err : kvi_strerror(rv));
+	}
+}
+
+kvh_shard *
+kvh_shard_alloc(kvx_index *idx, kvg_ingest *ingest, kvi_metrics *metrics)
+{
+	static const double bounds[] = {0.00001, 0.000025, 0.00005, 0.0001,
+					0.0002,  0.0005,   0.001,   0.0025,
+					0.005,   0.01,     0.05};
+	kvh_shard *s = kvi_calloc(1, sizeof(*s));
+	s->idx = idx;
+	s->ingest = ingest;
+	if (metrics != NULL) {
+		kvi_metrics_histogram_add(
+		    metrics, "kvindex_shard_query_seconds",
+		    "Query probe latency in the shard (index lookup only).",
+		    bounds, sizeof(bounds) / sizeof(bounds[0]), &s->h_query);
+		kvi_metrics_counter_add(metrics, "kvindex_shard_queries_total",
+					"Queries answered.", &s->c_queries);
+	}
+	return s;
+}
+
+void
+kvh_shard_free(kvh_shard *s)
+{
+	kvi_free(s);
+}
+
+kvs_handler
+kvh_shard_handler(void)
+{
+	return kvh_handle;
+}

@@ -1,0 +1,30 @@
+/*
+ * handler.h - the shard's answers to coordinator requests.
+ *
+ * Queries are answered on the service's worker threads straight from the
+ * index; assignments, status and dumps are requests to the ingest thread,
+ * which owns the listeners. A query for a model the shard has no listener
+ * of is not an error: the answer says model_known = false, and the
+ * coordinator decides (404 when no shard knows the model).
+ */
+#ifndef KVI_SHARD_HANDLER_H
+#define KVI_SHARD_HANDLER_H
+
+#include "index.h"
+#include "ingest.h"
+#include "metrics.h"
+#include "service.h"
+
+typedef struct kvh_shard kvh_shard;
+
+/* kvh_shard_alloc returns the handler state; it registers the query
+ * metrics with metrics (may be NULL). */
+kvh_shard *kvh_shard_alloc(kvx_index *idx, kvg_ingest *ingest,
+			   kvi_metrics *metrics);
+void kvh_shard_free(kvh_shard *s);
+
+/* kvh_shard_handler returns the kvs_handler to serve with, called with a
+ * kvh_shard as its arg. */
+kvs_handler kvh_shard_handler(void);
+
+#endif /* KVI_SHARD_HANDLER_H */

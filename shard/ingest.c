@@ -1,0 +1,779 @@
+/*
+ * ingest.c - the ingest thread: its loop, requests from other threads,
+ * group commits, and loading the durable state at start-up.
+ */
+#include "ingest.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "alloc.h"
+#include "apply.h"
+#include "ingest_int.h"
+#include "log.h"
+
+#define KVG_SNAPSHOT_MIN_BYTES (64u << 10)
+#define KVG_LOG_RECORDS_MAX    100000u
+#define KVG_JOB_MAX_BYTES      ((size_t)64 << 20)
+#define KVG_ENDPOINT_MAX       512
+
+typedef enum kvg_cmd_kind {
+	KVG_CMD_ASSIGN,
+	KVG_CMD_UNASSIGN,
+	KVG_CMD_STATUS,
+	KVG_CMD_DUMP,
+} kvg_cmd_kind;
+
+struct kvg_cmd {
+	kvg_cmd_kind kind;
+	const Kvindex__Listener *spec;
+	const char *key;
+	kvp_arena *arena;
+	Kvindex__StatusResponse *status;
+	Kvindex__DumpResponse *dump;
+	bool existed;
+	kvi_err rv;
+	char *err;
+	size_t errlen;
+	bool done;
+	pthread_cond_t cv;
+	kvg_cmd *next;
+};
+
+kvl_listener *
+kvg_listener(kvg_ingest *g, uint32_t lid)
+{
+	return lid < g->cap_lis ? g->lis[lid] : NULL;
+}
+
+void
+kvg_log_listener(kvl_listener *l, const char *event, const char *fmt, ...)
+{
+	if (!kvi_log_enabled(KVI_LOG_INFO)) {
+		return;
+	}
+	char rest[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(rest, sizeof(rest), fmt, ap);
+	va_end(ap);
+	kvi_log(KVI_LOG_INFO, event, "listener=%s %s", l->key, rest);
+}
+
+void
+kvg_wake(kvg_ingest *g)
+{
+	uint64_t one = 1;
+	ssize_t n = write(g->wake_fd, &one, sizeof(one));
+	(void)n;
+}
+
+static kvl_listener *
+kvg_find(kvg_ingest *g, const char *key)
+{
+	for (uint32_t i = 0; i < g->next_lid; i++) {
+		kvl_listener *l = g->lis[i];
+		if (l != NULL && strcmp(l->key, key) == 0) {
+			return l;
+		}
+	}
+	return NULL;
+}
+
+/* ---- listeners ----------------------------------------------------- */
+
+static char *
+kvg_dup_opt(const char *s)
+{
+	return s != NULL && s[0] != '\0' ? kvi_strdup(s) : NULL;
+}
+
+kvi_err
+kvg_listener_create(kvg_ingest *g, uint32_t lid, const Kvindex__Listener *spec,
+		    const uint8_t *packed, size_t len, kvl_listener **out)
+{
+	kvi_err rv = kvx_listener_add(
+	    g->idx, lid, spec->key, spec->pod, spec->instance_id,
+	    (uint16_t)spec->dp_rank, spec->model, spec->block_size);
+	if (rv != KVI_OK) {
+		return rv;
+	}
+	kvl_listener *l = kvi_calloc(1, sizeof(*l));
+	l->lid = lid;
+	l->key = kvi_strdup(spec->key);
+	l->pod = kvi_strdup(spec->pod != NULL ? spec->pod : "");
+	l->model = kvi_strdup(spec->model);
+	l->endpoint = kvi_strdup(spec->endpoint);
+	l->replay_ep = kvg_dup_opt(spec->replay_endpoint);
+	l->recover_ep = kvg_dup_opt(spec->recover_endpoint);
+	l->topic = kvg_dup_opt(spec->topic);
+	l->lora_name = kvg_dup_opt(spec->lora_name);
+	l->instance_id = spec->instance_id;
+	l->dp_rank = (uint16_t)spec->dp_rank;
+	l->block_size = spec->block_size;
+	l->spec = kvi_malloc(len);
+	memcpy(l->spec, packed, len);
+	l->spec_len = len;
+	kvo_rec_init(&l->rec);
+	if (lid >= g->cap_lis) {
+		uint32_t cap = g->cap_lis ? g->cap_lis : 64;
+		while (cap <= lid) {
+			cap *= 2;
+		}
+		g->lis = kvi_reallocarray(g->lis, cap, sizeof(*g->lis));
+		memset(g->lis + g->cap_lis, 0,
+		       (cap - g->cap_lis) * sizeof(*g->lis));
+		g->cap_lis = cap;
+	}
+	g->lis[lid] = l;
+	if (lid >= g->next_lid) {
+		g->next_lid = lid + 1;
+	}
+	*out = l;
+	return KVI_OK;
+}
+
+static void
+kvg_listener_free(kvg_ingest *g, kvl_listener *l)
+{
+	kvg_recovery_reset(g, l);
+	kvg_io_close(g, l);
+	kvx_listener_remove(g->idx, l->lid);
+	g->lis[l->lid] = NULL;
+	kvo_rec_fini(&l->rec);
+	kvi_free(l->key);
+	kvi_free(l->pod);
+	kvi_free(l->model);
+	kvi_free(l->endpoint);
+	kvi_free(l->replay_ep);
+	kvi_free(l->recover_ep);
+	kvi_free(l->topic);
+	kvi_free(l->lora_name);
+	kvi_free(l->spec);
+	kvi_free(l);
+}
+
+static bool
+kvg_has_prefix(const char *s, const char *p)
+{
+	return s != NULL && strncmp(s, p, strlen(p)) == 0;
+}
+
+static kvi_err
+kvg_spec_check(const Kvindex__Listener *s, char *err, size_t errlen)
+{
+	const char *what = NULL;
+	if (s->key == NULL || s->key[0] == '\0') {
+		what = "listener key is empty";
+	} else if (s->dp_rank > UINT16_MAX) {
+		snprintf(err, errlen, "dp_rank %u does not fit in u16",
+			 s->dp_rank);
+		return KVI_ERANGE;
+	} else if (s->block_size == 0 || s->block_size > (1u << 20)) {
+		what = "block_size must be 1..1048576";
+	} else if (s->model == NULL || s->model[0] == '\0') {
+		what = "model is empty";
+	} else if (!kvg_has_prefix(s->endpoint, "tcp://") &&
+		   !kvg_has_prefix(s->endpoint, "ipc://")) {
+		what = "endpoint must be tcp:// or ipc://";
+	} else if (s->replay_endpoint != NULL && s->replay_endpoint[0] &&
+		   !kvg_has_prefix(s->replay_endpoint, "tcp://") &&
+		   !kvg_has_prefix(s->replay_endpoint, "ipc://")) {
+		what = "replay endpoint must be tcp:// or ipc://";
+	} else if (s->recover_endpoint != NULL && s->recover_endpoint[0] &&
+		   !kvg_has_prefix(s->recover_endpoint, "http://") &&
+		   !kvg_has_prefix(s->recover_endpoint, "https://")) {
+		what = "recover endpoint must be http:// or https://";
+	} else if (strlen(s->endpoint) > KVG_ENDPOINT_MAX) {
+		what = "endpoint too long";
+	}
+	if (what != NULL) {
+		snprintf(err, errlen, "%s", what);
+		return KVI_EINVAL;
+	}
+	return KVI_OK;
+}
+
+static kvi_err
+kvg_do_assign(kvg_ingest *g, kvg_cmd *c)
+{
+	kvi_err rv = kvg_spec_check(c->spec, c->err, c->errlen);
+	if (rv != KVI_OK) {
+		return rv;
+	}
+	size_t len = kvindex__listener__get_packed_size(c->spec);
+	uint8_t *packed = kvi_malloc(len);
+	kvindex__listener__pack(c->spec, packed);
+	kvl_listener *l = kvg_find(g, c->spec->key);
+	if (l != NULL) {
+		bool same =
+		    l->spec_len == len && memcmp(l->spec, packed, len) == 0;
+		kvi_free(packed);
+		if (!same) {
+			snprintf(c->err, c->errlen,
+				 "listener %s is already owned with another "
+				 "spec",
+				 c->spec->key);
+			return KVI_EEXIST;
+		}
+		c->existed = true;
+		return KVI_OK;
+	}
+	uint32_t lid = g->next_lid;
+	rv = kvg_listener_create(g, lid, c->spec, packed, len, &l);
+	if (rv != KVI_OK) {
+		snprintf(c->err, c->errlen,
+			 "model %s already has another block size here",
+			 c->spec->model);
+		kvi_free(packed);
+		return rv;
+	}
+	if ((rv = kvg_io_open(g, l)) != KVI_OK) {
+		snprintf(c->err, c->errlen, "%s", l->last_error);
+		kvg_listener_free(g, l);
+		kvi_free(packed);
+		return rv;
+	}
+	/* Durable with its empty snapshot in the next group commit. */
+	kvw_job_put(g->filling, lid, packed, len);
+	kvw_job_snap(g->filling, lid, &l->mark, 0);
+	kvi_free(packed);
+	kvg_log_listener(l, "listener_assigned", "endpoint=%s", l->endpoint);
+	return KVI_OK;
+}
+
+static kvi_err
+kvg_do_unassign(kvg_ingest *g, kvg_cmd *c)
+{
+	kvl_listener *l = kvg_find(g, c->key);
+	if (l == NULL) {
+		snprintf(c->err, c->errlen, "listener %s is not owned here",
+			 c->key);
+		return KVI_ENOENT;
+	}
+	kvw_job_put(g->filling, l->lid, NULL, 0);
+	kvi_log(KVI_LOG_INFO, "listener_unassigned", "listener=%s", l->key);
+	kvg_listener_free(g, l);
+	return KVI_OK;
+}
+
+/* ---- status and dump ----------------------------------------------- */
+
+static Kvindex__Counters *
+kvg_counters_pb(kvp_arena *a, const kvl_counters *c)
+{
+	Kvindex__Counters *pb = kvp_arena_alloc(a, sizeof(*pb));
+	kvindex__counters__init(pb);
+#define KVG_SET(f)                                                             \
+	do {                                                                   \
+		pb->has_##f = true;                                            \
+		pb->f = c->f;                                                  \
+	} while (0)
+	KVG_SET(batches);
+	KVG_SET(events);
+	KVG_SET(blocks_stored);
+	KVG_SET(blocks_removed);
+	KVG_SET(gaps);
+	KVG_SET(replays_ok);
+	KVG_SET(replays_failed);
+	KVG_SET(recoveries_events);
+	KVG_SET(recoveries_treedump);
+	KVG_SET(recoveries_failed);
+	KVG_SET(engine_restarts);
+	KVG_SET(orphans);
+	KVG_SET(rank_mismatches);
+	KVG_SET(skipped_events);
+	KVG_SET(malformed);
+	KVG_SET(duplicates);
+	KVG_SET(block_size_mismatches);
+#undef KVG_SET
+	return pb;
+}
+
+static void
+kvg_counters_add(kvl_counters *sum, const kvl_counters *c)
+{
+	const uint64_t *src = (const uint64_t *)c;
+	uint64_t *dst = (uint64_t *)sum;
+	for (size_t i = 0; i < sizeof(*c) / sizeof(uint64_t); i++) {
+		dst[i] += src[i];
+	}
+}
+
+static Kvindex__ListenerStatus *
+kvg_status_of(kvg_ingest *g, kvl_listener *l, kvp_arena *a)
+{
+	Kvindex__ListenerStatus *st = kvp_arena_alloc(a, sizeof(*st));
+	kvindex__listener_status__init(st);
+	ProtobufCAllocator alloc;
+	kvp_arena_allocator(a, &alloc);
+	st->listener = kvindex__listener__unpack(&alloc, l->spec_len, l->spec);
+	st->state = (Kvindex__ListenerState)kvg_state_of(l);
+	st->has_watermark = l->mark.has_wm;
+	st->watermark = l->mark.wm;
+	st->blocks = kvx_listener_entries(g->idx, l->lid);
+	st->counters = kvg_counters_pb(a, &l->c);
+	if (l->last_error[0] != '\0') {
+		st->last_error = kvp_arena_strdup(a, l->last_error);
+	}
+	return st;
+}
+
+static kvi_err
+kvg_do_status(kvg_ingest *g, kvg_cmd *c)
+{
+	Kvindex__StatusResponse *out = c->status;
+	kvp_arena *a = c->arena;
+	size_t n = 0;
+	for (uint32_t i = 0; i < g->next_lid; i++) {
+		n += g->lis[i] != NULL;
+	}
+	out->listeners =
+	    kvp_arena_calloc(a, n ? n : 1, sizeof(*out->listeners));
+	kvl_counters totals = {0};
+	for (uint32_t i = 0; i < g->next_lid; i++) {
+		kvl_listener *l = g->lis[i];
+		if (l == NULL) {
+			continue;
+		}
+		kvg_counters_add(&totals, &l->c);
+		if (c->key == NULL || strcmp(c->key, l->key) == 0) {
+			out->listeners[out->n_listeners++] =
+			    kvg_status_of(g, l, a);
+		}
+	}
+	if (c->key != NULL && out->n_listeners == 0) {
+		snprintf(c->err, c->errlen, "listener %s is not owned here",
+			 c->key);
+		return KVI_ENOENT;
+	}
+	kvx_stats xs;
+	kvx_index_stats(g->idx, &xs);
+	kvs_store_stats ss;
+	pthread_mutex_lock(&g->stats_mu);
+	ss = g->totals.store;
+	pthread_mutex_unlock(&g->stats_mu);
+	out->shard_id = kvp_arena_strdup(a, g->cfg.shard_id);
+	out->entries = xs.entries;
+	out->store_bytes = ss.file_bytes;
+	out->totals = kvg_counters_pb(a, &totals);
+	return KVI_OK;
+}
+
+typedef struct kvg_dump_fill {
+	Kvindex__DumpResponse *out;
+	Kvindex__DumpEntry *entries;
+} kvg_dump_fill;
+
+static void
+kvg_dump_entry(void *arg, uint64_t ext, uint64_t seq, uint8_t tiers)
+{
+	kvg_dump_fill *f = arg;
+	Kvindex__DumpEntry *e = &f->entries[f->out->n_entries];
+	kvindex__dump_entry__init(e);
+	e->ext_hash = ext;
+	e->seq_hash = seq;
+	e->tiers = tiers;
+	f->out->entries[f->out->n_entries++] = e;
+}
+
+static kvi_err
+kvg_do_dump(kvg_ingest *g, kvg_cmd *c)
+{
+	kvl_listener *l = kvg_find(g, c->key);
+	if (l == NULL) {
+		snprintf(c->err, c->errlen, "listener %s is not owned here",
+			 c->key);
+		return KVI_ENOENT;
+	}
+	size_t n = kvx_listener_entries(g->idx, l->lid);
+	kvg_dump_fill f = {
+	    .out = c->dump,
+	    .entries = kvp_arena_alloc(
+		c->arena, (n ? n : 1) * sizeof(Kvindex__DumpEntry)),
+	};
+	c->dump->entries =
+	    kvp_arena_alloc(c->arena, (n ? n : 1) * sizeof(*c->dump->entries));
+	c->dump->n_entries = 0;
+	kvx_listener_foreach(g->idx, l->lid, kvg_dump_entry, &f);
+	c->dump->has_watermark = l->mark.has_wm;
+	c->dump->watermark = l->mark.wm;
+	return KVI_OK;
+}
+
+/* ---- requests ------------------------------------------------------ */
+
+static kvi_err
+kvg_request(kvg_ingest *g, kvg_cmd *c)
+{
+	pthread_cond_init(&c->cv, NULL);
+	pthread_mutex_lock(&g->cmd_mu);
+	if (atomic_load(&g->stopping) || !g->started) {
+		pthread_mutex_unlock(&g->cmd_mu);
+		pthread_cond_destroy(&c->cv);
+		snprintf(c->err, c->errlen, "the shard is not running");
+		return KVI_ECLOSED;
+	}
+	if (g->cmd_tail != NULL) {
+		g->cmd_tail->next = c;
+	} else {
+		g->cmd_head = c;
+	}
+	g->cmd_tail = c;
+	kvg_wake(g);
+	while (!c->done) {
+		pthread_cond_wait(&c->cv, &g->cmd_mu);
+	}
+	pthread_mutex_unlock(&g->cmd_mu);
+	pthread_cond_destroy(&c->cv);
+	return c->rv;
+}
+
+static void
+kvg_run_commands(kvg_ingest *g)
+{
+	pthread_mutex_lock(&g->cmd_mu);
+	kvg_cmd *c = g->cmd_head;
+	g->cmd_head = g->cmd_tail = NULL;
+	pthread_mutex_unlock(&g->cmd_mu);
+	while (c != NULL) {
+		kvg_cmd *next = c->next;
+		switch (c->kind) {
+		case KVG_CMD_ASSIGN:
+			c->rv = kvg_do_assign(g, c);
+			break;
+		case KVG_CMD_UNASSIGN:
+			c->rv = kvg_do_unassign(g, c);
+			break;
+		case KVG_CMD_STATUS:
+			c->rv = kvg_do_status(g, c);
+			break;
+		case KVG_CMD_DUMP:
+			c->rv = kvg_do_dump(g, c);
+			break;
+		}
+		pthread_mutex_lock(&g->cmd_mu);
+		c->done = true;
+		pthread_cond_signal(&c->cv);
+		pthread_mutex_unlock(&g->cmd_mu);
+		c = next;
+	}
+}
+
+kvi_err
+kvg_assign(kvg_ingest *g, const Kvindex__Listener *spec, bool *existed,
+	   char *err, size_t errlen)
+{
+	kvg_cmd c = {
+	    .kind = KVG_CMD_ASSIGN, .spec = spec, .err = err, .errlen = errlen};
+	kvi_err rv = kvg_request(g, &c);
+	*existed = c.existed;
+	return rv;
+}
+
+kvi_err
+kvg_unassign(kvg_ingest *g, const char *key, char *err, size_t errlen)
+{
+	kvg_cmd c = {
+	    .kind = KVG_CMD_UNASSIGN, .key = key, .err = err, .errlen = errlen};
+	return kvg_request(g, &c);
+}
+
+kvi_err
+kvg_status(kvg_ingest *g, const char *key, kvp_arena *a,
+	   Kvindex__StatusResponse *out)
+{
+	char err[256];
+	kvg_cmd c = {.kind = KVG_CMD_STATUS,
+		     .key = key,
+		     .arena = a,
+		     .status = out,
+		     .err = err,
+		     .errlen = sizeof(err)};
+	return kvg_request(g, &c);
+}
+
+kvi_err
+kvg_dump(kvg_ingest *g, const char *key, kvp_arena *a,
+	 Kvindex__DumpResponse *out)
+{
+	char err[256];
+	kvg_cmd c = {.kind = KVG_CMD_DUMP,
+		     .key = key,
+		     .arena = a,
+		     .dump = out,
+		     .err = err,
+		     .errlen = sizeof(err)};
+	return kvg_request(g, &c);
+}
+
+/* ---- group commits ------------------------------------------------- */
+
+typedef struct kvg_snap_fill {
+	uint8_t *p;
+	size_t n, cap;
+} kvg_snap_fill;
+
+static void
+kvg_snap_entry(void *arg, uint64_t ext, uint64_t seq, uint8_t tiers)
+{
+	kvg_snap_fill *f = arg;
+	if (f->n < f->cap) {
+		kvs_entry_put(f->p + f->n * KVS_ENTRY_SIZE, ext, seq, tiers);
+		f->n++;
+	}
+}
+
+/* kvg_collect moves what listener l applied since the last commit into
+ * job: a log record, or a snapshot once its log outgrows its state. */
+static void
+kvg_collect(kvg_ingest *g, kvw_job *job, kvl_listener *l)
+{
+	kvo_rec_finish(&l->rec, &l->mark);
+	size_t entries = kvx_listener_entries(g->idx, l->lid);
+	size_t state_bytes = entries * KVS_ENTRY_SIZE;
+	l->log_bytes += l->rec.len;
+	if (l->snapshot_due ||
+	    l->log_bytes > (state_bytes > KVG_SNAPSHOT_MIN_BYTES
+				? state_bytes
+				: KVG_SNAPSHOT_MIN_BYTES)) {
+		kvg_snap_fill f = {kvw_job_snap(job, l->lid, &l->mark, entries),
+				   0, entries};
+		kvx_listener_foreach(g->idx, l->lid, kvg_snap_entry, &f);
+		l->log_bytes = 0;
+		l->snapshot_due = false;
+	} else {
+		kvw_job_rec(job, l->lid, l->rec.buf, l->rec.len);
+	}
+	kvo_rec_reset(&l->rec);
+	l->dirty = false;
+}
+
+void
+kvg_publish_totals(kvg_ingest *g, const kvw_job *done)
+{
+	kvg_totals t = {0};
+	for (uint32_t i = 0; i < g->next_lid; i++) {
+		kvl_listener *l = g->lis[i];
+		if (l != NULL) {
+			kvg_counters_add(&t.c, &l->c);
+			t.by_state[kvg_state_of(l)]++;
+		}
+	}
+	t.backlog_bytes = g->backlog_bytes;
+	pthread_mutex_lock(&g->stats_mu);
+	t.store = done != NULL ? done->stats : g->totals.store;
+	t.store_failing = g->writer != NULL && kvw_failing(g->writer, NULL, 0);
+	g->totals = t;
+	pthread_mutex_unlock(&g->stats_mu);
+}
+
+static void
+kvg_commit_done(kvg_ingest *g, kvw_job *done)
+{
+	if (done->rv == KVI_OK) {
+		if (g->h_commit != NULL) {
+			kvi_histogram_observe(g->h_commit,
+					      done->commit_seconds);
+		}
+	} else if (g->c_commit_errors != NULL) {
+		kvi_counter_inc(g->c_commit_errors);
+	}
+	g->snapshot_oldest =
+	    done->has_oldest && done->stats.log_records > KVG_LOG_RECORDS_MAX;
+	g->oldest_lid = done->oldest_lid;
+	kvg_publish_totals(g, done);
+	kvw_job_reset(done);
+}
+
+/* kvg_commit hands what was applied since the last commit to the writer,
+ * unless the writer is still busy with the previous one. */
+static void
+kvg_commit(kvg_ingest *g)
+{
+	kvw_job *done = kvw_poll(g->writer);
+	if (done != NULL) {
+		kvg_commit_done(g, done);
+	}
+	if (kvw_busy(g->writer)) {
+		/* Backpressure: stop reading while the store lags too far. */
+		kvg_io_pause(g, g->filling->bytes > KVG_JOB_MAX_BYTES ||
+				    kvw_failing(g->writer, NULL, 0));
+		return;
+	}
+	if (g->snapshot_oldest) {
+		kvl_listener *l = kvg_listener(g, g->oldest_lid);
+		if (l != NULL) {
+			l->snapshot_due = true;
+			l->dirty = true;
+		}
+		g->snapshot_oldest = false;
+	}
+	for (uint32_t i = 0; i < g->next_lid; i++) {
+		kvl_listener *l = g->lis[i];
+		if (l != NULL && l->dirty) {
+			kvg_collect(g, g->filling, l);
+		}
+	}
+	if (!kvw_job_empty(g->filling)) {
+		kvw_submit(g->writer, g->filling);
+		g->filling =
+		    g->filling == &g->jobs[0] ? &g->jobs[1] : &g->jobs[0];
+	}
+	kvg_io_pause(g, false);
+	if (done == NULL) {
+		kvg_publish_totals(g, NULL);
+	}
+}
+
+void
+kvg_on_commit_timer(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	kvg_commit(arg);
+}
+
+/* ---- the thread ---------------------------------------------------- */
+
+void
+kvg_on_wake(evutil_socket_t fd, short what, void *arg)
+{
+	(void)what;
+	kvg_ingest *g = arg;
+	uint64_t n;
+	ssize_t r = read(fd, &n, sizeof(n));
+	(void)r;
+	kvg_run_commands(g);
+	kvr_result *res;
+	while ((res = kvr_fetcher_pop(g->fetcher)) != NULL) {
+		kvg_on_fetched(g, res);
+	}
+	if (atomic_load(&g->stopping)) {
+		event_base_loopbreak(g->base);
+	}
+}
+
+static void
+kvg_notify(void *arg)
+{
+	kvg_wake(arg);
+}
+
+static void *
+kvg_main(void *arg)
+{
+	kvg_ingest *g = arg;
+	for (uint32_t i = 0; i < g->next_lid; i++) {
+		kvl_listener *l = g->lis[i];
+		if (l != NULL && kvg_io_open(g, l) != KVI_OK) {
+			kvi_log(KVI_LOG_ERROR, "subscribe_failed",
+				"listener=%s error=\"%s\"", l->key,
+				l->last_error);
+		}
+	}
+	event_base_dispatch(g->base);
+	/* Stopping: answer waiting requests, commit what was applied. */
+	kvg_run_commands(g);
+	kvw_job *done;
+	while ((done = kvw_poll(g->writer)) == NULL && kvw_busy(g->writer)) {
+		usleep(1000);
+	}
+	if (done != NULL) {
+		kvg_commit_done(g, done);
+	}
+	kvg_commit(g);
+	return NULL;
+}
+
+kvi_err
+kvg_ingest_start(kvg_ingest *g, char *err, size_t errlen)
+{
+	kvi_err rv = kvr_fetcher_start(g->cfg.recover_concurrency,
+				       g->cfg.recover_timeout_ms, kvg_notify, g,
+				       &g->fetcher);
+	if (rv == KVI_OK) {
+		rv = kvw_start(g->store, kvg_notify, g, &g->writer);
+	}
+	if (rv != KVI_OK) {
+		snprintf(err, errlen, "cannot start threads: %s",
+			 kvi_strerror(rv));
+		return rv;
+	}
+	struct timeval tv = {0, g->cfg.commit_ms * 1000};
+	event_add(g->ev_commit, &tv);
+	g->started = true;
+	if (pthread_create(&g->thread, NULL, kvg_main, g) != 0) {
+		g->started = false;
+		snprintf(err, errlen, "cannot start the ingest thread");
+		return KVI_EIO;
+	}
+	return KVI_OK;
+}
+
+void
+kvg_ingest_stop(kvg_ingest *g)
+{
+	if (g == NULL || !g->started) {
+		return;
+	}
+	pthread_mutex_lock(&g->cmd_mu);
+	atomic_store(&g->stopping, true);
+	pthread_mutex_unlock(&g->cmd_mu);
+	kvg_wake(g);
+	pthread_join(g->thread, NULL);
+	g->started = false;
+	kvw_stop(g->writer);
+	kvw_job *done = kvw_poll(g->writer);
+	if (done != NULL) {
+		kvg_commit_done(g, done);
+	}
+	kvr_fetcher_stop(g->fetcher);
+}
+
+void
+kvg_ingest_free(kvg_ingest *g)
+{
+	if (g == NULL) {
+		return;
+	}
+	kvg_ingest_stop(g);
+	for (uint32_t i = 0; i < g->next_lid; i++) {
+		if (g->lis[i] != NULL) {
+			kvg_listener_free(g, g->lis[i]);
+		}
+	}
+	kvi_free(g->lis);
+	kvw_free(g->writer);
+	kvr_fetcher_free(g->fetcher);
+	kvw_job_fini(&g->jobs[0]);
+	kvw_job_fini(&g->jobs[1]);
+	if (g->ev_commit != NULL) {
+		event_free(g->ev_commit);
+	}
+	if (g->ev_wake != NULL) {
+		event_free(g->ev_wake);
+	}
+	if (g->ev_drain != NULL) {
+		event_free(g->ev_drain);
+	}
+	if (g->base != NULL) {
+		event_base_free(g->base);
+	}
+	if (g->zctx != NULL) {
+		zmq_ctx_term(g->zctx);
+	}
+	if (g->wake_fd >= 0) {
+		close(g->wake_fd);
+	}
+	kvi_decoder_free(g->dec);
+	pthread_mutex_destroy(&g->cmd_mu);
+	pthread_mutex_destroy(&g->stats_mu);
+	kvi_free(g);
+}

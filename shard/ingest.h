@@ -1,0 +1,89 @@
+/*
+ * ingest.h - the shard's ingest thread (DESIGN.md §7, §9).
+ *
+ * One thread owns every listener: it subscribes to each rank's live
+ * stream, keeps each listener's sequence, repairs gaps (the rank's replay
+ * socket first, then /kv_recover), applies batches to the index and to the
+ * listeners' pending log records, and every commit interval hands what it
+ * applied to the writer thread as one group commit. Its loop is libevent
+ * over the ZeroMQ sockets' notification descriptors: a socket is only
+ * touched when it has something to read, so the loop does not scan
+ * listeners to find work, and a busy socket yields after a budget of
+ * messages so that no rank starves the others.
+ *
+ * Start-up: kvg_ingest_open() loads the store into the index (queries can
+ * be answered as soon as it returns), kvg_ingest_start() subscribes and
+ * catches up from each watermark.
+ *
+ * Other threads talk to it through requests (assign, unassign, status,
+ * dump) that it answers on its own thread; each call blocks until answered.
+ * Queries never go through it: they read the index directly.
+ */
+#ifndef KVI_SHARD_INGEST_H
+#define KVI_SHARD_INGEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arena.h"
+#include "error.h"
+#include "index.h"
+#include "kvindex.pb-c.h"
+#include "metrics.h"
+#include "store.h"
+
+typedef struct kvg_ingest kvg_ingest;
+
+typedef struct kvg_config {
+	kvx_index *idx;
+	kvs_store *store;
+	kvi_metrics *metrics; /* NULL: no metrics */
+	const char *shard_id;
+	int commit_ms;            /* group commit interval; default 20 */
+	int replay_timeout_ms;    /* silence that ends a replay; default 2000 */
+	int recover_concurrency;  /* parallel /kv_recover fetches; default 4 */
+	long recover_timeout_ms;  /* one fetch, whole; default 120000 */
+	size_t backlog_max_bytes; /* live batches held during recoveries;
+				   * default 256 MiB over all listeners */
+	uint32_t orphan_resync;   /* orphans in a row that resync; default 8 */
+	int backoff_max_ms;       /* recovery retry cap; default 30000 */
+} kvg_config;
+
+/* kvg_ingest_open loads the durable state of cfg->store into cfg->idx and
+ * prepares (but does not start) the ingest thread. Returns KVI_ECORRUPT
+ * when the store cannot be read. */
+kvi_err kvg_ingest_open(const kvg_config *cfg, kvg_ingest **out, char *err,
+			size_t errlen);
+
+/* kvg_ingest_start starts the writer and ingest threads: every listener
+ * subscribes and catches up. */
+kvi_err kvg_ingest_start(kvg_ingest *g, char *err, size_t errlen);
+
+/* kvg_ingest_stop stops reading, commits what was applied, and joins both
+ * threads. Idempotent. */
+void kvg_ingest_stop(kvg_ingest *g);
+void kvg_ingest_free(kvg_ingest *g);
+
+/* kvg_assign makes the shard own the listener spec describes. Assigning a
+ * key the shard already owns with the same spec is a success with
+ * *existed = true; with another spec it is KVI_EEXIST. KVI_EINVAL for a
+ * spec that is not valid (rank > 65535, block size 0, model with another
+ * block size, bad endpoint). */
+kvi_err kvg_assign(kvg_ingest *g, const Kvindex__Listener *spec, bool *existed,
+		   char *err, size_t errlen);
+
+/* kvg_unassign drops the listener with key and all its data, in memory and
+ * on disk. KVI_ENOENT when not owned. */
+kvi_err kvg_unassign(kvg_ingest *g, const char *key, char *err, size_t errlen);
+
+/* kvg_status fills out (allocating from a) for one listener (key) or all
+ * (key NULL); KVI_ENOENT for an unknown key. */
+kvi_err kvg_status(kvg_ingest *g, const char *key, kvp_arena *a,
+		   Kvindex__StatusResponse *out);
+
+/* kvg_dump fills out with the exact state of the listener with key. */
+kvi_err kvg_dump(kvg_ingest *g, const char *key, kvp_arena *a,
+		 Kvindex__DumpResponse *out);
+
+#endif /* KVI_SHARD_INGEST_H */

@@ -1,0 +1,121 @@
+/*
+ * ingest_int.h - what the ingest thread's modules share (not a public
+ * header): ingest.c (the thread, requests, group commits, loading),
+ * ingest_io.c (ZeroMQ sockets and the loop's readiness handling) and
+ * recovery.c (sequencing and gap repair). Everything here runs on the
+ * ingest thread unless a comment says otherwise.
+ */
+#ifndef KVI_SHARD_INGEST_INT_H
+#define KVI_SHARD_INGEST_INT_H
+
+#include <event2/event.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "ingest.h"
+#include "listener.h"
+#include "recover_fetch.h"
+#include "wire.h"
+#include "writer.h"
+
+/* Shard-wide figures the ingest thread publishes after each commit, for
+ * /metrics (read under stats_mu from the metrics thread). */
+typedef struct kvg_totals {
+	kvl_counters c;
+	uint64_t by_state[KVL_STATE_COUNT];
+	uint64_t backlog_bytes;
+	kvs_store_stats store;
+	bool store_failing;
+} kvg_totals;
+
+typedef struct kvg_cmd kvg_cmd;
+
+struct kvg_ingest {
+	kvg_config cfg;
+	kvx_index *idx;
+	kvs_store *store;
+	kvi_decoder *dec;
+	void *zctx;
+	struct event_base *base;
+	pthread_t thread;
+	bool started;
+	atomic_bool stopping;
+
+	/* listeners by id; ids are never reused while the shard runs */
+	kvl_listener **lis;
+	uint32_t cap_lis;
+	uint32_t next_lid;
+
+	/* wake-ups from other threads: requests, fetch results, commits */
+	int wake_fd;
+	struct event *ev_wake;
+	pthread_mutex_t cmd_mu;
+	kvg_cmd *cmd_head, *cmd_tail;
+
+	/* sockets with messages left to read (see ingest_io.c) */
+	struct kvg_io *ready_head, *ready_tail;
+	struct event *ev_drain;
+	bool paused; /* backpressure: not reading live sockets */
+
+	kvr_fetcher *fetcher;
+	uint64_t fetch_gen;
+	size_t backlog_bytes;
+
+	/* group commits */
+	kvw_writer *writer;
+	kvw_job jobs[2];
+	kvw_job *filling; /* the job collecting the next commit */
+	struct event *ev_commit;
+	bool snapshot_oldest;
+	uint32_t oldest_lid;
+
+	/* metrics */
+	pthread_mutex_t stats_mu;
+	kvg_totals totals;
+	kvi_histogram *h_commit;
+	kvi_counter *c_commit_errors;
+};
+
+/* ingest.c */
+kvl_listener *kvg_listener(kvg_ingest *g, uint32_t lid);
+/* kvg_listener_create makes listener lid from spec (packed: as persisted)
+ * and registers it with the index; KVI_EINVAL when the index refuses it. */
+kvi_err kvg_listener_create(kvg_ingest *g, uint32_t lid,
+			    const Kvindex__Listener *spec,
+			    const uint8_t *packed, size_t len,
+			    kvl_listener **out);
+void kvg_publish_totals(kvg_ingest *g, const kvw_job *done);
+void kvg_on_wake(evutil_socket_t fd, short what, void *arg);
+void kvg_on_commit_timer(evutil_socket_t fd, short what, void *arg);
+void kvg_wake(kvg_ingest *g); /* any thread */
+void kvg_log_listener(kvl_listener *l, const char *event, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ingest_io.c */
+void kvg_on_drain(evutil_socket_t fd, short what, void *arg);
+kvi_err kvg_io_open(kvg_ingest *g, kvl_listener *l);
+void kvg_io_close(kvg_ingest *g, kvl_listener *l);
+void kvg_io_drain(kvg_ingest *g);
+void kvg_io_pause(kvg_ingest *g, bool paused);
+/* kvg_io_replay_start opens a DEALER to the listener's replay socket and
+ * asks for every batch from seq on. */
+kvi_err kvg_io_replay_start(kvg_ingest *g, kvl_listener *l, uint64_t seq);
+void kvg_io_replay_stop(kvg_ingest *g, kvl_listener *l);
+/* kvg_io_timer arms the listener's one timer (replay silence, backoff);
+ * ms < 0 disarms it. */
+void kvg_io_timer(kvg_ingest *g, kvl_listener *l, int ms);
+
+/* recovery.c: what the sockets and the fetcher deliver */
+void kvg_on_live(kvg_ingest *g, kvl_listener *l, uint64_t seq,
+		 const void *payload, size_t len);
+void kvg_on_replay(kvg_ingest *g, kvl_listener *l, uint64_t seq, bool end,
+		   const void *payload, size_t len);
+void kvg_on_disconnect(kvg_ingest *g, kvl_listener *l);
+void kvg_on_connect(kvg_ingest *g, kvl_listener *l);
+void kvg_on_timer(kvg_ingest *g, kvl_listener *l);
+void kvg_on_fetched(kvg_ingest *g, kvr_result *r);
+/* kvg_recovery_reset drops the listener's recovery and backlog. */
+void kvg_recovery_reset(kvg_ingest *g, kvl_listener *l);
+kvl_state kvg_state_of(const kvl_listener *l);
+
+#endif /* KVI_SHARD_INGEST_INT_H */

@@ -1,0 +1,447 @@
+/*
+ * ingest_io.c - the ingest thread's ZeroMQ sockets.
+ *
+ * Each listener has a SUB socket to its rank's live endpoint, a monitor
+ * socket that reports the SUB's disconnections (after which the next batch
+ * cannot be trusted to continue the same engine process), and, while it
+ * replays, a DEALER to the rank's replay socket. libevent watches each
+ * socket's ZMQ_FD. That descriptor is edge-like: it signals that the
+ * socket's state may have changed, not that a message is waiting, and it
+ * does not signal again for messages already queued. So a signalled socket
+ * joins a ready list and is read until it reports EAGAIN; one that still
+ * has messages after its budget goes to the back of the list, and the drain
+ * event re-runs until the list is empty.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "alloc.h"
+#include "frame.h"
+#include "ingest_int.h"
+#include "log.h"
+
+#define KVG_BUDGET     64 /* messages per socket per turn */
+#define KVG_MAX_FRAMES 6
+
+enum { KVG_SUB = 1, KVG_MON = 2, KVG_DEALER = 4 };
+
+typedef struct kvg_io {
+	kvg_ingest *g;
+	kvl_listener *l;
+	void *sub, *mon, *dealer;
+	struct event *ev_sub, *ev_mon, *ev_dealer, *ev_timer;
+	struct kvg_io *next; /* on the ready list */
+	bool queued;
+	uint8_t want;
+} kvg_io;
+
+/* ---- ready list ---------------------------------------------------- */
+
+static void
+kvg_io_ready(kvg_ingest *g, kvg_io *io, uint8_t what)
+{
+	io->want |= what;
+	if (!io->queued) {
+		io->queued = true;
+		io->next = NULL;
+		if (g->ready_tail != NULL) {
+			g->ready_tail->next = io;
+		} else {
+			g->ready_head = io;
+		}
+		g->ready_tail = io;
+	}
+	event_active(g->ev_drain, EV_READ, 0);
+}
+
+static void
+kvg_io_unqueue(kvg_ingest *g, kvg_io *io)
+{
+	kvg_io **pp = &g->ready_head;
+	kvg_io *prev = NULL;
+	while (*pp != NULL && *pp != io) {
+		prev = *pp;
+		pp = &(*pp)->next;
+	}
+	if (*pp == io) {
+		*pp = io->next;
+		if (g->ready_tail == io) {
+			g->ready_tail = prev;
+		}
+	}
+	io->queued = false;
+}
+
+static void
+kvg_on_sub_fd(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	kvg_io *io = arg;
+	kvg_io_ready(io->g, io, KVG_SUB);
+}
+
+static void
+kvg_on_mon_fd(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	kvg_io *io = arg;
+	kvg_io_ready(io->g, io, KVG_MON);
+}
+
+static void
+kvg_on_dealer_fd(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	kvg_io *io = arg;
+	kvg_io_ready(io->g, io, KVG_DEALER);
+}
+
+static void
+kvg_on_timer_ev(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	kvg_io *io = arg;
+	kvg_on_timer(io->g, io->l);
+}
+
+/* ---- receiving ----------------------------------------------------- */
+
+typedef struct kvg_msg {
+	zmq_msg_t parts[KVG_MAX_FRAMES];
+	kvi_frame frames[KVG_MAX_FRAMES];
+	int n; /* frames the message had */
+} kvg_msg;
+
+static void
+kvg_msg_close(kvg_msg *m)
+{
+	for (int i = 0; i < m->n && i < KVG_MAX_FRAMES; i++) {
+		zmq_msg_close(&m->parts[i]);
+	}
+	m->n = 0;
+}
+
+/* kvg_msg_recv receives one whole message without blocking. Returns false
+ * (errno EAGAIN) when none is waiting. Frames past KVG_MAX_FRAMES are
+ * counted and dropped. */
+static bool
+kvg_msg_recv(void *sock, kvg_msg *m)
+{
+	m->n = 0;
+	for (;;) {
+		zmq_msg_t scratch;
+		zmq_msg_t *zm =
+		    m->n < KVG_MAX_FRAMES ? &m->parts[m->n] : &scratch;
+		zmq_msg_init(zm);
+		if (zmq_msg_recv(zm, sock, m->n == 0 ? ZMQ_DONTWAIT : 0) < 0) {
+			zmq_msg_close(zm);
+			kvg_msg_close(m);
+			return false;
+		}
+		int more = zmq_msg_more(zm);
+		if (m->n < KVG_MAX_FRAMES) {
+			m->frames[m->n] =
+			    (kvi_frame){zmq_msg_data(zm), zmq_msg_size(zm)};
+		} else {
+			zmq_msg_close(zm);
+		}
+		m->n++;
+		if (!more) {
+			return true;
+		}
+	}
+}
+
+static bool
+kvg_drain_sub(kvg_ingest *g, kvg_io *io)
+{
+	kvl_listener *l = io->l;
+	for (int i = 0; i < KVG_BUDGET; i++) {
+		kvg_msg m;
+		if (!kvg_msg_recv(io->sub, &m)) {
+			return false;
+		}
+		kvi_msg msg;
+		if (kvi_frame_parse_live(m.frames, (size_t)m.n, &msg) ==
+		    KVI_OK) {
+			kvg_on_live(g, l, msg.seq, msg.payload.ptr,
+				    msg.payload.len);
+		} else {
+			l->c.malformed++;
+			snprintf(l->last_error, sizeof(l->last_error),
+				 "live message of %d frames, expected [topic, "
+				 "seq, payload]",
+				 m.n);
+		}
+		kvg_msg_close(&m);
+		if (io->sub == NULL || g->paused) {
+			return false;
+		}
+	}
+	return true;
+}
+
+static bool
+kvg_drain_mon(kvg_ingest *g, kvg_io *io)
+{
+	for (int i = 0; i < KVG_BUDGET; i++) {
+		kvg_msg m;
+		if (!kvg_msg_recv(io->mon, &m)) {
+			return false;
+		}
+		if (m.n >= 1 && m.frames[0].len >= 2) {
+			uint16_t ev;
+			memcpy(&ev, m.frames[0].ptr, sizeof(ev));
+			if (ev == ZMQ_EVENT_DISCONNECTED) {
+				kvg_on_disconnect(g, io->l);
+			} else if (ev == ZMQ_EVENT_CONNECTED) {
+				kvg_on_connect(g, io->l);
+			}
+		}
+		kvg_msg_close(&m);
+	}
+	return true;
+}
+
+static bool
+kvg_drain_dealer(kvg_ingest *g, kvg_io *io)
+{
+	for (int i = 0; i < KVG_BUDGET && io->dealer != NULL; i++) {
+		kvg_msg m;
+		if (!kvg_msg_recv(io->dealer, &m)) {
+			return false;
+		}
+		kvi_msg msg;
+		if (kvi_frame_parse_replay(m.frames, (size_t)m.n, &msg) ==
+		    KVI_OK) {
+			kvg_on_replay(g, io->l, msg.seq, msg.end,
+				      msg.payload.ptr, msg.payload.len);
+		}
+		kvg_msg_close(&m);
+	}
+	return io->dealer != NULL;
+}
+
+void
+kvg_on_drain(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	kvg_io_drain(arg);
+}
+
+void
+kvg_io_drain(kvg_ingest *g)
+{
+	/* One pass over what is ready now; what stays ready goes round. */
+	kvg_io *tail = g->ready_tail;
+	while (g->ready_head != NULL) {
+		kvg_io *io = g->ready_head;
+		g->ready_head = io->next;
+		if (g->ready_head == NULL) {
+			g->ready_tail = NULL;
+		}
+		io->queued = false;
+		uint8_t want = io->want;
+		io->want = 0;
+		uint8_t again = 0;
+		if ((want & KVG_MON) && kvg_drain_mon(g, io)) {
+			again |= KVG_MON;
+		}
+		if ((want & KVG_DEALER) && io->dealer != NULL &&
+		    kvg_drain_dealer(g, io)) {
+			again |= KVG_DEALER;
+		}
+		if (want & KVG_SUB) {
+			if (g->paused) {
+				again |= KVG_SUB; /* keep it for later */
+			} else if (io->sub != NULL && kvg_drain_sub(g, io)) {
+				again |= KVG_SUB;
+			}
+		}
+		if (again != 0 && !(g->paused && again == KVG_SUB)) {
+			kvg_io_ready(g, io, again);
+		} else if (again != 0) {
+			io->want |= again; /* resumes with kvg_io_pause() */
+		}
+		if (io == tail) {
+			break;
+		}
+	}
+	if (g->ready_head != NULL) {
+		event_active(g->ev_drain, EV_READ, 0);
+	}
+}
+
+void
+kvg_io_pause(kvg_ingest *g, bool paused)
+{
+	if (g->paused == paused) {
+		return;
+	}
+	g->paused = paused;
+	kvi_log(paused ? KVI_LOG_WARN : KVI_LOG_INFO,
+		paused ? "ingest_paused" : "ingest_resumed",
+		"reason=store_backlog");
+	if (!paused) {
+		for (uint32_t i = 0; i < g->next_lid; i++) {
+			kvl_listener *l = kvg_listener(g, i);
+			if (l != NULL && l->io != NULL) {
+				kvg_io_ready(g, l->io, KVG_SUB);
+			}
+		}
+	}
+}
+
+/* ---- sockets ------------------------------------------------------- */
+
+static struct event *
+kvg_io_watch(kvg_ingest *g, void *sock, event_callback_fn cb, kvg_io *io)
+{
+	int fd;
+	size_t len = sizeof(fd);
+	if (zmq_getsockopt(sock, ZMQ_FD, &fd, &len) != 0) {
+		return NULL;
+	}
+	struct event *ev = event_new(g->base, fd, EV_READ | EV_PERSIST, cb, io);
+	event_add(ev, NULL);
+	return ev;
+}
+
+static void
+kvg_io_setopts(void *sock)
+{
+	int zero = 0, ivl = 100, ivl_max = 5000;
+	/* Unbounded receive queue: libzmq 4.3.4 aborts when a heartbeating
+	 * peer restarts a pipe that hit its HWM (DESIGN.md §7). */
+	zmq_setsockopt(sock, ZMQ_RCVHWM, &zero, sizeof(zero));
+	zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof(zero));
+	zmq_setsockopt(sock, ZMQ_RECONNECT_IVL, &ivl, sizeof(ivl));
+	zmq_setsockopt(sock, ZMQ_RECONNECT_IVL_MAX, &ivl_max, sizeof(ivl_max));
+}
+
+kvi_err
+kvg_io_open(kvg_ingest *g, kvl_listener *l)
+{
+	static unsigned long monitor_seq;
+	kvg_io *io = kvi_calloc(1, sizeof(*io));
+	io->g = g;
+	io->l = l;
+	io->sub = zmq_socket(g->zctx, ZMQ_SUB);
+	kvg_io_setopts(io->sub);
+	const char *topic = l->topic != NULL ? l->topic : "";
+	zmq_setsockopt(io->sub, ZMQ_SUBSCRIBE, topic, strlen(topic));
+	if (zmq_connect(io->sub, l->endpoint) != 0) {
+		snprintf(l->last_error, sizeof(l->last_error),
+			 "cannot subscribe to %s: %s", l->endpoint,
+			 zmq_strerror(errno));
+		zmq_close(io->sub);
+		kvi_free(io);
+		return KVI_EINVAL;
+	}
+	char addr[64];
+	snprintf(addr, sizeof(addr), "inproc://kvi-mon-%u-%lu", l->lid,
+		 ++monitor_seq);
+	zmq_socket_monitor(io->sub, addr,
+			   ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED);
+	io->mon = zmq_socket(g->zctx, ZMQ_PAIR);
+	int zero = 0;
+	zmq_setsockopt(io->mon, ZMQ_LINGER, &zero, sizeof(zero));
+	zmq_connect(io->mon, addr);
+	io->ev_sub = kvg_io_watch(g, io->sub, kvg_on_sub_fd, io);
+	io->ev_mon = kvg_io_watch(g, io->mon, kvg_on_mon_fd, io);
+	io->ev_timer = evtimer_new(g->base, kvg_on_timer_ev, io);
+	l->io = io;
+	kvg_io_ready(g, io, KVG_SUB | KVG_MON);
+	return KVI_OK;
+}
+
+static void
+kvg_io_sock_close(void **sock, struct event **ev)
+{
+	if (*ev != NULL) {
+		event_free(*ev);
+		*ev = NULL;
+	}
+	if (*sock != NULL) {
+		zmq_close(*sock);
+		*sock = NULL;
+	}
+}
+
+void
+kvg_io_close(kvg_ingest *g, kvl_listener *l)
+{
+	kvg_io *io = l->io;
+	if (io == NULL) {
+		return;
+	}
+	kvg_io_unqueue(g, io);
+	if (io->sub != NULL) {
+		zmq_socket_monitor(io->sub, NULL, 0);
+	}
+	kvg_io_sock_close(&io->dealer, &io->ev_dealer);
+	kvg_io_sock_close(&io->sub, &io->ev_sub);
+	kvg_io_sock_close(&io->mon, &io->ev_mon);
+	if (io->ev_timer != NULL) {
+		event_free(io->ev_timer);
+	}
+	kvi_free(io);
+	l->io = NULL;
+}
+
+kvi_err
+kvg_io_replay_start(kvg_ingest *g, kvl_listener *l, uint64_t seq)
+{
+	kvg_io *io = l->io;
+	kvg_io_replay_stop(g, l);
+	io->dealer = zmq_socket(g->zctx, ZMQ_DEALER);
+	kvg_io_setopts(io->dealer);
+	if (zmq_connect(io->dealer, l->replay_ep) != 0) {
+		snprintf(l->last_error, sizeof(l->last_error),
+			 "cannot connect to replay %s: %s", l->replay_ep,
+			 zmq_strerror(errno));
+		kvg_io_sock_close(&io->dealer, &io->ev_dealer);
+		return KVI_EINVAL;
+	}
+	uint8_t seq8[8];
+	kvi_seq_put(seq8, seq);
+	/* DEALER sends queue until the connection is up. */
+	zmq_send(io->dealer, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+	zmq_send(io->dealer, seq8, sizeof(seq8), ZMQ_DONTWAIT);
+	io->ev_dealer = kvg_io_watch(g, io->dealer, kvg_on_dealer_fd, io);
+	kvg_io_ready(g, io, KVG_DEALER);
+	return KVI_OK;
+}
+
+void
+kvg_io_replay_stop(kvg_ingest *g, kvl_listener *l)
+{
+	(void)g;
+	kvg_io *io = l->io;
+	if (io != NULL) {
+		kvg_io_sock_close(&io->dealer, &io->ev_dealer);
+	}
+}
+
+void
+kvg_io_timer(kvg_ingest *g, kvl_listener *l, int ms)
+{
+	(void)g;
+	kvg_io *io = l->io;
+	if (io == NULL) {
+		return;
+	}
+	if (ms < 0) {
+		evtimer_del(io->ev_timer);
+		return;
+	}
+	struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+	evtimer_add(io->ev_timer, &tv);
+}

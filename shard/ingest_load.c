@@ -1,0 +1,302 @@
+/*
+ * ingest_load.c - building the ingest thread: loading the store into the
+ * index at start-up, and the metrics the thread publishes.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "alloc.h"
+#include "ingest_int.h"
+#include "log.h"
+
+/* ---- loading ------------------------------------------------------- */
+
+static kvi_err
+kvg_load_listener(void *arg, uint32_t lid, const void *val, size_t len)
+{
+	kvg_ingest *g = arg;
+	Kvindex__Listener *spec = kvindex__listener__unpack(NULL, len, val);
+	if (spec == NULL) {
+		return KVI_ECORRUPT;
+	}
+	kvl_listener *l;
+	kvi_err rv = kvg_listener_create(g, lid, spec, val, len, &l);
+	kvindex__listener__free_unpacked(spec, NULL);
+	return rv == KVI_OK ? KVI_OK : KVI_ECORRUPT;
+}
+
+static kvi_err
+kvg_load_snapshot(void *arg, uint32_t lid, const kvs_mark *mark, uint64_t n)
+{
+	(void)n;
+	kvl_listener *l = kvg_listener(arg, lid);
+	if (l != NULL) {
+		l->mark = *mark;
+	}
+	return KVI_OK;
+}
+
+static kvi_err
+kvg_load_entries(void *arg, uint32_t lid, const uint8_t *e, size_t n)
+{
+	kvg_ingest *g = arg;
+	if (kvg_listener(g, lid) == NULL) {
+		return KVI_OK;
+	}
+	kvx_write_begin(g->idx, lid);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t ext, seq;
+		uint8_t tiers;
+		kvs_entry_get(e + i * KVS_ENTRY_SIZE, &ext, &seq, &tiers);
+		for (int t = 0; t < KVI_TIER_COUNT; t++) {
+			if (tiers & (1u << t)) {
+				kvx_store(g->idx, lid, ext, seq, (kvi_tier)t);
+			}
+		}
+	}
+	kvx_write_end(g->idx, lid);
+	return KVI_OK;
+}
+
+static kvi_err
+kvg_load_record(void *arg, uint32_t lid, const void *payload, size_t len)
+{
+	kvg_ingest *g = arg;
+	kvl_listener *l = kvg_listener(g, lid);
+	kvo_iter it;
+	kvs_mark mark;
+	if (l == NULL) {
+		return KVI_OK;
+	}
+	kvi_err rv = kvo_iter_init(&it, payload, len, &mark);
+	kvo_op op;
+	kvx_write_begin(g->idx, lid);
+	while (rv == KVI_OK && (rv = kvo_iter_next(&it, &op)) == KVI_OK) {
+		switch (op.kind) {
+		case KVO_STORE:
+			kvx_store(g->idx, lid, op.ext, op.seq,
+				  (kvi_tier)op.tier);
+			break;
+		case KVO_REMOVE:
+			kvx_remove(g->idx, lid, op.ext, (kvi_tier)op.tier);
+			break;
+		case KVO_CLEAR:
+			kvx_clear(g->idx, lid);
+			break;
+		}
+	}
+	kvx_write_end(g->idx, lid);
+	if (rv != KVI_ENOENT) {
+		return KVI_ECORRUPT;
+	}
+	l->mark = mark;
+	l->log_bytes += len;
+	return KVI_OK;
+}
+
+/* ---- metrics ------------------------------------------------------- */
+
+typedef struct kvg_family {
+	const char *name, *help;
+	size_t offset; /* into kvl_counters */
+} kvg_family;
+
+#define KVG_FAM(f, h)                                                          \
+	{                                                                      \
+		"kvindex_shard_" #f "_total", h, offsetof(kvl_counters, f)     \
+	}
+
+static const kvg_family kvg_families[] = {
+    KVG_FAM(batches, "Event batches applied."),
+    KVG_FAM(events, "Events applied."),
+    KVG_FAM(blocks_stored, "Block entries stored."),
+    KVG_FAM(blocks_removed, "Block entries removed."),
+    KVG_FAM(gaps, "Sequence gaps seen on live streams."),
+    KVG_FAM(engine_restarts, "Engine restarts detected (seq went back)."),
+    KVG_FAM(orphans, "BlockStored events whose parent was unknown."),
+    KVG_FAM(rank_mismatches, "Batches of another data-parallel rank."),
+    KVG_FAM(skipped_events, "Events of another KV group or REMOTE."),
+    KVG_FAM(malformed, "Batches or events that failed to decode."),
+    KVG_FAM(duplicates, "Batches dropped as already applied."),
+    KVG_FAM(block_size_mismatches, "Stored events of another block size."),
+    KVG_FAM(unknown_removes, "Removals of blocks the listener lacked."),
+    KVG_FAM(unrepaired_gaps, "Gaps no endpoint could repair."),
+};
+
+static const char *const kvg_state_names[KVL_STATE_COUNT] = {
+    "pending", "active", "recovering", "failed"};
+
+static void
+kvg_out_labeled(kvi_metrics_out *out, const char *name, const char *help,
+		const char *label, const char *const *values,
+		const uint64_t *counts, size_t n, kvi_metric_type type)
+{
+	kvi_metrics_out_family(out, name, help, type);
+	for (size_t i = 0; i < n; i++) {
+		kvi_label lb = {label, values[i]};
+		kvi_metrics_out_sample_i64(out, name, &lb, 1,
+					   (int64_t)counts[i]);
+	}
+}
+
+static void
+kvg_out_one(kvi_metrics_out *out, const char *name, const char *help,
+	    kvi_metric_type type, uint64_t v)
+{
+	kvi_metrics_out_family(out, name, help, type);
+	kvi_metrics_out_sample_i64(out, name, NULL, 0, (int64_t)v);
+}
+
+static void
+kvg_collect_metrics(void *arg, kvi_metrics_out *out)
+{
+	kvg_ingest *g = arg;
+	kvg_totals t;
+	pthread_mutex_lock(&g->stats_mu);
+	t = g->totals;
+	pthread_mutex_unlock(&g->stats_mu);
+	for (size_t i = 0; i < sizeof(kvg_families) / sizeof(kvg_families[0]);
+	     i++) {
+		const kvg_family *f = &kvg_families[i];
+		uint64_t v =
+		    *(const uint64_t *)((const char *)&t.c + f->offset);
+		kvg_out_one(out, f->name, f->help, KVI_METRIC_COUNTER, v);
+	}
+	static const char *const replay[] = {"ok", "failed"};
+	uint64_t rc[2] = {t.c.replays_ok, t.c.replays_failed};
+	kvg_out_labeled(out, "kvindex_shard_replays_total",
+			"Gap repairs from the replay socket.", "result", replay,
+			rc, 2, KVI_METRIC_COUNTER);
+	static const char *const kinds[] = {"events", "treedump", "failed"};
+	uint64_t kc[3] = {t.c.recoveries_events, t.c.recoveries_treedump,
+			  t.c.recoveries_failed};
+	kvg_out_labeled(out, "kvindex_shard_recoveries_total",
+			"Repairs from /kv_recover.", "kind", kinds, kc, 3,
+			KVI_METRIC_COUNTER);
+	kvg_out_labeled(out, "kvindex_shard_listeners", "Listeners by state.",
+			"state", kvg_state_names, t.by_state, KVL_STATE_COUNT,
+			KVI_METRIC_GAUGE);
+	kvx_stats xs;
+	kvx_index_stats(g->idx, &xs);
+	kvg_out_one(out, "kvindex_shard_entries",
+		    "(block, listener) entries in the index.", KVI_METRIC_GAUGE,
+		    xs.entries);
+	kvg_out_one(out, "kvindex_shard_sequence_hashes",
+		    "Distinct sequence hashes in the index.", KVI_METRIC_GAUGE,
+		    xs.seq_hashes);
+	kvg_out_one(out, "kvindex_shard_backlog_bytes",
+		    "Live batches held while listeners recover.",
+		    KVI_METRIC_GAUGE, t.backlog_bytes);
+	kvg_out_one(out, "kvindex_store_bytes", "LMDB file size.",
+		    KVI_METRIC_GAUGE, t.store.file_bytes);
+	kvg_out_one(out, "kvindex_store_map_bytes", "LMDB map size.",
+		    KVI_METRIC_GAUGE, t.store.map_bytes);
+	kvg_out_one(out, "kvindex_store_log_records",
+		    "Log records not yet covered by snapshots.",
+		    KVI_METRIC_GAUGE, t.store.log_records);
+	kvg_out_one(out, "kvindex_store_failing",
+		    "1 while commits to the store fail (full disk, I/O).",
+		    KVI_METRIC_GAUGE, t.store_failing);
+}
+
+static void
+kvg_metrics_register(kvg_ingest *g)
+{
+	static const double bounds[] = {0.0005, 0.001, 0.0025, 0.005,
+					0.01,   0.025, 0.05,   0.1,
+					0.25,   0.5,   1,      2.5};
+	kvi_metrics *m = g->cfg.metrics;
+	if (m == NULL) {
+		return;
+	}
+	kvi_metrics_histogram_add(
+	    m, "kvindex_store_commit_seconds",
+	    "Group commit latency (one LMDB transaction).", bounds,
+	    sizeof(bounds) / sizeof(bounds[0]), &g->h_commit);
+	kvi_metrics_counter_add(m, "kvindex_store_commit_errors_total",
+				"Group commits that failed (retried).",
+				&g->c_commit_errors);
+	kvi_metrics_collector_add(m, kvg_collect_metrics, g);
+}
+
+/* ---- open ---------------------------------------------------------- */
+
+static void
+kvg_config_defaults(kvg_config *c)
+{
+	if (c->commit_ms <= 0) {
+		c->commit_ms = 20;
+	}
+	if (c->replay_timeout_ms <= 0) {
+		c->replay_timeout_ms = 2000;
+	}
+	if (c->recover_concurrency <= 0) {
+		c->recover_concurrency = 4;
+	}
+	if (c->recover_timeout_ms <= 0) {
+		c->recover_timeout_ms = 120000;
+	}
+	if (c->backlog_max_bytes == 0) {
+		c->backlog_max_bytes = (size_t)256 << 20;
+	}
+	if (c->orphan_resync == 0) {
+		c->orphan_resync = 8;
+	}
+	if (c->backoff_max_ms <= 0) {
+		c->backoff_max_ms = 30000;
+	}
+	if (c->shard_id == NULL) {
+		c->shard_id = "shard";
+	}
+}
+
+kvi_err
+kvg_ingest_open(const kvg_config *cfg, kvg_ingest **out, char *err,
+		size_t errlen)
+{
+	kvg_ingest *g = kvi_calloc(1, sizeof(*g));
+	g->cfg = *cfg;
+	kvg_config_defaults(&g->cfg);
+	g->idx = cfg->idx;
+	g->store = cfg->store;
+	g->dec = kvi_decoder_alloc();
+	g->wake_fd = -1;
+	pthread_mutex_init(&g->cmd_mu, NULL);
+	pthread_mutex_init(&g->stats_mu, NULL);
+	kvw_job_init(&g->jobs[0]);
+	kvw_job_init(&g->jobs[1]);
+	g->filling = &g->jobs[0];
+	kvs_load_cb cb = {
+	    .arg = g,
+	    .listener = kvg_load_listener,
+	    .snapshot = kvg_load_snapshot,
+	    .entries = kvg_load_entries,
+	    .record = kvg_load_record,
+	};
+	kvi_err rv = kvs_store_load(g->store, &cb, err, errlen);
+	if (rv != KVI_OK) {
+		kvg_ingest_free(g);
+		return rv;
+	}
+	g->zctx = zmq_ctx_new();
+	g->base = event_base_new();
+	g->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (g->zctx == NULL || g->base == NULL || g->wake_fd < 0) {
+		snprintf(err, errlen, "cannot create the ingest loop");
+		kvg_ingest_free(g);
+		return KVI_EIO;
+	}
+	g->ev_wake = event_new(g->base, g->wake_fd, EV_READ | EV_PERSIST,
+			       kvg_on_wake, g);
+	event_add(g->ev_wake, NULL);
+	g->ev_drain = event_new(g->base, -1, 0, kvg_on_drain, g);
+	g->ev_commit =
+	    event_new(g->base, -1, EV_PERSIST, kvg_on_commit_timer, g);
+	kvg_metrics_register(g);
+	kvg_publish_totals(g, NULL);
+	*out = g;
+	return KVI_OK;
+}

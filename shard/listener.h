@@ -1,0 +1,120 @@
+/*
+ * listener.h - one engine rank as the shard sees it.
+ *
+ * A listener is the unit a shard owns: the rank's assignment (endpoints,
+ * model, block size), its sequence position (watermark, fingerprint), its
+ * recovery state, what it has applied since the last group commit, and its
+ * counters. Listeners belong to the ingest thread: only that thread reads
+ * or writes them (status requests are answered on it).
+ *
+ * States (what status reports):
+ *
+ *   PENDING     assigned and subscribed, no batch applied yet
+ *   ACTIVE      applying the live stream in order
+ *   RECOVERING  closing a gap: a replay or a /kv_recover fetch is in
+ *               flight; live batches wait in the listener's backlog
+ *   FAILED      the last recovery attempt failed; the next one is
+ *               scheduled with backoff; live batches keep waiting
+ *
+ * PENDING -> ACTIVE on the first batch applied; ACTIVE -> RECOVERING on a
+ * gap, an engine restart that needs history, or a resync; RECOVERING ->
+ * ACTIVE once the gap is closed and the backlog applied; RECOVERING ->
+ * FAILED on a failed attempt; FAILED -> RECOVERING when the backoff
+ * expires.
+ */
+#ifndef KVI_SHARD_LISTENER_H
+#define KVI_SHARD_LISTENER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "oplog.h"
+#include "store.h"
+
+typedef enum kvl_state {
+	KVL_PENDING = 0,
+	KVL_ACTIVE = 1,
+	KVL_RECOVERING = 2,
+	KVL_FAILED = 3,
+} kvl_state;
+#define KVL_STATE_COUNT 4
+
+/* What a listener is doing about its sequence. */
+typedef enum kvl_phase {
+	KVL_STREAMING = 0, /* no recovery in progress */
+	KVL_REPLAYING,     /* a replay request is being answered */
+	KVL_FETCHING,      /* a /kv_recover fetch is in flight */
+	KVL_BACKOFF,       /* waiting to retry a failed recovery */
+} kvl_phase;
+
+typedef struct kvl_counters {
+	uint64_t batches, events, blocks_stored, blocks_removed;
+	uint64_t gaps, replays_ok, replays_failed;
+	uint64_t recoveries_events, recoveries_treedump, recoveries_failed;
+	uint64_t engine_restarts, orphans, rank_mismatches, skipped_events;
+	uint64_t malformed, duplicates, block_size_mismatches;
+	uint64_t unknown_removes, unrepaired_gaps;
+} kvl_counters;
+
+/* A live batch waiting while the listener recovers. */
+typedef struct kvl_pending_msg {
+	struct kvl_pending_msg *next;
+	uint64_t seq;
+	size_t len;
+	uint8_t payload[];
+} kvl_pending_msg;
+
+typedef struct kvl_listener {
+	uint32_t lid;
+	/* assignment (strings owned) */
+	char *key, *pod, *model, *endpoint, *replay_ep, *recover_ep, *topic;
+	char *lora_name;
+	uint64_t instance_id;
+	uint16_t dp_rank;
+	uint32_t block_size;
+	uint8_t *spec; /* the packed Listener message, as persisted */
+	size_t spec_len;
+
+	/* sequence */
+	kvs_mark mark; /* watermark and fingerprint of the state */
+	bool has_live; /* a live batch has arrived */
+	uint64_t last_live;
+	/* Continuity with the engine process behind the current connection
+	 * is established: a batch at the watermark, or a whole state, came
+	 * from it. Lost with the connection. */
+	bool trusted;
+	bool verify_skip; /* checking failed on this connection: don't retry */
+
+	/* recovery */
+	kvl_state state;
+	kvl_phase phase;
+	bool want_full;   /* the next recovery must rebuild everything */
+	bool verify;      /* check the fingerprint before continuing */
+	uint64_t gap_seq; /* the live seq that revealed the gap */
+	uint64_t replay_from, replay_expect;
+	bool replay_started;
+	uint64_t replay_got; /* batches this replay delivered */
+	bool replay_tried;   /* the replay could not repair this gap */
+	bool fetch_full;     /* the fetch in flight asks for a tree dump */
+	int attempts;
+	int too_new;
+	uint64_t fetch_token;
+	uint32_t orphan_streak;
+	kvl_pending_msg *backlog, *backlog_tail;
+	size_t backlog_len, backlog_bytes;
+
+	/* durability: ops since the last commit */
+	kvo_rec rec;
+	bool dirty;
+	bool snapshot_due;
+	uint64_t log_bytes; /* record bytes committed since the snapshot */
+
+	kvl_counters c;
+	char last_error[256];
+
+	/* owned by the ingest thread's socket code */
+	void *io;
+} kvl_listener;
+
+#endif /* KVI_SHARD_LISTENER_H */

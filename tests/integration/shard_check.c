@@ -1,0 +1,374 @@
+#include "shard_check.h"
+
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+static void
+shc_launch(shardproc *s)
+{
+	const char *argv[64];
+	int n = 0;
+	char id[32];
+	snprintf(id, sizeof(id), "shard-t%d", s->starts++);
+	argv[n++] = KVI_SHARD_BIN;
+	argv[n++] = "--id";
+	argv[n++] = "shard-test";
+	argv[n++] = "--listen";
+	argv[n++] = s->url;
+	argv[n++] = "--data-dir";
+	argv[n++] = s->data_dir;
+	argv[n++] = "--metrics";
+	argv[n++] = s->metrics;
+	argv[n++] = "--log-level";
+	argv[n++] = "debug";
+	argv[n++] = "--no-sync";
+	for (int i = 0; s->extra != NULL && s->extra[i] != NULL && n < 62;
+	     i++) {
+		argv[n++] = s->extra[i];
+	}
+	argv[n] = NULL;
+	(void)id;
+	if (kvt_proc_start(argv, s->log_path, &s->proc) != KVI_OK) {
+		fail_msg("cannot start %s", KVI_SHARD_BIN);
+	}
+	/* Answering a status request means loaded and serving. */
+	int64_t deadline = kvt_now_ms() + SHC_WAIT_MS;
+	Kvindex__StatusRequest st = KVINDEX__STATUS_REQUEST__INIT;
+	Kvindex__Request req = KVINDEX__REQUEST__INIT;
+	req.body_case = KVINDEX__REQUEST__BODY_STATUS;
+	req.status = &st;
+	while (kvt_now_ms() < deadline) {
+		Kvindex__Response *resp = NULL;
+		char err[256];
+		kvi_err rv =
+		    kvp_call(s->client, &req, 500, &resp, err, sizeof(err));
+		if (resp != NULL) {
+			kvindex__response__free_unpacked(resp, NULL);
+		}
+		if (rv == KVI_OK) {
+			return;
+		}
+		if (!kvt_proc_alive(s->proc)) {
+			fail_msg("kvindex-shard exited; see %s", s->log_path);
+		}
+		kvt_sleep_ms(50);
+	}
+	fail_msg("kvindex-shard did not answer; see %s", s->log_path);
+}
+
+void
+shc_start(shardproc *s, const char *const *extra)
+{
+	memset(s, 0, sizeof(*s));
+	s->extra = extra;
+	assert_int_equal(kvt_tmpdir_make("kvi-shard", &s->dir), KVI_OK);
+	s->data_dir = kvt_path(s->dir, "data");
+	s->log_path = kvt_path(s->dir, "shard.log");
+	int base;
+	assert_int_equal(kvt_ports_pick(2, &base), KVI_OK);
+	snprintf(s->url, sizeof(s->url), "tcp://127.0.0.1:%d", base);
+	snprintf(s->metrics, sizeof(s->metrics), "127.0.0.1:%d", base + 1);
+	assert_int_equal(kvp_client_open(s->url, &s->client), KVI_OK);
+	shc_launch(s);
+}
+
+void
+shc_restart(shardproc *s)
+{
+	if (s->proc != NULL) {
+		kvt_proc_free(s->proc);
+		s->proc = NULL;
+	}
+	shc_launch(s);
+}
+
+void
+shc_kill9(shardproc *s)
+{
+	kvt_proc_kill(s->proc);
+	int status;
+	kvt_proc_wait(s->proc, 5000, &status);
+}
+
+int
+shc_stop(shardproc *s)
+{
+	int status = -1;
+	if (s->proc != NULL) {
+		assert_int_equal(kvt_proc_stop(s->proc, 10000, &status),
+				 KVI_OK);
+		kvt_proc_free(s->proc);
+		s->proc = NULL;
+	}
+	return status;
+}
+
+void
+shc_cleanup(shardproc *s)
+{
+	if (s->proc != NULL) {
+		kvt_proc_stop(s->proc, 10000, NULL);
+		kvt_proc_free(s->proc);
+	}
+	kvp_client_close(s->client);
+	if (s->dir != NULL && getenv("KVI_TEST_KEEP") == NULL) {
+		kvt_tmpdir_remove(s->dir);
+	}
+	free(s->dir);
+	free(s->data_dir);
+	free(s->log_path);
+	memset(s, 0, sizeof(*s));
+}
+
+Kvindex__Response *
+shc_call(shardproc *s, Kvindex__Request *req)
+{
+	Kvindex__Response *resp = NULL;
+	char err[256] = "";
+	kvi_err rv = kvp_call(s->client, req, 10000, &resp, err, sizeof(err));
+	if (resp == NULL) {
+		fail_msg("shard request failed: %s (%s); see %s",
+			 kvi_strerror(rv), err, s->log_path);
+	}
+	return resp;
+}
+
+void
+shc_key(const kvt_sim *sim, int idx, char *buf, size_t len)
+{
+	snprintf(buf, len, "sim/pod-%d#%d", idx / sim->dp, idx % sim->dp);
+}
+
+void
+shc_assign(shardproc *s, const kvt_sim *sim, int idx, bool replay, bool recover,
+	   unsigned code)
+{
+	char key[64], ep[64], rep[64], rec[64], pod[32];
+	shc_key(sim, idx, key, sizeof(key));
+	snprintf(pod, sizeof(pod), "sim/pod-%d", idx / sim->dp);
+	snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%d", sim->zmq_port[idx]);
+	snprintf(rep, sizeof(rep), "tcp://127.0.0.1:%d", sim->replay_port[idx]);
+	snprintf(rec, sizeof(rec), "http://127.0.0.1:%d",
+		 sim->recover_port[idx]);
+	Kvindex__Listener l = KVINDEX__LISTENER__INIT;
+	l.key = key;
+	l.instance_id = (uint64_t)(idx / sim->dp);
+	l.pod = pod;
+	l.dp_rank = (uint32_t)(idx % sim->dp);
+	l.model = "sim-model";
+	l.block_size = 16;
+	l.endpoint = ep;
+	l.replay_endpoint = replay && sim->replay_port[idx] ? rep : NULL;
+	l.recover_endpoint = recover && sim->recover_port[idx] ? rec : NULL;
+	Kvindex__AssignRequest a = KVINDEX__ASSIGN_REQUEST__INIT;
+	a.listener = &l;
+	Kvindex__Request req = KVINDEX__REQUEST__INIT;
+	req.body_case = KVINDEX__REQUEST__BODY_ASSIGN;
+	req.assign = &a;
+	Kvindex__Response *resp = shc_call(s, &req);
+	if (resp->code != code) {
+		fail_msg("assign %s: code %u (%s), expected %u", key,
+			 resp->code, resp->error ? resp->error : "", code);
+	}
+	kvindex__response__free_unpacked(resp, NULL);
+}
+
+Kvindex__ListenerStatus *
+shc_status(shardproc *s, const char *key, Kvindex__Response **resp)
+{
+	Kvindex__StatusRequest st = KVINDEX__STATUS_REQUEST__INIT;
+	st.key = (char *)key;
+	Kvindex__Request req = KVINDEX__REQUEST__INIT;
+	req.body_case = KVINDEX__REQUEST__BODY_STATUS;
+	req.status = &st;
+	*resp = shc_call(s, &req);
+	if ((*resp)->code != 0 || (*resp)->status == NULL ||
+	    (*resp)->status->n_listeners != 1) {
+		return NULL;
+	}
+	return (*resp)->status->listeners[0];
+}
+
+/* One block of the truth: external hash, sequence hash, tier bits. */
+typedef struct shc_entry {
+	uint64_t ext, seq;
+	uint32_t tiers;
+} shc_entry;
+
+static int
+shc_entry_cmp(const void *a, const void *b)
+{
+	const shc_entry *x = a, *y = b;
+	return x->ext < y->ext ? -1 : x->ext > y->ext;
+}
+
+static uint32_t
+shc_tiers(const json_t *arr)
+{
+	uint32_t t = 0;
+	size_t i;
+	json_t *v;
+	json_array_foreach(arr, i, v)
+	{
+		const char *s = json_string_value(v);
+		t |= strcmp(s, "gpu") == 0   ? 1u
+		     : strcmp(s, "cpu") == 0 ? 2u
+					     : 4u;
+	}
+	return t;
+}
+
+static bool shc_why(char *why, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static bool
+shc_why(char *why, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, len, fmt, ap);
+	va_end(ap);
+	return false;
+}
+
+bool
+shc_matches_truth(shardproc *s, const kvt_sim *sim, int idx, char *why,
+		  size_t len)
+{
+	char path[64], key[64];
+	snprintf(path, sizeof(path), "/truth?pod=%d&rank=%d", idx / sim->dp,
+		 idx % sim->dp);
+	shc_key(sim, idx, key, sizeof(key));
+	kvt_http_resp tr;
+	if (kvt_sim_call(sim, "GET", path, NULL, &tr) != KVI_OK ||
+	    tr.json == NULL) {
+		kvt_http_resp_fini(&tr);
+		return shc_why(why, len, "no truth from the simulator");
+	}
+	json_int_t seq = json_integer_value(json_object_get(tr.json, "seq"));
+	const json_t *blocks = json_object_get(tr.json, "blocks");
+	size_t n = json_array_size(blocks);
+	shc_entry *want = calloc(n + 1, sizeof(*want));
+	for (size_t i = 0; i < n; i++) {
+		const json_t *b = json_array_get(blocks, i);
+		kvt_json_u64(json_object_get(b, "hash"), &want[i].ext);
+		kvt_json_u64(json_object_get(b, "seq_hash"), &want[i].seq);
+		want[i].tiers = shc_tiers(json_object_get(b, "tiers"));
+	}
+	kvt_http_resp_fini(&tr);
+	qsort(want, n, sizeof(*want), shc_entry_cmp);
+
+	Kvindex__DumpRequest d = KVINDEX__DUMP_REQUEST__INIT;
+	d.key = key;
+	Kvindex__Request req = KVINDEX__REQUEST__INIT;
+	req.body_case = KVINDEX__REQUEST__BODY_DUMP;
+	req.dump = &d;
+	Kvindex__Response *resp = shc_call(s, &req);
+	bool ok = true;
+	if (resp->code != 0 || resp->dump == NULL) {
+		ok = shc_why(why, len, "dump %s: %s", key,
+			     resp->error ? resp->error : "no dump");
+		goto out;
+	}
+	Kvindex__DumpResponse *dump = resp->dump;
+	bool has_wm = dump->has_watermark;
+	if ((seq < 0 && has_wm) ||
+	    (seq >= 0 && (!has_wm || dump->watermark != (uint64_t)seq))) {
+		ok = shc_why(why, len,
+			     "%s: watermark %s%" PRIu64 ", engine at %lld", key,
+			     has_wm ? "" : "none/", dump->watermark,
+			     (long long)seq);
+		goto out;
+	}
+	if (dump->n_entries != n) {
+		ok = shc_why(why, len, "%s: %zu entries, engine holds %zu", key,
+			     dump->n_entries, n);
+		goto out;
+	}
+	shc_entry *got = calloc(n + 1, sizeof(*got));
+	for (size_t i = 0; i < n; i++) {
+		got[i] = (shc_entry){dump->entries[i]->ext_hash,
+				     dump->entries[i]->seq_hash,
+				     dump->entries[i]->tiers};
+	}
+	qsort(got, n, sizeof(*got), shc_entry_cmp);
+	for (size_t i = 0; i < n && ok; i++) {
+		if (memcmp(&got[i], &want[i], sizeof(got[i])) != 0) {
+			ok = shc_why(
+			    why, len,
+			    "%s: entry %zu differs: ext %" PRIu64
+			    " seq %" PRIu64 " tiers %u, engine: ext %" PRIu64
+			    " seq %" PRIu64 " tiers %u",
+			    key, i, got[i].ext, got[i].seq, got[i].tiers,
+			    want[i].ext, want[i].seq, want[i].tiers);
+		}
+	}
+	free(got);
+out:
+	kvindex__response__free_unpacked(resp, NULL);
+	free(want);
+	return ok;
+}
+
+void
+shc_wait_truth(shardproc *s, const kvt_sim *sim, const int *idx, int n,
+	       int timeout_ms)
+{
+	char why[512] = "";
+	int64_t deadline = kvt_now_ms() + timeout_ms;
+	for (;;) {
+		int ok = 0;
+		for (int i = 0; i < n; i++) {
+			ok +=
+			    shc_matches_truth(s, sim, idx[i], why, sizeof(why));
+		}
+		if (ok == n) {
+			return;
+		}
+		if (kvt_now_ms() > deadline) {
+			fail_msg(
+			    "shard does not match the engines: %s (log %s)",
+			    why, s->log_path);
+		}
+		kvt_sleep_ms(100);
+	}
+}
+
+double
+shc_metric(shardproc *s, const char *sample)
+{
+	char url[128];
+	snprintf(url, sizeof(url), "http://%s/metrics", s->metrics);
+	kvt_http_resp r;
+	double v = -1;
+	if (kvt_http_get(url, 5000, &r) == KVI_OK && r.status == 200) {
+		size_t n = strlen(sample);
+		for (const char *p = r.body; p != NULL && *p != '\0';) {
+			if (strncmp(p, sample, n) == 0 && p[n] == ' ') {
+				v = strtod(p + n + 1, NULL);
+				break;
+			}
+			p = strchr(p, '\n');
+			p = p != NULL ? p + 1 : NULL;
+		}
+	}
+	kvt_http_resp_fini(&r);
+	return v;
+}
+
+double
+shc_wait_metric(shardproc *s, const char *sample, double want, int timeout_ms)
+{
+	int64_t deadline = kvt_now_ms() + timeout_ms;
+	double v;
+	while ((v = shc_metric(s, sample)) != want && kvt_now_ms() < deadline) {
+		kvt_sleep_ms(20);
+	}
+	return v;
+}

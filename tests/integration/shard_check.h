@@ -1,0 +1,91 @@
+/*
+ * shard_check.h - cmocka checks for tests that drive a real kvindex-shard.
+ *
+ * A shardproc is a running kvindex-shard with its own temporary data
+ * directory, an ephemeral nng port and metrics port, and an nng client the
+ * test drives it with (the shard's real interface). The comparisons here
+ * hold a shard to the engine simulator's ground truth: for a rank, the
+ * shard's dump of that listener (external hash, sequence hash, tiers) must
+ * equal the simulator's /truth exactly, watermark included.
+ *
+ * Helpers fail the running test on any transport error. Single-threaded.
+ */
+#ifndef KVI_TESTS_SHARD_CHECK_H
+#define KVI_TESTS_SHARD_CHECK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "kvindex.pb-c.h"
+#include "kvitest.h"
+#include "rpc.h"
+
+#define SHC_WAIT_MS 20000
+
+typedef struct shardproc {
+	char *dir; /* temporary directory: data/, shard.log */
+	char *data_dir;
+	char *log_path;
+	char url[64];     /* nng address, tcp://127.0.0.1:port */
+	char metrics[64]; /* 127.0.0.1:port */
+	const char *const *extra;
+	kvt_proc *proc;
+	kvp_client *client;
+	int starts;
+} shardproc;
+
+/* shc_start starts a shard in a new temporary directory with the extra
+ * flags (NULL-terminated, kept by pointer) and waits until it answers. */
+void shc_start(shardproc *s, const char *const *extra);
+
+/* shc_restart starts the shard again on the same directory and ports. */
+void shc_restart(shardproc *s);
+
+/* shc_kill9 kills the shard with SIGKILL and reaps it. */
+void shc_kill9(shardproc *s);
+
+/* shc_stop stops it with SIGTERM and returns the exit status (non-zero
+ * under ASan when it leaked). */
+int shc_stop(shardproc *s);
+
+/* shc_cleanup stops the shard if needed and removes its directory. */
+void shc_cleanup(shardproc *s);
+
+/* shc_call sends req and returns the response (free with
+ * kvindex__response__free_unpacked); fails the test when none came. */
+Kvindex__Response *shc_call(shardproc *s, Kvindex__Request *req);
+
+/* shc_key writes rank idx's listener key, "sim/pod-P#r". */
+void shc_key(const kvt_sim *sim, int idx, char *buf, size_t len);
+
+/* shc_assign assigns rank idx of sim to the shard, with its replay and
+ * recover endpoints when given, and checks the answer is code. */
+void shc_assign(shardproc *s, const kvt_sim *sim, int idx, bool replay,
+		bool recover, unsigned code);
+
+/* shc_matches_truth compares the shard's listener for rank idx with the
+ * simulator's truth; on a difference it writes it to why. */
+bool shc_matches_truth(shardproc *s, const kvt_sim *sim, int idx, char *why,
+		       size_t len);
+
+/* shc_wait_truth waits until every rank in idx[0..n) matches the truth,
+ * failing the test with the last difference after timeout_ms. */
+void shc_wait_truth(shardproc *s, const kvt_sim *sim, const int *idx, int n,
+		    int timeout_ms);
+
+/* shc_status returns the listener's status (NULL when not owned), owned by
+ * *resp which the caller frees. */
+Kvindex__ListenerStatus *shc_status(shardproc *s, const char *key,
+				    Kvindex__Response **resp);
+
+/* shc_metric reads one sample (name with labels, as printed) from the
+ * shard's /metrics; -1 when absent. */
+double shc_metric(shardproc *s, const char *sample);
+
+/* shc_wait_metric waits until the sample reads want (figures are published
+ * with each group commit, a few milliseconds behind) and returns it, or the
+ * last value read after timeout_ms. */
+double shc_wait_metric(shardproc *s, const char *sample, double want,
+		       int timeout_ms);
+
+#endif /* KVI_TESTS_SHARD_CHECK_H */

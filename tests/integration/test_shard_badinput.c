@@ -1,0 +1,308 @@
+/*
+ * test_shard_badinput.c - a shard fed bad input by a hand-driven engine:
+ * malformed payloads and frames, a batch of another rank, another block
+ * size, an unknown parent, events of another KV group or REMOTE, a token
+ * count that does not fit - each counted, none applied, the shard alive -
+ * while the good batches in between (bin and negative hashes included)
+ * are applied exactly.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <msgpack.h>
+#include <zmq.h>
+
+#include "frame.h"
+#include "hash.h"
+#include "shard_check.h"
+#include "wire_encode.h"
+
+#define BS 4
+
+static shardproc shard;
+static void *zctx, *pub, *mon;
+static uint64_t next_seq;
+
+static int
+teardown(void **state)
+{
+	(void)state;
+	shc_cleanup(&shard);
+	if (mon != NULL) {
+		zmq_socket_monitor(pub, NULL, 0);
+		zmq_close(mon);
+	}
+	if (pub != NULL) {
+		zmq_close(pub);
+	}
+	if (zctx != NULL) {
+		zmq_ctx_term(zctx);
+	}
+	return 0;
+}
+
+static void
+publish_frames(const void *payload, size_t len, int frames)
+{
+	uint8_t seq8[8];
+	kvi_seq_put(seq8, next_seq++);
+	assert_true(zmq_send(pub, "", 0, ZMQ_SNDMORE) >= 0);
+	if (frames == 2) {
+		assert_true(zmq_send(pub, seq8, 8, 0) >= 0);
+		return;
+	}
+	assert_true(zmq_send(pub, seq8, 8, ZMQ_SNDMORE) >= 0);
+	assert_true(zmq_send(pub, payload, len, 0) >= 0);
+}
+
+static void
+publish(const kvi_encoder *enc)
+{
+	size_t len;
+	const void *data = kvi_encoder_data(enc, &len);
+	publish_frames(data, len, 3);
+}
+
+/* A map-form BlockStored with one extra key/value (group_idx or
+ * locality) as the last entry. */
+static void
+publish_stored_with(uint64_t hash, const char *key, const char *str_val,
+		    int int_val)
+{
+	msgpack_sbuffer sb;
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer pk;
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	msgpack_pack_array(&pk, 3);
+	msgpack_pack_double(&pk, 1.0);
+	msgpack_pack_array(&pk, 1);
+	msgpack_pack_map(&pk, 6);
+	const char *kv[] = {"type",      "block_hashes", "parent_block_hash",
+			    "token_ids", "block_size",   key};
+	msgpack_pack_str_with_body(&pk, kv[0], 4);
+	msgpack_pack_str_with_body(&pk, "BlockStored", 11);
+	msgpack_pack_str_with_body(&pk, kv[1], strlen(kv[1]));
+	msgpack_pack_array(&pk, 1);
+	msgpack_pack_uint64(&pk, hash);
+	msgpack_pack_str_with_body(&pk, kv[2], strlen(kv[2]));
+	msgpack_pack_nil(&pk);
+	msgpack_pack_str_with_body(&pk, kv[3], strlen(kv[3]));
+	msgpack_pack_array(&pk, BS);
+	for (int i = 0; i < BS; i++) {
+		msgpack_pack_uint32(&pk, 500 + (uint32_t)i);
+	}
+	msgpack_pack_str_with_body(&pk, kv[4], strlen(kv[4]));
+	msgpack_pack_uint32(&pk, BS);
+	msgpack_pack_str_with_body(&pk, key, strlen(key));
+	if (str_val != NULL) {
+		msgpack_pack_str_with_body(&pk, str_val, strlen(str_val));
+	} else {
+		msgpack_pack_int(&pk, int_val);
+	}
+	msgpack_pack_int(&pk, 0); /* data_parallel_rank */
+	publish_frames(sb.data, sb.size, 3);
+	msgpack_sbuffer_destroy(&sb);
+}
+
+static void
+watch_accepts(void)
+{
+	zmq_socket_monitor(pub, "inproc://bad-mon", ZMQ_EVENT_ACCEPTED);
+	mon = zmq_socket(zctx, ZMQ_PAIR);
+	int timeout = 10000, zero = 0;
+	zmq_setsockopt(mon, ZMQ_RCVTIMEO, &timeout, sizeof(timeout));
+	zmq_setsockopt(mon, ZMQ_LINGER, &zero, sizeof(zero));
+	assert_int_equal(zmq_connect(mon, "inproc://bad-mon"), 0);
+}
+
+/* wait_subscribed waits until the shard's SUB has connected: a PUB drops
+ * what it publishes before anyone subscribes. */
+static void
+wait_subscribed(void)
+{
+	zmq_msg_t m;
+	zmq_msg_init(&m);
+	int rc = zmq_msg_recv(&m, mon, 0);
+	zmq_msg_close(&m);
+	assert_true(rc >= 0);
+	kvt_sleep_ms(300); /* the subscription follows the connection */
+}
+
+static void
+assign_engine(int port)
+{
+	char ep[64];
+	snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%d", port);
+	Kvindex__Listener l = KVINDEX__LISTENER__INIT;
+	l.key = "bad/pod#0";
+	l.instance_id = 9;
+	l.pod = "bad/pod";
+	l.dp_rank = 0;
+	l.model = "m";
+	l.block_size = BS;
+	l.endpoint = ep;
+	Kvindex__AssignRequest a = KVINDEX__ASSIGN_REQUEST__INIT;
+	a.listener = &l;
+	Kvindex__Request req = KVINDEX__REQUEST__INIT;
+	req.body_case = KVINDEX__REQUEST__BODY_ASSIGN;
+	req.assign = &a;
+	Kvindex__Response *resp = shc_call(&shard, &req);
+	assert_int_equal(resp->code, 0);
+	kvindex__response__free_unpacked(resp, NULL);
+}
+
+static Kvindex__ListenerStatus *
+wait_watermark(uint64_t wm, Kvindex__Response **resp)
+{
+	int64_t deadline = kvt_now_ms() + 10000;
+	for (;;) {
+		Kvindex__ListenerStatus *st =
+		    shc_status(&shard, "bad/pod#0", resp);
+		assert_non_null(st);
+		if (st->has_watermark && st->watermark == wm) {
+			return st;
+		}
+		kvindex__response__free_unpacked(*resp, NULL);
+		if (kvt_now_ms() > deadline) {
+			fail_msg("watermark never reached %llu (log %s)",
+				 (unsigned long long)wm, shard.log_path);
+		}
+		kvt_sleep_ms(50);
+	}
+}
+
+static void
+test_bad_input_is_counted(void **state)
+{
+	(void)state;
+	shc_start(&shard, NULL);
+	zctx = zmq_ctx_new();
+	pub = zmq_socket(zctx, ZMQ_PUB);
+	int port;
+	assert_int_equal(kvt_ports_pick(1, &port), KVI_OK);
+	char bind[64];
+	snprintf(bind, sizeof(bind), "tcp://127.0.0.1:%d", port);
+	int zero = 0;
+	zmq_setsockopt(pub, ZMQ_LINGER, &zero, sizeof(zero));
+	assert_int_equal(zmq_bind(pub, bind), 0);
+	watch_accepts();
+	assign_engine(port);
+	wait_subscribed();
+
+	kvi_encoder enc;
+	kvi_encoder_init(&enc, KVI_FORM_MAP, KVI_HASH_UINT);
+	uint32_t toks[2 * BS] = {1, 2, 3, 4, 5, 6, 7, 8};
+	uint64_t h12[2] = {1, 2};
+	/* seq 0: good, two blocks */
+	kvi_encoder_begin(&enc, 1.0, 1, true, 0);
+	kvi_encoder_stored(&enc, h12, 2, NULL, toks, 2 * BS, BS, "GPU", NULL);
+	publish(&enc);
+	/* seq 1: not msgpack at all; seq 2: a message of two frames */
+	publish_frames("\xc1\x00garbage", 9, 3);
+	publish_frames(NULL, 0, 2);
+	/* seq 3: another data-parallel rank */
+	uint64_t h99 = 99;
+	kvi_encoder_begin(&enc, 1.0, 1, true, 3);
+	kvi_encoder_stored(&enc, &h99, 1, NULL, toks, BS, BS, "GPU", NULL);
+	publish(&enc);
+	/* seq 4: another block size */
+	kvi_encoder_begin(&enc, 1.0, 1, true, 0);
+	kvi_encoder_stored(&enc, &h99, 1, NULL, toks, 2 * BS, 2 * BS, "GPU",
+			   NULL);
+	publish(&enc);
+	/* seq 5: a parent nobody stored */
+	uint64_t unknown = 12345;
+	kvi_encoder_begin(&enc, 1.0, 1, true, 0);
+	kvi_encoder_stored(&enc, &h99, 1, &unknown, toks, BS, BS, "GPU", NULL);
+	publish(&enc);
+	/* seq 6: tokens that are not block_hashes x block_size */
+	kvi_encoder_begin(&enc, 1.0, 1, true, 0);
+	kvi_encoder_stored(&enc, &h99, 1, NULL, toks, BS + 1, BS, "GPU", NULL);
+	publish(&enc);
+	/* seq 7, 8: another KV group, REMOTE locality */
+	publish_stored_with(98, "group_idx", NULL, 1);
+	publish_stored_with(97, "locality", "REMOTE", 0);
+	/* seq 9: good - a bin hash (32 bytes) continuing block 2 */
+	kvi_encoder_fini(&enc);
+	kvi_encoder_init(&enc, KVI_FORM_LEGACY, KVI_HASH_BIN32);
+	uint64_t h3 = 0xfeedfacecafebeefull, parent = 2;
+	kvi_encoder_begin(&enc, 1.0, 1, true, 0);
+	kvi_encoder_stored(&enc, &h3, 1, &parent, toks, BS, BS, "CPU", NULL);
+	publish(&enc);
+	/* seq 10: good - SGLang-style negative hash, then block 1 removed */
+	kvi_encoder_fini(&enc);
+	kvi_encoder_init(&enc, KVI_FORM_MAP, KVI_HASH_INT64);
+	uint64_t hneg = (uint64_t)-5;
+	kvi_encoder_begin(&enc, 1.0, 2, true, 0);
+	kvi_encoder_stored(&enc, &hneg, 1, NULL, toks + BS, BS, BS, "GPU",
+			   NULL);
+	kvi_encoder_removed(&enc, h12, 1, "GPU");
+	publish(&enc);
+	kvi_encoder_fini(&enc);
+
+	Kvindex__Response *resp;
+	Kvindex__ListenerStatus *st = wait_watermark(10, &resp);
+	Kvindex__Counters *c = st->counters;
+	assert_int_equal(c->malformed, 3); /* garbage, 2 frames, tokens */
+	assert_int_equal(c->rank_mismatches, 1);
+	assert_int_equal(c->block_size_mismatches, 1);
+	assert_int_equal(c->orphans, 1);
+	assert_int_equal(c->skipped_events, 2);
+	assert_int_equal(c->blocks_stored, 4);
+	assert_int_equal(c->blocks_removed, 1);
+	assert_non_null(st->last_error);
+	kvindex__response__free_unpacked(resp, NULL);
+
+	/* Exactly the good blocks: 2, the bin hash (its last 8 bytes) and
+	 * the negative hash, chained as the engine chained them. */
+	Kvindex__DumpRequest d = KVINDEX__DUMP_REQUEST__INIT;
+	d.key = "bad/pod#0";
+	Kvindex__Request req = KVINDEX__REQUEST__INIT;
+	req.body_case = KVINDEX__REQUEST__BODY_DUMP;
+	req.dump = &d;
+	resp = shc_call(&shard, &req);
+	assert_int_equal(resp->code, 0);
+	assert_int_equal(resp->dump->n_entries, 3);
+	uint64_t seed = kvi_local_seed(NULL, 0, NULL, 0);
+	uint64_t s1 =
+	    kvi_seq_hash(KVI_SEQ_ROOT, kvi_local_hash(toks, BS, seed));
+	uint64_t s2 = kvi_seq_hash(s1, kvi_local_hash(toks + BS, BS, seed));
+	uint64_t s3 = kvi_seq_hash(s2, kvi_local_hash(toks, BS, seed));
+	uint64_t sneg =
+	    kvi_seq_hash(KVI_SEQ_ROOT, kvi_local_hash(toks + BS, BS, seed));
+	int seen = 0;
+	for (size_t i = 0; i < resp->dump->n_entries; i++) {
+		Kvindex__DumpEntry *e = resp->dump->entries[i];
+		if (e->ext_hash == 2) {
+			assert_true(e->seq_hash == s2 && e->tiers == 1);
+			seen |= 1;
+		} else if (e->ext_hash == h3) {
+			assert_true(e->seq_hash == s3 && e->tiers == 2);
+			seen |= 2;
+		} else if (e->ext_hash == hneg) {
+			assert_true(e->seq_hash == sneg && e->tiers == 1);
+			seen |= 4;
+		}
+	}
+	assert_int_equal(seen, 7);
+	kvindex__response__free_unpacked(resp, NULL);
+	assert_true(shc_wait_metric(&shard, "kvindex_shard_orphans_total", 1,
+				    5000) == 1);
+	assert_true(shc_wait_metric(&shard, "kvindex_shard_malformed_total", 3,
+				    5000) == 3);
+	assert_int_equal(shc_stop(&shard), 0);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_teardown(test_bad_input_is_counted, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

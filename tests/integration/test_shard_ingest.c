@@ -1,0 +1,264 @@
+/*
+ * test_shard_ingest.c - a real kvindex-shard against the engine simulator:
+ * steady ingest, gaps repaired by replay and by /kv_recover, engine
+ * restarts. After each scenario the shard's index must equal every
+ * rank's exact block set, watermark included.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "shard_check.h"
+
+#define TRACE KVI_DATA_DIR "/traces/conversation_trace.jsonl"
+
+typedef struct fixture {
+	kvt_sim sim;
+	shardproc shard;
+} fixture;
+
+static void
+sim_start(fixture *f, const char *const *extra)
+{
+	const char *argv[40] = {"--block-size", "16", "--log-level", "debug"};
+	int n = 4;
+	for (int i = 0; extra[i] != NULL; i++) {
+		argv[n++] = extra[i];
+	}
+	argv[n] = NULL;
+	kvi_err rv = kvt_sim_start(KVI_SIM_BIN, argv, 10000, &f->sim);
+	if (rv != KVI_OK) {
+		fail_msg("simulator did not start: %s", kvi_strerror(rv));
+	}
+}
+
+static void
+sim_post(fixture *f, const char *path, const char *body)
+{
+	json_t *j = json_loads(body, 0, NULL);
+	assert_non_null(j);
+	kvt_http_resp r;
+	assert_int_equal(kvt_sim_call(&f->sim, "POST", path, j, &r), KVI_OK);
+	if (r.status != 200) {
+		fail_msg("POST %s %s: %ld %s", path, body, r.status, r.body);
+	}
+	kvt_http_resp_fini(&r);
+	json_decref(j);
+}
+
+static void
+run_load(fixture *f, int ms)
+{
+	sim_post(f, "/resume", "{}");
+	kvt_sleep_ms(ms);
+	sim_post(f, "/pause", "{}");
+}
+
+static int
+teardown(void **state)
+{
+	fixture *f = *state;
+	shc_cleanup(&f->shard);
+	kvt_sim_stop(&f->sim, NULL);
+	free(f);
+	return 0;
+}
+
+static fixture *
+fixture_new(void **state)
+{
+	fixture *f = calloc(1, sizeof(*f));
+	*state = f;
+	return f;
+}
+
+static const int all4[] = {0, 1, 2, 3};
+
+static double
+listener_counter(fixture *f, int idx, size_t offset)
+{
+	char key[64];
+	shc_key(&f->sim, idx, key, sizeof(key));
+	Kvindex__Response *resp;
+	Kvindex__ListenerStatus *st = shc_status(&f->shard, key, &resp);
+	assert_non_null(st);
+	uint64_t v = *(const uint64_t *)((const char *)st->counters + offset);
+	kvindex__response__free_unpacked(resp, NULL);
+	return (double)v;
+}
+
+#define COUNTER(f, idx, name)                                                  \
+	listener_counter(f, idx, offsetof(Kvindex__Counters, name))
+
+/* 1. Steady ingest from two DP=2 pods, with a CPU tier. */
+static void
+test_steady_ingest(void **state)
+{
+	fixture *f = fixture_new(state);
+	const char *sim[] = {"--pods",         "2",    "--dp",         "2",
+			     "--trace",        TRACE,  "--rate",       "400",
+			     "--cache-blocks", "1024", "--cpu-blocks", "512",
+			     "--paused",       NULL};
+	sim_start(f, sim);
+	shc_start(&f->shard, NULL);
+	for (int i = 0; i < 4; i++) {
+		shc_assign(&f->shard, &f->sim, i, true, true, 0);
+	}
+	/* assigning again with the same spec is idempotent */
+	shc_assign(&f->shard, &f->sim, 1, true, true, 0);
+	/* a different spec under the same key is refused */
+	shc_assign(&f->shard, &f->sim, 1, false, true, KVI_EEXIST);
+	run_load(f, 2500);
+	shc_wait_truth(&f->shard, &f->sim, all4, 4, SHC_WAIT_MS);
+	assert_true(shc_metric(&f->shard, "kvindex_shard_blocks_stored_total") >
+		    1000);
+	assert_int_equal(shc_stop(&f->shard), 0);
+}
+
+/* 2. Seq gaps inside the replay buffer are repaired by replay. */
+static void
+test_gap_repaired_by_replay(void **state)
+{
+	fixture *f = fixture_new(state);
+	const char *sim[] = {"--pods",         "1",    "--dp",     "2",
+			     "--trace",        TRACE,  "--rate",   "300",
+			     "--cache-blocks", "1024", "--paused", NULL};
+	sim_start(f, sim);
+	shc_start(&f->shard, NULL);
+	shc_assign(&f->shard, &f->sim, 0, true, true, 0);
+	shc_assign(&f->shard, &f->sim, 1, true, true, 0);
+	run_load(f, 500);
+	for (int round = 0; round < 3; round++) {
+		sim_post(f, "/fault/skip",
+			 "{\"pod\":0,\"rank\":1,\"count\":7}");
+		run_load(f, 400);
+	}
+	shc_wait_truth(&f->shard, &f->sim, all4, 2, SHC_WAIT_MS);
+	assert_true(COUNTER(f, 1, gaps) >= 1);
+	assert_true(COUNTER(f, 1, replays_ok) >= 1);
+	assert_int_equal(COUNTER(f, 1, recoveries_events), 0);
+	assert_int_equal(COUNTER(f, 1, recoveries_treedump), 0);
+	assert_int_equal(COUNTER(f, 0, gaps), 0);
+	assert_true(shc_metric(&f->shard,
+			       "kvindex_shard_replays_total{result=\"ok\"}") >=
+		    1);
+}
+
+/* 3a. A gap longer than the replay buffer: /kv_recover Events close it. */
+static void
+test_gap_beyond_buffer_events(void **state)
+{
+	fixture *f = fixture_new(state);
+	const char *sim[] = {"--pods",
+			     "1",
+			     "--dp",
+			     "2",
+			     "--trace",
+			     TRACE,
+			     "--rate",
+			     "400",
+			     "--cache-blocks",
+			     "1024",
+			     "--replay-buffer",
+			     "8",
+			     "--paused",
+			     NULL};
+	sim_start(f, sim);
+	shc_start(&f->shard, NULL);
+	shc_assign(&f->shard, &f->sim, 0, true, true, 0);
+	shc_assign(&f->shard, &f->sim, 1, true, true, 0);
+	run_load(f, 500);
+	sim_post(f, "/fault/skip", "{\"pod\":0,\"rank\":0,\"count\":40}");
+	run_load(f, 800);
+	shc_wait_truth(&f->shard, &f->sim, all4, 2, SHC_WAIT_MS);
+	assert_true(COUNTER(f, 0, replays_failed) >= 1);
+	assert_true(COUNTER(f, 0, recoveries_events) >= 1);
+}
+
+/* 3b. No replay endpoint: /kv_recover; its failures (Error, TooNew,
+ * InvalidRange) are retried until it answers. */
+static void
+test_gap_recover_only_with_faults(void **state)
+{
+	fixture *f = fixture_new(state);
+	const char *sim[] = {"--pods",         "1",    "--dp",     "2",
+			     "--trace",        TRACE,  "--rate",   "400",
+			     "--cache-blocks", "1024", "--paused", NULL};
+	const char *shard[] = {"--recover-timeout-ms", "2000", NULL};
+	sim_start(f, sim);
+	shc_start(&f->shard, shard);
+	shc_assign(&f->shard, &f->sim, 0, false, true, 0);
+	shc_assign(&f->shard, &f->sim, 1, false, true, 0);
+	run_load(f, 400);
+	sim_post(f, "/fault/recover",
+		 "{\"pod\":0,\"rank\":1,\"mode\":\"error\",\"count\":2}");
+	sim_post(f, "/fault/skip", "{\"pod\":0,\"rank\":1,\"count\":5}");
+	run_load(f, 400);
+	shc_wait_truth(&f->shard, &f->sim, all4, 2, SHC_WAIT_MS);
+	assert_true(COUNTER(f, 1, recoveries_failed) >= 2);
+	assert_true(COUNTER(f, 1, recoveries_events) +
+			COUNTER(f, 1, recoveries_treedump) >=
+		    1);
+	const char *modes[] = {"too_new", "invalid_range"};
+	for (int m = 0; m < 2; m++) {
+		char body[128];
+		snprintf(body, sizeof(body),
+			 "{\"pod\":0,\"rank\":0,\"mode\":\"%s\",\"count\":1}",
+			 modes[m]);
+		sim_post(f, "/fault/recover", body);
+		sim_post(f, "/fault/skip",
+			 "{\"pod\":0,\"rank\":0,\"count\":3}");
+		run_load(f, 300);
+		shc_wait_truth(&f->shard, &f->sim, all4, 2, SHC_WAIT_MS);
+	}
+	assert_true(COUNTER(f, 0, recoveries_failed) >= 2);
+	/* InvalidRange asks for a tree dump next */
+	assert_true(COUNTER(f, 0, recoveries_treedump) >= 1);
+}
+
+/* 4. An engine rank restarts: that rank is rebuilt, its sibling rank is
+ * untouched. */
+static void
+test_engine_restart(void **state)
+{
+	fixture *f = fixture_new(state);
+	const char *sim[] = {"--pods",         "1",    "--dp",     "2",
+			     "--trace",        TRACE,  "--rate",   "300",
+			     "--cache-blocks", "1024", "--paused", NULL};
+	sim_start(f, sim);
+	shc_start(&f->shard, NULL);
+	shc_assign(&f->shard, &f->sim, 0, true, true, 0);
+	shc_assign(&f->shard, &f->sim, 1, true, true, 0);
+	run_load(f, 800);
+	shc_wait_truth(&f->shard, &f->sim, all4, 2, SHC_WAIT_MS);
+	double sibling_batches = COUNTER(f, 0, batches);
+	sim_post(f, "/fault/restart", "{\"pod\":0,\"rank\":1}");
+	/* the restarted rank holds nothing until new load arrives */
+	shc_wait_truth(&f->shard, &f->sim, all4 + 1, 1, SHC_WAIT_MS);
+	run_load(f, 800);
+	shc_wait_truth(&f->shard, &f->sim, all4, 2, SHC_WAIT_MS);
+	assert_true(COUNTER(f, 1, engine_restarts) >= 1);
+	assert_int_equal(COUNTER(f, 0, engine_restarts), 0);
+	assert_int_equal(COUNTER(f, 0, gaps), 0);
+	assert_int_equal(COUNTER(f, 0, recoveries_treedump), 0);
+	assert_true(COUNTER(f, 0, batches) > sibling_batches);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_teardown(test_steady_ingest, teardown),
+	    cmocka_unit_test_teardown(test_gap_repaired_by_replay, teardown),
+	    cmocka_unit_test_teardown(test_gap_beyond_buffer_events, teardown),
+	    cmocka_unit_test_teardown(test_gap_recover_only_with_faults,
+				      teardown),
+	    cmocka_unit_test_teardown(test_engine_restart, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
