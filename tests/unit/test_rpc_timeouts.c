@@ -301,9 +301,15 @@ test_fanout_one_shard_down(void **state)
 	assert_int_equal(fo.slots[0].n_matches, 5);
 	assert_int_equal(fo.slots[2].rv, KVI_OK);
 	assert_int_equal(fo.slots[2].n_matches, 5);
-	assert_int_equal(fo.slots[1].rv, KVI_ETIMEDOUT);
+	/* The dead shard's call either waits out the deadline for a
+	 * connection or, when it raced onto the closing pipe, fails at once
+	 * with the reset: both are "no answer" to a fan-out. */
 	assert_int_equal(fo.slots[1].n_matches, -1);
-	assert_true(fo.slots[1].at_ms - t0 >= deadline - 10);
+	if (fo.slots[1].rv == KVI_ETIMEDOUT) {
+		assert_true(fo.slots[1].at_ms - t0 >= deadline - 10);
+	} else {
+		assert_int_equal(fo.slots[1].rv, KVI_EUNREACHABLE);
+	}
 	/* the live shards answered long before the deadline */
 	assert_true(fo.slots[0].at_ms - t0 < 200);
 
