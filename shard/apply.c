@@ -6,12 +6,47 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "alloc.h"
 #include "hash.h"
 
 static void
 kva_error(kvl_listener *l, const char *fmt, const char *detail)
 {
 	snprintf(l->last_error, sizeof(l->last_error), fmt, detail);
+}
+
+void
+kva_scratch_fini(kva_scratch *s)
+{
+	kvi_free(s->ext);
+	kvi_free(s->seq);
+	kvi_free(s->tiers);
+	memset(s, 0, sizeof(*s));
+}
+
+static void
+kva_scratch_reserve(kva_scratch *s, size_t n)
+{
+	if (n > s->cap) {
+		s->cap = n < 256 ? 256 : n;
+		s->ext = kvi_reallocarray(s->ext, s->cap, sizeof(uint64_t));
+		s->seq = kvi_reallocarray(s->seq, s->cap, sizeof(uint64_t));
+		s->tiers = kvi_reallocarray(s->tiers, s->cap, sizeof(uint8_t));
+	}
+}
+
+/* kva_put_run stores n blocks of one event: the index in one overlapped
+ * pass, then the log ops. */
+static void
+kva_put_run(kvx_index *idx, kva_scratch *s, kvl_listener *l,
+	    const uint64_t *ext, size_t n, kvi_tier tier)
+{
+	memset(s->tiers, (int)KVX_TIER_BIT(tier), n);
+	kvx_store_batch(idx, l->lid, ext, s->seq, s->tiers, n);
+	for (size_t i = 0; i < n; i++) {
+		kvo_rec_store(&l->rec, ext[i], s->seq[i], (uint8_t)tier);
+	}
+	l->c.blocks_stored += n;
 }
 
 static void
@@ -39,15 +74,6 @@ kva_chain_start(kvx_index *idx, kvl_listener *l, bool has_parent,
 }
 
 static void
-kva_put(kvx_index *idx, kvl_listener *l, uint64_t ext, uint64_t seq,
-	kvi_tier tier)
-{
-	kvx_store(idx, l->lid, ext, seq, tier);
-	kvo_rec_store(&l->rec, ext, seq, (uint8_t)tier);
-	l->c.blocks_stored++;
-}
-
-static void
 kva_drop(kvx_index *idx, kvl_listener *l, uint64_t ext, kvi_tier tier)
 {
 	if (kvx_remove(idx, l->lid, ext, tier)) {
@@ -66,7 +92,7 @@ kva_clear_locked(kvx_index *idx, kvl_listener *l)
 }
 
 static void
-kva_stored(kvx_index *idx, kvl_listener *l, const kvi_event *ev)
+kva_stored(kvx_index *idx, kva_scratch *s, kvl_listener *l, const kvi_event *ev)
 {
 	if (ev->block_size != l->block_size) {
 		l->c.block_size_mismatches++;
@@ -89,17 +115,19 @@ kva_stored(kvx_index *idx, kvl_listener *l, const kvi_event *ev)
 	}
 	uint64_t seed = kvi_local_seed(ev->lora_name.ptr, ev->lora_name.len,
 				       ev->cache_salt.ptr, ev->cache_salt.len);
+	kva_scratch_reserve(s, ev->n_hashes);
 	for (uint32_t i = 0; i < ev->n_hashes; i++) {
 		uint64_t local =
 		    kvi_local_hash(ev->tokens + (size_t)i * ev->block_size,
 				   ev->block_size, seed);
 		prev = kvi_seq_hash(prev, local);
-		kva_put(idx, l, ev->hashes[i], prev, ev->tier);
+		s->seq[i] = prev;
 	}
+	kva_put_run(idx, s, l, ev->hashes, ev->n_hashes, ev->tier);
 }
 
 static void
-kva_event(kvx_index *idx, kvl_listener *l, const kvi_event *ev)
+kva_event(kvx_index *idx, kva_scratch *s, kvl_listener *l, const kvi_event *ev)
 {
 	if ((ev->has_group_idx && ev->group_idx != 0) || ev->remote) {
 		l->c.skipped_events++;
@@ -108,7 +136,7 @@ kva_event(kvx_index *idx, kvl_listener *l, const kvi_event *ev)
 	l->c.events++;
 	switch (ev->type) {
 	case KVI_EVENT_STORED:
-		kva_stored(idx, l, ev);
+		kva_stored(idx, s, l, ev);
 		break;
 	case KVI_EVENT_REMOVED:
 		for (uint32_t i = 0; i < ev->n_hashes; i++) {
@@ -122,8 +150,8 @@ kva_event(kvx_index *idx, kvl_listener *l, const kvi_event *ev)
 }
 
 void
-kva_batch(kvx_index *idx, kvi_decoder *dec, kvl_listener *l, uint64_t seq,
-	  const void *payload, size_t len)
+kva_batch(kvx_index *idx, kvi_decoder *dec, kva_scratch *scratch,
+	  kvl_listener *l, uint64_t seq, const void *payload, size_t len)
 {
 	l->mark = (kvs_mark){.has_wm = true,
 			     .wm = seq,
@@ -147,26 +175,31 @@ kva_batch(kvx_index *idx, kvi_decoder *dec, kvl_listener *l, uint64_t seq,
 	l->c.batches++;
 	kvx_write_begin(idx, l->lid);
 	for (uint32_t i = 0; i < b.n_events; i++) {
-		kva_event(idx, l, &b.events[i]);
+		kva_event(idx, scratch, l, &b.events[i]);
 	}
 	kvx_write_end(idx, l->lid);
 }
 
 static void
-kva_recover_stored(kvx_index *idx, kvl_listener *l, const kvr_event *ev)
+kva_recover_stored(kvx_index *idx, kva_scratch *s, kvl_listener *l,
+		   const kvr_event *ev)
 {
 	uint64_t prev;
 	if (!kva_chain_start(idx, l, ev->has_parent, ev->parent_hash, &prev)) {
 		return;
 	}
+	kva_scratch_reserve(s, ev->n_blocks);
 	for (uint32_t i = 0; i < ev->n_blocks; i++) {
 		prev = kvi_seq_hash(prev, ev->blocks[i].tokens_hash);
-		kva_put(idx, l, ev->blocks[i].block_hash, prev, ev->tier);
+		s->ext[i] = ev->blocks[i].block_hash;
+		s->seq[i] = prev;
 	}
+	kva_put_run(idx, s, l, s->ext, ev->n_blocks, ev->tier);
 }
 
 void
-kva_recover(kvx_index *idx, kvl_listener *l, const kvr_response *r)
+kva_recover(kvx_index *idx, kva_scratch *scratch, kvl_listener *l,
+	    const kvr_response *r)
 {
 	bool dump = r->kind == KVR_KIND_TREE_DUMP;
 	uint64_t after = l->mark.wm;
@@ -183,7 +216,7 @@ kva_recover(kvx_index *idx, kvl_listener *l, const kvr_response *r)
 		l->c.events++;
 		switch (ev->type) {
 		case KVI_EVENT_STORED:
-			kva_recover_stored(idx, l, ev);
+			kva_recover_stored(idx, scratch, l, ev);
 			break;
 		case KVI_EVENT_REMOVED:
 			for (uint32_t k = 0; k < ev->n_hashes; k++) {

@@ -25,18 +25,29 @@
 #include "recover_parse.h"
 #include "wire.h"
 
+/* Scratch arrays the ingest thread lends to the functions below. */
+typedef struct kva_scratch {
+	uint64_t *ext;
+	uint64_t *seq;
+	uint8_t *tiers;
+	size_t cap;
+} kva_scratch;
+
+void kva_scratch_fini(kva_scratch *s);
+
 /* kva_batch decodes and applies the batch at seq (the caller has checked
  * it is the next one) and moves the listener's mark to it. A batch that
  * does not decode, or names another rank, is counted and skipped, its seq
  * consumed all the same. */
-void kva_batch(kvx_index *idx, kvi_decoder *dec, kvl_listener *l, uint64_t seq,
-	       const void *payload, size_t len);
+void kva_batch(kvx_index *idx, kvi_decoder *dec, kva_scratch *scratch,
+	       kvl_listener *l, uint64_t seq, const void *payload, size_t len);
 
 /* kva_recover applies a /kv_recover answer: a tree dump replaces the
  * listener's state; events apply those past the watermark. The mark moves
  * to last_event_id (none when the engine has published nothing), without a
  * fingerprint. */
-void kva_recover(kvx_index *idx, kvl_listener *l, const kvr_response *r);
+void kva_recover(kvx_index *idx, kva_scratch *scratch, kvl_listener *l,
+		 const kvr_response *r);
 
 /* kva_clear empties the listener (an engine restart or a resync). */
 void kva_clear(kvx_index *idx, kvl_listener *l);

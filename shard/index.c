@@ -6,241 +6,22 @@
 #include <string.h>
 
 #include "alloc.h"
-#include "table.h"
+#include "index_int.h"
 
-#define KVX_STRIPE_BITS        6
-#define KVX_STRIPES            (1u << KVX_STRIPE_BITS)
-#define KVX_LIST_FLAG          0x80000000u
-#define KVX_HOLDER(lid, tiers) ((uint32_t)(lid) << 3 | (uint32_t)(tiers))
-#define KVX_HOLDER_LID(h)      ((h) >> 3)
-#define KVX_HOLDER_TIERS(h)    ((uint8_t)((h)&7u))
-#define KVX_QUERY_STACK        256
-
-/* A sorted (by listener id) list of holder words for one sequence hash. */
-typedef struct kvx_hlist {
-	uint32_t n, cap;
-	uint32_t h[];
-} kvx_hlist;
-
-typedef struct kvx_part {
-	char *model;
-	uint32_t block_size;
-	uint32_t n_listeners;
-	pthread_rwlock_t lock;
-	kvx_seqmap stripes[KVX_STRIPES];
-	kvx_hlist **lists; /* by list id; NULL when free */
-	uint32_t n_lists, cap_lists;
-	uint32_t *free_ids;
-	uint32_t n_free, cap_free;
-	_Atomic uint64_t seq_count;
-	struct kvx_part *next;
-} kvx_part;
-
-typedef struct kvx_lis {
-	kvx_part *part;
-	kvx_listener_info info; /* strings owned */
-	kvx_extmap ext;
-	kvx_aliasmap alias;
-	_Atomic uint64_t entries; /* ext's size, readable from any thread */
-} kvx_lis;
-
-struct kvx_index {
-	/* Guards the partition list and the listener array. Taken shared by
-	 * queries and stats, exclusively by listener add/remove. */
-	pthread_rwlock_t meta;
-	kvx_part *parts;
-	kvx_lis **lis;
-	uint32_t cap_lis;
-};
+#define KVX_QUERY_STACK 256
+#define KVX_PROBE_AHEAD 16
 
 /* ---- holders ------------------------------------------------------- */
-
-static kvx_seqmap *
-kvx_stripe(kvx_part *p, uint64_t seq)
-{
-	return &p->stripes[seq >> (64 - KVX_STRIPE_BITS)];
-}
-
-static uint32_t
-kvx_list_new(kvx_part *p, uint32_t cap)
-{
-	uint32_t id;
-	if (p->n_free > 0) {
-		id = p->free_ids[--p->n_free];
-	} else {
-		if (p->n_lists == p->cap_lists) {
-			p->cap_lists = p->cap_lists ? p->cap_lists * 2 : 64;
-			p->lists = kvi_reallocarray(p->lists, p->cap_lists,
-						    sizeof(*p->lists));
-		}
-		id = p->n_lists++;
-	}
-	p->lists[id] = kvi_malloc(sizeof(kvx_hlist) + cap * sizeof(uint32_t));
-	p->lists[id]->n = 0;
-	p->lists[id]->cap = cap;
-	return id;
-}
-
-static void
-kvx_list_free(kvx_part *p, uint32_t id)
-{
-	kvi_free(p->lists[id]);
-	p->lists[id] = NULL;
-	if (p->n_free == p->cap_free) {
-		p->cap_free = p->cap_free ? p->cap_free * 2 : 64;
-		p->free_ids = kvi_reallocarray(p->free_ids, p->cap_free,
-					       sizeof(uint32_t));
-	}
-	p->free_ids[p->n_free++] = id;
-}
-
-/* kvx_list_pos returns the position of lid in l, or where it would go. */
-static uint32_t
-kvx_list_pos(const kvx_hlist *l, uint32_t lid, bool *found)
-{
-	uint32_t lo = 0, hi = l->n;
-	while (lo < hi) {
-		uint32_t mid = (lo + hi) / 2;
-		if (KVX_HOLDER_LID(l->h[mid]) < lid) {
-			lo = mid + 1;
-		} else {
-			hi = mid;
-		}
-	}
-	*found = lo < l->n && KVX_HOLDER_LID(l->h[lo]) == lid;
-	return lo;
-}
-
-/* kvx_holders returns the holder words of seq (count in *n): a single
- * holder is copied to *one, a list points into the partition, valid while
- * its lock is held. */
-static const uint32_t *
-kvx_holders(kvx_part *p, uint64_t seq, uint32_t *one, uint32_t *n)
-{
-	kvx_holder *w = kvx_seqmap_find(kvx_stripe(p, seq), seq);
-	if (w == NULL) {
-		*n = 0;
-		return NULL;
-	}
-	if (w->w & KVX_LIST_FLAG) {
-		kvx_hlist *l = p->lists[w->w & ~KVX_LIST_FLAG];
-		*n = l->n;
-		return l->h;
-	}
-	*n = 1;
-	*one = w->w;
-	return one;
-}
-
-/* kvx_holder_get returns lid's tiers for seq (0: not a holder). */
-static uint8_t
-kvx_holder_get(kvx_part *p, uint64_t seq, uint32_t lid)
-{
-	kvx_holder *w = kvx_seqmap_find(kvx_stripe(p, seq), seq);
-	if (w == NULL) {
-		return 0;
-	}
-	if (!(w->w & KVX_LIST_FLAG)) {
-		return KVX_HOLDER_LID(w->w) == lid ? KVX_HOLDER_TIERS(w->w) : 0;
-	}
-	bool found;
-	const kvx_hlist *l = p->lists[w->w & ~KVX_LIST_FLAG];
-	uint32_t pos = kvx_list_pos(l, lid, &found);
-	return found ? KVX_HOLDER_TIERS(l->h[pos]) : 0;
-}
-
-static void
-kvx_holder_drop(kvx_part *p, kvx_seqmap *m, uint64_t seq, kvx_holder *w,
-		uint32_t lid)
-{
-	if (!(w->w & KVX_LIST_FLAG)) {
-		if (KVX_HOLDER_LID(w->w) == lid) {
-			kvx_seqmap_remove(m, seq, NULL);
-			atomic_store_explicit(
-			    &p->seq_count,
-			    atomic_load_explicit(&p->seq_count,
-						 memory_order_relaxed) -
-				1,
-			    memory_order_relaxed);
-		}
-		return;
-	}
-	uint32_t id = w->w & ~KVX_LIST_FLAG;
-	kvx_hlist *l = p->lists[id];
-	bool found;
-	uint32_t pos = kvx_list_pos(l, lid, &found);
-	if (!found) {
-		return;
-	}
-	memmove(&l->h[pos], &l->h[pos + 1], (l->n - pos - 1) * sizeof(l->h[0]));
-	if (--l->n == 1) {
-		w->w = l->h[0]; /* back inline */
-		kvx_list_free(p, id);
-	}
-}
-
-static void
-kvx_holder_put(kvx_part *p, kvx_seqmap *m, uint64_t seq, uint32_t lid,
-	       uint8_t tiers)
-{
-	bool added;
-	kvx_holder *w = kvx_seqmap_insert(m, seq, &added);
-	uint32_t word = KVX_HOLDER(lid, tiers);
-	if (added) {
-		w->w = word;
-		atomic_store_explicit(
-		    &p->seq_count,
-		    atomic_load_explicit(&p->seq_count, memory_order_relaxed) +
-			1,
-		    memory_order_relaxed);
-		return;
-	}
-	if (!(w->w & KVX_LIST_FLAG)) {
-		if (KVX_HOLDER_LID(w->w) == lid) {
-			w->w = word;
-			return;
-		}
-		uint32_t other = w->w;
-		uint32_t id = kvx_list_new(p, 4);
-		kvx_hlist *l = p->lists[id];
-		bool first = KVX_HOLDER_LID(other) < lid;
-		l->h[0] = first ? other : word;
-		l->h[1] = first ? word : other;
-		l->n = 2;
-		w->w = KVX_LIST_FLAG | id;
-		return;
-	}
-	uint32_t id = w->w & ~KVX_LIST_FLAG;
-	kvx_hlist *l = p->lists[id];
-	bool found;
-	uint32_t pos = kvx_list_pos(l, lid, &found);
-	if (found) {
-		l->h[pos] = word;
-		return;
-	}
-	if (l->n == l->cap) {
-		l->cap *= 2;
-		l = kvi_realloc(l,
-				sizeof(kvx_hlist) + l->cap * sizeof(uint32_t));
-		p->lists[id] = l;
-	}
-	memmove(&l->h[pos + 1], &l->h[pos], (l->n - pos) * sizeof(l->h[0]));
-	l->h[pos] = word;
-	l->n++;
-}
 
 /* kvx_holder_set makes lid's tiers for seq exactly tiers (0: not held). */
 static void
 kvx_holder_set(kvx_part *p, uint64_t seq, uint32_t lid, uint8_t tiers)
 {
-	kvx_seqmap *m = kvx_stripe(p, seq);
+	kvx_stripe *st = kvx_hold_stripe(&p->holders, seq);
 	if (tiers != 0) {
-		kvx_holder_put(p, m, seq, lid, tiers);
-		return;
-	}
-	kvx_holder *w = kvx_seqmap_find(m, seq);
-	if (w != NULL) {
-		kvx_holder_drop(p, m, seq, w, lid);
+		(void)kvx_hold_put(st, seq, lid, tiers);
+	} else {
+		kvx_hold_drop(st, seq, lid);
 	}
 }
 
@@ -255,10 +36,15 @@ kvx_ref_update(kvx_lis *l, uint64_t seq, uint8_t from, uint8_t to)
 	kvx_part *p = l->part;
 	kvx_aliasval *a = kvx_aliasmap_find(&l->alias, seq);
 	if (a == NULL) {
-		uint8_t cur =
-		    from == 0 ? kvx_holder_get(p, seq, l->info.lid) : 0;
-		if (cur == 0) {
+		if (from != 0) {
 			kvx_holder_set(p, seq, l->info.lid, to);
+			return;
+		}
+		/* A new external hash: one probe that also tells whether
+		 * another external hash of the listener holds seq. */
+		uint8_t cur = kvx_hold_put(kvx_hold_stripe(&p->holders, seq),
+					   seq, l->info.lid, to);
+		if (cur == 0) {
 			return;
 		}
 		/* A second external hash joins one that holds cur. */
@@ -280,19 +66,6 @@ kvx_ref_update(kvx_lis *l, uint64_t seq, uint8_t from, uint8_t to)
 		kvx_aliasmap_remove(&l->alias, seq, NULL);
 	}
 	kvx_holder_set(p, seq, l->info.lid, uni);
-}
-
-static void
-kvx_entries_sync(kvx_lis *l)
-{
-	atomic_store_explicit(&l->entries, kvx_extmap_size(&l->ext),
-			      memory_order_relaxed);
-}
-
-static kvx_lis *
-kvx_lis_get(const kvx_index *idx, uint32_t lid)
-{
-	return lid < idx->cap_lis ? idx->lis[lid] : NULL;
 }
 
 static kvx_part *
@@ -319,9 +92,7 @@ kvx_part_new(kvx_index *idx, const char *model, uint32_t block_size)
 	    &attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
 	pthread_rwlock_init(&p->lock, &attr);
 	pthread_rwlockattr_destroy(&attr);
-	for (uint32_t s = 0; s < KVX_STRIPES; s++) {
-		kvx_seqmap_init(&p->stripes[s]);
-	}
+	kvx_hold_init(&p->holders);
 	p->next = idx->parts;
 	idx->parts = p;
 	return p;
@@ -330,14 +101,7 @@ kvx_part_new(kvx_index *idx, const char *model, uint32_t block_size)
 static void
 kvx_part_free(kvx_part *p)
 {
-	for (uint32_t s = 0; s < KVX_STRIPES; s++) {
-		kvx_seqmap_fini(&p->stripes[s]);
-	}
-	for (uint32_t i = 0; i < p->n_lists; i++) {
-		kvi_free(p->lists[i]);
-	}
-	kvi_free(p->lists);
-	kvi_free(p->free_ids);
+	kvx_hold_fini(&p->holders);
 	pthread_rwlock_destroy(&p->lock);
 	kvi_free(p->model);
 	kvi_free(p);
@@ -475,6 +239,15 @@ kvx_listener_entries(const kvx_index *idx, uint32_t lid)
 }
 
 void
+kvx_listener_reserve(kvx_index *idx, uint32_t lid, size_t n)
+{
+	kvx_lis *l = kvx_lis_get(idx, lid);
+	if (l != NULL) {
+		kvx_extmap_reserve(&l->ext, n);
+	}
+}
+
+void
 kvx_write_begin(kvx_index *idx, uint32_t lid)
 {
 	pthread_rwlock_wrlock(&kvx_lis_get(idx, lid)->part->lock);
@@ -498,11 +271,10 @@ kvx_lookup(const kvx_index *idx, uint32_t lid, uint64_t ext, uint64_t *seq)
 	return true;
 }
 
-void
-kvx_store(kvx_index *idx, uint32_t lid, uint64_t ext, uint64_t seq,
-	  kvi_tier tier)
+/* kvx_store_mask adds the tiers of mask to lid's ext. */
+static void
+kvx_store_mask(kvx_lis *l, uint64_t ext, uint64_t seq, uint8_t mask)
 {
-	kvx_lis *l = kvx_lis_get(idx, lid);
 	bool added;
 	kvx_extval *v = kvx_extmap_insert(&l->ext, ext, &added);
 	uint8_t from = added ? 0 : v->tiers;
@@ -512,11 +284,46 @@ kvx_store(kvx_index *idx, uint32_t lid, uint64_t ext, uint64_t seq,
 		kvx_ref_update(l, v->seq, from, 0);
 		from = 0;
 	}
-	uint8_t to = (uint8_t)(from | KVX_TIER_BIT(tier));
+	uint8_t to = (uint8_t)(from | mask);
 	v->seq = seq;
 	v->tiers = to;
 	if (to != from) {
 		kvx_ref_update(l, seq, from, to);
+	}
+}
+
+void
+kvx_store(kvx_index *idx, uint32_t lid, uint64_t ext, uint64_t seq,
+	  kvi_tier tier)
+{
+	kvx_lis *l = kvx_lis_get(idx, lid);
+	kvx_store_mask(l, ext, seq, (uint8_t)KVX_TIER_BIT(tier));
+	kvx_entries_sync(l);
+}
+
+#define KVX_PREFETCH_AHEAD 8
+
+void
+kvx_store_batch(kvx_index *idx, uint32_t lid, const uint64_t *ext,
+		const uint64_t *seq, const uint8_t *tiers, size_t n)
+{
+	kvx_lis *l = kvx_lis_get(idx, lid);
+	kvx_part *p = l->part;
+	/* Most of the cost is cache misses on two big tables: ask for the
+	 * slots a few entries ahead so the misses overlap. */
+	for (size_t i = 0; i < n && i < KVX_PREFETCH_AHEAD; i++) {
+		kvx_extmap_prefetch(&l->ext, ext[i]);
+		kvx_hold_prefetch(&p->holders, seq[i]);
+	}
+	for (size_t i = 0; i < n; i++) {
+		size_t ahead = i + KVX_PREFETCH_AHEAD;
+		if (ahead < n) {
+			kvx_extmap_prefetch(&l->ext, ext[ahead]);
+			kvx_hold_prefetch(&p->holders, seq[ahead]);
+		}
+		if (tiers[i] != 0) {
+			kvx_store_mask(l, ext[i], seq[i], tiers[i]);
+		}
 	}
 	kvx_entries_sync(l);
 }
@@ -575,10 +382,12 @@ kvx_listener_foreach(const kvx_index *idx, uint32_t lid, kvx_entry_fn fn,
 
 /* ---- queries ------------------------------------------------------- */
 
+/* A listener still matching. A prefix length is still growing exactly
+ * when it equals any, so no flags are kept: a candidate is four words,
+ * read and written whole. */
 typedef struct kvx_cand {
 	uint32_t lid;
 	uint32_t any, gc, gpu; /* prefix lengths: any tier, gpu|cpu, gpu */
-	bool gc_open, gpu_open;
 } kvx_cand;
 
 static bool
@@ -601,16 +410,16 @@ kvx_filter_pass(const kvx_filter *f, const kvx_listener_info *info)
 	return false;
 }
 
-static void
-kvx_cand_step(kvx_cand *c, uint8_t tiers)
+/* kvx_cand_step extends c by one block held on tiers. */
+static inline kvx_cand
+kvx_cand_step(kvx_cand c, uint8_t tiers)
 {
 	const uint8_t gc =
 	    KVX_TIER_BIT(KVI_TIER_GPU) | KVX_TIER_BIT(KVI_TIER_CPU);
-	c->any++;
-	c->gc_open = c->gc_open && (tiers & gc);
-	c->gc += c->gc_open;
-	c->gpu_open = c->gpu_open && (tiers & KVX_TIER_BIT(KVI_TIER_GPU));
-	c->gpu += c->gpu_open;
+	c.gc += c.gc == c.any && (tiers & gc);
+	c.gpu += c.gpu == c.any && (tiers & KVX_TIER_BIT(KVI_TIER_GPU));
+	c.any++;
+	return c;
 }
 
 static void
@@ -625,13 +434,59 @@ kvx_cand_emit(kvx_index *idx, const kvx_cand *c, kvx_match_fn fn, void *arg)
 	fn(arg, &idx->lis[c->lid]->info, &m);
 }
 
-/* kvx_probe runs the probe loop over a partition whose read lock is held. */
+/* kvx_cand_step_run extends c by run blocks each held on tiers: a prefix
+ * that grows at the first of them grows at all. */
+static inline kvx_cand
+kvx_cand_step_run(kvx_cand c, uint8_t tiers, uint32_t run)
+{
+	const uint8_t gc =
+	    KVX_TIER_BIT(KVI_TIER_GPU) | KVX_TIER_BIT(KVI_TIER_CPU);
+	c.gc += (c.gc == c.any && (tiers & gc)) ? run : 0;
+	c.gpu +=
+	    (c.gpu == c.any && (tiers & KVX_TIER_BIT(KVI_TIER_GPU))) ? run : 0;
+	c.any += run;
+	return c;
+}
+
+/* kvx_merge extends the candidates alive[0..*na) by run blocks whose
+ * holders are h[0..nh) (both sorted by listener id), emitting those that
+ * do not hold them; returns how many remain. */
+static uint32_t
+kvx_merge(kvx_index *idx, kvx_cand *alive, uint32_t na, const uint32_t *h,
+	  uint32_t nh, uint32_t run, kvx_match_fn fn, void *arg)
+{
+	uint32_t out = 0, k = 0;
+	for (uint32_t a = 0; a < na; a++) {
+		kvx_cand c = alive[a];
+		while (k < nh && KVX_HOLDER_LID(h[k]) < c.lid) {
+			k++;
+		}
+		if (k < nh && KVX_HOLDER_LID(h[k]) == c.lid) {
+			alive[out++] =
+			    kvx_cand_step_run(c, KVX_HOLDER_TIERS(h[k]), run);
+		} else {
+			kvx_cand_emit(idx, &c, fn, arg);
+		}
+	}
+	return out;
+}
+
+/* kvx_probe runs the probe loop over a partition whose read lock is held.
+ *
+ * A query's cost is the candidates stepped per block. A prefix every
+ * listener of a fleet holds (a system prompt) would step them all at
+ * every one of its blocks; but consecutive blocks with exactly the same
+ * holders step every candidate the same way, so such a run is found by
+ * comparing holder lists and applied to the candidates once. */
 static void
 kvx_probe(kvx_index *idx, kvx_part *p, const uint64_t *seq, size_t n,
 	  const kvx_filter *filter, kvx_match_fn fn, void *arg)
 {
 	uint32_t nh, one;
-	const uint32_t *h = n > 0 ? kvx_holders(p, seq[0], &one, &nh) : NULL;
+	const uint32_t *h =
+	    n > 0 ? kvx_hold_get(kvx_hold_stripe(&p->holders, seq[0]), seq[0],
+				 &one, &nh)
+		  : NULL;
 	if (h == NULL) {
 		return;
 	}
@@ -641,30 +496,45 @@ kvx_probe(kvx_index *idx, kvx_part *p, const uint64_t *seq, size_t n,
 	uint32_t na = 0;
 	for (uint32_t k = 0; k < nh; k++) {
 		uint32_t lid = KVX_HOLDER_LID(h[k]);
-		if (!kvx_filter_pass(filter, &idx->lis[lid]->info)) {
-			continue;
+		if (kvx_filter_pass(filter, &idx->lis[lid]->info)) {
+			alive[na++] = kvx_cand_step((kvx_cand){.lid = lid},
+						    KVX_HOLDER_TIERS(h[k]));
 		}
-		alive[na] =
-		    (kvx_cand){.lid = lid, .gc_open = true, .gpu_open = true};
-		kvx_cand_step(&alive[na++], KVX_HOLDER_TIERS(h[k]));
+	}
+	/* The holders of the last block merged, and how many blocks after
+	 * it had the very same holders (not yet applied). */
+	const uint32_t *prev = h;
+	uint32_t prev_n = nh, prev_one = one, run = 0;
+	if (prev == &one) {
+		prev = &prev_one;
+	}
+	for (size_t i = 1; i < n && i < KVX_PROBE_AHEAD; i++) {
+		kvx_hold_prefetch(&p->holders, seq[i]);
 	}
 	for (size_t i = 1; i < n && na > 0; i++) {
-		h = kvx_holders(p, seq[i], &one, &nh);
-		/* Merge the sorted candidates with the sorted holders. */
-		uint32_t out = 0, k = 0;
-		for (uint32_t a = 0; a < na; a++) {
-			while (k < nh && KVX_HOLDER_LID(h[k]) < alive[a].lid) {
-				k++;
-			}
-			if (k < nh && KVX_HOLDER_LID(h[k]) == alive[a].lid) {
-				kvx_cand_step(&alive[a],
-					      KVX_HOLDER_TIERS(h[k]));
-				alive[out++] = alive[a];
-			} else {
-				kvx_cand_emit(idx, &alive[a], fn, arg);
-			}
+		/* Lookups miss the cache: overlap the next ones. */
+		if (i + KVX_PROBE_AHEAD < n) {
+			kvx_hold_prefetch(&p->holders,
+					  seq[i + KVX_PROBE_AHEAD]);
 		}
-		na = out;
+		h = kvx_hold_get(kvx_hold_stripe(&p->holders, seq[i]), seq[i],
+				 &one, &nh);
+		if (h != NULL && nh == prev_n &&
+		    memcmp(h, prev, nh * sizeof(*h)) == 0) {
+			run++;
+			continue;
+		}
+		if (run > 0) {
+			na = kvx_merge(idx, alive, na, prev, prev_n, run, fn,
+				       arg);
+			run = 0;
+		}
+		na = kvx_merge(idx, alive, na, h, h ? nh : 0, 1, fn, arg);
+		prev = h == &one ? (prev_one = one, &prev_one) : h;
+		prev_n = h ? nh : 0;
+	}
+	if (run > 0) {
+		na = kvx_merge(idx, alive, na, prev, prev_n, run, fn, arg);
 	}
 	for (uint32_t a = 0; a < na; a++) {
 		kvx_cand_emit(idx, &alive[a], fn, arg);
@@ -733,12 +603,9 @@ kvx_index_stats(kvx_index *idx, kvx_stats *out)
 		}
 	}
 	for (kvx_part *p = idx->parts; p != NULL; p = p->next) {
-		out->seq_hashes +=
-		    atomic_load_explicit(&p->seq_count, memory_order_relaxed);
+		out->seq_hashes += kvx_hold_seqs(&p->holders);
 		pthread_rwlock_rdlock(&p->lock);
-		for (uint32_t s = 0; s < KVX_STRIPES; s++) {
-			out->table_bytes += kvx_seqmap_bytes(&p->stripes[s]);
-		}
+		out->table_bytes += kvx_hold_bytes(&p->holders);
 		pthread_rwlock_unlock(&p->lock);
 	}
 	pthread_rwlock_unlock(&idx->meta);

@@ -95,6 +95,10 @@ bool kvx_listener_exists(const kvx_index *idx, uint32_t lid);
 /* kvx_listener_entries returns the (block, tier-set) entries of lid. */
 size_t kvx_listener_entries(const kvx_index *idx, uint32_t lid);
 
+/* kvx_listener_reserve makes room for n entries of lid at once (a snapshot
+ * being loaded). Writer thread. */
+void kvx_listener_reserve(kvx_index *idx, uint32_t lid, size_t n);
+
 /* kvx_write_begin takes the write lock of lid's partition; every mutation
  * below happens between it and kvx_write_end(). Writer thread only. */
 void kvx_write_begin(kvx_index *idx, uint32_t lid);
@@ -109,6 +113,12 @@ bool kvx_lookup(const kvx_index *idx, uint32_t lid, uint64_t ext,
  * repeated store of ext with another seq moves it. */
 void kvx_store(kvx_index *idx, uint32_t lid, uint64_t ext, uint64_t seq,
 	       kvi_tier tier);
+
+/* kvx_store_batch stores n entries of lid: ext[i] with sequence hash
+ * seq[i] on every tier of the bit mask tiers[i]. Faster than one
+ * kvx_store() each: it overlaps the table lookups. */
+void kvx_store_batch(kvx_index *idx, uint32_t lid, const uint64_t *ext,
+		     const uint64_t *seq, const uint8_t *tiers, size_t n);
 
 /* kvx_remove drops tier from lid's ext; returns false when lid did not hold
  * ext on that tier. */
@@ -136,6 +146,35 @@ kvi_err kvx_query(kvx_index *idx, const char *model, const uint64_t *seq,
 kvi_err kvx_instance_ranks(kvx_index *idx, const char *model,
 			   const kvx_filter *filter, kvx_match_fn fn,
 			   void *arg);
+
+/*
+ * Bulk loading, for start-up: kvx_bulk_begin(), then for listeners that
+ * exist and hold nothing yet, one kvx_bulk_add() per snapshot entry (ext
+ * with sequence hash seq on the tiers of the bit mask tiers), grouped by
+ * listener, then the log ops that follow, in order (kvx_bulk_op_add()),
+ * then kvx_bulk_finish() builds the maps on threads threads and frees the
+ * loader. The same result as applying it all with kvx_store(),
+ * kvx_remove() and kvx_clear(), several times faster. Nothing else may use
+ * the index meanwhile.
+ */
+typedef struct kvx_bulk kvx_bulk;
+typedef enum kvx_bulk_kind {
+	KVX_BULK_STORE = 1,
+	KVX_BULK_REMOVE,
+	KVX_BULK_CLEAR,
+} kvx_bulk_kind;
+kvx_bulk *kvx_bulk_begin(kvx_index *idx);
+void kvx_bulk_add(kvx_bulk *b, uint32_t lid, uint64_t ext, uint64_t seq,
+		  uint8_t tiers);
+void kvx_bulk_op_add(kvx_bulk *b, uint32_t lid, kvx_bulk_kind kind,
+		     uint64_t ext, uint64_t seq, kvi_tier tier);
+/* What a bulk load did, and how long each phase took. */
+typedef struct kvx_bulk_stats {
+	size_t entries, ops;
+	double items_s, maps_s, gather_s, holders_s;
+} kvx_bulk_stats;
+
+void kvx_bulk_finish(kvx_bulk *b, int threads, kvx_bulk_stats *stats);
 
 typedef struct kvx_stats {
 	uint64_t listeners;

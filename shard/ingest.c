@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -22,29 +23,6 @@
 #define KVG_LOG_RECORDS_MAX    100000u
 #define KVG_JOB_MAX_BYTES      ((size_t)64 << 20)
 #define KVG_ENDPOINT_MAX       512
-
-typedef enum kvg_cmd_kind {
-	KVG_CMD_ASSIGN,
-	KVG_CMD_UNASSIGN,
-	KVG_CMD_STATUS,
-	KVG_CMD_DUMP,
-} kvg_cmd_kind;
-
-struct kvg_cmd {
-	kvg_cmd_kind kind;
-	const Kvindex__Listener *spec;
-	const char *key;
-	kvp_arena *arena;
-	Kvindex__StatusResponse *status;
-	Kvindex__DumpResponse *dump;
-	bool existed;
-	kvi_err rv;
-	char *err;
-	size_t errlen;
-	bool done;
-	pthread_cond_t cv;
-	kvg_cmd *next;
-};
 
 kvl_listener *
 kvg_listener(kvg_ingest *g, uint32_t lid)
@@ -140,11 +118,13 @@ kvg_listener_create(kvg_ingest *g, uint32_t lid, const Kvindex__Listener *spec,
 }
 
 static void
-kvg_listener_free(kvg_ingest *g, kvl_listener *l)
+kvg_listener_free(kvg_ingest *g, kvl_listener *l, bool unindex)
 {
 	kvg_recovery_reset(g, l);
 	kvg_io_close(g, l);
-	kvx_listener_remove(g->idx, l->lid);
+	if (unindex) {
+		kvx_listener_remove(g->idx, l->lid);
+	}
 	g->lis[l->lid] = NULL;
 	kvo_rec_fini(&l->rec);
 	kvi_free(l->key);
@@ -200,7 +180,7 @@ kvg_spec_check(const Kvindex__Listener *s, char *err, size_t errlen)
 	return KVI_OK;
 }
 
-static kvi_err
+kvi_err
 kvg_do_assign(kvg_ingest *g, kvg_cmd *c)
 {
 	kvi_err rv = kvg_spec_check(c->spec, c->err, c->errlen);
@@ -234,9 +214,9 @@ kvg_do_assign(kvg_ingest *g, kvg_cmd *c)
 		kvi_free(packed);
 		return rv;
 	}
-	if ((rv = kvg_io_open(g, l)) != KVI_OK) {
+	if (!g->feeding && (rv = kvg_io_open(g, l)) != KVI_OK) {
 		snprintf(c->err, c->errlen, "%s", l->last_error);
-		kvg_listener_free(g, l);
+		kvg_listener_free(g, l, true);
 		kvi_free(packed);
 		return rv;
 	}
@@ -245,6 +225,7 @@ kvg_do_assign(kvg_ingest *g, kvg_cmd *c)
 	kvw_job_snap(g->filling, lid, &l->mark, 0);
 	kvi_free(packed);
 	kvg_log_listener(l, "listener_assigned", "endpoint=%s", l->endpoint);
+	c->lid = lid;
 	return KVI_OK;
 }
 
@@ -259,7 +240,7 @@ kvg_do_unassign(kvg_ingest *g, kvg_cmd *c)
 	}
 	kvw_job_put(g->filling, l->lid, NULL, 0);
 	kvi_log(KVI_LOG_INFO, "listener_unassigned", "listener=%s", l->key);
-	kvg_listener_free(g, l);
+	kvg_listener_free(g, l, true);
 	return KVI_OK;
 }
 
@@ -574,7 +555,7 @@ kvg_publish_totals(kvg_ingest *g, const kvw_job *done)
 	pthread_mutex_unlock(&g->stats_mu);
 }
 
-static void
+void
 kvg_commit_done(kvg_ingest *g, kvw_job *done)
 {
 	if (done->rv == KVI_OK) {
@@ -594,7 +575,7 @@ kvg_commit_done(kvg_ingest *g, kvw_job *done)
 
 /* kvg_commit hands what was applied since the last commit to the writer,
  * unless the writer is still busy with the previous one. */
-static void
+void
 kvg_commit(kvg_ingest *g)
 {
 	kvw_job *done = kvw_poll(g->writer);
@@ -605,6 +586,9 @@ kvg_commit(kvg_ingest *g)
 		/* Backpressure: stop reading while the store lags too far. */
 		kvg_io_pause(g, g->filling->bytes > KVG_JOB_MAX_BYTES ||
 				    kvw_failing(g->writer, NULL, 0));
+		if (done == NULL) {
+			kvg_publish_totals(g, NULL);
+		}
 		return;
 	}
 	if (g->snapshot_oldest) {
@@ -746,7 +730,8 @@ kvg_ingest_free(kvg_ingest *g)
 	kvg_ingest_stop(g);
 	for (uint32_t i = 0; i < g->next_lid; i++) {
 		if (g->lis[i] != NULL) {
-			kvg_listener_free(g, g->lis[i]);
+			/* the index is freed whole by its owner */
+			kvg_listener_free(g, g->lis[i], false);
 		}
 	}
 	kvi_free(g->lis);
@@ -773,6 +758,7 @@ kvg_ingest_free(kvg_ingest *g)
 		close(g->wake_fd);
 	}
 	kvi_decoder_free(g->dec);
+	kva_scratch_fini(&g->scratch);
 	pthread_mutex_destroy(&g->cmd_mu);
 	pthread_mutex_destroy(&g->stats_mu);
 	kvi_free(g);

@@ -86,4 +86,21 @@ kvi_err kvg_status(kvg_ingest *g, const char *key, kvp_arena *a,
 kvi_err kvg_dump(kvg_ingest *g, const char *key, kvp_arena *a,
 		 Kvindex__DumpResponse *out);
 
+/*
+ * In-process feeding, for benchmarks and tools that drive the shard's
+ * ingest path without sockets: after kvg_ingest_open(), kvg_feed_start()
+ * starts the writer (not the ingest thread) and the calling thread takes
+ * the ingest thread's place. Listeners assigned with kvg_feed_assign() have
+ * no sockets; kvg_feed() hands one live batch to a listener exactly as if
+ * it had arrived on its SUB, and runs the group commit when it is due;
+ * kvg_feed_sync() returns once everything fed is committed. Do not mix with
+ * kvg_ingest_start().
+ */
+kvi_err kvg_feed_start(kvg_ingest *g, char *err, size_t errlen);
+kvi_err kvg_feed_assign(kvg_ingest *g, const Kvindex__Listener *spec,
+			uint32_t *lid, char *err, size_t errlen);
+void kvg_feed(kvg_ingest *g, uint32_t lid, uint64_t seq, const void *payload,
+	      size_t len);
+void kvg_feed_sync(kvg_ingest *g);
+
 #endif /* KVI_SHARD_INGEST_H */

@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "apply.h"
 #include "ingest.h"
 #include "listener.h"
 #include "recover_fetch.h"
@@ -30,11 +31,38 @@ typedef struct kvg_totals {
 
 typedef struct kvg_cmd kvg_cmd;
 
+/* A request from another thread, answered on the ingest thread. */
+typedef enum kvg_cmd_kind {
+	KVG_CMD_ASSIGN,
+	KVG_CMD_UNASSIGN,
+	KVG_CMD_STATUS,
+	KVG_CMD_DUMP,
+} kvg_cmd_kind;
+
+struct kvg_cmd {
+	kvg_cmd_kind kind;
+	const Kvindex__Listener *spec;
+	const char *key;
+	kvp_arena *arena;
+	Kvindex__StatusResponse *status;
+	Kvindex__DumpResponse *dump;
+	bool existed;
+	uint32_t lid; /* assign: the listener's id */
+	kvi_err rv;
+	char *err;
+	size_t errlen;
+	bool done;
+	pthread_cond_t cv;
+	kvg_cmd *next;
+};
+
 struct kvg_ingest {
 	kvg_config cfg;
 	kvx_index *idx;
 	kvs_store *store;
 	kvi_decoder *dec;
+	kva_scratch scratch;
+	kvx_bulk *bulk; /* loading snapshots at start-up */
 	void *zctx;
 	struct event_base *base;
 	pthread_t thread;
@@ -55,7 +83,9 @@ struct kvg_ingest {
 	/* sockets with messages left to read (see ingest_io.c) */
 	struct kvg_io *ready_head, *ready_tail;
 	struct event *ev_drain;
-	bool paused; /* backpressure: not reading live sockets */
+	bool paused;  /* backpressure: not reading live sockets */
+	bool feeding; /* fed in process (kvg_feed): no loop, no sockets */
+	double last_commit;
 
 	kvr_fetcher *fetcher;
 	uint64_t fetch_gen;
@@ -85,6 +115,11 @@ kvi_err kvg_listener_create(kvg_ingest *g, uint32_t lid,
 			    const uint8_t *packed, size_t len,
 			    kvl_listener **out);
 void kvg_publish_totals(kvg_ingest *g, const kvw_job *done);
+kvi_err kvg_do_assign(kvg_ingest *g, kvg_cmd *c);
+/* kvg_commit hands what was applied since the last commit to the writer
+ * unless it is busy; kvg_commit_done takes back a committed job. */
+void kvg_commit(kvg_ingest *g);
+void kvg_commit_done(kvg_ingest *g, kvw_job *done);
 void kvg_on_wake(evutil_socket_t fd, short what, void *arg);
 void kvg_on_commit_timer(evutil_socket_t fd, short what, void *arg);
 void kvg_wake(kvg_ingest *g); /* any thread */

@@ -400,6 +400,9 @@ kvi_err
 kvg_io_replay_start(kvg_ingest *g, kvl_listener *l, uint64_t seq)
 {
 	kvg_io *io = l->io;
+	if (io == NULL) {
+		return KVI_ECLOSED; /* fed in process: no sockets */
+	}
 	kvg_io_replay_stop(g, l);
 	io->dealer = zmq_socket(g->zctx, ZMQ_DEALER);
 	kvg_io_setopts(io->dealer);

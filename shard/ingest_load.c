@@ -12,6 +12,8 @@
 #include "ingest_int.h"
 #include "log.h"
 
+#define KVG_MAX_SOCKETS 65536
+
 /* ---- loading ------------------------------------------------------- */
 
 static kvi_err
@@ -43,22 +45,29 @@ static kvi_err
 kvg_load_entries(void *arg, uint32_t lid, const uint8_t *e, size_t n)
 {
 	kvg_ingest *g = arg;
-	if (kvg_listener(g, lid) == NULL) {
-		return KVI_OK;
-	}
-	kvx_write_begin(g->idx, lid);
 	for (size_t i = 0; i < n; i++) {
 		uint64_t ext, seq;
 		uint8_t tiers;
 		kvs_entry_get(e + i * KVS_ENTRY_SIZE, &ext, &seq, &tiers);
-		for (int t = 0; t < KVI_TIER_COUNT; t++) {
-			if (tiers & (1u << t)) {
-				kvx_store(g->idx, lid, ext, seq, (kvi_tier)t);
-			}
-		}
+		kvx_bulk_add(g->bulk, lid, ext, seq, tiers);
 	}
-	kvx_write_end(g->idx, lid);
 	return KVI_OK;
+}
+
+/* kvg_load_built builds the index from the snapshots and log records
+ * loaded, on as many threads as there are processors (up to 8). */
+static void
+kvg_load_built(kvg_ingest *g)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	kvx_bulk_stats st;
+	kvx_bulk_finish(g->bulk, cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus, &st);
+	g->bulk = NULL;
+	kvi_log(KVI_LOG_INFO, "index_built",
+		"entries=%zu log_ops=%zu items_s=%.3f maps_s=%.3f "
+		"gather_s=%.3f holders_s=%.3f",
+		st.entries, st.ops, st.items_s, st.maps_s, st.gather_s,
+		st.holders_s);
 }
 
 static kvi_err
@@ -73,22 +82,13 @@ kvg_load_record(void *arg, uint32_t lid, const void *payload, size_t len)
 	}
 	kvi_err rv = kvo_iter_init(&it, payload, len, &mark);
 	kvo_op op;
-	kvx_write_begin(g->idx, lid);
 	while (rv == KVI_OK && (rv = kvo_iter_next(&it, &op)) == KVI_OK) {
-		switch (op.kind) {
-		case KVO_STORE:
-			kvx_store(g->idx, lid, op.ext, op.seq,
-				  (kvi_tier)op.tier);
-			break;
-		case KVO_REMOVE:
-			kvx_remove(g->idx, lid, op.ext, (kvi_tier)op.tier);
-			break;
-		case KVO_CLEAR:
-			kvx_clear(g->idx, lid);
-			break;
-		}
+		kvx_bulk_kind kind = op.kind == KVO_STORE    ? KVX_BULK_STORE
+				     : op.kind == KVO_REMOVE ? KVX_BULK_REMOVE
+							     : KVX_BULK_CLEAR;
+		kvx_bulk_op_add(g->bulk, lid, kind, op.ext, op.seq,
+				(kvi_tier)op.tier);
 	}
-	kvx_write_end(g->idx, lid);
 	if (rv != KVI_ENOENT) {
 		return KVI_ECORRUPT;
 	}
@@ -276,12 +276,20 @@ kvg_ingest_open(const kvg_config *cfg, kvg_ingest **out, char *err,
 	    .entries = kvg_load_entries,
 	    .record = kvg_load_record,
 	};
+	g->bulk = kvx_bulk_begin(g->idx);
 	kvi_err rv = kvs_store_load(g->store, &cb, err, errlen);
+	kvg_load_built(g);
 	if (rv != KVI_OK) {
 		kvg_ingest_free(g);
 		return rv;
 	}
 	g->zctx = zmq_ctx_new();
+	if (g->zctx != NULL) {
+		/* Three sockets a listener (SUB, its monitor and the monitor's
+		 * pipe), more while replaying: libzmq's default of 1023
+		 * would cap a shard at about 340 listeners. */
+		zmq_ctx_set(g->zctx, ZMQ_MAX_SOCKETS, KVG_MAX_SOCKETS);
+	}
 	g->base = event_base_new();
 	g->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (g->zctx == NULL || g->base == NULL || g->wake_fd < 0) {

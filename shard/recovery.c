@@ -152,7 +152,7 @@ static void
 kvg_apply(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
 	  size_t len)
 {
-	kva_batch(g->idx, g->dec, l, seq, payload, len);
+	kva_batch(g->idx, g->dec, &g->scratch, l, seq, payload, len);
 	if (l->orphan_streak >= g->cfg.orphan_resync && l->recover_ep != NULL) {
 		kvg_log_listener(l, "orphan_resync", "orphans=%u",
 				 l->orphan_streak);
@@ -565,7 +565,7 @@ kvg_fetched_events(kvg_ingest *g, kvl_listener *l, const kvr_response *r)
 		    r->last_event_id, l->gap_seq);
 		return;
 	}
-	kva_recover(g->idx, l, r);
+	kva_recover(g->idx, &g->scratch, l, r);
 	l->c.recoveries_events++;
 	kvg_finish_recovery(g, l);
 }
@@ -588,7 +588,7 @@ kvg_on_fetched(kvg_ingest *g, kvr_result *r)
 	const kvr_response *resp = kvr_parser_result(r->parser);
 	switch (resp->kind) {
 	case KVR_KIND_TREE_DUMP:
-		kva_recover(g->idx, l, resp);
+		kva_recover(g->idx, &g->scratch, l, resp);
 		l->c.recoveries_treedump++;
 		l->want_full = false;
 		l->orphan_streak = 0;

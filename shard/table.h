@@ -4,7 +4,7 @@
  * kvx_extmap: external hash -> kvx_extval (sequence hash and tiers), one per
  *             listener; 17 bytes a slot.
  * kvx_seqmap: sequence hash -> holder word, one per stripe of a partition;
- *             12 bytes a slot.
+ *             12 bytes a slot; slots in key order (see below).
  * kvx_aliasmap: sequence hash -> per-tier reference counts, one per
  *             listener, only for the rare sequence hashes that two external
  *             hashes of one listener share (identical tokens whose engine
@@ -16,12 +16,25 @@
 #ifndef KVI_SHARD_TABLE_H
 #define KVI_SHARD_TABLE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "alloc.h"
+
+/* kvx_table_seed returns a seed for a new table: different tables hash the
+ * same key to unrelated slots. Thread-safe. */
+static inline uint64_t
+kvx_table_seed(void)
+{
+	static _Atomic uint64_t counter;
+	uint64_t x = atomic_fetch_add(&counter, 1) + 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
 
 typedef struct __attribute__((packed)) kvx_extval {
 	uint64_t seq;
@@ -44,8 +57,14 @@ typedef struct __attribute__((packed)) kvx_aliasval {
 #define TBL_VAL kvx_extval
 #include "table_impl.h"
 
-#define TBL     kvx_seqmap
-#define TBL_VAL kvx_holder
+/* Sequence hashes are XXH3 outputs: uniform. Their top KVX_STRIPE_BITS
+ * pick the stripe (holders.h), the next bits the slot. Nothing outside
+ * kvindex chooses them except by choosing tokens, and XXH3 makes steering
+ * them to one slot as costly as the flood would be. */
+#define KVX_STRIPE_BITS  8
+#define TBL              kvx_seqmap
+#define TBL_VAL          kvx_holder
+#define TBL_UNIFORM_SKIP KVX_STRIPE_BITS
 #include "table_impl.h"
 
 #define TBL     kvx_aliasmap

@@ -3,15 +3,20 @@
  * value, instantiated by table.h once per value type. Not a public header.
  *
  * Design: Robin Hood linear probing with backward-shift deletion, so lookups
- * stay short at high load (the table grows at 7/8 full) and deletion leaves
- * no tombstones. The home slot of a key is a Fibonacci hash of it, because
- * external hashes on the wire are not always well mixed (small integers in
- * tests, engine counters). Key 0 lives outside the slot array, so that 0 can
- * mark an empty slot. Slots are packed (key, value) pairs: one cache line
- * read per probe for the common hit.
+ * stay short at high load (the table grows at 29/32 full) and deletion leaves
+ * no tombstones. The home slot of a key is a Fibonacci hash of it xor a
+ * per-table seed: external hashes on the wire are not always well mixed
+ * (small integers in tests, engine counters), and without the seed, copying
+ * one table into another in slot order (loading a snapshot) would insert
+ * keys in home order and build one cluster the size of the table. Key 0
+ * lives outside the slot array, so that 0 can mark an empty slot. Slots are
+ * packed (key, value) pairs: one cache line read per probe for the common hit.
  *
  * Before including, define TBL (the type and prefix, e.g. kvx_extmap) and
- * TBL_VAL (the value type, a packed struct: slots are packed).
+ * TBL_VAL (the value type, a packed struct: slots are packed); define
+ * TBL_UNIFORM_SKIP n for keys whose bits are uniform already (sequence
+ * hashes): the slot is then the key's bits after the first n, unmixed, so a
+ * loader can insert in slot order by sorting keys.
  */
 #define TBL_CAT2(a, b) a##b
 #define TBL_CAT(a, b)  TBL_CAT2(a, b)
@@ -25,6 +30,7 @@ typedef struct __attribute__((packed)) TBL_SLOT {
 
 typedef struct TBL {
 	TBL_SLOT *slots;
+	uint64_t seed;
 	uint32_t bits; /* capacity = 1 << bits, or 0 slots when bits == 0 */
 	bool has_zero;
 	size_t len; /* entries, key 0 included */
@@ -35,13 +41,16 @@ static inline void
 TBL_FN(init)(TBL *t)
 {
 	memset(t, 0, sizeof(*t));
+	t->seed = kvx_table_seed();
 }
 
 static inline void
 TBL_FN(fini)(TBL *t)
 {
 	kvi_free(t->slots);
+	uint64_t seed = t->seed;
 	memset(t, 0, sizeof(*t));
+	t->seed = seed;
 }
 
 static inline size_t
@@ -53,7 +62,23 @@ TBL_FN(cap)(const TBL *t)
 static inline size_t
 TBL_FN(home)(const TBL *t, uint64_t key)
 {
-	return (size_t)((key * UINT64_C(0x9e3779b97f4a7c15)) >> (64 - t->bits));
+#ifdef TBL_UNIFORM_SKIP
+	/* Keys already uniform (our own XXH3 outputs): the bits after the
+	 * first TBL_UNIFORM_SKIP are the slot, so slot order is key order. */
+	return (size_t)((key << TBL_UNIFORM_SKIP) >> (64 - t->bits));
+#else
+	return (size_t)(((key ^ t->seed) * UINT64_C(0x9e3779b97f4a7c15)) >>
+			(64 - t->bits));
+#endif
+}
+
+/* TBL_FN(prefetch) starts loading key's home slot into the cache. */
+static inline void
+TBL_FN(prefetch)(const TBL *t, uint64_t key)
+{
+	if (t->slots != NULL) {
+		__builtin_prefetch(&t->slots[TBL_FN(home)(t, key)], 1);
+	}
 }
 
 /* TBL_FN(find) returns a pointer to key's value, or NULL. The pointer is
@@ -125,12 +150,21 @@ TBL_FN(rehash)(TBL *t, uint32_t bits)
 	kvi_free(old);
 }
 
+/* TBL_FN(max_load) returns how many entries a table of 1 << bits slots
+ * takes before it grows: 29/32 of it. Robin Hood keeps probes short that
+ * full, and memory is what a big index is short of. */
+static inline size_t
+TBL_FN(max_load)(uint32_t bits)
+{
+	return (((size_t)1 << bits) / 32) * 29;
+}
+
 /* TBL_FN(reserve) makes room for n entries without growing. */
 static inline void
 TBL_FN(reserve)(TBL *t, size_t n)
 {
 	uint32_t bits = t->slots == NULL ? 4 : t->bits;
-	while (n > (((size_t)1 << bits) / 8) * 7) {
+	while (n > TBL_FN(max_load)(bits)) {
 		bits++;
 	}
 	if (t->slots == NULL || bits > t->bits) {
@@ -237,6 +271,7 @@ TBL_FN(clear)(TBL *t)
 	TBL_FN(fini)(t);
 }
 
+#undef TBL_UNIFORM_SKIP
 #undef TBL_SLOT
 #undef TBL_FN
 #undef TBL_CAT

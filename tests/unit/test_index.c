@@ -328,6 +328,80 @@ test_many_holders_and_growth(void **state)
 	kvx_index_free(idx);
 }
 
+typedef struct copy_ctx {
+	kvx_bulk *bulk;
+	uint32_t lid;
+} copy_ctx;
+
+static void
+copy_entry(void *arg, uint64_t ext, uint64_t seq, uint8_t tiers)
+{
+	copy_ctx *c = arg;
+	kvx_bulk_add(c->bulk, c->lid, ext, seq, tiers);
+}
+
+/* The bulk loader builds the same index as one store at a time: states
+ * made by random operations (aliases and several tiers included) are
+ * copied through it, and every query and lookup must agree. */
+static void
+test_bulk_load_matches(void **state)
+{
+	(void)state;
+	test_random_against_model(NULL); /* leaves model[] and chains[] */
+	kvx_index *a = kvx_index_alloc(), *b = kvx_index_alloc();
+	for (int l = 0; l < N_LIS; l++) {
+		char key[16];
+		snprintf(key, sizeof(key), "p#%d", l);
+		kvx_listener_add(a, (uint32_t)l, key, "", 100 + (uint64_t)l / 2,
+				 (uint16_t)(l % 2), "m", 4);
+		kvx_listener_add(b, (uint32_t)l, key, "", 100 + (uint64_t)l / 2,
+				 (uint16_t)(l % 2), "m", 4);
+		kvx_write_begin(a, (uint32_t)l);
+		for (int e = 0; e < N_EXT; e++) {
+			const model_ent *me = &model[l][e];
+			for (int t = 0; me->present && t < 3; t++) {
+				if (me->tiers & (1u << t)) {
+					kvx_store(a, (uint32_t)l,
+						  (uint64_t)e * 7919, me->seq,
+						  (kvi_tier)t);
+				}
+			}
+		}
+		kvx_write_end(a, (uint32_t)l);
+	}
+	kvx_bulk *bulk = kvx_bulk_begin(b);
+	for (uint32_t l = 0; l < N_LIS; l++) {
+		copy_ctx c = {bulk, l};
+		kvx_listener_foreach(a, l, copy_entry, &c);
+	}
+	kvx_bulk_finish(bulk, 3, NULL);
+	check_queries(b);
+	check_entries(b);
+	/* and it keeps working as a live index: remove everything */
+	for (int l = 0; l < N_LIS; l++) {
+		kvx_write_begin(b, (uint32_t)l);
+		for (int e = 0; e < N_EXT; e++) {
+			for (int t = 0; t < 3; t++) {
+				if (model[l][e].present &&
+				    (model[l][e].tiers & (1u << t))) {
+					assert_true(kvx_remove(
+					    b, (uint32_t)l, (uint64_t)e * 7919,
+					    (kvi_tier)t));
+				}
+			}
+		}
+		kvx_write_end(b, (uint32_t)l);
+	}
+	memset(model, 0, sizeof(model));
+	check_queries(b);
+	kvx_stats st;
+	kvx_index_stats(b, &st);
+	assert_int_equal(st.entries, 0);
+	assert_int_equal(st.seq_hashes, 0);
+	kvx_index_free(a);
+	kvx_index_free(b);
+}
+
 int
 main(void)
 {
@@ -335,6 +409,7 @@ main(void)
 	    cmocka_unit_test(test_random_against_model),
 	    cmocka_unit_test(test_listeners_and_filters),
 	    cmocka_unit_test(test_many_holders_and_growth),
+	    cmocka_unit_test(test_bulk_load_matches),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
