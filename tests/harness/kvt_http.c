@@ -126,6 +126,7 @@ kvt_json_u64(const json_t *v, uint64_t *out)
 static kvi_err
 perform(const char *url, const char *post, int timeout_ms, kvt_http_resp *out)
 {
+	memset(out, 0, sizeof(*out)); /* fini is safe whatever happens */
 	pthread_once(&curl_once, curl_init);
 	CURL *c = curl_easy_init();
 	if (c == NULL) {
@@ -156,7 +157,6 @@ perform(const char *url, const char *post, int timeout_ms, kvt_http_resp *out)
 		rv = KVI_EIO;
 	}
 	if (rv == KVI_OK) {
-		memset(out, 0, sizeof(*out));
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &out->status);
 		if (body.data == NULL) {
 			grow_add(&body, "", 0);

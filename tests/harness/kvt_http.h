@@ -30,7 +30,8 @@ typedef struct kvt_http_resp {
 } kvt_http_resp;
 
 /* kvt_http_get performs a GET of url with a total timeout and fills *out
- * (release with kvt_http_resp_fini). Returns KVI_OK for any HTTP status,
+ * (release with kvt_http_resp_fini, whatever the result: *out is always
+ * initialised). Returns KVI_OK for any HTTP status,
  * KVI_ETIMEDOUT, KVI_EUNREACHABLE (connection refused) or KVI_EIO. */
 kvi_err kvt_http_get(const char *url, int timeout_ms, kvt_http_resp *out);
 

@@ -1,0 +1,465 @@
+/*
+ * bench_shard - the shard's figures, measured in process.
+ *
+ *   ingest   durable ingest: a Mooncake-trace event stream over many
+ *            listeners (bench_stream.h) fed through the shard's real ingest
+ *            path (decode, sequence, index, log records, group commits to
+ *            LMDB with fsync) until everything fed is committed: block
+ *            events/s. The store it leaves is then reopened: restart to
+ *            serving (open LMDB and rebuild the index), with its entries.
+ *   query    probe latency of 1,000-block queries at each --entries size:
+ *            an index filled with the trace's prefixes stretched to 40
+ *            blocks a hash id over 1,000 listeners, queried with other
+ *            trace requests (realistic: most stop early) and with chains a
+ *            listener holds whole (worst case: all 1,000 blocks probed);
+ *            p50, p99, max. Also the resident bytes per entry.
+ *
+ *   restart  (alone) reopens the store an earlier ingest left in --dir.
+ *
+ *   bench_shard [--part ingest|query|restart|all] [--trace FILE] [--dir DIR]
+ *               [--listeners N] [--events N] [--cache-blocks N]
+ *               [--entries N[,N...]] [--queries N] [--no-sync]
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "bench_stream.h"
+#include "hash.h"
+#include "index.h"
+#include "ingest.h"
+#include "log.h"
+#include "store.h"
+
+typedef struct bench_opts {
+	const char *part;
+	const char *trace;
+	const char *dir;
+	uint32_t listeners;
+	size_t events;
+	size_t cache_blocks;
+	char entries[128];
+	size_t queries;
+	bool no_sync;
+} bench_opts;
+
+/* ---- ingest and restart -------------------------------------------- */
+
+static void
+bench_assign(kvg_ingest *g, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		char key[32], ep[64];
+		snprintf(key, sizeof(key), "bench/pod-%u#0", i);
+		snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%u", 10000 + i);
+		Kvindex__Listener l = KVINDEX__LISTENER__INIT;
+		l.key = key;
+		l.instance_id = i;
+		l.dp_rank = 0;
+		l.model = "bench";
+		l.block_size = 16;
+		l.endpoint = ep;
+		uint32_t lid;
+		char err[256];
+		if (kvg_feed_assign(g, &l, &lid, err, sizeof(err)) != KVI_OK ||
+		    lid != i) {
+			fprintf(stderr, "assign: %s\n", err);
+			exit(1);
+		}
+	}
+}
+
+static kvs_store *
+bench_store_open(const bench_opts *o)
+{
+	kvs_store_opts so = {.dir = o->dir, .no_sync = o->no_sync};
+	kvs_store *store;
+	char err[512];
+	if (kvs_store_open(&so, &store, err, sizeof(err)) != KVI_OK) {
+		fprintf(stderr, "store: %s\n", err);
+		exit(1);
+	}
+	return store;
+}
+
+static void
+bench_restart(const bench_opts *o)
+{
+	double t0 = bs_now();
+	kvs_store *store = bench_store_open(o);
+	kvx_index *idx = kvx_index_alloc();
+	kvg_config cfg = {.idx = idx, .store = store};
+	kvg_ingest *g;
+	char err[512];
+	if (kvg_ingest_open(&cfg, &g, err, sizeof(err)) != KVI_OK) {
+		fprintf(stderr, "reopen: %s\n", err);
+		exit(1);
+	}
+	double dt = bs_now() - t0;
+	kvx_stats xs;
+	kvx_index_stats(idx, &xs);
+	kvs_store_stats ss;
+	kvs_store_stats_get(store, &ss);
+	printf("restart: entries=%llu listeners=%llu store_bytes=%llu "
+	       "log_records=%llu restart_to_serving_s=%.3f\n",
+	       (unsigned long long)xs.entries, (unsigned long long)xs.listeners,
+	       (unsigned long long)ss.file_bytes,
+	       (unsigned long long)ss.log_records, dt);
+	kvg_ingest_free(g);
+	kvx_index_free(idx);
+	kvs_store_close(store);
+}
+
+static void
+bench_ingest(const bench_opts *o)
+{
+	bs_opts so = {.trace = o->trace,
+		      .block_size = 16,
+		      .blocks_per_id = 4,
+		      .cache_blocks = o->cache_blocks,
+		      .listeners = o->listeners,
+		      .copies = 64,
+		      .max_events = o->events,
+		      .form = KVI_FORM_MAP};
+	bs_stream s;
+	double tb = bs_now();
+	bs_build(&so, &s);
+	printf("ingest: stream of %zu batches, %zu block events (%zu stored, "
+	       "%zu removed), %.0f MB, built in %.1f s\n",
+	       s.n, s.block_events, s.stored, s.removed, s.bytes / 1e6,
+	       bs_now() - tb);
+	kvs_store *store = bench_store_open(o);
+	kvx_index *idx = kvx_index_alloc();
+	kvg_config cfg = {.idx = idx, .store = store};
+	kvg_ingest *g;
+	char err[512];
+	if (kvg_ingest_open(&cfg, &g, err, sizeof(err)) != KVI_OK ||
+	    kvg_feed_start(g, err, sizeof(err)) != KVI_OK) {
+		fprintf(stderr, "ingest: %s\n", err);
+		exit(1);
+	}
+	bench_assign(g, o->listeners);
+	kvg_feed_sync(g);
+	double t0 = bs_now();
+	for (size_t i = 0; i < s.n; i++) {
+		const bs_batch *b = &s.batches[i];
+		kvg_feed(g, b->listener, b->seq, s.data + b->off, b->len);
+	}
+	double fed = bs_now() - t0;
+	kvg_feed_sync(g);
+	double dt = bs_now() - t0;
+	kvx_stats xs;
+	kvx_index_stats(idx, &xs);
+	kvs_store_stats ss;
+	kvs_store_stats_get(store, &ss);
+	printf("ingest: listeners=%u durable=%s fed_s=%.2f committed_s=%.2f "
+	       "block_events_per_s=%.0f batches_per_s=%.0f entries=%llu "
+	       "commits=%llu store_bytes=%llu\n",
+	       o->listeners, o->no_sync ? "no-fsync" : "fsync", fed, dt,
+	       s.block_events / dt, s.n / dt, (unsigned long long)xs.entries,
+	       (unsigned long long)ss.commits,
+	       (unsigned long long)ss.file_bytes);
+	kvg_ingest_free(g);
+	kvx_index_free(idx);
+	kvs_store_close(store);
+	bs_free(&s);
+	bench_restart(o);
+}
+
+/* ---- queries ------------------------------------------------------- */
+
+#define QUERY_BLOCKS 1000
+#define STRETCH      40
+
+typedef struct chain {
+	uint64_t seq[QUERY_BLOCKS];
+	size_t n;
+} chain;
+
+/* chain_of turns a trace request into up to QUERY_BLOCKS sequence hashes,
+ * each hash id standing for STRETCH blocks. */
+static void
+chain_of(const uint64_t *ids, size_t n_ids, uint64_t copy, chain *c)
+{
+	uint64_t prev = KVI_SEQ_ROOT;
+	c->n = 0;
+	for (size_t i = 0; i < n_ids && c->n < QUERY_BLOCKS; i++) {
+		for (uint32_t k = 0; k < STRETCH && c->n < QUERY_BLOCKS; k++) {
+			uint64_t local =
+			    bs_mix((ids[i] + (copy << 40)) * 64 + k);
+			prev = kvi_seq_hash(prev, local);
+			c->seq[c->n++] = prev;
+		}
+	}
+}
+
+typedef struct trace_req {
+	uint64_t *ids;
+	size_t n;
+} trace_req;
+
+static trace_req *
+trace_load(const char *path, size_t *n_out)
+{
+	FILE *f = fopen(path, "r");
+	if (f == NULL) {
+		perror(path);
+		exit(1);
+	}
+	size_t n = 0, cap = 0;
+	trace_req *reqs = NULL;
+	char *line = NULL;
+	size_t lcap = 0;
+	while (getline(&line, &lcap, f) > 0) {
+		char *p = strstr(line, "\"hash_ids\"");
+		p = p ? strchr(p, '[') : NULL;
+		if (p == NULL) {
+			continue;
+		}
+		if (n == cap) {
+			cap = cap ? cap * 2 : 1024;
+			reqs = kvi_reallocarray(reqs, cap, sizeof(*reqs));
+		}
+		trace_req *r = &reqs[n++];
+		r->ids = kvi_malloc(4096 * sizeof(uint64_t));
+		r->n = 0;
+		for (p++; *p != ']' && r->n < 4096;) {
+			char *end;
+			r->ids[r->n++] = strtoull(p, &end, 10);
+			p = end;
+			while (*p == ',' || *p == ' ') {
+				p++;
+			}
+		}
+	}
+	free(line);
+	fclose(f);
+	*n_out = n;
+	return reqs;
+}
+
+static void
+on_match(void *arg, const kvx_listener_info *info, const kvx_match *m)
+{
+	(void)info;
+	uint32_t *best = arg;
+	if (m->longest > *best) {
+		*best = m->longest;
+	}
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static void
+report(const char *what, size_t entries, double *lat, size_t n, double matched)
+{
+	qsort(lat, n, sizeof(double), cmp_double);
+	printf("query: entries=%zu kind=%s queries=%zu blocks=%d "
+	       "mean_matched=%.0f p50_us=%.1f p99_us=%.1f max_us=%.1f\n",
+	       entries, what, n, QUERY_BLOCKS, matched / n, lat[n / 2] * 1e6,
+	       lat[(size_t)(n * 0.99)] * 1e6, lat[n - 1] * 1e6);
+}
+
+static void
+bench_query_at(const bench_opts *o, const trace_req *reqs, size_t n_reqs,
+	       size_t target)
+{
+	const uint32_t listeners = 1000;
+	size_t rss0 = bs_rss_bytes();
+	kvx_index *idx = kvx_index_alloc();
+	for (uint32_t l = 0; l < listeners; l++) {
+		char key[32];
+		snprintf(key, sizeof(key), "q/pod-%u#0", l);
+		kvx_listener_add(idx, l, key, "", l, 0, "bench", 16);
+	}
+	chain *c = kvi_malloc(sizeof(*c));
+	size_t entries = 0, r = 0;
+	/* Requests whose whole 1,000-block chain a listener holds: their
+	 * trace index and copy (chains are rebuilt when queried, so the
+	 * resident size measured is the index's alone). */
+	size_t *whole_req = kvi_calloc(o->queries, sizeof(size_t));
+	uint64_t *whole_copy = kvi_calloc(o->queries, sizeof(uint64_t));
+	size_t n_whole = 0;
+	/* Fill: the first half of the trace, copies with disjoint ids. */
+	for (uint64_t copy = 0; entries < target; copy++) {
+		for (r = 0; r < n_reqs / 2 && entries < target; r++) {
+			chain_of(reqs[r].ids, reqs[r].n, copy, c);
+			uint32_t l = (uint32_t)((r + copy * 7) % listeners);
+			size_t before = kvx_listener_entries(idx, l);
+			kvx_write_begin(idx, l);
+			for (size_t i = 0; i < c->n; i++) {
+				kvx_store(idx, l, c->seq[i] ^ 0x5555, c->seq[i],
+					  KVI_TIER_GPU);
+			}
+			kvx_write_end(idx, l);
+			entries += kvx_listener_entries(idx, l) - before;
+			if (c->n == QUERY_BLOCKS && n_whole < o->queries) {
+				whole_req[n_whole] = r;
+				whole_copy[n_whole++] = copy;
+			}
+		}
+	}
+	kvx_stats xs;
+	kvx_index_stats(idx, &xs);
+	size_t rss = bs_rss_bytes() - rss0;
+	printf("query: entries=%llu seq_hashes=%llu rss_bytes=%zu "
+	       "rss_bytes_per_entry=%.1f\n",
+	       (unsigned long long)xs.entries,
+	       (unsigned long long)xs.seq_hashes, rss,
+	       (double)rss / (double)xs.entries);
+	double *lat = kvi_malloc(o->queries * sizeof(double));
+	double matched = 0;
+	/* Realistic: requests from the trace's second half, copy 0. */
+	for (size_t q = 0; q < o->queries; q++) {
+		const trace_req *t = &reqs[n_reqs / 2 + q % (n_reqs / 2)];
+		chain_of(t->ids, t->n, 0, c);
+		uint32_t best = 0, bs;
+		double t0 = bs_now();
+		kvx_query(idx, "bench", c->seq, c->n, NULL, on_match, &best,
+			  &bs);
+		lat[q] = bs_now() - t0;
+		matched += best;
+	}
+	report("trace", (size_t)xs.entries, lat, o->queries, matched);
+	/* Worst case: whole 1,000-block chains some listener holds. */
+	matched = 0;
+	for (size_t q = 0; q < n_whole; q++) {
+		chain_of(reqs[whole_req[q]].ids, reqs[whole_req[q]].n,
+			 whole_copy[q], c);
+		uint32_t best = 0, bs;
+		double t0 = bs_now();
+		kvx_query(idx, "bench", c->seq, c->n, NULL, on_match, &best,
+			  &bs);
+		lat[q] = bs_now() - t0;
+		matched += best;
+	}
+	if (n_whole > 0) {
+		report("whole_chain", (size_t)xs.entries, lat, n_whole,
+		       matched);
+	}
+	kvi_free(lat);
+	kvi_free(whole_req);
+	kvi_free(whole_copy);
+	kvi_free(c);
+	kvx_index_free(idx);
+}
+
+static void
+bench_query(const bench_opts *o)
+{
+	size_t n_reqs;
+	trace_req *reqs = trace_load(o->trace, &n_reqs);
+	char list[128];
+	snprintf(list, sizeof(list), "%s", o->entries);
+	for (char *tok = strtok(list, ","); tok != NULL;
+	     tok = strtok(NULL, ",")) {
+		bench_query_at(o, reqs, n_reqs,
+			       (size_t)strtoull(tok, NULL, 10));
+	}
+	for (size_t i = 0; i < n_reqs; i++) {
+		kvi_free(reqs[i].ids);
+	}
+	kvi_free(reqs);
+}
+
+int
+main(int argc, char **argv)
+{
+	bench_opts o = {
+	    .part = "all",
+	    .trace = KVI_DATA_DIR "/traces/conversation_trace.jsonl",
+	    .listeners = 100,
+	    .events = 10000000,
+	    .cache_blocks = 100000,
+	    .entries = "1000000,10000000",
+	    .queries = 10000,
+	};
+	static const struct option longopts[] = {
+	    {"part", required_argument, NULL, 'p'},
+	    {"trace", required_argument, NULL, 't'},
+	    {"dir", required_argument, NULL, 'd'},
+	    {"listeners", required_argument, NULL, 'l'},
+	    {"events", required_argument, NULL, 'e'},
+	    {"cache-blocks", required_argument, NULL, 'c'},
+	    {"entries", required_argument, NULL, 'E'},
+	    {"queries", required_argument, NULL, 'q'},
+	    {"no-sync", no_argument, NULL, 'n'},
+	    {NULL, 0, NULL, 0},
+	};
+	int ch;
+	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'p':
+			o.part = optarg;
+			break;
+		case 't':
+			o.trace = optarg;
+			break;
+		case 'd':
+			o.dir = optarg;
+			break;
+		case 'l':
+			o.listeners = (uint32_t)atoi(optarg);
+			break;
+		case 'e':
+			o.events = (size_t)atoll(optarg);
+			break;
+		case 'c':
+			o.cache_blocks = (size_t)atoll(optarg);
+			break;
+		case 'E':
+			snprintf(o.entries, sizeof(o.entries), "%s", optarg);
+			break;
+		case 'q':
+			o.queries = (size_t)atoll(optarg);
+			break;
+		case 'n':
+			o.no_sync = true;
+			break;
+		default:
+			fprintf(stderr, "see the comment at the top of "
+					"bench_shard.c\n");
+			return 2;
+		}
+	}
+	kvi_log_setup("bench", KVI_LOG_INFO, 2);
+	char tmp[256] = "";
+	if (o.dir == NULL) {
+		snprintf(tmp, sizeof(tmp), "%s/kvi-bench-XXXXXX",
+			 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+		if (mkdtemp(tmp) == NULL) {
+			perror("mkdtemp");
+			return 1;
+		}
+		o.dir = tmp;
+	}
+	if (o.listeners == 0 || o.queries == 0 || o.cache_blocks == 0) {
+		fprintf(stderr, "counts must be positive\n");
+		return 2;
+	}
+	if (strcmp(o.part, "ingest") == 0 || strcmp(o.part, "all") == 0) {
+		bench_ingest(&o);
+	}
+	if (strcmp(o.part, "restart") == 0) {
+		bench_restart(&o); /* an existing --dir */
+	}
+	if (strcmp(o.part, "query") == 0 || strcmp(o.part, "all") == 0) {
+		bench_query(&o);
+	}
+	if (tmp[0] != '\0') {
+		char cmd[512];
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
+		if (system(cmd) != 0) {
+			fprintf(stderr, "cannot remove %s\n", tmp);
+		}
+	}
+	return 0;
+}
