@@ -563,8 +563,6 @@ kvg_commit_done(kvg_ingest *g, kvw_job *done)
 			kvi_histogram_observe(g->h_commit,
 					      done->commit_seconds);
 		}
-	} else if (g->c_commit_errors != NULL) {
-		kvi_counter_inc(g->c_commit_errors);
 	}
 	g->snapshot_oldest =
 	    done->has_oldest && done->stats.log_records > KVG_LOG_RECORDS_MAX;
@@ -663,14 +661,26 @@ kvg_main(void *arg)
 		}
 	}
 	event_base_dispatch(g->base);
-	/* Stopping: answer waiting requests, commit what was applied. */
+	/* Stopping: answer waiting requests, commit what was applied -
+	 * unless the store is failing, in which case what it could not take
+	 * stays with the engines, to be replayed from the committed
+	 * watermarks at the next start. */
 	kvg_run_commands(g);
 	kvw_job *done;
-	while ((done = kvw_poll(g->writer)) == NULL && kvw_busy(g->writer)) {
+	char why[256];
+	while ((done = kvw_poll(g->writer)) == NULL && kvw_busy(g->writer) &&
+	       !kvw_failing(g->writer, NULL, 0)) {
 		usleep(1000);
 	}
 	if (done != NULL) {
 		kvg_commit_done(g, done);
+	}
+	if (kvw_failing(g->writer, why, sizeof(why))) {
+		kvi_log(KVI_LOG_ERROR, "stop_uncommitted",
+			"reason=\"%s\" note=\"events since the last commit "
+			"are replayed from the engines at the next start\"",
+			why);
+		return NULL;
 	}
 	kvg_commit(g);
 	return NULL;
@@ -683,7 +693,8 @@ kvg_ingest_start(kvg_ingest *g, char *err, size_t errlen)
 				       g->cfg.recover_timeout_ms, kvg_notify, g,
 				       &g->fetcher);
 	if (rv == KVI_OK) {
-		rv = kvw_start(g->store, kvg_notify, g, &g->writer);
+		rv = kvw_start(g->store, kvg_notify, g, g->c_commit_errors,
+			       &g->writer);
 	}
 	if (rv != KVI_OK) {
 		snprintf(err, errlen, "cannot start threads: %s",

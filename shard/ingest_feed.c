@@ -23,7 +23,8 @@ kvg_feed_start(kvg_ingest *g, char *err, size_t errlen)
 				       g->cfg.recover_timeout_ms, NULL, NULL,
 				       &g->fetcher);
 	if (rv == KVI_OK) {
-		rv = kvw_start(g->store, NULL, NULL, &g->writer);
+		rv = kvw_start(g->store, NULL, NULL, g->c_commit_errors,
+			       &g->writer);
 	}
 	if (rv != KVI_OK) {
 		snprintf(err, errlen, "cannot start threads: %s",

@@ -337,14 +337,8 @@ kvg_io_open(kvg_ingest *g, kvl_listener *l)
 	kvg_io_setopts(io->sub);
 	const char *topic = l->topic != NULL ? l->topic : "";
 	zmq_setsockopt(io->sub, ZMQ_SUBSCRIBE, topic, strlen(topic));
-	if (zmq_connect(io->sub, l->endpoint) != 0) {
-		snprintf(l->last_error, sizeof(l->last_error),
-			 "cannot subscribe to %s: %s", l->endpoint,
-			 zmq_strerror(errno));
-		zmq_close(io->sub);
-		kvi_free(io);
-		return KVI_EINVAL;
-	}
+	/* The monitor is listening before the SUB connects, or the first
+	 * CONNECTED event - the one that starts catching up - is lost. */
 	char addr[64];
 	snprintf(addr, sizeof(addr), "inproc://kvi-mon-%u-%lu", l->lid,
 		 ++monitor_seq);
@@ -354,6 +348,16 @@ kvg_io_open(kvg_ingest *g, kvl_listener *l)
 	int zero = 0;
 	zmq_setsockopt(io->mon, ZMQ_LINGER, &zero, sizeof(zero));
 	zmq_connect(io->mon, addr);
+	if (zmq_connect(io->sub, l->endpoint) != 0) {
+		snprintf(l->last_error, sizeof(l->last_error),
+			 "cannot subscribe to %s: %s", l->endpoint,
+			 zmq_strerror(errno));
+		zmq_socket_monitor(io->sub, NULL, 0);
+		zmq_close(io->mon);
+		zmq_close(io->sub);
+		kvi_free(io);
+		return KVI_EINVAL;
+	}
 	io->ev_sub = kvg_io_watch(g, io->sub, kvg_on_sub_fd, io);
 	io->ev_mon = kvg_io_watch(g, io->mon, kvg_on_mon_fd, io);
 	io->ev_timer = evtimer_new(g->base, kvg_on_timer_ev, io);

@@ -217,7 +217,8 @@ kvg_metrics_register(kvg_ingest *g)
 	    "Group commit latency (one LMDB transaction).", bounds,
 	    sizeof(bounds) / sizeof(bounds[0]), &g->h_commit);
 	kvi_metrics_counter_add(m, "kvindex_store_commit_errors_total",
-				"Group commits that failed (retried).",
+				"Failed group commit attempts (each is "
+				"retried).",
 				&g->c_commit_errors);
 	kvi_metrics_collector_add(m, kvg_collect_metrics, g);
 }

@@ -217,10 +217,10 @@ shard_now(void)
 }
 
 /* shard_open_state opens the store and loads it into a fresh index,
- * moving a corrupt store aside once unless told to fail. */
+ * moving a corrupt store aside once (*quarantined) unless told to fail. */
 static kvi_err
 shard_open_state(shard_opts *o, kvs_store **store, kvx_index **idx,
-		 kvg_ingest **ingest, kvi_metrics *metrics)
+		 kvg_ingest **ingest, kvi_metrics *metrics, bool *quarantined)
 {
 	char err[512];
 	for (int attempt = 0; attempt < 2; attempt++) {
@@ -249,6 +249,7 @@ shard_open_state(shard_opts *o, kvs_store **store, kvx_index **idx,
 		    KVI_OK) {
 			return rv;
 		}
+		*quarantined = true;
 		kvi_log(KVI_LOG_ERROR, "store_quarantined",
 			"dir=%s moved_to=%s note=\"starting empty; listeners "
 			"must be assigned again and are rebuilt from the "
@@ -316,7 +317,15 @@ main(int argc, char **argv)
 	kvh_shard *handler = NULL;
 	int status = 1;
 	char err[512] = "";
-	kvi_err rv = shard_open_state(&o, &store, &idx, &ingest, metrics);
+	bool quarantined = false;
+	kvi_err rv =
+	    shard_open_state(&o, &store, &idx, &ingest, metrics, &quarantined);
+	kvi_gauge *g_quarantined;
+	kvi_metrics_gauge_add(metrics, "kvindex_store_quarantined",
+			      "1 when a corrupt store was moved aside at start "
+			      "and the shard began empty.",
+			      KVI_GAUGE_INT, &g_quarantined);
+	kvi_gauge_set(g_quarantined, quarantined);
 	if (rv != KVI_OK) {
 		goto out;
 	}

@@ -267,11 +267,19 @@ void
 kvg_on_connect(kvg_ingest *g, kvl_listener *l)
 {
 	/* Check the process behind the new connection, and catch up, now
-	 * rather than at its next batch. */
-	if (!l->trusted && !l->verify_skip && l->phase == KVL_STREAMING &&
-	    kvg_can_verify(l)) {
+	 * rather than at its next batch: an idle engine may not publish
+	 * for a long time. */
+	if (l->trusted || l->phase != KVL_STREAMING) {
+		return;
+	}
+	if (!l->verify_skip && kvg_can_verify(l)) {
 		l->verify = true;
 		l->gap_seq = l->mark.wm + 1;
+		kvg_start_recovery(g, l);
+	} else if (!l->mark.has_wm &&
+		   (l->replay_ep != NULL || l->recover_ep != NULL)) {
+		/* No state yet: fetch the engine's current one. */
+		l->gap_seq = 0;
 		kvg_start_recovery(g, l);
 	}
 }

@@ -16,6 +16,7 @@ struct kvw_writer {
 	kvs_store *store;
 	void (*notify)(void *arg);
 	void *arg;
+	kvi_counter *failures;
 	pthread_t thread;
 	bool started;
 	pthread_mutex_t mu;
@@ -155,10 +156,14 @@ kvw_commit(kvw_writer *w, kvw_job *j)
 			atomic_store(&w->failing, false);
 			break;
 		}
-		kvi_log(KVI_LOG_ERROR, "store_commit_failed",
-			"error=%s attempt=%d records=%zu bytes=%zu msg=\"%s\"",
-			kvi_strerror(j->rv), j->attempts, j->n_recs, j->bytes,
-			j->err);
+		if (w->failures != NULL) {
+			kvi_counter_inc(w->failures);
+		}
+		kvi_log(
+		    KVI_LOG_ERROR, "store_commit_failed",
+		    "error=\"%s\" attempt=%d records=%zu bytes=%zu msg=\"%s\"",
+		    kvi_strerror(j->rv), j->attempts, j->n_recs, j->bytes,
+		    j->err);
 		pthread_mutex_lock(&w->mu);
 		snprintf(w->last_error, sizeof(w->last_error), "%s", j->err);
 		atomic_store(&w->failing, true);
@@ -216,12 +221,13 @@ kvw_main(void *arg)
 
 kvi_err
 kvw_start(kvs_store *store, void (*notify)(void *arg), void *arg,
-	  kvw_writer **out)
+	  kvi_counter *failures, kvw_writer **out)
 {
 	kvw_writer *w = kvi_calloc(1, sizeof(*w));
 	w->store = store;
 	w->notify = notify;
 	w->arg = arg;
+	w->failures = failures;
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_cond_init(&w->cv, NULL);
 	if (pthread_create(&w->thread, NULL, kvw_main, w) != 0) {
