@@ -39,8 +39,9 @@ typedef struct kvg_io {
 
 /* ---- ready list ---------------------------------------------------- */
 
+/* kvg_io_queue puts io on the ready list without scheduling a drain. */
 static void
-kvg_io_ready(kvg_ingest *g, kvg_io *io, uint8_t what)
+kvg_io_queue(kvg_ingest *g, kvg_io *io, uint8_t what)
 {
 	io->want |= what;
 	if (!io->queued) {
@@ -53,6 +54,13 @@ kvg_io_ready(kvg_ingest *g, kvg_io *io, uint8_t what)
 		}
 		g->ready_tail = io;
 	}
+}
+
+/* kvg_io_ready queues io and has the drain run in this loop turn. */
+static void
+kvg_io_ready(kvg_ingest *g, kvg_io *io, uint8_t what)
+{
+	kvg_io_queue(g, io, what);
 	event_active(g->ev_drain, EV_READ, 0);
 }
 
@@ -266,7 +274,7 @@ kvg_io_drain(kvg_ingest *g)
 			}
 		}
 		if (again != 0 && !(g->paused && again == KVG_SUB)) {
-			kvg_io_ready(g, io, again);
+			kvg_io_queue(g, io, again);
 		} else if (again != 0) {
 			io->want |= again; /* resumes with kvg_io_pause() */
 		}
@@ -275,7 +283,12 @@ kvg_io_drain(kvg_ingest *g)
 		}
 	}
 	if (g->ready_head != NULL) {
-		event_active(g->ev_drain, EV_READ, 0);
+		/* More to read: go on in the next loop turn, after timers
+		 * (group commits) and wake-ups (requests) have run. An
+		 * event activated from its own callback would run again in
+		 * this turn, for ever under load. */
+		static const struct timeval now = {0, 0};
+		event_add(g->ev_drain, &now);
 	}
 }
 

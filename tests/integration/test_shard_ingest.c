@@ -249,6 +249,48 @@ test_engine_restart(void **state)
 	assert_true(COUNTER(f, 0, batches) > sibling_batches);
 }
 
+/* 5. Under a flood (the simulator publishing as fast as it can), the
+ * shard still commits and still answers requests promptly: reading the
+ * sockets must not starve the rest of its loop. */
+static void
+test_requests_answered_under_flood(void **state)
+{
+	fixture *f = fixture_new(state);
+	const char *sim[] = {
+	    "--pods", "1",        "--dp", "2",      "--trace",
+	    TRACE,    "--rate",   "0",    "--loop", "--cache-blocks",
+	    "4096",   "--paused", NULL};
+	sim_start(f, sim);
+	shc_start(&f->shard, NULL);
+	shc_assign(&f->shard, &f->sim, 0, true, true, 0);
+	shc_assign(&f->shard, &f->sim, 1, true, true, 0);
+	kvt_sleep_ms(300);
+	double commits0 =
+	    shc_metric(&f->shard, "kvindex_store_commit_seconds_count");
+	sim_post(f, "/resume", "{}");
+	int64_t worst = 0;
+	for (int i = 0; i < 10; i++) {
+		kvt_sleep_ms(200);
+		int64_t t0 = kvt_now_ms();
+		Kvindex__Response *resp;
+		char key[64];
+		shc_key(&f->sim, i % 2, key, sizeof(key));
+		assert_non_null(shc_status(&f->shard, key, &resp));
+		kvindex__response__free_unpacked(resp, NULL);
+		int64_t took = kvt_now_ms() - t0;
+		worst = took > worst ? took : worst;
+	}
+	double commits1 =
+	    shc_metric(&f->shard, "kvindex_store_commit_seconds_count");
+	sim_post(f, "/pause", "{}");
+	if (worst > 1000) {
+		fail_msg("a status request took %lld ms under load",
+			 (long long)worst);
+	}
+	assert_true(commits1 > commits0 + 5);
+	shc_wait_truth(&f->shard, &f->sim, all4, 2, SHC_WAIT_MS);
+}
+
 int
 main(void)
 {
@@ -259,6 +301,8 @@ main(void)
 	    cmocka_unit_test_teardown(test_gap_recover_only_with_faults,
 				      teardown),
 	    cmocka_unit_test_teardown(test_engine_restart, teardown),
+	    cmocka_unit_test_teardown(test_requests_answered_under_flood,
+				      teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
