@@ -1,0 +1,743 @@
+#include "cstore.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <lmdb.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "alloc.h"
+
+#define KVC_CS_FORMAT       1u
+#define KVC_CS_POD_VERSION  1u
+#define KVC_CS_MAPSIZE      ((size_t)16 << 20)
+#define KVC_CS_GROWTHS      8
+#define KVC_CS_NULL_STR     UINT32_MAX
+#define KVC_CS_FLAG_RECOVER 1u
+#define KVC_CS_FLAG_REPLAY  2u
+
+struct kvc_cstore {
+	pthread_mutex_t mu;
+	MDB_env *env;
+	MDB_dbi meta, pods, pins, shards, drains;
+	size_t map_size;
+};
+
+static kvi_err kvc_cs_fail(char *err, size_t errlen, kvi_err rv,
+			   const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static kvi_err
+kvc_cs_fail(char *err, size_t errlen, kvi_err rv, const char *fmt, ...)
+{
+	if (err != NULL && errlen > 0) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return rv;
+}
+
+/* kvc_cs_mdb_err translates an LMDB error code. */
+static kvi_err
+kvc_cs_mdb_err(int rc)
+{
+	switch (rc) {
+	case MDB_SUCCESS:
+		return KVI_OK;
+	case MDB_NOTFOUND:
+		return KVI_ENOENT;
+	case MDB_MAP_FULL:
+	case ENOSPC:
+	case EDQUOT:
+		return KVI_EFULL;
+	case MDB_INVALID:
+	case MDB_CORRUPTED:
+	case MDB_PAGE_NOTFOUND:
+	case MDB_VERSION_MISMATCH:
+	case MDB_BAD_TXN:
+		return KVI_ECORRUPT;
+	default:
+		return KVI_EIO;
+	}
+}
+
+static kvi_err
+kvc_cs_mdb_fail(char *err, size_t errlen, int rc, const char *what)
+{
+	return kvc_cs_fail(err, errlen, kvc_cs_mdb_err(rc), "lmdb %s: %s", what,
+			   mdb_strerror(rc));
+}
+
+static void
+kvc_cs_le32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++) {
+		p[i] = (uint8_t)(v >> (8 * i));
+	}
+}
+
+static uint32_t
+kvc_cs_get_le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+static void
+kvc_cs_le64(uint8_t *p, uint64_t v)
+{
+	kvc_cs_le32(p, (uint32_t)v);
+	kvc_cs_le32(p + 4, (uint32_t)(v >> 32));
+}
+
+/* Checksummed values: [xxh32 of the rest, LE][rest]. */
+static void
+kvc_cs_seal(uint8_t *v, size_t len)
+{
+	kvc_cs_le32(v, XXH32(v + 4, len - 4, 0));
+}
+
+static bool
+kvc_cs_sealed(const uint8_t *v, size_t len)
+{
+	return len >= 4 && kvc_cs_get_le32(v) == XXH32(v + 4, len - 4, 0);
+}
+
+/* kvc_cs_mkdirs creates dir and its missing parents. */
+static kvi_err
+kvc_cs_mkdirs(const char *dir, char *err, size_t errlen)
+{
+	char path[4096];
+	size_t n = strlen(dir);
+	if (n == 0 || n >= sizeof(path)) {
+		return kvc_cs_fail(err, errlen, KVI_EINVAL,
+				   "data dir path is empty or too long");
+	}
+	memcpy(path, dir, n + 1);
+	for (size_t i = 1; i <= n; i++) {
+		if (path[i] != '/' && path[i] != '\0') {
+			continue;
+		}
+		char c = path[i];
+		path[i] = '\0';
+		if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+			return kvc_cs_fail(err, errlen, KVI_EIO, "mkdir %s: %s",
+					   path, strerror(errno));
+		}
+		path[i] = c;
+	}
+	struct stat st;
+	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		return kvc_cs_fail(err, errlen, KVI_EIO,
+				   "%s is not a directory", dir);
+	}
+	return KVI_OK;
+}
+
+/* kvc_cs_init_dbs opens the tables and checks or writes the format. */
+static kvi_err
+kvc_cs_init_dbs(kvc_cstore *s, char *err, size_t errlen)
+{
+	MDB_txn *txn;
+	int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
+	if (rc != 0) {
+		return kvc_cs_mdb_fail(err, errlen, rc, "begin");
+	}
+	if ((rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &s->meta)) != 0 ||
+	    (rc = mdb_dbi_open(txn, "pods", MDB_CREATE, &s->pods)) != 0 ||
+	    (rc = mdb_dbi_open(txn, "pins", MDB_CREATE, &s->pins)) != 0 ||
+	    (rc = mdb_dbi_open(txn, "shards", MDB_CREATE, &s->shards)) != 0 ||
+	    (rc = mdb_dbi_open(txn, "drains", MDB_CREATE, &s->drains)) != 0) {
+		goto fail;
+	}
+	uint8_t fresh[4];
+	MDB_val k = {6, "format"}, v;
+	rc = mdb_get(txn, s->meta, &k, &v);
+	if (rc == MDB_NOTFOUND) {
+		kvc_cs_le32(fresh, KVC_CS_FORMAT);
+		v = (MDB_val){sizeof(fresh), fresh};
+		rc = mdb_put(txn, s->meta, &k, &v, 0);
+	}
+	if (rc != 0) {
+		goto fail;
+	}
+	if (v.mv_size != 4 || kvc_cs_get_le32(v.mv_data) == 0) {
+		mdb_txn_abort(txn);
+		return kvc_cs_fail(err, errlen, KVI_ECORRUPT,
+				   "bad format record");
+	}
+	uint32_t fmt = kvc_cs_get_le32(v.mv_data);
+	if (fmt > KVC_CS_FORMAT) {
+		mdb_txn_abort(txn);
+		return kvc_cs_fail(err, errlen, KVI_EVERSION,
+				   "store format %u is newer than %u", fmt,
+				   KVC_CS_FORMAT);
+	}
+	if ((rc = mdb_txn_commit(txn)) != 0) {
+		return kvc_cs_mdb_fail(err, errlen, rc, "commit");
+	}
+	return KVI_OK;
+fail:
+	mdb_txn_abort(txn);
+	return kvc_cs_mdb_fail(err, errlen, rc, "open tables");
+}
+
+kvi_err
+kvc_cstore_open(const char *dir, kvc_cstore **out, char *err, size_t errlen)
+{
+	kvi_err rv = kvc_cs_mkdirs(dir, err, errlen);
+	if (rv != KVI_OK) {
+		return rv;
+	}
+	kvc_cstore *s = kvi_calloc(1, sizeof(*s));
+	pthread_mutex_init(&s->mu, NULL);
+	s->map_size = KVC_CS_MAPSIZE;
+	int rc = mdb_env_create(&s->env);
+	if (rc != 0) {
+		s->env = NULL;
+		rv = kvc_cs_mdb_fail(err, errlen, rc, "create");
+		goto fail;
+	}
+	if ((rc = mdb_env_set_maxdbs(s->env, 5)) != 0 ||
+	    (rc = mdb_env_set_mapsize(s->env, s->map_size)) != 0 ||
+	    (rc = mdb_env_open(s->env, dir, 0, 0644)) != 0) {
+		rv = kvc_cs_fail(err, errlen, kvc_cs_mdb_err(rc),
+				 "lmdb open %s: %s", dir, mdb_strerror(rc));
+		goto fail;
+	}
+	MDB_envinfo info;
+	mdb_env_info(s->env, &info);
+	if (info.me_mapsize > s->map_size) {
+		s->map_size = info.me_mapsize; /* grown by an earlier run */
+	}
+	if ((rv = kvc_cs_init_dbs(s, err, errlen)) != KVI_OK) {
+		goto fail;
+	}
+	*out = s;
+	return KVI_OK;
+fail:
+	kvc_cstore_close(s);
+	return rv;
+}
+
+void
+kvc_cstore_close(kvc_cstore *s)
+{
+	if (s == NULL) {
+		return;
+	}
+	if (s->env != NULL) {
+		mdb_env_close(s->env);
+	}
+	pthread_mutex_destroy(&s->mu);
+	kvi_free(s);
+}
+
+kvi_err
+kvc_cstore_quarantine(const char *dir, char *moved_to, size_t len)
+{
+	snprintf(moved_to, len, "%s.corrupt-%lld", dir, (long long)time(NULL));
+	if (rename(dir, moved_to) != 0) {
+		return KVI_EIO;
+	}
+	return KVI_OK;
+}
+
+static kvi_err
+kvc_cs_check_key(const char *what, const char *key, char *err, size_t errlen)
+{
+	size_t n = key != NULL ? strlen(key) : 0;
+	if (n == 0 || n > KVC_CSTORE_KEY_MAX) {
+		return kvc_cs_fail(err, errlen, KVI_EINVAL,
+				   "%s must be 1..%d bytes", what,
+				   KVC_CSTORE_KEY_MAX);
+	}
+	return KVI_OK;
+}
+
+/* kvc_cs_write puts val (sealed already) under key in dbi, or deletes key
+ * when val is NULL, in one write transaction; a full map is grown and the
+ * write retried. */
+static kvi_err
+kvc_cs_write(kvc_cstore *s, MDB_dbi dbi, const char *key, const uint8_t *val,
+	     size_t len, char *err, size_t errlen)
+{
+	pthread_mutex_lock(&s->mu);
+	kvi_err rv = KVI_OK;
+	for (int tries = 0;; tries++) {
+		MDB_txn *txn;
+		MDB_val k = {strlen(key), (void *)key};
+		MDB_val v = {len, (void *)val};
+		int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
+		if (rc == 0) {
+			rc = val != NULL ? mdb_put(txn, dbi, &k, &v, 0)
+					 : mdb_del(txn, dbi, &k, NULL);
+			rc = rc == 0 ? mdb_txn_commit(txn)
+				     : (mdb_txn_abort(txn), rc);
+		}
+		if (rc == MDB_MAP_FULL && tries < KVC_CS_GROWTHS &&
+		    mdb_env_set_mapsize(s->env, s->map_size * 2) == 0) {
+			s->map_size *= 2;
+			continue;
+		}
+		if (rc == MDB_NOTFOUND) {
+			rv = kvc_cs_fail(err, errlen, KVI_ENOENT,
+					 "%s is not stored", key);
+		} else if (rc != 0) {
+			rv = kvc_cs_mdb_fail(err, errlen, rc, "write");
+		}
+		break;
+	}
+	pthread_mutex_unlock(&s->mu);
+	return rv;
+}
+
+/* kvc_cs_visit_fn receives one entry of a listing: its key, NUL-terminated,
+ * and its value past the checksum, which was verified. */
+typedef kvi_err (*kvc_cs_visit_fn)(void *ctx, const char *key,
+				   const uint8_t *val, size_t len, char *err,
+				   size_t errlen);
+
+static kvi_err
+kvc_cs_list(kvc_cstore *s, MDB_dbi dbi, kvc_cs_visit_fn visit, void *ctx,
+	    char *err, size_t errlen)
+{
+	pthread_mutex_lock(&s->mu);
+	MDB_txn *txn = NULL;
+	MDB_cursor *c = NULL;
+	kvi_err rv = KVI_OK;
+	int rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
+	if (rc == 0) {
+		rc = mdb_cursor_open(txn, dbi, &c);
+	}
+	if (rc != 0) {
+		rv = kvc_cs_mdb_fail(err, errlen, rc, "read");
+		goto out;
+	}
+	MDB_val k, v;
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		char key[KVC_CSTORE_KEY_MAX + 1];
+		if (k.mv_size == 0 || k.mv_size > KVC_CSTORE_KEY_MAX ||
+		    memchr(k.mv_data, '\0', k.mv_size) != NULL) {
+			rv = kvc_cs_fail(err, errlen, KVI_ECORRUPT,
+					 "malformed key of %zu bytes",
+					 k.mv_size);
+			goto out;
+		}
+		memcpy(key, k.mv_data, k.mv_size);
+		key[k.mv_size] = '\0';
+		if (!kvc_cs_sealed(v.mv_data, v.mv_size)) {
+			rv = kvc_cs_fail(err, errlen, KVI_ECORRUPT,
+					 "bad checksum for %s", key);
+			goto out;
+		}
+		rv = visit(ctx, key, (const uint8_t *)v.mv_data + 4,
+			   v.mv_size - 4, err, errlen);
+		if (rv != KVI_OK) {
+			goto out;
+		}
+	}
+	if (rc != MDB_NOTFOUND) {
+		rv = kvc_cs_mdb_fail(err, errlen, rc, "read");
+	}
+out:
+	if (c != NULL) {
+		mdb_cursor_close(c);
+	}
+	if (txn != NULL) {
+		mdb_txn_abort(txn);
+	}
+	pthread_mutex_unlock(&s->mu);
+	return rv;
+}
+
+/* Pod records. */
+
+typedef struct kvc_cs_reader {
+	const uint8_t *p;
+	size_t left;
+	bool bad;
+} kvc_cs_reader;
+
+static const uint8_t *
+kvc_cs_take(kvc_cs_reader *r, size_t n)
+{
+	if (r->bad || r->left < n) {
+		r->bad = true;
+		return NULL;
+	}
+	const uint8_t *p = r->p;
+	r->p += n;
+	r->left -= n;
+	return p;
+}
+
+static uint8_t
+kvc_cs_u8(kvc_cs_reader *r)
+{
+	const uint8_t *p = kvc_cs_take(r, 1);
+	return p != NULL ? p[0] : 0;
+}
+
+static uint32_t
+kvc_cs_u32(kvc_cs_reader *r)
+{
+	const uint8_t *p = kvc_cs_take(r, 4);
+	return p != NULL ? kvc_cs_get_le32(p) : 0;
+}
+
+static uint64_t
+kvc_cs_u64(kvc_cs_reader *r)
+{
+	uint64_t lo = kvc_cs_u32(r);
+	return lo | (uint64_t)kvc_cs_u32(r) << 32;
+}
+
+/* kvc_cs_str reads one string: NULL for the NULL marker or a bad one
+ * (r->bad says which). */
+static char *
+kvc_cs_str(kvc_cs_reader *r)
+{
+	uint32_t n = kvc_cs_u32(r);
+	if (r->bad || n == KVC_CS_NULL_STR) {
+		return NULL;
+	}
+	const uint8_t *p = n <= KVC_CSTORE_STR_MAX ? kvc_cs_take(r, n) : NULL;
+	if (p == NULL || memchr(p, '\0', n) != NULL) {
+		r->bad = true;
+		return NULL;
+	}
+	return kvi_strndup((const char *)p, n);
+}
+
+static size_t
+kvc_cs_str_size(const char *s)
+{
+	return 4 + (s != NULL ? strlen(s) : 0);
+}
+
+static uint8_t *
+kvc_cs_put_str(uint8_t *p, const char *s)
+{
+	if (s == NULL) {
+		kvc_cs_le32(p, KVC_CS_NULL_STR);
+		return p + 4;
+	}
+	size_t n = strlen(s);
+	kvc_cs_le32(p, (uint32_t)n);
+	memcpy(p + 4, s, n);
+	return p + 4 + n;
+}
+
+#define KVC_CS_POD_FIXED (4 + 3 + 8 + 6 * 4)
+
+uint8_t *
+kvc_cstore_pod_encode(const kvc_pod *p, size_t *len)
+{
+	const char *strs[] = {
+	    p->name,     p->model,           p->ip,
+	    p->endpoint, p->replay_endpoint, p->recover_endpoint};
+	size_t n = KVC_CS_POD_FIXED;
+	for (size_t i = 0; i < 6; i++) {
+		if (strs[i] != NULL && strlen(strs[i]) > KVC_CSTORE_STR_MAX) {
+			return NULL;
+		}
+		n += kvc_cs_str_size(strs[i]);
+	}
+	uint8_t *buf = kvi_malloc(n), *w = buf + 4;
+	*w++ = KVC_CS_POD_VERSION;
+	*w++ = (uint8_t)p->source;
+	*w++ = (uint8_t)((p->has_recover_port ? KVC_CS_FLAG_RECOVER : 0) |
+			 (p->has_replay_port ? KVC_CS_FLAG_REPLAY : 0));
+	kvc_cs_le64(w, p->instance_id);
+	const uint32_t nums[] = {p->block_size,  p->zmq_port, p->recover_port,
+				 p->replay_port, p->dp_size,  p->rank};
+	for (size_t i = 0; i < 6; i++) {
+		kvc_cs_le32(w + 8 + 4 * i, nums[i]);
+	}
+	w += 8 + 6 * 4;
+	for (size_t i = 0; i < 6; i++) {
+		w = kvc_cs_put_str(w, strs[i]);
+	}
+	kvc_cs_seal(buf, n);
+	*len = n;
+	return buf;
+}
+
+/* kvc_cs_pod_decode decodes a pod record past its checksum. */
+static kvi_err
+kvc_cs_pod_decode(const uint8_t *val, size_t len, kvc_pod *out, char *err,
+		  size_t errlen)
+{
+	kvc_cs_reader r = {val, len, false};
+	uint8_t version = kvc_cs_u8(&r);
+	if (!r.bad && version != KVC_CS_POD_VERSION) {
+		return kvc_cs_fail(err, errlen, KVI_EVERSION,
+				   "pod record version %u is not %u", version,
+				   KVC_CS_POD_VERSION);
+	}
+	kvc_pod p = {0};
+	uint8_t source = kvc_cs_u8(&r), flags = kvc_cs_u8(&r);
+	p.source = (kvc_source)source;
+	p.has_recover_port = (flags & KVC_CS_FLAG_RECOVER) != 0;
+	p.has_replay_port = (flags & KVC_CS_FLAG_REPLAY) != 0;
+	p.instance_id = kvc_cs_u64(&r);
+	p.block_size = kvc_cs_u32(&r);
+	p.zmq_port = kvc_cs_u32(&r);
+	p.recover_port = kvc_cs_u32(&r);
+	p.replay_port = kvc_cs_u32(&r);
+	p.dp_size = kvc_cs_u32(&r);
+	p.rank = kvc_cs_u32(&r);
+	p.name = kvc_cs_str(&r);
+	p.model = kvc_cs_str(&r);
+	p.ip = kvc_cs_str(&r);
+	p.endpoint = kvc_cs_str(&r);
+	p.replay_endpoint = kvc_cs_str(&r);
+	p.recover_endpoint = kvc_cs_str(&r);
+	const char *why = NULL;
+	if (r.bad) {
+		why = "truncated or bad string";
+	} else if (r.left != 0) {
+		why = "trailing bytes";
+	} else if (source > KVC_SOURCE_KUBERNETES) {
+		why = "unknown source";
+	} else if ((flags & ~(KVC_CS_FLAG_RECOVER | KVC_CS_FLAG_REPLAY)) != 0) {
+		why = "unknown flags";
+	}
+	if (why != NULL) {
+		kvc_pod_fini(&p);
+		return kvc_cs_fail(err, errlen, KVI_ECORRUPT, "pod record: %s",
+				   why);
+	}
+	*out = p;
+	return KVI_OK;
+}
+
+kvi_err
+kvc_cstore_pod_decode(const void *val, size_t len, kvc_pod *out, char *err,
+		      size_t errlen)
+{
+	if (!kvc_cs_sealed(val, len)) {
+		return kvc_cs_fail(err, errlen, KVI_ECORRUPT,
+				   "pod record: bad checksum");
+	}
+	return kvc_cs_pod_decode((const uint8_t *)val + 4, len - 4, out, err,
+				 errlen);
+}
+
+char *
+kvc_cstore_pod_key(const kvc_pod *p, char *buf, size_t len)
+{
+	int n = p->name != NULL ? snprintf(buf, len, "%s", p->name)
+				: snprintf(buf, len, "%" PRIu64 "#%" PRIu32,
+					   p->instance_id, p->rank);
+	return n >= 0 && (size_t)n < len ? buf : NULL;
+}
+
+kvi_err
+kvc_cstore_pod_put(kvc_cstore *s, const kvc_pod *p, char *err, size_t errlen)
+{
+	char key[KVC_CSTORE_KEY_MAX + 1];
+	if (kvc_cstore_pod_key(p, key, sizeof(key)) == NULL || key[0] == '\0') {
+		return kvc_cs_fail(err, errlen, KVI_EINVAL,
+				   "pod key must be 1..%d bytes",
+				   KVC_CSTORE_KEY_MAX);
+	}
+	size_t len;
+	uint8_t *val = kvc_cstore_pod_encode(p, &len);
+	if (val == NULL) {
+		return kvc_cs_fail(err, errlen, KVI_EINVAL,
+				   "a string of pod %s is longer than %d", key,
+				   KVC_CSTORE_STR_MAX);
+	}
+	kvi_err rv = kvc_cs_write(s, s->pods, key, val, len, err, errlen);
+	kvi_free(val);
+	return rv;
+}
+
+kvi_err
+kvc_cstore_pod_delete(kvc_cstore *s, const char *key, char *err, size_t errlen)
+{
+	kvi_err rv = kvc_cs_check_key("pod key", key, err, errlen);
+	return rv != KVI_OK
+		   ? rv
+		   : kvc_cs_write(s, s->pods, key, NULL, 0, err, errlen);
+}
+
+typedef struct kvc_cs_pod_ctx {
+	kvc_cstore_pod_cb cb;
+	void *arg;
+} kvc_cs_pod_ctx;
+
+static kvi_err
+kvc_cs_visit_pod(void *ctx, const char *key, const uint8_t *val, size_t len,
+		 char *err, size_t errlen)
+{
+	kvc_cs_pod_ctx *c = ctx;
+	kvc_pod p;
+	char why[128];
+	kvi_err rv = kvc_cs_pod_decode(val, len, &p, why, sizeof(why));
+	if (rv != KVI_OK) {
+		return kvc_cs_fail(err, errlen, rv, "%s (key %s)", why, key);
+	}
+	rv = c->cb(c->arg, key, &p);
+	kvc_pod_fini(&p);
+	return rv;
+}
+
+kvi_err
+kvc_cstore_pod_list(kvc_cstore *s, kvc_cstore_pod_cb cb, void *arg, char *err,
+		    size_t errlen)
+{
+	kvc_cs_pod_ctx c = {cb, arg};
+	return kvc_cs_list(s, s->pods, kvc_cs_visit_pod, &c, err, errlen);
+}
+
+/* Pins, shards and drains: string values. */
+
+static kvi_err
+kvc_cs_put_pair(kvc_cstore *s, MDB_dbi dbi, const char *what, const char *key,
+		const char *value, char *err, size_t errlen)
+{
+	kvi_err rv = kvc_cs_check_key(what, key, err, errlen);
+	if (rv != KVI_OK) {
+		return rv;
+	}
+	size_t n = value != NULL ? strlen(value) : 0;
+	if (n > KVC_CSTORE_STR_MAX) {
+		return kvc_cs_fail(err, errlen, KVI_EINVAL,
+				   "value for %s is longer than %d", key,
+				   KVC_CSTORE_STR_MAX);
+	}
+	uint8_t *val = kvi_malloc(4 + n);
+	memcpy(val + 4, value != NULL ? value : "", n);
+	kvc_cs_seal(val, 4 + n);
+	rv = kvc_cs_write(s, dbi, key, val, 4 + n, err, errlen);
+	kvi_free(val);
+	return rv;
+}
+
+static kvi_err
+kvc_cs_delete(kvc_cstore *s, MDB_dbi dbi, const char *what, const char *key,
+	      char *err, size_t errlen)
+{
+	kvi_err rv = kvc_cs_check_key(what, key, err, errlen);
+	return rv != KVI_OK ? rv
+			    : kvc_cs_write(s, dbi, key, NULL, 0, err, errlen);
+}
+
+typedef struct kvc_cs_pair_ctx {
+	kvc_cstore_pair_cb pair;
+	kvc_cstore_key_cb key;
+	void *arg;
+} kvc_cs_pair_ctx;
+
+static kvi_err
+kvc_cs_visit_pair(void *ctx, const char *key, const uint8_t *val, size_t len,
+		  char *err, size_t errlen)
+{
+	kvc_cs_pair_ctx *c = ctx;
+	if (c->key != NULL) {
+		if (len != 0) {
+			return kvc_cs_fail(err, errlen, KVI_ECORRUPT,
+					   "value of %s is not empty", key);
+		}
+		return c->key(c->arg, key);
+	}
+	if (len > KVC_CSTORE_STR_MAX || memchr(val, '\0', len) != NULL) {
+		return kvc_cs_fail(err, errlen, KVI_ECORRUPT,
+				   "malformed value for %s", key);
+	}
+	char *value = kvi_strndup((const char *)val, len);
+	kvi_err rv = c->pair(c->arg, key, value);
+	kvi_free(value);
+	return rv;
+}
+
+kvi_err
+kvc_cstore_pin_put(kvc_cstore *s, const char *listener_key,
+		   const char *shard_id, char *err, size_t errlen)
+{
+	kvi_err rv = kvc_cs_check_key("shard id", shard_id, err, errlen);
+	return rv != KVI_OK
+		   ? rv
+		   : kvc_cs_put_pair(s, s->pins, "listener key", listener_key,
+				     shard_id, err, errlen);
+}
+
+kvi_err
+kvc_cstore_pin_delete(kvc_cstore *s, const char *listener_key, char *err,
+		      size_t errlen)
+{
+	return kvc_cs_delete(s, s->pins, "listener key", listener_key, err,
+			     errlen);
+}
+
+kvi_err
+kvc_cstore_pin_list(kvc_cstore *s, kvc_cstore_pair_cb cb, void *arg, char *err,
+		    size_t errlen)
+{
+	kvc_cs_pair_ctx c = {cb, NULL, arg};
+	return kvc_cs_list(s, s->pins, kvc_cs_visit_pair, &c, err, errlen);
+}
+
+kvi_err
+kvc_cstore_shard_put(kvc_cstore *s, const char *shard_id, const char *endpoint,
+		     char *err, size_t errlen)
+{
+	if (endpoint == NULL || endpoint[0] == '\0') {
+		return kvc_cs_fail(err, errlen, KVI_EINVAL,
+				   "shard endpoint is empty");
+	}
+	return kvc_cs_put_pair(s, s->shards, "shard id", shard_id, endpoint,
+			       err, errlen);
+}
+
+kvi_err
+kvc_cstore_shard_delete(kvc_cstore *s, const char *shard_id, char *err,
+			size_t errlen)
+{
+	return kvc_cs_delete(s, s->shards, "shard id", shard_id, err, errlen);
+}
+
+kvi_err
+kvc_cstore_shard_list(kvc_cstore *s, kvc_cstore_pair_cb cb, void *arg,
+		      char *err, size_t errlen)
+{
+	kvc_cs_pair_ctx c = {cb, NULL, arg};
+	return kvc_cs_list(s, s->shards, kvc_cs_visit_pair, &c, err, errlen);
+}
+
+kvi_err
+kvc_cstore_drain_put(kvc_cstore *s, const char *shard_id, char *err,
+		     size_t errlen)
+{
+	return kvc_cs_put_pair(s, s->drains, "shard id", shard_id, NULL, err,
+			       errlen);
+}
+
+kvi_err
+kvc_cstore_drain_delete(kvc_cstore *s, const char *shard_id, char *err,
+			size_t errlen)
+{
+	return kvc_cs_delete(s, s->drains, "shard id", shard_id, err, errlen);
+}
+
+kvi_err
+kvc_cstore_drain_list(kvc_cstore *s, kvc_cstore_key_cb cb, void *arg, char *err,
+		      size_t errlen)
+{
+	kvc_cs_pair_ctx c = {NULL, cb, arg};
+	return kvc_cs_list(s, s->drains, kvc_cs_visit_pair, &c, err, errlen);
+}

@@ -1,0 +1,142 @@
+/*
+ * cstore.h - the coordinator's own durable state, in LMDB (--data-dir).
+ *
+ * Most of what the coordinator knows is re-derived at start-up: pods from
+ * their discovery sources, assignments from rendezvous hashing, listener
+ * state from the shards (DESIGN.md §9). The store keeps the rest, what no
+ * source can give back:
+ *
+ *   "pods"    pod key -> a kvc_pod registered over HTTP (encoding below);
+ *             the key is the prefix of the pod's listener keys: its name
+ *             for a named pod, "instance_id#rank" for a per-rank
+ *             registration (kvc_cstore_pod_key)
+ *   "pins"    listener key -> shard id (admin pins)
+ *   "shards"  shard id -> endpoint (shards added at run time)
+ *   "drains"  shard id -> nothing (shards being drained)
+ *   "meta"    "format" -> u32 LE format version
+ *
+ * Every value is [xxh32 of the rest, LE][rest]. A pod's rest is a
+ * versioned binary record, all integers little-endian:
+ *
+ *   u8 version (1), u8 source, u8 flags (1 has_recover_port,
+ *   2 has_replay_port), u64 instance_id, u32 block_size, zmq_port,
+ *   recover_port, replay_port, dp_size, rank, then six strings - name,
+ *   model, ip, endpoint, replay_endpoint, recover_endpoint - each a u32
+ *   length (0xffffffff for NULL) and that many bytes, with no NUL inside;
+ *   nothing may follow.
+ *
+ * Binary rather than JSON so that decoding is exact and bounded: a value
+ * either is a well-formed record of this version or is KVI_ECORRUPT. The
+ * decoder checks structure only, not kvc_pod_check(), so a stricter check
+ * in a later version does not turn a stored pod into "corruption"; callers
+ * re-validate what they load. A bad checksum, a malformed value, an
+ * unknown format or a file LMDB cannot read is KVI_ECORRUPT (an unknown
+ * newer format is KVI_EVERSION); the caller may move the directory aside
+ * with kvc_cstore_quarantine() and start empty, at the price of losing
+ * HTTP registrations (routers re-register) and admin overrides.
+ *
+ * Writes are rare (registrations, admin calls), so each put or delete is
+ * its own write transaction, synced to disk before it returns. A full map
+ * is grown (doubling) and the write retried.
+ *
+ * Threading: any thread. Calls are serialized by a mutex inside the store;
+ * list callbacks run with it held and must not call back into the store.
+ */
+#ifndef KVI_COORDINATOR_CSTORE_H
+#define KVI_COORDINATOR_CSTORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "pod.h"
+
+/* The longest key (pod key, listener key, shard id) the store accepts;
+ * LMDB's default key limit is 511 bytes. */
+#define KVC_CSTORE_KEY_MAX 480
+/* The longest endpoint or other stored string. */
+#define KVC_CSTORE_STR_MAX 4096
+
+typedef struct kvc_cstore kvc_cstore;
+
+/* kvc_cstore_open opens the store in dir, creating dir (and its parents)
+ * if missing. Returns KVI_ECORRUPT for a file LMDB or this format cannot
+ * read, KVI_EVERSION for a newer format, KVI_EIO otherwise; err says what.
+ * *out is written only on success. */
+kvi_err kvc_cstore_open(const char *dir, kvc_cstore **out, char *err,
+			size_t errlen);
+
+/* kvc_cstore_close closes s; NULL is allowed. */
+void kvc_cstore_close(kvc_cstore *s);
+
+/* kvc_cstore_quarantine renames dir to dir.corrupt-<unix time> so a fresh
+ * store can be created in its place; moved_to receives the new name.
+ * The store must be closed. Returns KVI_EIO if the rename fails. */
+kvi_err kvc_cstore_quarantine(const char *dir, char *moved_to, size_t len);
+
+/* kvc_cstore_pod_key writes p's key (its name, or "instance_id#rank")
+ * into buf and returns buf, or NULL when it does not fit in len. */
+char *kvc_cstore_pod_key(const kvc_pod *p, char *buf, size_t len);
+
+/* kvc_cstore_pod_put stores p under kvc_cstore_pod_key(p), replacing what
+ * was there. Returns KVI_EINVAL for a key or string too long, KVI_EFULL
+ * when the disk is full, KVI_EIO otherwise. */
+kvi_err kvc_cstore_pod_put(kvc_cstore *s, const kvc_pod *p, char *err,
+			   size_t errlen);
+
+/* kvc_cstore_pod_delete deletes the pod stored under key. Returns
+ * KVI_ENOENT if there is none. */
+kvi_err kvc_cstore_pod_delete(kvc_cstore *s, const char *key, char *err,
+			      size_t errlen);
+
+/* A list callback returning an error stops the listing with it. Arguments
+ * are valid only during the call; the callback copies what it keeps. */
+typedef kvi_err (*kvc_cstore_pod_cb)(void *arg, const char *key,
+				     const kvc_pod *pod);
+typedef kvi_err (*kvc_cstore_pair_cb)(void *arg, const char *key,
+				      const char *value);
+typedef kvi_err (*kvc_cstore_key_cb)(void *arg, const char *key);
+
+/* kvc_cstore_pod_list calls cb for every stored pod, in key order.
+ * Returns KVI_ECORRUPT (err says which key) for a value that does not
+ * decode; the callbacks already made stand. */
+kvi_err kvc_cstore_pod_list(kvc_cstore *s, kvc_cstore_pod_cb cb, void *arg,
+			    char *err, size_t errlen);
+
+/* Pins: listener key -> shard id. Same errors as for pods. */
+kvi_err kvc_cstore_pin_put(kvc_cstore *s, const char *listener_key,
+			   const char *shard_id, char *err, size_t errlen);
+kvi_err kvc_cstore_pin_delete(kvc_cstore *s, const char *listener_key,
+			      char *err, size_t errlen);
+kvi_err kvc_cstore_pin_list(kvc_cstore *s, kvc_cstore_pair_cb cb, void *arg,
+			    char *err, size_t errlen);
+
+/* Shards added at run time: shard id -> endpoint. */
+kvi_err kvc_cstore_shard_put(kvc_cstore *s, const char *shard_id,
+			     const char *endpoint, char *err, size_t errlen);
+kvi_err kvc_cstore_shard_delete(kvc_cstore *s, const char *shard_id, char *err,
+				size_t errlen);
+kvi_err kvc_cstore_shard_list(kvc_cstore *s, kvc_cstore_pair_cb cb, void *arg,
+			      char *err, size_t errlen);
+
+/* Shards being drained: a set of shard ids. */
+kvi_err kvc_cstore_drain_put(kvc_cstore *s, const char *shard_id, char *err,
+			     size_t errlen);
+kvi_err kvc_cstore_drain_delete(kvc_cstore *s, const char *shard_id, char *err,
+				size_t errlen);
+kvi_err kvc_cstore_drain_list(kvc_cstore *s, kvc_cstore_key_cb cb, void *arg,
+			      char *err, size_t errlen);
+
+/* kvc_cstore_pod_encode returns p's stored value (checksum included) in a
+ * buffer the caller frees with kvi_free(); *len receives its size.
+ * Returns NULL when a string of p is longer than KVC_CSTORE_STR_MAX. */
+uint8_t *kvc_cstore_pod_encode(const kvc_pod *p, size_t *len);
+
+/* kvc_cstore_pod_decode decodes a stored value into *out, which the caller
+ * finishes with kvc_pod_fini(). Returns KVI_ECORRUPT (err says why) for a
+ * bad checksum or a malformed value, KVI_EVERSION for an unknown record
+ * version; *out is written only on success. */
+kvi_err kvc_cstore_pod_decode(const void *val, size_t len, kvc_pod *out,
+			      char *err, size_t errlen);
+
+#endif /* KVI_COORDINATOR_CSTORE_H */

@@ -1,0 +1,90 @@
+/*
+ * pod.h - what the coordinator knows of an engine pod before it becomes
+ * listeners, and how a pod becomes listeners.
+ *
+ * Every discovery source (the static file, HTTP /register, Kubernetes)
+ * produces kvc_pod values. A pod is either named (file, Kubernetes, the
+ * per-pod HTTP form): an ip, a zmq_port and a dp_size, expanded into one
+ * listener per rank r at tcp://ip:zmq_port+r, http://ip:recover_port+r and
+ * tcp://ip:replay_port+r (DESIGN.md §4-§5); or a single rank registered
+ * with explicit endpoints (the per-rank HTTP form), whose instance id the
+ * caller gives.
+ *
+ * Identity: a named pod's instance id is the first 53 bits of XXH3 of its
+ * name, so it is stable across restarts and exact as a JSON number; its
+ * listener keys are "name#rank". A per-rank registration's keys are
+ * "instance_id#rank".
+ *
+ * Validation never truncates: dp_size is 1..65536, a rank must fit in a
+ * u16, ports plus ranks must stay below 65536, and each failure has a
+ * message that says which value was wrong.
+ */
+#ifndef KVI_COORDINATOR_POD_H
+#define KVI_COORDINATOR_POD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+
+#define KVC_DP_SIZE_MAX 65536u
+#define KVC_NAME_MAX    253 /* a Kubernetes namespace/name fits */
+
+typedef enum kvc_source {
+	KVC_SOURCE_FILE = 0,
+	KVC_SOURCE_HTTP,
+	KVC_SOURCE_KUBERNETES,
+} kvc_source;
+
+/* A discovered pod, or one explicitly registered rank. Strings owned. */
+typedef struct kvc_pod {
+	kvc_source source;
+	char *name;           /* "ns/pod"; NULL for a per-rank registration */
+	uint64_t instance_id; /* derived from name, or given */
+	char *model;
+	uint32_t block_size;
+	/* named pods */
+	char *ip;
+	uint32_t zmq_port;
+	bool has_recover_port, has_replay_port;
+	uint32_t recover_port, replay_port;
+	uint32_t dp_size;
+	/* per-rank registrations */
+	uint32_t rank;
+	char *endpoint, *replay_endpoint, *recover_endpoint;
+} kvc_pod;
+
+/* One rank of a pod, ready to hand to a shard. Strings owned. */
+typedef struct kvc_rank {
+	char *key;
+	uint16_t rank;
+	char *endpoint;
+	char *replay_endpoint;  /* NULL: none */
+	char *recover_endpoint; /* NULL: none */
+} kvc_rank;
+
+/* kvc_instance_id returns the instance id of a named pod. */
+uint64_t kvc_instance_id(const char *name);
+
+/* kvc_pod_check validates p (a named pod or a single rank); on error err
+ * says which field and value were wrong. KVI_EINVAL or KVI_ERANGE. */
+kvi_err kvc_pod_check(const kvc_pod *p, char *err, size_t errlen);
+
+/* kvc_pod_ranks expands a valid pod into its ranks: dp_size of them for a
+ * named pod, one for a per-rank registration. The caller frees them with
+ * kvc_ranks_free(). */
+kvc_rank *kvc_pod_ranks(const kvc_pod *p, size_t *n);
+void kvc_ranks_free(kvc_rank *r, size_t n);
+
+/* kvc_pod_copy makes a deep copy; kvc_pod_fini frees what p owns. */
+void kvc_pod_copy(kvc_pod *dst, const kvc_pod *src);
+void kvc_pod_fini(kvc_pod *p);
+
+/* kvc_pod_equal says whether two pods would produce the same listeners
+ * (source aside). */
+bool kvc_pod_equal(const kvc_pod *a, const kvc_pod *b);
+
+const char *kvc_source_name(kvc_source s);
+
+#endif /* KVI_COORDINATOR_POD_H */

@@ -1,0 +1,666 @@
+#include "registry.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "alloc.h"
+#include "wire_json.h"
+
+#define KVC_BUCKETS 4096 /* listener key buckets; chains stay short */
+
+typedef struct kvc_inst kvc_inst;
+
+typedef struct kvc_lis {
+	kvc_rank r;
+	char *shard, *moving_to;
+	kvc_lstatus st;
+	kvc_inst *inst;
+	struct kvc_lis *hnext; /* key bucket chain */
+} kvc_lis;
+
+struct kvc_inst {
+	uint64_t id;
+	char *name; /* NULL: ranks registered one by one */
+	char *model;
+	uint32_t block_size;
+	kvc_source source;
+	kvc_pod *pods; /* a named pod, or one pod per rank */
+	size_t n_pods;
+	kvc_lis **lis; /* sorted by rank */
+	size_t n_lis;
+	kvc_inst *next;
+};
+
+typedef struct kvc_model {
+	char *name;
+	uint32_t block_size;
+	size_t refs;
+	struct kvc_model *next;
+} kvc_model;
+
+struct kvc_registry {
+	pthread_mutex_t mu;
+	kvc_inst *insts;
+	kvc_model *models;
+	kvc_lis *buckets[KVC_BUCKETS];
+};
+
+static size_t
+kvc_bucket(const char *key)
+{
+	return XXH3_64bits(key, strlen(key)) & (KVC_BUCKETS - 1);
+}
+
+static kvc_lis *
+kvc_lis_find(kvc_registry *r, const char *key)
+{
+	for (kvc_lis *l = r->buckets[kvc_bucket(key)]; l != NULL;
+	     l = l->hnext) {
+		if (strcmp(l->r.key, key) == 0) {
+			return l;
+		}
+	}
+	return NULL;
+}
+
+static kvc_inst *
+kvc_inst_find(kvc_registry *r, uint64_t id)
+{
+	for (kvc_inst *i = r->insts; i != NULL; i = i->next) {
+		if (i->id == id) {
+			return i;
+		}
+	}
+	return NULL;
+}
+
+static kvc_inst *
+kvc_inst_by_name(kvc_registry *r, const char *name)
+{
+	for (kvc_inst *i = r->insts; i != NULL; i = i->next) {
+		if (i->name != NULL && strcmp(i->name, name) == 0) {
+			return i;
+		}
+	}
+	return NULL;
+}
+
+static kvc_model *
+kvc_model_find(kvc_registry *r, const char *name)
+{
+	for (kvc_model *m = r->models; m != NULL; m = m->next) {
+		if (strcmp(m->name, name) == 0) {
+			return m;
+		}
+	}
+	return NULL;
+}
+
+static void
+kvc_model_ref(kvc_registry *r, const char *name, uint32_t bs)
+{
+	kvc_model *m = kvc_model_find(r, name);
+	if (m == NULL) {
+		m = kvi_calloc(1, sizeof(*m));
+		m->name = kvi_strdup(name);
+		m->block_size = bs;
+		m->next = r->models;
+		r->models = m;
+	}
+	m->refs++;
+}
+
+static void
+kvc_model_unref(kvc_registry *r, const char *name)
+{
+	for (kvc_model **pm = &r->models; *pm != NULL; pm = &(*pm)->next) {
+		kvc_model *m = *pm;
+		if (strcmp(m->name, name) == 0) {
+			if (--m->refs == 0) {
+				*pm = m->next;
+				kvi_free(m->name);
+				kvi_free(m);
+			}
+			return;
+		}
+	}
+}
+
+kvc_registry *
+kvc_reg_alloc(void)
+{
+	kvc_registry *r = kvi_calloc(1, sizeof(*r));
+	pthread_mutex_init(&r->mu, NULL);
+	return r;
+}
+
+static void
+kvc_lis_free(kvc_lis *l)
+{
+	kvi_free(l->r.key);
+	kvi_free(l->r.endpoint);
+	kvi_free(l->r.replay_endpoint);
+	kvi_free(l->r.recover_endpoint);
+	kvi_free(l->shard);
+	kvi_free(l->moving_to);
+	kvi_free(l);
+}
+
+static void
+kvc_inst_free(kvc_inst *i)
+{
+	for (size_t k = 0; k < i->n_lis; k++) {
+		kvc_lis_free(i->lis[k]);
+	}
+	for (size_t k = 0; k < i->n_pods; k++) {
+		kvc_pod_fini(&i->pods[k]);
+	}
+	kvi_free(i->pods);
+	kvi_free(i->lis);
+	kvi_free(i->name);
+	kvi_free(i->model);
+	kvi_free(i);
+}
+
+void
+kvc_reg_free(kvc_registry *r)
+{
+	if (r == NULL) {
+		return;
+	}
+	while (r->insts != NULL) {
+		kvc_inst *i = r->insts;
+		r->insts = i->next;
+		kvc_inst_free(i);
+	}
+	while (r->models != NULL) {
+		kvc_model *m = r->models;
+		r->models = m->next;
+		kvi_free(m->name);
+		kvi_free(m);
+	}
+	pthread_mutex_destroy(&r->mu);
+	kvi_free(r);
+}
+
+static void
+kvc_hash_insert(kvc_registry *r, kvc_lis *l)
+{
+	size_t b = kvc_bucket(l->r.key);
+	l->hnext = r->buckets[b];
+	r->buckets[b] = l;
+}
+
+static void
+kvc_hash_remove(kvc_registry *r, kvc_lis *l)
+{
+	for (kvc_lis **pl = &r->buckets[kvc_bucket(l->r.key)]; *pl != NULL;
+	     pl = &(*pl)->hnext) {
+		if (*pl == l) {
+			*pl = l->hnext;
+			return;
+		}
+	}
+}
+
+/* kvc_inst_add_ranks adds ranks to i, keeping them sorted by rank. */
+static void
+kvc_inst_add_ranks(kvc_registry *r, kvc_inst *i, kvc_rank *ranks, size_t n)
+{
+	i->lis = kvi_reallocarray(i->lis, i->n_lis + n, sizeof(*i->lis));
+	for (size_t k = 0; k < n; k++) {
+		kvc_lis *l = kvi_calloc(1, sizeof(*l));
+		l->r = ranks[k]; /* takes the strings */
+		l->inst = i;
+		size_t pos = i->n_lis;
+		while (pos > 0 && i->lis[pos - 1]->r.rank > l->r.rank) {
+			i->lis[pos] = i->lis[pos - 1];
+			pos--;
+		}
+		i->lis[pos] = l;
+		i->n_lis++;
+		kvc_hash_insert(r, l);
+	}
+	kvi_free(ranks);
+}
+
+kvi_err
+kvc_reg_add(kvc_registry *r, const kvc_pod *p, bool *existed, char *err,
+	    size_t errlen)
+{
+	size_t n;
+	kvc_rank *ranks = kvc_pod_ranks(p, &n);
+	kvi_err rv = KVI_OK;
+	*existed = false;
+	pthread_mutex_lock(&r->mu);
+	kvc_inst *same = p->name != NULL ? kvc_inst_by_name(r, p->name) : NULL;
+	if (same != NULL && same->n_pods == 1 && same->source == p->source &&
+	    kvc_pod_equal(&same->pods[0], p)) {
+		*existed = true;
+		goto out;
+	}
+	/* the same rank registered again on its own: idempotent too */
+	kvc_inst *mine =
+	    p->name == NULL ? kvc_inst_find(r, p->instance_id) : NULL;
+	for (size_t k = 0; mine != NULL && mine->name == NULL &&
+			   mine->source == p->source && k < mine->n_pods;
+	     k++) {
+		if (kvc_pod_equal(&mine->pods[k], p)) {
+			*existed = true;
+			goto out;
+		}
+	}
+	kvc_model *m = kvc_model_find(r, p->model);
+	if (m != NULL && m->block_size != p->block_size) {
+		snprintf(err, errlen, "model %s has block_size %u here, not %u",
+			 p->model, m->block_size, p->block_size);
+		rv = KVI_EEXIST;
+		goto out;
+	}
+	for (size_t k = 0; k < n; k++) {
+		if (kvc_lis_find(r, ranks[k].key) != NULL) {
+			snprintf(err, errlen,
+				 "rank %u of %s is already registered",
+				 ranks[k].rank, ranks[k].key);
+			rv = KVI_EEXIST;
+			goto out;
+		}
+	}
+	kvc_inst *i = kvc_inst_find(r, p->instance_id);
+	if (i != NULL && (p->name != NULL || i->name != NULL ||
+			  strcmp(i->model, p->model) != 0)) {
+		snprintf(err, errlen,
+			 "instance %" PRIu64 " is already registered as %s%s",
+			 p->instance_id, i->name ? i->name : "ranks of model ",
+			 i->name ? "" : i->model);
+		rv = KVI_EEXIST;
+		goto out;
+	}
+	if (i == NULL) {
+		i = kvi_calloc(1, sizeof(*i));
+		i->id = p->instance_id;
+		i->name = p->name ? kvi_strdup(p->name) : NULL;
+		i->model = kvi_strdup(p->model);
+		i->block_size = p->block_size;
+		i->source = p->source;
+		i->next = r->insts;
+		r->insts = i;
+	}
+	i->pods = kvi_reallocarray(i->pods, i->n_pods + 1, sizeof(*i->pods));
+	kvc_pod_copy(&i->pods[i->n_pods++], p);
+	kvc_model_ref(r, p->model, p->block_size);
+	kvc_inst_add_ranks(r, i, ranks, n);
+	ranks = NULL;
+out:
+	pthread_mutex_unlock(&r->mu);
+	kvc_ranks_free(ranks, n);
+	return rv;
+}
+
+static void
+kvc_collect(kvc_lis *l, char ***keys, char ***shards, size_t *n)
+{
+	*keys = kvi_reallocarray(*keys, *n + 1, sizeof(char *));
+	*shards = kvi_reallocarray(*shards, *n + 1, sizeof(char *));
+	(*keys)[*n] = kvi_strdup(l->r.key);
+	(*shards)[*n] = l->shard ? kvi_strdup(l->shard) : NULL;
+	(*n)++;
+}
+
+/* kvc_inst_drop_rank removes the listener at position k of i. */
+static void
+kvc_inst_drop_rank(kvc_registry *r, kvc_inst *i, size_t k)
+{
+	kvc_lis *l = i->lis[k];
+	kvc_hash_remove(r, l);
+	memmove(&i->lis[k], &i->lis[k + 1], (i->n_lis - k - 1) * sizeof(l));
+	i->n_lis--;
+	for (size_t p = 0; p < i->n_pods; p++) {
+		if (i->name == NULL && i->pods[p].rank == l->r.rank) {
+			kvc_pod_fini(&i->pods[p]);
+			i->pods[p] = i->pods[--i->n_pods];
+			break;
+		}
+	}
+	kvc_model_unref(r, i->model);
+	kvc_lis_free(l);
+}
+
+static void
+kvc_inst_unlink(kvc_registry *r, kvc_inst *i)
+{
+	for (kvc_inst **pi = &r->insts; *pi != NULL; pi = &(*pi)->next) {
+		if (*pi == i) {
+			*pi = i->next;
+			return;
+		}
+	}
+}
+
+kvi_err
+kvc_reg_remove(kvc_registry *r, const char *name, uint64_t id, int rank,
+	       char ***keys, char ***shards, size_t *n)
+{
+	*keys = NULL;
+	*shards = NULL;
+	*n = 0;
+	pthread_mutex_lock(&r->mu);
+	kvc_inst *i =
+	    name != NULL ? kvc_inst_by_name(r, name) : kvc_inst_find(r, id);
+	if (i != NULL) {
+		for (size_t k = i->n_lis; k-- > 0;) {
+			/* a named pod's ranks go together, whatever the rank */
+			if (rank < 0 || i->name != NULL ||
+			    i->lis[k]->r.rank == rank) {
+				kvc_collect(i->lis[k], keys, shards, n);
+				if (i->name == NULL) {
+					kvc_inst_drop_rank(r, i, k);
+				}
+			}
+		}
+		if (i->name != NULL) {
+			/* a named pod goes whole: its ranks go together */
+			for (size_t k = 0; k < i->n_lis; k++) {
+				kvc_hash_remove(r, i->lis[k]);
+			}
+			kvc_model_unref(r, i->model);
+			kvc_inst_unlink(r, i);
+			kvc_inst_free(i);
+		} else if (i->n_lis == 0) {
+			kvc_inst_unlink(r, i);
+			kvc_inst_free(i);
+		}
+	}
+	pthread_mutex_unlock(&r->mu);
+	return *n > 0 ? KVI_OK : KVI_ENOENT;
+}
+
+bool
+kvc_reg_lookup(kvc_registry *r, const char *name, uint64_t id,
+	       kvc_source *source, bool *named, char **model)
+{
+	pthread_mutex_lock(&r->mu);
+	kvc_inst *i =
+	    name != NULL ? kvc_inst_by_name(r, name) : kvc_inst_find(r, id);
+	if (i != NULL) {
+		*source = i->source;
+		*named = i->name != NULL;
+		if (model != NULL) {
+			*model = kvi_strdup(i->model);
+		}
+	}
+	pthread_mutex_unlock(&r->mu);
+	return i != NULL;
+}
+
+kvc_pod *
+kvc_reg_pods(kvc_registry *r, kvc_source source, size_t *n)
+{
+	pthread_mutex_lock(&r->mu);
+	size_t count = 0;
+	for (kvc_inst *i = r->insts; i != NULL; i = i->next) {
+		count += i->source == source ? i->n_pods : 0;
+	}
+	kvc_pod *out = kvi_calloc(count + 1, sizeof(*out));
+	size_t k = 0;
+	for (kvc_inst *i = r->insts; i != NULL; i = i->next) {
+		for (size_t p = 0; i->source == source && p < i->n_pods; p++) {
+			kvc_pod_copy(&out[k++], &i->pods[p]);
+		}
+	}
+	pthread_mutex_unlock(&r->mu);
+	*n = count;
+	return out;
+}
+
+void
+kvc_pods_free(kvc_pod *p, size_t n)
+{
+	for (size_t i = 0; p != NULL && i < n; i++) {
+		kvc_pod_fini(&p[i]);
+	}
+	kvi_free(p);
+}
+
+static char *
+kvc_dup(const char *s)
+{
+	return s != NULL ? kvi_strdup(s) : NULL;
+}
+
+kvc_lview *
+kvc_reg_listeners(kvc_registry *r, size_t *n)
+{
+	pthread_mutex_lock(&r->mu);
+	size_t count = 0;
+	for (kvc_inst *i = r->insts; i != NULL; i = i->next) {
+		count += i->n_lis;
+	}
+	kvc_lview *v = kvi_calloc(count + 1, sizeof(*v));
+	size_t k = 0;
+	for (kvc_inst *i = r->insts; i != NULL; i = i->next) {
+		for (size_t j = 0; j < i->n_lis; j++, k++) {
+			const kvc_lis *l = i->lis[j];
+			v[k].r.key = kvi_strdup(l->r.key);
+			v[k].r.rank = l->r.rank;
+			v[k].r.endpoint = kvi_strdup(l->r.endpoint);
+			v[k].r.replay_endpoint = kvc_dup(l->r.replay_endpoint);
+			v[k].r.recover_endpoint =
+			    kvc_dup(l->r.recover_endpoint);
+			v[k].instance_id = i->id;
+			v[k].pod = kvi_strdup(i->name ? i->name : "");
+			v[k].model = kvi_strdup(i->model);
+			v[k].block_size = i->block_size;
+			v[k].shard = kvc_dup(l->shard);
+			v[k].moving_to = kvc_dup(l->moving_to);
+			v[k].st = l->st;
+		}
+	}
+	pthread_mutex_unlock(&r->mu);
+	*n = count;
+	return v;
+}
+
+void
+kvc_lviews_free(kvc_lview *v, size_t n)
+{
+	for (size_t i = 0; v != NULL && i < n; i++) {
+		kvi_free(v[i].r.key);
+		kvi_free(v[i].r.endpoint);
+		kvi_free(v[i].r.replay_endpoint);
+		kvi_free(v[i].r.recover_endpoint);
+		kvi_free(v[i].pod);
+		kvi_free(v[i].model);
+		kvi_free(v[i].shard);
+		kvi_free(v[i].moving_to);
+	}
+	kvi_free(v);
+}
+
+static void
+kvc_set_str(char **dst, const char *src)
+{
+	if ((*dst == NULL && src == NULL) ||
+	    (*dst != NULL && src != NULL && strcmp(*dst, src) == 0)) {
+		return;
+	}
+	kvi_free(*dst);
+	*dst = kvc_dup(src);
+}
+
+void
+kvc_reg_set_owner(kvc_registry *r, const char *key, const char *shard,
+		  const char *moving_to)
+{
+	pthread_mutex_lock(&r->mu);
+	kvc_lis *l = kvc_lis_find(r, key);
+	if (l != NULL) {
+		if (l->shard != NULL &&
+		    (shard == NULL || strcmp(l->shard, shard) != 0)) {
+			l->st = (kvc_lstatus){0}; /* another owner's figures */
+		}
+		kvc_set_str(&l->shard, shard);
+		kvc_set_str(&l->moving_to, moving_to);
+	}
+	pthread_mutex_unlock(&r->mu);
+}
+
+void
+kvc_reg_set_status(kvc_registry *r, const char *key, const kvc_lstatus *st)
+{
+	pthread_mutex_lock(&r->mu);
+	kvc_lis *l = kvc_lis_find(r, key);
+	if (l != NULL) {
+		l->st = *st;
+	}
+	pthread_mutex_unlock(&r->mu);
+}
+
+uint32_t
+kvc_reg_model(kvc_registry *r, const char *model)
+{
+	pthread_mutex_lock(&r->mu);
+	kvc_model *m = kvc_model_find(r, model);
+	uint32_t bs = m != NULL ? m->block_size : 0;
+	pthread_mutex_unlock(&r->mu);
+	return bs;
+}
+
+int
+kvc_reg_ranks(kvc_registry *r, uint64_t id, bool connected_only,
+	      uint32_t *ranks, int max)
+{
+	pthread_mutex_lock(&r->mu);
+	kvc_inst *i = kvc_inst_find(r, id);
+	int n = -1;
+	if (i != NULL) {
+		n = 0;
+		for (size_t k = 0; k < i->n_lis; k++) {
+			const kvc_lis *l = i->lis[k];
+			bool up = l->shard != NULL && l->st.known &&
+				  l->st.state == 1; /* active */
+			if (connected_only && !up) {
+				continue;
+			}
+			if (n < max) {
+				ranks[n] = l->r.rank;
+			}
+			n++;
+		}
+	}
+	pthread_mutex_unlock(&r->mu);
+	return n;
+}
+
+/* ---- /workers ------------------------------------------------------ */
+
+static const char *const kvc_state_names[] = {"pending", "active", "recovering",
+					      "failed"};
+
+/* The badness of a state for a pod's worst-of status. */
+static int
+kvc_state_rank(int state)
+{
+	static const int rank[] = {1, 0, 2, 3}; /* pending, active, ... */
+	return state >= 0 && state < 4 ? rank[state] : 1;
+}
+
+static int
+kvc_lis_state(const kvc_lis *l)
+{
+	return l->shard != NULL && l->st.known ? l->st.state : 0;
+}
+
+static json_t *
+kvc_str_or_null(const char *s)
+{
+	return s != NULL ? json_string(s) : json_null();
+}
+
+static json_t *
+kvc_lis_json(const kvc_lis *l)
+{
+	json_t *o = json_object();
+	json_object_set_new(o, "endpoint", json_string(l->r.endpoint));
+	json_object_set_new(o, "recover_endpoint",
+			    kvc_str_or_null(l->r.recover_endpoint));
+	json_object_set_new(o, "replay_endpoint",
+			    kvc_str_or_null(l->r.replay_endpoint));
+	json_object_set_new(o, "shard", kvc_str_or_null(l->shard));
+	json_object_set_new(o, "status",
+			    json_string(kvc_state_names[kvc_lis_state(l)]));
+	json_object_set_new(o, "last_seq",
+			    l->st.known && l->st.has_wm
+				? json_integer((json_int_t)l->st.wm)
+				: json_null());
+	json_object_set_new(o, "blocks",
+			    json_integer((json_int_t)l->st.blocks));
+	json_object_set_new(o, "last_error",
+			    l->st.last_error[0] ? json_string(l->st.last_error)
+						: json_null());
+	if (l->moving_to != NULL) {
+		json_object_set_new(o, "moving_to", json_string(l->moving_to));
+	}
+	return o;
+}
+
+json_t *
+kvc_reg_workers(kvc_registry *r, const char *model)
+{
+	json_t *arr = json_array();
+	pthread_mutex_lock(&r->mu);
+	for (kvc_inst *i = r->insts; i != NULL; i = i->next) {
+		if (model != NULL && strcmp(model, i->model) != 0) {
+			continue;
+		}
+		json_t *o = json_object();
+		char id[24];
+		snprintf(id, sizeof(id), "%" PRIu64, i->id);
+		json_object_set_new(o, "instance_id", json_string(id));
+		json_object_set_new(o, "name", kvc_str_or_null(i->name));
+		json_object_set_new(o, "model_name", json_string(i->model));
+		json_object_set_new(o, "block_size",
+				    json_integer(i->block_size));
+		json_object_set_new(o, "source",
+				    json_string(kvc_source_name(i->source)));
+		json_t *ls = json_object();
+		int worst = 0, worst_state = 1;
+		for (size_t k = 0; k < i->n_lis; k++) {
+			char rank[8];
+			snprintf(rank, sizeof(rank), "%u", i->lis[k]->r.rank);
+			json_object_set_new(ls, rank, kvc_lis_json(i->lis[k]));
+			int st = kvc_lis_state(i->lis[k]);
+			if (k == 0 || kvc_state_rank(st) > worst) {
+				worst = kvc_state_rank(st);
+				worst_state = st;
+			}
+		}
+		json_object_set_new(o, "status",
+				    json_string(kvc_state_names[worst_state]));
+		json_object_set_new(o, "listeners", ls);
+		json_array_append_new(arr, o);
+	}
+	pthread_mutex_unlock(&r->mu);
+	return arr;
+}
+
+void
+kvc_reg_stats_get(kvc_registry *r, kvc_reg_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&r->mu);
+	for (kvc_inst *i = r->insts; i != NULL; i = i->next) {
+		out->instances++;
+		for (size_t k = 0; k < i->n_lis; k++) {
+			out->listeners++;
+			out->by_state[kvc_lis_state(i->lis[k])]++;
+			out->unassigned += i->lis[k]->shard == NULL;
+		}
+	}
+	pthread_mutex_unlock(&r->mu);
+}

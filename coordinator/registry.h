@@ -1,0 +1,118 @@
+/*
+ * registry.h - the instances the coordinator knows, their listeners, and
+ * what the shards last said about each.
+ *
+ * An instance is a pod (named: file, Kubernetes, per-pod HTTP) or a set of
+ * ranks registered one by one over HTTP under one instance id. Each has a
+ * model with one block size across the registry, and one listener per
+ * rank. A listener records the shard that owns it (set once a shard took
+ * the assignment), a shard it is being moved to, and the state the owner
+ * reported at its last status poll.
+ *
+ * Registration is all or nothing at this level: kvc_reg_add() refuses a
+ * pod any of whose ranks is already present, or whose model has another
+ * block size, and otherwise adds all its ranks at once, unassigned. The
+ * assigner (assigner.h) then gets them assigned to shards - again all or
+ * none - and records owners here.
+ *
+ * Thread safety: every function takes the registry's lock; readers (HTTP
+ * threads: queries, /workers) and writers (discovery, the assigner) may
+ * call from any thread. Functions that hand out data copy it.
+ */
+#ifndef KVI_COORDINATOR_REGISTRY_H
+#define KVI_COORDINATOR_REGISTRY_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "pod.h"
+
+typedef struct kvc_registry kvc_registry;
+
+/* What a shard said of a listener at its last status poll. */
+typedef struct kvc_lstatus {
+	bool known; /* the owner reported it */
+	int state;  /* Kvindex__ListenerState */
+	bool has_wm;
+	uint64_t wm;
+	uint64_t blocks;
+	char last_error[160];
+} kvc_lstatus;
+
+/* A listener as the assigner sees it: a copy. */
+typedef struct kvc_lview {
+	kvc_rank r;
+	uint64_t instance_id;
+	char *pod; /* instance name or "" */
+	char *model;
+	uint32_t block_size;
+	char *shard; /* owner, NULL when unassigned */
+	char *moving_to;
+	kvc_lstatus st;
+} kvc_lview;
+
+kvc_registry *kvc_reg_alloc(void);
+void kvc_reg_free(kvc_registry *r);
+
+/* kvc_reg_add adds the pod p (validated) and all its ranks, unassigned.
+ * Returns KVI_EEXIST when one of its ranks is present already or its model
+ * has another block size (err says which); an identical pod already
+ * present from the same source is KVI_OK with *existed set. */
+kvi_err kvc_reg_add(kvc_registry *r, const kvc_pod *p, bool *existed, char *err,
+		    size_t errlen);
+
+/* kvc_reg_remove removes a named pod (name) or an instance's ranks (by id;
+ * rank < 0: all of them) and returns their listener keys, with the shard
+ * owning each (NULL when none), for unassigning. KVI_ENOENT when nothing
+ * matched. */
+kvi_err kvc_reg_remove(kvc_registry *r, const char *name, uint64_t id, int rank,
+		       char ***keys, char ***shards, size_t *n);
+
+/* kvc_reg_lookup finds a named pod (name non-NULL) or an instance (by
+ * id) and writes its source, whether it is a named pod, and a copy of its
+ * model (kvi_free) when model is non-NULL. Returns false when unknown. */
+bool kvc_reg_lookup(kvc_registry *r, const char *name, uint64_t id,
+		    kvc_source *source, bool *named, char **model);
+
+/* kvc_reg_pods returns copies of the pods registered from source. */
+kvc_pod *kvc_reg_pods(kvc_registry *r, kvc_source source, size_t *n);
+void kvc_pods_free(kvc_pod *p, size_t n);
+
+/* kvc_reg_listeners returns a copy of every listener. */
+kvc_lview *kvc_reg_listeners(kvc_registry *r, size_t *n);
+void kvc_lviews_free(kvc_lview *v, size_t n);
+
+/* kvc_reg_set_owner records that shard (NULL: none) owns key, and the
+ * shard it is moving to (NULL: none). */
+void kvc_reg_set_owner(kvc_registry *r, const char *key, const char *shard,
+		       const char *moving_to);
+
+/* kvc_reg_set_status records what shard said of key. */
+void kvc_reg_set_status(kvc_registry *r, const char *key,
+			const kvc_lstatus *st);
+
+/* kvc_reg_model returns the block size of model (0: unknown model). */
+uint32_t kvc_reg_model(kvc_registry *r, const char *model);
+
+/* kvc_reg_ranks writes the ranks of instance id (n at most max) and
+ * returns how many it has; connected_only counts only active listeners.
+ * Returns -1 when the instance is unknown. */
+int kvc_reg_ranks(kvc_registry *r, uint64_t id, bool connected_only,
+		  uint32_t *ranks, int max);
+
+/* kvc_reg_workers builds the /workers answer (API.md), for one model or
+ * all (model NULL). */
+json_t *kvc_reg_workers(kvc_registry *r, const char *model);
+
+typedef struct kvc_reg_stats {
+	size_t instances, listeners;
+	size_t by_state[4]; /* pending, active, recovering, failed */
+	size_t unassigned;
+} kvc_reg_stats;
+
+void kvc_reg_stats_get(kvc_registry *r, kvc_reg_stats *out);
+
+#endif /* KVI_COORDINATOR_REGISTRY_H */
