@@ -1,0 +1,330 @@
+/*
+ * api_response.c - the /query response (api_json.h): per-listener
+ * matches from every shard merged into the shape of API.md.
+ *
+ * The answer is written as text directly, not built as a jansson tree
+ * and dumped: a query whose prefix every listener holds (a shared system
+ * prompt) names every listener of the fleet, and the tree would cost
+ * several allocations per listener on the query path.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "api_json.h"
+
+/* ---- the /query response ------------------------------------------------- */
+
+static int
+kvc_cmp_u64(uint64_t a, uint64_t b)
+{
+	return (a > b) - (a < b);
+}
+
+static int
+kvc_cmp_str(const char *a, const char *b)
+{
+	return strcmp(a != NULL ? a : "", b != NULL ? b : "");
+}
+
+/* kvc_by_listener orders matches by listener, the longest match first
+ * (then the rest, so that the order is total). */
+static int
+kvc_by_listener(const void *pa, const void *pb)
+{
+	const kvc_api_match *a = pa, *b = pb;
+	int c = kvc_cmp_u64(a->instance_id, b->instance_id);
+	c = c ? c : kvc_cmp_u64(a->dp_rank, b->dp_rank);
+	c = c ? c : kvc_cmp_u64(b->longest, a->longest);
+	c = c ? c : kvc_cmp_u64(b->gpu, a->gpu);
+	c = c ? c : kvc_cmp_u64(b->cpu, a->cpu);
+	c = c ? c : kvc_cmp_str(a->pod, b->pod);
+	return c ? c : kvc_cmp_str(a->key, b->key);
+}
+
+/* kvc_best_first orders distinct listeners as the workers list shows
+ * them. */
+static int
+kvc_best_first(const void *pa, const void *pb)
+{
+	const kvc_api_match *a = pa, *b = pb;
+	int c = kvc_cmp_u64(b->longest, a->longest);
+	c = c ? c : kvc_cmp_u64(b->gpu, a->gpu);
+	c = c ? c : kvc_cmp_u64(a->instance_id, b->instance_id);
+	return c ? c : kvc_cmp_u64(a->dp_rank, b->dp_rank);
+}
+
+/* kvc_listeners returns the listeners of r that matched, each once, best
+ * first, in a new array of *n. */
+static kvc_api_match *
+kvc_listeners(const kvc_api_result *r, size_t *n)
+{
+	kvc_api_match *m =
+	    kvi_reallocarray(NULL, r->n_matches ? r->n_matches : 1, sizeof(*m));
+	size_t k = 0;
+	for (size_t i = 0; i < r->n_matches; i++) {
+		if (r->matches[i].longest > 0) {
+			m[k++] = r->matches[i];
+		}
+	}
+	if (k > 1) {
+		qsort(m, k, sizeof(*m), kvc_by_listener);
+	}
+	size_t d = 0;
+	for (size_t i = 0; i < k; i++) {
+		if (d > 0 && m[d - 1].instance_id == m[i].instance_id &&
+		    m[d - 1].dp_rank == m[i].dp_rank) {
+			continue; /* the same listener from a second shard */
+		}
+		m[d++] = m[i];
+	}
+	if (d > 1) {
+		qsort(m, d, sizeof(*m), kvc_best_first);
+	}
+	*n = d;
+	return m;
+}
+
+/* A growable text buffer. */
+typedef struct kvc_out {
+	char *p;
+	size_t len, cap;
+} kvc_out;
+
+static void
+kvc_reserve(kvc_out *o, size_t more)
+{
+	if (o->len + more + 1 > o->cap) {
+		size_t cap = o->cap ? o->cap : 1024;
+		while (o->len + more + 1 > cap) {
+			cap *= 2;
+		}
+		o->p = kvi_realloc(o->p, cap);
+		o->cap = cap;
+	}
+}
+
+static void
+kvc_put(kvc_out *o, const char *s)
+{
+	size_t n = strlen(s);
+	kvc_reserve(o, n);
+	memcpy(o->p + o->len, s, n);
+	o->len += n;
+}
+
+static void
+kvc_putu(kvc_out *o, uint64_t v)
+{
+	char buf[24];
+	size_t n = 0;
+	do {
+		buf[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v != 0);
+	kvc_reserve(o, n);
+	while (n > 0) {
+		o->p[o->len++] = buf[--n];
+	}
+}
+
+/* kvc_putq writes a decimal u64 as a JSON string. */
+static void
+kvc_putq(kvc_out *o, uint64_t v)
+{
+	kvc_put(o, "\"");
+	kvc_putu(o, v);
+	kvc_put(o, "\"");
+}
+
+/* kvc_puts writes s as a JSON string, null when NULL or (or_null) empty. */
+static void
+kvc_puts(kvc_out *o, const char *s, bool or_null)
+{
+	if (s == NULL || (or_null && s[0] == '\0')) {
+		kvc_put(o, "null");
+		return;
+	}
+	kvc_reserve(o, strlen(s) * 6 + 2);
+	o->p[o->len++] = '"';
+	for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+		if (*c == '"' || *c == '\\') {
+			o->p[o->len++] = '\\';
+			o->p[o->len++] = (char)*c;
+		} else if (*c < 0x20) {
+			o->len +=
+			    (size_t)snprintf(o->p + o->len, 7, "\\u%04x", *c);
+		} else {
+			o->p[o->len++] = (char)*c;
+		}
+	}
+	o->p[o->len++] = '"';
+}
+
+/* kvc_tok writes blocks * block_size. */
+static void
+kvc_tok(kvc_out *o, uint32_t blocks, uint32_t bs)
+{
+	kvc_putu(o, (uint64_t)blocks * bs);
+}
+
+/* An index into the best-first list, keyed for grouping by instance. */
+typedef struct kvc_slot {
+	uint64_t id;
+	size_t first; /* position of the instance's best rank */
+	size_t pos;
+} kvc_slot;
+
+static int
+kvc_by_id(const void *pa, const void *pb)
+{
+	const kvc_slot *a = pa, *b = pb;
+	int c = kvc_cmp_u64(a->id, b->id);
+	return c ? c : kvc_cmp_u64(a->pos, b->pos);
+}
+
+static int
+kvc_by_first(const void *pa, const void *pb)
+{
+	const kvc_slot *a = pa, *b = pb;
+	int c = kvc_cmp_u64(a->first, b->first);
+	return c ? c : kvc_cmp_u64(a->pos, b->pos);
+}
+
+/* kvc_groups returns the positions of m[0..n) grouped by instance, the
+ * instances in the order of their best ranks, each instance's ranks best
+ * first. */
+static kvc_slot *
+kvc_groups(const kvc_api_match *m, size_t n)
+{
+	kvc_slot *s = kvi_reallocarray(NULL, n ? n : 1, sizeof(*s));
+	for (size_t i = 0; i < n; i++) {
+		s[i] = (kvc_slot){.id = m[i].instance_id, .pos = i};
+	}
+	qsort(s, n, sizeof(*s), kvc_by_id);
+	for (size_t i = 0; i < n; i++) {
+		s[i].first =
+		    i > 0 && s[i - 1].id == s[i].id ? s[i - 1].first : s[i].pos;
+	}
+	qsort(s, n, sizeof(*s), kvc_by_first);
+	return s;
+}
+
+/* kvc_per_instance writes "scores" or "instances": one entry per instance,
+ * each with its ranks' matched tokens. */
+static void
+kvc_per_instance(kvc_out *o, const kvc_api_match *m, const kvc_slot *s,
+		 size_t n, uint32_t bs, bool full)
+{
+	kvc_put(o, "{");
+	for (size_t i = 0; i < n; i++) {
+		const kvc_api_match *x = &m[s[i].pos];
+		bool head = i == 0 || s[i - 1].id != s[i].id;
+		bool tail = i + 1 == n || s[i + 1].id != s[i].id;
+		if (head) {
+			kvc_put(o, i ? "," : "");
+			kvc_putq(o, x->instance_id);
+			kvc_put(o, ":{");
+			if (full) {
+				/* the instance is its best rank's match */
+				kvc_put(o, "\"longest_matched\":");
+				kvc_tok(o, x->longest, bs);
+				kvc_put(o, ",\"gpu\":");
+				kvc_tok(o, x->gpu, bs);
+				kvc_put(o, ",\"cpu\":");
+				kvc_tok(o, x->cpu, bs);
+				kvc_put(o, ",\"disk\":");
+				kvc_tok(o, x->disk, bs);
+				kvc_put(o, ",\"dp\":{");
+			}
+		} else {
+			kvc_put(o, ",");
+		}
+		kvc_putq(o, x->dp_rank);
+		kvc_put(o, ":");
+		kvc_tok(o, x->longest, bs);
+		if (tail) {
+			kvc_put(o, full ? "}}" : "}");
+		}
+	}
+	kvc_put(o, "}");
+}
+
+char *
+kvc_api_query_response_text(const kvc_api_result *r, size_t *len)
+{
+	size_t n;
+	kvc_api_match *m = kvc_listeners(r, &n);
+	kvc_slot *s = kvc_groups(m, n);
+	uint32_t bs = r->block_size;
+	kvc_out o = {0};
+	kvc_reserve(&o, 256 + n * 200);
+	kvc_put(&o, "{\"scores\":");
+	kvc_per_instance(&o, m, s, n, bs, false);
+	kvc_put(&o, ",\"instances\":");
+	kvc_per_instance(&o, m, s, n, bs, true);
+	kvc_put(&o, ",\"frequencies\":[],\"model_name\":");
+	kvc_puts(&o, r->model, false);
+	kvc_put(&o, ",\"block_size\":");
+	kvc_putu(&o, bs);
+	kvc_put(&o, ",\"query_blocks\":");
+	kvc_putu(&o, r->query_blocks);
+	kvc_put(&o, ",\"workers\":[");
+	for (size_t i = 0; i < n; i++) {
+		kvc_put(&o, i ? ",{\"instance_id\":" : "{\"instance_id\":");
+		kvc_putq(&o, m[i].instance_id);
+		kvc_put(&o, ",\"pod\":");
+		kvc_puts(&o, m[i].pod, true);
+		kvc_put(&o, ",\"dp_rank\":");
+		kvc_putu(&o, m[i].dp_rank);
+		kvc_put(&o, ",\"matched_blocks\":");
+		kvc_putu(&o, m[i].longest);
+		kvc_put(&o, ",\"matched_tokens\":");
+		kvc_tok(&o, m[i].longest, bs);
+		kvc_put(&o, ",\"gpu\":");
+		kvc_tok(&o, m[i].gpu, bs);
+		kvc_put(&o, ",\"cpu\":");
+		kvc_tok(&o, m[i].cpu, bs);
+		kvc_put(&o, ",\"disk\":");
+		kvc_tok(&o, m[i].disk, bs);
+		kvc_put(&o, "}");
+	}
+	kvc_put(&o, "],\"best\":");
+	if (n > 0) {
+		kvc_put(&o, "{\"instance_id\":");
+		kvc_putq(&o, m[0].instance_id);
+		kvc_put(&o, ",\"pod\":");
+		kvc_puts(&o, m[0].pod, true);
+		kvc_put(&o, ",\"dp_rank\":");
+		kvc_putu(&o, m[0].dp_rank);
+		kvc_put(&o, ",\"matched_tokens\":");
+		kvc_tok(&o, m[0].longest, bs);
+		kvc_put(&o, "}");
+	} else {
+		kvc_put(&o, "null");
+	}
+	kvc_put(&o, ",\"partial\":");
+	kvc_put(&o, r->shards_answered < r->shards_total ? "true" : "false");
+	kvc_put(&o, ",\"shards\":{\"answered\":");
+	kvc_putu(&o, r->shards_answered);
+	kvc_put(&o, ",\"total\":");
+	kvc_putu(&o, r->shards_total);
+	kvc_put(&o, "}}");
+	o.p[o.len] = '\0';
+	kvi_free(s);
+	kvi_free(m);
+	*len = o.len;
+	return o.p;
+}
+
+json_t *
+kvc_api_query_response(const kvc_api_result *r)
+{
+	size_t len;
+	char *text = kvc_api_query_response_text(r, &len);
+	json_t *o = json_loadb(text, len, 0, NULL);
+	kvi_free(text);
+	return o;
+}
