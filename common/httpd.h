@@ -161,6 +161,11 @@ kvi_err kvi_http_reply_header(kvi_http_req *req, const char *name,
 void kvi_http_reply(kvi_http_req *req, int status, const char *content_type,
 		    const void *body, size_t len);
 
+/* kvi_http_reply_take is kvi_http_reply without the copy: it takes body
+ * (from kvi_malloc; freed with kvi_free once sent or dropped). */
+void kvi_http_reply_take(kvi_http_req *req, int status,
+			 const char *content_type, char *body, size_t len);
+
 /* kvi_http_reply_json sends body as compact JSON, application/json. It
  * takes the reference to body; NULL sends "null". */
 void kvi_http_reply_json(kvi_http_req *req, int status, json_t *body);

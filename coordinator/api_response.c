@@ -56,32 +56,45 @@ kvc_best_first(const void *pa, const void *pb)
 	return c ? c : kvc_cmp_u64(a->dp_rank, b->dp_rank);
 }
 
-/* kvc_listeners returns the listeners of r that matched, each once, best
- * first, in a new array of *n. */
-static kvc_api_match *
+/* Sorting pointers moves 8 bytes per step instead of a whole match. */
+static int
+kvc_by_listener_p(const void *pa, const void *pb)
+{
+	return kvc_by_listener(*(const kvc_api_match *const *)pa,
+			       *(const kvc_api_match *const *)pb);
+}
+
+static int
+kvc_best_first_p(const void *pa, const void *pb)
+{
+	return kvc_best_first(*(const kvc_api_match *const *)pa,
+			      *(const kvc_api_match *const *)pb);
+}
+
+/* kvc_listeners returns the listeners of r that matched, each once, in a
+ * new array of *n pointers into r, sorted by listener (instance id, then
+ * rank). */
+static const kvc_api_match **
 kvc_listeners(const kvc_api_result *r, size_t *n)
 {
-	kvc_api_match *m =
+	const kvc_api_match **m =
 	    kvi_reallocarray(NULL, r->n_matches ? r->n_matches : 1, sizeof(*m));
 	size_t k = 0;
 	for (size_t i = 0; i < r->n_matches; i++) {
 		if (r->matches[i].longest > 0) {
-			m[k++] = r->matches[i];
+			m[k++] = &r->matches[i];
 		}
 	}
 	if (k > 1) {
-		qsort(m, k, sizeof(*m), kvc_by_listener);
+		qsort(m, k, sizeof(*m), kvc_by_listener_p);
 	}
 	size_t d = 0;
 	for (size_t i = 0; i < k; i++) {
-		if (d > 0 && m[d - 1].instance_id == m[i].instance_id &&
-		    m[d - 1].dp_rank == m[i].dp_rank) {
+		if (d > 0 && m[d - 1]->instance_id == m[i]->instance_id &&
+		    m[d - 1]->dp_rank == m[i]->dp_rank) {
 			continue; /* the same listener from a second shard */
 		}
 		m[d++] = m[i];
-	}
-	if (d > 1) {
-		qsort(m, d, sizeof(*m), kvc_best_first);
 	}
 	*n = d;
 	return m;
@@ -94,49 +107,67 @@ typedef struct kvc_out {
 } kvc_out;
 
 static void
+kvc_grow(kvc_out *o, size_t more)
+{
+	size_t cap = o->cap ? o->cap : 1024;
+	while (o->len + more + 1 > cap) {
+		cap *= 2;
+	}
+	o->p = kvi_realloc(o->p, cap);
+	o->cap = cap;
+}
+
+static inline void
 kvc_reserve(kvc_out *o, size_t more)
 {
 	if (o->len + more + 1 > o->cap) {
-		size_t cap = o->cap ? o->cap : 1024;
-		while (o->len + more + 1 > cap) {
-			cap *= 2;
-		}
-		o->p = kvi_realloc(o->p, cap);
-		o->cap = cap;
+		kvc_grow(o, more);
 	}
 }
 
-static void
-kvc_put(kvc_out *o, const char *s)
+static inline void
+kvc_putn(kvc_out *o, const char *s, size_t n)
 {
-	size_t n = strlen(s);
 	kvc_reserve(o, n);
 	memcpy(o->p + o->len, s, n);
 	o->len += n;
+}
+
+/* kvc_put writes a string literal. */
+#define kvc_put(o, lit) kvc_putn((o), (lit), sizeof(lit) - 1)
+
+/* kvc_dec writes v in decimal at the end of buf[0..24) and returns where
+ * it starts. */
+static char *
+kvc_dec(char buf[24], uint64_t v)
+{
+	char *p = buf + 24;
+	do {
+		*--p = (char)('0' + v % 10);
+		v /= 10;
+	} while (v != 0);
+	return p;
 }
 
 static void
 kvc_putu(kvc_out *o, uint64_t v)
 {
 	char buf[24];
-	size_t n = 0;
-	do {
-		buf[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v != 0);
-	kvc_reserve(o, n);
-	while (n > 0) {
-		o->p[o->len++] = buf[--n];
-	}
+	char *p = kvc_dec(buf, v);
+	kvc_putn(o, p, (size_t)(buf + 24 - p));
 }
 
 /* kvc_putq writes a decimal u64 as a JSON string. */
 static void
 kvc_putq(kvc_out *o, uint64_t v)
 {
-	kvc_put(o, "\"");
-	kvc_putu(o, v);
-	kvc_put(o, "\"");
+	char buf[24];
+	char *p = kvc_dec(buf, v);
+	*--p = '"';
+	kvc_reserve(o, (size_t)(buf + 24 - p) + 1);
+	memcpy(o->p + o->len, p, (size_t)(buf + 24 - p));
+	o->len += (size_t)(buf + 24 - p);
+	o->p[o->len++] = '"';
 }
 
 /* kvc_puts writes s as a JSON string, null when NULL or (or_null) empty. */
@@ -170,85 +201,71 @@ kvc_tok(kvc_out *o, uint32_t blocks, uint32_t bs)
 	kvc_putu(o, (uint64_t)blocks * bs);
 }
 
-/* An index into the best-first list, keyed for grouping by instance. */
-typedef struct kvc_slot {
-	uint64_t id;
-	size_t first; /* position of the instance's best rank */
-	size_t pos;
-} kvc_slot;
-
-static int
-kvc_by_id(const void *pa, const void *pb)
-{
-	const kvc_slot *a = pa, *b = pb;
-	int c = kvc_cmp_u64(a->id, b->id);
-	return c ? c : kvc_cmp_u64(a->pos, b->pos);
-}
-
-static int
-kvc_by_first(const void *pa, const void *pb)
-{
-	const kvc_slot *a = pa, *b = pb;
-	int c = kvc_cmp_u64(a->first, b->first);
-	return c ? c : kvc_cmp_u64(a->pos, b->pos);
-}
-
-/* kvc_groups returns the positions of m[0..n) grouped by instance, the
- * instances in the order of their best ranks, each instance's ranks best
- * first. */
-static kvc_slot *
-kvc_groups(const kvc_api_match *m, size_t n)
-{
-	kvc_slot *s = kvi_reallocarray(NULL, n ? n : 1, sizeof(*s));
-	for (size_t i = 0; i < n; i++) {
-		s[i] = (kvc_slot){.id = m[i].instance_id, .pos = i};
-	}
-	qsort(s, n, sizeof(*s), kvc_by_id);
-	for (size_t i = 0; i < n; i++) {
-		s[i].first =
-		    i > 0 && s[i - 1].id == s[i].id ? s[i - 1].first : s[i].pos;
-	}
-	qsort(s, n, sizeof(*s), kvc_by_first);
-	return s;
-}
-
-/* kvc_per_instance writes "scores" or "instances": one entry per instance,
- * each with its ranks' matched tokens. */
+/* kvc_per_instance writes "scores" (full false) or "instances" from m,
+ * sorted by listener: one entry per instance with its ranks' matched
+ * tokens; an instance's own figures are those of its best rank. */
 static void
-kvc_per_instance(kvc_out *o, const kvc_api_match *m, const kvc_slot *s,
-		 size_t n, uint32_t bs, bool full)
+kvc_per_instance(kvc_out *o, const kvc_api_match *const *m, size_t n,
+		 uint32_t bs, bool full)
 {
 	kvc_put(o, "{");
-	for (size_t i = 0; i < n; i++) {
-		const kvc_api_match *x = &m[s[i].pos];
-		bool head = i == 0 || s[i - 1].id != s[i].id;
-		bool tail = i + 1 == n || s[i + 1].id != s[i].id;
-		if (head) {
-			kvc_put(o, i ? "," : "");
-			kvc_putq(o, x->instance_id);
-			kvc_put(o, ":{");
-			if (full) {
-				/* the instance is its best rank's match */
-				kvc_put(o, "\"longest_matched\":");
-				kvc_tok(o, x->longest, bs);
-				kvc_put(o, ",\"gpu\":");
-				kvc_tok(o, x->gpu, bs);
-				kvc_put(o, ",\"cpu\":");
-				kvc_tok(o, x->cpu, bs);
-				kvc_put(o, ",\"disk\":");
-				kvc_tok(o, x->disk, bs);
-				kvc_put(o, ",\"dp\":{");
+	for (size_t i = 0; i < n;) {
+		size_t j = i, best = i;
+		while (j < n && m[j]->instance_id == m[i]->instance_id) {
+			if (kvc_best_first(m[j], m[best]) < 0) {
+				best = j;
 			}
+			j++;
+		}
+		kvc_putn(o, i ? "," : "", i ? 1 : 0);
+		kvc_putq(o, m[i]->instance_id);
+		kvc_put(o, ":{");
+		if (full) {
+			kvc_put(o, "\"longest_matched\":");
+			kvc_tok(o, m[best]->longest, bs);
+			kvc_put(o, ",\"gpu\":");
+			kvc_tok(o, m[best]->gpu, bs);
+			kvc_put(o, ",\"cpu\":");
+			kvc_tok(o, m[best]->cpu, bs);
+			kvc_put(o, ",\"disk\":");
+			kvc_tok(o, m[best]->disk, bs);
+			kvc_put(o, ",\"dp\":{");
+		}
+		for (size_t k = i; k < j; k++) {
+			kvc_putn(o, ",", k > i);
+			kvc_putq(o, m[k]->dp_rank);
+			kvc_put(o, ":");
+			kvc_tok(o, m[k]->longest, bs);
+		}
+		if (full) {
+			kvc_put(o, "}}");
 		} else {
-			kvc_put(o, ",");
+			kvc_put(o, "}");
 		}
-		kvc_putq(o, x->dp_rank);
-		kvc_put(o, ":");
-		kvc_tok(o, x->longest, bs);
-		if (tail) {
-			kvc_put(o, full ? "}}" : "}");
-		}
+		i = j;
 	}
+	kvc_put(o, "}");
+}
+
+static void
+kvc_worker(kvc_out *o, const kvc_api_match *m, uint32_t bs)
+{
+	kvc_put(o, "{\"instance_id\":");
+	kvc_putq(o, m->instance_id);
+	kvc_put(o, ",\"pod\":");
+	kvc_puts(o, m->pod, true);
+	kvc_put(o, ",\"dp_rank\":");
+	kvc_putu(o, m->dp_rank);
+	kvc_put(o, ",\"matched_blocks\":");
+	kvc_putu(o, m->longest);
+	kvc_put(o, ",\"matched_tokens\":");
+	kvc_tok(o, m->longest, bs);
+	kvc_put(o, ",\"gpu\":");
+	kvc_tok(o, m->gpu, bs);
+	kvc_put(o, ",\"cpu\":");
+	kvc_tok(o, m->cpu, bs);
+	kvc_put(o, ",\"disk\":");
+	kvc_tok(o, m->disk, bs);
 	kvc_put(o, "}");
 }
 
@@ -256,64 +273,55 @@ char *
 kvc_api_query_response_text(const kvc_api_result *r, size_t *len)
 {
 	size_t n;
-	kvc_api_match *m = kvc_listeners(r, &n);
-	kvc_slot *s = kvc_groups(m, n);
+	const kvc_api_match **m = kvc_listeners(r, &n);
 	uint32_t bs = r->block_size;
 	kvc_out o = {0};
-	kvc_reserve(&o, 256 + n * 200);
+	kvc_reserve(&o, 256 + n * 240);
 	kvc_put(&o, "{\"scores\":");
-	kvc_per_instance(&o, m, s, n, bs, false);
+	kvc_per_instance(&o, m, n, bs, false);
 	kvc_put(&o, ",\"instances\":");
-	kvc_per_instance(&o, m, s, n, bs, true);
+	kvc_per_instance(&o, m, n, bs, true);
 	kvc_put(&o, ",\"frequencies\":[],\"model_name\":");
 	kvc_puts(&o, r->model, false);
 	kvc_put(&o, ",\"block_size\":");
 	kvc_putu(&o, bs);
 	kvc_put(&o, ",\"query_blocks\":");
 	kvc_putu(&o, r->query_blocks);
+	/* now best first, for workers and best */
+	if (n > 1) {
+		qsort(m, n, sizeof(*m), kvc_best_first_p);
+	}
 	kvc_put(&o, ",\"workers\":[");
 	for (size_t i = 0; i < n; i++) {
-		kvc_put(&o, i ? ",{\"instance_id\":" : "{\"instance_id\":");
-		kvc_putq(&o, m[i].instance_id);
-		kvc_put(&o, ",\"pod\":");
-		kvc_puts(&o, m[i].pod, true);
-		kvc_put(&o, ",\"dp_rank\":");
-		kvc_putu(&o, m[i].dp_rank);
-		kvc_put(&o, ",\"matched_blocks\":");
-		kvc_putu(&o, m[i].longest);
-		kvc_put(&o, ",\"matched_tokens\":");
-		kvc_tok(&o, m[i].longest, bs);
-		kvc_put(&o, ",\"gpu\":");
-		kvc_tok(&o, m[i].gpu, bs);
-		kvc_put(&o, ",\"cpu\":");
-		kvc_tok(&o, m[i].cpu, bs);
-		kvc_put(&o, ",\"disk\":");
-		kvc_tok(&o, m[i].disk, bs);
-		kvc_put(&o, "}");
+		kvc_putn(&o, ",", i > 0);
+		kvc_worker(&o, m[i], bs);
 	}
 	kvc_put(&o, "],\"best\":");
 	if (n > 0) {
 		kvc_put(&o, "{\"instance_id\":");
-		kvc_putq(&o, m[0].instance_id);
+		kvc_putq(&o, m[0]->instance_id);
 		kvc_put(&o, ",\"pod\":");
-		kvc_puts(&o, m[0].pod, true);
+		kvc_puts(&o, m[0]->pod, true);
 		kvc_put(&o, ",\"dp_rank\":");
-		kvc_putu(&o, m[0].dp_rank);
+		kvc_putu(&o, m[0]->dp_rank);
 		kvc_put(&o, ",\"matched_tokens\":");
-		kvc_tok(&o, m[0].longest, bs);
+		kvc_tok(&o, m[0]->longest, bs);
 		kvc_put(&o, "}");
 	} else {
 		kvc_put(&o, "null");
 	}
 	kvc_put(&o, ",\"partial\":");
-	kvc_put(&o, r->shards_answered < r->shards_total ? "true" : "false");
+	if (r->shards_answered < r->shards_total) {
+		kvc_put(&o, "true");
+	} else {
+		kvc_put(&o, "false");
+	}
 	kvc_put(&o, ",\"shards\":{\"answered\":");
 	kvc_putu(&o, r->shards_answered);
 	kvc_put(&o, ",\"total\":");
 	kvc_putu(&o, r->shards_total);
 	kvc_put(&o, "}}");
 	o.p[o.len] = '\0';
-	kvi_free(s);
 	kvi_free(m);
 	*len = o.len;
 	return o.p;

@@ -34,6 +34,7 @@ struct kvc_inst {
 	kvc_lis **lis; /* sorted by rank */
 	size_t n_lis;
 	kvc_inst *next;
+	kvc_inst *hnext; /* id bucket chain */
 };
 
 typedef struct kvc_model {
@@ -48,6 +49,7 @@ struct kvc_registry {
 	kvc_inst *insts;
 	kvc_model *models;
 	kvc_lis *buckets[KVC_BUCKETS];
+	kvc_inst *ibuckets[KVC_BUCKETS];
 };
 
 static size_t
@@ -68,10 +70,17 @@ kvc_lis_find(kvc_registry *r, const char *key)
 	return NULL;
 }
 
+static size_t
+kvc_ibucket(uint64_t id)
+{
+	return XXH3_64bits(&id, sizeof(id)) & (KVC_BUCKETS - 1);
+}
+
 static kvc_inst *
 kvc_inst_find(kvc_registry *r, uint64_t id)
 {
-	for (kvc_inst *i = r->insts; i != NULL; i = i->next) {
+	for (kvc_inst *i = r->ibuckets[kvc_ibucket(id)]; i != NULL;
+	     i = i->hnext) {
 		if (i->id == id) {
 			return i;
 		}
@@ -290,6 +299,8 @@ kvc_reg_add(kvc_registry *r, const kvc_pod *p, bool *existed, char *err,
 		i->source = p->source;
 		i->next = r->insts;
 		r->insts = i;
+		i->hnext = r->ibuckets[kvc_ibucket(i->id)];
+		r->ibuckets[kvc_ibucket(i->id)] = i;
 	}
 	i->pods = kvi_reallocarray(i->pods, i->n_pods + 1, sizeof(*i->pods));
 	kvc_pod_copy(&i->pods[i->n_pods++], p);
@@ -337,7 +348,14 @@ kvc_inst_unlink(kvc_registry *r, kvc_inst *i)
 	for (kvc_inst **pi = &r->insts; *pi != NULL; pi = &(*pi)->next) {
 		if (*pi == i) {
 			*pi = i->next;
-			return;
+			break;
+		}
+	}
+	for (kvc_inst **pi = &r->ibuckets[kvc_ibucket(i->id)]; *pi != NULL;
+	     pi = &(*pi)->hnext) {
+		if (*pi == i) {
+			*pi = i->hnext;
+			break;
 		}
 	}
 }
@@ -378,6 +396,37 @@ kvc_reg_remove(kvc_registry *r, const char *name, uint64_t id, int rank,
 	}
 	pthread_mutex_unlock(&r->mu);
 	return *n > 0 ? KVI_OK : KVI_ENOENT;
+}
+
+char *
+kvc_reg_pod_names(kvc_registry *r, const uint64_t *ids, size_t n,
+		  const char **names)
+{
+	size_t used = 0, cap = 64 + n * 32;
+	char *buf = kvi_malloc(cap);
+	size_t *at = kvi_reallocarray(NULL, n ? n : 1, sizeof(*at));
+	pthread_mutex_lock(&r->mu);
+	for (size_t k = 0; k < n; k++) {
+		kvc_inst *i = kvc_inst_find(r, ids[k]);
+		if (i == NULL || i->name == NULL) {
+			at[k] = SIZE_MAX;
+			continue;
+		}
+		size_t len = strlen(i->name) + 1;
+		if (used + len > cap) {
+			cap = (used + len) * 2;
+			buf = kvi_realloc(buf, cap);
+		}
+		memcpy(buf + used, i->name, len);
+		at[k] = used;
+		used += len;
+	}
+	pthread_mutex_unlock(&r->mu);
+	for (size_t k = 0; k < n; k++) {
+		names[k] = at[k] == SIZE_MAX ? NULL : buf + at[k];
+	}
+	kvi_free(at);
+	return buf;
 }
 
 bool

@@ -77,6 +77,13 @@ kvi_err kvc_reg_remove(kvc_registry *r, const char *name, uint64_t id, int rank,
 bool kvc_reg_lookup(kvc_registry *r, const char *name, uint64_t id,
 		    kvc_source *source, bool *named, char **model);
 
+/* kvc_reg_pod_names points names[k] at a copy of the pod name of
+ * instance ids[k] (NULL for an instance registered rank by rank, or not
+ * registered), for k in 0..n; the copies live in the buffer it returns,
+ * which the caller frees with kvi_free(). One lock for all of them. */
+char *kvc_reg_pod_names(kvc_registry *r, const uint64_t *ids, size_t n,
+			const char **names);
+
 /* kvc_reg_pods returns copies of the pods registered from source. */
 kvc_pod *kvc_reg_pods(kvc_registry *r, kvc_source source, size_t *n);
 void kvc_pods_free(kvc_pod *p, size_t n);

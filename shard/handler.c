@@ -14,37 +14,44 @@ struct kvh_shard {
 	kvi_counter *c_queries;
 };
 
+/* Matches in the compact form of QueryResponse, grown in the arena. */
 typedef struct kvh_matches {
 	kvp_arena *arena;
-	Kvindex__ListenerMatch **items;
+	uint64_t *instance;
+	uint32_t *rank, *gpu, *cpu, *disk;
 	size_t n, cap;
 } kvh_matches;
+
+static void *
+kvh_grow(kvp_arena *a, void *old, size_t n, size_t cap, size_t size)
+{
+	void *p = kvp_arena_alloc(a, cap * size);
+	if (n > 0) {
+		memcpy(p, old, n * size);
+	}
+	return p;
+}
 
 static void
 kvh_match_add(void *arg, const kvx_listener_info *info, const kvx_match *m)
 {
 	kvh_matches *ms = arg;
 	if (ms->n == ms->cap) {
-		size_t cap = ms->cap ? ms->cap * 2 : 16;
-		Kvindex__ListenerMatch **items =
-		    kvp_arena_alloc(ms->arena, cap * sizeof(*items));
-		if (ms->n > 0) {
-			memcpy(items, ms->items, ms->n * sizeof(*items));
-		}
-		ms->items = items;
+		size_t cap = ms->cap ? ms->cap * 2 : 64;
+		kvp_arena *a = ms->arena;
+		ms->instance = kvh_grow(a, ms->instance, ms->n, cap, 8);
+		ms->rank = kvh_grow(a, ms->rank, ms->n, cap, 4);
+		ms->gpu = kvh_grow(a, ms->gpu, ms->n, cap, 4);
+		ms->cpu = kvh_grow(a, ms->cpu, ms->n, cap, 4);
+		ms->disk = kvh_grow(a, ms->disk, ms->n, cap, 4);
 		ms->cap = cap;
 	}
-	Kvindex__ListenerMatch *pb = kvp_arena_alloc(ms->arena, sizeof(*pb));
-	kvindex__listener_match__init(pb);
-	pb->key = kvp_arena_strdup(ms->arena, info->key);
-	pb->instance_id = info->instance_id;
-	pb->pod = kvp_arena_strdup(ms->arena, info->pod);
-	pb->dp_rank = info->dp_rank;
-	pb->gpu = m->gpu;
-	pb->cpu = m->cpu;
-	pb->disk = m->disk;
-	pb->longest = m->longest;
-	ms->items[ms->n++] = pb;
+	size_t i = ms->n++;
+	ms->instance[i] = info->instance_id;
+	ms->rank[i] = info->dp_rank;
+	ms->gpu[i] = m->gpu;
+	ms->cpu[i] = m->cpu;
+	ms->disk[i] = m->disk;
 }
 
 typedef struct kvh_ranks {
@@ -113,8 +120,16 @@ kvh_query(kvh_shard *s, const Kvindex__QueryRequest *q, Kvindex__Response *resp,
 	if (rv == KVI_OK) {
 		out->has_block_size = true;
 		out->block_size = bs;
-		out->matches = ms.items;
-		out->n_matches = ms.n;
+		out->m_instance = ms.instance;
+		out->n_m_instance = ms.n;
+		out->m_rank = ms.rank;
+		out->n_m_rank = ms.n;
+		out->m_gpu = ms.gpu;
+		out->n_m_gpu = ms.n;
+		out->m_cpu = ms.cpu;
+		out->n_m_cpu = ms.n;
+		out->m_disk = ms.disk;
+		out->n_m_disk = ms.n;
 	}
 	if (rv == KVI_OK && q->n_instances > 0) {
 		kvh_ranks rs = {.arena = a};

@@ -9,15 +9,16 @@
  *
  * States (what status reports):
  *
- *   PENDING     assigned and subscribed, no batch applied yet
+ *   PENDING     assigned and subscribed, not yet known to be in step
  *   ACTIVE      applying the live stream in order
  *   RECOVERING  closing a gap: a replay or a /kv_recover fetch is in
  *               flight; live batches wait in the listener's backlog
  *   FAILED      the last recovery attempt failed; the next one is
  *               scheduled with backoff; live batches keep waiting
  *
- * PENDING -> ACTIVE on the first batch applied; ACTIVE -> RECOVERING on a
- * gap, an engine restart that needs history, or a resync; RECOVERING ->
+ * PENDING -> ACTIVE on the first batch applied, or once the catch-up at
+ * connect found that the engine has published nothing yet; ACTIVE -> RECOVERING
+ * on a gap, an engine restart that needs history, or a resync; RECOVERING ->
  * ACTIVE once the gap is closed and the backlog applied; RECOVERING ->
  * FAILED on a failed attempt; FAILED -> RECOVERING when the backoff
  * expires.

@@ -58,7 +58,9 @@ kvg_state_of(const kvl_listener *l)
 	case KVL_BACKOFF:
 		return KVL_FAILED;
 	default:
-		return l->mark.has_wm ? KVL_ACTIVE : KVL_PENDING;
+		/* in step with the engine: something applied, or a
+		 * catch-up that found it has published nothing yet */
+		return l->mark.has_wm || l->trusted ? KVL_ACTIVE : KVL_PENDING;
 	}
 }
 

@@ -178,10 +178,14 @@ test_kill9_under_load(void **state)
 	Kvindex__Response *resp = shc_call(&shard, &req);
 	assert_int_equal(resp->code, 0);
 	bool found = false;
-	for (size_t i = 0; i < resp->query->n_matches; i++) {
-		Kvindex__ListenerMatch *m = resp->query->matches[i];
-		if (strcmp(m->key, "sim/pod-1#0") == 0) {
-			assert_int_equal(m->longest, n);
+	const Kvindex__QueryResponse *qr = resp->query;
+	assert_int_equal(qr->n_matches, 0); /* the compact form instead */
+	assert_int_equal(qr->n_m_rank, qr->n_m_instance);
+	for (size_t i = 0; i < qr->n_m_instance; i++) {
+		/* sim/pod-1#0 was assigned with instance id 1 */
+		if (qr->m_instance[i] == 1 && qr->m_rank[i] == 0) {
+			assert_int_equal(
+			    qr->m_gpu[i] + qr->m_cpu[i] + qr->m_disk[i], n);
 			found = true;
 		}
 	}

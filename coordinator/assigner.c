@@ -1,0 +1,691 @@
+/*
+ * assigner.c - the assigner thread and its commands (assigner.h); the
+ * tick itself is in reconcile.c.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "alloc.h"
+#include "assigner_int.h"
+#include "log.h"
+
+/* ---- metrics ------------------------------------------------------- */
+
+static void
+kvc_collect_listeners(void *arg, kvi_metrics_out *out)
+{
+	kvc_assigner *a = arg;
+	kvc_reg_stats st;
+	kvc_reg_stats_get(a->reg, &st);
+	static const char *const names[] = {"pending", "active", "recovering",
+					    "failed"};
+	kvi_metrics_out_family(out, "kvindex_coord_listeners",
+			       "Listeners by the state their shard reports.",
+			       KVI_METRIC_GAUGE);
+	for (size_t i = 0; i < 4; i++) {
+		kvi_label l = {"state", names[i]};
+		kvi_metrics_out_sample(out, "kvindex_coord_listeners", &l, 1,
+				       (double)st.by_state[i]);
+	}
+	kvi_metrics_out_family(out, "kvindex_coord_listeners_unassigned",
+			       "Listeners no shard owns yet.",
+			       KVI_METRIC_GAUGE);
+	kvi_metrics_out_sample(out, "kvindex_coord_listeners_unassigned", NULL,
+			       0, (double)st.unassigned);
+	kvi_metrics_out_family(out, "kvindex_coord_instances",
+			       "Registered instances (pods).",
+			       KVI_METRIC_GAUGE);
+	kvi_metrics_out_sample(out, "kvindex_coord_instances", NULL, 0,
+			       (double)st.instances);
+}
+
+static void
+kvc_metrics_setup(kvc_assigner *a, kvi_metrics *m)
+{
+	static const char *const res[] = {"ok", "failed"};
+	kvi_counter *c[2];
+	kvi_metrics_counter_vec_add(m, "kvindex_coord_assign_total",
+				    "Assign calls to shards, by result.",
+				    "result", res, 2, c);
+	a->m_assign_ok = c[0];
+	a->m_assign_failed = c[1];
+	kvi_metrics_counter_vec_add(m, "kvindex_coord_unassign_total",
+				    "Unassign calls to shards, by result.",
+				    "result", res, 2, c);
+	a->m_unassign_ok = c[0];
+	a->m_unassign_failed = c[1];
+	kvi_metrics_counter_add(m, "kvindex_coord_failovers_total",
+				"Listeners reassigned away from a shard "
+				"silent past the grace period.",
+				&a->m_failovers);
+	kvi_metrics_counter_add(m, "kvindex_coord_orphans_dropped_total",
+				"Listeners dropped from shards because no "
+				"source lists them.",
+				&a->m_orphans);
+	kvi_metrics_counter_add(m, "kvindex_coord_registration_retries_total",
+				"Registration attempts that failed and were "
+				"rolled back, to be retried.",
+				&a->m_reg_retries);
+	kvi_metrics_gauge_add(m, "kvindex_coord_shards_up",
+			      "Shards that answered the last status poll.",
+			      KVI_GAUGE_INT, &a->m_shards_up);
+	kvi_metrics_gauge_add(m, "kvindex_coord_registrations_pending",
+			      "Registration units waiting for a retry.",
+			      KVI_GAUGE_INT, &a->m_pending_units);
+	kvi_metrics_collector_add(m, kvc_collect_listeners, a);
+}
+
+/* ---- JSON helpers -------------------------------------------------- */
+
+static json_t *
+kvc_err_body(const char *msg)
+{
+	return json_pack("{s:s}", "error", msg);
+}
+
+static json_t *
+kvc_keys_json(char **keys, size_t n)
+{
+	json_t *arr = json_array();
+	for (size_t i = 0; i < n; i++) {
+		json_array_append_new(arr, json_string(keys[i]));
+	}
+	return arr;
+}
+
+static void
+kvc_strv_free(char **v, size_t n)
+{
+	for (size_t i = 0; v != NULL && i < n; i++) {
+		kvi_free(v[i]);
+	}
+	kvi_free(v);
+}
+
+/* ---- removal ------------------------------------------------------- */
+
+/* kvc_remove takes a pod or an instance's ranks out of the registry and
+ * unassigns them from every shard known to own them. Returns the keys
+ * removed (kvc_strv_free) or NULL when nothing matched. */
+static char **
+kvc_remove(kvc_assigner *a, const char *name, uint64_t id, int rank, size_t *n)
+{
+	char **keys, **shards;
+	if (kvc_reg_remove(a->reg, name, id, rank, &keys, &shards, n) !=
+	    KVI_OK) {
+		return NULL;
+	}
+	kvc_op *ops = NULL;
+	size_t m = 0, cap = 0;
+	for (size_t i = 0; i < *n; i++) {
+		size_t cnt;
+		const kvc_owned *o = kvc_owned_find(a, keys[i], &cnt);
+		size_t reg = kvc_shard_index(a, shards[i]);
+		for (size_t k = 0; k <= cnt; k++) {
+			size_t s = k < cnt ? o[k].shard : reg;
+			bool dup = s == SIZE_MAX;
+			for (size_t j = 0; j < k && !dup; j++) {
+				dup = o[j].shard == s;
+			}
+			if (dup) {
+				continue;
+			}
+			if (m == cap) {
+				cap = cap ? cap * 2 : 16;
+				ops = kvi_reallocarray(ops, cap, sizeof(*ops));
+			}
+			ops[m++] = (kvc_op){
+			    .assign = false, .shard = s, .key = keys[i]};
+		}
+		kvc_retry_clear(a, keys[i]);
+		KVI_INFO("listener_removed", "listener=%s", keys[i]);
+	}
+	if (name != NULL) {
+		kvc_retry_clear(a, name);
+	}
+	/* a shard that is away gets it dropped as an orphan on return */
+	kvc_run_ops(a, ops, m, NULL, NULL, NULL, 0);
+	kvi_free(ops);
+	kvc_strv_free(shards, *n);
+	return keys;
+}
+
+static void
+kvc_store_delete(kvc_assigner *a, const char *name, char **keys, size_t n)
+{
+	if (a->store == NULL) {
+		return;
+	}
+	char err[256];
+	for (size_t i = 0; i < (name != NULL ? 1 : n); i++) {
+		const char *k = name != NULL ? name : keys[i];
+		kvi_err rv =
+		    kvc_cstore_pod_delete(a->store, k, err, sizeof(err));
+		if (rv != KVI_OK && rv != KVI_ENOENT) {
+			KVI_ERROR("store_delete_failed", "pod=%s err=%s", k,
+				  err);
+		}
+	}
+}
+
+/* ---- commands ------------------------------------------------------ */
+
+static void
+kvc_do_register(kvc_assigner *a, kvc_cmd *c)
+{
+	const kvc_pod *p = &c->pod;
+	char err[256] = "";
+	bool existed = false;
+	kvi_err rv = kvc_reg_add(a->reg, p, &existed, err, sizeof(err));
+	if (rv != KVI_OK) {
+		c->done(c->arg, rv == KVI_EEXIST ? 409 : 400,
+			kvc_err_body(err));
+		return;
+	}
+	if (!existed && a->store != NULL &&
+	    kvc_cstore_pod_put(a->store, p, err, sizeof(err)) != KVI_OK) {
+		KVI_ERROR("store_put_failed", "instance=%" PRIu64 " err=%s",
+			  p->instance_id, err);
+		size_t n;
+		kvc_strv_free(kvc_remove(a, p->name, p->instance_id,
+					 p->name ? -1 : (int)p->rank, &n),
+			      n);
+		char msg[320];
+		snprintf(msg, sizeof(msg),
+			 "the registration could not be stored: %s", err);
+		c->done(c->arg, 500, kvc_err_body(msg));
+		return;
+	}
+	/* this unit's listeners */
+	size_t n;
+	kvc_lview *lv = kvc_reg_listeners(a->reg, &n);
+	size_t nr;
+	kvc_rank *ranks = kvc_pod_ranks(p, &nr);
+	const kvc_lview **mine = kvi_calloc(nr + 1, sizeof(*mine));
+	size_t m = 0;
+	json_t *ls = json_array();
+	for (size_t i = 0; i < n; i++) {
+		for (size_t k = 0; k < nr; k++) {
+			if (strcmp(lv[i].r.key, ranks[k].key) != 0) {
+				continue;
+			}
+			if (lv[i].shard == NULL) {
+				mine[m++] = &lv[i];
+			}
+			json_array_append_new(ls, json_string(lv[i].r.key));
+		}
+	}
+	const char *unit = p->name != NULL ? p->name : ranks[0].key;
+	char id[24];
+	snprintf(id, sizeof(id), "%" PRIu64, p->instance_id);
+	json_t *body = json_pack("{s:s,s:o,s:o}", "instance_id", id, "name",
+				 p->name ? json_string(p->name) : json_null(),
+				 "listeners", ls);
+	int status;
+	if (m == 0) {
+		status = existed ? 200 : 201;
+		json_object_set_new(body, "status", json_string("registered"));
+		json_object_set_new(body, "existed", json_boolean(existed));
+	} else if (kvc_unit_attempt(a, mine, m, err, sizeof(err))) {
+		kvc_retry_clear(a, unit);
+		status = existed ? 200 : 201;
+		json_object_set_new(body, "status", json_string("registered"));
+		json_object_set_new(body, "existed", json_boolean(existed));
+	} else {
+		kvc_retry_fail(a, unit, err);
+		const kvc_retry *r = kvc_retry_get(a, unit, false);
+		KVI_WARN("register_pending", "unit=%s err=%s", unit, err);
+		status = 202;
+		json_object_set_new(body, "status", json_string("pending"));
+		json_object_set_new(body, "error", json_string(err));
+		json_object_set_new(body, "retry_in_ms",
+				    json_integer(r ? r->backoff_ms : 0));
+	}
+	KVI_INFO("registered", "unit=%s listeners=%zu status=%d", unit, nr,
+		 status);
+	kvi_free(mine);
+	kvc_ranks_free(ranks, nr);
+	kvc_lviews_free(lv, n);
+	c->done(c->arg, status, body);
+}
+
+static void
+kvc_do_unregister(kvc_assigner *a, kvc_cmd *c)
+{
+	kvc_source src;
+	bool named;
+	char *model = NULL;
+	char msg[320];
+	if (!kvc_reg_lookup(a->reg, c->name, c->id, &src, &named, &model)) {
+		if (c->name != NULL) {
+			snprintf(msg, sizeof(msg), "pod %s is not registered",
+				 c->name);
+		} else {
+			snprintf(msg, sizeof(msg),
+				 "instance %" PRIu64 " is not registered",
+				 c->id);
+		}
+		c->done(c->arg, 404, kvc_err_body(msg));
+		return;
+	}
+	int status = 0;
+	if (src != KVC_SOURCE_HTTP) {
+		snprintf(msg, sizeof(msg),
+			 "this pod comes from the %s source; remove it there",
+			 kvc_source_name(src));
+		status = 409;
+	} else if (c->model != NULL && strcmp(c->model, model) != 0) {
+		snprintf(msg, sizeof(msg),
+			 "instance %" PRIu64 " serves model %s, not %s", c->id,
+			 model, c->model);
+		status = 404;
+	} else if (named && c->rank >= 0) {
+		snprintf(msg, sizeof(msg),
+			 "the ranks of a pod registered with its name go "
+			 "together: unregister it without dp_rank");
+		status = 409;
+	}
+	kvi_free(model);
+	if (status != 0) {
+		c->done(c->arg, status, kvc_err_body(msg));
+		return;
+	}
+	size_t n;
+	char **keys = kvc_remove(a, named ? c->name : NULL, c->id, c->rank, &n);
+	if (keys == NULL) {
+		snprintf(msg, sizeof(msg),
+			 "instance %" PRIu64 " has no rank %d registered",
+			 c->id, c->rank);
+		c->done(c->arg, 404, kvc_err_body(msg));
+		return;
+	}
+	kvc_store_delete(a, named ? c->name : NULL, keys, n);
+	c->done(c->arg, 200,
+		json_pack("{s:o}", "unregistered", kvc_keys_json(keys, n)));
+	kvc_strv_free(keys, n);
+}
+
+static const kvc_pod *
+kvc_pod_named(const kvc_pod *pods, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (pods[i].name != NULL && strcmp(pods[i].name, name) == 0) {
+			return &pods[i];
+		}
+	}
+	return NULL;
+}
+
+static void
+kvc_do_sync(kvc_assigner *a, kvc_cmd *c)
+{
+	size_t n_cur;
+	kvc_pod *cur = kvc_reg_pods(a->reg, c->source, &n_cur);
+	size_t removed = 0, added = 0, rejected = 0;
+	for (size_t i = 0; i < n_cur; i++) {
+		const kvc_pod *np =
+		    kvc_pod_named(c->pods, c->n_pods, cur[i].name);
+		if (np == NULL || !kvc_pod_equal(np, &cur[i])) {
+			size_t n;
+			kvc_strv_free(kvc_remove(a, cur[i].name, 0, -1, &n), n);
+			removed++;
+		}
+	}
+	for (size_t i = 0; i < c->n_pods; i++) {
+		const kvc_pod *p = &c->pods[i];
+		char err[256];
+		bool existed;
+		if (kvc_reg_add(a->reg, p, &existed, err, sizeof(err)) !=
+		    KVI_OK) {
+			KVI_ERROR("pod_rejected", "source=%s pod=%s err=%s",
+				  kvc_source_name(c->source), p->name, err);
+			rejected++;
+		} else if (!existed) {
+			added++;
+		}
+	}
+	kvc_pods_free(cur, n_cur);
+	KVI_INFO("source_synced",
+		 "source=%s pods=%zu added=%zu removed=%zu rejected=%zu",
+		 kvc_source_name(c->source), c->n_pods, added, removed,
+		 rejected);
+	pthread_mutex_lock(&a->mu);
+	a->synced |= 1u << c->source;
+	pthread_mutex_unlock(&a->mu);
+}
+
+static void
+kvc_cmd_free(kvc_cmd *c)
+{
+	kvc_pod_fini(&c->pod);
+	kvc_pods_free(c->pods, c->n_pods);
+	kvi_free(c->name);
+	kvi_free(c->model);
+	kvi_free(c);
+}
+
+static void
+kvc_enqueue(kvc_assigner *a, kvc_cmd *c)
+{
+	pthread_mutex_lock(&a->mu);
+	bool stopped = a->stop;
+	if (!stopped) {
+		if (a->tail != NULL) {
+			a->tail->next = c;
+		} else {
+			a->head = c;
+		}
+		a->tail = c;
+		pthread_cond_broadcast(&a->cv);
+	}
+	pthread_mutex_unlock(&a->mu);
+	if (stopped) {
+		if (c->done != NULL) {
+			c->done(c->arg, 503, kvc_err_body("shutting down"));
+		}
+		kvc_cmd_free(c);
+	}
+}
+
+void
+kvc_assigner_register(kvc_assigner *a, const kvc_pod *p, kvc_assigner_done done,
+		      void *arg)
+{
+	kvc_cmd *c = kvi_calloc(1, sizeof(*c));
+	c->kind = KVC_CMD_REGISTER;
+	kvc_pod_copy(&c->pod, p);
+	c->done = done;
+	c->arg = arg;
+	kvc_enqueue(a, c);
+}
+
+void
+kvc_assigner_unregister(kvc_assigner *a, const char *name, uint64_t id,
+			int rank, const char *model, kvc_assigner_done done,
+			void *arg)
+{
+	kvc_cmd *c = kvi_calloc(1, sizeof(*c));
+	c->kind = KVC_CMD_UNREGISTER;
+	c->name = name ? kvi_strdup(name) : NULL;
+	c->model = model ? kvi_strdup(model) : NULL;
+	c->id = id;
+	c->rank = rank;
+	c->done = done;
+	c->arg = arg;
+	kvc_enqueue(a, c);
+}
+
+void
+kvc_assigner_sync(kvc_assigner *a, kvc_source source, const kvc_pod *pods,
+		  size_t n)
+{
+	kvc_cmd *c = kvi_calloc(1, sizeof(*c));
+	c->kind = KVC_CMD_SYNC;
+	c->source = source;
+	c->pods = kvi_calloc(n + 1, sizeof(*c->pods));
+	for (size_t i = 0; i < n; i++) {
+		kvc_pod_copy(&c->pods[i], &pods[i]);
+	}
+	c->n_pods = n;
+	kvc_enqueue(a, c);
+}
+
+void
+kvc_assigner_expect(kvc_assigner *a, kvc_source source)
+{
+	pthread_mutex_lock(&a->mu);
+	a->expected |= 1u << source;
+	pthread_mutex_unlock(&a->mu);
+}
+
+bool
+kvc_assigner_ready(kvc_assigner *a, char *why, size_t len)
+{
+	pthread_mutex_lock(&a->mu);
+	unsigned missing = a->expected & ~a->synced;
+	bool polled = a->tick_done > 0;
+	pthread_mutex_unlock(&a->mu);
+	for (int s = 0; s <= KVC_SOURCE_KUBERNETES; s++) {
+		if (missing & (1u << s)) {
+			snprintf(why, len, "the %s source has not synced yet",
+				 kvc_source_name((kvc_source)s));
+			return false;
+		}
+	}
+	if (!polled) {
+		snprintf(why, len, "the shards have not been polled yet");
+		return false;
+	}
+	size_t n;
+	kvc_shard **sh = kvc_shardset_snapshot(a->shards, &n);
+	int64_t now = kvc_now_ms();
+	bool ok = n > 0;
+	if (!ok) {
+		snprintf(why, len, "no shards are configured");
+	}
+	for (size_t i = 0; ok && i < n; i++) {
+		int64_t last = atomic_load(&sh[i]->last_ok_ms);
+		if (last == 0 || now - last > a->cfg.ready_stale_ms) {
+			snprintf(why, len, "shard %s has not answered %s",
+				 sh[i]->id, last == 0 ? "yet" : "recently");
+			ok = false;
+		}
+	}
+	kvc_shardset_release(sh, n);
+	return ok;
+}
+
+void
+kvc_assigner_flush(kvc_assigner *a)
+{
+	pthread_mutex_lock(&a->mu);
+	uint64_t want = a->tick_started + 1;
+	a->flushers++;
+	pthread_cond_broadcast(&a->cv);
+	while (a->tick_done < want && !a->stop) {
+		pthread_cond_wait(&a->cv, &a->mu);
+	}
+	a->flushers--;
+	pthread_mutex_unlock(&a->mu);
+}
+
+/* ---- the thread ---------------------------------------------------- */
+
+static void
+kvc_run_cmd(kvc_assigner *a, kvc_cmd *c)
+{
+	switch (c->kind) {
+	case KVC_CMD_REGISTER:
+		kvc_do_register(a, c);
+		break;
+	case KVC_CMD_UNREGISTER:
+		kvc_do_unregister(a, c);
+		break;
+	case KVC_CMD_SYNC:
+		kvc_do_sync(a, c);
+		break;
+	}
+	kvc_cmd_free(c);
+}
+
+static void *
+kvc_main(void *arg)
+{
+	kvc_assigner *a = arg;
+	for (;;) {
+		pthread_mutex_lock(&a->mu);
+		if (a->stop) {
+			pthread_mutex_unlock(&a->mu);
+			break;
+		}
+		a->tick_started++;
+		pthread_mutex_unlock(&a->mu);
+
+		kvc_tick(a);
+
+		pthread_mutex_lock(&a->mu);
+		a->tick_done = a->tick_started;
+		pthread_cond_broadcast(&a->cv);
+		struct timespec dl;
+		clock_gettime(CLOCK_MONOTONIC, &dl);
+		dl.tv_sec += a->cfg.tick_ms / 1000;
+		dl.tv_nsec += (long)(a->cfg.tick_ms % 1000) * 1000000L;
+		if (dl.tv_nsec >= 1000000000L) {
+			dl.tv_sec++;
+			dl.tv_nsec -= 1000000000L;
+		}
+		while (!a->stop && a->head == NULL && a->flushers == 0) {
+			if (pthread_cond_timedwait(&a->cv, &a->mu, &dl) ==
+			    ETIMEDOUT) {
+				break;
+			}
+		}
+		kvc_cmd *cmds = a->head;
+		a->head = a->tail = NULL;
+		bool stop = a->stop;
+		pthread_mutex_unlock(&a->mu);
+
+		while (cmds != NULL) {
+			kvc_cmd *c = cmds;
+			cmds = c->next;
+			if (stop) {
+				if (c->done != NULL) {
+					c->done(c->arg, 503,
+						kvc_err_body("shutting down"));
+				}
+				kvc_cmd_free(c);
+			} else {
+				kvc_run_cmd(a, c);
+			}
+		}
+	}
+	return NULL;
+}
+
+static kvi_err
+kvc_load_pod(void *arg, const char *key, const kvc_pod *pod)
+{
+	kvc_assigner *a = arg;
+	char err[256];
+	bool existed;
+	if (kvc_pod_check(pod, err, sizeof(err)) != KVI_OK ||
+	    kvc_reg_add(a->reg, pod, &existed, err, sizeof(err)) != KVI_OK) {
+		KVI_ERROR("stored_pod_rejected", "pod=%s err=%s", key, err);
+	}
+	return KVI_OK;
+}
+
+static kvi_err
+kvc_load_pin(void *arg, const char *key, const char *shard)
+{
+	kvc_assigner *a = arg;
+	kvc_rdv_pins_set(a->pins, key, shard);
+	return KVI_OK;
+}
+
+static void
+kvc_config_defaults(kvc_assigner_config *c)
+{
+	c->tick_ms = c->tick_ms > 0 ? c->tick_ms : 500;
+	c->poll_timeout_ms = c->poll_timeout_ms > 0 ? c->poll_timeout_ms : 1000;
+	c->rpc_timeout_ms = c->rpc_timeout_ms > 0 ? c->rpc_timeout_ms : 3000;
+	c->failover_grace_ms =
+	    c->failover_grace_ms != 0 ? c->failover_grace_ms : 60000;
+	c->retry_min_ms = c->retry_min_ms > 0 ? c->retry_min_ms : 500;
+	c->retry_max_ms = c->retry_max_ms > 0 ? c->retry_max_ms : 30000;
+	if (c->retry_max_ms < c->retry_min_ms) {
+		c->retry_max_ms = c->retry_min_ms;
+	}
+	c->max_in_flight = c->max_in_flight > 0 ? c->max_in_flight : 64;
+	if (c->ready_stale_ms <= 0) {
+		c->ready_stale_ms = 3 * c->tick_ms + c->poll_timeout_ms;
+	}
+}
+
+kvi_err
+kvc_assigner_start(kvc_registry *reg, kvc_shardset *shards, kvc_cstore *store,
+		   kvi_metrics *m, const kvc_assigner_config *cfg,
+		   kvc_assigner **out, char *err, size_t errlen)
+{
+	kvc_assigner *a = kvi_calloc(1, sizeof(*a));
+	a->reg = reg;
+	a->shards = shards;
+	a->store = store;
+	if (cfg != NULL) {
+		a->cfg = *cfg;
+	}
+	kvc_config_defaults(&a->cfg);
+	a->pins = kvc_rdv_pins_alloc();
+	if (m == NULL) {
+		a->own_metrics = kvi_metrics_alloc();
+		m = a->own_metrics;
+	}
+	kvc_metrics_setup(a, m);
+	if (store != NULL) {
+		kvi_err rv =
+		    kvc_cstore_pod_list(store, kvc_load_pod, a, err, errlen);
+		if (rv == KVI_OK) {
+			rv = kvc_cstore_pin_list(store, kvc_load_pin, a, err,
+						 errlen);
+		}
+		if (rv != KVI_OK) {
+			kvc_rdv_pins_free(a->pins);
+			kvi_metrics_free(a->own_metrics);
+			kvi_free(a);
+			return rv;
+		}
+	}
+	pthread_mutex_init(&a->mu, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&a->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	if (pthread_create(&a->thread, NULL, kvc_main, a) != 0) {
+		snprintf(err, errlen, "cannot start the assigner thread");
+		pthread_mutex_destroy(&a->mu);
+		pthread_cond_destroy(&a->cv);
+		kvc_rdv_pins_free(a->pins);
+		kvi_metrics_free(a->own_metrics);
+		kvi_free(a);
+		return KVI_EIO;
+	}
+	*out = a;
+	return KVI_OK;
+}
+
+void
+kvc_assigner_stop(kvc_assigner *a)
+{
+	if (a == NULL) {
+		return;
+	}
+	pthread_mutex_lock(&a->mu);
+	a->stop = true;
+	kvc_cmd *cmds = a->head;
+	a->head = a->tail = NULL;
+	pthread_cond_broadcast(&a->cv);
+	pthread_mutex_unlock(&a->mu);
+	pthread_join(a->thread, NULL);
+	while (cmds != NULL) {
+		kvc_cmd *c = cmds;
+		cmds = c->next;
+		if (c->done != NULL) {
+			c->done(c->arg, 503, kvc_err_body("shutting down"));
+		}
+		kvc_cmd_free(c);
+	}
+	kvc_poll_free(a);
+	for (size_t i = 0; i < a->n_retries; i++) {
+		kvi_free(a->retries[i].unit);
+	}
+	kvi_free(a->retries);
+	kvc_rdv_pins_free(a->pins);
+	kvi_metrics_free(a->own_metrics);
+	pthread_mutex_destroy(&a->mu);
+	pthread_cond_destroy(&a->cv);
+	kvi_free(a);
+}

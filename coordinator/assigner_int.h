@@ -1,0 +1,122 @@
+/*
+ * assigner_int.h - the assigner's internals, shared by assigner.c (the
+ * thread and its commands) and reconcile.c (the tick). Everything here is
+ * touched by the assigner thread only, except what `mu` guards.
+ */
+#ifndef KVI_COORDINATOR_ASSIGNER_INT_H
+#define KVI_COORDINATOR_ASSIGNER_INT_H
+
+#include <pthread.h>
+
+#include "assigner.h"
+#include "fanout.h"
+#include "rendezvous.h"
+
+typedef enum kvc_cmd_kind {
+	KVC_CMD_REGISTER = 0,
+	KVC_CMD_UNREGISTER,
+	KVC_CMD_SYNC,
+} kvc_cmd_kind;
+
+typedef struct kvc_cmd {
+	kvc_cmd_kind kind;
+	kvc_pod pod;   /* register */
+	kvc_pod *pods; /* sync */
+	size_t n_pods;
+	kvc_source source;
+	char *name, *model; /* unregister */
+	uint64_t id;
+	int rank;
+	kvc_assigner_done done;
+	void *arg;
+	struct kvc_cmd *next;
+} kvc_cmd;
+
+/* One listener a shard reported at the last poll. */
+typedef struct kvc_owned {
+	const char *key;
+	size_t shard; /* index into the poll's snapshot */
+	const Kvindex__ListenerStatus *st;
+} kvc_owned;
+
+/* Backoff of a registration unit (or a single listener's move). */
+typedef struct kvc_retry {
+	char *unit;
+	int64_t next_ms;
+	int backoff_ms;
+	char err[200];
+} kvc_retry;
+
+/* One assign or unassign of the tick's batch. */
+typedef struct kvc_op {
+	bool assign;
+	size_t shard;
+	char *key;           /* unassign */
+	const kvc_lview *lv; /* assign */
+} kvc_op;
+
+struct kvc_assigner {
+	kvc_registry *reg;
+	kvc_shardset *shards;
+	kvc_cstore *store;
+	kvc_assigner_config cfg;
+	kvc_rdv_pins *pins;
+
+	pthread_t thread;
+	pthread_mutex_t mu; /* guards the fields down to synced */
+	pthread_cond_t cv;
+	kvc_cmd *head, *tail;
+	bool stop;
+	uint64_t tick_started, tick_done;
+	int flushers;
+	unsigned expected, synced; /* bit per kvc_source */
+
+	/* the last poll (assigner thread) */
+	kvc_shard **snap;
+	size_t n_snap;
+	const char **ids; /* snap[i]->id */
+	bool *answered;
+	bool *eligible;
+	Kvindex__Response **resps;
+	kvc_owned *owned;
+	size_t n_owned;
+	bool polled;
+
+	kvc_retry *retries;
+	size_t n_retries;
+
+	/* metrics, in the caller's registry or own_metrics */
+	kvi_metrics *own_metrics;
+	kvi_counter *m_assign_ok, *m_assign_failed, *m_unassign_ok,
+	    *m_unassign_failed, *m_failovers, *m_orphans, *m_reg_retries;
+	kvi_gauge *m_shards_up, *m_pending_units;
+};
+
+/* reconcile.c */
+void kvc_tick(kvc_assigner *a);
+void kvc_poll_free(kvc_assigner *a);
+/* kvc_owned_find returns the first entry for key in the poll's owned
+ * list and the number of entries for it. */
+const kvc_owned *kvc_owned_find(const kvc_assigner *a, const char *key,
+				size_t *n);
+/* kvc_run_ops runs a batch of assigns/unassigns in parallel, at most
+ * max_in_flight at a time; ok[i] (may be NULL) and existed[i] (may be
+ * NULL) receive each outcome and err the first failure. */
+void kvc_run_ops(kvc_assigner *a, const kvc_op *ops, size_t n, bool *ok,
+		 bool *existed, char *err, size_t errlen);
+/* kvc_unit_attempt tries to assign every listener of one registration
+ * unit, all or nothing; err says why on failure. */
+bool kvc_unit_attempt(kvc_assigner *a, const kvc_lview *const *lvs, size_t n,
+		      char *err, size_t errlen);
+/* Retry bookkeeping of registration units. */
+kvc_retry *kvc_retry_get(kvc_assigner *a, const char *unit, bool create);
+void kvc_retry_fail(kvc_assigner *a, const char *unit, const char *err);
+void kvc_retry_clear(kvc_assigner *a, const char *unit);
+/* kvc_unit_of writes the registration unit of a listener: its pod name,
+ * or its own key for a per-rank registration. */
+const char *kvc_unit_of(const kvc_lview *lv);
+/* kvc_shard_index returns the index of shard id in the poll's snapshot,
+ * or SIZE_MAX. */
+size_t kvc_shard_index(const kvc_assigner *a, const char *id);
+
+#endif /* KVI_COORDINATOR_ASSIGNER_INT_H */

@@ -1,0 +1,234 @@
+#include "http_api.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "api_json.h"
+
+static void
+kvc_reply_done(void *arg, int status, json_t *body)
+{
+	kvi_http_reply_json(arg, status, body);
+}
+
+static void
+kvc_api_fail(kvi_http_req *req, kvc_api_error *e)
+{
+	kvi_http_reply_json(req, e->status, kvc_api_error_body(e));
+	kvc_api_error_fini(e);
+}
+
+static void
+kvc_on_register(void *arg, kvi_http_req *req)
+{
+	kvc_api *api = arg;
+	size_t len;
+	const char *body = kvi_http_req_body(req, &len);
+	kvc_pod pod;
+	kvc_api_error e = {0};
+	if (kvc_api_register_parse(body, len, api->default_dp_size, &pod, &e) !=
+	    KVI_OK) {
+		kvc_api_fail(req, &e);
+		return;
+	}
+	kvc_assigner_register(api->assigner, &pod, kvc_reply_done, req);
+	kvc_pod_fini(&pod);
+}
+
+static void
+kvc_on_unregister(void *arg, kvi_http_req *req)
+{
+	kvc_api *api = arg;
+	size_t len;
+	const char *body = kvi_http_req_body(req, &len);
+	kvc_api_unregister u;
+	kvc_api_error e = {0};
+	if (kvc_api_unregister_parse(body, len, &u, &e) != KVI_OK) {
+		kvc_api_fail(req, &e);
+		return;
+	}
+	kvc_assigner_unregister(api->assigner, u.name, u.instance_id,
+				u.has_dp_rank ? (int)u.dp_rank : -1, u.model,
+				kvc_reply_done, req);
+	kvc_api_unregister_fini(&u);
+}
+
+static void
+kvc_on_workers(void *arg, kvi_http_req *req)
+{
+	kvc_api *api = arg;
+	const char *model = kvi_http_req_query(req, "model_name");
+	kvi_http_reply_json(req, 200, kvc_reg_workers(api->reg, model));
+}
+
+static void
+kvc_on_health(void *arg, kvi_http_req *req)
+{
+	(void)arg;
+	kvi_http_reply_json(req, 200, json_pack("{s:b}", "ok", 1));
+}
+
+static void
+kvc_on_ready(void *arg, kvi_http_req *req)
+{
+	kvc_api *api = arg;
+	char why[256];
+	if (kvc_assigner_ready(api->assigner, why, sizeof(why))) {
+		kvi_http_reply_json(req, 200, json_pack("{s:b}", "ready", 1));
+	} else {
+		kvi_http_reply_json(
+		    req, 503,
+		    json_pack("{s:b,s:s}", "ready", 0, "reason", why));
+	}
+}
+
+static void
+kvc_on_metrics(void *arg, kvi_http_req *req)
+{
+	kvc_api *api = arg;
+	size_t len;
+	char *text = kvi_metrics_render(api->metrics, &len);
+	kvi_http_reply(req, 200, KVI_METRICS_CONTENT_TYPE, text, len);
+	kvi_free(text);
+}
+
+/* kvc_admin_ok checks the bearer token; false when it replied. */
+static bool
+kvc_admin_ok(const kvc_api *api, kvi_http_req *req)
+{
+	if (api->admin_token == NULL) {
+		return true;
+	}
+	const char *h = kvi_http_req_header(req, "Authorization");
+	if (h == NULL || strncmp(h, "Bearer ", 7) != 0) {
+		kvi_http_reply_error(req, 401,
+				     "admin paths need Authorization: Bearer "
+				     "<token>");
+		return false;
+	}
+	/* compare in constant time over the token's length */
+	const char *t = h + 7;
+	size_t n = strlen(api->admin_token);
+	unsigned diff = strlen(t) != n;
+	for (size_t i = 0; i < n && t[i] != '\0'; i++) {
+		diff |= (unsigned char)(t[i] ^ api->admin_token[i]);
+	}
+	if (diff != 0) {
+		kvi_http_reply_error(req, 403, "wrong admin token");
+		return false;
+	}
+	return true;
+}
+
+static json_t *
+kvc_shard_json(const kvc_shard *sh, int64_t now)
+{
+	int64_t last = atomic_load(&sh->last_ok_ms);
+	json_t *o = json_object();
+	json_object_set_new(o, "id", json_string(sh->id));
+	json_object_set_new(o, "endpoint", json_string(sh->url));
+	json_object_set_new(o, "status",
+			    json_string(atomic_load(&sh->draining) ? "draining"
+					: atomic_load(&sh->up)     ? "up"
+								   : "down"));
+	json_object_set_new(
+	    o, "listeners",
+	    json_integer((json_int_t)atomic_load(&sh->listeners)));
+	json_object_set_new(
+	    o, "blocks", json_integer((json_int_t)atomic_load(&sh->entries)));
+	json_object_set_new(
+	    o, "store_bytes",
+	    json_integer((json_int_t)atomic_load(&sh->store_bytes)));
+	json_object_set_new(o, "last_heard_ms_ago",
+			    last ? json_integer(now - last) : json_null());
+	return o;
+}
+
+static void
+kvc_on_admin_shards(void *arg, kvi_http_req *req)
+{
+	kvc_api *api = arg;
+	if (!kvc_admin_ok(api, req)) {
+		return;
+	}
+	size_t n;
+	kvc_shard **sh = kvc_shardset_snapshot(api->shards, &n);
+	int64_t now = kvc_now_ms();
+	json_t *arr = json_array();
+	for (size_t i = 0; i < n; i++) {
+		json_array_append_new(arr, kvc_shard_json(sh[i], now));
+	}
+	kvc_shardset_release(sh, n);
+	kvi_http_reply_json(req, 200, arr);
+}
+
+static void
+kvc_collect_shards(void *arg, kvi_metrics_out *out)
+{
+	kvc_api *api = arg;
+	size_t n;
+	kvc_shard **sh = kvc_shardset_snapshot(api->shards, &n);
+	static const struct {
+		const char *name, *help;
+		kvi_metric_type type;
+	} fam[] = {
+	    {"kvindex_coord_shard_up",
+	     "1 when the shard answered the last status poll.",
+	     KVI_METRIC_GAUGE},
+	    {"kvindex_coord_fanout_errors_total",
+	     "Query fan-out calls to the shard that failed or missed the "
+	     "deadline.",
+	     KVI_METRIC_COUNTER},
+	    {"kvindex_coord_shard_listeners",
+	     "Listeners the shard reported owning.", KVI_METRIC_GAUGE},
+	    {"kvindex_coord_shard_entries",
+	     "(block, listener) entries the shard reported.", KVI_METRIC_GAUGE},
+	};
+	for (size_t f = 0; f < sizeof(fam) / sizeof(fam[0]); f++) {
+		kvi_metrics_out_family(out, fam[f].name, fam[f].help,
+				       fam[f].type);
+		for (size_t i = 0; i < n; i++) {
+			kvi_label l = {"shard", sh[i]->id};
+			double v =
+			    f == 0 ? atomic_load(&sh[i]->up)
+			    : f == 1
+				? (double)atomic_load(&sh[i]->fanout_errors)
+			    : f == 2 ? (double)atomic_load(&sh[i]->listeners)
+				     : (double)atomic_load(&sh[i]->entries);
+			kvi_metrics_out_sample(out, fam[f].name, &l, 1, v);
+		}
+	}
+	kvc_shardset_release(sh, n);
+}
+
+kvi_err
+kvc_api_routes(kvi_httpd *h, kvc_api *api)
+{
+	static const struct {
+		const char *method, *path;
+		kvi_http_handler fn;
+		bool query;
+	} routes[] = {
+	    {"POST", "/query", kvc_query_http, true},
+	    {"POST", "/query_by_hash", kvc_query_by_hash_http, true},
+	    {"POST", "/register", kvc_on_register, false},
+	    {"POST", "/unregister", kvc_on_unregister, false},
+	    {"GET", "/workers", kvc_on_workers, false},
+	    {"GET", "/health", kvc_on_health, false},
+	    {"GET", "/ready", kvc_on_ready, false},
+	    {"GET", "/metrics", kvc_on_metrics, false},
+	    {"GET", "/admin/shards", kvc_on_admin_shards, false},
+	};
+	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+		void *arg = routes[i].query ? (void *)api->query : (void *)api;
+		kvi_err rv = kvi_httpd_route(h, routes[i].method,
+					     routes[i].path, routes[i].fn, arg);
+		if (rv != KVI_OK) {
+			return rv;
+		}
+	}
+	kvi_metrics_collector_add(api->metrics, kvc_collect_shards, api);
+	return KVI_OK;
+}

@@ -1,0 +1,433 @@
+/*
+ * kvindex-coordinator - turns pods into listeners, hands them to shards
+ * and answers routers.
+ *
+ * main parses the flags, opens the coordinator store (--data-dir; a
+ * corrupt one is moved aside and the coordinator starts without its HTTP
+ * registrations and pins, loudly), connects to the shards, starts the
+ * assigner, the discovery file watcher and the HTTP API, and waits for
+ * SIGINT or SIGTERM.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "assigner.h"
+#include "cstore.h"
+#include "discovery_file.h"
+#include "http_api.h"
+#include "httpd.h"
+#include "log.h"
+#include "metrics.h"
+#include "query.h"
+#include "registry.h"
+#include "shardset.h"
+
+#define COORD_MAX_SHARDS 256
+
+typedef struct coord_opts {
+	const char *http;
+	int http_threads;
+	char *shard_ids[COORD_MAX_SHARDS], *shard_urls[COORD_MAX_SHARDS];
+	size_t n_shards;
+	const char *discovery_file;
+	uint32_t dp_size;
+	const char *data_dir;
+	const char *admin_token_file;
+	const char *log_file;
+	kvi_log_level log_level;
+	size_t max_body;
+	kvc_query_config query;
+	kvc_assigner_config assign;
+} coord_opts;
+
+static void
+coord_usage(FILE *f)
+{
+	fputs(
+	    "usage: kvindex-coordinator --shards ID=URL[,ID=URL...] [options]\n"
+	    "\n"
+	    "  --shards ID=URL,...      shards (nng addresses); repeatable\n"
+	    "  --http HOST:PORT         HTTP API (default 127.0.0.1:8080)\n"
+	    "  --http-threads N         HTTP loop threads (default 2)\n"
+	    "  --discovery-file PATH    static pod list, re-read on change\n"
+	    "  --watch-dp-size N        ranks of a pod that gives no dp_size\n"
+	    "                           (default 1)\n"
+	    "  --data-dir DIR           coordinator store (HTTP "
+	    "registrations,\n"
+	    "                           pins); without it they are not kept\n"
+	    "  --query-deadline-ms N    fan-out deadline per query (100)\n"
+	    "  --max-body-bytes N       request body limit (8388608)\n"
+	    "  --max-tokens N           token ids per query (1048576)\n"
+	    "  --failover-grace-ms N    silence before a shard's listeners\n"
+	    "                           move (60000; -1: never)\n"
+	    "  --tick-ms N              status poll period (500)\n"
+	    "  --rpc-timeout-ms N       assign/unassign deadline (3000)\n"
+	    "  --admin-token-file PATH  bearer token for /admin paths\n"
+	    "  --log-level LEVEL        debug, info, warn, error (info)\n"
+	    "  --log-file PATH          log there instead of standard error\n",
+	    f);
+}
+
+static int
+coord_num(const char *flag, const char *s, long min, long max, long *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno != 0 || *end != '\0' || end == s || v < min || v > max) {
+		fprintf(stderr,
+			"kvindex-coordinator: %s: %s is not a number in "
+			"%ld..%ld\n",
+			flag, s, min, max);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+/* coord_shards adds the shards of one --shards value. */
+static int
+coord_shards(coord_opts *o, const char *arg)
+{
+	char *copy = kvi_strdup(arg), *save = NULL;
+	int rc = 0;
+	for (char *tok = strtok_r(copy, ",", &save); tok != NULL;
+	     tok = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(tok, '=');
+		if (eq == NULL || eq == tok || eq[1] == '\0') {
+			fprintf(stderr,
+				"kvindex-coordinator: --shards: %s is not "
+				"ID=URL\n",
+				tok);
+			rc = -1;
+			break;
+		}
+		if (o->n_shards == COORD_MAX_SHARDS) {
+			fprintf(stderr, "kvindex-coordinator: --shards: more "
+					"than 256 shards\n");
+			rc = -1;
+			break;
+		}
+		*eq = '\0';
+		o->shard_ids[o->n_shards] = kvi_strdup(tok);
+		o->shard_urls[o->n_shards] = kvi_strdup(eq + 1);
+		o->n_shards++;
+	}
+	kvi_free(copy);
+	return rc;
+}
+
+static int
+coord_parse(int argc, char **argv, coord_opts *o)
+{
+	static const struct option longopts[] = {
+	    {"shards", required_argument, NULL, 's'},
+	    {"http", required_argument, NULL, 'H'},
+	    {"http-threads", required_argument, NULL, 't'},
+	    {"discovery-file", required_argument, NULL, 'D'},
+	    {"watch-dp-size", required_argument, NULL, 'p'},
+	    {"data-dir", required_argument, NULL, 'd'},
+	    {"query-deadline-ms", required_argument, NULL, 'q'},
+	    {"max-body-bytes", required_argument, NULL, 'b'},
+	    {"max-tokens", required_argument, NULL, 'k'},
+	    {"failover-grace-ms", required_argument, NULL, 'g'},
+	    {"tick-ms", required_argument, NULL, 'T'},
+	    {"rpc-timeout-ms", required_argument, NULL, 'r'},
+	    {"admin-token-file", required_argument, NULL, 'a'},
+	    {"log-level", required_argument, NULL, 'L'},
+	    {"log-file", required_argument, NULL, 'f'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	memset(o, 0, sizeof(*o));
+	o->http = "127.0.0.1:8080";
+	o->http_threads = 2;
+	o->dp_size = 1;
+	o->log_level = KVI_LOG_INFO;
+	o->max_body = KVI_HTTPD_DEFAULT_MAX_BODY;
+	int c;
+	long v = 0;
+	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		int rc = 0;
+		switch (c) {
+		case 's':
+			rc = coord_shards(o, optarg);
+			break;
+		case 'H':
+			o->http = optarg;
+			break;
+		case 't':
+			rc = coord_num("--http-threads", optarg, 1,
+				       KVI_HTTPD_MAX_THREADS, &v);
+			o->http_threads = (int)v;
+			break;
+		case 'D':
+			o->discovery_file = optarg;
+			break;
+		case 'p':
+			rc = coord_num("--watch-dp-size", optarg, 1, 65536, &v);
+			o->dp_size = (uint32_t)v;
+			break;
+		case 'd':
+			o->data_dir = optarg;
+			break;
+		case 'q':
+			rc = coord_num("--query-deadline-ms", optarg, 1, 60000,
+				       &v);
+			o->query.deadline_ms = (int)v;
+			break;
+		case 'b':
+			rc = coord_num("--max-body-bytes", optarg, 1024,
+				       1L << 30, &v);
+			o->max_body = (size_t)v;
+			break;
+		case 'k':
+			rc = coord_num("--max-tokens", optarg, 1, 1L << 26, &v);
+			o->query.max_tokens = (size_t)v;
+			break;
+		case 'g':
+			rc = coord_num("--failover-grace-ms", optarg, -1,
+				       86400000L, &v);
+			o->assign.failover_grace_ms = v == 0 ? -1 : (int)v;
+			break;
+		case 'T':
+			rc = coord_num("--tick-ms", optarg, 10, 60000, &v);
+			o->assign.tick_ms = (int)v;
+			break;
+		case 'r':
+			rc = coord_num("--rpc-timeout-ms", optarg, 10, 600000,
+				       &v);
+			o->assign.rpc_timeout_ms = (int)v;
+			break;
+		case 'a':
+			o->admin_token_file = optarg;
+			break;
+		case 'L':
+			if (kvi_log_parse_level(optarg, &o->log_level) !=
+			    KVI_OK) {
+				fprintf(stderr,
+					"kvindex-coordinator: --log-level: "
+					"%s is not debug, info, warn or "
+					"error\n",
+					optarg);
+				rc = -1;
+			}
+			break;
+		case 'f':
+			o->log_file = optarg;
+			break;
+		case 'h':
+			coord_usage(stdout);
+			exit(0);
+		default:
+			rc = -1;
+		}
+		if (rc != 0) {
+			return -1;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "kvindex-coordinator: unexpected argument %s\n",
+			argv[optind]);
+		return -1;
+	}
+	if (o->n_shards == 0) {
+		fprintf(stderr, "kvindex-coordinator: --shards is required\n");
+		return -1;
+	}
+	return 0;
+}
+
+/* coord_read_token reads the admin token (first line, trimmed). */
+static char *
+coord_read_token(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	if (f == NULL) {
+		fprintf(stderr, "kvindex-coordinator: %s: %s\n", path,
+			strerror(errno));
+		return NULL;
+	}
+	char buf[512] = "";
+	char *ok = fgets(buf, sizeof(buf), f);
+	fclose(f);
+	size_t n = ok ? strcspn(buf, "\r\n") : 0;
+	buf[n] = '\0';
+	if (n == 0) {
+		fprintf(stderr, "kvindex-coordinator: %s: empty admin token\n",
+			path);
+		return NULL;
+	}
+	return kvi_strdup(buf);
+}
+
+/* coord_open_store opens the store, moving a corrupt one aside. */
+static kvi_err
+coord_open_store(const char *dir, kvc_cstore **out)
+{
+	char err[512];
+	kvi_err rv = kvc_cstore_open(dir, out, err, sizeof(err));
+	if (rv != KVI_ECORRUPT) {
+		if (rv != KVI_OK) {
+			KVI_ERROR("store_failed", "dir=%s err=%s", dir, err);
+		}
+		return rv;
+	}
+	char moved[1024];
+	if (kvc_cstore_quarantine(dir, moved, sizeof(moved)) != KVI_OK) {
+		KVI_ERROR("store_corrupt",
+			  "dir=%s err=%s: cannot move it aside", dir, err);
+		return rv;
+	}
+	KVI_ERROR("store_quarantined",
+		  "dir=%s moved_to=%s err=%s: starting without HTTP "
+		  "registrations and pins; routers must register again",
+		  dir, moved, err);
+	rv = kvc_cstore_open(dir, out, err, sizeof(err));
+	if (rv != KVI_OK) {
+		KVI_ERROR("store_failed", "dir=%s err=%s", dir, err);
+	}
+	return rv;
+}
+
+static kvi_err
+coord_load_shard(void *arg, const char *id, const char *url)
+{
+	char err[256];
+	if (kvc_shardset_add(arg, id, url, err, sizeof(err)) == KVI_OK) {
+		KVI_INFO("shard_added", "shard=%s url=%s from=store", id, url);
+	}
+	return KVI_OK;
+}
+
+static void
+coord_on_file(void *arg, const kvc_pod *pods, size_t n)
+{
+	kvc_assigner_sync(arg, KVC_SOURCE_FILE, pods, n);
+}
+
+int
+main(int argc, char **argv)
+{
+	coord_opts o;
+	if (coord_parse(argc, argv, &o) != 0) {
+		coord_usage(stderr);
+		return 2;
+	}
+	int log_fd = 2;
+	if (o.log_file != NULL) {
+		log_fd = open(o.log_file, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		if (log_fd < 0) {
+			perror(o.log_file);
+			return 2;
+		}
+	}
+	kvi_log_setup("coordinator", o.log_level, log_fd);
+	sigset_t sigs;
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	int status = 1;
+	char err[512] = "";
+	char *token = NULL;
+	kvi_metrics *metrics = kvi_metrics_alloc();
+	kvc_registry *reg = kvc_reg_alloc();
+	kvc_shardset *shards = kvc_shardset_alloc();
+	kvc_cstore *store = NULL;
+	kvc_assigner *asg = NULL;
+	kvc_query *query = NULL;
+	kvc_dfile_watch *watch = NULL;
+	kvi_httpd *httpd = NULL;
+	kvi_err rv = KVI_OK;
+
+	if (o.admin_token_file != NULL &&
+	    (token = coord_read_token(o.admin_token_file)) == NULL) {
+		goto out;
+	}
+	for (size_t i = 0; i < o.n_shards; i++) {
+		if (kvc_shardset_add(shards, o.shard_ids[i], o.shard_urls[i],
+				     err, sizeof(err)) != KVI_OK) {
+			fprintf(stderr, "kvindex-coordinator: --shards: %s\n",
+				err);
+			goto out;
+		}
+	}
+	if (o.data_dir != NULL) {
+		if (coord_open_store(o.data_dir, &store) != KVI_OK) {
+			goto out;
+		}
+		kvc_cstore_shard_list(store, coord_load_shard, shards, err,
+				      sizeof(err));
+	} else {
+		KVI_WARN("no_store", "msg=\"no --data-dir: HTTP registrations "
+				     "will not survive a restart\"");
+	}
+	if ((rv = kvc_assigner_start(reg, shards, store, metrics, &o.assign,
+				     &asg, err, sizeof(err))) != KVI_OK) {
+		KVI_ERROR("start_failed", "err=%s", err);
+		goto out;
+	}
+	query = kvc_query_alloc(reg, shards, metrics, &o.query);
+	if (o.discovery_file != NULL) {
+		kvc_assigner_expect(asg, KVC_SOURCE_FILE);
+		if (kvc_dfile_watch_start(o.discovery_file, o.dp_size, 500,
+					  coord_on_file, asg,
+					  &watch) != KVI_OK) {
+			KVI_ERROR("start_failed",
+				  "err=\"cannot watch the discovery file\"");
+			goto out;
+		}
+	}
+	kvc_api api = {
+	    .reg = reg,
+	    .shards = shards,
+	    .assigner = asg,
+	    .query = query,
+	    .metrics = metrics,
+	    .default_dp_size = o.dp_size,
+	    .admin_token = token,
+	};
+	kvi_httpd_config hc = {.max_body = o.max_body, .drain_ms = 2000};
+	httpd = kvi_httpd_alloc(&hc);
+	if (kvc_api_routes(httpd, &api) != KVI_OK ||
+	    (rv = kvi_httpd_start(httpd, o.http, o.http_threads, err,
+				  sizeof(err))) != KVI_OK) {
+		KVI_ERROR("start_failed", "http=%s err=%s", o.http, err);
+		goto out;
+	}
+	KVI_INFO("serving",
+		 "http=%s port=%u shards=%zu discovery_file=%s "
+		 "dp_size=%u",
+		 o.http, kvi_httpd_port(httpd), kvc_shardset_count(shards),
+		 o.discovery_file ? o.discovery_file : "-", o.dp_size);
+	int sig = 0;
+	sigwait(&sigs, &sig);
+	KVI_INFO("stopping", "signal=%d", sig);
+	status = 0;
+out:
+	kvi_httpd_stop(httpd);
+	kvc_dfile_watch_stop(watch);
+	kvc_assigner_stop(asg);
+	kvi_httpd_free(httpd);
+	kvc_query_free(query);
+	kvc_shardset_free(shards);
+	kvc_reg_free(reg);
+	kvc_cstore_close(store);
+	kvi_metrics_free(metrics);
+	kvi_free(token);
+	for (size_t i = 0; i < o.n_shards; i++) {
+		kvi_free(o.shard_ids[i]);
+		kvi_free(o.shard_urls[i]);
+	}
+	return status;
+}

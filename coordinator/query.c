@@ -1,0 +1,457 @@
+#include "query.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "alloc.h"
+#include "api_json.h"
+#include "hash.h"
+#include "log.h"
+#include "rpc.h"
+
+enum { KVC_EP_QUERY = 0, KVC_EP_HASH, KVC_EP_COUNT };
+enum {
+	KVC_CODE_200 = 0,
+	KVC_CODE_400,
+	KVC_CODE_404,
+	KVC_CODE_413,
+	KVC_CODE_503,
+	KVC_CODE_COUNT
+};
+
+struct kvc_query {
+	kvc_registry *reg;
+	kvc_shardset *shards;
+	kvc_query_config cfg;
+	kvi_histogram *lat[KVC_EP_COUNT];
+	kvi_counter *count[KVC_EP_COUNT][KVC_CODE_COUNT];
+};
+
+/* One query in flight. */
+typedef struct kvc_qctx {
+	kvc_query *q;
+	kvi_http_req *req;
+	int ep;
+	struct timespec t0;
+	char *model;
+	uint32_t block_size;
+	size_t query_blocks;
+	pthread_mutex_t mu;
+	size_t pending, answered, total;
+	kvc_shard **shards;
+	Kvindex__Response **resps; /* per shard, NULL: none */
+} kvc_qctx;
+
+static double
+kvc_since(const struct timespec *t0)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)(t.tv_sec - t0->tv_sec) +
+	       (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+static int
+kvc_code_index(int status)
+{
+	switch (status) {
+	case 200:
+		return KVC_CODE_200;
+	case 404:
+		return KVC_CODE_404;
+	case 413:
+		return KVC_CODE_413;
+	case 503:
+		return KVC_CODE_503;
+	default:
+		return KVC_CODE_400;
+	}
+}
+
+static void
+kvc_finish(kvc_query *q, int ep, const struct timespec *t0, kvi_http_req *req,
+	   int status, json_t *body)
+{
+	kvi_histogram_observe(q->lat[ep], kvc_since(t0));
+	kvi_counter_inc(q->count[ep][kvc_code_index(status)]);
+	kvi_http_reply_json(req, status, body);
+}
+
+static void
+kvc_fail(kvc_query *q, int ep, const struct timespec *t0, kvi_http_req *req,
+	 kvc_api_error *e)
+{
+	kvc_finish(q, ep, t0, req, e->status, kvc_api_error_body(e));
+	kvc_api_error_fini(e);
+}
+
+static void
+kvc_qctx_free(kvc_qctx *c)
+{
+	for (size_t i = 0; i < c->total; i++) {
+		if (c->resps[i] != NULL) {
+			kvindex__response__free_unpacked(c->resps[i], NULL);
+		}
+	}
+	kvc_shardset_release(c->shards, c->total);
+	kvi_free(c->resps);
+	kvi_free(c->model);
+	pthread_mutex_destroy(&c->mu);
+	kvi_free(c);
+}
+
+/* kvc_compact_len returns the number of matches of qr in compact form:
+ * its arrays' common length, 0 when they disagree (a malformed answer). */
+static size_t
+kvc_compact_len(const Kvindex__QueryResponse *qr)
+{
+	size_t n = qr->n_m_instance;
+	return qr->n_m_rank == n && qr->n_m_gpu == n && qr->n_m_cpu == n &&
+		       qr->n_m_disk == n
+		   ? n
+		   : 0;
+}
+
+/* kvc_merge builds the reply once every shard has answered or timed out. */
+static void
+kvc_merge(kvc_qctx *c)
+{
+	if (c->answered == 0) {
+		kvc_api_error e = {0};
+		kvc_api_error_set(&e, KVI_EUNREACHABLE, 503,
+				  "no shard answered within %d ms (%zu "
+				  "configured)",
+				  c->q->cfg.deadline_ms, c->total);
+		kvc_fail(c->q, c->ep, &c->t0, c->req, &e);
+		return;
+	}
+	size_t n = 0;
+	for (size_t i = 0; i < c->total; i++) {
+		const Kvindex__QueryResponse *qr =
+		    c->resps[i] != NULL ? c->resps[i]->query : NULL;
+		n += qr != NULL ? qr->n_matches + kvc_compact_len(qr) : 0;
+	}
+	kvc_api_match *m = kvi_calloc(n + 1, sizeof(*m));
+	uint64_t *ids = kvi_calloc(n + 1, sizeof(*ids));
+	const char **pods = kvi_calloc(n + 1, sizeof(*pods));
+	size_t k = 0, nc = 0;
+	for (size_t i = 0; i < c->total; i++) {
+		if (c->resps[i] == NULL) {
+			continue;
+		}
+		const Kvindex__QueryResponse *qr = c->resps[i]->query;
+		for (size_t j = 0; j < qr->n_matches; j++) {
+			const Kvindex__ListenerMatch *lm = qr->matches[j];
+			m[k++] = (kvc_api_match){
+			    .key = lm->key,
+			    .instance_id = lm->instance_id,
+			    .pod = lm->pod,
+			    .dp_rank = lm->dp_rank,
+			    .gpu = lm->gpu,
+			    .cpu = lm->cpu,
+			    .disk = lm->disk,
+			    .longest = lm->longest,
+			};
+		}
+		for (size_t j = 0; j < kvc_compact_len(qr); j++) {
+			uint32_t g = qr->m_gpu[j], cp = qr->m_cpu[j],
+				 d = qr->m_disk[j];
+			ids[nc++] = qr->m_instance[j];
+			m[k++] = (kvc_api_match){
+			    .instance_id = qr->m_instance[j],
+			    .dp_rank = qr->m_rank[j],
+			    .gpu = g,
+			    .cpu = cp,
+			    .disk = d,
+			    .longest = g + cp + d,
+			};
+		}
+	}
+	/* the compact form names no pods: the registry does */
+	char *names = kvc_reg_pod_names(c->q->reg, ids, nc, pods);
+	for (size_t i = 0, j = 0; i < k; i++) {
+		if (m[i].key == NULL) {
+			m[i].pod = pods[j++];
+		}
+	}
+	kvc_api_result r = {
+	    .model = c->model,
+	    .block_size = c->block_size,
+	    .query_blocks = c->query_blocks,
+	    .matches = m,
+	    .n_matches = k,
+	    .shards_answered = (uint32_t)c->answered,
+	    .shards_total = (uint32_t)c->total,
+	};
+	size_t len;
+	char *text = kvc_api_query_response_text(&r, &len);
+	kvi_free(m);
+	kvi_free(ids);
+	kvi_free(pods);
+	kvi_free(names);
+	kvi_histogram_observe(c->q->lat[c->ep], kvc_since(&c->t0));
+	kvi_counter_inc(c->q->count[c->ep][KVC_CODE_200]);
+	kvi_http_reply_take(c->req, 200, "application/json", text, len);
+}
+
+typedef struct kvc_qarg {
+	kvc_qctx *c;
+	size_t idx;
+} kvc_qarg;
+
+static void
+kvc_query_done(void *arg, kvi_err rv, Kvindex__Response *resp, const char *err)
+{
+	kvc_qarg *a = arg;
+	kvc_qctx *c = a->c;
+	size_t idx = a->idx;
+	kvi_free(a);
+	bool good = rv == KVI_OK && resp != NULL &&
+		    resp->body_case == KVINDEX__RESPONSE__BODY_QUERY;
+	if (!good) {
+		atomic_fetch_add(&c->shards[idx]->fanout_errors, 1);
+		KVI_DEBUG("fanout_failed", "shard=%s err=%s: %s",
+			  c->shards[idx]->id, kvi_strerror(rv), err);
+		if (resp != NULL) {
+			kvindex__response__free_unpacked(resp, NULL);
+			resp = NULL;
+		}
+	}
+	pthread_mutex_lock(&c->mu);
+	c->resps[idx] = resp;
+	c->answered += good;
+	bool last = --c->pending == 0;
+	pthread_mutex_unlock(&c->mu);
+	if (last) {
+		kvc_merge(c);
+		kvc_qctx_free(c);
+	}
+}
+
+/* kvc_empty_answer counts a shard as having answered with no match. */
+static void
+kvc_empty_answer(kvc_qarg *a)
+{
+	Kvindex__QueryResponse *qr = kvi_calloc(1, sizeof(*qr));
+	kvindex__query_response__init(qr);
+	Kvindex__Response *resp = kvi_calloc(1, sizeof(*resp));
+	kvindex__response__init(resp);
+	resp->body_case = KVINDEX__RESPONSE__BODY_QUERY;
+	resp->query = qr;
+	kvc_query_done(a, KVI_OK, resp, "");
+}
+
+/* kvc_check_restriction verifies instances and dp_rank against the
+ * registry. */
+static kvi_err
+kvc_check_restriction(kvc_query *q, const kvc_api_query *qq, kvc_api_error *e)
+{
+	for (size_t i = 0; i < qq->n_instances; i++) {
+		uint64_t id = qq->instances[i];
+		uint32_t ranks[64];
+		int n = kvc_reg_ranks(q->reg, id, false, ranks, 64);
+		if (n < 0) {
+			return kvc_api_error_set(
+			    e, KVI_ENOENT, 400,
+			    "instances[%zu]: instance %" PRIu64
+			    " is not registered",
+			    i, id);
+		}
+		if (!qq->has_dp_rank) {
+			continue;
+		}
+		/* is dp_rank one of its ranks? ask for all of them */
+		uint32_t *all = kvi_calloc((size_t)n + 1, sizeof(*all));
+		kvc_reg_ranks(q->reg, id, false, all, n);
+		bool found = false;
+		for (int k = 0; k < n && !found; k++) {
+			found = all[k] == qq->dp_rank;
+		}
+		kvi_free(all);
+		if (found) {
+			continue;
+		}
+		int nc = kvc_reg_ranks(q->reg, id, true, NULL, 0);
+		uint32_t *conn =
+		    kvi_calloc((size_t)(nc > 0 ? nc : 0) + 1, sizeof(*conn));
+		nc = kvc_reg_ranks(q->reg, id, true, conn, nc > 0 ? nc : 0);
+		json_t *arr = json_array();
+		for (int k = 0; k < nc; k++) {
+			json_array_append_new(arr, json_integer(conn[k]));
+		}
+		kvi_free(conn);
+		kvc_api_error_set(
+		    e, KVI_ENOENT, 400,
+		    "dp_rank %u is not a rank of instance %" PRIu64
+		    " (it has %d)",
+		    qq->dp_rank, id, n);
+		e->extra = json_pack("{s:o}", "connected_ranks", arr);
+		return KVI_ENOENT;
+	}
+	return KVI_OK;
+}
+
+static void
+kvc_handle(kvc_query *q, kvi_http_req *req, int ep)
+{
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	size_t len;
+	const char *body = kvi_http_req_body(req, &len);
+	kvc_api_query qq = {0};
+	kvc_api_error e = {0};
+	kvi_err rv =
+	    ep == KVC_EP_QUERY
+		? kvc_api_query_parse(body, len, q->cfg.max_tokens, &qq, &e)
+		: kvc_api_hash_query_parse(body, len, q->cfg.max_hashes, &qq,
+					   &e);
+	if (rv != KVI_OK) {
+		kvc_fail(q, ep, &t0, req, &e);
+		return;
+	}
+	uint32_t bs = kvc_reg_model(q->reg, qq.model);
+	if (bs == 0) {
+		kvc_api_error_set(&e, KVI_ENOENT, 404,
+				  "model %s is not served by any registered "
+				  "pod",
+				  qq.model);
+		kvc_api_query_fini(&qq);
+		kvc_fail(q, ep, &t0, req, &e);
+		return;
+	}
+	if (kvc_check_restriction(q, &qq, &e) != KVI_OK) {
+		kvc_api_query_fini(&qq);
+		kvc_fail(q, ep, &t0, req, &e);
+		return;
+	}
+	size_t nb;
+	uint64_t *hashes;
+	if (ep == KVC_EP_QUERY) {
+		nb = qq.n_tokens / bs;
+		hashes = kvi_calloc(nb + 1, sizeof(*hashes));
+		const char *lora = qq.lora_name, *salt = qq.cache_salt;
+		uint64_t seed = kvi_local_seed(lora, lora ? strlen(lora) : 0,
+					       salt, salt ? strlen(salt) : 0);
+		kvi_local_hashes(qq.token_ids, qq.n_tokens, bs, seed, hashes);
+	} else {
+		nb = qq.n_hashes;
+		hashes = qq.block_hashes;
+		qq.block_hashes = NULL;
+	}
+	kvi_seq_hashes(KVI_SEQ_ROOT, hashes, nb, hashes);
+
+	kvc_qctx *c = kvi_calloc(1, sizeof(*c));
+	c->q = q;
+	c->req = req;
+	c->ep = ep;
+	c->t0 = t0;
+	c->model = qq.model;
+	qq.model = NULL;
+	c->block_size = bs;
+	c->query_blocks = nb;
+	pthread_mutex_init(&c->mu, NULL);
+	c->shards = kvc_shardset_snapshot(q->shards, &c->total);
+	c->resps = kvi_calloc(c->total + 1, sizeof(*c->resps));
+
+	Kvindex__QueryRequest qr = KVINDEX__QUERY_REQUEST__INIT;
+	qr.model = c->model;
+	qr.seq_hashes = hashes;
+	qr.n_seq_hashes = nb;
+	qr.instances = qq.instances;
+	qr.n_instances = qq.n_instances;
+	qr.has_dp_rank = qq.has_dp_rank;
+	qr.dp_rank = qq.dp_rank;
+	Kvindex__Request r = KVINDEX__REQUEST__INIT;
+	r.body_case = KVINDEX__REQUEST__BODY_QUERY;
+	r.query = &qr;
+
+	/* one extra count holds the context until every call has started */
+	c->pending = c->total + 1;
+	for (size_t i = 0; i < c->total; i++) {
+		kvc_qarg *a = kvi_malloc(sizeof(*a));
+		a->c = c;
+		a->idx = i;
+		if (nb == 0) {
+			/* no full block: nothing can match, ask no shard */
+			kvc_empty_answer(a);
+		} else if (kvp_call_async(c->shards[i]->client, &r,
+					  q->cfg.deadline_ms, kvc_query_done,
+					  a) != KVI_OK) {
+			kvc_query_done(a, KVI_ECLOSED, NULL, "client closed");
+		}
+	}
+	kvi_free(hashes);
+	kvc_api_query_fini(&qq);
+	pthread_mutex_lock(&c->mu);
+	bool last = --c->pending == 0;
+	pthread_mutex_unlock(&c->mu);
+	if (last) {
+		kvc_merge(c);
+		kvc_qctx_free(c);
+	}
+}
+
+void
+kvc_query_http(void *arg, kvi_http_req *req)
+{
+	kvc_handle(arg, req, KVC_EP_QUERY);
+}
+
+void
+kvc_query_by_hash_http(void *arg, kvi_http_req *req)
+{
+	kvc_handle(arg, req, KVC_EP_HASH);
+}
+
+kvc_query *
+kvc_query_alloc(kvc_registry *reg, kvc_shardset *shards, kvi_metrics *m,
+		const kvc_query_config *cfg)
+{
+	kvc_query *q = kvi_calloc(1, sizeof(*q));
+	q->reg = reg;
+	q->shards = shards;
+	if (cfg != NULL) {
+		q->cfg = *cfg;
+	}
+	if (q->cfg.deadline_ms <= 0) {
+		q->cfg.deadline_ms = 100;
+	}
+	if (q->cfg.max_tokens == 0) {
+		q->cfg.max_tokens = (size_t)1 << 20;
+	}
+	if (q->cfg.max_hashes == 0) {
+		q->cfg.max_hashes = (size_t)1 << 16;
+	}
+	static const double bounds[] = {
+	    50e-6, 100e-6, 200e-6, 300e-6, 500e-6, 750e-6, 1e-3,   2e-3, 3e-3,
+	    5e-3,  10e-3,  20e-3,  50e-3,  100e-3, 200e-3, 500e-3, 1.0,
+	};
+	static const char *const eps[] = {"query", "query_by_hash"};
+	static const char *const codes[] = {"200", "400", "404", "413", "503"};
+	kvi_metrics_histogram_vec_add(
+	    m, "kvindex_coord_query_seconds",
+	    "Query latency at the coordinator, from the handler to the reply.",
+	    bounds, sizeof(bounds) / sizeof(bounds[0]), "endpoint", eps, 2,
+	    q->lat);
+	for (int e = 0; e < KVC_EP_COUNT; e++) {
+		char name[64];
+		snprintf(name, sizeof(name), "kvindex_coord_%s_total",
+			 e == KVC_EP_QUERY ? "queries" : "hash_queries");
+		kvi_metrics_counter_vec_add(
+		    m, name,
+		    e == KVC_EP_QUERY
+			? "POST /query requests, by status code."
+			: "POST /query_by_hash requests, by status code.",
+		    "code", codes, KVC_CODE_COUNT, q->count[e]);
+	}
+	return q;
+}
+
+void
+kvc_query_free(kvc_query *q)
+{
+	kvi_free(q);
+}

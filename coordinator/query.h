@@ -1,0 +1,56 @@
+/*
+ * query.h - POST /query and /query_by_hash: hash once, fan out to every
+ * shard, merge.
+ *
+ * A query is parsed (api_json.h), its model looked up (404 when no
+ * registered pod serves it), any instances/dp_rank restriction checked
+ * against the registry (an unknown instance, or a rank the instance does
+ * not have, is a 400 that lists the instance's connected ranks), and its
+ * tokens hashed once into local then sequence hashes (hash.h) with the
+ * block size of the model. One QueryRequest then goes to every shard at
+ * once, each call bounded by the query deadline; the shards answer for the
+ * listeners they own, and the last completion (on an nng thread) merges
+ * the matches and replies. A shard that does not answer in time is left
+ * out and the answer says `partial: true`, so no query ever waits past its
+ * deadline; when no shard answers it is a 503.
+ *
+ * The HTTP loop thread only parses and hashes; it never waits.
+ *
+ * Metrics: kvindex_coord_query_seconds{endpoint} (latency from the
+ * request's arrival at the handler to the reply),
+ * kvindex_coord_queries_total{code} and kvindex_coord_hash_queries_total{code},
+ * and kvindex_coord_fanout_errors_total{shard} (calls that failed or missed the
+ * deadline).
+ */
+#ifndef KVI_COORDINATOR_QUERY_H
+#define KVI_COORDINATOR_QUERY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "httpd.h"
+#include "metrics.h"
+#include "registry.h"
+#include "shardset.h"
+
+typedef struct kvc_query_config {
+	int deadline_ms;   /* per query; 0: 100 */
+	size_t max_tokens; /* token ids per /query; 0: 1048576 */
+	size_t max_hashes; /* block hashes per /query_by_hash; 0: 65536 */
+} kvc_query_config;
+
+typedef struct kvc_query kvc_query;
+
+/* kvc_query_alloc registers the metrics in m (not NULL). */
+kvc_query *kvc_query_alloc(kvc_registry *reg, kvc_shardset *shards,
+			   kvi_metrics *m, const kvc_query_config *cfg);
+
+/* kvc_query_free frees q; queries in flight must have been answered
+ * (stop the HTTP server first, which waits for them). */
+void kvc_query_free(kvc_query *q);
+
+/* Handlers for kvi_httpd_route (arg: the kvc_query). */
+void kvc_query_http(void *arg, kvi_http_req *req);
+void kvc_query_by_hash_http(void *arg, kvi_http_req *req);
+
+#endif /* KVI_COORDINATOR_QUERY_H */

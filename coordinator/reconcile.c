@@ -1,0 +1,648 @@
+/*
+ * reconcile.c - the assigner's tick: poll the shards, then bring
+ * ownership to what rendezvous hashing says (assigner.h, steps 1-6).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "assigner_int.h"
+#include "log.h"
+
+#define KVC_ACTIVE KVINDEX__LISTENER_STATE__LISTENER_STATE_ACTIVE
+
+/* ---- the poll ------------------------------------------------------ */
+
+void
+kvc_poll_free(kvc_assigner *a)
+{
+	for (size_t i = 0; i < a->n_snap; i++) {
+		if (a->resps[i] != NULL) {
+			kvindex__response__free_unpacked(a->resps[i], NULL);
+		}
+	}
+	kvc_shardset_release(a->snap, a->n_snap);
+	kvi_free(a->ids);
+	kvi_free(a->answered);
+	kvi_free(a->eligible);
+	kvi_free(a->resps);
+	kvi_free(a->owned);
+	a->snap = NULL;
+	a->ids = NULL;
+	a->answered = a->eligible = NULL;
+	a->resps = NULL;
+	a->owned = NULL;
+	a->n_snap = a->n_owned = 0;
+}
+
+static int
+kvc_owned_cmp(const void *x, const void *y)
+{
+	const kvc_owned *a = x, *b = y;
+	int c = strcmp(a->key, b->key);
+	if (c != 0) {
+		return c;
+	}
+	return a->shard < b->shard ? -1 : a->shard > b->shard;
+}
+
+const kvc_owned *
+kvc_owned_find(const kvc_assigner *a, const char *key, size_t *n)
+{
+	size_t lo = 0, hi = a->n_owned;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (strcmp(a->owned[mid].key, key) < 0) {
+			lo = mid + 1;
+		} else {
+			hi = mid;
+		}
+	}
+	size_t k = lo;
+	while (k < a->n_owned && strcmp(a->owned[k].key, key) == 0) {
+		k++;
+	}
+	*n = k - lo;
+	return *n > 0 ? &a->owned[lo] : NULL;
+}
+
+size_t
+kvc_shard_index(const kvc_assigner *a, const char *id)
+{
+	for (size_t i = 0; id != NULL && i < a->n_snap; i++) {
+		if (strcmp(a->ids[i], id) == 0) {
+			return i;
+		}
+	}
+	return SIZE_MAX;
+}
+
+static void
+kvc_shard_answered(kvc_shard *sh, const Kvindex__StatusResponse *st,
+		   int64_t now)
+{
+	if (!atomic_load(&sh->up)) {
+		KVI_INFO("shard_up", "shard=%s url=%s listeners=%zu", sh->id,
+			 sh->url, st->n_listeners);
+	}
+	atomic_store(&sh->up, true);
+	atomic_store(&sh->last_ok_ms, now);
+	atomic_store(&sh->down_since_ms, 0);
+	atomic_store(&sh->listeners, st->n_listeners);
+	atomic_store(&sh->entries, st->entries);
+	atomic_store(&sh->store_bytes, st->store_bytes);
+}
+
+static void
+kvc_shard_silent(kvc_shard *sh, const kvc_call *c, int64_t now)
+{
+	if (atomic_load(&sh->up) || atomic_load(&sh->down_since_ms) == 0) {
+		KVI_WARN("shard_down", "shard=%s url=%s err=%s: %s", sh->id,
+			 sh->url, kvi_strerror(c->rv), c->err);
+	}
+	atomic_store(&sh->up, false);
+	if (atomic_load(&sh->down_since_ms) == 0) {
+		atomic_store(&sh->down_since_ms, now);
+	}
+}
+
+static void
+kvc_poll(kvc_assigner *a)
+{
+	kvc_poll_free(a);
+	a->snap = kvc_shardset_snapshot(a->shards, &a->n_snap);
+	size_t n = a->n_snap;
+	a->ids = kvi_calloc(n + 1, sizeof(*a->ids));
+	a->answered = kvi_calloc(n + 1, sizeof(bool));
+	a->eligible = kvi_calloc(n + 1, sizeof(bool));
+	a->resps = kvi_calloc(n + 1, sizeof(*a->resps));
+
+	Kvindex__StatusRequest sr = KVINDEX__STATUS_REQUEST__INIT;
+	Kvindex__Request req = KVINDEX__REQUEST__INIT;
+	req.body_case = KVINDEX__REQUEST__BODY_STATUS;
+	req.status = &sr;
+	kvc_fanout f;
+	kvc_fanout_init(&f);
+	for (size_t i = 0; i < n; i++) {
+		a->ids[i] = a->snap[i]->id;
+		kvc_fanout_start(&f, a->snap[i]->client, &req,
+				 a->cfg.poll_timeout_ms, NULL);
+	}
+	kvc_fanout_wait(&f);
+	int64_t now = kvc_now_ms();
+	size_t total = 0;
+	for (size_t i = 0; i < n; i++) {
+		kvc_call *c = &f.calls[i];
+		if (c->rv == KVI_OK && c->resp != NULL &&
+		    c->resp->body_case == KVINDEX__RESPONSE__BODY_STATUS) {
+			a->resps[i] = c->resp;
+			c->resp = NULL;
+			a->answered[i] = true;
+			kvc_shard_answered(a->snap[i], a->resps[i]->status,
+					   now);
+			total += a->resps[i]->status->n_listeners;
+		} else {
+			kvc_shard_silent(a->snap[i], c, now);
+		}
+		int64_t down = atomic_load(&a->snap[i]->down_since_ms);
+		bool grace = a->cfg.failover_grace_ms < 0 || a->answered[i] ||
+			     now - down < a->cfg.failover_grace_ms;
+		a->eligible[i] = grace && !atomic_load(&a->snap[i]->draining);
+	}
+	kvc_fanout_fini(&f);
+
+	a->owned = kvi_calloc(total + 1, sizeof(*a->owned));
+	for (size_t i = 0; i < n; i++) {
+		if (!a->answered[i]) {
+			continue;
+		}
+		const Kvindex__StatusResponse *st = a->resps[i]->status;
+		for (size_t k = 0; k < st->n_listeners; k++) {
+			kvc_owned *o = &a->owned[a->n_owned++];
+			o->key = st->listeners[k]->listener->key;
+			o->shard = i;
+			o->st = st->listeners[k];
+		}
+	}
+	qsort(a->owned, a->n_owned, sizeof(*a->owned), kvc_owned_cmp);
+	a->polled = true;
+	if (a->m_shards_up != NULL) {
+		size_t up = 0;
+		for (size_t i = 0; i < n; i++) {
+			up += a->answered[i];
+		}
+		kvi_gauge_set(a->m_shards_up, (int64_t)up);
+	}
+}
+
+/* ---- specs --------------------------------------------------------- */
+
+static void
+kvc_spec_fill(Kvindex__Listener *sp, const kvc_lview *lv)
+{
+	kvindex__listener__init(sp);
+	sp->key = lv->r.key;
+	sp->instance_id = lv->instance_id;
+	sp->pod = lv->pod != NULL && lv->pod[0] != '\0' ? lv->pod : NULL;
+	sp->dp_rank = lv->r.rank;
+	sp->model = lv->model;
+	sp->block_size = lv->block_size;
+	sp->endpoint = lv->r.endpoint;
+	sp->replay_endpoint = lv->r.replay_endpoint;
+	sp->recover_endpoint = lv->r.recover_endpoint;
+}
+
+static bool
+kvc_str_same(const char *x, const char *y)
+{
+	return strcmp(x != NULL ? x : "", y != NULL ? y : "") == 0;
+}
+
+/* kvc_spec_same says whether a shard owns lv under the spec the registry
+ * would assign. */
+static bool
+kvc_spec_same(const Kvindex__Listener *s, const kvc_lview *lv)
+{
+	return s->instance_id == lv->instance_id && s->dp_rank == lv->r.rank &&
+	       s->block_size == lv->block_size &&
+	       kvc_str_same(s->model, lv->model) &&
+	       kvc_str_same(s->pod, lv->pod) &&
+	       kvc_str_same(s->endpoint, lv->r.endpoint) &&
+	       kvc_str_same(s->replay_endpoint, lv->r.replay_endpoint) &&
+	       kvc_str_same(s->recover_endpoint, lv->r.recover_endpoint);
+}
+
+static void
+kvc_status_from(kvc_lstatus *out, const Kvindex__ListenerStatus *st)
+{
+	memset(out, 0, sizeof(*out));
+	out->known = true;
+	out->state = (int)st->state;
+	out->has_wm = st->has_watermark;
+	out->wm = st->watermark;
+	out->blocks = st->blocks;
+	if (st->last_error != NULL) {
+		snprintf(out->last_error, sizeof(out->last_error), "%s",
+			 st->last_error);
+	}
+}
+
+/* ---- batches of assigns and unassigns ------------------------------ */
+
+void
+kvc_run_ops(kvc_assigner *a, const kvc_op *ops, size_t n, bool *ok,
+	    bool *existed, char *err, size_t errlen)
+{
+	size_t chunk = (size_t)a->cfg.max_in_flight;
+	bool failed = false;
+	for (size_t base = 0; base < n; base += chunk) {
+		size_t end = base + chunk < n ? base + chunk : n;
+		kvc_fanout f;
+		kvc_fanout_init(&f);
+		for (size_t i = base; i < end; i++) {
+			Kvindex__Request req = KVINDEX__REQUEST__INIT;
+			Kvindex__AssignRequest ar =
+			    KVINDEX__ASSIGN_REQUEST__INIT;
+			Kvindex__UnassignRequest ur =
+			    KVINDEX__UNASSIGN_REQUEST__INIT;
+			Kvindex__Listener spec;
+			if (ops[i].assign) {
+				kvc_spec_fill(&spec, ops[i].lv);
+				ar.listener = &spec;
+				req.body_case = KVINDEX__REQUEST__BODY_ASSIGN;
+				req.assign = &ar;
+			} else {
+				ur.key = ops[i].key;
+				req.body_case = KVINDEX__REQUEST__BODY_UNASSIGN;
+				req.unassign = &ur;
+			}
+			kvc_fanout_start(&f, a->snap[ops[i].shard]->client,
+					 &req, a->cfg.rpc_timeout_ms, NULL);
+		}
+		kvc_fanout_wait(&f);
+		for (size_t i = base; i < end; i++) {
+			const kvc_call *c = &f.calls[i - base];
+			const kvc_op *op = &ops[i];
+			const char *key = op->assign ? op->lv->r.key : op->key;
+			/* unassigning what a shard no longer has is done */
+			bool good = c->rv == KVI_OK ||
+				    (!op->assign && c->rv == KVI_ENOENT);
+			if (ok != NULL) {
+				ok[i] = good;
+			}
+			if (existed != NULL) {
+				existed[i] =
+				    good && c->resp != NULL &&
+				    c->resp->body_case ==
+					KVINDEX__RESPONSE__BODY_ASSIGN &&
+				    c->resp->assign->existed;
+			}
+			if (op->assign) {
+				kvi_counter_inc(good ? a->m_assign_ok
+						     : a->m_assign_failed);
+			} else {
+				kvi_counter_inc(good ? a->m_unassign_ok
+						     : a->m_unassign_failed);
+			}
+			if (good) {
+				KVI_INFO(op->assign ? "assigned" : "unassigned",
+					 "listener=%s shard=%s", key,
+					 a->ids[op->shard]);
+				continue;
+			}
+			KVI_WARN(
+			    op->assign ? "assign_failed" : "unassign_failed",
+			    "listener=%s shard=%s err=%s: %s", key,
+			    a->ids[op->shard], kvi_strerror(c->rv), c->err);
+			if (!failed && err != NULL) {
+				snprintf(err, errlen, "shard %s %s %s: %s",
+					 a->ids[op->shard],
+					 op->assign ? "did not take"
+						    : "did not drop",
+					 key,
+					 c->err[0] ? c->err
+						   : kvi_strerror(c->rv));
+			}
+			failed = true;
+		}
+		kvc_fanout_fini(&f);
+	}
+}
+
+/* ---- registration units -------------------------------------------- */
+
+const char *
+kvc_unit_of(const kvc_lview *lv)
+{
+	return lv->pod != NULL && lv->pod[0] != '\0' ? lv->pod : lv->r.key;
+}
+
+kvc_retry *
+kvc_retry_get(kvc_assigner *a, const char *unit, bool create)
+{
+	for (size_t i = 0; i < a->n_retries; i++) {
+		if (strcmp(a->retries[i].unit, unit) == 0) {
+			return &a->retries[i];
+		}
+	}
+	if (!create) {
+		return NULL;
+	}
+	a->retries =
+	    kvi_reallocarray(a->retries, a->n_retries + 1, sizeof(*a->retries));
+	kvc_retry *r = &a->retries[a->n_retries++];
+	memset(r, 0, sizeof(*r));
+	r->unit = kvi_strdup(unit);
+	return r;
+}
+
+void
+kvc_retry_fail(kvc_assigner *a, const char *unit, const char *err)
+{
+	kvc_retry *r = kvc_retry_get(a, unit, true);
+	r->backoff_ms =
+	    r->backoff_ms == 0 ? a->cfg.retry_min_ms : r->backoff_ms * 2;
+	if (r->backoff_ms > a->cfg.retry_max_ms) {
+		r->backoff_ms = a->cfg.retry_max_ms;
+	}
+	r->next_ms = kvc_now_ms() + r->backoff_ms;
+	snprintf(r->err, sizeof(r->err), "%s", err);
+	kvi_counter_inc(a->m_reg_retries);
+}
+
+void
+kvc_retry_clear(kvc_assigner *a, const char *unit)
+{
+	for (size_t i = 0; i < a->n_retries; i++) {
+		if (strcmp(a->retries[i].unit, unit) == 0) {
+			kvi_free(a->retries[i].unit);
+			a->retries[i] = a->retries[--a->n_retries];
+			return;
+		}
+	}
+}
+
+static bool
+kvc_retry_due(kvc_assigner *a, const char *unit, int64_t now)
+{
+	kvc_retry *r = kvc_retry_get(a, unit, false);
+	return r == NULL || now >= r->next_ms;
+}
+
+bool
+kvc_unit_attempt(kvc_assigner *a, const kvc_lview *const *lvs, size_t n,
+		 char *err, size_t errlen)
+{
+	kvc_op *ops = kvi_calloc(n + 1, sizeof(*ops));
+	bool good = true;
+	for (size_t i = 0; i < n; i++) {
+		size_t d = kvc_rdv_assign(a->pins, a->ids, a->n_snap,
+					  a->eligible, lvs[i]->r.key, NULL);
+		if (d == KVC_RDV_NONE) {
+			snprintf(err, errlen, "no shard can take %s: %s",
+				 lvs[i]->r.key,
+				 a->n_snap ? "every shard is down or draining"
+					   : "no shards are configured");
+			good = false;
+			break;
+		}
+		if (!a->answered[d]) {
+			snprintf(err, errlen,
+				 "shard %s, which owns %s, is not answering",
+				 a->ids[d], lvs[i]->r.key);
+			good = false;
+			break;
+		}
+		ops[i].assign = true;
+		ops[i].shard = d;
+		ops[i].lv = lvs[i];
+	}
+	if (!good) {
+		kvi_free(ops);
+		return false;
+	}
+	bool *ok = kvi_calloc(n + 1, sizeof(bool));
+	bool *existed = kvi_calloc(n + 1, sizeof(bool));
+	err[0] = '\0';
+	kvc_run_ops(a, ops, n, ok, existed, err, errlen);
+	for (size_t i = 0; i < n; i++) {
+		good = good && ok[i];
+	}
+	if (good) {
+		for (size_t i = 0; i < n; i++) {
+			kvc_reg_set_owner(a->reg, lvs[i]->r.key,
+					  a->ids[ops[i].shard], NULL);
+		}
+	} else {
+		/* all or nothing: take back what this attempt assigned */
+		size_t m = 0;
+		for (size_t i = 0; i < n; i++) {
+			if (ok[i] && !existed[i]) {
+				ops[m].assign = false;
+				ops[m].shard = ops[i].shard;
+				ops[m].key = lvs[i]->r.key;
+				m++;
+			}
+		}
+		kvc_run_ops(a, ops, m, NULL, NULL, NULL, 0);
+	}
+	kvi_free(ok);
+	kvi_free(existed);
+	kvi_free(ops);
+	return good;
+}
+
+/* ---- the tick ------------------------------------------------------ */
+
+typedef struct kvc_opvec {
+	kvc_op *v;
+	size_t n, cap;
+} kvc_opvec;
+
+static void
+kvc_push(kvc_opvec *o, bool assign, size_t shard, const kvc_lview *lv,
+	 const char *key)
+{
+	if (o->n == o->cap) {
+		o->cap = o->cap ? o->cap * 2 : 16;
+		o->v = kvi_reallocarray(o->v, o->cap, sizeof(*o->v));
+	}
+	kvc_op *op = &o->v[o->n++];
+	op->assign = assign;
+	op->shard = shard;
+	op->lv = lv;
+	op->key = (char *)key;
+}
+
+static int
+kvc_strp_cmp(const void *x, const void *y)
+{
+	return strcmp(*(const char *const *)x, *(const char *const *)y);
+}
+
+/* kvc_listener_step decides one listener (steps 2, 4 and 5). Returns
+ * whether no shard owns it. */
+static bool
+kvc_listener_step(kvc_assigner *a, const kvc_lview *lv, kvc_opvec *ops,
+		  int64_t now)
+{
+	const char *key = lv->r.key;
+	size_t cnt;
+	const kvc_owned *o = kvc_owned_find(a, key, &cnt);
+	size_t desired =
+	    kvc_rdv_assign(a->pins, a->ids, a->n_snap, a->eligible, key, NULL);
+	size_t cur = SIZE_MAX, reg_owner = kvc_shard_index(a, lv->shard);
+	const Kvindex__ListenerStatus *cur_st = NULL;
+	bool desired_active = false;
+	for (size_t k = 0; k < cnt; k++) {
+		if (!kvc_spec_same(o[k].st->listener, lv)) {
+			KVI_WARN("spec_changed",
+				 "listener=%s shard=%s: owned with an old "
+				 "spec, dropping it",
+				 key, a->ids[o[k].shard]);
+			kvc_push(ops, false, o[k].shard, NULL, key);
+			continue;
+		}
+		bool better = cur == SIZE_MAX || o[k].shard == desired ||
+			      (cur != desired && o[k].shard == reg_owner);
+		if (better) {
+			cur = o[k].shard;
+			cur_st = o[k].st;
+		}
+		if (o[k].shard == desired) {
+			desired_active = o[k].st->state == KVC_ACTIVE;
+		}
+	}
+	bool move_due = desired != KVC_RDV_NONE && a->answered[desired] &&
+			desired != cur && kvc_retry_due(a, key, now);
+	if (cur != SIZE_MAX) {
+		kvc_lstatus st;
+		kvc_status_from(&st, cur_st);
+		kvc_reg_set_owner(a->reg, key, a->ids[cur],
+				  desired != cur && desired != KVC_RDV_NONE
+				      ? a->ids[desired]
+				      : NULL);
+		kvc_reg_set_status(a->reg, key, &st);
+		if (cur == desired && desired_active) {
+			for (size_t k = 0; k < cnt; k++) {
+				if (o[k].shard != desired &&
+				    kvc_spec_same(o[k].st->listener, lv)) {
+					kvc_push(ops, false, o[k].shard, NULL,
+						 key);
+				}
+			}
+		} else if (move_due) {
+			kvc_push(ops, true, desired, lv, NULL);
+		}
+		return false;
+	}
+	if (reg_owner != SIZE_MAX && !a->answered[reg_owner]) {
+		/* its shard is silent: keep it there until the grace ends */
+		kvc_lstatus st = lv->st;
+		st.known = false;
+		snprintf(st.last_error, sizeof(st.last_error),
+			 "shard %s is not answering", a->ids[reg_owner]);
+		kvc_reg_set_status(a->reg, key, &st);
+		if (move_due) {
+			KVI_WARN("failover",
+				 "listener=%s from=%s to=%s: the shard has "
+				 "been silent past the grace period",
+				 key, a->ids[reg_owner], a->ids[desired]);
+			kvi_counter_inc(a->m_failovers);
+			kvc_reg_set_owner(a->reg, key, a->ids[reg_owner],
+					  a->ids[desired]);
+			kvc_push(ops, true, desired, lv, NULL);
+		}
+		return false;
+	}
+	if (lv->shard != NULL) {
+		kvc_reg_set_owner(a->reg, key, NULL, NULL);
+		kvc_lstatus none = {0};
+		kvc_reg_set_status(a->reg, key, &none);
+	}
+	return true;
+}
+
+/* kvc_orphans unassigns what shards own that no source lists (step 6). */
+static void
+kvc_orphans(kvc_assigner *a, const kvc_lview *lv, size_t n, kvc_opvec *ops)
+{
+	const char **keys = kvi_calloc(n + 1, sizeof(*keys));
+	for (size_t i = 0; i < n; i++) {
+		keys[i] = lv[i].r.key;
+	}
+	qsort(keys, n, sizeof(*keys), kvc_strp_cmp);
+	for (size_t i = 0; i < a->n_owned; i++) {
+		const char *k = a->owned[i].key;
+		if (bsearch(&k, keys, n, sizeof(*keys), kvc_strp_cmp) == NULL) {
+			KVI_INFO("orphan",
+				 "listener=%s shard=%s: no source "
+				 "lists it, dropping it",
+				 k, a->ids[a->owned[i].shard]);
+			kvi_counter_inc(a->m_orphans);
+			kvc_push(ops, false, a->owned[i].shard, NULL, k);
+		}
+	}
+	kvi_free(keys);
+}
+
+/* kvc_units attempts the registration units that have unowned
+ * listeners and whose retry is due (step 3). */
+static size_t
+kvc_units(kvc_assigner *a, const kvc_lview *lv, size_t n, const bool *unowned,
+	  int64_t now)
+{
+	const kvc_lview **group = kvi_calloc(n + 1, sizeof(*group));
+	size_t pending = 0;
+	for (size_t i = 0; i < n;) {
+		const char *unit = kvc_unit_of(&lv[i]);
+		size_t j = i, m = 0;
+		while (j < n && strcmp(kvc_unit_of(&lv[j]), unit) == 0) {
+			if (unowned[j]) {
+				group[m++] = &lv[j];
+			}
+			j++;
+		}
+		if (m > 0) {
+			char err[256];
+			if (!kvc_retry_due(a, unit, now)) {
+				pending++;
+			} else if (kvc_unit_attempt(a, group, m, err,
+						    sizeof(err))) {
+				kvc_retry_clear(a, unit);
+			} else {
+				KVI_WARN("register_retry", "unit=%s err=%s",
+					 unit, err);
+				kvc_retry_fail(a, unit, err);
+				pending++;
+			}
+		}
+		i = j;
+	}
+	kvi_free(group);
+	return pending;
+}
+
+void
+kvc_tick(kvc_assigner *a)
+{
+	kvc_poll(a);
+	int64_t now = kvc_now_ms();
+	size_t n;
+	kvc_lview *lv = kvc_reg_listeners(a->reg, &n);
+	bool *unowned = kvi_calloc(n + 1, sizeof(bool));
+	kvc_opvec ops = {0};
+	for (size_t i = 0; i < n; i++) {
+		unowned[i] = kvc_listener_step(a, &lv[i], &ops, now);
+	}
+	pthread_mutex_lock(&a->mu);
+	bool all_synced = (a->synced & a->expected) == a->expected;
+	pthread_mutex_unlock(&a->mu);
+	if (all_synced) {
+		kvc_orphans(a, lv, n, &ops);
+	}
+	if (ops.n > 0) {
+		bool *ok = kvi_calloc(ops.n, sizeof(bool));
+		kvc_run_ops(a, ops.v, ops.n, ok, NULL, NULL, 0);
+		for (size_t i = 0; i < ops.n; i++) {
+			if (ops.v[i].assign) {
+				const char *key = ops.v[i].lv->r.key;
+				if (ok[i]) {
+					kvc_retry_clear(a, key);
+				} else {
+					kvc_retry_fail(a, key, "move failed");
+				}
+			}
+		}
+		kvi_free(ok);
+	}
+	size_t pending = kvc_units(a, lv, n, unowned, now);
+	if (a->m_pending_units != NULL) {
+		kvi_gauge_set(a->m_pending_units, (int64_t)pending);
+	}
+	kvi_free(ops.v);
+	kvi_free(unowned);
+	kvc_lviews_free(lv, n);
+}

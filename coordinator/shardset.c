@@ -1,0 +1,165 @@
+#include "shardset.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "alloc.h"
+
+struct kvc_shardset {
+	pthread_rwlock_t lock;
+	kvc_shard **s; /* sorted by id */
+	size_t n;
+};
+
+int64_t
+kvc_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+kvc_shardset *
+kvc_shardset_alloc(void)
+{
+	kvc_shardset *s = kvi_calloc(1, sizeof(*s));
+	pthread_rwlock_init(&s->lock, NULL);
+	return s;
+}
+
+void
+kvc_shard_unref(kvc_shard *sh)
+{
+	if (sh != NULL && atomic_fetch_sub(&sh->refs, 1) == 1) {
+		kvp_client_close(sh->client);
+		kvi_free(sh->id);
+		kvi_free(sh->url);
+		kvi_free(sh);
+	}
+}
+
+void
+kvc_shardset_free(kvc_shardset *s)
+{
+	if (s == NULL) {
+		return;
+	}
+	for (size_t i = 0; i < s->n; i++) {
+		kvc_shard_unref(s->s[i]);
+	}
+	kvi_free(s->s);
+	pthread_rwlock_destroy(&s->lock);
+	kvi_free(s);
+}
+
+kvi_err
+kvc_shardset_add(kvc_shardset *s, const char *id, const char *url, char *err,
+		 size_t errlen)
+{
+	if (id == NULL || id[0] == '\0' || strlen(id) > 64 ||
+	    strpbrk(id, " \t\n/\"") != NULL) {
+		snprintf(err, errlen,
+			 "shard id must be 1..64 characters "
+			 "without spaces, slashes or quotes");
+		return KVI_EINVAL;
+	}
+	kvp_client *client;
+	if (url == NULL || kvp_client_open(url, &client) != KVI_OK) {
+		snprintf(err, errlen,
+			 "shard %s: %s is not an nng address "
+			 "(tcp://host:port)",
+			 id, url ? url : "(none)");
+		return KVI_EINVAL;
+	}
+	kvc_shard *sh = kvi_calloc(1, sizeof(*sh));
+	sh->id = kvi_strdup(id);
+	sh->url = kvi_strdup(url);
+	sh->client = client;
+	atomic_store(&sh->refs, 1);
+	pthread_rwlock_wrlock(&s->lock);
+	size_t pos = 0;
+	while (pos < s->n && strcmp(s->s[pos]->id, id) < 0) {
+		pos++;
+	}
+	if (pos < s->n && strcmp(s->s[pos]->id, id) == 0) {
+		pthread_rwlock_unlock(&s->lock);
+		snprintf(err, errlen, "shard %s exists already", id);
+		kvc_shard_unref(sh);
+		return KVI_EEXIST;
+	}
+	s->s = kvi_reallocarray(s->s, s->n + 1, sizeof(*s->s));
+	memmove(&s->s[pos + 1], &s->s[pos], (s->n - pos) * sizeof(*s->s));
+	s->s[pos] = sh;
+	s->n++;
+	pthread_rwlock_unlock(&s->lock);
+	return KVI_OK;
+}
+
+kvi_err
+kvc_shardset_remove(kvc_shardset *s, const char *id)
+{
+	kvc_shard *gone = NULL;
+	pthread_rwlock_wrlock(&s->lock);
+	for (size_t i = 0; i < s->n; i++) {
+		if (strcmp(s->s[i]->id, id) == 0) {
+			gone = s->s[i];
+			memmove(&s->s[i], &s->s[i + 1],
+				(s->n - i - 1) * sizeof(*s->s));
+			s->n--;
+			break;
+		}
+	}
+	pthread_rwlock_unlock(&s->lock);
+	kvc_shard_unref(gone);
+	return gone != NULL ? KVI_OK : KVI_ENOENT;
+}
+
+kvc_shard **
+kvc_shardset_snapshot(kvc_shardset *s, size_t *n)
+{
+	pthread_rwlock_rdlock(&s->lock);
+	kvc_shard **out = kvi_calloc(s->n + 1, sizeof(*out));
+	for (size_t i = 0; i < s->n; i++) {
+		out[i] = s->s[i];
+		atomic_fetch_add(&out[i]->refs, 1);
+	}
+	*n = s->n;
+	pthread_rwlock_unlock(&s->lock);
+	return out;
+}
+
+void
+kvc_shardset_release(kvc_shard **shards, size_t n)
+{
+	for (size_t i = 0; shards != NULL && i < n; i++) {
+		kvc_shard_unref(shards[i]);
+	}
+	kvi_free(shards);
+}
+
+kvc_shard *
+kvc_shardset_find(kvc_shardset *s, const char *id)
+{
+	kvc_shard *found = NULL;
+	pthread_rwlock_rdlock(&s->lock);
+	for (size_t i = 0; i < s->n; i++) {
+		if (strcmp(s->s[i]->id, id) == 0) {
+			found = s->s[i];
+			atomic_fetch_add(&found->refs, 1);
+			break;
+		}
+	}
+	pthread_rwlock_unlock(&s->lock);
+	return found;
+}
+
+size_t
+kvc_shardset_count(kvc_shardset *s)
+{
+	pthread_rwlock_rdlock(&s->lock);
+	size_t n = s->n;
+	pthread_rwlock_unlock(&s->lock);
+	return n;
+}

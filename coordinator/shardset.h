@@ -1,0 +1,72 @@
+/*
+ * shardset.h - the shards a coordinator talks to, and what it knows of
+ * their health.
+ *
+ * Each shard has an id (what consistent hashing hashes), the nng address
+ * of its service and a client to it. The assigner polls every shard's
+ * status each tick and records here whether it answered; queries fan out
+ * to every shard listed. A shard that has not answered for a while is
+ * down; after the failover grace its listeners are reassigned (see
+ * assigner.h).
+ *
+ * Thread safety: a read-write lock guards the list (queries read it, the
+ * admin API changes it); health fields are atomics or under the lock.
+ * kvc_shardset_snapshot() hands out references that stay valid until
+ * kvc_shardset_release(): shards are freed only when the last snapshot
+ * holding them is released.
+ */
+#ifndef KVI_COORDINATOR_SHARDSET_H
+#define KVI_COORDINATOR_SHARDSET_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "rpc.h"
+
+typedef struct kvc_shard {
+	char *id;
+	char *url;
+	kvp_client *client;
+	_Atomic int refs;
+	/* health, written by the assigner */
+	_Atomic bool up;            /* answered its last poll */
+	_Atomic int64_t last_ok_ms; /* when it last answered, 0: never */
+	_Atomic int64_t down_since_ms;
+	_Atomic uint64_t listeners, entries, store_bytes;
+	_Atomic bool draining;
+	/* query fan-out calls that failed or missed the deadline */
+	_Atomic uint64_t fanout_errors;
+} kvc_shard;
+
+typedef struct kvc_shardset kvc_shardset;
+
+kvc_shardset *kvc_shardset_alloc(void);
+void kvc_shardset_free(kvc_shardset *s);
+
+/* kvc_shardset_add adds shard id at url. KVI_EEXIST for a taken id,
+ * KVI_EINVAL for a bad url. */
+kvi_err kvc_shardset_add(kvc_shardset *s, const char *id, const char *url,
+			 char *err, size_t errlen);
+
+/* kvc_shardset_remove forgets shard id (KVI_ENOENT if unknown). */
+kvi_err kvc_shardset_remove(kvc_shardset *s, const char *id);
+
+/* kvc_shardset_snapshot returns the shards, in id order, each referenced
+ * until kvc_shardset_release(). */
+kvc_shard **kvc_shardset_snapshot(kvc_shardset *s, size_t *n);
+void kvc_shardset_release(kvc_shard **shards, size_t n);
+
+/* kvc_shardset_find returns a referenced shard (release with
+ * kvc_shard_unref) or NULL. */
+kvc_shard *kvc_shardset_find(kvc_shardset *s, const char *id);
+void kvc_shard_unref(kvc_shard *sh);
+
+size_t kvc_shardset_count(kvc_shardset *s);
+
+/* kvc_now_ms returns monotonic milliseconds. */
+int64_t kvc_now_ms(void);
+
+#endif /* KVI_COORDINATOR_SHARDSET_H */
