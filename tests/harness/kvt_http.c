@@ -205,3 +205,23 @@ kvt_http_resp_fini(kvt_http_resp *r)
 	json_decref(r->json);
 	memset(r, 0, sizeof(r[0]));
 }
+
+double
+kvt_http_metric(const char *url, const char *sample)
+{
+	kvt_http_resp r;
+	double v = -1;
+	if (kvt_http_get(url, 5000, &r) == KVI_OK && r.status == 200) {
+		size_t n = strlen(sample);
+		for (const char *p = r.body; p != NULL && *p != '\0';) {
+			if (strncmp(p, sample, n) == 0 && p[n] == ' ') {
+				v = strtod(p + n + 1, NULL);
+				break;
+			}
+			p = strchr(p, '\n');
+			p = p != NULL ? p + 1 : NULL;
+		}
+	}
+	kvt_http_resp_fini(&r);
+	return v;
+}

@@ -46,6 +46,11 @@ kvi_err kvt_http_post_json(const char *url, const json_t *body, int timeout_ms,
 
 void kvt_http_resp_fini(kvt_http_resp *r);
 
+/* kvt_http_metric GETs the Prometheus text at url and returns the value of
+ * the sample (its name and labels exactly as printed, e.g.
+ * "x_total{result=\"ok\"}"), or -1 when it is absent or the GET fails. */
+double kvt_http_metric(const char *url, const char *sample);
+
 /* kvt_json_loads parses text (len bytes), unsigned integers above
  * INT64_MAX becoming decimal strings; NULL if it is not JSON. */
 json_t *kvt_json_loads(const char *text, size_t len);

@@ -1,0 +1,553 @@
+#include "coord_check.h"
+
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "alloc.h"
+#include "hash.h"
+
+#define CLU_BS 16
+
+void
+clu_sim(cluster *c, const char *const *extra)
+{
+	const char *argv[48] = {"--block-size", "16", "--log-level", "debug"};
+	int n = 4;
+	for (int i = 0; extra != NULL && extra[i] != NULL && n < 46; i++) {
+		argv[n++] = extra[i];
+	}
+	argv[n] = NULL;
+	kvi_err rv = kvt_sim_start(KVI_SIM_BIN, argv, 10000, &c->sim);
+	if (rv != KVI_OK) {
+		fail_msg("simulator did not start: %s", kvi_strerror(rv));
+	}
+	c->sim_started = true;
+}
+
+void
+clu_shards(cluster *c, int n)
+{
+	assert_true(n <= CLU_MAX_SHARDS);
+	for (int i = 0; i < n; i++) {
+		shc_start(&c->shards[i], NULL);
+	}
+	c->n_shards = n;
+}
+
+static void
+clu_launch(cluster *c)
+{
+	const char *argv[64];
+	int n = 0;
+	char shards[512] = "", http[64];
+	for (int i = 0; i < c->n_shards; i++) {
+		size_t used = strlen(shards);
+		snprintf(shards + used, sizeof(shards) - used, "%sshard-%d=%s",
+			 i ? "," : "", i, c->shards[i].url);
+	}
+	snprintf(http, sizeof(http), "127.0.0.1:%d", c->port);
+	argv[n++] = KVI_COORD_BIN;
+	argv[n++] = "--shards";
+	argv[n++] = shards;
+	argv[n++] = "--http";
+	argv[n++] = http;
+	argv[n++] = "--data-dir";
+	argv[n++] = c->data_dir;
+	argv[n++] = "--tick-ms";
+	argv[n++] = "100";
+	argv[n++] = "--log-level";
+	argv[n++] = "debug";
+	if (c->with_file) {
+		argv[n++] = "--discovery-file";
+		argv[n++] = c->sim.layout_path;
+	}
+	for (int i = 0; c->coord_extra[i] != NULL && n < 62; i++) {
+		argv[n++] = c->coord_extra[i];
+	}
+	argv[n] = NULL;
+	if (kvt_proc_start(argv, c->log_path, &c->coord) != KVI_OK) {
+		fail_msg("cannot start %s", KVI_COORD_BIN);
+	}
+	int64_t deadline = kvt_now_ms() + CLU_WAIT_MS;
+	while (kvt_now_ms() < deadline) {
+		kvt_http_resp r;
+		char url[96];
+		snprintf(url, sizeof(url), "%s/health", c->base);
+		kvi_err rv = kvt_http_get(url, 1000, &r);
+		long st = r.status;
+		kvt_http_resp_fini(&r);
+		if (rv == KVI_OK && st == 200) {
+			return;
+		}
+		if (!kvt_proc_alive(c->coord)) {
+			fail_msg("kvindex-coordinator exited; see %s",
+				 c->log_path);
+		}
+		kvt_sleep_ms(50);
+	}
+	fail_msg("kvindex-coordinator did not answer; see %s", c->log_path);
+}
+
+void
+clu_coord(cluster *c, bool with_file, const char *const *extra)
+{
+	assert_int_equal(kvt_tmpdir_make("kvi-coord", &c->dir), KVI_OK);
+	c->data_dir = kvt_path(c->dir, "data");
+	c->log_path = kvt_path(c->dir, "coord.log");
+	assert_int_equal(kvt_ports_pick(1, &c->port), KVI_OK);
+	snprintf(c->base, sizeof(c->base), "http://127.0.0.1:%d", c->port);
+	c->with_file = with_file;
+	int n = 0;
+	for (int i = 0; extra != NULL && extra[i] != NULL && n < 31; i++) {
+		c->coord_extra[n++] = extra[i];
+	}
+	c->coord_extra[n] = NULL;
+	clu_launch(c);
+}
+
+void
+clu_coord_restart(cluster *c)
+{
+	int status = -1;
+	assert_int_equal(kvt_proc_stop(c->coord, 10000, &status), KVI_OK);
+	assert_int_equal(status, 0);
+	kvt_proc_free(c->coord);
+	c->coord = NULL;
+	clu_launch(c);
+}
+
+void
+clu_cleanup(cluster *c)
+{
+	if (c->coord != NULL) {
+		int status = -1;
+		kvt_proc_stop(c->coord, 10000, &status);
+		kvt_proc_free(c->coord);
+		if (status != 0) {
+			fprintf(stderr, "coordinator exit status %d; see %s\n",
+				status, c->log_path);
+		}
+	}
+	for (int i = 0; i < c->n_shards; i++) {
+		shc_cleanup(&c->shards[i]);
+	}
+	if (c->sim_started) {
+		kvt_sim_stop(&c->sim, NULL);
+	}
+	if (c->dir != NULL && getenv("KVI_TEST_KEEP") == NULL) {
+		kvt_tmpdir_remove(c->dir);
+	}
+	free(c->dir);
+	free(c->data_dir);
+	free(c->log_path);
+	memset(c, 0, sizeof(*c));
+}
+
+/* ---- HTTP ---------------------------------------------------------- */
+
+json_t *
+clu_get(cluster *c, const char *path, long *status)
+{
+	char url[512];
+	snprintf(url, sizeof(url), "%s%s", c->base, path);
+	kvt_http_resp r;
+	kvi_err rv = kvt_http_get(url, 10000, &r);
+	if (rv != KVI_OK) {
+		fail_msg("GET %s: %s", path, kvi_strerror(rv));
+	}
+	*status = r.status;
+	json_t *j = json_incref(r.json);
+	kvt_http_resp_fini(&r);
+	return j;
+}
+
+void
+clu_post_raw(cluster *c, const char *path, const char *body, kvt_http_resp *out)
+{
+	char url[512];
+	snprintf(url, sizeof(url), "%s%s", c->base, path);
+	kvi_err rv = kvt_http_post(url, body, 10000, out);
+	if (rv != KVI_OK) {
+		fail_msg("POST %s: %s", path, kvi_strerror(rv));
+	}
+}
+
+json_t *
+clu_post(cluster *c, const char *path, const char *body, long *status)
+{
+	kvt_http_resp r;
+	clu_post_raw(c, path, body, &r);
+	*status = r.status;
+	json_t *j = json_incref(r.json);
+	kvt_http_resp_fini(&r);
+	return j;
+}
+
+json_t *
+clu_listener(cluster *c, const char *pod, int rank, json_t **workers)
+{
+	long st;
+	*workers = clu_get(c, "/workers", &st);
+	assert_int_equal(st, 200);
+	size_t i;
+	json_t *w;
+	json_array_foreach(*workers, i, w)
+	{
+		const char *name =
+		    json_string_value(json_object_get(w, "name"));
+		if (name != NULL && strcmp(name, pod) == 0) {
+			char r[16];
+			snprintf(r, sizeof(r), "%d", rank);
+			return json_object_get(json_object_get(w, "listeners"),
+					       r);
+		}
+	}
+	return NULL;
+}
+
+void
+clu_wait_active(cluster *c, int n, int timeout_ms)
+{
+	int64_t deadline = kvt_now_ms() + timeout_ms;
+	char *last = NULL;
+	for (;;) {
+		long st;
+		json_t *ws = clu_get(c, "/workers", &st);
+		int total = 0, active = 0;
+		size_t i;
+		json_t *w;
+		json_array_foreach(ws, i, w)
+		{
+			const char *k;
+			json_t *l;
+			json_object_foreach(json_object_get(w, "listeners"), k,
+					    l)
+			{
+				total++;
+				const char *s = json_string_value(
+				    json_object_get(l, "status"));
+				active += s != NULL && strcmp(s, "active") == 0;
+			}
+		}
+		free(last);
+		last = json_dumps(ws, JSON_COMPACT);
+		json_decref(ws);
+		if (st == 200 && total == n && active == n) {
+			free(last);
+			return;
+		}
+		if (kvt_now_ms() > deadline) {
+			fail_msg("wanted %d active listeners, /workers: %s", n,
+				 last);
+		}
+		kvt_sleep_ms(100);
+	}
+}
+
+double
+clu_metric(cluster *c, const char *sample)
+{
+	char url[128];
+	snprintf(url, sizeof(url), "%s/metrics", c->base);
+	return kvt_http_metric(url, sample);
+}
+
+json_t *
+clu_owner_map(cluster *c)
+{
+	long st;
+	json_t *ws = clu_get(c, "/workers", &st);
+	assert_int_equal(st, 200);
+	json_t *map = json_object();
+	size_t i;
+	json_t *w;
+	json_array_foreach(ws, i, w)
+	{
+		const char *name =
+		    json_string_value(json_object_get(w, "name"));
+		const char *r;
+		json_t *l;
+		json_object_foreach(json_object_get(w, "listeners"), r, l)
+		{
+			char key[300];
+			snprintf(key, sizeof(key), "%s#%s", name ? name : "?",
+				 r);
+			json_object_set(map, key, json_object_get(l, "shard"));
+		}
+	}
+	json_decref(ws);
+	return map;
+}
+
+json_t *
+clu_sim_post(cluster *c, const char *path, const char *body)
+{
+	json_t *j = json_loads(body, 0, NULL);
+	assert_non_null(j);
+	kvt_http_resp r;
+	assert_int_equal(kvt_sim_call(&c->sim, "POST", path, j, &r), KVI_OK);
+	if (r.status != 200) {
+		fail_msg("simulator POST %s: %ld %s", path, r.status, r.body);
+	}
+	json_t *out = json_incref(r.json);
+	kvt_http_resp_fini(&r);
+	json_decref(j);
+	return out;
+}
+
+static json_t *
+clu_tokens_json(const uint32_t *tokens, size_t n)
+{
+	json_t *arr = json_array();
+	for (size_t i = 0; i < n; i++) {
+		json_array_append_new(arr, json_integer(tokens[i]));
+	}
+	return arr;
+}
+
+void
+clu_prefill(cluster *c, int pod, int rank, const uint32_t *tokens, size_t n)
+{
+	json_t *b = json_pack("{s:i,s:i,s:o}", "pod", pod, "rank", rank,
+			      "token_ids", clu_tokens_json(tokens, n));
+	char *text = json_dumps(b, JSON_COMPACT);
+	json_decref(clu_sim_post(c, "/prefill", text));
+	free(text);
+	json_decref(b);
+}
+
+uint64_t
+clu_instance_id(int pod)
+{
+	char name[64];
+	snprintf(name, sizeof(name), "sim/pod-%d", pod);
+	return XXH3_64bits(name, strlen(name)) >> 11;
+}
+
+json_t *
+clu_query(cluster *c, const uint32_t *tokens, size_t n, const char *extra)
+{
+	json_t *arr = clu_tokens_json(tokens, n);
+	char *toks = json_dumps(arr, JSON_COMPACT);
+	json_decref(arr);
+	size_t len = strlen(toks) + (extra ? strlen(extra) : 0) + 64;
+	char *body = kvi_malloc(len);
+	snprintf(body, len,
+		 "{\"model_name\":\"sim-model\",\"token_ids\":%s%s%s}", toks,
+		 extra ? "," : "", extra ? extra : "");
+	free(toks);
+	long st;
+	json_t *ans = clu_post(c, "/query", body, &st);
+	if (st != 200) {
+		char *dump = ans ? json_dumps(ans, JSON_COMPACT) : NULL;
+		fail_msg("/query: %ld %s", st, dump ? dump : "(not JSON)");
+	}
+	kvi_free(body);
+	return ans;
+}
+
+/* ---- ground truth -------------------------------------------------- */
+
+typedef struct clu_block {
+	uint64_t seq;
+	uint8_t tiers; /* 1 gpu, 2 cpu, 4 disk */
+} clu_block;
+
+struct clu_truth {
+	int pods, dp;
+	clu_block **blocks; /* per rank, sorted by seq */
+	size_t *n;
+};
+
+static int
+clu_block_cmp(const void *x, const void *y)
+{
+	const clu_block *a = x, *b = y;
+	return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+clu_truth *
+clu_truth_get(cluster *c)
+{
+	clu_truth *t = kvi_calloc(1, sizeof(*t));
+	t->pods = c->sim.pods;
+	t->dp = c->sim.dp;
+	t->blocks = kvi_calloc((size_t)c->sim.n, sizeof(*t->blocks));
+	t->n = kvi_calloc((size_t)c->sim.n, sizeof(*t->n));
+	for (int idx = 0; idx < c->sim.n; idx++) {
+		char path[64];
+		snprintf(path, sizeof(path), "/truth?pod=%d&rank=%d",
+			 idx / c->sim.dp, idx % c->sim.dp);
+		kvt_http_resp r;
+		assert_int_equal(kvt_sim_call(&c->sim, "GET", path, NULL, &r),
+				 KVI_OK);
+		assert_int_equal(r.status, 200);
+		json_t *bl = json_object_get(r.json, "blocks");
+		size_t nb = json_array_size(bl);
+		t->blocks[idx] = kvi_calloc(nb + 1, sizeof(clu_block));
+		size_t i;
+		json_t *b;
+		json_array_foreach(bl, i, b)
+		{
+			clu_block *cb = &t->blocks[idx][i];
+			assert_true(kvt_json_u64(json_object_get(b, "seq_hash"),
+						 &cb->seq));
+			size_t k;
+			json_t *tier;
+			json_array_foreach(json_object_get(b, "tiers"), k, tier)
+			{
+				const char *s = json_string_value(tier);
+				cb->tiers |= strcmp(s, "gpu") == 0   ? 1
+					     : strcmp(s, "cpu") == 0 ? 2
+								     : 4;
+			}
+		}
+		t->n[idx] = nb;
+		qsort(t->blocks[idx], nb, sizeof(clu_block), clu_block_cmp);
+		kvt_http_resp_fini(&r);
+	}
+	return t;
+}
+
+void
+clu_truth_free(clu_truth *t)
+{
+	if (t == NULL) {
+		return;
+	}
+	for (int i = 0; i < t->pods * t->dp; i++) {
+		kvi_free(t->blocks[i]);
+	}
+	kvi_free(t->blocks);
+	kvi_free(t->n);
+	kvi_free(t);
+}
+
+int
+clu_truth_match(const clu_truth *t, const uint64_t *seq, size_t n,
+		clu_expect *out)
+{
+	int m = 0;
+	for (int idx = 0; idx < t->pods * t->dp; idx++) {
+		uint32_t any = 0, gc = 0, gpu = 0;
+		for (size_t i = 0; i < n; i++) {
+			clu_block key = {.seq = seq[i]};
+			const clu_block *b =
+			    bsearch(&key, t->blocks[idx], t->n[idx],
+				    sizeof(clu_block), clu_block_cmp);
+			if (b == NULL || b->tiers == 0) {
+				break;
+			}
+			gc += gc == any && (b->tiers & 3);
+			gpu += gpu == any && (b->tiers & 1);
+			any++;
+		}
+		if (any > 0) {
+			out[m++] = (clu_expect){.pod = idx / t->dp,
+						.rank = idx % t->dp,
+						.gpu = gpu,
+						.cpu = gc - gpu,
+						.disk = any - gc,
+						.longest = any};
+		}
+	}
+	return m;
+}
+
+size_t
+clu_seq_hashes(const uint32_t *tokens, size_t n, uint64_t *out)
+{
+	size_t nb = kvi_local_hashes(tokens, n, CLU_BS,
+				     kvi_local_seed(NULL, 0, NULL, 0), out);
+	kvi_seq_hashes(KVI_SEQ_ROOT, out, nb, out);
+	return nb;
+}
+
+static bool clu_fail(char *why, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static bool
+clu_fail(char *why, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, len, fmt, ap);
+	va_end(ap);
+	return false;
+}
+
+bool
+clu_check_answer(const json_t *ans, const clu_expect *exp, int n_exp, char *why,
+		 size_t len)
+{
+	const json_t *ws = json_object_get(ans, "workers");
+	if (!json_is_array(ws)) {
+		return clu_fail(why, len, "no workers array");
+	}
+	if ((int)json_array_size(ws) != n_exp) {
+		return clu_fail(why, len, "%zu workers, expected %d",
+				json_array_size(ws), n_exp);
+	}
+	const json_t *scores = json_object_get(ans, "scores");
+	for (int e = 0; e < n_exp; e++) {
+		char pod[32];
+		snprintf(pod, sizeof(pod), "sim/pod-%d", exp[e].pod);
+		const json_t *found = NULL;
+		size_t i;
+		json_t *w;
+		json_array_foreach(ws, i, w)
+		{
+			const char *p =
+			    json_string_value(json_object_get(w, "pod"));
+			if (p != NULL && strcmp(p, pod) == 0 &&
+			    json_integer_value(json_object_get(w, "dp_rank")) ==
+				exp[e].rank) {
+				found = w;
+			}
+		}
+		if (found == NULL) {
+			return clu_fail(why, len, "%s rank %d is missing", pod,
+					exp[e].rank);
+		}
+		json_int_t mb = json_integer_value(
+		    json_object_get(found, "matched_blocks"));
+		json_int_t g =
+		    json_integer_value(json_object_get(found, "gpu"));
+		json_int_t cp =
+		    json_integer_value(json_object_get(found, "cpu"));
+		json_int_t d =
+		    json_integer_value(json_object_get(found, "disk"));
+		if (mb != exp[e].longest || g != exp[e].gpu * CLU_BS ||
+		    cp != exp[e].cpu * CLU_BS || d != exp[e].disk * CLU_BS) {
+			return clu_fail(
+			    why, len,
+			    "%s rank %d: blocks %lld gpu %lld cpu %lld disk "
+			    "%lld tokens, expected %u blocks %u/%u/%u",
+			    pod, exp[e].rank, (long long)mb, (long long)g,
+			    (long long)cp, (long long)d, exp[e].longest,
+			    exp[e].gpu * CLU_BS, exp[e].cpu * CLU_BS,
+			    exp[e].disk * CLU_BS);
+		}
+		char id[24], rank[8];
+		snprintf(id, sizeof(id), "%" PRIu64,
+			 clu_instance_id(exp[e].pod));
+		snprintf(rank, sizeof(rank), "%d", exp[e].rank);
+		json_int_t sc = json_integer_value(
+		    json_object_get(json_object_get(scores, id), rank));
+		if (sc != (json_int_t)exp[e].longest * CLU_BS) {
+			return clu_fail(
+			    why, len, "scores[%s][%s] = %lld, expected %u", id,
+			    rank, (long long)sc, exp[e].longest * CLU_BS);
+		}
+	}
+	return true;
+}

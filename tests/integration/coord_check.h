@@ -1,0 +1,128 @@
+/*
+ * coord_check.h - cmocka checks for tests that run a whole cluster: the
+ * engine simulator, real kvindex-shard processes and a real
+ * kvindex-coordinator, all on loopback with ephemeral ports.
+ *
+ * The coordinator is given the shards as --shards shard-0=...,shard-1=...
+ * and, unless told otherwise, the simulator's layout file as its
+ * --discovery-file. Tests talk to it over HTTP, to the shards over nng
+ * (shard_check.h) and to the simulator over its control API, and compare
+ * the coordinator's answers with a brute-force scan of the simulator's
+ * ground truth.
+ *
+ * Helpers fail the running test on transport errors. Single-threaded.
+ */
+#ifndef KVI_TESTS_COORD_CHECK_H
+#define KVI_TESTS_COORD_CHECK_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shard_check.h"
+
+#define CLU_MAX_SHARDS 4
+#define CLU_WAIT_MS    30000
+
+typedef struct cluster {
+	kvt_sim sim;
+	bool sim_started;
+	shardproc shards[CLU_MAX_SHARDS];
+	int n_shards;
+	char *dir; /* coordinator: data/, coord.log */
+	char *data_dir;
+	char *log_path;
+	int port;
+	char base[64]; /* "http://127.0.0.1:port" */
+	kvt_proc *coord;
+	const char *coord_extra[32];
+	bool with_file;
+} cluster;
+
+/* clu_sim starts the simulator with --block-size 16 and the extra flags. */
+void clu_sim(cluster *c, const char *const *extra);
+
+/* clu_shards starts n shards (shard_check.h), ids shard-0..n-1. */
+void clu_shards(cluster *c, int n);
+
+/* clu_coord starts the coordinator with the extra flags (NULL-terminated,
+ * copied), the simulator's layout as discovery file when with_file, and
+ * waits until /health answers. */
+void clu_coord(cluster *c, bool with_file, const char *const *extra);
+
+/* clu_coord_restart stops the coordinator (SIGTERM) and starts it again
+ * with the same flags, directory and port. */
+void clu_coord_restart(cluster *c);
+
+/* clu_cleanup stops everything and removes the directories. */
+void clu_cleanup(cluster *c);
+
+/* clu_get / clu_post return the parsed JSON body (NULL if not JSON) and
+ * write the status. The caller json_decref()s the result. */
+json_t *clu_get(cluster *c, const char *path, long *status);
+json_t *clu_post(cluster *c, const char *path, const char *body, long *status);
+
+/* clu_post_raw returns the whole response (kvt_http_resp_fini). */
+void clu_post_raw(cluster *c, const char *path, const char *body,
+		  kvt_http_resp *out);
+
+/* clu_wait_active waits until /workers lists exactly n listeners, all
+ * active; fails the test with the last /workers otherwise. */
+void clu_wait_active(cluster *c, int n, int timeout_ms);
+
+/* clu_listener returns /workers' listener object of (pod name, rank) in
+ * *workers (the caller frees *workers) or NULL. */
+json_t *clu_listener(cluster *c, const char *pod, int rank, json_t **workers);
+
+/* clu_metric reads one sample of the coordinator's /metrics (-1:
+ * absent). */
+double clu_metric(cluster *c, const char *sample);
+
+/* clu_owner_map returns /workers as {"pod#rank": "shard"} (json_decref). */
+json_t *clu_owner_map(cluster *c);
+
+/* clu_sim_post posts to the simulator's control API; fails unless 200. */
+json_t *clu_sim_post(cluster *c, const char *path, const char *body);
+
+/* clu_prefill runs a request of the given tokens on (pod, rank). */
+void clu_prefill(cluster *c, int pod, int rank, const uint32_t *tokens,
+		 size_t n);
+
+/* clu_instance_id returns the instance id of the simulator's pod p. */
+uint64_t clu_instance_id(int pod);
+
+/* clu_query posts a /query for tokens (with extra JSON fields, e.g.
+ * "\"dp_rank\": 1", or NULL) and returns the answer; fails unless 200. */
+json_t *clu_query(cluster *c, const uint32_t *tokens, size_t n,
+		  const char *extra);
+
+/* One listener's expected match, computed from the simulator's truth. */
+typedef struct clu_expect {
+	int pod, rank;
+	uint32_t gpu, cpu, disk, longest; /* blocks */
+} clu_expect;
+
+/* Ground truth of every rank at one instant: seq hash -> tier bits. */
+typedef struct clu_truth clu_truth;
+
+/* clu_truth_get reads /truth of every rank of the simulator. */
+clu_truth *clu_truth_get(cluster *c);
+void clu_truth_free(clu_truth *t);
+
+/* clu_truth_match writes into out (room for every rank) the listeners
+ * with a match for the sequence hashes seq[0..n), as the index scores
+ * them, and returns how many. */
+int clu_truth_match(const clu_truth *t, const uint64_t *seq, size_t n,
+		    clu_expect *out);
+
+/* clu_seq_hashes hashes tokens (block size 16, default seed) into seq
+ * hashes; returns the number of blocks. */
+size_t clu_seq_hashes(const uint32_t *tokens, size_t n, uint64_t *out);
+
+/* clu_check_answer compares a /query answer with the expected matches
+ * (tokens = blocks * 16); on a difference it writes it to why. */
+bool clu_check_answer(const json_t *ans, const clu_expect *exp, int n_exp,
+		      char *why, size_t len);
+
+#endif /* KVI_TESTS_COORD_CHECK_H */

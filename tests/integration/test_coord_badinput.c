@@ -1,0 +1,430 @@
+/*
+ * test_coord_badinput.c - bad input at the coordinator's HTTP API (issue
+ * scenario 4), against a real cluster: the simulator's DP=2 pods from the
+ * discovery file, two shards, and a coordinator with small limits
+ * (--max-body-bytes 4096, --max-tokens 1000).
+ *
+ * Every bad request gets its status code and an {"error": "..."} body
+ * that names the offending field and value: invalid JSON, wrong types,
+ * token ids that are not u32s, a dp_rank that is not a u16 or that the
+ * instance does not have (with "connected_ranks"), dp_size 0 and 65537,
+ * an unknown model (404), a body or a token list over the limit (413), a
+ * wrong method (405) and an unknown path (404). Afterwards the
+ * coordinator is healthy and has lost nothing: the pods, their listeners
+ * and what was indexed before are all still there.
+ */
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "alloc.h"
+#include "coord_check.h"
+
+#define NTOK     64 /* four blocks */
+#define MAX_BODY 4096
+#define MAX_TOK  1000
+
+static void
+make_tokens(uint32_t *t, uint32_t seed)
+{
+	for (uint32_t i = 0; i < NTOK; i++) {
+		t[i] = seed * 1000u + i + 1;
+	}
+}
+
+static char *
+dump(const json_t *j)
+{
+	static char buf[4096];
+	char *s =
+	    j != NULL ? json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+	snprintf(buf, sizeof(buf), "%s", s != NULL ? s : "(not JSON)");
+	free(s);
+	return buf;
+}
+
+/* check_error checks an answer: status want and {"error": "..."} whose
+ * message holds every word of the NULL-terminated list. */
+static void
+check_error(const char *what, long st, const json_t *j, long want,
+	    const char *const *words)
+{
+	if (st != want) {
+		fail_msg("%s: %ld %s, expected %ld", what, st, dump(j), want);
+	}
+	const char *e = json_string_value(json_object_get(j, "error"));
+	if (e == NULL) {
+		fail_msg("%s: no error message: %s", what, dump(j));
+	}
+	for (int i = 0; words != NULL && words[i] != NULL; i++) {
+		if (strstr(e, words[i]) == NULL) {
+			fail_msg("%s: the error does not name \"%s\": %s", what,
+				 words[i], e);
+		}
+	}
+}
+
+/* post_err posts body to path and checks the error answer; returns it
+ * (the caller frees it). */
+static json_t *
+post_err(cluster *c, const char *path, const char *body, long want,
+	 const char *const *words)
+{
+	long st;
+	json_t *j = clu_post(c, path, body, &st);
+	char what[160];
+	snprintf(what, sizeof(what), "POST %s %.100s", path, body);
+	check_error(what, st, j, want, words);
+	return j;
+}
+
+#define W(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+static void
+expect(cluster *c, const char *path, const char *body, long want,
+       const char *const *words)
+{
+	json_decref(post_err(c, path, body, want, words));
+}
+
+/* wait_match waits until /query for tokens matches all of them on (pod
+ * p, rank) and nothing else. */
+static void
+wait_match(cluster *c, const uint32_t *tokens, int p, int rank)
+{
+	char id[24];
+	snprintf(id, sizeof(id), "%" PRIu64, clu_instance_id(p));
+	int64_t deadline = kvt_now_ms() + CLU_WAIT_MS;
+	for (;;) {
+		json_t *ans = clu_query(c, tokens, NTOK, NULL);
+		const json_t *ws = json_object_get(ans, "workers");
+		const json_t *w = json_array_get(ws, 0);
+		if (json_array_size(ws) == 1 &&
+		    strcmp(json_string_value(json_object_get(w, "instance_id")),
+			   id) == 0 &&
+		    json_integer_value(json_object_get(w, "dp_rank")) == rank &&
+		    json_integer_value(json_object_get(w, "matched_tokens")) ==
+			NTOK) {
+			json_decref(ans);
+			return;
+		}
+		if (kvt_now_ms() > deadline) {
+			fail_msg("wanted pod %d rank %d: %s", p, rank,
+				 dump(ans));
+		}
+		json_decref(ans);
+		kvt_sleep_ms(50);
+	}
+}
+
+/* tokens_body writes a /query body of n token ids, each "1"; returns it
+ * (kvi_free). */
+static char *
+tokens_body(size_t n)
+{
+	size_t len = 2 * n + 64;
+	char *b = kvi_malloc(len);
+	size_t k = (size_t)snprintf(b, len,
+				    "{\"model_name\":\"sim-model\","
+				    "\"token_ids\":[");
+	for (size_t i = 0; i < n; i++) {
+		b[k++] = '1';
+		b[k++] = i + 1 < n ? ',' : ']';
+	}
+	b[k++] = '}';
+	b[k] = '\0';
+	return b;
+}
+
+static int
+n_listeners(cluster *c, int *active)
+{
+	long st;
+	json_t *ws = clu_get(c, "/workers", &st);
+	assert_int_equal(st, 200);
+	int n = 0;
+	*active = 0;
+	size_t i;
+	json_t *w;
+	json_array_foreach(ws, i, w)
+	{
+		const char *k;
+		json_t *l;
+		json_object_foreach(json_object_get(w, "listeners"), k, l)
+		{
+			n++;
+			*active += strcmp(json_string_value(
+					      json_object_get(l, "status")),
+					  "active") == 0;
+		}
+	}
+	json_decref(ws);
+	return n;
+}
+
+static void
+test_bad_input(void **state)
+{
+	cluster *c = *state;
+	const char *sim[] = {"--pods", "2", "--dp", "2", NULL};
+	clu_sim(c, sim);
+	clu_shards(c, 2);
+	const char *extra[] = {"--max-body-bytes", "4096", "--max-tokens",
+			       "1000", NULL};
+	clu_coord(c, true, extra);
+	clu_wait_active(c, 4, CLU_WAIT_MS);
+
+	/* something indexed before the bad input, to find afterwards */
+	uint32_t before[NTOK];
+	make_tokens(before, 7);
+	clu_prefill(c, 0, 1, before, NTOK);
+	wait_match(c, before, 0, 1);
+
+	char id0[24], body[1024];
+	snprintf(id0, sizeof(id0), "%" PRIu64, clu_instance_id(0));
+
+	/* invalid JSON, everywhere */
+	const char *paths[] = {"/query", "/query_by_hash", "/register",
+			       "/unregister"};
+	for (size_t i = 0; i < 4; i++) {
+		expect(c, paths[i], "{\"model_name\":\"sim-model\",\"tok", 400,
+		       W("invalid JSON"));
+		expect(c, paths[i], "", 400, W("invalid JSON"));
+		expect(c, paths[i], "[1,2,3]", 400, W("object", "array"));
+	}
+	expect(c, "/query",
+	       "{\"model_name\":\"a\",\"model_name\":\"b\",\"token_ids\":[]}",
+	       400, W("model_name"));
+
+	/* wrong types */
+	expect(c, "/query", "{\"model_name\":7,\"token_ids\":[1]}", 400,
+	       W("model_name", "got 7"));
+	expect(c, "/query", "{\"token_ids\":[1]}", 400,
+	       W("model_name", "missing"));
+	expect(c, "/query",
+	       "{\"model_name\":\"sim-model\",\"token_ids\":\"abc\"}", 400,
+	       W("token_ids", "abc"));
+	expect(c, "/query",
+	       "{\"model_name\":\"sim-model\",\"token_ids\":[1],"
+	       "\"instances\":5}",
+	       400, W("instances", "got 5"));
+	expect(c, "/query",
+	       "{\"model_name\":\"sim-model\",\"token_ids\":[1],"
+	       "\"instances\":[\"abc\"]}",
+	       400, W("instances[0]", "abc"));
+	expect(c, "/query",
+	       "{\"model_name\":\"sim-model\",\"token_ids\":[1],"
+	       "\"dp_rank\":\"1\"}",
+	       400, W("dp_rank"));
+	expect(c, "/query",
+	       "{\"model_name\":\"sim-model\",\"token_ids\":[1],"
+	       "\"lora_name\":[]}",
+	       400, W("lora_name"));
+	expect(c, "/query_by_hash",
+	       "{\"model_name\":\"sim-model\",\"block_hashes\":{}}", 400,
+	       W("block_hashes"));
+
+	/* token ids that are not u32s */
+	expect(
+	    c, "/query",
+	    "{\"model_name\":\"sim-model\",\"token_ids\":[1,2,3,4294967296]}",
+	    400, W("token_ids[3]", "4294967296"));
+	expect(c, "/query", "{\"model_name\":\"sim-model\",\"token_ids\":[-1]}",
+	       400, W("token_ids[0]", "-1"));
+	expect(c, "/query",
+	       "{\"model_name\":\"sim-model\",\"token_ids\":[5,1.5]}", 400,
+	       W("token_ids[1]", "1.5"));
+	expect(c, "/query",
+	       "{\"model_name\":\"sim-model\",\"token_ids\":"
+	       "[18446744073709551616]}",
+	       400, W("token_ids[0]", "18446744073709551616"));
+	expect(c, "/query_by_hash",
+	       "{\"model_name\":\"sim-model\",\"block_hashes\":[1,-1]}", 400,
+	       W("block_hashes[1]", "-1"));
+	expect(c, "/query",
+	       "{\"model_name\":\"sim-model\",\"token_ids\":[1],"
+	       "\"instances\":[18446744073709551616]}",
+	       400, W("instances[0]", "18446744073709551616"));
+	/* the largest u32 is a token id */
+	long st;
+	json_t *j = clu_post(c, "/query",
+			     "{\"model_name\":\"sim-model\",\"token_ids\":"
+			     "[4294967295]}",
+			     &st);
+	assert_int_equal(st, 200);
+	json_decref(j);
+
+	/* dp_rank: not a u16, or not a rank of the instance */
+	expect(c, "/query",
+	       "{\"model_name\":\"sim-model\",\"token_ids\":[1],"
+	       "\"dp_rank\":65536}",
+	       400, W("dp_rank 65536"));
+	expect(c, "/query",
+	       "{\"model_name\":\"sim-model\",\"token_ids\":[1],"
+	       "\"dp_rank\":-1}",
+	       400, W("dp_rank -1"));
+	snprintf(body, sizeof(body),
+		 "{\"model_name\":\"sim-model\",\"token_ids\":[1],"
+		 "\"instances\":[%s],\"dp_rank\":5}",
+		 id0);
+	j = post_err(c, "/query", body, 400, W("dp_rank 5 ", id0));
+	json_t *conn = json_object_get(j, "connected_ranks");
+	if (!json_is_array(conn) || json_array_size(conn) != 2 ||
+	    json_integer_value(json_array_get(conn, 0)) != 0 ||
+	    json_integer_value(json_array_get(conn, 1)) != 1) {
+		fail_msg("connected_ranks should be [0,1]: %s", dump(j));
+	}
+	json_decref(j);
+	expect(c, "/query",
+	       "{\"model_name\":\"sim-model\",\"token_ids\":[1],"
+	       "\"instances\":[12345]}",
+	       400, W("12345"));
+	/* a rank it has is fine */
+	snprintf(body, sizeof(body),
+		 "{\"model_name\":\"sim-model\",\"token_ids\":[1],"
+		 "\"instances\":[%s],\"dp_rank\":1}",
+		 id0);
+	json_decref(clu_post(c, "/query", body, &st));
+	assert_int_equal(st, 200);
+
+	/* registration */
+	const char *pod = "\"name\":\"bad/pod\",\"ip\":\"127.0.0.1\","
+			  "\"zmq_port\":5557,\"model_name\":\"sim-model\","
+			  "\"block_size\":16";
+	snprintf(body, sizeof(body), "{%s,\"dp_size\":0}", pod);
+	expect(c, "/register", body, 400, W("dp_size 0 "));
+	snprintf(body, sizeof(body), "{%s,\"dp_size\":65537}", pod);
+	expect(c, "/register", body, 400, W("dp_size 65537"));
+	snprintf(body, sizeof(body), "{%s,\"dp_size\":\"2\"}", pod);
+	expect(c, "/register", body, 400, W("dp_size"));
+	expect(c, "/register",
+	       "{\"name\":\"bad/pod\",\"ip\":\"127.0.0.1\",\"zmq_port\":70000,"
+	       "\"dp_size\":1,\"model_name\":\"sim-model\",\"block_size\":16}",
+	       400, W("zmq_port 70000"));
+	expect(c, "/register",
+	       "{\"name\":\"bad/pod\",\"ip\":\"127.0.0.1\",\"zmq_port\":5557,"
+	       "\"dp_size\":1,\"model_name\":7,\"block_size\":16}",
+	       400, W("model_name", "got 7"));
+	const char *rank = "\"instance_id\":77,\"endpoint\":"
+			   "\"tcp://127.0.0.1:5557\",\"model_name\":"
+			   "\"sim-model\",\"block_size\":16";
+	snprintf(body, sizeof(body), "{%s,\"dp_rank\":65536}", rank);
+	expect(c, "/register", body, 400, W("dp_rank 65536"));
+	snprintf(body, sizeof(body), "{%s,\"dp_rank\":-1}", rank);
+	expect(c, "/register", body, 400, W("dp_rank -1"));
+	snprintf(body, sizeof(body), "{%s,\"name\":\"bad/pod\"}", rank);
+	expect(c, "/register", body, 400, W("instance_id"));
+	expect(c, "/register", "{\"model_name\":\"sim-model\"}", 400,
+	       W("instance_id"));
+	/* /unregister */
+	expect(c, "/unregister",
+	       "{\"instance_id\":77,\"model_name\":\"sim-model\","
+	       "\"dp_rank\":65536}",
+	       400, W("dp_rank 65536"));
+	expect(c, "/unregister", "{\"instance_id\":\"x\"}", 400,
+	       W("instance_id"));
+	/* a pod of the discovery file is not HTTP's to remove */
+	expect(c, "/unregister", "{\"name\":\"sim/pod-0\"}", 409, W("file"));
+	expect(c, "/unregister", "{\"name\":\"no/such-pod\"}", 404,
+	       W("no/such-pod"));
+
+	/* unknown model */
+	expect(c, "/query", "{\"model_name\":\"nope-model\",\"token_ids\":[1]}",
+	       404, W("model", "nope-model"));
+	expect(c, "/query_by_hash",
+	       "{\"model_name\":\"nope-model\",\"block_hashes\":[1]}", 404,
+	       W("model", "nope-model"));
+
+	/* too large: the body (maybe refused by the HTTP layer before any
+	 * handler: then the status alone), or the token count */
+	char *big = tokens_body(4200); /* over 8 KiB */
+	assert_true(strlen(big) > 2 * MAX_BODY);
+	const char *big_paths[] = {"/query", "/register"};
+	for (size_t i = 0; i < 2; i++) {
+		kvt_http_resp r;
+		clu_post_raw(c, big_paths[i], big, &r);
+		if (r.status != 413) {
+			fail_msg("POST %s with %zu bytes: %ld %s", big_paths[i],
+				 strlen(big), r.status, r.body);
+		}
+		if (r.json != NULL) {
+			check_error("oversized body", r.status, r.json, 413,
+				    NULL);
+		}
+		kvt_http_resp_fini(&r);
+	}
+	kvi_free(big);
+	big = tokens_body(MAX_TOK + 500);
+	assert_true(strlen(big) < MAX_BODY);
+	expect(c, "/query", big, 413, W("token_ids", "1500", "1000"));
+	kvi_free(big);
+	/* exactly the maximum is fine */
+	big = tokens_body(MAX_TOK);
+	json_decref(clu_post(c, "/query", big, &st));
+	assert_int_equal(st, 200);
+	kvi_free(big);
+
+	/* wrong method, unknown path */
+	j = clu_get(c, "/query", &st);
+	check_error("GET /query", st, j, 405, NULL);
+	json_decref(j);
+	j = clu_get(c, "/register", &st);
+	check_error("GET /register", st, j, 405, NULL);
+	json_decref(j);
+	j = clu_get(c, "/no/such/path", &st);
+	check_error("GET /no/such/path", st, j, 404, NULL);
+	json_decref(j);
+	expect(c, "/querry", "{}", 404, NULL);
+
+	/* healthy, and nothing lost */
+	assert_true(kvt_proc_alive(c->coord));
+	j = clu_get(c, "/health", &st);
+	assert_int_equal(st, 200);
+	json_decref(j);
+	j = clu_get(c, "/ready", &st);
+	if (st != 200) {
+		fail_msg("/ready: %ld %s", st, dump(j));
+	}
+	json_decref(j);
+	int active;
+	assert_int_equal(n_listeners(c, &active), 4);
+	assert_int_equal(active, 4);
+	j = clu_get(c, "/workers", &st);
+	assert_int_equal(json_array_size(j), 2);
+	json_decref(j);
+	wait_match(c, before, 0, 1);
+	uint32_t after[NTOK];
+	make_tokens(after, 8);
+	clu_prefill(c, 1, 1, after, NTOK);
+	wait_match(c, after, 1, 1);
+}
+
+static int
+setup(void **state)
+{
+	*state = calloc(1, sizeof(cluster));
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	clu_cleanup(*state);
+	free(*state);
+	return 0;
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

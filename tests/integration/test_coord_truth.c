@@ -1,0 +1,153 @@
+/*
+ * test_coord_truth.c - the whole cluster against the simulator's ground
+ * truth. A DP=2 fleet serves part of the Mooncake conversation trace with
+ * a small GPU cache (evictions) and a CPU tier; once the load is done,
+ * every rank's listener, on whichever of the two shards owns it, must
+ * hold exactly the rank's block set, and /query for 1,000 trace requests
+ * must equal a brute-force scan of the truth: the same listeners, with
+ * the same matched blocks per tier.
+ */
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "alloc.h"
+#include "coord_check.h"
+#include "sim_load.h"
+
+#define TRACE   KVI_DATA_DIR "/traces/conversation_trace.jsonl"
+#define PODS    3
+#define DP      2
+#define QUERIES 1000
+#define MAX_EXP (PODS * DP)
+
+static bool
+load_done(void *arg)
+{
+	cluster *c = arg;
+	kvt_http_resp r;
+	if (kvt_sim_call(&c->sim, "GET", "/status", NULL, &r) != KVI_OK) {
+		return false;
+	}
+	bool done = json_is_true(json_object_get(r.json, "load_done"));
+	kvt_http_resp_fini(&r);
+	return done;
+}
+
+/* shard_of returns the shard /workers says owns rank idx. */
+static shardproc *
+shard_of(cluster *c, int idx)
+{
+	char pod[32];
+	snprintf(pod, sizeof(pod), "sim/pod-%d", idx / DP);
+	json_t *ws;
+	json_t *l = clu_listener(c, pod, idx % DP, &ws);
+	assert_non_null(l);
+	const char *sh = json_string_value(json_object_get(l, "shard"));
+	assert_non_null(sh);
+	int k = -1;
+	assert_int_equal(sscanf(sh, "shard-%d", &k), 1);
+	assert_true(k >= 0 && k < c->n_shards);
+	json_decref(ws);
+	return &c->shards[k];
+}
+
+static void
+test_index_and_queries_equal_truth(void **state)
+{
+	cluster *c = *state;
+	const char *sim[] = {"--pods",       "3",    "--dp",           "2",
+			     "--trace",      TRACE,  "--requests",     "1500",
+			     "--rate",       "0",    "--cache-blocks", "600",
+			     "--cpu-blocks", "3000", "--paused",       NULL};
+	clu_sim(c, sim);
+	clu_shards(c, 2);
+	clu_coord(c, true, NULL);
+	/* an empty engine's listener is active once its shard caught up */
+	clu_wait_active(c, PODS * DP, CLU_WAIT_MS);
+	json_decref(clu_sim_post(c, "/resume", "{}"));
+	assert_true(kvt_wait_until(load_done, c, 120000));
+
+	/* the index equals the truth, rank by rank, on both shards */
+	int owned[CLU_MAX_SHARDS] = {0};
+	for (int idx = 0; idx < PODS * DP; idx++) {
+		shardproc *s = shard_of(c, idx);
+		owned[s - c->shards]++;
+		shc_wait_truth(s, &c->sim, &idx, 1, CLU_WAIT_MS);
+	}
+	assert_true(owned[0] > 0 && owned[1] > 0);
+
+	/* 1,000 trace requests: /query equals a scan of the truth */
+	clu_truth *truth = clu_truth_get(c);
+	sim_load_config lc = {.trace_path = TRACE,
+			      .block_size = 16,
+			      .blocks_per_id = 1,
+			      .copies = 1,
+			      .requests = QUERIES};
+	sim_load *load;
+	char err[256];
+	assert_int_equal(sim_load_open(&lc, &load, err, sizeof(err)), KVI_OK);
+	const uint32_t *tokens;
+	uint32_t nb;
+	int queries = 0, matched = 0, tiered = 0;
+	while (sim_load_next(load, &tokens, &nb)) {
+		uint64_t *seq = kvi_calloc((size_t)nb + 1, sizeof(*seq));
+		size_t n = clu_seq_hashes(tokens, (size_t)nb * 16, seq);
+		clu_expect exp[MAX_EXP];
+		int ne = clu_truth_match(truth, seq, n, exp);
+		json_t *ans = clu_query(c, tokens, (size_t)nb * 16, NULL);
+		char why[512];
+		if (!clu_check_answer(ans, exp, ne, why, sizeof(why))) {
+			char *d = json_dumps(ans, JSON_COMPACT);
+			fail_msg("query %d (%u blocks): %s; answer %s", queries,
+				 nb, why, d);
+		}
+		assert_false(json_is_true(json_object_get(ans, "partial")));
+		matched += ne > 0;
+		for (int e = 0; e < ne; e++) {
+			tiered += exp[e].cpu > 0;
+		}
+		json_decref(ans);
+		kvi_free(seq);
+		queries++;
+	}
+	sim_load_free(load);
+	clu_truth_free(truth);
+	assert_int_equal(queries, QUERIES);
+	/* the comparison was not vacuous */
+	assert_true(matched > QUERIES / 2);
+	assert_true(tiered > 0);
+	print_message("%d queries, %d matched, %d cpu-tier matches\n", queries,
+		      matched, tiered);
+}
+
+static int
+setup(void **state)
+{
+	*state = calloc(1, sizeof(cluster));
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	clu_cleanup(*state);
+	free(*state);
+	return 0;
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_index_and_queries_equal_truth,
+					    setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
