@@ -29,21 +29,7 @@ metric(const char *metrics, const char *name)
 {
 	char url[128];
 	snprintf(url, sizeof(url), "http://%s/metrics", metrics);
-	kvt_http_resp r;
-	double v = -1;
-	if (kvt_http_get(url, 5000, &r) == KVI_OK && r.status == 200) {
-		size_t n = strlen(name);
-		for (const char *p = r.body; p != NULL && *p != '\0';) {
-			if (strncmp(p, name, n) == 0 && p[n] == ' ') {
-				v = strtod(p + n + 1, NULL);
-				break;
-			}
-			p = strchr(p, '\n');
-			p = p != NULL ? p + 1 : NULL;
-		}
-	}
-	kvt_http_resp_fini(&r);
-	return v;
+	return kvt_http_metric(url, name);
 }
 
 static double
