@@ -950,6 +950,56 @@ loop_destroy(kvi_http_loop *loop)
 	kvi_free(loop);
 }
 
+/* listen_reuse opens a listening socket on the address ss with
+ * SO_REUSEPORT. Each loop listens on one, so the kernel spreads new
+ * connections over the loops by their addresses (loops sharing a socket
+ * would leave it to whichever thread wakes first, on a busy host often the
+ * same one). listen_open first binds the address without SO_REUSEPORT
+ * and lets it go only to open the group, so a port already taken, by
+ * kvindex or anything else, is refused rather than shared. Returns -1
+ * with errno set on failure. */
+static int
+listen_reuse(const struct sockaddr_storage *ss, socklen_t sl, int v6only)
+{
+	int fd = socket(ss->ss_family,
+			SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		return -1;
+	}
+	int on = 1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+	if (ss->ss_family == AF_INET6) {
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only,
+			   sizeof(v6only));
+	}
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof(on)) != 0 ||
+	    bind(fd, (const struct sockaddr *)ss, sl) != 0 ||
+	    listen(fd, LISTEN_QUEUE) != 0) {
+		int saved = errno;
+		close(fd);
+		errno = saved;
+		return -1;
+	}
+	return fd;
+}
+
+/* listen_again opens another socket of listen_fd's group. */
+static int
+listen_again(int listen_fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	int v6only = 0;
+	socklen_t ol = sizeof(v6only);
+	if (getsockname(listen_fd, (struct sockaddr *)&ss, &sl) != 0) {
+		return -1;
+	}
+	if (ss.ss_family == AF_INET6) {
+		getsockopt(listen_fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &ol);
+	}
+	return listen_reuse(&ss, sl, v6only);
+}
+
 static kvi_err
 loop_init(kvi_http_loop *loop, int listen_fd, char *err, size_t errlen)
 {
@@ -983,9 +1033,11 @@ loop_init(kvi_http_loop *loop, int listen_fd, char *err, size_t errlen)
 	/* read and drop an oversized body so the client sees the 413 */
 	evhttp_set_flags(loop->http, EVHTTP_SERVER_LINGERING_CLOSE);
 
-	int fd = fcntl(listen_fd, F_DUPFD_CLOEXEC, 0);
+	int fd = loop->index == 0 ? fcntl(listen_fd, F_DUPFD_CLOEXEC, 0)
+				  : listen_again(listen_fd);
 	if (fd < 0) {
-		set_err(err, errlen, "dup: %s", strerror(errno));
+		set_err(err, errlen, "listen socket of loop %d: %s",
+			loop->index, strerror(errno));
 		return KVI_EIO;
 	}
 	loop->bound = evhttp_accept_socket_with_handle(loop->http, fd);
@@ -1140,9 +1192,25 @@ listen_open(const char *host_port, int *fd_out, uint16_t *port_out, char *err,
 		}
 		int on = 1;
 		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		int v6only = 0;
+		socklen_t ol = sizeof(v6only);
 		if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
-		    listen(fd, LISTEN_QUEUE) == 0) {
-			break;
+		    getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+			/* the address is free (and the port chosen): open it
+			 * again as the first socket of a group */
+			if (ss.ss_family == AF_INET6) {
+				getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY,
+					   &v6only, &ol);
+			}
+			close(fd);
+			fd = listen_reuse(&ss, sl, v6only);
+			if (fd >= 0) {
+				break;
+			}
+			saved = errno;
+			continue;
 		}
 		saved = errno;
 		close(fd);

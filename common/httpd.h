@@ -1,10 +1,12 @@
 /*
  * httpd.h - a small multi-threaded HTTP/1.1 server on libevent's evhttp.
  *
- * Design. The server binds one listening socket. kvi_httpd_start() runs
- * `threads` loop threads, each with its own event_base and evhttp accepting
- * on its own dup() of that socket, so the kernel spreads connections over
- * the loops and a connection stays on the loop that accepted it. Routes are
+ * Design. kvi_httpd_start() runs `threads` loop threads, each with its own
+ * event_base and evhttp accepting on a listening socket of its own, all
+ * bound to the same address with SO_REUSEPORT, so the kernel spreads new
+ * connections evenly over the loops (by their addresses), and a connection
+ * stays on the loop that accepted it. Every reply turns Nagle's algorithm
+ * off on its connection. Routes are
  * registered before start and never change afterwards, so loops read them
  * without locks. Every request is dispatched on its loop thread: the server
  * matches the route (exact paths first, then the longest prefix), answers
