@@ -209,20 +209,3 @@ kvx_hold_seqs(const kvx_holdmap *h)
 	}
 	return n;
 }
-
-size_t
-kvx_hold_bytes(const kvx_holdmap *h)
-{
-	size_t n = 0;
-	for (uint32_t s = 0; s < KVX_STRIPES; s++) {
-		const kvx_stripe *st = &h->stripes[s];
-		n += kvx_seqmap_bytes(&st->map);
-		for (uint32_t i = 0; i < st->n_lists; i++) {
-			if (st->lists[i] != NULL) {
-				n += sizeof(kvx_hlist) +
-				     st->lists[i]->cap * sizeof(uint32_t);
-			}
-		}
-	}
-	return n;
-}

@@ -79,6 +79,5 @@ void kvx_hold_prefetch(kvx_holdmap *h, uint64_t seq);
 void kvx_hold_reserve(kvx_stripe *st, size_t n);
 
 uint64_t kvx_hold_seqs(const kvx_holdmap *h);
-size_t kvx_hold_bytes(const kvx_holdmap *h);
 
 #endif /* KVI_SHARD_HOLDERS_H */

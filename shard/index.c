@@ -604,9 +604,6 @@ kvx_index_stats(kvx_index *idx, kvx_stats *out)
 	}
 	for (kvx_part *p = idx->parts; p != NULL; p = p->next) {
 		out->seq_hashes += kvx_hold_seqs(&p->holders);
-		pthread_rwlock_rdlock(&p->lock);
-		out->table_bytes += kvx_hold_bytes(&p->holders);
-		pthread_rwlock_unlock(&p->lock);
 	}
 	pthread_rwlock_unlock(&idx->meta);
 }

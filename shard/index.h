@@ -178,9 +178,8 @@ void kvx_bulk_finish(kvx_bulk *b, int threads, kvx_bulk_stats *stats);
 
 typedef struct kvx_stats {
 	uint64_t listeners;
-	uint64_t entries;     /* (block, listener) entries */
-	uint64_t seq_hashes;  /* distinct sequence hashes */
-	uint64_t table_bytes; /* memory held by the maps */
+	uint64_t entries;    /* (block, listener) entries */
+	uint64_t seq_hashes; /* distinct sequence hashes */
 } kvx_stats;
 
 /* kvx_index_stats sums the index's sizes. Any thread. */
