@@ -12,7 +12,11 @@
  * answer, the next). For 100- and 1,000-block queries (a trace request's
  * first blocks, padded with fresh tokens when shorter, as a long prompt
  * with a cached prefix is) it prints latency p50/p99 on one connection,
- * then throughput and latency with --conns connections.
+ * then throughput and latency with --conns connections; then the same for
+ * 1,000-block prompts of fresh tokens, which match no listener: the cost of
+ * the query path without the answer's size. The conversation trace opens
+ * every request with the same system prompt, so every listener matches a
+ * trace query and its answer names all of them.
  *
  *   bench_coord [--pods P] [--entries N] [--seconds S] [--conns C]
  *               [--http-threads T]
@@ -221,7 +225,7 @@ run(bench *b, int conns, const char *label)
 
 /* bodies builds NQ /query bodies of exactly blocks blocks from the trace. */
 static void
-bodies(bench *b, uint32_t blocks)
+bodies(bench *b, uint32_t blocks, bool fresh)
 {
 	sim_load_config lc = {.trace_path = TRACE,
 			      .block_size = BS,
@@ -239,18 +243,17 @@ bodies(bench *b, uint32_t blocks)
 	b->lens = kvi_calloc(NQ, sizeof(size_t));
 	const uint32_t *tokens;
 	uint32_t nb;
-	uint32_t fresh = 7;
+	uint32_t rnd = 7;
 	size_t cap = (size_t)blocks * BS * 12 + 128;
 	while (sim_load_next(load, &tokens, &nb) && b->n < NQ) {
 		char *s = kvi_malloc(cap);
 		size_t len = (size_t)snprintf(
 		    s, cap, "{\"model_name\":\"sim-model\",\"token_ids\":[");
 		for (uint32_t i = 0; i < blocks * BS; i++) {
-			uint32_t t =
-			    i < nb * BS
-				? tokens[i]
-				: (fresh = fresh * 1103515245u + 12345u) %
-				      SIM_VOCAB;
+			uint32_t t = i < nb * BS && !fresh
+					 ? tokens[i]
+					 : (rnd = rnd * 1103515245u + 12345u) %
+					       SIM_VOCAB;
 			len += (size_t)snprintf(s + len, cap - len, "%s%u",
 						i ? "," : "", t);
 		}
@@ -441,11 +444,15 @@ main(int argc, char **argv)
 	       sim.n, e, (kvt_now_ms() - t0) / 1000.0, threads);
 	fflush(stdout);
 
-	static const uint32_t sizes[] = {100, 1000};
-	for (size_t s = 0; s < 2; s++) {
-		char label[32];
-		snprintf(label, sizeof(label), "blocks=%u", sizes[s]);
-		bodies(&b, sizes[s]);
+	/* trace requests (a prefix every listener holds, and more), then
+	 * prompts no listener holds: the cost of the machinery alone */
+	static const uint32_t sizes[] = {100, 1000, 1000};
+	for (size_t s = 0; s < 3; s++) {
+		char label[48];
+		bool fresh = s == 2;
+		snprintf(label, sizeof(label), "blocks=%u%s", sizes[s],
+			 fresh ? ",no_match" : "");
+		bodies(&b, sizes[s], fresh);
 		run(&b, 1, label);
 		fflush(stdout);
 		run(&b, conns, label);

@@ -602,8 +602,9 @@ test_cancel(void **state)
 		usleep(2000);
 	}
 	assert_true(srv_saw("/slow?7"));
-	kvr_fetcher_cancel(f, 7); /* aborts a running fetch */
+	/* the waiting one first: aborting 7 frees its slot for the next */
 	kvr_fetcher_cancel(f, 8); /* forgets a waiting one */
+	kvr_fetcher_cancel(f, 7); /* aborts a running fetch */
 	kvr_result *r = wait_result(f, 10000);
 	assert_non_null(r);
 	assert_int_equal(r->token, 9);
