@@ -2,10 +2,10 @@
  * test_coord_failover.c - losing and restarting processes under a whole
  * cluster (three DP=2 pods, two shards, the coordinator):
  *
- *  - a shard killed with SIGKILL: queries answer within the deadline,
- *    flagged partial, from the other shard; once it restarts, answers are
- *    whole again at once from its LMDB, and what was published meanwhile
- *    is caught up by replay, not by rebuilding from zero;
+ *  - a shard stopped (SIGSTOP), then killed with SIGKILL: queries answer
+ *    within the deadline, flagged partial, from the other shard; once it
+ *    restarts, answers are whole again at once from its LMDB, and what was
+ *    published meanwhile is caught up by replay, not rebuilt from zero;
  *  - the coordinator restarted: the same assignments, adopted from the
  *    shards without a single assign call, and no shard re-ingests;
  *  - a shard silent past the failover grace: its listeners move to the
@@ -14,6 +14,7 @@
  */
 #include <inttypes.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -136,8 +137,27 @@ test_shard_killed_partial_then_whole(void **state)
 	int n1 = ranks_on(c, 1, on1), n0 = ranks_on(c, 0, on0);
 	assert_true(n1 > 0 && n0 > 0);
 
-	shc_kill9(&c->shards[1]);
 	uint32_t t[NTOK];
+	/* a stalled shard (SIGSTOP) is as good as dead for a query */
+	pid_t pid = kvt_proc_pid(c->shards[1].proc);
+	assert_int_equal(kill(pid, SIGSTOP), 0);
+	for (int k = 0; k < 3; k++) {
+		bool partial = false;
+		int64_t t0 = kvt_now_ms();
+		make_tokens(t, 10 + (uint32_t)on0[0]);
+		assert_int_equal(matched(c, t, on0[0], &partial), NTOK);
+		assert_true(partial);
+		assert_true(kvt_now_ms() - t0 < 300 + 1500);
+	}
+	assert_int_equal(kill(pid, SIGCONT), 0);
+	int64_t until = kvt_now_ms() + CLU_WAIT_MS;
+	bool part = true;
+	while (matched(c, t, on0[0], &part) != NTOK || part) {
+		assert_true(kvt_now_ms() < until);
+		kvt_sleep_ms(20);
+	}
+
+	shc_kill9(&c->shards[1]);
 	for (int k = 0; k < 5; k++) {
 		bool partial = false;
 		int64_t t0 = kvt_now_ms();
