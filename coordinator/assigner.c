@@ -189,10 +189,10 @@ kvc_do_register(kvc_assigner *a, kvc_cmd *c)
 	    kvc_cstore_pod_put(a->store, p, err, sizeof(err)) != KVI_OK) {
 		KVI_ERROR("store_put_failed", "instance=%" PRIu64 " err=%s",
 			  p->instance_id, err);
-		size_t n;
-		kvc_strv_free(kvc_remove(a, p->name, p->instance_id,
-					 p->name ? -1 : (int)p->rank, &n),
-			      n);
+		size_t n = 0;
+		char **keys = kvc_remove(a, p->name, p->instance_id,
+					 p->name ? -1 : (int)p->rank, &n);
+		kvc_strv_free(keys, n);
 		char msg[320];
 		snprintf(msg, sizeof(msg),
 			 "the registration could not be stored: %s", err);
@@ -329,8 +329,10 @@ kvc_do_sync(kvc_assigner *a, kvc_cmd *c)
 		const kvc_pod *np =
 		    kvc_pod_named(c->pods, c->n_pods, cur[i].name);
 		if (np == NULL || !kvc_pod_equal(np, &cur[i])) {
-			size_t n;
-			kvc_strv_free(kvc_remove(a, cur[i].name, 0, -1, &n), n);
+			size_t n = 0;
+			/* two statements: an argument list has no order */
+			char **keys = kvc_remove(a, cur[i].name, 0, -1, &n);
+			kvc_strv_free(keys, n);
 			removed++;
 		}
 	}

@@ -23,6 +23,7 @@
 #include "discovery_file.h"
 #include "http_api.h"
 #include "httpd.h"
+#include "kube_watch.h"
 #include "log.h"
 #include "metrics.h"
 #include "query.h"
@@ -30,6 +31,7 @@
 #include "shardset.h"
 
 #define COORD_MAX_SHARDS 256
+#define COORD_MAX_NS     64
 
 typedef struct coord_opts {
 	const char *http;
@@ -45,6 +47,8 @@ typedef struct coord_opts {
 	size_t max_body;
 	kvc_query_config query;
 	kvc_assigner_config assign;
+	char *namespaces[COORD_MAX_NS];
+	kvc_kube_config kube;
 } coord_opts;
 
 static void
@@ -59,6 +63,26 @@ coord_usage(FILE *f)
 	    "  --discovery-file PATH    static pod list, re-read on change\n"
 	    "  --watch-dp-size N        ranks of a pod that gives no dp_size\n"
 	    "                           (default 1)\n"
+	    "\n"
+	    "  Kubernetes (pods Ready, with an IP, not terminating):\n"
+	    "  --watch-namespace NS     watch pods there; repeatable\n"
+	    "  --watch-label SELECTOR   label selector (default: every pod)\n"
+	    "  --watch-zmq-port N       event port of rank 0 (5557)\n"
+	    "  --watch-replay-port N    replay port of rank 0 (none)\n"
+	    "  --watch-recover-port N   /kv_recover port of rank 0 (none)\n"
+	    "  --watch-model-label L    label naming the model\n"
+	    "                           (kvindex.io/model)\n"
+	    "  --watch-block-size N     tokens per block (16)\n"
+	    "  --watch-not-ready-grace-ms N\n"
+	    "                           NotReady time before a pod is\n"
+	    "                           deregistered (30000)\n"
+	    "  --kube-api URL           API server (default: in-cluster)\n"
+	    "  --kube-token-file PATH   bearer token (default: the service\n"
+	    "                           account's)\n"
+	    "  --kube-ca-file PATH      CA bundle for the API server\n"
+	    "  Pod annotations override: kvindex.io/dp-size, zmq-port,\n"
+	    "  replay-port, recover-port, block-size, model.\n"
+	    "\n"
 	    "  --data-dir DIR           coordinator store (HTTP "
 	    "registrations,\n"
 	    "                           pins); without it they are not kept\n"
@@ -124,6 +148,80 @@ coord_shards(coord_opts *o, const char *arg)
 	return rc;
 }
 
+/* coord_namespaces adds the namespaces of one --watch-namespace value. */
+static int
+coord_namespaces(coord_opts *o, const char *arg)
+{
+	char *copy = kvi_strdup(arg), *save = NULL;
+	int rc = 0;
+	for (char *tok = strtok_r(copy, ",", &save); tok != NULL;
+	     tok = strtok_r(NULL, ",", &save)) {
+		if (o->kube.n_namespaces == COORD_MAX_NS) {
+			fprintf(stderr,
+				"kvindex-coordinator: more than %d "
+				"namespaces to watch\n",
+				COORD_MAX_NS);
+			rc = -1;
+			break;
+		}
+		o->namespaces[o->kube.n_namespaces++] = kvi_strdup(tok);
+	}
+	kvi_free(copy);
+	return rc;
+}
+
+/* coord_kube_opt takes one of the Kubernetes watcher's flags. */
+static int
+coord_kube_opt(coord_opts *o, int c, const char *arg)
+{
+	kvc_kube_config *k = &o->kube;
+	long v = 0;
+	int rc = 0;
+	switch (c) {
+	case 'n':
+		return coord_namespaces(o, arg);
+	case 'l':
+		k->label_selector = arg;
+		break;
+	case 'z':
+		rc = coord_num("--watch-zmq-port", arg, 1, 65535, &v);
+		k->defaults.zmq_port = (uint32_t)v;
+		break;
+	case 'R':
+		rc = coord_num("--watch-replay-port", arg, 1, 65535, &v);
+		k->defaults.replay_port = (uint32_t)v;
+		k->defaults.has_replay_port = true;
+		break;
+	case 'V':
+		rc = coord_num("--watch-recover-port", arg, 1, 65535, &v);
+		k->defaults.recover_port = (uint32_t)v;
+		k->defaults.has_recover_port = true;
+		break;
+	case 'm':
+		k->defaults.model_label = arg;
+		break;
+	case 'B':
+		rc = coord_num("--watch-block-size", arg, 1, 1L << 20, &v);
+		k->defaults.block_size = (uint32_t)v;
+		break;
+	case 'G':
+		rc = coord_num("--watch-not-ready-grace-ms", arg, 1, 86400000L,
+			       &v);
+		k->not_ready_grace_ms = v;
+		break;
+	case 'A':
+		k->api = arg;
+		break;
+	case 'K':
+		k->token_file = arg;
+		break;
+	case 'C':
+		k->ca_file = arg;
+		break;
+	}
+	return rc;
+}
+
 static int
 coord_parse(int argc, char **argv, coord_opts *o)
 {
@@ -133,6 +231,17 @@ coord_parse(int argc, char **argv, coord_opts *o)
 	    {"http-threads", required_argument, NULL, 't'},
 	    {"discovery-file", required_argument, NULL, 'D'},
 	    {"watch-dp-size", required_argument, NULL, 'p'},
+	    {"watch-namespace", required_argument, NULL, 'n'},
+	    {"watch-label", required_argument, NULL, 'l'},
+	    {"watch-zmq-port", required_argument, NULL, 'z'},
+	    {"watch-replay-port", required_argument, NULL, 'R'},
+	    {"watch-recover-port", required_argument, NULL, 'V'},
+	    {"watch-model-label", required_argument, NULL, 'm'},
+	    {"watch-block-size", required_argument, NULL, 'B'},
+	    {"watch-not-ready-grace-ms", required_argument, NULL, 'G'},
+	    {"kube-api", required_argument, NULL, 'A'},
+	    {"kube-token-file", required_argument, NULL, 'K'},
+	    {"kube-ca-file", required_argument, NULL, 'C'},
 	    {"data-dir", required_argument, NULL, 'd'},
 	    {"query-deadline-ms", required_argument, NULL, 'q'},
 	    {"max-body-bytes", required_argument, NULL, 'b'},
@@ -152,6 +261,10 @@ coord_parse(int argc, char **argv, coord_opts *o)
 	o->dp_size = 1;
 	o->log_level = KVI_LOG_INFO;
 	o->max_body = KVI_HTTPD_DEFAULT_MAX_BODY;
+	o->kube.defaults.zmq_port = 5557;
+	o->kube.defaults.block_size = 16;
+	o->kube.defaults.model_label = KVC_KUBE_ANN_MODEL;
+	o->kube.not_ready_grace_ms = 30000;
 	int c;
 	long v = 0;
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -177,6 +290,19 @@ coord_parse(int argc, char **argv, coord_opts *o)
 			break;
 		case 'd':
 			o->data_dir = optarg;
+			break;
+		case 'n':
+		case 'l':
+		case 'z':
+		case 'R':
+		case 'V':
+		case 'm':
+		case 'B':
+		case 'G':
+		case 'A':
+		case 'K':
+		case 'C':
+			rc = coord_kube_opt(o, c, optarg);
 			break;
 		case 'q':
 			rc = coord_num("--query-deadline-ms", optarg, 1, 60000,
@@ -242,6 +368,8 @@ coord_parse(int argc, char **argv, coord_opts *o)
 		fprintf(stderr, "kvindex-coordinator: --shards is required\n");
 		return -1;
 	}
+	o->kube.namespaces = (const char *const *)o->namespaces;
+	o->kube.defaults.dp_size = o->dp_size;
 	return 0;
 }
 
@@ -313,6 +441,12 @@ coord_on_file(void *arg, const kvc_pod *pods, size_t n)
 	kvc_assigner_sync(arg, KVC_SOURCE_FILE, pods, n);
 }
 
+static void
+coord_on_kube(void *arg, const kvc_pod *pods, size_t n)
+{
+	kvc_assigner_sync(arg, KVC_SOURCE_KUBERNETES, pods, n);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -347,11 +481,19 @@ main(int argc, char **argv)
 	kvc_assigner *asg = NULL;
 	kvc_query *query = NULL;
 	kvc_dfile_watch *watch = NULL;
+	kvc_kube_watch *kube = NULL;
+	kvc_kube_bufs kube_bufs;
 	kvi_httpd *httpd = NULL;
 	kvi_err rv = KVI_OK;
 
 	if (o.admin_token_file != NULL &&
 	    (token = coord_read_token(o.admin_token_file)) == NULL) {
+		goto out;
+	}
+	if (o.kube.n_namespaces > 0 &&
+	    kvc_kube_config_resolve(&o.kube, &kube_bufs, err, sizeof(err)) !=
+		KVI_OK) {
+		fprintf(stderr, "kvindex-coordinator: kubernetes: %s\n", err);
 		goto out;
 	}
 	for (size_t i = 0; i < o.n_shards; i++) {
@@ -388,6 +530,17 @@ main(int argc, char **argv)
 			goto out;
 		}
 	}
+	if (o.kube.n_namespaces > 0) {
+		kvc_assigner_expect(asg, KVC_SOURCE_KUBERNETES);
+		if (kvc_kube_watch_start(&o.kube, metrics, coord_on_kube, asg,
+					 &kube, err, sizeof(err)) != KVI_OK) {
+			KVI_ERROR("start_failed", "kubernetes=\"%s\"", err);
+			goto out;
+		}
+		KVI_INFO("kube_watching", "api=%s namespaces=%zu label=%s",
+			 o.kube.api, o.kube.n_namespaces,
+			 o.kube.label_selector ? o.kube.label_selector : "-");
+	}
 	kvc_api api = {
 	    .reg = reg,
 	    .shards = shards,
@@ -417,6 +570,7 @@ main(int argc, char **argv)
 out:
 	kvi_httpd_stop(httpd);
 	kvc_dfile_watch_stop(watch);
+	kvc_kube_watch_stop(kube);
 	kvc_assigner_stop(asg);
 	kvi_httpd_free(httpd);
 	kvc_query_free(query);
@@ -428,6 +582,9 @@ out:
 	for (size_t i = 0; i < o.n_shards; i++) {
 		kvi_free(o.shard_ids[i]);
 		kvi_free(o.shard_urls[i]);
+	}
+	for (size_t i = 0; i < o.kube.n_namespaces; i++) {
+		kvi_free(o.namespaces[i]);
 	}
 	return status;
 }

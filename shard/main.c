@@ -53,7 +53,7 @@ shard_usage(FILE *f)
 	    "  --listen URL            nng address for the coordinator\n"
 	    "                          (default tcp://127.0.0.1:7001)\n"
 	    "  --data-dir DIR          LMDB directory (created if missing)\n"
-	    "  --metrics HOST:PORT     serve /metrics and /health\n"
+	    "  --metrics HOST:PORT     serve /metrics, /health and /ready\n"
 	    "  --workers N             concurrent requests (default 4)\n"
 	    "  --commit-ms N           group commit interval (default 20)\n"
 	    "  --replay-timeout-ms N   replay silence that fails it (2000)\n"
@@ -350,6 +350,9 @@ main(int argc, char **argv)
 		kvi_httpd_route(httpd, "GET", "/metrics", shard_on_metrics,
 				metrics);
 		kvi_httpd_route(httpd, "GET", "/health", shard_on_health, NULL);
+		/* this server starts once the index is loaded and the query
+		 * service listens: answering at all means ready */
+		kvi_httpd_route(httpd, "GET", "/ready", shard_on_health, NULL);
 		if ((rv = kvi_httpd_start(httpd, o.metrics, 1, err,
 					  sizeof(err))) != KVI_OK) {
 			kvi_log(KVI_LOG_ERROR, "metrics_failed",

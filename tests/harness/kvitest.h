@@ -10,7 +10,8 @@
  *   kvt_env.h   temporary directories, polling with deadlines, free ports;
  *   kvt_http.h  HTTP GET/POST with parsed JSON (u64-safe);
  *   kvt_zmq.h   connecting with a handshake wait, receiving with timeouts;
- *   kvt_sim.h   running the engine simulator and reading its layout.
+ *   kvt_sim.h   running the engine simulator and reading its layout;
+ *   kvt_kubeapi.h  running the test Kubernetes API server and driving it.
  *
  * Paths of built binaries and of test data come from CMake as compile
  * definitions of each test (for example KVI_SIM_BIN and KVI_DATA_DIR), never
@@ -21,6 +22,7 @@
 
 #include "kvt_env.h"
 #include "kvt_http.h"
+#include "kvt_kubeapi.h"
 #include "kvt_proc.h"
 #include "kvt_sim.h"
 #include "kvt_zmq.h"

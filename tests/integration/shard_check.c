@@ -9,6 +9,46 @@
 
 #include <cmocka.h>
 
+/* shc_log_tail copies the end of the shard's log to stderr, so a
+ * failure explains itself after the test's directories are gone. */
+static void
+shc_log_tail(const shardproc *s)
+{
+	FILE *f = fopen(s->log_path, "r");
+	if (f == NULL) {
+		return;
+	}
+	char buf[4096];
+	fseek(f, 0, SEEK_END);
+	long end = ftell(f);
+	fseek(f, end > (long)sizeof(buf) - 1 ? end - (long)sizeof(buf) + 1 : 0,
+	      SEEK_SET);
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	fprintf(stderr, "--- end of %s ---\n%s\n---\n", s->log_path, buf);
+}
+
+/* shc_wait_ready waits for the shard's HTTP /ready (the probe a
+ * Kubernetes readiness check uses), which answers once it serves. */
+static void
+shc_wait_ready(shardproc *s, int64_t deadline)
+{
+	char url[128];
+	snprintf(url, sizeof(url), "http://%s/ready", s->metrics);
+	while (kvt_now_ms() < deadline) {
+		kvt_http_resp r;
+		if (kvt_http_get(url, 1000, &r) == KVI_OK) {
+			long st = r.status;
+			kvt_http_resp_fini(&r);
+			assert_int_equal(st, 200);
+			return;
+		}
+		kvt_sleep_ms(20);
+	}
+	fail_msg("kvindex-shard: no /ready; see %s", s->log_path);
+}
+
 static void
 shc_launch(shardproc *s)
 {
@@ -52,9 +92,11 @@ shc_launch(shardproc *s)
 			kvindex__response__free_unpacked(resp, NULL);
 		}
 		if (rv == KVI_OK) {
+			shc_wait_ready(s, deadline);
 			return;
 		}
 		if (!kvt_proc_alive(s->proc)) {
+			shc_log_tail(s);
 			fail_msg("kvindex-shard exited; see %s", s->log_path);
 		}
 		kvt_sleep_ms(50);
@@ -93,7 +135,9 @@ shc_kill9(shardproc *s)
 {
 	kvt_proc_kill(s->proc);
 	int status;
-	kvt_proc_wait(s->proc, 5000, &status);
+	/* reaped, so its ports and LMDB lock are free before a restart; a
+	 * sanitized process can take seconds to tear down on a busy host */
+	assert_int_equal(kvt_proc_wait(s->proc, 60000, &status), KVI_OK);
 }
 
 int

@@ -1,0 +1,439 @@
+#include "kube_parse.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+
+/* Pods */
+
+static const char *
+kvc_kp_str(const json_t *o, const char *field)
+{
+	const json_t *v = json_object_get(o, field);
+	return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+/* kvc_kp_decimal parses a plain decimal string (digits only) into *out;
+ * false when it is not one or exceeds max. */
+static bool
+kvc_kp_decimal(const char *s, uint64_t max, uint64_t *out)
+{
+	if (s == NULL || *s == '\0') {
+		return false;
+	}
+	uint64_t v = 0;
+	for (const char *p = s; *p != '\0'; p++) {
+		if (*p < '0' || *p > '9' || p - s >= 19) {
+			return false;
+		}
+		v = v * 10 + (uint64_t)(*p - '0');
+	}
+	if (v > max) {
+		return false;
+	}
+	*out = v;
+	return true;
+}
+
+/* kvc_kp_ann reads the integer annotation name into *out when present,
+ * in lo..hi; otherwise keeps *out. False (why set) on a bad value. */
+static bool
+kvc_kp_ann(const json_t *ann, const char *name, uint32_t lo, uint32_t hi,
+	   uint32_t *out, bool *has, char *why, size_t whylen)
+{
+	const json_t *v = json_object_get(ann, name);
+	if (v == NULL) {
+		return true;
+	}
+	uint64_t x = 0;
+	if (!json_is_string(v)) {
+		snprintf(why, whylen, "annotation %s is not a string", name);
+		return false;
+	}
+	const char *s = json_string_value(v);
+	if (!kvc_kp_decimal(s, UINT64_MAX / 16, &x) || x < lo || x > hi) {
+		snprintf(why, whylen,
+			 "annotation %s=\"%.40s\" is not an integer in "
+			 "%" PRIu32 "..%" PRIu32,
+			 name, s, lo, hi);
+		return false;
+	}
+	*out = (uint32_t)x;
+	if (has != NULL) {
+		*has = true;
+	}
+	return true;
+}
+
+static bool
+kvc_kp_ready(const json_t *status)
+{
+	const json_t *conds = json_object_get(status, "conditions");
+	size_t i;
+	const json_t *c;
+	json_array_foreach(conds, i, c)
+	{
+		const char *type = kvc_kp_str(c, "type");
+		if (type != NULL && strcmp(type, "Ready") == 0) {
+			const char *st = kvc_kp_str(c, "status");
+			return st != NULL && strcmp(st, "True") == 0;
+		}
+	}
+	return false;
+}
+
+/* kvc_kp_settings derives out->pod from the defaults and the pod's labels
+ * and annotations; false with out->why set when it cannot. */
+static bool
+kvc_kp_settings(const json_t *meta, const kvc_kube_defaults *d,
+		kvc_kube_pod *out)
+{
+	const json_t *ann = json_object_get(meta, "annotations");
+	const json_t *labels = json_object_get(meta, "labels");
+	kvc_pod *p = &out->pod;
+	char *why = out->why;
+	size_t wl = sizeof(out->why);
+
+	p->zmq_port = d->zmq_port;
+	p->has_replay_port = d->has_replay_port;
+	p->replay_port = d->replay_port;
+	p->has_recover_port = d->has_recover_port;
+	p->recover_port = d->recover_port;
+	p->dp_size = d->dp_size;
+	p->block_size = d->block_size;
+	if (!kvc_kp_ann(ann, KVC_KUBE_ANN_DP_SIZE, 1, KVC_DP_SIZE_MAX,
+			&p->dp_size, NULL, why, wl) ||
+	    !kvc_kp_ann(ann, KVC_KUBE_ANN_ZMQ_PORT, 1, 65535, &p->zmq_port,
+			NULL, why, wl) ||
+	    !kvc_kp_ann(ann, KVC_KUBE_ANN_REPLAY_PORT, 1, 65535,
+			&p->replay_port, &p->has_replay_port, why, wl) ||
+	    !kvc_kp_ann(ann, KVC_KUBE_ANN_RECOVER_PORT, 1, 65535,
+			&p->recover_port, &p->has_recover_port, why, wl) ||
+	    !kvc_kp_ann(ann, KVC_KUBE_ANN_BLOCK_SIZE, 1, 1u << 20,
+			&p->block_size, NULL, why, wl)) {
+		return false;
+	}
+	const char *model = kvc_kp_str(ann, KVC_KUBE_ANN_MODEL);
+	if (model == NULL && d->model_label != NULL) {
+		model = kvc_kp_str(labels, d->model_label);
+	}
+	if (model == NULL || model[0] == '\0') {
+		snprintf(why, wl,
+			 "no model: neither annotation %s nor label %s",
+			 KVC_KUBE_ANN_MODEL,
+			 d->model_label != NULL ? d->model_label : "-");
+		return false;
+	}
+	if (out->ip == NULL) {
+		snprintf(why, wl, "no pod IP yet");
+		return false;
+	}
+	p->source = KVC_SOURCE_KUBERNETES;
+	p->name = kvi_strdup(out->key);
+	p->ip = kvi_strdup(out->ip);
+	p->model = kvi_strdup(model);
+	p->instance_id = kvc_instance_id(p->name);
+	if (kvc_pod_check(p, why, wl) != KVI_OK) {
+		kvc_pod_fini(p);
+		return false;
+	}
+	return true;
+}
+
+kvi_err
+kvc_kube_pod_parse(const json_t *obj, const kvc_kube_defaults *d,
+		   kvc_kube_pod *out, char *err, size_t errlen)
+{
+	const json_t *meta = json_object_get(obj, "metadata");
+	const char *name = kvc_kp_str(meta, "name");
+	const char *ns = kvc_kp_str(meta, "namespace");
+	if (!json_is_object(obj) || name == NULL || ns == NULL ||
+	    name[0] == '\0' || ns[0] == '\0') {
+		snprintf(err, errlen,
+			 "not a pod: metadata.name or metadata.namespace is "
+			 "missing");
+		return KVI_EPROTO;
+	}
+	kvc_kube_pod p;
+	memset(&p, 0, sizeof(p));
+	size_t kl = strlen(ns) + 1 + strlen(name) + 1;
+	p.key = kvi_malloc(kl);
+	snprintf(p.key, kl, "%s/%s", ns, name);
+	const char *uid = kvc_kp_str(meta, "uid");
+	p.uid = kvi_strdup(uid != NULL ? uid : "");
+	uint64_t rv = 0;
+	if (kvc_kp_decimal(kvc_kp_str(meta, "resourceVersion"), UINT64_MAX / 16,
+			   &rv)) {
+		p.rv = rv;
+	}
+	const json_t *del = json_object_get(meta, "deletionTimestamp");
+	p.terminating = del != NULL && !json_is_null(del);
+	const json_t *status = json_object_get(obj, "status");
+	const char *ip = kvc_kp_str(status, "podIP");
+	if (ip != NULL && ip[0] != '\0') {
+		p.ip = kvi_strdup(ip);
+	}
+	p.ready = kvc_kp_ready(status);
+	p.valid = kvc_kp_settings(meta, d, &p);
+	*out = p;
+	return KVI_OK;
+}
+
+void
+kvc_kube_pod_fini(kvc_kube_pod *p)
+{
+	kvi_free(p->key);
+	kvi_free(p->uid);
+	kvi_free(p->ip);
+	if (p->valid) {
+		kvc_pod_fini(&p->pod);
+	}
+	memset(p, 0, sizeof(*p));
+}
+
+void
+kvc_kube_pod_move(kvc_kube_pod *dst, kvc_kube_pod *src)
+{
+	if (dst != src) {
+		kvc_kube_pod_fini(dst);
+		*dst = *src;
+		memset(src, 0, sizeof(*src));
+	}
+}
+
+bool
+kvc_kube_status_parse(const json_t *obj, kvc_kube_status *out)
+{
+	const char *kind = kvc_kp_str(obj, "kind");
+	if (kind == NULL || strcmp(kind, "Status") != 0) {
+		return false;
+	}
+	memset(out, 0, sizeof(*out));
+	const json_t *code = json_object_get(obj, "code");
+	if (json_is_integer(code) && json_integer_value(code) > 0 &&
+	    json_integer_value(code) < 1000) {
+		out->code = (int)json_integer_value(code);
+	}
+	const char *reason = kvc_kp_str(obj, "reason");
+	const char *msg = kvc_kp_str(obj, "message");
+	snprintf(out->reason, sizeof(out->reason), "%s", reason ? reason : "");
+	snprintf(out->message, sizeof(out->message), "%s", msg ? msg : "");
+	return true;
+}
+
+/* Lists */
+
+kvi_err
+kvc_kube_list_parse(const void *data, size_t len, const kvc_kube_defaults *d,
+		    kvc_kube_list *out, kvc_kube_status *status, char *err,
+		    size_t errlen)
+{
+	json_error_t je;
+	json_t *doc = json_loadb(data, len, 0, &je);
+	if (doc == NULL) {
+		snprintf(err, errlen, "pod list is not JSON: %s at byte %d",
+			 je.text, je.position);
+		return KVI_EPROTO;
+	}
+	kvc_kube_status st;
+	kvi_err rv = KVI_EPROTO;
+	if (kvc_kube_status_parse(doc, &st)) {
+		snprintf(err, errlen, "API status %d %s: %s", st.code,
+			 st.reason, st.message);
+		if (status != NULL) {
+			*status = st;
+		}
+		goto out;
+	}
+	const json_t *items = json_object_get(doc, "items");
+	const json_t *meta = json_object_get(doc, "metadata");
+	uint64_t lrv = 0;
+	if (!json_is_array(items) ||
+	    !kvc_kp_decimal(kvc_kp_str(meta, "resourceVersion"),
+			    UINT64_MAX / 16, &lrv)) {
+		snprintf(err, errlen,
+			 "not a pod list: items or metadata.resourceVersion "
+			 "is missing");
+		goto out;
+	}
+	kvc_kube_list l;
+	memset(&l, 0, sizeof(l));
+	l.rv = lrv;
+	l.pods = kvi_calloc(json_array_size(items) + 1, sizeof(*l.pods));
+	size_t i;
+	const json_t *item;
+	json_array_foreach(items, i, item)
+	{
+		char perr[128];
+		if (kvc_kube_pod_parse(item, d, &l.pods[l.n_pods], perr,
+				       sizeof(perr)) == KVI_OK) {
+			l.n_pods++;
+		} else {
+			l.n_skipped++;
+		}
+	}
+	const char *cont = kvc_kp_str(meta, "continue");
+	if (cont != NULL && cont[0] != '\0') {
+		l.cont = kvi_strdup(cont);
+	}
+	*out = l;
+	rv = KVI_OK;
+out:
+	json_decref(doc);
+	return rv;
+}
+
+void
+kvc_kube_list_fini(kvc_kube_list *l)
+{
+	for (size_t i = 0; i < l->n_pods; i++) {
+		kvc_kube_pod_fini(&l->pods[i]);
+	}
+	kvi_free(l->pods);
+	kvi_free(l->cont);
+	memset(l, 0, sizeof(*l));
+}
+
+/* Watch stream */
+
+struct kvc_kube_stream {
+	kvc_kube_event_fn fn;
+	void *arg;
+	char *buf; /* a partial line */
+	size_t len, cap;
+};
+
+kvc_kube_stream *
+kvc_kube_stream_alloc(kvc_kube_event_fn fn, void *arg)
+{
+	kvc_kube_stream *s = kvi_calloc(1, sizeof(*s));
+	s->fn = fn;
+	s->arg = arg;
+	return s;
+}
+
+void
+kvc_kube_stream_free(kvc_kube_stream *s)
+{
+	if (s != NULL) {
+		kvi_free(s->buf);
+		kvi_free(s);
+	}
+}
+
+void
+kvc_kube_stream_reset(kvc_kube_stream *s)
+{
+	s->len = 0;
+}
+
+size_t
+kvc_kube_stream_pending(const kvc_kube_stream *s)
+{
+	return s->len;
+}
+
+static const struct {
+	const char *name;
+	kvc_kube_ev ev;
+} kvc_kube_evs[] = {
+    {"ADDED", KVC_KUBE_ADDED},     {"MODIFIED", KVC_KUBE_MODIFIED},
+    {"DELETED", KVC_KUBE_DELETED}, {"BOOKMARK", KVC_KUBE_BOOKMARK},
+    {"ERROR", KVC_KUBE_ERROR},
+};
+
+/* kvc_ks_line parses one complete line and calls back. */
+static kvi_err
+kvc_ks_line(kvc_kube_stream *s, const char *line, size_t len, char *err,
+	    size_t errlen)
+{
+	while (len > 0 && (line[len - 1] == '\r' || line[len - 1] == ' ' ||
+			   line[len - 1] == '\t')) {
+		len--;
+	}
+	if (len == 0) {
+		return KVI_OK;
+	}
+	json_error_t je;
+	json_t *ev = json_loadb(line, len, 0, &je);
+	if (ev == NULL) {
+		snprintf(err, errlen, "watch event is not JSON: %s at byte %d",
+			 je.text, je.position);
+		return KVI_EPROTO;
+	}
+	kvi_err rv = KVI_EPROTO;
+	const char *type = kvc_kp_str(ev, "type");
+	const json_t *obj = json_object_get(ev, "object");
+	if (type == NULL || !json_is_object(obj)) {
+		snprintf(err, errlen,
+			 "watch event without a type or an object");
+		goto out;
+	}
+	for (size_t i = 0; i < sizeof(kvc_kube_evs) / sizeof(kvc_kube_evs[0]);
+	     i++) {
+		if (strcmp(type, kvc_kube_evs[i].name) == 0) {
+			rv = s->fn(s->arg, kvc_kube_evs[i].ev, obj)
+				 ? KVI_OK
+				 : KVI_ECLOSED;
+			goto out;
+		}
+	}
+	snprintf(err, errlen, "watch event of unknown type \"%.32s\"", type);
+out:
+	json_decref(ev);
+	return rv;
+}
+
+static void
+kvc_ks_keep(kvc_kube_stream *s, const char *data, size_t len)
+{
+	if (s->len + len > s->cap) {
+		size_t cap = s->cap ? s->cap : 4096;
+		while (cap < s->len + len) {
+			cap *= 2;
+		}
+		s->buf = kvi_realloc(s->buf, cap);
+		s->cap = cap;
+	}
+	memcpy(s->buf + s->len, data, len);
+	s->len += len;
+}
+
+kvi_err
+kvc_kube_stream_feed(kvc_kube_stream *s, const void *data, size_t len,
+		     char *err, size_t errlen)
+{
+	const char *p = data, *end = p + len;
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t take = nl != NULL ? (size_t)(nl - p) : (size_t)(end - p);
+		if (s->len + take > KVC_KUBE_LINE_MAX) {
+			snprintf(err, errlen,
+				 "watch event line longer than %zu bytes",
+				 KVC_KUBE_LINE_MAX);
+			return KVI_ETOOBIG;
+		}
+		if (nl == NULL) {
+			kvc_ks_keep(s, p, take);
+			return KVI_OK;
+		}
+		kvi_err rv;
+		if (s->len == 0) {
+			rv = kvc_ks_line(s, p, take, err, errlen);
+		} else {
+			kvc_ks_keep(s, p, take);
+			size_t n = s->len;
+			s->len = 0;
+			rv = kvc_ks_line(s, s->buf, n, err, errlen);
+		}
+		if (rv != KVI_OK) {
+			return rv;
+		}
+		p = nl + 1;
+	}
+	return KVI_OK;
+}

@@ -1,0 +1,169 @@
+/*
+ * test_coord_kube.c - pods discovered from Kubernetes, end to end: a test
+ * API server (kvindex-kubeapi) feeds a real coordinator's pod watcher,
+ * which registers the pods' ranks on two real shards fed by the engine
+ * simulator. After every step the cluster is checked through /workers and
+ * through /query against prefills run on the simulated engines:
+ *
+ *  - pods appearing: a DP=2 pod (--watch-dp-size 2) is two listeners on
+ *    ports +0 and +1, a pod annotated kvindex.io/dp-size=1 is one, a pod
+ *    of another label or never Ready is none; a rank-1 prefill matches on
+ *    rank 1;
+ *  - an annotation changed: dp-size 1 -> 2 adds rank 1;
+ *  - a NotReady blip shorter than the grace keeps the listeners (nothing
+ *    unassigned); a long NotReady removes them, not before the grace;
+ *    Ready again brings them back;
+ *  - an IP change (with new ports) moves the listeners to the new address;
+ *  - deletion and termination remove a pod's listeners at once.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "kube_check.h"
+
+#define NTOK 64
+
+static const char *unassigned_ok =
+    "kvindex_coord_unassign_total{result=\"ok\"}";
+
+static void
+test_kube_pods(void **state)
+{
+	(void)state;
+	kcluster kk, *k = &kk;
+	kc_start(k, 3, "tok-1");
+	kvt_sim *sim = &k->c.sim;
+	kc_put(k, "engine-0", sim, 0, "127.0.0.1", true, 0, "engine");
+	kc_put(k, "engine-1", sim, 1, "127.0.0.1", true, 1, "engine");
+	kc_put(k, "other-0", sim, 2, "127.0.0.1", true, 0, "other");
+	kc_put(k, "engine-2", sim, 2, "127.0.0.1", false, 0, "engine");
+	kc_coord(k, "tok-1");
+
+	/* appearing: DP=2 from the flag, DP=1 from the annotation */
+	char want[4096] = "";
+	kc_expect(want, sizeof(want), "engine-0", 2, "127.0.0.1",
+		  sim->zmq_port[0]);
+	kc_expect(want, sizeof(want), "engine-1", 1, "127.0.0.1",
+		  sim->zmq_port[2]);
+	kc_wait_workers(k, want, KC_WAIT_MS);
+	long st;
+	json_t *r = clu_get(&k->c, "/ready", &st);
+	json_decref(r);
+	assert_int_equal(st, 200);
+
+	uint32_t a[NTOK], b[NTOK], c[NTOK];
+	kc_tokens(a, NTOK, 1);
+	kc_prefill(sim, 0, 1, a, NTOK);
+	kc_wait_matched(k, a, NTOK, "engine-0", 1, NTOK);
+	assert_int_equal(kc_matched(k, a, NTOK, "engine-0", 0), 0);
+	/* rank 1 of the DP=1 pod is not a listener; rank 0 is */
+	kc_tokens(b, NTOK, 2);
+	kc_prefill(sim, 1, 1, b, NTOK);
+	kc_prefill(sim, 1, 0, a, NTOK);
+	kc_wait_matched(k, a, NTOK, "engine-1", 0, NTOK);
+	assert_int_equal(kc_matched(k, b, NTOK, "engine-1", 1), 0);
+
+	/* an annotation changed: dp-size 1 -> 2 */
+	kc_put(k, "engine-1", sim, 1, "127.0.0.1", true, 2, "engine");
+	want[0] = '\0';
+	kc_expect(want, sizeof(want), "engine-0", 2, "127.0.0.1",
+		  sim->zmq_port[0]);
+	kc_expect(want, sizeof(want), "engine-1", 2, "127.0.0.1",
+		  sim->zmq_port[2]);
+	kc_wait_workers(k, want, KC_WAIT_MS);
+	kc_tokens(c, NTOK, 3);
+	kc_prefill(sim, 1, 1, c, NTOK);
+	kc_wait_matched(k, c, NTOK, "engine-1", 1, NTOK);
+
+	/* a NotReady blip: nothing is unassigned, the index stays */
+	double unassigned = clu_metric(&k->c, unassigned_ok);
+	kc_put(k, "engine-0", sim, 0, "127.0.0.1", false, 0, "engine");
+	kvt_sleep_ms(KC_GRACE_MS / 3);
+	kc_wait_workers(k, want, 1000);
+	kc_put(k, "engine-0", sim, 0, "127.0.0.1", true, 0, "engine");
+	kvt_sleep_ms(KC_GRACE_MS);
+	kc_wait_workers(k, want, 1000);
+	assert_true(clu_metric(&k->c, unassigned_ok) == unassigned);
+	assert_int_equal(kc_matched(k, a, NTOK, "engine-0", 1), NTOK);
+
+	/* a long NotReady: gone once the grace ran out, not before */
+	int64_t t0 = kvt_now_ms();
+	kc_put(k, "engine-1", sim, 1, "127.0.0.1", false, 2, "engine");
+	char only0[1024] = "";
+	kc_expect(only0, sizeof(only0), "engine-0", 2, "127.0.0.1",
+		  sim->zmq_port[0]);
+	kc_wait_workers(k, only0, KC_GRACE_MS + KC_WAIT_MS);
+	assert_true(kvt_now_ms() - t0 >= KC_GRACE_MS - 100);
+	assert_true(clu_metric(&k->c, unassigned_ok) >= unassigned + 2);
+	assert_int_equal(kc_matched(k, c, NTOK, "engine-1", 1), 0);
+	/* Ready again: back, and what it holds is indexed again */
+	kc_put(k, "engine-1", sim, 1, "127.0.0.1", true, 2, "engine");
+	kc_wait_workers(k, want, KC_WAIT_MS);
+	kc_wait_matched(k, c, NTOK, "engine-1", 1, NTOK);
+
+	/* an IP change: engine-0 now runs on another host (a second
+	 * simulator on 127.0.0.2, with other ports) */
+	kvt_sim simb;
+	const char *bflags[] = {"--pods", "1",         "--dp",         "2",
+				"--ip",   "127.0.0.2", "--block-size", "16",
+				NULL};
+	assert_int_equal(kvt_sim_start(KVI_SIM_BIN, bflags, 10000, &simb),
+			 KVI_OK);
+	kc_put(k, "engine-0", &simb, 0, "127.0.0.2", true, 0, "engine");
+	want[0] = '\0';
+	kc_expect(want, sizeof(want), "engine-0", 2, "127.0.0.2",
+		  simb.zmq_port[0]);
+	kc_expect(want, sizeof(want), "engine-1", 2, "127.0.0.1",
+		  sim->zmq_port[2]);
+	kc_wait_workers(k, want, KC_WAIT_MS);
+	uint32_t d[NTOK], e[NTOK];
+	kc_tokens(d, NTOK, 4);
+	kc_prefill(&simb, 0, 1, d, NTOK);
+	kc_wait_matched(k, d, NTOK, "engine-0", 1, NTOK);
+	/* the old address is no longer listened to */
+	kc_tokens(e, NTOK, 5);
+	kc_prefill(sim, 0, 1, e, NTOK);
+	kvt_sleep_ms(500);
+	assert_int_equal(kc_matched(k, e, NTOK, "engine-0", 1), 0);
+
+	/* deletion: at once */
+	kc_delete(k, "engine-1");
+	want[0] = '\0';
+	kc_expect(want, sizeof(want), "engine-0", 2, "127.0.0.2",
+		  simb.zmq_port[0]);
+	t0 = kvt_now_ms();
+	kc_wait_workers(k, want, KC_WAIT_MS);
+	assert_true(kvt_now_ms() - t0 < KC_GRACE_MS);
+	assert_int_equal(kc_matched(k, c, NTOK, "engine-1", 1), 0);
+
+	/* terminating: at once too, without waiting for the grace */
+	json_t *pod = kvt_kube_pod("127.0.0.2", true,
+				   (const char *const[]){"app", "engine",
+							 "kvindex.io/model",
+							 "sim-model", NULL},
+				   NULL);
+	kvt_kube_pod_terminating(pod);
+	kc_put_json(k, "engine-0", pod);
+	json_decref(pod);
+	t0 = kvt_now_ms();
+	kc_wait_workers(k, "", KC_WAIT_MS);
+	assert_true(kvt_now_ms() - t0 < KC_GRACE_MS);
+
+	kvt_sim_stop(&simb, NULL);
+	kc_cleanup(k);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_kube_pods),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,371 @@
+/*
+ * test_kube_parse.c - the Kubernetes pod, list and watch-stream parsers
+ * (coordinator/kube_parse.h): per-pod settings from flags and
+ * annotations, rejected annotation values, lists with continue tokens and
+ * Status answers, and watch streams cut at every byte.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "kube_parse.h"
+
+static const kvc_kube_defaults defaults = {
+    .zmq_port = 5557,
+    .dp_size = 1,
+    .block_size = 16,
+    .model_label = "kvindex.io/model",
+};
+
+/* pod_json builds a pod object; annotations is a JSON object text. */
+static json_t *
+pod_json(const char *name, const char *ip, bool ready, const char *ann)
+{
+	char text[2048];
+	snprintf(
+	    text, sizeof(text),
+	    "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"%s\","
+	    "\"namespace\":\"ml\",\"uid\":\"u-%s\","
+	    "\"resourceVersion\":\"42\","
+	    "\"labels\":{\"kvindex.io/model\":\"llama\"},"
+	    "\"annotations\":%s},\"status\":{%s%s%s"
+	    "\"conditions\":[{\"type\":\"PodScheduled\","
+	    "\"status\":\"True\"},{\"type\":\"Ready\",\"status\":\"%s\"}]}}",
+	    name, name, ann ? ann : "{}", ip ? "\"podIP\":\"" : "",
+	    ip ? ip : "", ip ? "\"," : "", ready ? "True" : "False");
+	json_error_t je;
+	json_t *j = json_loads(text, 0, &je);
+	assert_non_null(j);
+	return j;
+}
+
+static void
+test_pod_defaults(void **state)
+{
+	(void)state;
+	json_t *j = pod_json("engine-0", "10.1.2.3", true, NULL);
+	kvc_kube_pod p;
+	char err[200];
+	assert_int_equal(kvc_kube_pod_parse(j, &defaults, &p, err, sizeof(err)),
+			 KVI_OK);
+	assert_string_equal(p.key, "ml/engine-0");
+	assert_string_equal(p.uid, "u-engine-0");
+	assert_string_equal(p.ip, "10.1.2.3");
+	assert_true(p.ready);
+	assert_false(p.terminating);
+	assert_int_equal(p.rv, 42);
+	assert_true(p.valid);
+	assert_int_equal(p.pod.source, KVC_SOURCE_KUBERNETES);
+	assert_string_equal(p.pod.name, "ml/engine-0");
+	assert_string_equal(p.pod.model, "llama");
+	assert_int_equal(p.pod.dp_size, 1);
+	assert_int_equal(p.pod.zmq_port, 5557);
+	assert_int_equal(p.pod.block_size, 16);
+	assert_false(p.pod.has_replay_port);
+	assert_int_equal(p.pod.instance_id, kvc_instance_id("ml/engine-0"));
+	kvc_kube_pod_fini(&p);
+	json_decref(j);
+}
+
+static void
+test_pod_annotations(void **state)
+{
+	(void)state;
+	json_t *j = pod_json("engine-1", "10.1.2.4", false,
+			     "{\"kvindex.io/dp-size\":\"2\","
+			     "\"kvindex.io/zmq-port\":\"6000\","
+			     "\"kvindex.io/replay-port\":\"6100\","
+			     "\"kvindex.io/recover-port\":\"8100\","
+			     "\"kvindex.io/block-size\":\"32\","
+			     "\"kvindex.io/model\":\"qwen\","
+			     "\"other\":\"x\"}");
+	kvc_kube_pod p;
+	char err[200];
+	assert_int_equal(kvc_kube_pod_parse(j, &defaults, &p, err, sizeof(err)),
+			 KVI_OK);
+	assert_false(p.ready);
+	assert_true(p.valid);
+	assert_int_equal(p.pod.dp_size, 2);
+	assert_int_equal(p.pod.zmq_port, 6000);
+	assert_true(p.pod.has_replay_port);
+	assert_int_equal(p.pod.replay_port, 6100);
+	assert_true(p.pod.has_recover_port);
+	assert_int_equal(p.pod.recover_port, 8100);
+	assert_int_equal(p.pod.block_size, 32);
+	assert_string_equal(p.pod.model, "qwen"); /* annotation beats label */
+	size_t n = 0;
+	kvc_rank *r = kvc_pod_ranks(&p.pod, &n);
+	assert_int_equal(n, 2);
+	assert_string_equal(r[1].endpoint, "tcp://10.1.2.4:6001");
+	assert_string_equal(r[1].replay_endpoint, "tcp://10.1.2.4:6101");
+	assert_string_equal(r[1].recover_endpoint, "http://10.1.2.4:8101");
+	kvc_ranks_free(r, n);
+	kvc_kube_pod_fini(&p);
+	json_decref(j);
+}
+
+/* Values that must make a pod unregistrable, each with a reason naming
+ * the annotation: never truncated, never replaced by the default. */
+static void
+test_pod_bad_annotations(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *ann, *needle;
+	} cases[] = {
+	    {"{\"kvindex.io/dp-size\":\"0\"}", "kvindex.io/dp-size"},
+	    {"{\"kvindex.io/dp-size\":\"65537\"}", "65537"},
+	    {"{\"kvindex.io/dp-size\":\"4294967298\"}", "kvindex.io/dp-size"},
+	    {"{\"kvindex.io/dp-size\":\"+2\"}", "kvindex.io/dp-size"},
+	    {"{\"kvindex.io/dp-size\":\"2.0\"}", "kvindex.io/dp-size"},
+	    {"{\"kvindex.io/dp-size\":\" 2\"}", "kvindex.io/dp-size"},
+	    {"{\"kvindex.io/dp-size\":\"\"}", "kvindex.io/dp-size"},
+	    {"{\"kvindex.io/dp-size\":2}", "not a string"},
+	    {"{\"kvindex.io/zmq-port\":\"65536\"}", "kvindex.io/zmq-port"},
+	    {"{\"kvindex.io/zmq-port\":\"-1\"}", "kvindex.io/zmq-port"},
+	    {"{\"kvindex.io/block-size\":\"0\"}", "kvindex.io/block-size"},
+	    /* a rank's port past 65535: rank 1 of 65535 */
+	    {"{\"kvindex.io/zmq-port\":\"65535\",\"kvindex.io/dp-size\":\"2\"}",
+	     "65535"},
+	    {"{\"kvindex.io/model\":\"\"}", "no model"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		json_t *j = pod_json("bad", "10.0.0.1", true, cases[i].ann);
+		kvc_kube_pod p;
+		char err[200];
+		assert_int_equal(
+		    kvc_kube_pod_parse(j, &defaults, &p, err, sizeof(err)),
+		    KVI_OK);
+		if (p.valid || strstr(p.why, cases[i].needle) == NULL) {
+			fail_msg("case %zu (%s): valid=%d why=%s", i,
+				 cases[i].ann, p.valid, p.why);
+		}
+		kvc_kube_pod_fini(&p);
+		json_decref(j);
+	}
+}
+
+static void
+test_pod_no_ip_no_model_terminating(void **state)
+{
+	(void)state;
+	json_t *j = pod_json("e", NULL, true, NULL);
+	kvc_kube_pod p;
+	char err[200];
+	assert_int_equal(kvc_kube_pod_parse(j, &defaults, &p, err, sizeof(err)),
+			 KVI_OK);
+	assert_false(p.valid);
+	assert_null(p.ip);
+	assert_non_null(strstr(p.why, "IP"));
+	kvc_kube_pod_fini(&p);
+
+	json_object_del(json_object_get(j, "metadata"), "labels");
+	json_object_set_new(json_object_get(j, "status"), "podIP",
+			    json_string("10.0.0.9"));
+	assert_int_equal(kvc_kube_pod_parse(j, &defaults, &p, err, sizeof(err)),
+			 KVI_OK);
+	assert_false(p.valid);
+	assert_non_null(strstr(p.why, "no model"));
+	kvc_kube_pod_fini(&p);
+
+	json_object_set_new(json_object_get(j, "metadata"), "deletionTimestamp",
+			    json_string("2026-01-01T00:00:00Z"));
+	assert_int_equal(kvc_kube_pod_parse(j, &defaults, &p, err, sizeof(err)),
+			 KVI_OK);
+	assert_true(p.terminating);
+	kvc_kube_pod_fini(&p);
+
+	/* not a pod at all */
+	json_t *bad = json_loads("{\"metadata\":{\"name\":\"x\"}}", 0, NULL);
+	assert_int_equal(
+	    kvc_kube_pod_parse(bad, &defaults, &p, err, sizeof(err)),
+	    KVI_EPROTO);
+	json_decref(bad);
+	json_decref(j);
+}
+
+static void
+test_list(void **state)
+{
+	(void)state;
+	const char *text =
+	    "{\"kind\":\"PodList\",\"apiVersion\":\"v1\","
+	    "\"metadata\":{\"resourceVersion\":\"1234\",\"continue\":\"abc\"},"
+	    "\"items\":[{\"metadata\":{\"name\":\"a\",\"namespace\":\"ml\","
+	    "\"labels\":{\"kvindex.io/model\":\"m\"}},\"status\":{\"podIP\":"
+	    "\"10.0.0.1\",\"conditions\":[{\"type\":\"Ready\",\"status\":"
+	    "\"True\"}]}},{\"bogus\":1},{\"metadata\":{\"name\":\"b\","
+	    "\"namespace\":\"ml\"}}]}";
+	kvc_kube_list l;
+	char err[200];
+	assert_int_equal(kvc_kube_list_parse(text, strlen(text), &defaults, &l,
+					     NULL, err, sizeof(err)),
+			 KVI_OK);
+	assert_int_equal(l.rv, 1234);
+	assert_string_equal(l.cont, "abc");
+	assert_int_equal(l.n_pods, 2);
+	assert_int_equal(l.n_skipped, 1);
+	assert_true(l.pods[0].valid && l.pods[0].ready);
+	assert_false(l.pods[1].valid);
+	kvc_kube_list_fini(&l);
+
+	const char *gone =
+	    "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},"
+	    "\"status\":\"Failure\",\"message\":\"continue expired\","
+	    "\"reason\":\"Expired\",\"code\":410}";
+	kvc_kube_status st;
+	assert_int_equal(kvc_kube_list_parse(gone, strlen(gone), &defaults, &l,
+					     &st, err, sizeof(err)),
+			 KVI_EPROTO);
+	assert_int_equal(st.code, 410);
+	assert_string_equal(st.reason, "Expired");
+	assert_non_null(strstr(err, "continue expired"));
+
+	const char *notlist = "{\"items\":[]}";
+	assert_int_equal(kvc_kube_list_parse(notlist, strlen(notlist),
+					     &defaults, &l, NULL, err,
+					     sizeof(err)),
+			 KVI_EPROTO);
+	assert_int_equal(
+	    kvc_kube_list_parse("[", 1, &defaults, &l, NULL, err, sizeof(err)),
+	    KVI_EPROTO);
+}
+
+/* The stream's callback records event types and the pods' names. */
+typedef struct seen {
+	char log[1024];
+	int n;
+	int stop_at; /* stop the stream at this event (0: never) */
+} seen;
+
+static bool
+on_event(void *arg, kvc_kube_ev type, const json_t *obj)
+{
+	seen *s = arg;
+	static const char *names[] = {"A", "M", "D", "B", "E"};
+	const char *name = json_string_value(
+	    json_object_get(json_object_get(obj, "metadata"), "name"));
+	size_t l = strlen(s->log);
+	snprintf(s->log + l, sizeof(s->log) - l, "%s:%s;", names[type],
+		 name ? name : "-");
+	s->n++;
+	return s->stop_at == 0 || s->n < s->stop_at;
+}
+
+static const char stream_text[] =
+    "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\"}}}\n"
+    "\r\n"
+    "{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"a\"}}}\r\n"
+    "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":"
+    "{\"resourceVersion\":\"9\"}}}\n"
+    "{\"type\":\"DELETED\",\"object\":{\"metadata\":{\"name\":\"a\"}}}\n"
+    "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"code\":410}}\n";
+static const char stream_expect[] = "A:a;M:a;B:-;D:a;E:-;";
+
+static void
+test_stream_every_cut(void **state)
+{
+	(void)state;
+	size_t len = strlen(stream_text);
+	for (size_t cut = 0; cut <= len; cut++) {
+		seen s = {0};
+		kvc_kube_stream *st = kvc_kube_stream_alloc(on_event, &s);
+		char err[200];
+		assert_int_equal(kvc_kube_stream_feed(st, stream_text, cut, err,
+						      sizeof(err)),
+				 KVI_OK);
+		assert_int_equal(kvc_kube_stream_feed(st, stream_text + cut,
+						      len - cut, err,
+						      sizeof(err)),
+				 KVI_OK);
+		assert_string_equal(s.log, stream_expect);
+		assert_int_equal(kvc_kube_stream_pending(st), 0);
+		kvc_kube_stream_free(st);
+	}
+	/* byte by byte */
+	seen s = {0};
+	kvc_kube_stream *st = kvc_kube_stream_alloc(on_event, &s);
+	char err[200];
+	for (size_t i = 0; i < len; i++) {
+		assert_int_equal(kvc_kube_stream_feed(st, stream_text + i, 1,
+						      err, sizeof(err)),
+				 KVI_OK);
+	}
+	assert_string_equal(s.log, stream_expect);
+	kvc_kube_stream_free(st);
+}
+
+static void
+test_stream_errors(void **state)
+{
+	(void)state;
+	static const char *bad[] = {
+	    "{\"type\":\"ADDED\",\"object\":{}\n",     /* not JSON */
+	    "[1,2]\n",                                 /* not an object */
+	    "{\"type\":\"ADDED\"}\n",                  /* no object */
+	    "{\"object\":{}}\n",                       /* no type */
+	    "{\"type\":\"SYNC\",\"object\":{}}\n",     /* unknown */
+	    "{\"type\":\"ADDED\",\"object\":\"x\"}\n", /* not an obj */
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		seen s = {0};
+		kvc_kube_stream *st = kvc_kube_stream_alloc(on_event, &s);
+		char err[200] = "";
+		assert_int_equal(kvc_kube_stream_feed(st, bad[i],
+						      strlen(bad[i]), err,
+						      sizeof(err)),
+				 KVI_EPROTO);
+		assert_true(err[0] != '\0');
+		assert_int_equal(s.n, 0);
+		kvc_kube_stream_free(st);
+	}
+	/* the callback stops the stream */
+	seen s = {.stop_at = 2};
+	kvc_kube_stream *st = kvc_kube_stream_alloc(on_event, &s);
+	char err[200];
+	assert_int_equal(kvc_kube_stream_feed(st, stream_text,
+					      strlen(stream_text), err,
+					      sizeof(err)),
+			 KVI_ECLOSED);
+	assert_int_equal(s.n, 2);
+	/* a partial line is reported, and reset drops it */
+	kvc_kube_stream_reset(st);
+	assert_int_equal(
+	    kvc_kube_stream_feed(st, "{\"type\"", 7, err, sizeof(err)), KVI_OK);
+	assert_int_equal(kvc_kube_stream_pending(st), 7);
+	kvc_kube_stream_reset(st);
+	assert_int_equal(kvc_kube_stream_pending(st), 0);
+	kvc_kube_stream_free(st);
+
+	/* an endless line is refused, not buffered forever */
+	st = kvc_kube_stream_alloc(on_event, &s);
+	static char chunk[65536];
+	memset(chunk, 'x', sizeof(chunk));
+	kvi_err rv = KVI_OK;
+	for (size_t i = 0; rv == KVI_OK && i < 200; i++) {
+		rv = kvc_kube_stream_feed(st, chunk, sizeof(chunk), err,
+					  sizeof(err));
+	}
+	assert_int_equal(rv, KVI_ETOOBIG);
+	kvc_kube_stream_free(st);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_pod_defaults),
+	    cmocka_unit_test(test_pod_annotations),
+	    cmocka_unit_test(test_pod_bad_annotations),
+	    cmocka_unit_test(test_pod_no_ip_no_model_terminating),
+	    cmocka_unit_test(test_list),
+	    cmocka_unit_test(test_stream_every_cut),
+	    cmocka_unit_test(test_stream_errors),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
