@@ -420,7 +420,7 @@ kvi_err
 kvc_api_get_u16(const json_t *obj, const char *field, uint16_t *out,
 		bool *present, kvc_api_error *err)
 {
-	uint64_t x;
+	uint64_t x = 0;
 	kvi_err rv = kvc_get_uint(obj, field, 0, UINT16_MAX,
 				  "does not fit in u16", &x, present, err);
 	if (rv == KVI_OK && (present == NULL || *present)) {
@@ -434,7 +434,7 @@ kvc_api_get_u32(const json_t *obj, const char *field, uint32_t min,
 		uint32_t max, uint32_t *out, bool *present, kvc_api_error *err)
 {
 	char range[48];
-	uint64_t x;
+	uint64_t x = 0;
 	if (min == 0 && max == UINT32_MAX) {
 		snprintf(range, sizeof(range), "is not a u32");
 	} else {

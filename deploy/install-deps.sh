@@ -8,10 +8,17 @@ PKGS="build-essential cmake pkg-config git ca-certificates curl
 libzmq3-dev libnng-dev liblmdb-dev lmdb-utils libevent-dev
 libprotobuf-c-dev protobuf-c-compiler libcmocka-dev libmsgpack-dev
 libjansson-dev libxxhash-dev libcurl4-openssl-dev
-clang libclang-rt-14-dev clang-format"
+clang libclang-rt-14-dev clang-format
+kubernetes-client python3-kubernetes python3-yaml"
 
 missing=""
 for p in $PKGS; do
+	# Any kubectl renders the manifests; one from another package
+	# (Kubernetes' own apt repository, the Google Cloud SDK) owns
+	# /usr/bin/kubectl, and dpkg refuses to install kubernetes-client over it.
+	if [ "$p" = kubernetes-client ] && command -v kubectl >/dev/null; then
+		continue
+	fi
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
 		missing="$missing $p"
 	fi
