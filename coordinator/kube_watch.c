@@ -276,7 +276,7 @@ static void
 kvc_kw_describe(kvc_kw_ns *n, CURLcode res, char *msg, size_t len)
 {
 	if (n->code == 0) {
-		snprintf(msg, len, "cannot reach the API server at %s: %s",
+		snprintf(msg, len, "cannot connect to the API server at %s: %s",
 			 n->w->api,
 			 n->errbuf[0] ? n->errbuf : curl_easy_strerror(res));
 		return;

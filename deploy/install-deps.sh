@@ -9,7 +9,7 @@ libzmq3-dev libnng-dev liblmdb-dev lmdb-utils libevent-dev
 libprotobuf-c-dev protobuf-c-compiler libcmocka-dev libmsgpack-dev
 libjansson-dev libxxhash-dev libcurl4-openssl-dev
 clang libclang-rt-14-dev clang-format
-kubernetes-client python3-kubernetes python3-yaml"
+kubernetes-client python3-kubernetes python3-yaml socat openssl"
 
 missing=""
 for p in $PKGS; do

@@ -123,8 +123,9 @@ kvt_json_u64(const json_t *v, uint64_t *out)
 	return true;
 }
 
-static kvi_err
-perform(const char *url, const char *post, int timeout_ms, kvt_http_resp *out)
+kvi_err
+kvt_http_request(const char *method, const char *url, const char *body,
+		 const char *header, int timeout_ms, kvt_http_resp *out)
 {
 	memset(out, 0, sizeof(*out)); /* fini is safe whatever happens */
 	pthread_once(&curl_once, curl_init);
@@ -132,21 +133,29 @@ perform(const char *url, const char *post, int timeout_ms, kvt_http_resp *out)
 	if (c == NULL) {
 		return KVI_EIO;
 	}
-	growbuf body = {0};
+	growbuf got = {0};
 	struct curl_slist *headers = NULL;
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
-	if (post != NULL) {
-		headers =
-		    curl_slist_append(NULL, "Content-Type: application/json");
-		curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
-		curl_easy_setopt(c, CURLOPT_POST, 1L);
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, post);
-		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(post));
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &got);
+	if (strcmp(method, "GET") != 0) {
+		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
 	}
+	if (header != NULL) {
+		headers = curl_slist_append(headers, header);
+	}
+	bool sends = strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0;
+	if (body != NULL || sends) {
+		/* an empty body still gets "Content-Length: 0" */
+		headers = curl_slist_append(headers,
+					    "Content-Type: application/json");
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body ? body : "");
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE,
+				 (long)(body ? strlen(body) : 0));
+	}
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
 	CURLcode rc = curl_easy_perform(c);
 	kvi_err rv = KVI_OK;
 	if (rc == CURLE_OPERATION_TIMEDOUT) {
@@ -158,18 +167,25 @@ perform(const char *url, const char *post, int timeout_ms, kvt_http_resp *out)
 	}
 	if (rv == KVI_OK) {
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &out->status);
-		if (body.data == NULL) {
-			grow_add(&body, "", 0);
+		if (got.data == NULL) {
+			grow_add(&got, "", 0);
 		}
-		out->body = body.data;
-		out->len = body.len;
-		out->json = kvt_json_loads(body.data, body.len);
+		out->body = got.data;
+		out->len = got.len;
+		out->json = kvt_json_loads(got.data, got.len);
 	} else {
-		kvi_free(body.data);
+		kvi_free(got.data);
 	}
 	curl_slist_free_all(headers);
 	curl_easy_cleanup(c);
 	return rv;
+}
+
+static kvi_err
+perform(const char *url, const char *post, int timeout_ms, kvt_http_resp *out)
+{
+	return kvt_http_request(post != NULL ? "POST" : "GET", url, post, NULL,
+				timeout_ms, out);
 }
 
 kvi_err

@@ -35,6 +35,14 @@ typedef struct kvt_http_resp {
  * KVI_ETIMEDOUT, KVI_EUNREACHABLE (connection refused) or KVI_EIO. */
 kvi_err kvt_http_get(const char *url, int timeout_ms, kvt_http_resp *out);
 
+/* kvt_http_request sends method ("GET", "POST", "PUT", "DELETE") to url
+ * with body (JSON text; NULL: none, or an empty one for POST and PUT)
+ * and one extra header line (NULL: none, e.g. "Authorization: Bearer
+ * t"). Errors as kvt_http_get. */
+kvi_err kvt_http_request(const char *method, const char *url, const char *body,
+			 const char *header, int timeout_ms,
+			 kvt_http_resp *out);
+
 /* kvt_http_post posts body (JSON text, NULL for an empty body) to url.
  * Errors as kvt_http_get. */
 kvi_err kvt_http_post(const char *url, const char *body, int timeout_ms,

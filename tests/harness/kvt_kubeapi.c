@@ -1,7 +1,5 @@
 #include "kvt_kubeapi.h"
 
-#include <curl/curl.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,15 +13,6 @@
 #define STOP_TIMEOUT 10000
 #define HTTP_TIMEOUT 10000
 #define POLL_MS      5
-
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-
-static void
-curl_init(void)
-{
-	curl_global_init(CURL_GLOBAL_DEFAULT);
-	atexit(curl_global_cleanup);
-}
 
 /* ---- process -------------------------------------------------------- */
 
@@ -183,77 +172,18 @@ kvt_kube_restart(kvt_kube *k, int timeout_ms)
 
 /* ---- HTTP ----------------------------------------------------------- */
 
-typedef struct growbuf {
-	char *data;
-	size_t len;
-} growbuf;
-
-static size_t
-on_body(char *ptr, size_t size, size_t nmemb, void *arg)
-{
-	growbuf *b = arg;
-	size_t n = size * nmemb;
-	b->data = kvi_realloc(b->data, b->len + n + 1);
-	memcpy(b->data + b->len, ptr, n);
-	b->len += n;
-	b->data[b->len] = '\0';
-	return n;
-}
-
 kvi_err
 kvt_kube_request(const kvt_kube *k, const char *method, const char *path,
 		 const json_t *body, const char *token, int timeout_ms,
 		 kvt_http_resp *out)
 {
-	memset(out, 0, sizeof(*out));
-	pthread_once(&curl_once, curl_init);
-	CURL *c = curl_easy_init();
-	if (c == NULL) {
-		return KVI_EIO;
-	}
 	char url[1024], auth[512];
 	snprintf(url, sizeof(url), "%s%s", k->url, path);
+	snprintf(auth, sizeof(auth), "Authorization: Bearer %s",
+		 token != NULL ? token : "");
 	char *text = body != NULL ? json_dumps(body, JSON_COMPACT) : NULL;
-	growbuf got = {0};
-	struct curl_slist *headers =
-	    curl_slist_append(NULL, "Content-Type: application/json");
-	if (token != NULL) {
-		snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
-		headers = curl_slist_append(headers, auth);
-	}
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &got);
-	bool sends = strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0;
-	if (text != NULL || sends) {
-		/* An empty body still gets "Content-Length: 0". */
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, text ? text : "");
-		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE,
-				 (long)(text ? strlen(text) : 0));
-	}
-	CURLcode rc = curl_easy_perform(c);
-	kvi_err rv = KVI_OK;
-	if (rc == CURLE_OPERATION_TIMEDOUT) {
-		rv = KVI_ETIMEDOUT;
-	} else if (rc == CURLE_COULDNT_CONNECT) {
-		rv = KVI_EUNREACHABLE;
-	} else if (rc != CURLE_OK) {
-		rv = KVI_EIO;
-	}
-	if (rv == KVI_OK) {
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &out->status);
-		out->body = got.data != NULL ? got.data : kvi_strdup("");
-		out->len = got.len;
-		out->json = kvt_json_loads(out->body, out->len);
-	} else {
-		kvi_free(got.data);
-	}
-	curl_slist_free_all(headers);
-	curl_easy_cleanup(c);
+	kvi_err rv = kvt_http_request(
+	    method, url, text, token != NULL ? auth : NULL, timeout_ms, out);
 	free(text); /* allocated by jansson */
 	return rv;
 }

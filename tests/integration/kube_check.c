@@ -45,19 +45,29 @@ kc_token_file(kcluster *k, const char *token)
 void
 kc_coord(kcluster *k, const char *file_token)
 {
+	kc_coord_at(k, k->api.url, NULL, file_token);
+}
+
+void
+kc_coord_at(kcluster *k, const char *api, const char *ca_file,
+	    const char *file_token)
+{
 	kc_token_file(k, file_token);
+	snprintf(k->api_url, sizeof(k->api_url), "%s", api);
 	const char *extra[] = {"--watch-namespace",
-			       KC_NS,
+			       KC_NS "," KC_NS2,
 			       "--watch-label",
 			       "app=engine",
 			       "--watch-dp-size",
 			       "2",
 			       "--kube-api",
-			       k->api.url,
+			       k->api_url,
 			       "--kube-token-file",
 			       k->token_path,
 			       "--watch-not-ready-grace-ms",
 			       "2000",
+			       ca_file != NULL ? "--kube-ca-file" : NULL,
+			       ca_file,
 			       NULL};
 	clu_coord(&k->c, false, extra);
 }

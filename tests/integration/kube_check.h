@@ -7,8 +7,8 @@
  * Each watched pod stands for one simulated pod: its annotations carry
  * the simulator pod's ports (kvindex.io/zmq-port, replay-port,
  * recover-port), its labels app=engine and the model. The coordinator
- * watches namespace "ml" with --watch-label app=engine, --watch-dp-size 2
- * and a short NotReady grace (KC_GRACE_MS).
+ * watches namespaces "ml" and "ml2" with --watch-label app=engine,
+ * --watch-dp-size 2 and a short NotReady grace (KC_GRACE_MS).
  *
  * State is checked through /workers (as a sorted signature string) and
  * /query (the tokens a listener matched). Single-threaded.
@@ -26,13 +26,15 @@
 #define KC_GRACE_MS 2000
 #define KC_WAIT_MS  30000
 #define KC_NS       "ml"
+#define KC_NS2      "ml2" /* watched too, empty unless a test puts pods */
 
 typedef struct kcluster {
 	cluster c;
 	kvt_kube api;
 	bool api_started;
-	char *dir;        /* the token file's directory */
-	char *token_path; /* what the coordinator reads */
+	char *dir;         /* the token file's directory */
+	char *token_path;  /* what the coordinator reads */
+	char api_url[128]; /* the coordinator's --kube-api */
 } kcluster;
 
 /* kc_start starts a simulator of pods DP=2 pods, the API server (state
@@ -43,6 +45,11 @@ void kc_start(kcluster *k, int pods, const char *api_token);
 /* kc_coord writes file_token to the token file and starts the
  * coordinator watching the API server. */
 void kc_coord(kcluster *k, const char *file_token);
+
+/* kc_coord_at does the same with another API URL (a TLS front) and CA
+ * file (NULL: none); both strings must outlive the cluster. */
+void kc_coord_at(kcluster *k, const char *api, const char *ca_file,
+		 const char *file_token);
 
 /* kc_token_file rewrites the coordinator's token file. */
 void kc_token_file(kcluster *k, const char *token);

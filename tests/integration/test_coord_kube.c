@@ -7,8 +7,8 @@
  *
  *  - pods appearing: a DP=2 pod (--watch-dp-size 2) is two listeners on
  *    ports +0 and +1, a pod annotated kvindex.io/dp-size=1 is one, a pod
- *    of another label or never Ready is none; a rank-1 prefill matches on
- *    rank 1;
+ *    of another label or never Ready is none, a pod in a second watched
+ *    namespace counts too; a rank-1 prefill matches on rank 1;
  *  - an annotation changed: dp-size 1 -> 2 adds rank 1;
  *  - a NotReady blip shorter than the grace keeps the listeners (nothing
  *    unassigned); a long NotReady removes them, not before the grace;
@@ -43,6 +43,20 @@ test_kube_pods(void **state)
 	kc_put(k, "engine-1", sim, 1, "127.0.0.1", true, 1, "engine");
 	kc_put(k, "other-0", sim, 2, "127.0.0.1", true, 0, "other");
 	kc_put(k, "engine-2", sim, 2, "127.0.0.1", false, 0, "engine");
+	/* a pod in the second watched namespace */
+	char port4[16], replay4[16];
+	snprintf(port4, sizeof(port4), "%d", sim->zmq_port[4]);
+	snprintf(replay4, sizeof(replay4), "%d", sim->replay_port[4]);
+	json_t *solo = kvt_kube_pod(
+	    "127.0.0.1", true,
+	    (const char *const[]){"app", "engine", "kvindex.io/model",
+				  "sim-model", NULL},
+	    (const char *const[]){"kvindex.io/zmq-port", port4,
+				  "kvindex.io/replay-port", replay4,
+				  "kvindex.io/dp-size", "1", NULL});
+	assert_int_equal(kvt_kube_put_pod(&k->api, KC_NS2, "solo", solo, NULL),
+			 KVI_OK);
+	json_decref(solo);
 	kc_coord(k, "tok-1");
 
 	/* appearing: DP=2 from the flag, DP=1 from the annotation */
@@ -51,6 +65,12 @@ test_kube_pods(void **state)
 		  sim->zmq_port[0]);
 	kc_expect(want, sizeof(want), "engine-1", 1, "127.0.0.1",
 		  sim->zmq_port[2]);
+	char with_solo[4200];
+	snprintf(with_solo, sizeof(with_solo),
+		 "%s," KC_NS2 "/solo#0=tcp://127.0.0.1:%d", want,
+		 sim->zmq_port[4]);
+	kc_wait_workers(k, with_solo, KC_WAIT_MS);
+	assert_int_equal(kvt_kube_delete_pod(&k->api, KC_NS2, "solo"), KVI_OK);
 	kc_wait_workers(k, want, KC_WAIT_MS);
 	long st;
 	json_t *r = clu_get(&k->c, "/ready", &st);
