@@ -1,0 +1,134 @@
+/*
+ * httpd_int.h - the HTTP server's internals, private to httpd.c (the server:
+ * routes, the address, start, stop and free), httpd_loop.c (the loop
+ * threads: their sockets, dispatch, the reply queue, draining and orphans)
+ * and httpd_req.c (requests and replies: accessors, percent-decoding, reply
+ * headers and bodies). Not a public header; httpd.h says what the server
+ * does, who owns a request and which thread may call what.
+ */
+#ifndef KVI_COMMON_HTTPD_INT_H
+#define KVI_COMMON_HTTPD_INT_H
+
+#include <event2/http.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "httpd.h"
+
+typedef struct route {
+	char *method; /* NULL: any */
+	char *path;
+	size_t len;
+	bool prefix;
+	kvi_http_handler fn;
+	void *arg;
+} route;
+
+/* One response header, name and value in the same allocation. */
+typedef struct reply_header {
+	struct reply_header *next;
+	const char *name;
+	const char *value;
+} reply_header;
+
+typedef struct kvi_http_loop kvi_http_loop;
+
+struct kvi_http_req {
+	kvi_http_loop *loop;
+	struct evhttp_request *ev; /* valid until the reply */
+	kvi_http_req *prev;        /* in loop->pending */
+	kvi_http_req *next;        /* in loop->pending, or loop->done */
+	const char *method;
+	const char *path;
+	const char *suffix;
+	const char *query_raw;
+	char **query; /* key, value, key, value ... */
+	size_t n_query;
+	bool query_parsed;
+	const void *body;
+	size_t body_len;
+	/* the reply */
+	int status;
+	struct evbuffer *out;
+	reply_header *headers;
+	reply_header **headers_tail;
+	/* loop thread only */
+	bool in_handler;
+	bool sent;
+};
+
+/*
+ * A loop: one thread, its event_base and evhttp. The fields under mu are
+ * shared with the threads that reply; the rest belong to the loop thread
+ * while it runs and to the stopping thread after it was joined. A loop
+ * outlives its server while orphans still point at it: the last of the
+ * server's release and the orphans' replies frees it.
+ */
+struct kvi_http_loop {
+	kvi_httpd *h;
+	int index;
+	struct event_base *base;
+	struct evhttp *http;
+	struct evhttp_bound_socket *bound;
+	struct event *wake_ev;
+	struct event *drain_ev;
+	int wake_fd;
+	pthread_t tid;
+	bool running;
+	bool stopping; /* stop seen: not accepting, draining or done */
+	bool draining;
+	unsigned writing; /* replies being written while draining */
+
+	pthread_mutex_t mu;
+	kvi_http_req *pending; /* handed to the application, not replied */
+	size_t n_pending;
+	kvi_http_req *done; /* replied off the loop thread, to send */
+	kvi_http_req **done_tail;
+	bool wake_sent;
+	bool stop;
+	bool closed;   /* thread gone: replies are dropped */
+	bool released; /* the server let go of it */
+};
+
+struct kvi_httpd {
+	kvi_httpd_config cfg;
+	route *routes;
+	size_t n_routes;
+	kvi_http_loop **loops;
+	int n_loops;
+	uint16_t port;
+	bool started;
+	bool stopped;
+};
+
+/* httpd.c */
+void kvi_httpd_set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+const route *kvi_httpd_route_find(const kvi_httpd *h, const char *method,
+				  const char *path, char *allow,
+				  size_t allow_size);
+
+/* httpd_loop.c */
+int kvi_httpd_listen_reuse(const struct sockaddr_storage *ss, socklen_t sl,
+			   int v6only);
+kvi_http_loop *kvi_http_loop_alloc(kvi_httpd *h, int index);
+kvi_err kvi_http_loop_init(kvi_http_loop *loop, int listen_fd, char *err,
+			   size_t errlen);
+void *kvi_http_loop_main(void *arg);
+void kvi_httpd_loops_shutdown(kvi_httpd *h);
+void kvi_httpd_loops_release(kvi_httpd *h);
+void kvi_http_send_now(kvi_http_loop *loop, struct evhttp_request *ev,
+		       int status, const reply_header *headers,
+		       struct evbuffer *out);
+void kvi_http_req_finish(kvi_http_req *req);
+
+/* httpd_req.c */
+void kvi_http_req_free(kvi_http_req *req);
+bool kvi_http_token_valid(const char *s);
+void kvi_http_send_error_now(kvi_http_loop *loop, struct evhttp_request *ev,
+			     int status, const char *msg, const char *allow);
+
+#endif /* KVI_COMMON_HTTPD_INT_H */
