@@ -80,7 +80,7 @@ kvc_metrics_setup(kvc_assigner *a, kvi_metrics *m)
 
 /* ---- JSON helpers -------------------------------------------------- */
 
-static json_t *
+json_t *
 kvc_err_body(const char *msg)
 {
 	return json_pack("{s:s}", "error", msg);
@@ -369,7 +369,7 @@ kvc_cmd_free(kvc_cmd *c)
 	kvi_free(c);
 }
 
-static void
+void
 kvc_enqueue(kvc_assigner *a, kvc_cmd *c)
 {
 	pthread_mutex_lock(&a->mu);
@@ -508,6 +508,9 @@ kvc_run_cmd(kvc_assigner *a, kvc_cmd *c)
 		break;
 	case KVC_CMD_SYNC:
 		kvc_do_sync(a, c);
+		break;
+	case KVC_CMD_CALL:
+		c->call(a, c);
 		break;
 	}
 	kvc_cmd_free(c);
@@ -686,6 +689,7 @@ kvc_assigner_stop(kvc_assigner *a)
 	}
 	kvi_free(a->retries);
 	kvc_rdv_pins_free(a->pins);
+	kvc_admin_fini(a);
 	kvi_metrics_free(a->own_metrics);
 	pthread_mutex_destroy(&a->mu);
 	pthread_cond_destroy(&a->cv);

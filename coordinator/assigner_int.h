@@ -16,6 +16,7 @@ typedef enum kvc_cmd_kind {
 	KVC_CMD_REGISTER = 0,
 	KVC_CMD_UNREGISTER,
 	KVC_CMD_SYNC,
+	KVC_CMD_CALL, /* run call(a, c) on the assigner thread (admin.c) */
 } kvc_cmd_kind;
 
 typedef struct kvc_cmd {
@@ -27,6 +28,8 @@ typedef struct kvc_cmd {
 	char *name, *model; /* unregister */
 	uint64_t id;
 	int rank;
+	bool flag;                                        /* call */
+	void (*call)(kvc_assigner *a, struct kvc_cmd *c); /* call */
 	kvc_assigner_done done;
 	void *arg;
 	struct kvc_cmd *next;
@@ -90,7 +93,25 @@ struct kvc_assigner {
 	kvi_counter *m_assign_ok, *m_assign_failed, *m_unassign_ok,
 	    *m_unassign_failed, *m_failovers, *m_orphans, *m_reg_retries;
 	kvi_gauge *m_shards_up, *m_pending_units;
+
+	/* hand-offs completed lately, newest last (admin.c); under mu */
+	struct kvc_move_rec *moves;
+	size_t n_moves;
 };
+
+/* assigner.c */
+/* kvc_enqueue queues c for the assigner thread (answered 503 when it is
+ * stopping); c is taken. */
+void kvc_enqueue(kvc_assigner *a, kvc_cmd *c);
+json_t *kvc_err_body(const char *msg);
+
+/* admin.c */
+/* kvc_admin_tick forgets drained shards that own nothing any more. */
+void kvc_admin_tick(kvc_assigner *a);
+/* kvc_admin_note_move records a completed hand-off of key. */
+void kvc_admin_note_move(kvc_assigner *a, const char *key, const char *from,
+			 const char *to);
+void kvc_admin_fini(kvc_assigner *a);
 
 /* reconcile.c */
 void kvc_tick(kvc_assigner *a);

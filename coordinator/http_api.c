@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "admin.h"
 #include "alloc.h"
 #include "api_json.h"
 
@@ -164,6 +165,145 @@ kvc_on_admin_shards(void *arg, kvi_http_req *req)
 	kvi_http_reply_json(req, 200, arr);
 }
 
+/* kvc_admin_body parses the JSON object body of an admin request; NULL
+ * when it replied 400. */
+static json_t *
+kvc_admin_body(kvi_http_req *req, bool empty_ok)
+{
+	size_t len;
+	const char *body = kvi_http_req_body(req, &len);
+	if (len == 0 && empty_ok) {
+		return json_object();
+	}
+	json_error_t je;
+	json_t *doc = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+	if (!json_is_object(doc)) {
+		char msg[256];
+		snprintf(msg, sizeof(msg), "the body is not a JSON object: %s",
+			 doc == NULL ? je.text : "wrong type");
+		json_decref(doc);
+		kvi_http_reply_error(req, 400, msg);
+		return NULL;
+	}
+	return doc;
+}
+
+/* kvc_admin_string reads a required string field; NULL when it replied. */
+static const char *
+kvc_admin_string(kvi_http_req *req, json_t *doc, const char *field)
+{
+	const char *v = json_string_value(json_object_get(doc, field));
+	if (v == NULL || v[0] == '\0') {
+		char msg[128];
+		snprintf(msg, sizeof(msg), "%s is missing or not a string",
+			 field);
+		kvi_http_reply_error(req, 400, msg);
+	}
+	return v != NULL && v[0] != '\0' ? v : NULL;
+}
+
+static void
+kvc_on_admin_add_shard(void *arg, kvi_http_req *req)
+{
+	kvc_api *api = arg;
+	json_t *doc;
+	const char *id, *url;
+	if (!kvc_admin_ok(api, req) ||
+	    (doc = kvc_admin_body(req, false)) == NULL) {
+		return;
+	}
+	if ((id = kvc_admin_string(req, doc, "id")) != NULL &&
+	    (url = kvc_admin_string(req, doc, "endpoint")) != NULL) {
+		kvc_admin_add_shard(api->assigner, id, url, kvc_reply_done,
+				    req);
+	}
+	json_decref(doc);
+}
+
+/* kvc_admin_suffix percent-decodes the path after the route's prefix,
+ * dropping tail when the path ends with it; NULL when it replied. */
+static char *
+kvc_admin_suffix(kvi_http_req *req, const char *tail)
+{
+	const char *s = kvi_http_req_suffix(req);
+	size_t len = strlen(s), tl = tail != NULL ? strlen(tail) : 0;
+	if (tail != NULL && (len <= tl || strcmp(s + len - tl, tail) != 0)) {
+		kvi_http_reply_error(req, 404, "no such admin path");
+		return NULL;
+	}
+	len -= tl;
+	char *out = kvi_malloc(len + 1);
+	size_t n;
+	if (len == 0 || kvi_http_unescape(s, len, out, &n) != KVI_OK) {
+		kvi_free(out);
+		kvi_http_reply_error(req, 400, "bad name in the path");
+		return NULL;
+	}
+	return out;
+}
+
+static void
+kvc_on_admin_drain_shard(void *arg, kvi_http_req *req)
+{
+	kvc_api *api = arg;
+	char *id;
+	if (!kvc_admin_ok(api, req) ||
+	    (id = kvc_admin_suffix(req, NULL)) == NULL) {
+		return;
+	}
+	kvc_admin_drain_shard(api->assigner, id, kvc_reply_done, req);
+	kvi_free(id);
+}
+
+static void
+kvc_on_admin_move(void *arg, kvi_http_req *req)
+{
+	kvc_api *api = arg;
+	char *key;
+	json_t *doc;
+	if (!kvc_admin_ok(api, req) ||
+	    (key = kvc_admin_suffix(req, "/move")) == NULL) {
+		return;
+	}
+	const char *to;
+	if ((doc = kvc_admin_body(req, false)) != NULL &&
+	    (to = kvc_admin_string(req, doc, "to")) != NULL) {
+		kvc_admin_move(api->assigner, key, to, kvc_reply_done, req);
+	}
+	json_decref(doc);
+	kvi_free(key);
+}
+
+static void
+kvc_on_admin_rebalance(void *arg, kvi_http_req *req)
+{
+	kvc_api *api = arg;
+	json_t *doc;
+	if (!kvc_admin_ok(api, req) ||
+	    (doc = kvc_admin_body(req, true)) == NULL) {
+		return;
+	}
+	json_t *dry = json_object_get(doc, "dry_run");
+	if (dry != NULL && !json_is_boolean(dry)) {
+		kvi_http_reply_error(req, 400, "dry_run is not a boolean");
+	} else {
+		/* without dry_run, only say what would move */
+		kvc_admin_rebalance(api->assigner,
+				    dry == NULL || json_is_true(dry),
+				    kvc_reply_done, req);
+	}
+	json_decref(doc);
+}
+
+static void
+kvc_on_admin_moves(void *arg, kvi_http_req *req)
+{
+	kvc_api *api = arg;
+	if (kvc_admin_ok(api, req)) {
+		kvc_admin_moves(api->assigner, kvc_reply_done, req);
+	}
+}
+
 static void
 kvc_collect_shards(void *arg, kvi_metrics_out *out)
 {
@@ -220,6 +360,9 @@ kvc_api_routes(kvi_httpd *h, kvc_api *api)
 	    {"GET", "/ready", kvc_on_ready, false},
 	    {"GET", "/metrics", kvc_on_metrics, false},
 	    {"GET", "/admin/shards", kvc_on_admin_shards, false},
+	    {"POST", "/admin/shards", kvc_on_admin_add_shard, false},
+	    {"POST", "/admin/rebalance", kvc_on_admin_rebalance, false},
+	    {"GET", "/admin/moves", kvc_on_admin_moves, false},
 	};
 	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
 		void *arg = routes[i].query ? (void *)api->query : (void *)api;
@@ -228,6 +371,14 @@ kvc_api_routes(kvi_httpd *h, kvc_api *api)
 		if (rv != KVI_OK) {
 			return rv;
 		}
+	}
+	kvi_err rv;
+	if ((rv = kvi_httpd_route_prefix(h, "DELETE", "/admin/shards/",
+					 kvc_on_admin_drain_shard, api)) !=
+		KVI_OK ||
+	    (rv = kvi_httpd_route_prefix(h, "POST", "/admin/listeners/",
+					 kvc_on_admin_move, api)) != KVI_OK) {
+		return rv;
 	}
 	kvi_metrics_collector_add(api->metrics, kvc_collect_shards, api);
 	return KVI_OK;

@@ -511,6 +511,9 @@ kvc_listener_step(kvc_assigner *a, const kvc_lview *lv, kvc_opvec *ops,
 				    kvc_spec_same(o[k].st->listener, lv)) {
 					kvc_push(ops, false, o[k].shard, NULL,
 						 key);
+					kvc_admin_note_move(a, key,
+							    a->ids[o[k].shard],
+							    a->ids[desired]);
 				}
 			}
 		} else if (move_due) {
@@ -645,4 +648,5 @@ kvc_tick(kvc_assigner *a)
 	kvi_free(ops.v);
 	kvi_free(unowned);
 	kvc_lviews_free(lv, n);
+	kvc_admin_tick(a);
 }
