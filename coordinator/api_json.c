@@ -8,10 +8,8 @@
 
 #include "alloc.h"
 #include "api_fast.h"
+#include "api_json_int.h"
 #include "wire_json.h"
-
-/* How much of an offending value an error message quotes. */
-#define KVC_VALUE_TEXT 48
 
 /* ---- errors -------------------------------------------------------------- */
 
@@ -54,212 +52,6 @@ kvc_api_error_fini(kvc_api_error *e)
 	e->extra = NULL;
 }
 
-/* ---- loading: integers beyond int64 -------------------------------------- */
-
-static bool
-kvc_is_digit(char c)
-{
-	return c >= '0' && c <= '9';
-}
-
-/* kvc_is_number_char says whether c can continue a JSON number token. */
-static bool
-kvc_is_number_char(char c)
-{
-	return kvc_is_digit(c) || c == '.' || c == 'e' || c == 'E' ||
-	       c == '+' || c == '-';
-}
-
-/* kvc_is_int_literal says whether s[0..n) is a JSON integer,
- * -?(0|[1-9][0-9]*). */
-static bool
-kvc_is_int_literal(const char *s, size_t n)
-{
-	size_t i = (n > 0 && s[0] == '-') ? 1 : 0;
-	if (i == n || (s[i] == '0' && n - i > 1)) {
-		return false;
-	}
-	for (; i < n; i++) {
-		if (!kvc_is_digit(s[i])) {
-			return false;
-		}
-	}
-	return true;
-}
-
-/* kvc_fits_int64 says whether the JSON integer s[0..n) fits an int64, as
- * jansson's strtoll would take it. */
-static bool
-kvc_fits_int64(const char *s, size_t n)
-{
-	bool neg = s[0] == '-';
-	const char *limit = neg ? "9223372036854775808" : "9223372036854775807";
-	size_t digits = n - neg;
-	if (digits != 19) {
-		return digits < 19;
-	}
-	return memcmp(s + neg, limit, 19) <= 0;
-}
-
-/* kvc_scan walks body[0..len) as JSON text and returns how many integer
- * literals outside strings do not fit an int64; *nul says whether a string
- * holds a \u0000 escape. With copy non-NULL it also writes the body with
- * each such literal L replaced by the string "\u0000L" (copy must hold len
- * + 8 bytes per literal) and its length to *copy_len. */
-static size_t
-kvc_scan(const char *body, size_t len, char *copy, size_t *copy_len, bool *nul)
-{
-	size_t big = 0, o = 0, i = 0;
-	*nul = false;
-	while (i < len) {
-		size_t start = i;
-		if (body[i] == '"') {
-			for (i++; i < len && body[i] != '"'; i++) {
-				if (body[i] != '\\') {
-					continue;
-				}
-				if (len - i >= 6 &&
-				    memcmp(body + i + 1, "u0000", 5) == 0) {
-					*nul = true;
-				}
-				if (i + 1 < len) {
-					i++; /* the escaped character */
-				}
-			}
-			i += i < len; /* the closing quote */
-		} else if (body[i] == '-' || kvc_is_digit(body[i])) {
-			while (i < len && kvc_is_number_char(body[i])) {
-				i++;
-			}
-			if (kvc_is_int_literal(body + start, i - start) &&
-			    !kvc_fits_int64(body + start, i - start)) {
-				if (copy != NULL) {
-					memcpy(copy + o, "\"\\u0000", 7);
-					memcpy(copy + o + 7, body + start,
-					       i - start);
-					copy[o + 7 + i - start] = '"';
-				}
-				o += i - start + 8;
-				big++;
-				continue;
-			}
-		} else {
-			i++;
-		}
-		if (copy != NULL) {
-			memcpy(copy + o, body + start, i - start);
-		}
-		o += i - start;
-	}
-	if (copy_len != NULL) {
-		*copy_len = o;
-	}
-	return big;
-}
-
-/* kvc_is_big says whether v stands for an integer literal beyond int64
- * (a string that starts with NUL: see api_json.h). */
-static bool
-kvc_is_big(const json_t *v)
-{
-	return json_is_string(v) && json_string_length(v) > 0 &&
-	       json_string_value(v)[0] == '\0';
-}
-
-static const char *
-kvc_type_name(const json_t *v)
-{
-	if (kvc_is_big(v)) {
-		return "an integer";
-	}
-	switch (json_typeof(v)) {
-	case JSON_OBJECT:
-		return "an object";
-	case JSON_ARRAY:
-		return "an array";
-	case JSON_STRING:
-		return "a string";
-	case JSON_INTEGER:
-		return "an integer";
-	case JSON_REAL:
-		return "a real";
-	case JSON_NULL:
-		return "null";
-	default:
-		return "a boolean";
-	}
-}
-
-/* kvc_value_text writes v as an error message quotes it: scalars as JSON
- * (ASCII, cut to KVC_VALUE_TEXT), arrays and objects by their type. */
-static void
-kvc_value_text(const json_t *v, char *buf, size_t size)
-{
-	if (kvc_is_big(v)) {
-		size_t n = json_string_length(v) - 1;
-		if (n > KVC_VALUE_TEXT) {
-			snprintf(buf, size, "%.*s...", KVC_VALUE_TEXT,
-				 json_string_value(v) + 1);
-		} else {
-			snprintf(buf, size, "%s", json_string_value(v) + 1);
-		}
-		return;
-	}
-	if (json_is_object(v) || json_is_array(v)) {
-		snprintf(buf, size, "%s", kvc_type_name(v));
-		return;
-	}
-	char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_ENSURE_ASCII);
-	if (s == NULL) {
-		kvi_oom(0);
-	}
-	if (strlen(s) > KVC_VALUE_TEXT) {
-		snprintf(buf, size, "%.*s...", KVC_VALUE_TEXT, s);
-	} else {
-		snprintf(buf, size, "%s", s);
-	}
-	free(s);
-}
-
-kvi_err
-kvc_api_json_load(const char *body, size_t len, json_t **out,
-		  kvc_api_error *err)
-{
-	const size_t flags = JSON_REJECT_DUPLICATES;
-	json_error_t je;
-	json_t *j = NULL;
-	bool nul;
-	size_t big = kvc_scan(body, len, NULL, NULL, &nul);
-	if (big > 0 && !nul) {
-		size_t n;
-		char *copy = kvi_malloc(len + 8 * big);
-		kvc_scan(body, len, copy, &n, &nul);
-		j = json_loadb(copy, n, flags | JSON_ALLOW_NUL, &je);
-		kvi_free(copy);
-	}
-	if (j == NULL) {
-		/* Nothing to rewrite, or the copy is not JSON: then the body
-		 * is not either, and jansson says where in the body. */
-		j = json_loadb(body, len, flags, &je);
-	}
-	if (j == NULL) {
-		return kvc_api_error_set(err, KVI_EPROTO, 400,
-					 "invalid JSON: %s at line %d, column "
-					 "%d (byte %d)",
-					 je.text, je.line, je.column,
-					 je.position);
-	}
-	if (!json_is_object(j)) {
-		kvc_api_error_set(err, KVI_EINVAL, 400,
-				  "the body must be a JSON object, not %s",
-				  kvc_type_name(j));
-		json_decref(j);
-		return KVI_EINVAL;
-	}
-	*out = j;
-	return KVI_OK;
-}
-
 /* ---- values -------------------------------------------------------------- */
 
 /* kvc_digits_u64 reads s[0..n), decimal digits without a sign or a leading
@@ -272,7 +64,7 @@ kvc_digits_u64(const char *s, size_t n, uint64_t *out)
 	}
 	uint64_t x = 0;
 	for (size_t i = 0; i < n; i++) {
-		if (!kvc_is_digit(s[i])) {
+		if (!kvc_api_is_digit(s[i])) {
 			return false;
 		}
 		unsigned d = (unsigned)(s[i] - '0');
@@ -298,7 +90,7 @@ kvc_uint_of(const json_t *v, uint64_t *out)
 		*out = (uint64_t)x;
 		return true;
 	}
-	if (kvc_is_big(v)) {
+	if (kvc_api_is_big(v)) {
 		return kvc_digits_u64(json_string_value(v) + 1,
 				      json_string_length(v) - 1, out);
 	}
@@ -309,7 +101,7 @@ kvc_uint_of(const json_t *v, uint64_t *out)
 static bool
 kvc_u64_of(const json_t *v, uint64_t *out)
 {
-	if (json_is_string(v) && !kvc_is_big(v)) {
+	if (json_is_string(v) && !kvc_api_is_big(v)) {
 		return kvc_digits_u64(json_string_value(v),
 				      json_string_length(v), out);
 	}
@@ -319,7 +111,7 @@ kvc_u64_of(const json_t *v, uint64_t *out)
 static bool
 kvc_is_int(const json_t *v)
 {
-	return json_is_integer(v) || kvc_is_big(v);
+	return json_is_integer(v) || kvc_api_is_big(v);
 }
 
 kvi_err
@@ -332,7 +124,7 @@ kvc_api_value_u64(const json_t *v, const char *what, uint64_t *out,
 		return KVI_OK;
 	}
 	char text[KVC_VALUE_TEXT + 8];
-	kvc_value_text(v, text, sizeof(text));
+	kvc_api_value_text(v, text, sizeof(text));
 	return kvc_api_error_set(err, kvc_is_int(v) ? KVI_ERANGE : KVI_EINVAL,
 				 400, "%s: %s is not a u64", what, text);
 }
@@ -364,7 +156,7 @@ kvc_type_error(const char *field, const char *want, const json_t *v,
 	       kvc_api_error *err)
 {
 	char text[KVC_VALUE_TEXT + 8];
-	kvc_value_text(v, text, sizeof(text));
+	kvc_api_value_text(v, text, sizeof(text));
 	return kvc_api_error_set(err, KVI_EINVAL, 400, "%s must be %s, got %s",
 				 field, want, text);
 }
@@ -381,7 +173,7 @@ kvc_api_get_u64(const json_t *obj, const char *field, uint64_t *out,
 	}
 	if (!kvc_u64_of(v, &x)) {
 		char text[KVC_VALUE_TEXT + 8];
-		kvc_value_text(v, text, sizeof(text));
+		kvc_api_value_text(v, text, sizeof(text));
 		return kvc_api_error_set(
 		    err, kvc_is_int(v) ? KVI_ERANGE : KVI_EINVAL, 400,
 		    "%s %s is not a u64", field, text);
@@ -408,7 +200,7 @@ kvc_get_uint(const json_t *obj, const char *field, uint64_t min, uint64_t max,
 	}
 	if (!kvc_uint_of(v, &x) || x < min || x > max) {
 		char text[KVC_VALUE_TEXT + 8];
-		kvc_value_text(v, text, sizeof(text));
+		kvc_api_value_text(v, text, sizeof(text));
 		return kvc_api_error_set(err, KVI_ERANGE, 400, "%s %s %s",
 					 field, text, range);
 	}
@@ -458,7 +250,7 @@ kvc_api_get_string(const json_t *obj, const char *field, char **out,
 	if (rv != KVI_OK || v == NULL) {
 		return rv;
 	}
-	if (!json_is_string(v) || kvc_is_big(v)) {
+	if (!json_is_string(v) || kvc_api_is_big(v)) {
 		return kvc_type_error(field, "a string", v, err);
 	}
 	*out = kvi_strdup(json_string_value(v));
@@ -568,7 +360,7 @@ kvc_get_token_ids(const json_t *o, size_t max, kvc_api_query *q,
 		uint64_t x;
 		if (!kvc_uint_of(v, &x) || x > UINT32_MAX) {
 			char text[KVC_VALUE_TEXT + 8];
-			kvc_value_text(v, text, sizeof(text));
+			kvc_api_value_text(v, text, sizeof(text));
 			return kvc_api_error_set(
 			    err, kvc_is_int(v) ? KVI_ERANGE : KVI_EINVAL, 400,
 			    "token_ids[%zu]: %s is not a u32", i, text);

@@ -44,27 +44,10 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "kube_config.h"
 #include "kube_parse.h"
 #include "metrics.h"
 #include "pod.h"
-
-/* Where the in-cluster service account is mounted. */
-#define KVC_KUBE_SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
-
-typedef struct kvc_kube_config {
-	const char *api;        /* base URL; NULL: in-cluster */
-	const char *token_file; /* NULL: the service account's, if any */
-	const char *ca_file;    /* NULL: the service account's, if any */
-	const char *const *namespaces;
-	size_t n_namespaces;
-	const char *label_selector; /* NULL: every pod */
-	kvc_kube_defaults defaults;
-	int64_t not_ready_grace_ms; /* 0: 30000 */
-	int backoff_min_ms;         /* 0: 500 */
-	int backoff_max_ms;         /* 0: 30000 */
-	int watch_timeout_s;        /* 0: 300..600, random per watch */
-	int page_limit;             /* 0: 500 */
-} kvc_kube_config;
 
 /* The set of pods to register: the full set, each time it changes. */
 typedef void (*kvc_kube_cb)(void *arg, const kvc_pod *pods, size_t n);
@@ -83,20 +66,6 @@ typedef struct kvc_kube_stats {
 	size_t pods, registered, not_ready, unregistrable;
 	char last_error[256];
 } kvc_kube_stats;
-
-/* kvc_kube_config_resolve fills what cfg leaves to the environment: with
- * no api, the in-cluster URL from KUBERNETES_SERVICE_HOST/PORT and the
- * service account's token and CA files when they exist. Returns
- * KVI_EINVAL (err says why) when no API server is known, a namespace is
- * not a valid name, or a port or dp size default is out of range. The
- * strings it sets live in bufs (kvc_kube_config_fini). */
-typedef struct kvc_kube_bufs {
-	char api[300];
-	char token[300];
-	char ca[300];
-} kvc_kube_bufs;
-kvi_err kvc_kube_config_resolve(kvc_kube_config *cfg, kvc_kube_bufs *bufs,
-				char *err, size_t errlen);
 
 /* kvc_kube_watch_start starts the watcher (cfg resolved; copied),
  * registers its metrics in m (may be NULL). Returns KVI_EIO when libcurl
