@@ -152,6 +152,21 @@ clu_cleanup(cluster *c)
 	memset(c, 0, sizeof(*c));
 }
 
+int
+clu_test_setup(void **state)
+{
+	*state = calloc(1, sizeof(cluster));
+	return *state != NULL ? 0 : -1;
+}
+
+int
+clu_test_teardown(void **state)
+{
+	clu_cleanup(*state);
+	free(*state);
+	return 0;
+}
+
 /* ---- HTTP ---------------------------------------------------------- */
 
 json_t *

@@ -58,6 +58,11 @@ void clu_coord_restart(cluster *c);
 /* clu_cleanup stops everything and removes the directories. */
 void clu_cleanup(cluster *c);
 
+/* cmocka setup and teardown of a test that gets a zeroed cluster in
+ * *state and has it cleaned up afterwards, however it ended. */
+int clu_test_setup(void **state);
+int clu_test_teardown(void **state);
+
 /* clu_get / clu_post return the parsed JSON body (NULL if not JSON) and
  * write the status. The caller json_decref()s the result. */
 json_t *clu_get(cluster *c, const char *path, long *status);

@@ -405,26 +405,12 @@ test_bad_input(void **state)
 	wait_match(c, after, 1, 1);
 }
 
-static int
-setup(void **state)
-{
-	*state = calloc(1, sizeof(cluster));
-	return 0;
-}
-
-static int
-teardown(void **state)
-{
-	clu_cleanup(*state);
-	free(*state);
-	return 0;
-}
-
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_bad_input, clu_test_setup,
+					    clu_test_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -357,31 +357,17 @@ test_failover_and_back(void **state)
 	json_decref(before);
 }
 
-static int
-setup(void **state)
-{
-	*state = calloc(1, sizeof(cluster));
-	return 0;
-}
-
-static int
-teardown(void **state)
-{
-	clu_cleanup(*state);
-	free(*state);
-	return 0;
-}
-
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(
-		test_shard_killed_partial_then_whole, setup, teardown),
+		test_shard_killed_partial_then_whole, clu_test_setup,
+		clu_test_teardown),
 	    cmocka_unit_test_setup_teardown(test_coordinator_restart_adopts,
-					    setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_failover_and_back, setup,
-					    teardown),
+					    clu_test_setup, clu_test_teardown),
+	    cmocka_unit_test_setup_teardown(test_failover_and_back,
+					    clu_test_setup, clu_test_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -354,27 +354,12 @@ test_register_forms(void **state)
 	json_decref(wait_match(c, t3, id1, 1));
 }
 
-static int
-setup(void **state)
-{
-	*state = calloc(1, sizeof(cluster));
-	return 0;
-}
-
-static int
-teardown(void **state)
-{
-	clu_cleanup(*state);
-	free(*state);
-	return 0;
-}
-
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(test_register_forms, setup,
-					    teardown),
+	    cmocka_unit_test_setup_teardown(test_register_forms, clu_test_setup,
+					    clu_test_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -270,27 +270,12 @@ test_register_shard_down(void **state)
 	}
 }
 
-static int
-setup(void **state)
-{
-	*state = calloc(1, sizeof(cluster));
-	return 0;
-}
-
-static int
-teardown(void **state)
-{
-	clu_cleanup(*state);
-	free(*state);
-	return 0;
-}
-
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(test_register_shard_down, setup,
-					    teardown),
+	    cmocka_unit_test_setup_teardown(test_register_shard_down,
+					    clu_test_setup, clu_test_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -235,29 +235,14 @@ test_dp1_misses_rank1(void **state)
 	kvi_free(file);
 }
 
-static int
-setup(void **state)
-{
-	*state = calloc(1, sizeof(cluster));
-	return 0;
-}
-
-static int
-teardown(void **state)
-{
-	clu_cleanup(*state);
-	free(*state);
-	return 0;
-}
-
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(test_dp2_every_rank_visible, setup,
-					    teardown),
-	    cmocka_unit_test_setup_teardown(test_dp1_misses_rank1, setup,
-					    teardown),
+	    cmocka_unit_test_setup_teardown(test_dp2_every_rank_visible,
+					    clu_test_setup, clu_test_teardown),
+	    cmocka_unit_test_setup_teardown(test_dp1_misses_rank1,
+					    clu_test_setup, clu_test_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
