@@ -1,5 +1,8 @@
 #include "error.h"
 
+#include <stdarg.h>
+#include <stdio.h>
+
 static const char *const kvi_err_text[KVI_ERR_COUNT] = {
     [KVI_OK] = "success",
     [KVI_EINVAL] = "invalid argument",
@@ -26,4 +29,31 @@ kvi_strerror(kvi_err err)
 		return "unknown error";
 	}
 	return kvi_err_text[err];
+}
+
+static void
+kvi_vmsgf(char *err, size_t errlen, const char *fmt, va_list ap)
+{
+	if (err != NULL && errlen > 0) {
+		vsnprintf(err, errlen, fmt, ap);
+	}
+}
+
+void
+kvi_msgf(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	kvi_vmsgf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+kvi_err
+kvi_errf(char *err, size_t errlen, kvi_err rv, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	kvi_vmsgf(err, errlen, fmt, ap);
+	va_end(ap);
+	return rv;
 }

@@ -10,6 +10,8 @@
 #ifndef KVI_COMMON_ERROR_H
 #define KVI_COMMON_ERROR_H
 
+#include <stddef.h>
+
 typedef enum kvi_err {
 	KVI_OK = 0,
 	KVI_EINVAL,    /* an argument or a configuration value is invalid */
@@ -32,5 +34,15 @@ typedef enum kvi_err {
 
 /* kvi_strerror returns a static, human-readable description of err. */
 const char *kvi_strerror(kvi_err err);
+
+/* kvi_msgf writes a printf-style message into the caller's buffer err of
+ * errlen bytes (nothing when err is NULL or errlen is 0). */
+void kvi_msgf(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* kvi_errf does the same and returns rv, so that a function fails in one
+ * statement: return kvi_errf(err, errlen, KVI_EINVAL, "...", ...). */
+kvi_err kvi_errf(char *err, size_t errlen, kvi_err rv, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 #endif /* KVI_COMMON_ERROR_H */

@@ -21,18 +21,6 @@
 #include "alloc.h"
 #include "httpd_int.h"
 
-void
-kvi_httpd_set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (err == NULL || errlen == 0) {
-		return;
-	}
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 /* ---- routing ---- */
 
 static bool
@@ -165,14 +153,13 @@ listen_open(const char *host_port, int *fd_out, uint16_t *port_out, char *err,
 	char host[256];
 	const char *colon;
 	if (host_port == NULL) {
-		kvi_httpd_set_err(err, errlen, "no address");
+		kvi_msgf(err, errlen, "no address");
 		return KVI_EINVAL;
 	}
 	if (host_port[0] == '[') {
 		const char *close_br = strchr(host_port, ']');
 		if (close_br == NULL || close_br[1] != ':') {
-			kvi_httpd_set_err(err, errlen, "bad address %s",
-					  host_port);
+			kvi_msgf(err, errlen, "bad address %s", host_port);
 			return KVI_EINVAL;
 		}
 		colon = close_br + 1;
@@ -182,8 +169,7 @@ listen_open(const char *host_port, int *fd_out, uint16_t *port_out, char *err,
 		colon = strrchr(host_port, ':');
 		if (colon == NULL ||
 		    (size_t)(colon - host_port) >= sizeof(host)) {
-			kvi_httpd_set_err(err, errlen, "bad address %s",
-					  host_port);
+			kvi_msgf(err, errlen, "bad address %s", host_port);
 			return KVI_EINVAL;
 		}
 		snprintf(host, sizeof(host), "%.*s", (int)(colon - host_port),
@@ -194,7 +180,7 @@ listen_open(const char *host_port, int *fd_out, uint16_t *port_out, char *err,
 	errno = 0;
 	unsigned long pn = strtoul(port, &end, 10);
 	if (*port == '\0' || *end != '\0' || pn > 65535 || errno != 0) {
-		kvi_httpd_set_err(err, errlen, "bad port in %s", host_port);
+		kvi_msgf(err, errlen, "bad port in %s", host_port);
 		return KVI_EINVAL;
 	}
 	bool any = host[0] == '\0' || strcmp(host, "*") == 0;
@@ -204,8 +190,7 @@ listen_open(const char *host_port, int *fd_out, uint16_t *port_out, char *err,
 	struct addrinfo *res = NULL;
 	int rc = getaddrinfo(any ? NULL : host, port, &hints, &res);
 	if (rc != 0) {
-		kvi_httpd_set_err(err, errlen, "%s: %s", host_port,
-				  gai_strerror(rc));
+		kvi_msgf(err, errlen, "%s: %s", host_port, gai_strerror(rc));
 		return KVI_EINVAL;
 	}
 	int fd = -1;
@@ -246,8 +231,8 @@ listen_open(const char *host_port, int *fd_out, uint16_t *port_out, char *err,
 	}
 	freeaddrinfo(res);
 	if (fd < 0) {
-		kvi_httpd_set_err(err, errlen, "listen %s: %s", host_port,
-				  strerror(saved));
+		kvi_msgf(err, errlen, "listen %s: %s", host_port,
+			 strerror(saved));
 		return KVI_EIO;
 	}
 	struct sockaddr_storage ss;
@@ -255,8 +240,7 @@ listen_open(const char *host_port, int *fd_out, uint16_t *port_out, char *err,
 	if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0) {
 		saved = errno;
 		close(fd);
-		kvi_httpd_set_err(err, errlen, "getsockname: %s",
-				  strerror(saved));
+		kvi_msgf(err, errlen, "getsockname: %s", strerror(saved));
 		return KVI_EIO;
 	}
 	*port_out = ntohs(ss.ss_family == AF_INET6
@@ -272,8 +256,7 @@ kvi_httpd_start(kvi_httpd *h, const char *host_port, int threads, char *err,
 {
 	if (h->started || h->n_loops > 0 || threads < 1 ||
 	    threads > KVI_HTTPD_MAX_THREADS) {
-		kvi_httpd_set_err(err, errlen,
-				  "bad thread count or already started");
+		kvi_msgf(err, errlen, "bad thread count or already started");
 		return KVI_EINVAL;
 	}
 	int fd;
@@ -313,8 +296,8 @@ kvi_httpd_start(kvi_httpd *h, const char *host_port, int threads, char *err,
 		    pthread_create(&loop->tid, NULL, kvi_http_loop_main, loop);
 		if (e != 0) {
 			pthread_sigmask(SIG_SETMASK, &old, NULL);
-			kvi_httpd_set_err(err, errlen, "pthread_create: %s",
-					  strerror(e));
+			kvi_msgf(err, errlen, "pthread_create: %s",
+				 strerror(e));
 			rc = KVI_EIO;
 			goto fail;
 		}

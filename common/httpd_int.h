@@ -105,8 +105,6 @@ struct kvi_httpd {
 };
 
 /* httpd.c */
-void kvi_httpd_set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 const route *kvi_httpd_route_find(const kvi_httpd *h, const char *method,
 				  const char *path, char *allow,
 				  size_t allow_size);

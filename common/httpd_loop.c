@@ -450,12 +450,12 @@ kvi_http_loop_init(kvi_http_loop *loop, int listen_fd, char *err, size_t errlen)
 	loop->base = event_base_new_with_config(ec);
 	event_config_free(ec);
 	if (loop->base == NULL) {
-		kvi_httpd_set_err(err, errlen, "event_base_new failed");
+		kvi_msgf(err, errlen, "event_base_new failed");
 		return KVI_EIO;
 	}
 	loop->http = evhttp_new(loop->base);
 	if (loop->http == NULL) {
-		kvi_httpd_set_err(err, errlen, "evhttp_new failed");
+		kvi_msgf(err, errlen, "evhttp_new failed");
 		return KVI_EIO;
 	}
 	evhttp_set_gencb(loop->http, loop_on_request, loop);
@@ -473,19 +473,19 @@ kvi_http_loop_init(kvi_http_loop *loop, int listen_fd, char *err, size_t errlen)
 	int fd = loop->index == 0 ? fcntl(listen_fd, F_DUPFD_CLOEXEC, 0)
 				  : listen_again(listen_fd);
 	if (fd < 0) {
-		kvi_httpd_set_err(err, errlen, "listen socket of loop %d: %s",
-				  loop->index, strerror(errno));
+		kvi_msgf(err, errlen, "listen socket of loop %d: %s",
+			 loop->index, strerror(errno));
 		return KVI_EIO;
 	}
 	loop->bound = evhttp_accept_socket_with_handle(loop->http, fd);
 	if (loop->bound == NULL) {
 		close(fd);
-		kvi_httpd_set_err(err, errlen, "evhttp_accept_socket failed");
+		kvi_msgf(err, errlen, "evhttp_accept_socket failed");
 		return KVI_EIO;
 	}
 	loop->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (loop->wake_fd < 0) {
-		kvi_httpd_set_err(err, errlen, "eventfd: %s", strerror(errno));
+		kvi_msgf(err, errlen, "eventfd: %s", strerror(errno));
 		return KVI_EIO;
 	}
 	loop->wake_ev = event_new(loop->base, loop->wake_fd,
@@ -493,7 +493,7 @@ kvi_http_loop_init(kvi_http_loop *loop, int listen_fd, char *err, size_t errlen)
 	loop->drain_ev = evtimer_new(loop->base, loop_on_drain_timeout, loop);
 	if (loop->wake_ev == NULL || loop->drain_ev == NULL ||
 	    event_add(loop->wake_ev, NULL) != 0) {
-		kvi_httpd_set_err(err, errlen, "event_new failed");
+		kvi_msgf(err, errlen, "event_new failed");
 		return KVI_EIO;
 	}
 	return KVI_OK;

@@ -1,5 +1,6 @@
 #include "log.h"
 
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -98,4 +99,17 @@ kvi_log_quote(char *buf, size_t size, const char *s)
 	buf[o++] = '"';
 	buf[o] = '\0';
 	return buf;
+}
+
+int
+kvi_log_open_fd(const char *path)
+{
+	if (path == NULL) {
+		return 2;
+	}
+	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		perror(path);
+	}
+	return fd;
 }

@@ -28,6 +28,12 @@ typedef enum kvi_log_level {
  * level; lines go to fd (2 for standard error). */
 void kvi_log_setup(const char *proc, kvi_log_level level, int fd);
 
+/* kvi_log_open_fd returns the descriptor a program logs to: path opened
+ * for appending (created 0644, close-on-exec), or standard error (2) when
+ * path is NULL; -1 after printing why to standard error when it cannot be
+ * opened. */
+int kvi_log_open_fd(const char *path);
+
 /* kvi_log_parse_level parses "debug", "info", "warn" or "error".
  * Returns KVI_EINVAL for anything else. */
 kvi_err kvi_log_parse_level(const char *s, kvi_log_level *out);

@@ -15,6 +15,7 @@
 #include <xxhash.h>
 
 #include "alloc.h"
+#include "lmdb_err.h"
 
 #define KVC_CS_FORMAT       1u
 #define KVC_CS_POD_VERSION  1u
@@ -31,51 +32,11 @@ struct kvc_cstore {
 	size_t map_size;
 };
 
-static kvi_err kvc_cs_fail(char *err, size_t errlen, kvi_err rv,
-			   const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static kvi_err
-kvc_cs_fail(char *err, size_t errlen, kvi_err rv, const char *fmt, ...)
-{
-	if (err != NULL && errlen > 0) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return rv;
-}
-
-/* kvc_cs_mdb_err translates an LMDB error code. */
-static kvi_err
-kvc_cs_mdb_err(int rc)
-{
-	switch (rc) {
-	case MDB_SUCCESS:
-		return KVI_OK;
-	case MDB_NOTFOUND:
-		return KVI_ENOENT;
-	case MDB_MAP_FULL:
-	case ENOSPC:
-	case EDQUOT:
-		return KVI_EFULL;
-	case MDB_INVALID:
-	case MDB_CORRUPTED:
-	case MDB_PAGE_NOTFOUND:
-	case MDB_VERSION_MISMATCH:
-	case MDB_BAD_TXN:
-		return KVI_ECORRUPT;
-	default:
-		return KVI_EIO;
-	}
-}
-
 static kvi_err
 kvc_cs_mdb_fail(char *err, size_t errlen, int rc, const char *what)
 {
-	return kvc_cs_fail(err, errlen, kvc_cs_mdb_err(rc), "lmdb %s: %s", what,
-			   mdb_strerror(rc));
+	return kvi_errf(err, errlen, kvi_mdb_err(rc), "lmdb %s: %s", what,
+			mdb_strerror(rc));
 }
 
 static void
@@ -120,8 +81,8 @@ kvc_cs_mkdirs(const char *dir, char *err, size_t errlen)
 	char path[4096];
 	size_t n = strlen(dir);
 	if (n == 0 || n >= sizeof(path)) {
-		return kvc_cs_fail(err, errlen, KVI_EINVAL,
-				   "data dir path is empty or too long");
+		return kvi_errf(err, errlen, KVI_EINVAL,
+				"data dir path is empty or too long");
 	}
 	memcpy(path, dir, n + 1);
 	for (size_t i = 1; i <= n; i++) {
@@ -131,15 +92,15 @@ kvc_cs_mkdirs(const char *dir, char *err, size_t errlen)
 		char c = path[i];
 		path[i] = '\0';
 		if (mkdir(path, 0755) != 0 && errno != EEXIST) {
-			return kvc_cs_fail(err, errlen, KVI_EIO, "mkdir %s: %s",
-					   path, strerror(errno));
+			return kvi_errf(err, errlen, KVI_EIO, "mkdir %s: %s",
+					path, strerror(errno));
 		}
 		path[i] = c;
 	}
 	struct stat st;
 	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-		return kvc_cs_fail(err, errlen, KVI_EIO,
-				   "%s is not a directory", dir);
+		return kvi_errf(err, errlen, KVI_EIO, "%s is not a directory",
+				dir);
 	}
 	return KVI_OK;
 }
@@ -173,15 +134,14 @@ kvc_cs_init_dbs(kvc_cstore *s, char *err, size_t errlen)
 	}
 	if (v.mv_size != 4 || kvc_cs_get_le32(v.mv_data) == 0) {
 		mdb_txn_abort(txn);
-		return kvc_cs_fail(err, errlen, KVI_ECORRUPT,
-				   "bad format record");
+		return kvi_errf(err, errlen, KVI_ECORRUPT, "bad format record");
 	}
 	uint32_t fmt = kvc_cs_get_le32(v.mv_data);
 	if (fmt > KVC_CS_FORMAT) {
 		mdb_txn_abort(txn);
-		return kvc_cs_fail(err, errlen, KVI_EVERSION,
-				   "store format %u is newer than %u", fmt,
-				   KVC_CS_FORMAT);
+		return kvi_errf(err, errlen, KVI_EVERSION,
+				"store format %u is newer than %u", fmt,
+				KVC_CS_FORMAT);
 	}
 	if ((rc = mdb_txn_commit(txn)) != 0) {
 		return kvc_cs_mdb_fail(err, errlen, rc, "commit");
@@ -211,8 +171,8 @@ kvc_cstore_open(const char *dir, kvc_cstore **out, char *err, size_t errlen)
 	if ((rc = mdb_env_set_maxdbs(s->env, 5)) != 0 ||
 	    (rc = mdb_env_set_mapsize(s->env, s->map_size)) != 0 ||
 	    (rc = mdb_env_open(s->env, dir, 0, 0644)) != 0) {
-		rv = kvc_cs_fail(err, errlen, kvc_cs_mdb_err(rc),
-				 "lmdb open %s: %s", dir, mdb_strerror(rc));
+		rv = kvi_errf(err, errlen, kvi_mdb_err(rc), "lmdb open %s: %s",
+			      dir, mdb_strerror(rc));
 		goto fail;
 	}
 	MDB_envinfo info;
@@ -258,9 +218,9 @@ kvc_cs_check_key(const char *what, const char *key, char *err, size_t errlen)
 {
 	size_t n = key != NULL ? strlen(key) : 0;
 	if (n == 0 || n > KVC_CSTORE_KEY_MAX) {
-		return kvc_cs_fail(err, errlen, KVI_EINVAL,
-				   "%s must be 1..%d bytes", what,
-				   KVC_CSTORE_KEY_MAX);
+		return kvi_errf(err, errlen, KVI_EINVAL,
+				"%s must be 1..%d bytes", what,
+				KVC_CSTORE_KEY_MAX);
 	}
 	return KVI_OK;
 }
@@ -291,8 +251,8 @@ kvc_cs_write(kvc_cstore *s, MDB_dbi dbi, const char *key, const uint8_t *val,
 			continue;
 		}
 		if (rc == MDB_NOTFOUND) {
-			rv = kvc_cs_fail(err, errlen, KVI_ENOENT,
-					 "%s is not stored", key);
+			rv = kvi_errf(err, errlen, KVI_ENOENT,
+				      "%s is not stored", key);
 		} else if (rc != 0) {
 			rv = kvc_cs_mdb_fail(err, errlen, rc, "write");
 		}
@@ -330,16 +290,15 @@ kvc_cs_list(kvc_cstore *s, MDB_dbi dbi, kvc_cs_visit_fn visit, void *ctx,
 		char key[KVC_CSTORE_KEY_MAX + 1];
 		if (k.mv_size == 0 || k.mv_size > KVC_CSTORE_KEY_MAX ||
 		    memchr(k.mv_data, '\0', k.mv_size) != NULL) {
-			rv = kvc_cs_fail(err, errlen, KVI_ECORRUPT,
-					 "malformed key of %zu bytes",
-					 k.mv_size);
+			rv = kvi_errf(err, errlen, KVI_ECORRUPT,
+				      "malformed key of %zu bytes", k.mv_size);
 			goto out;
 		}
 		memcpy(key, k.mv_data, k.mv_size);
 		key[k.mv_size] = '\0';
 		if (!kvc_cs_sealed(v.mv_data, v.mv_size)) {
-			rv = kvc_cs_fail(err, errlen, KVI_ECORRUPT,
-					 "bad checksum for %s", key);
+			rv = kvi_errf(err, errlen, KVI_ECORRUPT,
+				      "bad checksum for %s", key);
 			goto out;
 		}
 		rv = visit(ctx, key, (const uint8_t *)v.mv_data + 4,
@@ -483,9 +442,9 @@ kvc_cs_pod_decode(const uint8_t *val, size_t len, kvc_pod *out, char *err,
 	kvc_cs_reader r = {val, len, false};
 	uint8_t version = kvc_cs_u8(&r);
 	if (!r.bad && version != KVC_CS_POD_VERSION) {
-		return kvc_cs_fail(err, errlen, KVI_EVERSION,
-				   "pod record version %u is not %u", version,
-				   KVC_CS_POD_VERSION);
+		return kvi_errf(err, errlen, KVI_EVERSION,
+				"pod record version %u is not %u", version,
+				KVC_CS_POD_VERSION);
 	}
 	kvc_pod p = {0};
 	uint8_t source = kvc_cs_u8(&r), flags = kvc_cs_u8(&r);
@@ -517,8 +476,8 @@ kvc_cs_pod_decode(const uint8_t *val, size_t len, kvc_pod *out, char *err,
 	}
 	if (why != NULL) {
 		kvc_pod_fini(&p);
-		return kvc_cs_fail(err, errlen, KVI_ECORRUPT, "pod record: %s",
-				   why);
+		return kvi_errf(err, errlen, KVI_ECORRUPT, "pod record: %s",
+				why);
 	}
 	*out = p;
 	return KVI_OK;
@@ -529,8 +488,8 @@ kvc_cstore_pod_decode(const void *val, size_t len, kvc_pod *out, char *err,
 		      size_t errlen)
 {
 	if (!kvc_cs_sealed(val, len)) {
-		return kvc_cs_fail(err, errlen, KVI_ECORRUPT,
-				   "pod record: bad checksum");
+		return kvi_errf(err, errlen, KVI_ECORRUPT,
+				"pod record: bad checksum");
 	}
 	return kvc_cs_pod_decode((const uint8_t *)val + 4, len - 4, out, err,
 				 errlen);
@@ -550,16 +509,16 @@ kvc_cstore_pod_put(kvc_cstore *s, const kvc_pod *p, char *err, size_t errlen)
 {
 	char key[KVC_CSTORE_KEY_MAX + 1];
 	if (kvc_cstore_pod_key(p, key, sizeof(key)) == NULL || key[0] == '\0') {
-		return kvc_cs_fail(err, errlen, KVI_EINVAL,
-				   "pod key must be 1..%d bytes",
-				   KVC_CSTORE_KEY_MAX);
+		return kvi_errf(err, errlen, KVI_EINVAL,
+				"pod key must be 1..%d bytes",
+				KVC_CSTORE_KEY_MAX);
 	}
 	size_t len;
 	uint8_t *val = kvc_cstore_pod_encode(p, &len);
 	if (val == NULL) {
-		return kvc_cs_fail(err, errlen, KVI_EINVAL,
-				   "a string of pod %s is longer than %d", key,
-				   KVC_CSTORE_STR_MAX);
+		return kvi_errf(err, errlen, KVI_EINVAL,
+				"a string of pod %s is longer than %d", key,
+				KVC_CSTORE_STR_MAX);
 	}
 	kvi_err rv = kvc_cs_write(s, s->pods, key, val, len, err, errlen);
 	kvi_free(val);
@@ -589,7 +548,7 @@ kvc_cs_visit_pod(void *ctx, const char *key, const uint8_t *val, size_t len,
 	char why[128];
 	kvi_err rv = kvc_cs_pod_decode(val, len, &p, why, sizeof(why));
 	if (rv != KVI_OK) {
-		return kvc_cs_fail(err, errlen, rv, "%s (key %s)", why, key);
+		return kvi_errf(err, errlen, rv, "%s (key %s)", why, key);
 	}
 	rv = c->cb(c->arg, key, &p);
 	kvc_pod_fini(&p);
@@ -616,9 +575,9 @@ kvc_cs_put_pair(kvc_cstore *s, MDB_dbi dbi, const char *what, const char *key,
 	}
 	size_t n = value != NULL ? strlen(value) : 0;
 	if (n > KVC_CSTORE_STR_MAX) {
-		return kvc_cs_fail(err, errlen, KVI_EINVAL,
-				   "value for %s is longer than %d", key,
-				   KVC_CSTORE_STR_MAX);
+		return kvi_errf(err, errlen, KVI_EINVAL,
+				"value for %s is longer than %d", key,
+				KVC_CSTORE_STR_MAX);
 	}
 	uint8_t *val = kvi_malloc(4 + n);
 	memcpy(val + 4, value != NULL ? value : "", n);
@@ -650,14 +609,14 @@ kvc_cs_visit_pair(void *ctx, const char *key, const uint8_t *val, size_t len,
 	kvc_cs_pair_ctx *c = ctx;
 	if (c->key != NULL) {
 		if (len != 0) {
-			return kvc_cs_fail(err, errlen, KVI_ECORRUPT,
-					   "value of %s is not empty", key);
+			return kvi_errf(err, errlen, KVI_ECORRUPT,
+					"value of %s is not empty", key);
 		}
 		return c->key(c->arg, key);
 	}
 	if (len > KVC_CSTORE_STR_MAX || memchr(val, '\0', len) != NULL) {
-		return kvc_cs_fail(err, errlen, KVI_ECORRUPT,
-				   "malformed value for %s", key);
+		return kvi_errf(err, errlen, KVI_ECORRUPT,
+				"malformed value for %s", key);
 	}
 	char *value = kvi_strndup((const char *)val, len);
 	kvi_err rv = c->pair(c->arg, key, value);
@@ -697,8 +656,8 @@ kvc_cstore_shard_put(kvc_cstore *s, const char *shard_id, const char *endpoint,
 		     char *err, size_t errlen)
 {
 	if (endpoint == NULL || endpoint[0] == '\0') {
-		return kvc_cs_fail(err, errlen, KVI_EINVAL,
-				   "shard endpoint is empty");
+		return kvi_errf(err, errlen, KVI_EINVAL,
+				"shard endpoint is empty");
 	}
 	return kvc_cs_put_pair(s, s->shards, "shard id", shard_id, endpoint,
 			       err, errlen);

@@ -19,6 +19,7 @@
 
 #include "alloc.h"
 #include "assigner.h"
+#include "cli.h"
 #include "cstore.h"
 #include "discovery_file.h"
 #include "http_api.h"
@@ -99,23 +100,6 @@ coord_usage(FILE *f)
 	    f);
 }
 
-static int
-coord_num(const char *flag, const char *s, long min, long max, long *out)
-{
-	char *end;
-	errno = 0;
-	long v = strtol(s, &end, 10);
-	if (errno != 0 || *end != '\0' || end == s || v < min || v > max) {
-		fprintf(stderr,
-			"kvindex-coordinator: %s: %s is not a number in "
-			"%ld..%ld\n",
-			flag, s, min, max);
-		return -1;
-	}
-	*out = v;
-	return 0;
-}
-
 /* coord_shards adds the shards of one --shards value. */
 static int
 coord_shards(coord_opts *o, const char *arg)
@@ -184,16 +168,19 @@ coord_kube_opt(coord_opts *o, int c, const char *arg)
 		k->label_selector = arg;
 		break;
 	case 'z':
-		rc = coord_num("--watch-zmq-port", arg, 1, 65535, &v);
+		rc = kvi_cli_long("kvindex-coordinator", "--watch-zmq-port",
+				  arg, 1, 65535, &v);
 		k->defaults.zmq_port = (uint32_t)v;
 		break;
 	case 'R':
-		rc = coord_num("--watch-replay-port", arg, 1, 65535, &v);
+		rc = kvi_cli_long("kvindex-coordinator", "--watch-replay-port",
+				  arg, 1, 65535, &v);
 		k->defaults.replay_port = (uint32_t)v;
 		k->defaults.has_replay_port = true;
 		break;
 	case 'V':
-		rc = coord_num("--watch-recover-port", arg, 1, 65535, &v);
+		rc = kvi_cli_long("kvindex-coordinator", "--watch-recover-port",
+				  arg, 1, 65535, &v);
 		k->defaults.recover_port = (uint32_t)v;
 		k->defaults.has_recover_port = true;
 		break;
@@ -201,12 +188,14 @@ coord_kube_opt(coord_opts *o, int c, const char *arg)
 		k->defaults.model_label = arg;
 		break;
 	case 'B':
-		rc = coord_num("--watch-block-size", arg, 1, 1L << 20, &v);
+		rc = kvi_cli_long("kvindex-coordinator", "--watch-block-size",
+				  arg, 1, 1L << 20, &v);
 		k->defaults.block_size = (uint32_t)v;
 		break;
 	case 'G':
-		rc = coord_num("--watch-not-ready-grace-ms", arg, 1, 86400000L,
-			       &v);
+		rc = kvi_cli_long("kvindex-coordinator",
+				  "--watch-not-ready-grace-ms", arg, 1,
+				  86400000L, &v);
 		k->not_ready_grace_ms = v;
 		break;
 	case 'A':
@@ -277,15 +266,18 @@ coord_parse(int argc, char **argv, coord_opts *o)
 			o->http = optarg;
 			break;
 		case 't':
-			rc = coord_num("--http-threads", optarg, 1,
-				       KVI_HTTPD_MAX_THREADS, &v);
+			rc = kvi_cli_long("kvindex-coordinator",
+					  "--http-threads", optarg, 1,
+					  KVI_HTTPD_MAX_THREADS, &v);
 			o->http_threads = (int)v;
 			break;
 		case 'D':
 			o->discovery_file = optarg;
 			break;
 		case 'p':
-			rc = coord_num("--watch-dp-size", optarg, 1, 65536, &v);
+			rc = kvi_cli_long("kvindex-coordinator",
+					  "--watch-dp-size", optarg, 1, 65536,
+					  &v);
 			o->dp_size = (uint32_t)v;
 			break;
 		case 'd':
@@ -305,31 +297,37 @@ coord_parse(int argc, char **argv, coord_opts *o)
 			rc = coord_kube_opt(o, c, optarg);
 			break;
 		case 'q':
-			rc = coord_num("--query-deadline-ms", optarg, 1, 60000,
-				       &v);
+			rc = kvi_cli_long("kvindex-coordinator",
+					  "--query-deadline-ms", optarg, 1,
+					  60000, &v);
 			o->query.deadline_ms = (int)v;
 			break;
 		case 'b':
-			rc = coord_num("--max-body-bytes", optarg, 1024,
-				       1L << 30, &v);
+			rc = kvi_cli_long("kvindex-coordinator",
+					  "--max-body-bytes", optarg, 1024,
+					  1L << 30, &v);
 			o->max_body = (size_t)v;
 			break;
 		case 'k':
-			rc = coord_num("--max-tokens", optarg, 1, 1L << 26, &v);
+			rc = kvi_cli_long("kvindex-coordinator", "--max-tokens",
+					  optarg, 1, 1L << 26, &v);
 			o->query.max_tokens = (size_t)v;
 			break;
 		case 'g':
-			rc = coord_num("--failover-grace-ms", optarg, -1,
-				       86400000L, &v);
+			rc = kvi_cli_long("kvindex-coordinator",
+					  "--failover-grace-ms", optarg, -1,
+					  86400000L, &v);
 			o->assign.failover_grace_ms = v == 0 ? -1 : (int)v;
 			break;
 		case 'T':
-			rc = coord_num("--tick-ms", optarg, 10, 60000, &v);
+			rc = kvi_cli_long("kvindex-coordinator", "--tick-ms",
+					  optarg, 10, 60000, &v);
 			o->assign.tick_ms = (int)v;
 			break;
 		case 'r':
-			rc = coord_num("--rpc-timeout-ms", optarg, 10, 600000,
-				       &v);
+			rc = kvi_cli_long("kvindex-coordinator",
+					  "--rpc-timeout-ms", optarg, 10,
+					  600000, &v);
 			o->assign.rpc_timeout_ms = (int)v;
 			break;
 		case 'a':
@@ -455,13 +453,9 @@ main(int argc, char **argv)
 		coord_usage(stderr);
 		return 2;
 	}
-	int log_fd = 2;
-	if (o.log_file != NULL) {
-		log_fd = open(o.log_file, O_WRONLY | O_CREAT | O_APPEND, 0644);
-		if (log_fd < 0) {
-			perror(o.log_file);
-			return 2;
-		}
+	int log_fd = kvi_log_open_fd(o.log_file);
+	if (log_fd < 0) {
+		return 2;
 	}
 	kvi_log_setup("coordinator", o.log_level, log_fd);
 	sigset_t sigs;

@@ -29,19 +29,6 @@ kvc_source_name(kvc_source s)
 	}
 }
 
-static kvi_err kvc_fail(char *err, size_t errlen, kvi_err rv, const char *fmt,
-			...) __attribute__((format(printf, 4, 5)));
-
-static kvi_err
-kvc_fail(char *err, size_t errlen, kvi_err rv, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return rv;
-}
-
 static bool
 kvc_prefixed(const char *s, const char *p)
 {
@@ -52,10 +39,10 @@ static kvi_err
 kvc_check_common(const kvc_pod *p, char *err, size_t errlen)
 {
 	if (p->model == NULL || p->model[0] == '\0') {
-		return kvc_fail(err, errlen, KVI_EINVAL, "model_name is empty");
+		return kvi_errf(err, errlen, KVI_EINVAL, "model_name is empty");
 	}
 	if (p->block_size == 0 || p->block_size > (1u << 20)) {
-		return kvc_fail(err, errlen, KVI_EINVAL,
+		return kvi_errf(err, errlen, KVI_EINVAL,
 				"block_size %u is not in 1..1048576",
 				p->block_size);
 	}
@@ -67,7 +54,7 @@ kvc_check_port(const char *what, uint32_t port, uint32_t span, char *err,
 	       size_t errlen)
 {
 	if (port == 0 || (uint64_t)port + span - 1 > 65535) {
-		return kvc_fail(err, errlen, KVI_ERANGE,
+		return kvi_errf(err, errlen, KVI_ERANGE,
 				"%s %u%s does not fit: ports are 1..65535",
 				what, port, span > 1 ? " plus the ranks" : "");
 	}
@@ -83,43 +70,43 @@ kvc_pod_check(const kvc_pod *p, char *err, size_t errlen)
 	}
 	if (p->name == NULL) {
 		if (p->rank > UINT16_MAX) {
-			return kvc_fail(err, errlen, KVI_ERANGE,
+			return kvi_errf(err, errlen, KVI_ERANGE,
 					"dp_rank %u does not fit in u16",
 					p->rank);
 		}
 		if (!kvc_prefixed(p->endpoint, "tcp://") &&
 		    !kvc_prefixed(p->endpoint, "ipc://")) {
-			return kvc_fail(err, errlen, KVI_EINVAL,
+			return kvi_errf(err, errlen, KVI_EINVAL,
 					"endpoint must be tcp://host:port or "
 					"ipc://path");
 		}
 		if (p->replay_endpoint != NULL &&
 		    !kvc_prefixed(p->replay_endpoint, "tcp://") &&
 		    !kvc_prefixed(p->replay_endpoint, "ipc://")) {
-			return kvc_fail(
+			return kvi_errf(
 			    err, errlen, KVI_EINVAL,
 			    "replay_endpoint must be tcp:// or ipc://");
 		}
 		if (p->recover_endpoint != NULL &&
 		    !kvc_prefixed(p->recover_endpoint, "http://") &&
 		    !kvc_prefixed(p->recover_endpoint, "https://")) {
-			return kvc_fail(err, errlen, KVI_EINVAL,
+			return kvi_errf(err, errlen, KVI_EINVAL,
 					"recover_endpoint must be http:// or "
 					"https://");
 		}
 		return KVI_OK;
 	}
 	if (p->name[0] == '\0' || strlen(p->name) > KVC_NAME_MAX) {
-		return kvc_fail(err, errlen, KVI_EINVAL,
+		return kvi_errf(err, errlen, KVI_EINVAL,
 				"name must be 1..%d characters", KVC_NAME_MAX);
 	}
 	if (p->ip == NULL || p->ip[0] == '\0' || strchr(p->ip, '/') != NULL) {
-		return kvc_fail(err, errlen, KVI_EINVAL,
+		return kvi_errf(err, errlen, KVI_EINVAL,
 				"ip is missing or not "
 				"an address");
 	}
 	if (p->dp_size == 0 || p->dp_size > KVC_DP_SIZE_MAX) {
-		return kvc_fail(err, errlen, KVI_ERANGE,
+		return kvi_errf(err, errlen, KVI_ERANGE,
 				"dp_size %u is not in 1..%u", p->dp_size,
 				KVC_DP_SIZE_MAX);
 	}

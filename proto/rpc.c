@@ -45,21 +45,6 @@ typedef struct kvp_waiter {
 	size_t errlen;
 } kvp_waiter;
 
-static void kvp_errf(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void
-kvp_errf(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (err == NULL || errlen == 0) {
-		return;
-	}
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 static int64_t
 kvp_now_ms(void)
 {
@@ -179,7 +164,7 @@ kvp_version_check(uint32_t peer, char *err, size_t errlen)
 	if (peer == KVP_VERSION) {
 		return KVI_OK;
 	}
-	kvp_errf(err, errlen,
+	kvi_msgf(err, errlen,
 		 "peer speaks protocol version %u, this build speaks %u",
 		 (unsigned)peer, (unsigned)KVP_VERSION);
 	return KVI_EVERSION;
@@ -192,12 +177,12 @@ kvp_message_pack(const ProtobufCMessage *m, const char *what, nng_msg **out,
 		 char *err, size_t errlen)
 {
 	if (!protobuf_c_message_check(m)) {
-		kvp_errf(err, errlen, "%s lacks a required field", what);
+		kvi_msgf(err, errlen, "%s lacks a required field", what);
 		return KVI_EINVAL;
 	}
 	size_t size = protobuf_c_message_get_packed_size(m);
 	if (size > KVP_MSG_MAX) {
-		kvp_errf(err, errlen,
+		kvi_msgf(err, errlen,
 			 "%s of %zu bytes exceeds the %zu-byte message limit",
 			 what, size, KVP_MSG_MAX);
 		return KVI_ETOOBIG;
@@ -235,7 +220,7 @@ kvp_request_pack(const Kvindex__Request *req, nng_msg **out, char *err,
 		 size_t errlen)
 {
 	if (!kvp_request_has_body(req)) {
-		kvp_errf(err, errlen, "request has no body");
+		kvi_msgf(err, errlen, "request has no body");
 		return KVI_EINVAL;
 	}
 	Kvindex__Request copy = *req;
@@ -260,7 +245,7 @@ kvp_envelope_check(const void *buf, size_t len, const char *what, char *err,
 {
 	uint32_t version;
 	if (kvp_envelope_version(buf, len, &version) != KVI_OK) {
-		kvp_errf(err, errlen, "malformed %s (%zu bytes)", what, len);
+		kvi_msgf(err, errlen, "malformed %s (%zu bytes)", what, len);
 		return KVI_EPROTO;
 	}
 	return kvp_version_check(version, err, errlen);
@@ -276,7 +261,7 @@ kvp_request_unpack(const void *buf, size_t len, ProtobufCAllocator *alloc,
 	}
 	Kvindex__Request *req = kvindex__request__unpack(alloc, len, buf);
 	if (req == NULL) {
-		kvp_errf(err, errlen, "malformed request (%zu bytes)", len);
+		kvi_msgf(err, errlen, "malformed request (%zu bytes)", len);
 		return KVI_EPROTO;
 	}
 	*out = req;
@@ -313,7 +298,7 @@ kvp_response_unpack(const void *buf, size_t len, Kvindex__Response **out,
 	Kvindex__Response *resp =
 	    kvindex__response__unpack(&kvp_heap, len, buf);
 	if (resp == NULL) {
-		kvp_errf(err, errlen, "malformed response (%zu bytes)", len);
+		kvi_msgf(err, errlen, "malformed response (%zu bytes)", len);
 		return KVI_EPROTO;
 	}
 	*out = resp;
@@ -443,19 +428,19 @@ kvp_call_fail(kvp_call_state *st, int nng_rv)
 	const char *url = c->url;
 	switch (rv) {
 	case KVI_ETIMEDOUT:
-		kvp_errf(st->err, sizeof(st->err), "%s %s within %d ms",
+		kvi_msgf(st->err, sizeof(st->err), "%s %s within %d ms",
 			 st->sending ? "no connection to" : "no reply from",
 			 url, st->timeout_ms);
 		break;
 	case KVI_EUNREACHABLE:
-		kvp_errf(st->err, sizeof(st->err),
+		kvi_msgf(st->err, sizeof(st->err),
 			 "connection to %s lost before the reply", url);
 		break;
 	case KVI_ECLOSED:
-		kvp_errf(st->err, sizeof(st->err), "client for %s closed", url);
+		kvi_msgf(st->err, sizeof(st->err), "client for %s closed", url);
 		break;
 	default:
-		kvp_errf(st->err, sizeof(st->err), "call to %s: %s", url,
+		kvi_msgf(st->err, sizeof(st->err), "call to %s: %s", url,
 			 nng_strerror(nng_rv));
 		break;
 	}
@@ -476,13 +461,13 @@ kvp_call_reply(kvp_call_state *st, nng_msg *msg)
 	}
 	uint32_t code = resp->code;
 	if (code >= KVI_ERR_COUNT) {
-		kvp_errf(st->err, sizeof(st->err),
+		kvi_msgf(st->err, sizeof(st->err),
 			 "reply from %s carries unknown error code %u: %s",
 			 st->client->url, (unsigned)code,
 			 resp->error != NULL ? resp->error : "");
 		rv = KVI_EPROTO;
 	} else if (code != KVI_OK) {
-		kvp_errf(st->err, sizeof(st->err), "%s",
+		kvi_msgf(st->err, sizeof(st->err), "%s",
 			 resp->error != NULL ? resp->error
 					     : kvi_strerror((kvi_err)code));
 		rv = (kvi_err)code;
@@ -525,7 +510,7 @@ kvp_call_start(kvp_client *c, const Kvindex__Request *req, int timeout_ms,
 	       kvp_call_done done, void *arg, char *err, size_t errlen)
 {
 	if (c == NULL || req == NULL || done == NULL || timeout_ms <= 0) {
-		kvp_errf(err, errlen, "invalid call arguments");
+		kvi_msgf(err, errlen, "invalid call arguments");
 		return KVI_EINVAL;
 	}
 	nng_msg *msg;
@@ -537,7 +522,7 @@ kvp_call_start(kvp_client *c, const Kvindex__Request *req, int timeout_ms,
 	if (c->closing) {
 		pthread_mutex_unlock(&c->mu);
 		nng_msg_free(msg);
-		kvp_errf(err, errlen, "client for %s closed", c->url);
+		kvi_msgf(err, errlen, "client for %s closed", c->url);
 		return KVI_ECLOSED;
 	}
 	c->inflight++;
@@ -560,7 +545,7 @@ kvp_call_start(kvp_client *c, const Kvindex__Request *req, int timeout_ms,
 		nng_aio_free(st->aio);
 		kvi_free(st);
 		kvp_client_release(c);
-		kvp_errf(err, errlen, "client for %s: %s", c->url,
+		kvi_msgf(err, errlen, "client for %s: %s", c->url,
 			 nng_strerror(nrv));
 		return kvp_err_from_nng(nrv);
 	}
@@ -584,7 +569,7 @@ kvp_waiter_done(void *arg, kvi_err rv, Kvindex__Response *resp, const char *err)
 	pthread_mutex_lock(&w->mu);
 	w->rv = rv;
 	w->resp = resp;
-	kvp_errf(w->err, w->errlen, "%s", err);
+	kvi_msgf(w->err, w->errlen, "%s", err);
 	w->done = true;
 	pthread_cond_signal(&w->cv);
 	pthread_mutex_unlock(&w->mu);
@@ -597,7 +582,7 @@ kvp_call(kvp_client *c, const Kvindex__Request *req, int timeout_ms,
 	if (resp != NULL) {
 		*resp = NULL;
 	}
-	kvp_errf(err, errlen, "%s", "");
+	kvi_msgf(err, errlen, "%s", "");
 	kvp_waiter w = {.err = err, .errlen = errlen};
 	pthread_mutex_init(&w.mu, NULL);
 	pthread_cond_init(&w.cv, NULL);

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "cli.h"
 #include "handler.h"
 #include "httpd.h"
 #include "index.h"
@@ -70,23 +71,6 @@ shard_usage(FILE *f)
 	    "  --log-level LEVEL       debug, info, warn, error (info)\n"
 	    "  --log-file PATH         log there instead of standard error\n",
 	    f);
-}
-
-static int
-shard_num(const char *flag, const char *s, long min, long max, long *out)
-{
-	char *end;
-	errno = 0;
-	long v = strtol(s, &end, 10);
-	if (errno != 0 || *end != '\0' || end == s || v < min || v > max) {
-		fprintf(stderr,
-			"kvindex-shard: %s: %s is not a number in "
-			"%ld..%ld\n",
-			flag, s, min, max);
-		return -1;
-	}
-	*out = v;
-	return 0;
 }
 
 static int
@@ -143,40 +127,46 @@ shard_parse(int argc, char **argv, shard_opts *o)
 			o->fail_on_corrupt = true;
 			break;
 		case 'w':
-			rc = shard_num("--workers", optarg, 1, 256, &v);
+			rc = kvi_cli_long("kvindex-shard", "--workers", optarg,
+					  1, 256, &v);
 			o->workers = (int)v;
 			break;
 		case 'c':
-			rc = shard_num("--commit-ms", optarg, 1, 10000, &v);
+			rc = kvi_cli_long("kvindex-shard", "--commit-ms",
+					  optarg, 1, 10000, &v);
 			o->ingest.commit_ms = (int)v;
 			break;
 		case 'r':
-			rc = shard_num("--replay-timeout-ms", optarg, 1, 600000,
-				       &v);
+			rc =
+			    kvi_cli_long("kvindex-shard", "--replay-timeout-ms",
+					 optarg, 1, 600000, &v);
 			o->ingest.replay_timeout_ms = (int)v;
 			break;
 		case 'R':
-			rc = shard_num("--recover-concurrency", optarg, 1, 256,
-				       &v);
+			rc = kvi_cli_long("kvindex-shard",
+					  "--recover-concurrency", optarg, 1,
+					  256, &v);
 			o->ingest.recover_concurrency = (int)v;
 			break;
 		case 'T':
-			rc = shard_num("--recover-timeout-ms", optarg, 1,
-				       3600000, &v);
+			rc = kvi_cli_long("kvindex-shard",
+					  "--recover-timeout-ms", optarg, 1,
+					  3600000, &v);
 			o->ingest.recover_timeout_ms = v;
 			break;
 		case 'b':
-			rc = shard_num("--backlog-max-mb", optarg, 1, 1 << 20,
-				       &v);
+			rc = kvi_cli_long("kvindex-shard", "--backlog-max-mb",
+					  optarg, 1, 1 << 20, &v);
 			o->ingest.backlog_max_bytes = (size_t)v << 20;
 			break;
 		case 'M':
-			rc = shard_num("--map-size-mb", optarg, 1, 1 << 24, &v);
+			rc = kvi_cli_long("kvindex-shard", "--map-size-mb",
+					  optarg, 1, 1 << 24, &v);
 			o->store.map_size = (size_t)v << 20;
 			break;
 		case 'X':
-			rc = shard_num("--max-map-size-mb", optarg, 0, 1 << 24,
-				       &v);
+			rc = kvi_cli_long("kvindex-shard", "--max-map-size-mb",
+					  optarg, 0, 1 << 24, &v);
 			o->store.max_map_size = (size_t)v << 20;
 			break;
 		case 'L':
@@ -283,13 +273,9 @@ main(int argc, char **argv)
 		shard_usage(stderr);
 		return 2;
 	}
-	int log_fd = 2;
-	if (o.log_file != NULL) {
-		log_fd = open(o.log_file, O_WRONLY | O_CREAT | O_APPEND, 0644);
-		if (log_fd < 0) {
-			perror(o.log_file);
-			return 2;
-		}
+	int log_fd = kvi_log_open_fd(o.log_file);
+	if (log_fd < 0) {
+		return 2;
 	}
 	kvi_log_setup(o.id, o.log_level, log_fd);
 	/* Every listener holds a few descriptors (sockets, their mailboxes,

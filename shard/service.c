@@ -66,21 +66,6 @@ kvs_kind_name(kvs_kind kind)
 	return kvs_kind_names[kind];
 }
 
-static void kvs_errf(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void
-kvs_errf(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (err == NULL || errlen == 0) {
-		return;
-	}
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 static void
 kvs_count(_Atomic uint64_t *counter, uint64_t n)
 {
@@ -272,23 +257,23 @@ kvs_service_listen(kvs_service *svc, const char *url, char *err, size_t errlen)
 {
 	int nrv = nng_rep0_open(&svc->sock);
 	if (nrv != 0) {
-		kvs_errf(err, errlen, "rep socket: %s", nng_strerror(nrv));
+		kvi_msgf(err, errlen, "rep socket: %s", nng_strerror(nrv));
 		return kvp_err_from_nng(nrv);
 	}
 	svc->sock_open = true;
 	if ((nrv = nng_socket_set_size(svc->sock, NNG_OPT_RECVMAXSZ,
 				       KVP_MSG_MAX)) != 0) {
-		kvs_errf(err, errlen, "rep socket: %s", nng_strerror(nrv));
+		kvi_msgf(err, errlen, "rep socket: %s", nng_strerror(nrv));
 		return kvp_err_from_nng(nrv);
 	}
 	if ((nrv = nng_listener_create(&svc->listener, svc->sock, url)) != 0) {
-		kvs_errf(err, errlen, "listen on %s: %s", url,
+		kvi_msgf(err, errlen, "listen on %s: %s", url,
 			 nng_strerror(nrv));
 		return KVI_EINVAL;
 	}
 	svc->listening = true;
 	if ((nrv = nng_listener_start(svc->listener, 0)) != 0) {
-		kvs_errf(err, errlen, "listen on %s: %s", url,
+		kvi_msgf(err, errlen, "listen on %s: %s", url,
 			 nng_strerror(nrv));
 		kvi_err rv = kvp_err_from_nng(nrv);
 		return rv == KVI_EINVAL ? KVI_EINVAL : KVI_EIO;
@@ -311,12 +296,12 @@ kvs_service_spawn(kvs_service *svc, char *err, size_t errlen)
 			kvi_oom(sizeof(nng_aio *));
 		}
 		if ((nrv = nng_ctx_open(&w->ctx, svc->sock)) != 0) {
-			kvs_errf(err, errlen, "rep context: %s",
+			kvi_msgf(err, errlen, "rep context: %s",
 				 nng_strerror(nrv));
 			return kvp_err_from_nng(nrv);
 		}
 		if (pthread_create(&w->thread, NULL, kvs_worker_main, w) != 0) {
-			kvs_errf(err, errlen, "cannot start worker thread %d",
+			kvi_msgf(err, errlen, "cannot start worker thread %d",
 				 i);
 			return KVI_EIO;
 		}
@@ -331,7 +316,7 @@ kvs_service_start(const char *url, int workers, kvs_handler handler, void *arg,
 {
 	if (url == NULL || handler == NULL || out == NULL || workers < 1 ||
 	    workers > KVS_WORKERS_MAX) {
-		kvs_errf(err, errlen, "invalid service arguments (workers %d)",
+		kvi_msgf(err, errlen, "invalid service arguments (workers %d)",
 			 workers);
 		return KVI_EINVAL;
 	}

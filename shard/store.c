@@ -10,6 +10,7 @@
 #include <xxhash.h>
 
 #include "alloc.h"
+#include "lmdb_err.h"
 
 #define KVS_FORMAT          1u
 #define KVS_CHUNK_ENTRIES   4096
@@ -38,45 +39,6 @@ struct kvs_store {
 	 * them as plain aligned words, a benign race for figures. */
 	uint64_t commits, truncated, map_growths, log_records;
 };
-
-static kvi_err kvs_fail(char *err, size_t errlen, kvi_err rv, const char *fmt,
-			...) __attribute__((format(printf, 4, 5)));
-
-static kvi_err
-kvs_fail(char *err, size_t errlen, kvi_err rv, const char *fmt, ...)
-{
-	if (err != NULL && errlen > 0) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return rv;
-}
-
-/* kvs_mdb_err translates an LMDB error code. */
-static kvi_err
-kvs_mdb_err(int rc)
-{
-	switch (rc) {
-	case MDB_SUCCESS:
-		return KVI_OK;
-	case MDB_NOTFOUND:
-		return KVI_ENOENT;
-	case MDB_MAP_FULL:
-	case ENOSPC:
-	case EDQUOT:
-		return KVI_EFULL;
-	case MDB_INVALID:
-	case MDB_CORRUPTED:
-	case MDB_PAGE_NOTFOUND:
-	case MDB_VERSION_MISMATCH:
-	case MDB_BAD_TXN:
-		return KVI_ECORRUPT;
-	default:
-		return KVI_EIO;
-	}
-}
 
 static void
 kvs_be32(uint8_t *p, uint32_t v)
@@ -214,7 +176,7 @@ kvs_open_dbs(kvs_store *s, char *err, size_t errlen)
 	MDB_txn *txn;
 	int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
 	if (rc != 0) {
-		return kvs_fail(err, errlen, kvs_mdb_err(rc), "lmdb: %s",
+		return kvi_errf(err, errlen, kvi_mdb_err(rc), "lmdb: %s",
 				mdb_strerror(rc));
 	}
 	if ((rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &s->meta)) != 0 ||
@@ -234,7 +196,7 @@ kvs_open_dbs(kvs_store *s, char *err, size_t errlen)
 	} else if (rc == 0 &&
 		   (v.mv_size != 4 || kvs_get_le32(v.mv_data) != KVS_FORMAT)) {
 		mdb_txn_abort(txn);
-		return kvs_fail(err, errlen, KVI_ECORRUPT,
+		return kvi_errf(err, errlen, KVI_ECORRUPT,
 				"store format %u, this build reads %u",
 				v.mv_size == 4 ? kvs_get_le32(v.mv_data) : 0,
 				KVS_FORMAT);
@@ -256,13 +218,13 @@ kvs_open_dbs(kvs_store *s, char *err, size_t errlen)
 	}
 	s->log_records = ms.ms_entries;
 	if ((rc = mdb_txn_commit(txn)) != 0) {
-		return kvs_fail(err, errlen, kvs_mdb_err(rc), "lmdb: %s",
+		return kvi_errf(err, errlen, kvi_mdb_err(rc), "lmdb: %s",
 				mdb_strerror(rc));
 	}
 	return KVI_OK;
 fail:
 	mdb_txn_abort(txn);
-	return kvs_fail(err, errlen, kvs_mdb_err(rc), "lmdb: %s",
+	return kvi_errf(err, errlen, kvi_mdb_err(rc), "lmdb: %s",
 			mdb_strerror(rc));
 }
 
@@ -271,7 +233,7 @@ kvs_store_open(const kvs_store_opts *o, kvs_store **out, char *err,
 	       size_t errlen)
 {
 	if (mkdir(o->dir, 0755) != 0 && errno != EEXIST) {
-		return kvs_fail(err, errlen, KVI_EIO, "mkdir %s: %s", o->dir,
+		return kvi_errf(err, errlen, KVI_EIO, "mkdir %s: %s", o->dir,
 				strerror(errno));
 	}
 	kvs_store *s = kvi_calloc(1, sizeof(*s));
@@ -291,10 +253,10 @@ kvs_store_open(const kvs_store_opts *o, kvs_store **out, char *err,
 		rc = mdb_env_open(s->env, o->dir, flags, 0644);
 	}
 	if (rc != 0) {
-		kvs_fail(err, errlen, kvs_mdb_err(rc), "lmdb open %s: %s",
+		kvi_errf(err, errlen, kvi_mdb_err(rc), "lmdb open %s: %s",
 			 o->dir, mdb_strerror(rc));
 		kvs_store_close(s);
-		return kvs_mdb_err(rc);
+		return kvi_mdb_err(rc);
 	}
 	MDB_envinfo info;
 	mdb_env_info(s->env, &info);
@@ -336,7 +298,7 @@ kvs_load_listeners(kvs_store *s, MDB_txn *txn, const kvs_load_cb *cb, char *err,
 	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
 	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
 		if (k.mv_size != 4) {
-			rv = kvs_fail(err, errlen, KVI_ECORRUPT,
+			rv = kvi_errf(err, errlen, KVI_ECORRUPT,
 				      "listener key of %zu bytes", k.mv_size);
 			break;
 		}
@@ -349,7 +311,7 @@ kvs_load_listeners(kvs_store *s, MDB_txn *txn, const kvs_load_cb *cb, char *err,
 	}
 	mdb_cursor_close(c);
 	if (rv == KVI_OK && rc != MDB_NOTFOUND) {
-		rv = kvs_fail(err, errlen, kvs_mdb_err(rc), "lmdb: %s",
+		rv = kvi_errf(err, errlen, kvi_mdb_err(rc), "lmdb: %s",
 			      mdb_strerror(rc));
 	}
 	return rv;
@@ -362,7 +324,7 @@ kvs_load_snap_header(kvs_store *s, const kvs_load_cb *cb, uint32_t lid,
 	const uint8_t *p = v->mv_data;
 	if (v->mv_size != KVS_HEADER_LEN || !kvs_sealed_ok(v) ||
 	    kvs_get_le32(p + 4) != KVS_FORMAT || p[16] > 3) {
-		return kvs_fail(err, errlen, KVI_ECORRUPT,
+		return kvi_errf(err, errlen, KVI_ECORRUPT,
 				"listener %u: bad snapshot header", lid);
 	}
 	kvs_lid_at(s, lid)->snap_lsn = kvs_get_le64(p + 8);
@@ -387,7 +349,7 @@ kvs_load_snaps(kvs_store *s, MDB_txn *txn, const kvs_load_cb *cb, char *err,
 	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0 && rv == KVI_OK;
 	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
 		if (k.mv_size != 8) {
-			rv = kvs_fail(err, errlen, KVI_ECORRUPT,
+			rv = kvi_errf(err, errlen, KVI_ECORRUPT,
 				      "snapshot key of %zu bytes", k.mv_size);
 			break;
 		}
@@ -400,7 +362,7 @@ kvs_load_snaps(kvs_store *s, MDB_txn *txn, const kvs_load_cb *cb, char *err,
 			rv = kvs_load_snap_header(s, cb, lid, &v, err, errlen);
 		} else if (!kvs_sealed_ok(&v) ||
 			   (v.mv_size - 4) % KVS_ENTRY_SIZE != 0) {
-			rv = kvs_fail(err, errlen, KVI_ECORRUPT,
+			rv = kvi_errf(err, errlen, KVI_ECORRUPT,
 				      "listener %u: bad snapshot chunk %u", lid,
 				      chunk);
 		} else {
@@ -411,7 +373,7 @@ kvs_load_snaps(kvs_store *s, MDB_txn *txn, const kvs_load_cb *cb, char *err,
 	}
 	mdb_cursor_close(c);
 	if (rv == KVI_OK && rc != MDB_NOTFOUND) {
-		rv = kvs_fail(err, errlen, kvs_mdb_err(rc), "lmdb: %s",
+		rv = kvi_errf(err, errlen, kvi_mdb_err(rc), "lmdb: %s",
 			      mdb_strerror(rc));
 	}
 	return rv;
@@ -433,7 +395,7 @@ kvs_load_log(kvs_store *s, MDB_txn *txn, const kvs_load_cb *cb, char *err,
 		if (k.mv_size != 8 || v.mv_size < 8 || !kvs_sealed_ok(&v)) {
 			uint64_t lsn =
 			    k.mv_size == 8 ? kvs_get_be64(k.mv_data) : 0;
-			rv = kvs_fail(err, errlen, KVI_ECORRUPT,
+			rv = kvi_errf(err, errlen, KVI_ECORRUPT,
 				      "log record %llu: bad checksum or size",
 				      (unsigned long long)lsn);
 			break;
@@ -451,7 +413,7 @@ kvs_load_log(kvs_store *s, MDB_txn *txn, const kvs_load_cb *cb, char *err,
 	}
 	mdb_cursor_close(c);
 	if (rv == KVI_OK && rc != MDB_NOTFOUND) {
-		rv = kvs_fail(err, errlen, kvs_mdb_err(rc), "lmdb: %s",
+		rv = kvi_errf(err, errlen, kvi_mdb_err(rc), "lmdb: %s",
 			      mdb_strerror(rc));
 	}
 	return rv;
@@ -463,7 +425,7 @@ kvs_store_load(kvs_store *s, const kvs_load_cb *cb, char *err, size_t errlen)
 	MDB_txn *txn;
 	int rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
 	if (rc != 0) {
-		return kvs_fail(err, errlen, kvs_mdb_err(rc), "lmdb: %s",
+		return kvi_errf(err, errlen, kvi_mdb_err(rc), "lmdb: %s",
 				mdb_strerror(rc));
 	}
 	kvi_err rv = kvs_load_listeners(s, txn, cb, err, errlen);
@@ -702,7 +664,7 @@ kvs_store_commit(kvs_store *s, const kvs_commit *c, char *err, size_t errlen)
 			return KVI_OK;
 		}
 		if (rc != MDB_MAP_FULL) {
-			return kvs_fail(err, errlen, kvs_mdb_err(rc),
+			return kvi_errf(err, errlen, kvi_mdb_err(rc),
 					"lmdb commit: %s", mdb_strerror(rc));
 		}
 		size_t grown = s->map_size * 2;
@@ -711,7 +673,7 @@ kvs_store_commit(kvs_store *s, const kvs_commit *c, char *err, size_t errlen)
 		}
 		if (grown <= s->map_size ||
 		    (rc = mdb_env_set_mapsize(s->env, grown)) != 0) {
-			return kvs_fail(
+			return kvi_errf(
 			    err, errlen, KVI_EFULL,
 			    "store full: the map reached its limit of "
 			    "%zu bytes",
@@ -720,7 +682,7 @@ kvs_store_commit(kvs_store *s, const kvs_commit *c, char *err, size_t errlen)
 		s->map_size = grown;
 		s->map_growths++;
 	}
-	return kvs_fail(err, errlen, KVI_EFULL, "store full after %d growths",
+	return kvi_errf(err, errlen, KVI_EFULL, "store full after %d growths",
 			KVS_COMMIT_TRIES);
 }
 

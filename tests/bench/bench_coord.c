@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "bench_stream.h"
 #include "kvitest.h"
 #include "sim_load.h"
 
@@ -60,14 +61,6 @@ typedef struct worker {
 	size_t n, cap;
 	size_t errors, matched;
 } worker;
-
-static uint64_t
-now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static int
 dial(int port)
@@ -156,15 +149,15 @@ work(void *arg)
 	int fd = dial(b->port);
 	size_t cap = 1 << 20;
 	char *buf = kvi_malloc(cap);
-	uint64_t stop = now_ns() + (uint64_t)b->seconds * 1000000000u;
+	uint64_t stop = bs_now_ns() + (uint64_t)b->seconds * 1000000000u;
 	size_t i = (size_t)w->idx * 7919;
-	while (now_ns() < stop) {
+	while (bs_now_ns() < stop) {
 		size_t q = i++ % b->n;
 		bool match;
-		uint64_t t0 = now_ns();
+		uint64_t t0 = bs_now_ns();
 		int st =
 		    roundtrip(fd, b->bodies[q], b->lens[q], &match, buf, cap);
-		uint64_t t1 = now_ns();
+		uint64_t t1 = bs_now_ns();
 		if (w->n == w->cap) {
 			w->cap = w->cap ? w->cap * 2 : 4096;
 			w->lat_ns = kvi_reallocarray(w->lat_ns, w->cap,
@@ -179,18 +172,11 @@ work(void *arg)
 	return NULL;
 }
 
-static int
-cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 static void
 run(bench *b, int conns, const char *label)
 {
 	worker *w = kvi_calloc((size_t)conns, sizeof(*w));
-	uint64_t t0 = now_ns();
+	uint64_t t0 = bs_now_ns();
 	for (int i = 0; i < conns; i++) {
 		w[i].b = b;
 		w[i].idx = i;
@@ -203,7 +189,7 @@ run(bench *b, int conns, const char *label)
 		errors += w[i].errors;
 		matched += w[i].matched;
 	}
-	double secs = (double)(now_ns() - t0) / 1e9;
+	double secs = (double)(bs_now_ns() - t0) / 1e9;
 	uint64_t *all = kvi_calloc(total + 1, sizeof(*all));
 	size_t k = 0;
 	for (int i = 0; i < conns; i++) {
@@ -211,7 +197,7 @@ run(bench *b, int conns, const char *label)
 		k += w[i].n;
 		kvi_free(w[i].lat_ns);
 	}
-	qsort(all, total, sizeof(*all), cmp_u64);
+	qsort(all, total, sizeof(*all), bs_cmp_u64);
 	double p50 = total ? (double)all[total / 2] / 1e3 : 0;
 	double p99 = total ? (double)all[total * 99 / 100] / 1e3 : 0;
 	printf("coord: %s conns=%d queries=%zu errors=%zu matched=%.1f%% "

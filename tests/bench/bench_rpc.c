@@ -16,23 +16,9 @@
 #include <time.h>
 
 #include "alloc.h"
+#include "bench_stream.h"
 #include "kvitest.h"
 #include "rpc.h"
-
-static uint64_t
-now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static int
-cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
 
 typedef struct window {
 	pthread_mutex_t mu;
@@ -118,18 +104,18 @@ main(int argc, char **argv)
 	}
 
 	uint64_t *lat = kvi_calloc((size_t)calls, sizeof(*lat));
-	uint64_t t0 = now_ns();
+	uint64_t t0 = bs_now_ns();
 	for (int i = 0; i < calls; i++) {
 		Kvindex__Response *resp = NULL;
-		uint64_t a = now_ns();
+		uint64_t a = bs_now_ns();
 		kvp_call(c, &req, 5000, &resp, NULL, 0);
-		lat[i] = now_ns() - a;
+		lat[i] = bs_now_ns() - a;
 		if (resp != NULL) {
 			kvindex__response__free_unpacked(resp, NULL);
 		}
 	}
-	double secs = (double)(now_ns() - t0) / 1e9;
-	qsort(lat, (size_t)calls, sizeof(*lat), cmp_u64);
+	double secs = (double)(bs_now_ns() - t0) / 1e9;
+	qsort(lat, (size_t)calls, sizeof(*lat), bs_cmp_u64);
 	printf("rpc: inflight=1 calls=%d calls_per_s=%.0f p50_us=%.0f "
 	       "p99_us=%.0f\n",
 	       calls, calls / secs, lat[calls / 2] / 1e3,
@@ -138,7 +124,7 @@ main(int argc, char **argv)
 	window w = {.inflight = 0};
 	pthread_mutex_init(&w.mu, NULL);
 	pthread_cond_init(&w.cv, NULL);
-	t0 = now_ns();
+	t0 = bs_now_ns();
 	for (int i = 0; i < calls; i++) {
 		pthread_mutex_lock(&w.mu);
 		while (w.inflight >= inflight) {
@@ -155,7 +141,7 @@ main(int argc, char **argv)
 		pthread_cond_wait(&w.cv, &w.mu);
 	}
 	pthread_mutex_unlock(&w.mu);
-	secs = (double)(now_ns() - t0) / 1e9;
+	secs = (double)(bs_now_ns() - t0) / 1e9;
 	printf("rpc: inflight=%d calls=%d failed=%llu calls_per_s=%.0f\n",
 	       inflight, calls, (unsigned long long)w.failed, calls / secs);
 

@@ -59,6 +59,12 @@ uint64_t bs_mix(uint64_t x);
 /* bs_now returns monotonic seconds. */
 double bs_now(void);
 
+/* bs_now_ns returns monotonic nanoseconds. */
+uint64_t bs_now_ns(void);
+
+/* bs_cmp_u64 orders uint64_t values for qsort (latency samples). */
+int bs_cmp_u64(const void *a, const void *b);
+
 /* bs_rss_bytes returns the process's resident set size. */
 size_t bs_rss_bytes(void);
 

@@ -224,14 +224,9 @@ main(int argc, char **argv)
 		fputs(usage, parsed > 0 ? stdout : stderr);
 		return parsed > 0 ? 0 : 2;
 	}
-	int log_fd = 2;
-	if (c.log_file != NULL) {
-		log_fd = open(c.log_file,
-			      O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-		if (log_fd < 0) {
-			perror(c.log_file);
-			return 1;
-		}
+	int log_fd = kvi_log_open_fd(c.log_file);
+	if (log_fd < 0) {
+		return 1;
 	}
 	kvi_log_setup("kubeapi", c.log_level, log_fd);
 	signal(SIGPIPE, SIG_IGN);

@@ -214,15 +214,9 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 static int
 setup_logging(sim *s)
 {
-	s->log_fd = 2;
-	if (s->cfg.log_file != NULL) {
-		s->log_fd =
-		    open(s->cfg.log_file,
-			 O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-		if (s->log_fd < 0) {
-			perror(s->cfg.log_file);
-			return -1;
-		}
+	s->log_fd = kvi_log_open_fd(s->cfg.log_file);
+	if (s->log_fd < 0) {
+		return -1;
 	}
 	kvi_log_setup("sim", s->cfg.log_level, s->log_fd);
 	return 0;
