@@ -118,6 +118,7 @@ kvc_do_drain_shard(kvc_assigner *a, kvc_cmd *c)
 	kvc_shard **sh = kvc_shardset_snapshot(a->shards, &n);
 	kvc_shard *target = NULL;
 	size_t others = 0;
+	char err[256];
 	for (size_t i = 0; i < n; i++) {
 		if (strcmp(sh[i]->id, id) == 0) {
 			target = sh[i];
@@ -132,6 +133,11 @@ kvc_do_drain_shard(kvc_assigner *a, kvc_cmd *c)
 			       "cannot drain %s: no other shard would take "
 			       "its listeners",
 			       id);
+	} else if (a->store != NULL &&
+		   kvc_cstore_drain_put(a->store, id, err, sizeof(err)) !=
+		       KVI_OK) {
+		kvc_admin_fail(c, 500, "the drain could not be stored: %s",
+			       err);
 	} else {
 		atomic_store(&target->draining, true);
 		size_t owned = kvc_admin_owned(a, id);
@@ -161,10 +167,15 @@ kvc_admin_tick(kvc_assigner *a)
 			continue;
 		}
 		char err[256];
-		kvi_err rv = a->store != NULL
-				 ? kvc_cstore_shard_delete(a->store, sh->id,
-							   err, sizeof(err))
-				 : KVI_OK;
+		kvi_err rv = KVI_OK;
+		if (a->store != NULL) {
+			rv = kvc_cstore_drain_delete(a->store, sh->id, err,
+						     sizeof(err));
+			if (rv == KVI_OK || rv == KVI_ENOENT) {
+				rv = kvc_cstore_shard_delete(a->store, sh->id,
+							     err, sizeof(err));
+			}
+		}
 		/* a shard given by --shards was never stored */
 		if (rv != KVI_OK && rv != KVI_ENOENT) {
 			KVI_ERROR("shard_forget_failed", "shard=%s err=%s",

@@ -16,10 +16,10 @@
  *    coordinator store, so a restarted coordinator still has it.
  *  - Draining a shard (kvc_admin_drain_shard) makes it ineligible: all
  *    its listeners move away; once it reports none and the registry
- *    records none on it, it is forgotten (and removed from the store). A
- *    drain is not persisted: a coordinator restarted mid-drain has the
- *    shard back as a normal one, and a shard given by --shards comes back
- *    at every restart unless removed from the flag.
+ *    records none on it, it is forgotten (and removed from the store). The
+ *    drain is kept in the store until then, so a coordinator restarted
+ *    mid-drain goes on draining; a drained shard given by --shards comes
+ *    back at the next restart unless removed from the flag.
  *  - Pinning a listener (kvc_admin_move) sends it to a named shard
  *    whatever hashing says, while that shard is eligible; pins are kept in
  *    the store.

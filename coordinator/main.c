@@ -433,6 +433,19 @@ coord_load_shard(void *arg, const char *id, const char *url)
 	return KVI_OK;
 }
 
+/* coord_load_drain marks a shard the store says is being drained. */
+static kvi_err
+coord_load_drain(void *arg, const char *id)
+{
+	kvc_shard *sh = kvc_shardset_find(arg, id);
+	if (sh != NULL) {
+		atomic_store(&sh->draining, true);
+		kvc_shard_unref(sh);
+		KVI_INFO("shard_draining", "shard=%s from=store", id);
+	}
+	return KVI_OK;
+}
+
 static void
 coord_on_file(void *arg, const kvc_pod *pods, size_t n)
 {
@@ -503,6 +516,8 @@ main(int argc, char **argv)
 			goto out;
 		}
 		kvc_cstore_shard_list(store, coord_load_shard, shards, err,
+				      sizeof(err));
+		kvc_cstore_drain_list(store, coord_load_drain, shards, err,
 				      sizeof(err));
 	} else {
 		KVI_WARN("no_store", "msg=\"no --data-dir: HTTP registrations "

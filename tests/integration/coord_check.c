@@ -1,7 +1,9 @@
 #include "coord_check.h"
 
+#include <dirent.h>
 #include <inttypes.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -165,6 +167,44 @@ clu_test_teardown(void **state)
 	clu_cleanup(*state);
 	free(*state);
 	return 0;
+}
+
+void
+clu_sigstop(pid_t pid)
+{
+	assert_int_equal(kill(pid, SIGSTOP), 0);
+	char dir[64];
+	snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
+	int64_t deadline = kvt_now_ms() + 10000;
+	for (;;) {
+		DIR *d = opendir(dir);
+		assert_non_null(d);
+		bool all = true;
+		struct dirent *e;
+		while ((e = readdir(d)) != NULL) {
+			if (e->d_name[0] == '.') {
+				continue;
+			}
+			char path[400], buf[512] = "";
+			snprintf(path, sizeof(path), "%s/%s/stat", dir,
+				 e->d_name);
+			FILE *f = fopen(path, "r");
+			if (f != NULL) {
+				size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+				buf[n] = '\0';
+				fclose(f);
+			}
+			/* "tid (comm) S ...": the state follows the last ')' */
+			const char *rp = strrchr(buf, ')');
+			all &= rp != NULL && (rp[2] == 'T' || rp[2] == 't');
+		}
+		closedir(d);
+		if (all) {
+			return;
+		}
+		assert_true(kvt_now_ms() < deadline);
+		kvt_sleep_ms(5);
+	}
 }
 
 /* ---- HTTP ---------------------------------------------------------- */

@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "shard_check.h"
 
@@ -62,6 +63,10 @@ void clu_cleanup(cluster *c);
  * *state and has it cleaned up afterwards, however it ended. */
 int clu_test_setup(void **state);
 int clu_test_teardown(void **state);
+
+/* clu_sigstop stops process pid (SIGSTOP) and waits until every one of
+ * its threads is stopped: kill() returns before a busy process has. */
+void clu_sigstop(pid_t pid);
 
 /* clu_get / clu_post return the parsed JSON body (NULL if not JSON) and
  * write the status. The caller json_decref()s the result. */

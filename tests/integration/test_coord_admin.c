@@ -9,10 +9,13 @@
  *  - POST /admin/listeners/<key>/move pins a listener elsewhere; a dry-run
  *    rebalance lists the move back, a real one performs it;
  *  - DELETE /admin/shards/<id> drains a shard until it owns nothing and
- *    forgets it; draining the last eligible shard is refused;
+ *    forgets it; draining the last eligible shard is refused; a drain
+ *    that cannot finish yet (the other shard stopped) survives a
+ *    coordinator restart and finishes once it can;
  *  - bad requests get 400, 404 or 409 with a message.
  */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -105,6 +108,28 @@ shard_listed(cluster *c, const char *id)
 	return found;
 }
 
+/* shard_status_is says whether /admin/shards gives shard id status. */
+static bool
+shard_status_is(cluster *c, const char *id, const char *status)
+{
+	long st;
+	json_t *arr = clu_get(c, "/admin/shards", &st);
+	assert_int_equal(st, 200);
+	bool is = false;
+	size_t i;
+	json_t *s;
+	json_array_foreach(arr, i, s)
+	{
+		const char *sid = json_string_value(json_object_get(s, "id"));
+		const char *ss =
+		    json_string_value(json_object_get(s, "status"));
+		is |= sid != NULL && ss != NULL && strcmp(sid, id) == 0 &&
+		      strcmp(ss, status) == 0;
+	}
+	json_decref(arr);
+	return is;
+}
+
 /* wait_converged waits until a dry-run rebalance lists no move and every
  * listener is active. */
 static void
@@ -134,7 +159,10 @@ test_admin_rebalancing(void **state)
 	cluster cc = {0}, *c = &cc;
 	const char *sim[] = {"--pods", "6", "--dp", "2", NULL};
 	clu_sim(c, sim);
-	clu_shards(c, 3); /* shard-2 runs, but the coordinator is not told */
+	/* shard-2 runs, but --shards names only shard-0 and shard-1, also
+	 * at restarts: the coordinator knows shard-2 from the admin API and
+	 * its store alone */
+	clu_shards(c, 3);
 	c->n_shards = 2;
 	clu_coord(c, true, NULL);
 	clu_wait_active(c, NLIS, CLU_WAIT_MS);
@@ -165,7 +193,6 @@ test_admin_rebalancing(void **state)
 		 "{\"id\": \"shard-2\", \"endpoint\": \"%s\"}",
 		 c->shards[2].url);
 	assert_int_equal(admin(c, "POST", "/admin/shards", body, NULL), 201);
-	c->n_shards = 3;
 	wait_converged(c);
 	json_t *map = clu_owner_map(c);
 	int on2 = count_on(map, "shard-2");
@@ -271,10 +298,17 @@ test_admin_rebalancing(void **state)
 	map = clu_owner_map(c);
 	assert_int_equal(count_on(map, "shard-2"), 0);
 	json_decref(map);
+	/* with shard-1 stopped, shard-0's drain cannot finish; it survives
+	 * a coordinator restart and finishes once shard-1 is back */
+	pid_t pid1 = kvt_proc_pid(c->shards[1].proc);
+	clu_sigstop(pid1);
 	assert_int_equal(
 	    admin(c, "DELETE", "/admin/shards/shard-0", NULL, NULL), 202);
 	assert_int_equal(
 	    admin(c, "DELETE", "/admin/shards/shard-1", NULL, NULL), 409);
+	clu_coord_restart(c);
+	assert_true(shard_status_is(c, "shard-0", "draining"));
+	assert_int_equal(kill(pid1, SIGCONT), 0);
 	deadline = kvt_now_ms() + CLU_WAIT_MS;
 	while (shard_listed(c, "shard-0")) {
 		assert_true(kvt_now_ms() < deadline);
@@ -284,6 +318,7 @@ test_admin_rebalancing(void **state)
 	map = clu_owner_map(c);
 	assert_int_equal(count_on(map, "shard-1"), NLIS);
 	json_decref(map);
+	shc_cleanup(&c->shards[2]);
 	clu_cleanup(c);
 }
 

@@ -12,7 +12,6 @@
  *    other shard, which rebuilds them from the engines; when it returns
  *    they move back and the stand-in drops them.
  */
-#include <dirent.h>
 #include <inttypes.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -128,45 +127,6 @@ status_of(cluster *c, int k, int idx, Kvindex__Response **resp)
 	return shc_status(&c->shards[k], key, resp);
 }
 
-/* wait_stopped waits until every thread of pid is stopped: kill(SIGSTOP)
- * returns before a busy process's threads have all stopped. */
-static void
-wait_stopped(pid_t pid)
-{
-	char dir[64];
-	snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
-	int64_t deadline = kvt_now_ms() + 10000;
-	for (;;) {
-		DIR *d = opendir(dir);
-		assert_non_null(d);
-		bool all = true;
-		struct dirent *e;
-		while ((e = readdir(d)) != NULL) {
-			if (e->d_name[0] == '.') {
-				continue;
-			}
-			char path[400], buf[512] = "";
-			snprintf(path, sizeof(path), "%s/%s/stat", dir,
-				 e->d_name);
-			FILE *f = fopen(path, "r");
-			if (f != NULL) {
-				size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-				buf[n] = '\0';
-				fclose(f);
-			}
-			/* "tid (comm) S ...": the state follows the last ')' */
-			const char *rp = strrchr(buf, ')');
-			all &= rp != NULL && (rp[2] == 'T' || rp[2] == 't');
-		}
-		closedir(d);
-		if (all) {
-			return;
-		}
-		assert_true(kvt_now_ms() < deadline);
-		kvt_sleep_ms(5);
-	}
-}
-
 static void
 test_shard_killed_partial_then_whole(void **state)
 {
@@ -180,8 +140,7 @@ test_shard_killed_partial_then_whole(void **state)
 	uint32_t t[NTOK];
 	/* a stalled shard (SIGSTOP) is as good as dead for a query */
 	pid_t pid = kvt_proc_pid(c->shards[1].proc);
-	assert_int_equal(kill(pid, SIGSTOP), 0);
-	wait_stopped(pid);
+	clu_sigstop(pid);
 	for (int k = 0; k < 3; k++) {
 		bool partial = false;
 		int64_t t0 = kvt_now_ms();
