@@ -327,6 +327,7 @@ enum {
 	KVC_F_SALT = 8,
 	KVC_F_INSTANCES = 16,
 	KVC_F_RANK = 32,
+	KVC_F_TOP_K = 64,
 };
 
 /* kvc_field reads the value of one top-level field. */
@@ -341,6 +342,7 @@ kvc_field(kvc_cur *c, const char *k, size_t kn, size_t max, unsigned *seen,
 		       : KVC_IS("cache_salt") ? KVC_F_SALT
 		       : KVC_IS("instances")  ? KVC_F_INSTANCES
 		       : KVC_IS("dp_rank")    ? KVC_F_RANK
+		       : KVC_IS("top_k")      ? KVC_F_TOP_K
 					      : 0;
 #undef KVC_IS
 	if (bit == 0) {
@@ -368,6 +370,15 @@ kvc_field(kvc_cur *c, const char *k, size_t kn, size_t max, unsigned *seen,
 		return kvc_opt_str(c, &q->cache_salt);
 	case KVC_F_INSTANCES:
 		return kvc_u64s(c, q);
+	case KVC_F_TOP_K:
+		if (kvc_null(c)) {
+			return true;
+		}
+		if (!kvc_uint(c, KVC_API_TOP_K_MAX, &u) || u == 0) {
+			return false;
+		}
+		q->top_k = (uint32_t)u;
+		return true;
 	default:
 		if (kvc_null(c)) {
 			return true;

@@ -378,10 +378,13 @@ kvc_query_common(const json_t *o, kvc_api_query *q, kvc_api_error *err)
 	kvi_err rv =
 	    kvc_get_u64_array(o, "instances", SIZE_MAX, "instances",
 			      &q->instances, &q->n_instances, &has, err);
-	if (rv != KVI_OK) {
+	if (rv != KVI_OK ||
+	    (rv = kvc_api_get_u16(o, "dp_rank", &q->dp_rank, &q->has_dp_rank,
+				  err)) != KVI_OK) {
 		return rv;
 	}
-	return kvc_api_get_u16(o, "dp_rank", &q->dp_rank, &q->has_dp_rank, err);
+	return kvc_api_get_u32(o, "top_k", 1, KVC_API_TOP_K_MAX, &q->top_k,
+			       &has, err);
 }
 
 /* kvc_query_done hands q to out on success and frees it otherwise. */

@@ -121,6 +121,10 @@ kvi_err kvc_api_value_u64(const json_t *v, const char *what, uint64_t *out,
 
 /* ---- queries ------------------------------------------------------------- */
 
+/* The largest top_k a query may ask for: more than any fleet has
+ * listeners, so it never truncates a fleet's answer. */
+#define KVC_API_TOP_K_MAX 1048576u
+
 /* A /query or /query_by_hash request. Exactly one of token_ids and
  * block_hashes is used, by the parser that filled it. */
 typedef struct kvc_api_query {
@@ -135,12 +139,14 @@ typedef struct kvc_api_query {
 	size_t n_instances;
 	bool has_dp_rank;
 	uint16_t dp_rank;
+	uint32_t top_k; /* 0: every listener with a match; else the k best */
 } kvc_api_query;
 
 /* kvc_api_query_parse parses a POST /query body into *out. Errors: 400
  * (KVI_EPROTO not JSON, KVI_EINVAL wrong type or missing/empty model_name,
  * KVI_ERANGE a token id not a u32, an instance not a u64, dp_rank not a
- * u16); 413 KVI_ETOOBIG more than max_tokens token ids. */
+ * u16, top_k not in 1..KVC_API_TOP_K_MAX); 413 KVI_ETOOBIG more than
+ * max_tokens token ids. */
 kvi_err kvc_api_query_parse(const char *body, size_t len, size_t max_tokens,
 			    kvc_api_query *out, kvc_api_error *err);
 
@@ -199,6 +205,14 @@ typedef struct kvc_api_match {
 	uint32_t gpu, cpu, disk, longest;
 } kvc_api_match;
 
+/* kvc_api_match_cmp orders matches best first: longest, then gpu,
+ * descending; then pod name (none first), instance id and dp_rank,
+ * ascending. It is API.md's order ("by matched tokens, ties by pod and
+ * rank") made total; shards select a query's top_k by the same order
+ * (shard/handler.c), so that the k best of each shard hold the k best of
+ * the fleet. */
+int kvc_api_match_cmp(const kvc_api_match *a, const kvc_api_match *b);
+
 /* What a /query response is built from. */
 typedef struct kvc_api_result {
 	const char *model;
@@ -206,16 +220,18 @@ typedef struct kvc_api_result {
 	size_t query_blocks;
 	const kvc_api_match *matches; /* from every shard that answered */
 	size_t n_matches;
+	uint32_t top_k; /* 0: every listener with a match; else the k best */
 	uint32_t shards_answered, shards_total;
 } kvc_api_result;
 
 /* kvc_api_query_response returns a new /query response object (API.md):
  * listeners with no matched block are left out; a listener (instance id,
  * dp_rank) that two shards report during a hand-off appears once, with the
- * longer match; workers are sorted best first (longest, then gpu, desc; then
- * instance id, then dp_rank, asc); an instance's gpu/cpu/disk are those of
- * its best rank; tokens are blocks * block_size; instance ids are decimal
- * strings; a worker without a pod name has "pod": null. */
+ * longer match; workers are sorted best first (kvc_api_match_cmp); with
+ * top_k only the first top_k of that order appear, in workers, scores and
+ * instances alike; an instance's gpu/cpu/disk are those of its best rank;
+ * tokens are blocks * block_size; instance ids are decimal strings; a
+ * worker without a pod name has "pod": null. */
 json_t *kvc_api_query_response(const kvc_api_result *r);
 
 /* kvc_api_query_response_text returns the same response as compact JSON

@@ -44,14 +44,12 @@ kvc_by_listener(const void *pa, const void *pb)
 	return c ? c : kvc_cmp_str(a->key, b->key);
 }
 
-/* kvc_best_first orders distinct listeners as the workers list shows
- * them. */
-static int
-kvc_best_first(const void *pa, const void *pb)
+int
+kvc_api_match_cmp(const kvc_api_match *a, const kvc_api_match *b)
 {
-	const kvc_api_match *a = pa, *b = pb;
 	int c = kvc_cmp_u64(b->longest, a->longest);
 	c = c ? c : kvc_cmp_u64(b->gpu, a->gpu);
+	c = c ? c : kvc_cmp_str(a->pod, b->pod);
 	c = c ? c : kvc_cmp_u64(a->instance_id, b->instance_id);
 	return c ? c : kvc_cmp_u64(a->dp_rank, b->dp_rank);
 }
@@ -67,8 +65,8 @@ kvc_by_listener_p(const void *pa, const void *pb)
 static int
 kvc_best_first_p(const void *pa, const void *pb)
 {
-	return kvc_best_first(*(const kvc_api_match *const *)pa,
-			      *(const kvc_api_match *const *)pb);
+	return kvc_api_match_cmp(*(const kvc_api_match *const *)pa,
+				 *(const kvc_api_match *const *)pb);
 }
 
 /* kvc_listeners returns the listeners of r that matched, each once, in a
@@ -212,7 +210,7 @@ kvc_per_instance(kvc_out *o, const kvc_api_match *const *m, size_t n,
 	for (size_t i = 0; i < n;) {
 		size_t j = i, best = i;
 		while (j < n && m[j]->instance_id == m[i]->instance_id) {
-			if (kvc_best_first(m[j], m[best]) < 0) {
+			if (kvc_api_match_cmp(m[j], m[best]) < 0) {
 				best = j;
 			}
 			j++;
@@ -275,6 +273,12 @@ kvc_api_query_response_text(const kvc_api_result *r, size_t *len)
 	size_t n;
 	const kvc_api_match **m = kvc_listeners(r, &n);
 	uint32_t bs = r->block_size;
+	if (r->top_k > 0 && n > r->top_k) {
+		/* the k best, then back in listener order for the maps */
+		qsort(m, n, sizeof(*m), kvc_best_first_p);
+		n = r->top_k;
+		qsort(m, n, sizeof(*m), kvc_by_listener_p);
+	}
 	kvc_out o = {0};
 	kvc_reserve(&o, 256 + n * 240);
 	kvc_put(&o, "{\"scores\":");

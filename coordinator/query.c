@@ -39,6 +39,7 @@ typedef struct kvc_qctx {
 	char *model;
 	uint32_t block_size;
 	size_t query_blocks;
+	uint32_t top_k;
 	pthread_mutex_t mu;
 	size_t pending, answered, total;
 	kvc_shard **shards;
@@ -183,6 +184,7 @@ kvc_merge(kvc_qctx *c)
 	    .query_blocks = c->query_blocks,
 	    .matches = m,
 	    .n_matches = k,
+	    .top_k = c->top_k,
 	    .shards_answered = (uint32_t)c->answered,
 	    .shards_total = (uint32_t)c->total,
 	};
@@ -352,6 +354,7 @@ kvc_handle(kvc_query *q, kvi_http_req *req, int ep)
 	qq.model = NULL;
 	c->block_size = bs;
 	c->query_blocks = nb;
+	c->top_k = qq.top_k;
 	pthread_mutex_init(&c->mu, NULL);
 	c->shards = kvc_shardset_snapshot(q->shards, &c->total);
 	c->resps = kvi_calloc(c->total + 1, sizeof(*c->resps));
@@ -364,6 +367,8 @@ kvc_handle(kvc_query *q, kvi_http_req *req, int ep)
 	qr.n_instances = qq.n_instances;
 	qr.has_dp_rank = qq.has_dp_rank;
 	qr.dp_rank = qq.dp_rank;
+	qr.has_top_k = qq.top_k > 0;
+	qr.top_k = qq.top_k;
 	Kvindex__Request r = KVINDEX__REQUEST__INIT;
 	r.body_case = KVINDEX__REQUEST__BODY_QUERY;
 	r.query = &qr;

@@ -6,6 +6,7 @@
 
 #include "alloc.h"
 #include "log.h"
+#include "topk.h"
 
 struct kvh_shard {
 	kvx_index *idx;
@@ -14,12 +15,14 @@ struct kvh_shard {
 	kvi_counter *c_queries;
 };
 
-/* Matches in the compact form of QueryResponse, grown in the arena. */
+/* Matches in the compact form of QueryResponse, grown in the arena; with
+ * a top_k, the k best are selected in topk first. */
 typedef struct kvh_matches {
 	kvp_arena *arena;
 	uint64_t *instance;
 	uint32_t *rank, *gpu, *cpu, *disk;
 	size_t n, cap;
+	kvh_topk *topk; /* NULL: keep every match */
 } kvh_matches;
 
 static void *
@@ -32,10 +35,11 @@ kvh_grow(kvp_arena *a, void *old, size_t n, size_t cap, size_t size)
 	return p;
 }
 
+/* kvh_match_push appends one match to the compact arrays. */
 static void
-kvh_match_add(void *arg, const kvx_listener_info *info, const kvx_match *m)
+kvh_match_push(kvh_matches *ms, uint64_t instance, uint32_t rank, uint32_t gpu,
+	       uint32_t cpu, uint32_t disk)
 {
-	kvh_matches *ms = arg;
 	if (ms->n == ms->cap) {
 		size_t cap = ms->cap ? ms->cap * 2 : 64;
 		kvp_arena *a = ms->arena;
@@ -47,11 +51,46 @@ kvh_match_add(void *arg, const kvx_listener_info *info, const kvx_match *m)
 		ms->cap = cap;
 	}
 	size_t i = ms->n++;
-	ms->instance[i] = info->instance_id;
-	ms->rank[i] = info->dp_rank;
-	ms->gpu[i] = m->gpu;
-	ms->cpu[i] = m->cpu;
-	ms->disk[i] = m->disk;
+	ms->instance[i] = instance;
+	ms->rank[i] = rank;
+	ms->gpu[i] = gpu;
+	ms->cpu[i] = cpu;
+	ms->disk[i] = disk;
+}
+
+static void
+kvh_match_add(void *arg, const kvx_listener_info *info, const kvx_match *m)
+{
+	kvh_matches *ms = arg;
+	if (ms->topk == NULL) {
+		kvh_match_push(ms, info->instance_id, info->dp_rank, m->gpu,
+			       m->cpu, m->disk);
+		return;
+	}
+	kvh_topk_entry e = {
+	    .instance_id = info->instance_id,
+	    .pod = info->pod,
+	    .dp_rank = info->dp_rank,
+	    .gpu = m->gpu,
+	    .cpu = m->cpu,
+	    .disk = m->disk,
+	    .longest = m->longest,
+	};
+	kvh_topk_add(ms->topk, &e);
+}
+
+/* kvh_match_flush moves what topk kept to the compact arrays. */
+static void
+kvh_match_flush(kvh_matches *ms)
+{
+	if (ms->topk == NULL) {
+		return;
+	}
+	for (size_t i = 0; i < ms->topk->n; i++) {
+		const kvh_topk_entry *e = &ms->topk->e[i];
+		kvh_match_push(ms, e->instance_id, e->dp_rank, e->gpu, e->cpu,
+			       e->disk);
+	}
 }
 
 typedef struct kvh_ranks {
@@ -112,9 +151,15 @@ kvh_query(kvh_shard *s, const Kvindex__QueryRequest *q, Kvindex__Response *resp,
 	    .rank = (uint16_t)q->dp_rank,
 	};
 	kvh_matches ms = {.arena = a};
+	kvh_topk topk;
+	if (q->has_top_k && q->top_k > 0) {
+		kvh_topk_init(&topk, q->top_k, a);
+		ms.topk = &topk;
+	}
 	uint32_t bs = 0;
 	kvi_err rv = kvx_query(s->idx, q->model, q->seq_hashes, q->n_seq_hashes,
 			       &f, kvh_match_add, &ms, &bs);
+	kvh_match_flush(&ms);
 	out->has_model_known = true;
 	out->model_known = rv == KVI_OK;
 	if (rv == KVI_OK) {

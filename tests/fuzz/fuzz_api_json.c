@@ -134,7 +134,7 @@ fuzz_fast_agrees(const char *body, size_t len)
 	    f.n_instances != g.n_instances ||
 	    !fuzz_arr_eq(f.instances, g.instances, f.n_instances, 8) ||
 	    f.has_dp_rank != g.has_dp_rank ||
-	    (f.has_dp_rank && f.dp_rank != g.dp_rank)) {
+	    (f.has_dp_rank && f.dp_rank != g.dp_rank) || f.top_k != g.top_k) {
 		fprintf(stderr, "fast and general paths disagree\n");
 		abort();
 	}
@@ -259,6 +259,7 @@ fuzz_response(const uint8_t *d, size_t n)
 			    .query_blocks = 24,
 			    .matches = m,
 			    .n_matches = count,
+			    .top_k = (uint32_t)(n % 7 < 4 ? 0 : n % 7 - 3),
 			    .shards_answered = (uint32_t)(n % 3),
 			    .shards_total = 2};
 	json_t *o = kvc_api_query_response(&r);
@@ -266,6 +267,9 @@ fuzz_response(const uint8_t *d, size_t n)
 	json_t *scores = json_object_get(o, "scores");
 	json_t *instances = json_object_get(o, "instances");
 	size_t nw = json_array_size(workers);
+	if (r.top_k > 0 && nw > r.top_k) {
+		abort();
+	}
 	for (size_t i = 0; i < nw; i++) {
 		json_t *w = json_array_get(workers, i);
 		json_int_t blocks =
@@ -300,9 +304,13 @@ fuzz_response(const uint8_t *d, size_t n)
 		    json_integer_value(json_object_get(p, "dp_rank"));
 		json_int_t wr =
 		    json_integer_value(json_object_get(w, "dp_rank"));
+		const char *pp = json_string_value(json_object_get(p, "pod"));
+		const char *wp = json_string_value(json_object_get(w, "pod"));
+		int pc = strcmp(pp != NULL ? pp : "", wp != NULL ? wp : "");
 		if (pb < blocks || (pb == blocks && pg < gpu) ||
 		    (pb == blocks && pg == gpu &&
-		     (pid > wid || (pid == wid && pr >= wr)))) {
+		     (pc > 0 ||
+		      (pc == 0 && (pid > wid || (pid == wid && pr >= wr)))))) {
 			abort(); /* best first, each listener once */
 		}
 	}

@@ -1,0 +1,92 @@
+#include "topk.h"
+
+#include <string.h>
+
+static int
+kvh_cmp_u64(uint64_t a, uint64_t b)
+{
+	return (a > b) - (a < b);
+}
+
+int
+kvh_topk_cmp(const kvh_topk_entry *a, const kvh_topk_entry *b)
+{
+	int c = kvh_cmp_u64(b->longest, a->longest);
+	c = c ? c : kvh_cmp_u64(b->gpu, a->gpu);
+	if (c == 0) {
+		c = strcmp(a->pod != NULL ? a->pod : "",
+			   b->pod != NULL ? b->pod : "");
+	}
+	c = c ? c : kvh_cmp_u64(a->instance_id, b->instance_id);
+	return c ? c : kvh_cmp_u64(a->dp_rank, b->dp_rank);
+}
+
+void
+kvh_topk_init(kvh_topk *t, size_t k, kvp_arena *a)
+{
+	*t = (kvh_topk){.k = k, .arena = a};
+}
+
+/* kvh_topk_grow makes room for one more kept entry (n < k). */
+static void
+kvh_topk_grow(kvh_topk *t)
+{
+	size_t cap = t->cap ? t->cap * 2 : 16;
+	cap = cap < t->k ? cap : t->k;
+	kvh_topk_entry *e = kvp_arena_alloc(t->arena, cap * sizeof(*e));
+	if (t->n > 0) {
+		memcpy(e, t->e, t->n * sizeof(*e));
+	}
+	t->e = e;
+	t->cap = cap;
+}
+
+/* kvh_worse: is entry i of the heap worse than entry j? */
+static int
+kvh_worse(const kvh_topk *t, size_t i, size_t j)
+{
+	return kvh_topk_cmp(&t->e[i], &t->e[j]) > 0;
+}
+
+static void
+kvh_swap(kvh_topk *t, size_t i, size_t j)
+{
+	kvh_topk_entry x = t->e[i];
+	t->e[i] = t->e[j];
+	t->e[j] = x;
+}
+
+void
+kvh_topk_add(kvh_topk *t, const kvh_topk_entry *m)
+{
+	if (t->n < t->k) {
+		if (t->n == t->cap) {
+			kvh_topk_grow(t);
+		}
+		size_t i = t->n++;
+		t->e[i] = *m;
+		while (i > 0 && kvh_worse(t, i, (i - 1) / 2)) {
+			kvh_swap(t, i, (i - 1) / 2);
+			i = (i - 1) / 2;
+		}
+		return;
+	}
+	if (kvh_topk_cmp(m, &t->e[0]) >= 0) {
+		return; /* no better than the worst kept */
+	}
+	t->e[0] = *m;
+	for (size_t i = 0;;) {
+		size_t l = 2 * i + 1, r = l + 1, w = i;
+		if (l < t->n && kvh_worse(t, l, w)) {
+			w = l;
+		}
+		if (r < t->n && kvh_worse(t, r, w)) {
+			w = r;
+		}
+		if (w == i) {
+			return;
+		}
+		kvh_swap(t, i, w);
+		i = w;
+	}
+}
