@@ -49,7 +49,6 @@ kvc_api_match_cmp(const kvc_api_match *a, const kvc_api_match *b)
 {
 	int c = kvc_cmp_u64(b->longest, a->longest);
 	c = c ? c : kvc_cmp_u64(b->gpu, a->gpu);
-	c = c ? c : kvc_cmp_str(a->pod, b->pod);
 	c = c ? c : kvc_cmp_u64(a->instance_id, b->instance_id);
 	return c ? c : kvc_cmp_u64(a->dp_rank, b->dp_rank);
 }

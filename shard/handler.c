@@ -69,7 +69,6 @@ kvh_match_add(void *arg, const kvx_listener_info *info, const kvx_match *m)
 	}
 	kvh_topk_entry e = {
 	    .instance_id = info->instance_id,
-	    .pod = info->pod,
 	    .dp_rank = info->dp_rank,
 	    .gpu = m->gpu,
 	    .cpu = m->cpu,

@@ -13,10 +13,6 @@ kvh_topk_cmp(const kvh_topk_entry *a, const kvh_topk_entry *b)
 {
 	int c = kvh_cmp_u64(b->longest, a->longest);
 	c = c ? c : kvh_cmp_u64(b->gpu, a->gpu);
-	if (c == 0) {
-		c = strcmp(a->pod != NULL ? a->pod : "",
-			   b->pod != NULL ? b->pod : "");
-	}
 	c = c ? c : kvh_cmp_u64(a->instance_id, b->instance_id);
 	return c ? c : kvh_cmp_u64(a->dp_rank, b->dp_rank);
 }

@@ -5,16 +5,14 @@
  * them in a bounded heap while the index reports matches (kvx_query's
  * callback), so selecting costs O(n log k) and holds k entries, whatever
  * the number of listeners that match. "Best" is the coordinator's order
- * (kvc_api_match_cmp): longest, then gpu, descending; then pod name (none
- * first), instance id and dp_rank, ascending. It is total, so the k best
- * of each shard hold the k best of the fleet, and merging them at the
- * coordinator is exact.
+ * (kvc_api_match_cmp): longest, then gpu, descending; then instance id
+ * and dp_rank, ascending. It is total, so the k best of each shard hold
+ * the k best of the fleet, and merging them at the coordinator is exact.
+ * Every key is an integer: a query that every listener matches to the
+ * same length (a shared system prompt) breaks a tie for each of them.
  *
  * The heap keeps the worst of the kept entries at its root, so a new match
- * replaces it or is dropped after one comparison. Pod names are borrowed:
- * they must stay valid while matches are added (kvx_query holds the
- * partition's read lock through every callback); after the last add only
- * the numbers are read.
+ * replaces it or is dropped after one comparison.
  *
  * Memory: the entries come from the arena given to kvh_topk_init and live
  * as long as it does. One thread uses a kvh_topk.
@@ -30,7 +28,6 @@
 /* One kept match, in blocks. */
 typedef struct kvh_topk_entry {
 	uint64_t instance_id;
-	const char *pod; /* borrowed; NULL or "" for none */
 	uint32_t dp_rank;
 	uint32_t gpu, cpu, disk, longest;
 } kvh_topk_entry;

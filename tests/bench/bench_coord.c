@@ -19,7 +19,9 @@
  * trace query and its answer names all of them.
  *
  *   bench_coord [--pods P] [--entries N] [--seconds S] [--conns C]
- *               [--http-threads T]
+ *               [--http-threads T] [--top-k K]
+ *
+ * --top-k K asks every query for the K best listeners only (API.md).
  *
  * Every process shares this machine's cores with the load generator.
  */
@@ -51,6 +53,7 @@ typedef struct bench {
 	size_t *lens;
 	size_t n;
 	int seconds;
+	int top_k; /* 0: full answers */
 } bench;
 
 typedef struct worker {
@@ -243,7 +246,12 @@ bodies(bench *b, uint32_t blocks, bool fresh)
 			len += (size_t)snprintf(s + len, cap - len, "%s%u",
 						i ? "," : "", t);
 		}
-		len += (size_t)snprintf(s + len, cap - len, "]}");
+		len += (size_t)snprintf(s + len, cap - len, "]");
+		if (b->top_k > 0) {
+			len += (size_t)snprintf(s + len, cap - len,
+						",\"top_k\":%d", b->top_k);
+		}
+		len += (size_t)snprintf(s + len, cap - len, "}");
 		b->bodies[b->n] = s;
 		b->lens[b->n] = len;
 		b->n++;
@@ -295,7 +303,7 @@ sim_post(kvt_sim *sim, const char *path)
 int
 main(int argc, char **argv)
 {
-	int pods = 500, seconds = 10, conns = 4, threads = 2;
+	int pods = 500, seconds = 10, conns = 4, threads = 2, top_k = 0;
 	double want = 10e6;
 	static const struct option longopts[] = {
 	    {"pods", required_argument, NULL, 'p'},
@@ -303,6 +311,7 @@ main(int argc, char **argv)
 	    {"seconds", required_argument, NULL, 's'},
 	    {"conns", required_argument, NULL, 'c'},
 	    {"http-threads", required_argument, NULL, 't'},
+	    {"top-k", required_argument, NULL, 'k'},
 	    {NULL, 0, NULL, 0},
 	};
 	int ch;
@@ -322,6 +331,9 @@ main(int argc, char **argv)
 			break;
 		case 't':
 			threads = atoi(optarg);
+			break;
+		case 'k':
+			top_k = atoi(optarg);
 			break;
 		default:
 			fprintf(stderr, "see the comment at the top of "
@@ -407,7 +419,7 @@ main(int argc, char **argv)
 				    "warn",
 				    NULL};
 	kvt_proc_start(argv_coord, clog, &coord);
-	bench b = {.port = base + 2, .seconds = seconds};
+	bench b = {.port = base + 2, .seconds = seconds, .top_k = top_k};
 
 	/* fill: run the load until the shards hold the entries */
 	while (entries(b.port) < 0) {

@@ -304,13 +304,9 @@ fuzz_response(const uint8_t *d, size_t n)
 		    json_integer_value(json_object_get(p, "dp_rank"));
 		json_int_t wr =
 		    json_integer_value(json_object_get(w, "dp_rank"));
-		const char *pp = json_string_value(json_object_get(p, "pod"));
-		const char *wp = json_string_value(json_object_get(w, "pod"));
-		int pc = strcmp(pp != NULL ? pp : "", wp != NULL ? wp : "");
 		if (pb < blocks || (pb == blocks && pg < gpu) ||
 		    (pb == blocks && pg == gpu &&
-		     (pc > 0 ||
-		      (pc == 0 && (pid > wid || (pid == wid && pr >= wr)))))) {
+		     (pid > wid || (pid == wid && pr >= wr)))) {
 			abort(); /* best first, each listener once */
 		}
 	}

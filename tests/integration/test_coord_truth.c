@@ -6,7 +6,8 @@
  * hold exactly the rank's block set, and /query for 1,000 trace requests
  * must equal a brute-force scan of the truth: the same listeners, with
  * the same matched blocks per tier. With "top_k": 2 the answer must be
- * the first two of that scan in API.md's order, in that order.
+ * the first two of that scan in API.md's order (ties by instance id and
+ * rank), in that order.
  */
 #include <inttypes.h>
 #include <setjmp.h>
@@ -30,7 +31,7 @@
 #define TOP_K   2
 
 /* best_first orders expected matches as API.md's top_k does: longest,
- * gpu descending; pod name, rank ascending. */
+ * gpu descending; instance id, rank ascending. */
 static int
 best_first(const void *pa, const void *pb)
 {
@@ -41,11 +42,11 @@ best_first(const void *pa, const void *pb)
 	if (a->gpu != b->gpu) {
 		return a->gpu > b->gpu ? -1 : 1;
 	}
-	char na[32], nb[32];
-	snprintf(na, sizeof(na), "sim/pod-%d", a->pod);
-	snprintf(nb, sizeof(nb), "sim/pod-%d", b->pod);
-	int c = strcmp(na, nb);
-	return c != 0 ? c : a->rank - b->rank;
+	uint64_t ia = clu_instance_id(a->pod), ib = clu_instance_id(b->pod);
+	if (ia != ib) {
+		return ia < ib ? -1 : 1;
+	}
+	return a->rank - b->rank;
 }
 
 /* check_top_k asks the query again with top_k and compares the answer

@@ -677,7 +677,7 @@ test_response_workers_best_partial(void **state)
 {
 	(void)state;
 	json_t *o = build(fixture, N_FIXTURE, 3);
-	/* longest desc, gpu desc; pod (none first), instance, rank asc */
+	/* longest desc, gpu desc, instance asc, rank asc */
 	assert_json(
 	    json_object_get(o, "workers"),
 	    "[{'instance_id': '18446744073709551615', 'pod': null,"
@@ -689,10 +689,10 @@ test_response_workers_best_partial(void **state)
 	    " {'instance_id': '7', 'pod': 'ns/a', 'dp_rank': 1,"
 	    "  'matched_blocks': 12, 'matched_tokens': 192,"
 	    "  'gpu': 160, 'cpu': 32, 'disk': 0},"
-	    " {'instance_id': '7', 'pod': 'ns/a', 'dp_rank': 0,"
+	    " {'instance_id': '3', 'pod': 'ns/c', 'dp_rank': 1,"
 	    "  'matched_blocks': 7, 'matched_tokens': 112,"
 	    "  'gpu': 0, 'cpu': 48, 'disk': 64},"
-	    " {'instance_id': '3', 'pod': 'ns/c', 'dp_rank': 1,"
+	    " {'instance_id': '7', 'pod': 'ns/a', 'dp_rank': 0,"
 	    "  'matched_blocks': 7, 'matched_tokens': 112,"
 	    "  'gpu': 0, 'cpu': 48, 'disk': 64}]");
 	assert_json(json_object_get(o, "best"),

@@ -99,8 +99,6 @@ test_parse(void **state)
 
 /* ---- the shard's selection ----------------------------------------------- */
 
-static const char *const pods[] = {NULL, "", "ns/a", "ns/b", "ns/c"};
-
 static int
 cmp_entries(const void *a, const void *b)
 {
@@ -114,7 +112,6 @@ random_entry(void)
 	uint32_t gpu = (uint32_t)rand() % 4, cpu = (uint32_t)rand() % 3;
 	return (kvh_topk_entry){
 	    .instance_id = (uint64_t)(rand() % 5),
-	    .pod = pods[rand() % 5],
 	    .dp_rank = (uint32_t)rand() % 4,
 	    .gpu = gpu,
 	    .cpu = cpu,
@@ -144,7 +141,7 @@ test_heap_keeps_the_best(void **state)
 		assert_int_equal(t.n, want);
 		qsort(t.e, t.n, sizeof(*t.e), cmp_entries);
 		for (size_t i = 0; i < want; i++) {
-			/* equal under the order: the same numbers and pod */
+			/* equal under the order: the same numbers */
 			assert_int_equal(kvh_topk_cmp(&t.e[i], &all[i]), 0);
 		}
 		kvp_arena_fini(&a);
@@ -192,7 +189,7 @@ test_answer(void **state)
 		assert_true(
 		    json_equal(json_array_get(wa, i), json_array_get(w3, i)));
 	}
-	/* 9#0 and 9#1 (no pod: first among equals), then 7#1 */
+	/* 7#1 (gpu 10) after 9#0 and 9#1 (gpu 12) */
 	assert_string_equal(json_string_value(json_object_get(
 				json_array_get(w3, 2), "instance_id")),
 			    "7");
