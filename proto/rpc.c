@@ -210,6 +210,8 @@ kvp_request_has_body(const Kvindex__Request *req)
 		return req->status != NULL;
 	case KVINDEX__REQUEST__BODY_DUMP:
 		return req->dump != NULL;
+	case KVINDEX__REQUEST__BODY_QUERY_BATCH:
+		return req->query_batch != NULL;
 	default:
 		return false;
 	}

@@ -128,20 +128,19 @@ kvh_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void
-kvh_query(kvh_shard *s, const Kvindex__QueryRequest *q, Kvindex__Response *resp,
-	  kvp_arena *a)
+/* kvh_query answers one query into a new QueryResponse. A query that
+ * cannot be answered gets its code and error set in the answer. */
+static Kvindex__QueryResponse *
+kvh_query(kvh_shard *s, const Kvindex__QueryRequest *q, kvp_arena *a)
 {
 	double t0 = kvh_now();
 	Kvindex__QueryResponse *out = kvp_arena_alloc(a, sizeof(*out));
 	kvindex__query_response__init(out);
-	resp->body_case = KVINDEX__RESPONSE__BODY_QUERY;
-	resp->query = out;
 	if (q->has_dp_rank && q->dp_rank > UINT16_MAX) {
-		resp->code = KVI_ERANGE;
-		resp->error =
-		    kvp_arena_strdup(a, "dp_rank does not fit in u16");
-		return;
+		out->has_code = true;
+		out->code = KVI_ERANGE;
+		out->error = kvp_arena_strdup(a, "dp_rank does not fit in u16");
+		return out;
 	}
 	kvx_filter f = {
 	    .instances = q->n_instances > 0 ? q->instances : NULL,
@@ -185,6 +184,22 @@ kvh_query(kvh_shard *s, const Kvindex__QueryRequest *q, Kvindex__Response *resp,
 		kvi_histogram_observe(s->h_query, kvh_now() - t0);
 		kvi_counter_inc(s->c_queries);
 	}
+	return out;
+}
+
+/* kvh_query_batch answers every query of b, each on its own. */
+static Kvindex__QueryBatchResponse *
+kvh_query_batch(kvh_shard *s, const Kvindex__QueryBatchRequest *b, kvp_arena *a)
+{
+	Kvindex__QueryBatchResponse *out = kvp_arena_alloc(a, sizeof(*out));
+	kvindex__query_batch_response__init(out);
+	out->answers =
+	    kvp_arena_alloc(a, (b->n_queries + 1) * sizeof(*out->answers));
+	for (size_t i = 0; i < b->n_queries; i++) {
+		out->answers[i] = kvh_query(s, b->queries[i], a);
+	}
+	out->n_answers = b->n_queries;
+	return out;
 }
 
 static void
@@ -211,8 +226,22 @@ kvh_handle(void *arg, const Kvindex__Request *req, Kvindex__Response *resp,
 		rv = kvg_unassign(s->ingest, req->unassign->key, err,
 				  sizeof(err));
 		break;
-	case KVINDEX__REQUEST__BODY_QUERY:
-		kvh_query(s, req->query, resp, a);
+	case KVINDEX__REQUEST__BODY_QUERY: {
+		Kvindex__QueryResponse *out = kvh_query(s, req->query, a);
+		resp->body_case = KVINDEX__RESPONSE__BODY_QUERY;
+		resp->query = out;
+		if (out->has_code) {
+			/* a lone query's outcome is the envelope's */
+			resp->code = out->code;
+			resp->error = out->error;
+			out->has_code = false;
+			out->error = NULL;
+		}
+		return;
+	}
+	case KVINDEX__REQUEST__BODY_QUERY_BATCH:
+		resp->body_case = KVINDEX__RESPONSE__BODY_QUERY_BATCH;
+		resp->query_batch = kvh_query_batch(s, req->query_batch, a);
 		return;
 	case KVINDEX__REQUEST__BODY_STATUS: {
 		Kvindex__StatusResponse *out = kvp_arena_alloc(a, sizeof(*out));
@@ -278,6 +307,12 @@ void
 kvh_shard_free(kvh_shard *s)
 {
 	kvi_free(s);
+}
+
+unsigned
+kvh_shard_inline_kinds(void)
+{
+	return 1u << KVS_KIND_QUERY | 1u << KVS_KIND_QUERY_BATCH;
 }
 
 kvs_handler

@@ -27,4 +27,9 @@ void kvh_shard_free(kvh_shard *s);
  * kvh_shard as its arg. */
 kvs_handler kvh_shard_handler(void);
 
+/* kvh_shard_inline_kinds returns the request kinds the handler answers
+ * without blocking (queries: a read lock and a probe), for
+ * kvs_service_start_inline. */
+unsigned kvh_shard_inline_kinds(void);
+
 #endif /* KVI_SHARD_HANDLER_H */

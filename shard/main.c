@@ -319,9 +319,10 @@ main(int argc, char **argv)
 	kvx_index_stats(idx, &xs);
 	handler = kvh_shard_alloc(idx, ingest, metrics);
 	if ((rv = kvg_ingest_start(ingest, err, sizeof(err))) != KVI_OK ||
-	    (rv = kvs_service_start(o.listen, o.workers, kvh_shard_handler(),
-				    handler, &svc, err, sizeof(err))) !=
-		KVI_OK) {
+	    (rv = kvs_service_start_inline(o.listen, o.workers,
+					   kvh_shard_inline_kinds(),
+					   kvh_shard_handler(), handler, &svc,
+					   err, sizeof(err))) != KVI_OK) {
 		kvi_log(KVI_LOG_ERROR, "start_failed", "error=%s msg=\"%s\"",
 			kvi_strerror(rv), err);
 		goto out;

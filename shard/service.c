@@ -13,20 +13,28 @@
 #include "log.h"
 #include "rpc.h"
 
-/* How long a worker waits to hand a reply to its connection. rep0 queues a
+/* How long a slot waits to hand a reply to its connection. rep0 queues a
  * reply behind earlier ones on the same connection, and a peer that stopped
- * reading must not hold a worker forever. */
+ * reading must not hold a slot forever. */
 #define KVS_SEND_TIMEOUT_MS 5000
 
-typedef struct kvs_worker {
+/* Slots beyond the workers: requests answered inline keep flowing while
+ * every worker is busy with a slow one. */
+#define KVS_SLOTS_EXTRA 8
+
+/* One nng context and the request it holds: received, decoded, answered
+ * (inline or by a worker), its reply sent, then the next received. */
+typedef struct kvs_slot {
 	kvs_service *svc;
 	nng_ctx ctx;
-	nng_aio *aio; /* no callback: the worker waits on it */
-	pthread_t thread;
-	bool started;
-	bool receiving; /* waiting for a request; under svc->mu */
+	nng_aio *aio; /* kvs_slot_cb */
+	bool sending; /* the aio's operation is the reply's send */
+	nng_msg *msg; /* the request, while a worker has it */
+	const Kvindex__Request *req;
+	kvs_kind kind;
+	struct kvs_slot *next; /* in svc->queue */
 	kvp_arena arena;
-} kvs_worker;
+} kvs_slot;
 
 struct kvs_service {
 	nng_socket sock;
@@ -36,10 +44,17 @@ struct kvs_service {
 	int port;
 	kvs_handler handler;
 	void *arg;
+	unsigned inline_kinds; /* bit per kvs_kind answered on nng's thread */
+	int n_slots;
+	kvs_slot *slots;
+	bool slots_open; /* every slot has its context and aio */
+	/* the workers and their queue */
 	pthread_mutex_t mu;
-	bool stopping; /* under mu */
-	int n_workers;
-	kvs_worker *workers;
+	pthread_cond_t cv;
+	bool stopping;                 /* under mu */
+	kvs_slot *queue, **queue_tail; /* under mu */
+	int n_workers, n_started;
+	pthread_t *threads;
 
 	_Atomic uint64_t requests[KVS_KIND_COUNT];
 	_Atomic uint64_t errors[KVS_KIND_COUNT];
@@ -54,7 +69,7 @@ struct kvs_service {
 static const char *const kvs_kind_names[KVS_KIND_COUNT] = {
     [KVS_KIND_ASSIGN] = "assign", [KVS_KIND_UNASSIGN] = "unassign",
     [KVS_KIND_QUERY] = "query",   [KVS_KIND_STATUS] = "status",
-    [KVS_KIND_DUMP] = "dump",
+    [KVS_KIND_DUMP] = "dump",     [KVS_KIND_QUERY_BATCH] = "query_batch",
 };
 
 const char *
@@ -101,6 +116,9 @@ kvs_kind_of(const Kvindex__Request *req, kvs_kind *out)
 	case KVINDEX__REQUEST__BODY_DUMP:
 		*out = KVS_KIND_DUMP;
 		return req->dump != NULL;
+	case KVINDEX__REQUEST__BODY_QUERY_BATCH:
+		*out = KVS_KIND_QUERY_BATCH;
+		return req->query_batch != NULL;
 	default:
 		return false;
 	}
@@ -124,12 +142,12 @@ kvs_reply_error(kvi_err code, const char *message)
 /* kvs_service_handle runs the handler on a decoded request and returns the
  * packed reply. */
 static nng_msg *
-kvs_service_handle(kvs_service *svc, kvs_worker *w, const Kvindex__Request *req,
+kvs_service_handle(kvs_service *svc, kvs_slot *sl, const Kvindex__Request *req,
 		   kvs_kind kind)
 {
 	Kvindex__Response resp = KVINDEX__RESPONSE__INIT;
 	uint64_t t0 = kvs_now_us();
-	svc->handler(svc->arg, req, &resp, &w->arena);
+	svc->handler(svc->arg, req, &resp, &sl->arena);
 	kvs_count(&svc->handler_us[kind], kvs_now_us() - t0);
 	kvs_count(&svc->requests[kind], 1);
 
@@ -155,13 +173,14 @@ kvs_service_handle(kvs_service *svc, kvs_worker *w, const Kvindex__Request *req,
 	return reply;
 }
 
-/* kvs_service_answer decodes the request msg and returns the packed reply:
- * the handler's, or an envelope error. */
+/* kvs_slot_decode decodes the request msg into sl. Returns NULL when it
+ * is ready to be handled, else the packed envelope error to reply. */
 static nng_msg *
-kvs_service_answer(kvs_service *svc, kvs_worker *w, nng_msg *msg)
+kvs_slot_decode(kvs_slot *sl, nng_msg *msg)
 {
+	kvs_service *svc = sl->svc;
 	ProtobufCAllocator alloc;
-	kvp_arena_allocator(&w->arena, &alloc);
+	kvp_arena_allocator(&sl->arena, &alloc);
 	Kvindex__Request *req;
 	char err[256];
 	kvi_err rv = kvp_request_unpack(nng_msg_body(msg), nng_msg_len(msg),
@@ -174,79 +193,128 @@ kvs_service_answer(kvs_service *svc, kvs_worker *w, nng_msg *msg)
 		kvs_count(&svc->malformed, 1);
 		return kvs_reply_error(KVI_EPROTO, err);
 	}
-	kvs_kind kind;
-	if (!kvs_kind_of(req, &kind)) {
+	if (!kvs_kind_of(req, &sl->kind)) {
 		kvs_count(&svc->no_body, 1);
 		return kvs_reply_error(KVI_EINVAL,
 				       "request has no body this shard knows");
 	}
-	return kvs_service_handle(svc, w, req, kind);
+	sl->req = req;
+	return NULL;
 }
 
-/* kvs_worker_recv waits for the next request into *out. Returns false when
- * the service is stopping. */
-static bool
-kvs_worker_recv(kvs_worker *w, nng_msg **out)
-{
-	kvs_service *svc = w->svc;
-	for (;;) {
-		/* Posting the receive under mu lets kvs_service_stop cancel
-		 * exactly the workers that wait for a request. */
-		pthread_mutex_lock(&svc->mu);
-		if (svc->stopping) {
-			pthread_mutex_unlock(&svc->mu);
-			return false;
-		}
-		w->receiving = true;
-		nng_aio_set_timeout(w->aio, NNG_DURATION_INFINITE);
-		nng_ctx_recv(w->ctx, w->aio);
-		pthread_mutex_unlock(&svc->mu);
-
-		nng_aio_wait(w->aio);
-		pthread_mutex_lock(&svc->mu);
-		w->receiving = false;
-		pthread_mutex_unlock(&svc->mu);
-
-		int nrv = nng_aio_result(w->aio);
-		if (nrv == 0) {
-			*out = nng_aio_get_msg(w->aio);
-			return true;
-		}
-		if (nrv == NNG_ECLOSED || nrv == NNG_ECANCELED) {
-			return false;
-		}
-		KVI_WARN("rpc_recv_failed", "error=\"%s\"", nng_strerror(nrv));
-	}
-}
-
-/* kvs_worker_send hands reply to the connection its request came from. */
+/* kvs_slot_recv waits for the slot's next request, unless stopping. */
 static void
-kvs_worker_send(kvs_worker *w, nng_msg *reply)
+kvs_slot_recv(kvs_slot *sl)
 {
-	nng_aio_set_msg(w->aio, reply);
-	nng_aio_set_timeout(w->aio, KVS_SEND_TIMEOUT_MS);
-	nng_ctx_send(w->ctx, w->aio);
-	nng_aio_wait(w->aio);
-	if (nng_aio_result(w->aio) != 0) {
-		/* The reply is still ours; the requester is gone or stuck. */
-		nng_msg *msg = nng_aio_get_msg(w->aio);
-		if (msg != NULL) {
-			nng_msg_free(msg);
-		}
-		kvs_count(&w->svc->send_failures, 1);
+	kvs_service *svc = sl->svc;
+	pthread_mutex_lock(&svc->mu);
+	bool stopping = svc->stopping;
+	pthread_mutex_unlock(&svc->mu);
+	if (stopping) {
+		return;
 	}
+	kvp_arena_reset(&sl->arena);
+	sl->sending = false;
+	nng_aio_set_timeout(sl->aio, NNG_DURATION_INFINITE);
+	nng_ctx_recv(sl->ctx, sl->aio);
+}
+
+/* kvs_slot_send hands reply to the connection the slot's request came
+ * from; the slot's callback then receives the next one. */
+static void
+kvs_slot_send(kvs_slot *sl, nng_msg *reply)
+{
+	sl->sending = true;
+	nng_aio_set_msg(sl->aio, reply);
+	nng_aio_set_timeout(sl->aio, KVS_SEND_TIMEOUT_MS);
+	nng_ctx_send(sl->ctx, sl->aio);
+}
+
+/* kvs_slot_got answers a request just received: an envelope error or an
+ * inline kind at once, on this (nng's) thread; anything else through a
+ * worker. */
+static void
+kvs_slot_got(kvs_slot *sl, nng_msg *msg)
+{
+	kvs_service *svc = sl->svc;
+	nng_msg *reply = kvs_slot_decode(sl, msg);
+	if (reply == NULL && (svc->inline_kinds & (1u << sl->kind)) == 0) {
+		sl->msg = msg;
+		sl->next = NULL;
+		pthread_mutex_lock(&svc->mu);
+		*svc->queue_tail = sl;
+		svc->queue_tail = &sl->next;
+		pthread_cond_signal(&svc->cv);
+		pthread_mutex_unlock(&svc->mu);
+		return;
+	}
+	if (reply == NULL) {
+		reply = kvs_service_handle(svc, sl, sl->req, sl->kind);
+	}
+	nng_msg_free(msg);
+	kvs_slot_send(sl, reply);
+}
+
+static void
+kvs_slot_cb(void *arg)
+{
+	kvs_slot *sl = arg;
+	int nrv = nng_aio_result(sl->aio);
+	if (sl->sending) {
+		if (nrv != 0) {
+			/* The reply is still ours; the requester is gone or
+			 * stuck. */
+			nng_msg *msg = nng_aio_get_msg(sl->aio);
+			if (msg != NULL) {
+				nng_msg_free(msg);
+			}
+			kvs_count(&sl->svc->send_failures, 1);
+		}
+		kvs_slot_recv(sl);
+		return;
+	}
+	if (nrv == NNG_ECLOSED || nrv == NNG_ECANCELED) {
+		return;
+	}
+	if (nrv != 0) {
+		KVI_WARN("rpc_recv_failed", "error=\"%s\"", nng_strerror(nrv));
+		kvs_slot_recv(sl);
+		return;
+	}
+	kvs_slot_got(sl, nng_aio_get_msg(sl->aio));
+}
+
+/* kvs_worker_next waits for a slot whose request needs a worker. Returns
+ * NULL when the service is stopping. */
+static kvs_slot *
+kvs_worker_next(kvs_service *svc)
+{
+	pthread_mutex_lock(&svc->mu);
+	while (!svc->stopping && svc->queue == NULL) {
+		pthread_cond_wait(&svc->cv, &svc->mu);
+	}
+	kvs_slot *sl = NULL;
+	if (!svc->stopping) {
+		sl = svc->queue;
+		svc->queue = sl->next;
+		if (svc->queue == NULL) {
+			svc->queue_tail = &svc->queue;
+		}
+	}
+	pthread_mutex_unlock(&svc->mu);
+	return sl;
 }
 
 static void *
 kvs_worker_main(void *arg)
 {
-	kvs_worker *w = arg;
-	nng_msg *msg;
-	while (kvs_worker_recv(w, &msg)) {
-		nng_msg *reply = kvs_service_answer(w->svc, w, msg);
-		nng_msg_free(msg);
-		kvs_worker_send(w, reply);
-		kvp_arena_reset(&w->arena);
+	kvs_service *svc = arg;
+	kvs_slot *sl;
+	while ((sl = kvs_worker_next(svc)) != NULL) {
+		nng_msg *reply = kvs_service_handle(svc, sl, sl->req, sl->kind);
+		nng_msg_free(sl->msg);
+		sl->msg = NULL;
+		kvs_slot_send(sl, reply);
 	}
 	return NULL;
 }
@@ -285,27 +353,35 @@ kvs_service_listen(kvs_service *svc, const char *url, char *err, size_t errlen)
 	return KVI_OK;
 }
 
-/* kvs_service_spawn gives every worker its context and thread. */
+/* kvs_service_spawn opens every slot's context and starts the workers,
+ * then the slots' first receives. */
 static kvi_err
 kvs_service_spawn(kvs_service *svc, char *err, size_t errlen)
 {
-	for (int i = 0; i < svc->n_workers; i++) {
-		kvs_worker *w = &svc->workers[i];
-		int nrv = nng_aio_alloc(&w->aio, NULL, NULL);
-		if (nrv != 0) {
+	for (int i = 0; i < svc->n_slots; i++) {
+		kvs_slot *sl = &svc->slots[i];
+		if (nng_aio_alloc(&sl->aio, kvs_slot_cb, sl) != 0) {
 			kvi_oom(sizeof(nng_aio *));
 		}
-		if ((nrv = nng_ctx_open(&w->ctx, svc->sock)) != 0) {
+		int nrv = nng_ctx_open(&sl->ctx, svc->sock);
+		if (nrv != 0) {
 			kvi_msgf(err, errlen, "rep context: %s",
 				 nng_strerror(nrv));
 			return kvp_err_from_nng(nrv);
 		}
-		if (pthread_create(&w->thread, NULL, kvs_worker_main, w) != 0) {
+	}
+	svc->slots_open = true;
+	for (int i = 0; i < svc->n_workers; i++) {
+		if (pthread_create(&svc->threads[i], NULL, kvs_worker_main,
+				   svc) != 0) {
 			kvi_msgf(err, errlen, "cannot start worker thread %d",
 				 i);
 			return KVI_EIO;
 		}
-		w->started = true;
+		svc->n_started++;
+	}
+	for (int i = 0; i < svc->n_slots; i++) {
+		kvs_slot_recv(&svc->slots[i]);
 	}
 	return KVI_OK;
 }
@@ -313,6 +389,15 @@ kvs_service_spawn(kvs_service *svc, char *err, size_t errlen)
 kvi_err
 kvs_service_start(const char *url, int workers, kvs_handler handler, void *arg,
 		  kvs_service **out, char *err, size_t errlen)
+{
+	return kvs_service_start_inline(url, workers, 0, handler, arg, out, err,
+					errlen);
+}
+
+kvi_err
+kvs_service_start_inline(const char *url, int workers, unsigned inline_kinds,
+			 kvs_handler handler, void *arg, kvs_service **out,
+			 char *err, size_t errlen)
 {
 	if (url == NULL || handler == NULL || out == NULL || workers < 1 ||
 	    workers > KVS_WORKERS_MAX) {
@@ -323,12 +408,17 @@ kvs_service_start(const char *url, int workers, kvs_handler handler, void *arg,
 	kvs_service *svc = kvi_calloc(1, sizeof(*svc));
 	svc->handler = handler;
 	svc->arg = arg;
+	svc->inline_kinds = inline_kinds;
 	pthread_mutex_init(&svc->mu, NULL);
+	pthread_cond_init(&svc->cv, NULL);
+	svc->queue_tail = &svc->queue;
 	svc->n_workers = workers;
-	svc->workers = kvi_calloc((size_t)workers, sizeof(kvs_worker));
-	for (int i = 0; i < workers; i++) {
-		svc->workers[i].svc = svc;
-		kvp_arena_init(&svc->workers[i].arena);
+	svc->threads = kvi_calloc((size_t)workers, sizeof(pthread_t));
+	svc->n_slots = workers + KVS_SLOTS_EXTRA;
+	svc->slots = kvi_calloc((size_t)svc->n_slots, sizeof(kvs_slot));
+	for (int i = 0; i < svc->n_slots; i++) {
+		svc->slots[i].svc = svc;
+		kvp_arena_init(&svc->slots[i].arena);
 	}
 	kvi_err rv = kvs_service_listen(svc, url, err, errlen);
 	if (rv != KVI_OK) {
@@ -361,30 +451,37 @@ kvs_service_stop(kvs_service *svc)
 		nng_listener_close(svc->listener);
 		svc->listening = false;
 	}
+	/* the workers finish the request in hand (its reply is handed to
+	 * nng) and stop; no slot receives again */
 	pthread_mutex_lock(&svc->mu);
 	svc->stopping = true;
-	for (int i = 0; i < svc->n_workers; i++) {
-		if (svc->workers[i].receiving) {
-			nng_aio_cancel(svc->workers[i].aio);
-		}
-	}
+	pthread_cond_broadcast(&svc->cv);
 	pthread_mutex_unlock(&svc->mu);
-	for (int i = 0; i < svc->n_workers; i++) {
-		if (svc->workers[i].started) {
-			pthread_join(svc->workers[i].thread, NULL);
-		}
+	for (int i = 0; i < svc->n_started; i++) {
+		pthread_join(svc->threads[i], NULL);
+	}
+	/* waits for each slot's operation and callback; a reply being sent
+	 * gets up to KVS_SEND_TIMEOUT_MS */
+	for (int i = 0; i < svc->n_slots && svc->slots_open; i++) {
+		nng_aio_stop(svc->slots[i].aio);
 	}
 	if (svc->sock_open) {
 		nng_close(svc->sock); /* closes the contexts too */
 		svc->sock_open = false;
 	}
-	for (int i = 0; i < svc->n_workers; i++) {
-		if (svc->workers[i].aio != NULL) {
-			nng_aio_free(svc->workers[i].aio);
+	for (int i = 0; i < svc->n_slots; i++) {
+		kvs_slot *sl = &svc->slots[i];
+		if (sl->msg != NULL) {
+			nng_msg_free(sl->msg); /* queued, never handled */
 		}
-		kvp_arena_fini(&svc->workers[i].arena);
+		if (sl->aio != NULL) {
+			nng_aio_free(sl->aio);
+		}
+		kvp_arena_fini(&sl->arena);
 	}
-	kvi_free(svc->workers);
+	kvi_free(svc->slots);
+	kvi_free(svc->threads);
+	pthread_cond_destroy(&svc->cv);
 	pthread_mutex_destroy(&svc->mu);
 	kvi_free(svc);
 }

@@ -2,13 +2,16 @@
  * service.h - the shard's request server: coordinator requests in over nng,
  * answers out.
  *
- * A kvs_service listens with an nng rep0 socket and runs `workers` threads,
- * each owning one nng context, so up to `workers` requests are handled at
- * once and a slow one (an assign that opens LMDB and connects sockets) never
- * holds up queries behind it. The workers are the service's own threads
- * rather than nng aio callbacks: a handler may block (LMDB commits, a slow
- * assign) without occupying nng's shared task threads, which also complete
- * the I/O of every nng client in the process.
+ * A kvs_service listens with an nng rep0 socket through `workers` + 8
+ * slots, each one nng context driven by its aio's callback: receive a
+ * request, answer it, send the reply, receive the next. Requests of the
+ * kinds named inline (queries, which only take a read lock and probe) are
+ * answered in that callback, on the nng thread that received them, so a
+ * query costs no thread hand-off in the shard. Every other request goes to
+ * one of `workers` threads of the service's own: a handler that blocks
+ * (LMDB commits, a slow assign) must not occupy nng's shared task threads,
+ * and a slow one never holds up queries behind it, which keep flowing
+ * through the other slots.
  *
  * The service owns the envelope (rpc.h): it decodes the request, answers a
  * malformed one with KVI_EPROTO and one of another protocol version with
@@ -24,9 +27,10 @@
  * in the worker's arena (strings may also be static), which is reset once the
  * reply is packed; the handler allocates nothing that outlives the call.
  *
- * Threading: the handler runs on a worker thread, concurrently with itself
- * on other workers; it must be thread-safe. kvs_service_stats may be called
- * from any thread at any time.
+ * Threading: the handler runs on a worker thread or, for inline kinds, on
+ * an nng thread, concurrently with itself; it must be thread-safe, and for
+ * inline kinds it must not block. kvs_service_stats may be called from any
+ * thread at any time.
  */
 #ifndef KVI_SHARD_SERVICE_H
 #define KVI_SHARD_SERVICE_H
@@ -55,6 +59,7 @@ typedef enum kvs_kind {
 	KVS_KIND_QUERY,
 	KVS_KIND_STATUS,
 	KVS_KIND_DUMP,
+	KVS_KIND_QUERY_BATCH,
 	KVS_KIND_COUNT
 } kvs_kind;
 
@@ -81,21 +86,30 @@ kvi_err kvs_service_start(const char *url, int workers, kvs_handler handler,
 			  void *arg, kvs_service **out, char *err,
 			  size_t errlen);
 
+/* kvs_service_start_inline is kvs_service_start with the kinds of the
+ * bit mask inline_kinds (bit 1 << kind) answered on the nng thread that
+ * received them rather than by a worker: for handlers that never block
+ * (queries), it saves the two thread wake-ups a worker costs per
+ * request. */
+kvi_err kvs_service_start_inline(const char *url, int workers,
+				 unsigned inline_kinds, kvs_handler handler,
+				 void *arg, kvs_service **out, char *err,
+				 size_t errlen);
+
 /* kvs_service_port returns the TCP port svc listens on (the one picked when
  * the url asked for port 0), or 0 for another transport. */
 int kvs_service_port(const kvs_service *svc);
 
 /* kvs_service_stop stops receiving requests, waits for the handlers in
- * progress to return and their replies to be handed to nng, closes the
- * socket and frees svc. Replies still queued on a connection may be lost.
- * NULL is a no-op. Must not be called from a handler. */
+ * progress to return, aborts the replies not yet sent, closes the socket
+ * and frees svc. NULL is a no-op. Must not be called from a handler. */
 void kvs_service_stop(kvs_service *svc);
 
 /* kvs_service_stats copies svc's counters into *out. */
 void kvs_service_stats(kvs_service *svc, kvs_stats *out);
 
-/* kvs_kind_name returns "assign", "unassign", "query", "status" or "dump",
- * for metric labels. */
+/* kvs_kind_name returns "assign", "unassign", "query", "status", "dump"
+ * or "query_batch", for metric labels. */
 const char *kvs_kind_name(kvs_kind kind);
 
 #endif /* KVI_SHARD_SERVICE_H */
