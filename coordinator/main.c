@@ -47,6 +47,7 @@ typedef struct coord_opts {
 	kvi_log_level log_level;
 	size_t max_body;
 	kvc_query_config query;
+	int query_batch, query_inflight; /* coalescing per shard (qbatch.h) */
 	kvc_assigner_config assign;
 	char *namespaces[COORD_MAX_NS];
 	kvc_kube_config kube;
@@ -88,6 +89,10 @@ coord_usage(FILE *f)
 	    "registrations,\n"
 	    "                           pins); without it they are not kept\n"
 	    "  --query-deadline-ms N    fan-out deadline per query (100)\n"
+	    "  --query-batch-max N      queries per message to a shard (64;\n"
+	    "                           1: every query alone)\n"
+	    "  --query-inflight N       messages in flight per shard before\n"
+	    "                           queries wait to be coalesced (2)\n"
 	    "  --max-body-bytes N       request body limit (8388608)\n"
 	    "  --max-tokens N           token ids per query (1048576)\n"
 	    "  --failover-grace-ms N    silence before a shard's listeners\n"
@@ -233,6 +238,8 @@ coord_parse(int argc, char **argv, coord_opts *o)
 	    {"kube-ca-file", required_argument, NULL, 'C'},
 	    {"data-dir", required_argument, NULL, 'd'},
 	    {"query-deadline-ms", required_argument, NULL, 'q'},
+	    {"query-batch-max", required_argument, NULL, 'Q'},
+	    {"query-inflight", required_argument, NULL, 'I'},
 	    {"max-body-bytes", required_argument, NULL, 'b'},
 	    {"max-tokens", required_argument, NULL, 'k'},
 	    {"failover-grace-ms", required_argument, NULL, 'g'},
@@ -301,6 +308,18 @@ coord_parse(int argc, char **argv, coord_opts *o)
 					  "--query-deadline-ms", optarg, 1,
 					  60000, &v);
 			o->query.deadline_ms = (int)v;
+			break;
+		case 'Q':
+			rc = kvi_cli_long("kvindex-coordinator",
+					  "--query-batch-max", optarg, 1, 4096,
+					  &v);
+			o->query_batch = (int)v;
+			break;
+		case 'I':
+			rc = kvi_cli_long("kvindex-coordinator",
+					  "--query-inflight", optarg, 1, 1024,
+					  &v);
+			o->query_inflight = (int)v;
 			break;
 		case 'b':
 			rc = kvi_cli_long("kvindex-coordinator",
@@ -484,6 +503,8 @@ main(int argc, char **argv)
 	kvi_metrics *metrics = kvi_metrics_alloc();
 	kvc_registry *reg = kvc_reg_alloc();
 	kvc_shardset *shards = kvc_shardset_alloc();
+	kvc_shardset_set_batching(shards, o.query_inflight,
+				  (size_t)o.query_batch);
 	kvc_cstore *store = NULL;
 	kvc_assigner *asg = NULL;
 	kvc_query *query = NULL;

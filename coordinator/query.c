@@ -10,6 +10,7 @@
 #include "api_json.h"
 #include "hash.h"
 #include "log.h"
+#include "qbatch.h"
 #include "rpc.h"
 
 enum { KVC_EP_QUERY = 0, KVC_EP_HASH, KVC_EP_COUNT };
@@ -31,20 +32,31 @@ struct kvc_query {
 };
 
 /* One query in flight. */
-typedef struct kvc_qctx {
+typedef struct kvc_qctx kvc_qctx;
+
+/* The query's call to one shard. */
+typedef struct kvc_qslot {
+	kvc_qbatch_item item;
+	kvc_qctx *c;
+	size_t idx;
+} kvc_qslot;
+
+struct kvc_qctx {
 	kvc_query *q;
 	kvi_http_req *req;
 	int ep;
 	struct timespec t0;
-	char *model;
 	uint32_t block_size;
 	size_t query_blocks;
 	uint32_t top_k;
+	Kvindex__QueryRequest qr; /* what every shard is sent */
 	pthread_mutex_t mu;
-	size_t pending, answered, total;
+	size_t pending, answered, total; /* under mu */
+	kvc_api_match *m;                /* every shard's matches; under mu */
+	size_t n, cap;
 	kvc_shard **shards;
-	Kvindex__Response **resps; /* per shard, NULL: none */
-} kvc_qctx;
+	kvc_qslot *slots; /* per shard */
+};
 
 static double
 kvc_since(const struct timespec *t0)
@@ -92,14 +104,14 @@ kvc_fail(kvc_query *q, int ep, const struct timespec *t0, kvi_http_req *req,
 static void
 kvc_qctx_free(kvc_qctx *c)
 {
-	for (size_t i = 0; i < c->total; i++) {
-		if (c->resps[i] != NULL) {
-			kvindex__response__free_unpacked(c->resps[i], NULL);
-		}
-	}
-	kvc_shardset_release(c->shards, c->total);
-	kvi_free(c->resps);
-	kvi_free(c->model);
+	/* maybe on the nng thread of a shard's reply: never close a shard's
+	 * client from there */
+	kvc_shardset_release_async(c->shards, c->total);
+	kvi_free(c->slots);
+	kvi_free(c->m);
+	kvi_free(c->qr.seq_hashes);
+	kvi_free(c->qr.instances);
+	kvi_free(c->qr.model);
 	pthread_mutex_destroy(&c->mu);
 	kvi_free(c);
 }
@@ -120,7 +132,7 @@ kvc_compact_len(const Kvindex__QueryResponse *qr)
 static void
 kvc_merge(kvc_qctx *c)
 {
-	if (c->answered == 0) {
+	if (c->answered == 0 && c->total > 0) {
 		kvc_api_error e = {0};
 		kvc_api_error_set(&e, KVI_EUNREACHABLE, 503,
 				  "no shard answered within %d ms (%zu "
@@ -129,68 +141,28 @@ kvc_merge(kvc_qctx *c)
 		kvc_fail(c->q, c->ep, &c->t0, c->req, &e);
 		return;
 	}
-	size_t n = 0;
-	for (size_t i = 0; i < c->total; i++) {
-		const Kvindex__QueryResponse *qr =
-		    c->resps[i] != NULL ? c->resps[i]->query : NULL;
-		n += qr != NULL ? qr->n_matches + kvc_compact_len(qr) : 0;
-	}
-	kvc_api_match *m = kvi_calloc(n + 1, sizeof(*m));
-	uint64_t *ids = kvi_calloc(n + 1, sizeof(*ids));
-	const char **pods = kvi_calloc(n + 1, sizeof(*pods));
-	size_t k = 0, nc = 0;
-	for (size_t i = 0; i < c->total; i++) {
-		if (c->resps[i] == NULL) {
-			continue;
-		}
-		const Kvindex__QueryResponse *qr = c->resps[i]->query;
-		for (size_t j = 0; j < qr->n_matches; j++) {
-			const Kvindex__ListenerMatch *lm = qr->matches[j];
-			m[k++] = (kvc_api_match){
-			    .key = lm->key,
-			    .instance_id = lm->instance_id,
-			    .pod = lm->pod,
-			    .dp_rank = lm->dp_rank,
-			    .gpu = lm->gpu,
-			    .cpu = lm->cpu,
-			    .disk = lm->disk,
-			    .longest = lm->longest,
-			};
-		}
-		for (size_t j = 0; j < kvc_compact_len(qr); j++) {
-			uint32_t g = qr->m_gpu[j], cp = qr->m_cpu[j],
-				 d = qr->m_disk[j];
-			ids[nc++] = qr->m_instance[j];
-			m[k++] = (kvc_api_match){
-			    .instance_id = qr->m_instance[j],
-			    .dp_rank = qr->m_rank[j],
-			    .gpu = g,
-			    .cpu = cp,
-			    .disk = d,
-			    .longest = g + cp + d,
-			};
-		}
-	}
 	/* the compact form names no pods: the registry does */
-	char *names = kvc_reg_pod_names(c->q->reg, ids, nc, pods);
-	for (size_t i = 0, j = 0; i < k; i++) {
-		if (m[i].key == NULL) {
-			m[i].pod = pods[j++];
-		}
+	uint64_t *ids = kvi_calloc(c->n + 1, sizeof(*ids));
+	const char **pods = kvi_calloc(c->n + 1, sizeof(*pods));
+	for (size_t i = 0; i < c->n; i++) {
+		ids[i] = c->m[i].instance_id;
+	}
+	char *names = kvc_reg_pod_names(c->q->reg, ids, c->n, pods);
+	for (size_t i = 0; i < c->n; i++) {
+		c->m[i].pod = pods[i];
 	}
 	kvc_api_result r = {
-	    .model = c->model,
+	    .model = c->qr.model,
 	    .block_size = c->block_size,
 	    .query_blocks = c->query_blocks,
-	    .matches = m,
-	    .n_matches = k,
+	    .matches = c->m,
+	    .n_matches = c->n,
 	    .top_k = c->top_k,
 	    .shards_answered = (uint32_t)c->answered,
 	    .shards_total = (uint32_t)c->total,
 	};
 	size_t len;
 	char *text = kvc_api_query_response_text(&r, &len);
-	kvi_free(m);
 	kvi_free(ids);
 	kvi_free(pods);
 	kvi_free(names);
@@ -199,32 +171,34 @@ kvc_merge(kvc_qctx *c)
 	kvi_http_reply_take(c->req, 200, "application/json", text, len);
 }
 
-typedef struct kvc_qarg {
-	kvc_qctx *c;
-	size_t idx;
-} kvc_qarg;
-
+/* kvc_qctx_add appends a shard's matches to c's. Under c->mu. */
 static void
-kvc_query_done(void *arg, kvi_err rv, Kvindex__Response *resp, const char *err)
+kvc_qctx_add(kvc_qctx *c, const Kvindex__QueryResponse *qr)
 {
-	kvc_qarg *a = arg;
-	kvc_qctx *c = a->c;
-	size_t idx = a->idx;
-	kvi_free(a);
-	bool good = rv == KVI_OK && resp != NULL &&
-		    resp->body_case == KVINDEX__RESPONSE__BODY_QUERY;
-	if (!good) {
-		atomic_fetch_add(&c->shards[idx]->fanout_errors, 1);
-		KVI_DEBUG("fanout_failed", "shard=%s err=%s: %s",
-			  c->shards[idx]->id, kvi_strerror(rv), err);
-		if (resp != NULL) {
-			kvindex__response__free_unpacked(resp, NULL);
-			resp = NULL;
-		}
+	size_t n = kvc_compact_len(qr);
+	if (c->n + n > c->cap) {
+		c->cap = c->n + n > 2 * c->cap ? c->n + n : 2 * c->cap;
+		c->m = kvi_reallocarray(c->m, c->cap, sizeof(*c->m));
 	}
+	for (size_t j = 0; j < n; j++) {
+		uint32_t g = qr->m_gpu[j], cp = qr->m_cpu[j], d = qr->m_disk[j];
+		c->m[c->n++] = (kvc_api_match){
+		    .instance_id = qr->m_instance[j],
+		    .dp_rank = qr->m_rank[j],
+		    .gpu = g,
+		    .cpu = cp,
+		    .disk = d,
+		    .longest = g + cp + d,
+		};
+	}
+}
+
+/* kvc_qctx_unhold drops one of c's pending counts; the last one merges,
+ * replies and frees c. */
+static void
+kvc_qctx_unhold(kvc_qctx *c)
+{
 	pthread_mutex_lock(&c->mu);
-	c->resps[idx] = resp;
-	c->answered += good;
 	bool last = --c->pending == 0;
 	pthread_mutex_unlock(&c->mu);
 	if (last) {
@@ -233,17 +207,23 @@ kvc_query_done(void *arg, kvi_err rv, Kvindex__Response *resp, const char *err)
 	}
 }
 
-/* kvc_empty_answer counts a shard as having answered with no match. */
 static void
-kvc_empty_answer(kvc_qarg *a)
+kvc_query_done(void *arg, kvi_err rv, const Kvindex__QueryResponse *qr,
+	       const char *err)
 {
-	Kvindex__QueryResponse *qr = kvi_calloc(1, sizeof(*qr));
-	kvindex__query_response__init(qr);
-	Kvindex__Response *resp = kvi_calloc(1, sizeof(*resp));
-	kvindex__response__init(resp);
-	resp->body_case = KVINDEX__RESPONSE__BODY_QUERY;
-	resp->query = qr;
-	kvc_query_done(a, KVI_OK, resp, "");
+	kvc_qslot *sl = arg;
+	kvc_qctx *c = sl->c;
+	if (rv != KVI_OK) {
+		atomic_fetch_add(&c->shards[sl->idx]->fanout_errors, 1);
+		KVI_DEBUG("fanout_failed", "shard=%s err=%s: %s",
+			  c->shards[sl->idx]->id, kvi_strerror(rv), err);
+	} else {
+		pthread_mutex_lock(&c->mu);
+		kvc_qctx_add(c, qr);
+		c->answered++;
+		pthread_mutex_unlock(&c->mu);
+	}
+	kvc_qctx_unhold(c);
 }
 
 /* kvc_check_restriction verifies instances and dp_rank against the
@@ -350,53 +330,45 @@ kvc_handle(kvc_query *q, kvi_http_req *req, int ep)
 	c->req = req;
 	c->ep = ep;
 	c->t0 = t0;
-	c->model = qq.model;
-	qq.model = NULL;
 	c->block_size = bs;
 	c->query_blocks = nb;
 	c->top_k = qq.top_k;
 	pthread_mutex_init(&c->mu, NULL);
+	kvindex__query_request__init(&c->qr);
+	c->qr.model = qq.model;
+	c->qr.seq_hashes = hashes;
+	c->qr.n_seq_hashes = nb;
+	c->qr.instances = qq.instances;
+	c->qr.n_instances = qq.n_instances;
+	c->qr.has_dp_rank = qq.has_dp_rank;
+	c->qr.dp_rank = qq.dp_rank;
+	c->qr.has_top_k = qq.top_k > 0;
+	c->qr.top_k = qq.top_k;
+	qq.model = NULL;
+	qq.instances = NULL;
+	kvc_api_query_fini(&qq);
 	c->shards = kvc_shardset_snapshot(q->shards, &c->total);
-	c->resps = kvi_calloc(c->total + 1, sizeof(*c->resps));
-
-	Kvindex__QueryRequest qr = KVINDEX__QUERY_REQUEST__INIT;
-	qr.model = c->model;
-	qr.seq_hashes = hashes;
-	qr.n_seq_hashes = nb;
-	qr.instances = qq.instances;
-	qr.n_instances = qq.n_instances;
-	qr.has_dp_rank = qq.has_dp_rank;
-	qr.dp_rank = qq.dp_rank;
-	qr.has_top_k = qq.top_k > 0;
-	qr.top_k = qq.top_k;
-	Kvindex__Request r = KVINDEX__REQUEST__INIT;
-	r.body_case = KVINDEX__REQUEST__BODY_QUERY;
-	r.query = &qr;
+	c->slots = kvi_calloc(c->total + 1, sizeof(*c->slots));
+	/* no full block: nothing can match, every shard's answer is known */
+	size_t ask = nb > 0 ? c->total : 0;
+	c->answered = c->total - ask;
 
 	/* one extra count holds the context until every call has started */
-	c->pending = c->total + 1;
-	for (size_t i = 0; i < c->total; i++) {
-		kvc_qarg *a = kvi_malloc(sizeof(*a));
-		a->c = c;
-		a->idx = i;
-		if (nb == 0) {
-			/* no full block: nothing can match, ask no shard */
-			kvc_empty_answer(a);
-		} else if (kvp_call_async(c->shards[i]->client, &r,
-					  q->cfg.deadline_ms, kvc_query_done,
-					  a) != KVI_OK) {
-			kvc_query_done(a, KVI_ECLOSED, NULL, "client closed");
-		}
+	c->pending = ask + 1;
+	int64_t deadline = kvc_now_ms() + q->cfg.deadline_ms;
+	for (size_t i = 0; i < ask; i++) {
+		kvc_qslot *sl = &c->slots[i];
+		sl->c = c;
+		sl->idx = i;
+		sl->item = (kvc_qbatch_item){
+		    .query = &c->qr,
+		    .deadline_ms = deadline,
+		    .done = kvc_query_done,
+		    .arg = sl,
+		};
+		kvc_qbatch_submit(c->shards[i]->qbatch, &sl->item);
 	}
-	kvi_free(hashes);
-	kvc_api_query_fini(&qq);
-	pthread_mutex_lock(&c->mu);
-	bool last = --c->pending == 0;
-	pthread_mutex_unlock(&c->mu);
-	if (last) {
-		kvc_merge(c);
-		kvc_qctx_free(c);
-	}
+	kvc_qctx_unhold(c);
 }
 
 void

@@ -8,11 +8,14 @@
  * not have, is a 400 that lists the instance's connected ranks), and its
  * tokens hashed once into local then sequence hashes (hash.h) with the
  * block size of the model. One QueryRequest then goes to every shard at
- * once, each call bounded by the query deadline; the shards answer for the
- * listeners they own, and the last completion (on an nng thread) merges
- * the matches and replies. A shard that does not answer in time is left
- * out and the answer says `partial: true`, so no query ever waits past its
- * deadline; when no shard answers it is a 503.
+ * once through the shard's batcher (qbatch.h: alone when the shard has
+ * room, else coalesced with the queries that wait for it), each bounded by
+ * the query deadline; the shards answer for the listeners they own (with
+ * top_k, only their k best), each answer is added to the query's matches
+ * as it arrives, and the last one (on an nng thread) merges and replies. A
+ * shard that does not answer in time is left out and the answer says
+ * `partial: true`, so no query ever waits past its deadline; when no shard
+ * answers it is a 503.
  *
  * The HTTP loop thread only parses and hashes; it never waits.
  *

@@ -11,6 +11,8 @@ struct kvc_shardset {
 	pthread_rwlock_t lock;
 	kvc_shard **s; /* sorted by id */
 	size_t n;
+	int batch_inflight; /* for the shards added from now on */
+	size_t batch_max;
 };
 
 int64_t
@@ -29,15 +31,58 @@ kvc_shardset_alloc(void)
 	return s;
 }
 
+/* kvc_shard_destroy closes sh's client, which waits for its calls in
+ * flight, and frees sh. */
+static void
+kvc_shard_destroy(kvc_shard *sh)
+{
+	kvp_client_close(sh->client);
+	kvc_qbatch_free(sh->qbatch);
+	kvi_free(sh->id);
+	kvi_free(sh->url);
+	kvi_free(sh);
+}
+
+void
+kvc_shardset_set_batching(kvc_shardset *s, int max_inflight, size_t max_batch)
+{
+	pthread_rwlock_wrlock(&s->lock);
+	s->batch_inflight = max_inflight;
+	s->batch_max = max_batch;
+	pthread_rwlock_unlock(&s->lock);
+}
+
 void
 kvc_shard_unref(kvc_shard *sh)
 {
 	if (sh != NULL && atomic_fetch_sub(&sh->refs, 1) == 1) {
-		kvp_client_close(sh->client);
-		kvi_free(sh->id);
-		kvi_free(sh->url);
-		kvi_free(sh);
+		kvc_shard_destroy(sh);
 	}
+}
+
+static void *
+kvc_shard_destroy_main(void *arg)
+{
+	kvc_shard_destroy(arg);
+	return NULL;
+}
+
+/* kvc_shard_unref_async drops a reference; the last one destroys sh on a
+ * detached thread (on this one when no thread can start). */
+static void
+kvc_shard_unref_async(kvc_shard *sh)
+{
+	if (sh == NULL || atomic_fetch_sub(&sh->refs, 1) != 1) {
+		return;
+	}
+	pthread_t t;
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &attr, kvc_shard_destroy_main, sh) != 0) {
+		kvc_shard_destroy(sh);
+	}
+	pthread_attr_destroy(&attr);
 }
 
 void
@@ -77,6 +122,9 @@ kvc_shardset_add(kvc_shardset *s, const char *id, const char *url, char *err,
 	sh->id = kvi_strdup(id);
 	sh->url = kvi_strdup(url);
 	sh->client = client;
+	pthread_rwlock_rdlock(&s->lock);
+	sh->qbatch = kvc_qbatch_alloc(client, s->batch_inflight, s->batch_max);
+	pthread_rwlock_unlock(&s->lock);
 	atomic_store(&sh->refs, 1);
 	pthread_rwlock_wrlock(&s->lock);
 	size_t pos = 0;
@@ -135,6 +183,15 @@ kvc_shardset_release(kvc_shard **shards, size_t n)
 {
 	for (size_t i = 0; shards != NULL && i < n; i++) {
 		kvc_shard_unref(shards[i]);
+	}
+	kvi_free(shards);
+}
+
+void
+kvc_shardset_release_async(kvc_shard **shards, size_t n)
+{
+	for (size_t i = 0; shards != NULL && i < n; i++) {
+		kvc_shard_unref_async(shards[i]);
 	}
 	kvi_free(shards);
 }

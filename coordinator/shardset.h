@@ -24,12 +24,14 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "qbatch.h"
 #include "rpc.h"
 
 typedef struct kvc_shard {
 	char *id;
 	char *url;
 	kvp_client *client;
+	kvc_qbatch *qbatch; /* the queries bound for it, coalesced */
 	_Atomic int refs;
 	/* health, written by the assigner */
 	_Atomic bool up;            /* answered its last poll */
@@ -46,6 +48,11 @@ typedef struct kvc_shardset kvc_shardset;
 kvc_shardset *kvc_shardset_alloc(void);
 void kvc_shardset_free(kvc_shardset *s);
 
+/* kvc_shardset_set_batching sets how the queries of the shards added
+ * from now on are coalesced (kvc_qbatch_alloc; 0: the defaults). */
+void kvc_shardset_set_batching(kvc_shardset *s, int max_inflight,
+			       size_t max_batch);
+
 /* kvc_shardset_add adds shard id at url. KVI_EEXIST for a taken id,
  * KVI_EINVAL for a bad url. */
 kvi_err kvc_shardset_add(kvc_shardset *s, const char *id, const char *url,
@@ -58,6 +65,12 @@ kvi_err kvc_shardset_remove(kvc_shardset *s, const char *id);
  * until kvc_shardset_release(). */
 kvc_shard **kvc_shardset_snapshot(kvc_shardset *s, size_t *n);
 void kvc_shardset_release(kvc_shard **shards, size_t n);
+
+/* kvc_shardset_release_async is kvc_shardset_release for a thread that
+ * must not close a shard's client (an nng callback: closing waits for the
+ * callbacks to return): a shard whose last reference it drops is closed
+ * and freed on a thread of its own. */
+void kvc_shardset_release_async(kvc_shard **shards, size_t n);
 
 /* kvc_shardset_find returns a referenced shard (release with
  * kvc_shard_unref) or NULL. */

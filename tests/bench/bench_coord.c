@@ -19,9 +19,10 @@
  * trace query and its answer names all of them.
  *
  *   bench_coord [--pods P] [--entries N] [--seconds S] [--conns C]
- *               [--http-threads T] [--top-k K]
+ *               [--http-threads T] [--top-k K] [--query-batch-max N]
  *
- * --top-k K asks every query for the K best listeners only (API.md).
+ * --top-k K asks every query for the K best listeners only (API.md);
+ * --query-batch-max N is passed to the coordinator (1: no coalescing).
  *
  * Every process shares this machine's cores with the load generator.
  */
@@ -304,6 +305,7 @@ int
 main(int argc, char **argv)
 {
 	int pods = 500, seconds = 10, conns = 4, threads = 2, top_k = 0;
+	const char *batch = "64";
 	double want = 10e6;
 	static const struct option longopts[] = {
 	    {"pods", required_argument, NULL, 'p'},
@@ -312,6 +314,7 @@ main(int argc, char **argv)
 	    {"conns", required_argument, NULL, 'c'},
 	    {"http-threads", required_argument, NULL, 't'},
 	    {"top-k", required_argument, NULL, 'k'},
+	    {"query-batch-max", required_argument, NULL, 'b'},
 	    {NULL, 0, NULL, 0},
 	};
 	int ch;
@@ -334,6 +337,9 @@ main(int argc, char **argv)
 			break;
 		case 'k':
 			top_k = atoi(optarg);
+			break;
+		case 'b':
+			batch = optarg;
 			break;
 		default:
 			fprintf(stderr, "see the comment at the top of "
@@ -417,6 +423,8 @@ main(int argc, char **argv)
 				    cdata,
 				    "--log-level",
 				    "warn",
+				    "--query-batch-max",
+				    batch,
 				    NULL};
 	kvt_proc_start(argv_coord, clog, &coord);
 	bench b = {.port = base + 2, .seconds = seconds, .top_k = top_k};
