@@ -114,7 +114,7 @@ kvc_shardset_add(kvc_shardset *s, const char *id, const char *url, char *err,
 	if (url == NULL || kvp_client_open(url, &client) != KVI_OK) {
 		snprintf(err, errlen,
 			 "shard %s: %s is not an nng address "
-			 "(tcp://host:port)",
+			 "(tcp://host:port, or ipc:///path on this host)",
 			 id, url ? url : "(none)");
 		return KVI_EINVAL;
 	}

@@ -9,8 +9,8 @@
 #   deploy/local-cluster.sh --once     print the answers, then stop
 #
 # Logs go to the directory it prints (KVI_RUN_DIR to choose it). Ports:
-# KVI_HTTP_PORT (8080) for the coordinator's HTTP API, KVI_SHARD_PORT (7001)
-# for the shards (7001 and 7002); the simulated engines take free ports.
+# KVI_HTTP_PORT (8080) for the coordinator's HTTP API; the shards listen on
+# ipc sockets in that directory, the simulated engines take free ports.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 once=0
@@ -77,16 +77,18 @@ wait_for "the simulator" test -s "$run/layout.json"
 control=$(sed -n 's/.*"control": *"\([^"]*\)".*/\1/p' "$run/layout.json")
 echo "simulated fleet: $pods pods x DP=$dp (control $control, log sim.log)"
 
+# The shards run on this host, so the coordinator reaches them over nng's
+# ipc transport (a Unix socket in the run directory), which costs less per
+# query than TCP on loopback; shards on other hosts use tcp://host:port.
 shards=""
-shard_port=${KVI_SHARD_PORT:-7001}
 for s in 0 1; do
-	port=$((shard_port + s))
+	url="ipc://$run/shard-$s.ipc"
 	"$bin/shard/kvindex-shard" --id "shard-$s" \
-		--listen "tcp://127.0.0.1:$port" --data-dir "$run/shard-$s" \
+		--listen "$url" --data-dir "$run/shard-$s" \
 		--log-file "$run/shard-$s.log" &
 	pids="$pids $!"
-	shards="$shards${shards:+,}shard-$s=tcp://127.0.0.1:$port"
-	echo "shard-$s: tcp://127.0.0.1:$port (log shard-$s.log)"
+	shards="$shards${shards:+,}shard-$s=$url"
+	echo "shard-$s: $url (log shard-$s.log)"
 done
 
 "$bin/coordinator/kvindex-coordinator" --shards "$shards" \

@@ -114,7 +114,15 @@ shc_start(shardproc *s, const char *const *extra)
 	s->log_path = kvt_path(s->dir, "shard.log");
 	int base;
 	assert_int_equal(kvt_ports_pick(2, &base), KVI_OK);
-	snprintf(s->url, sizeof(s->url), "tcp://127.0.0.1:%d", base);
+	if (getenv("KVI_TEST_SHARD_IPC") != NULL) {
+		/* same host: nng's ipc transport, a socket in the shard's
+		 * directory */
+		assert_true((size_t)snprintf(s->url, sizeof(s->url),
+					     "ipc://%s/rpc.ipc",
+					     s->dir) < sizeof(s->url));
+	} else {
+		snprintf(s->url, sizeof(s->url), "tcp://127.0.0.1:%d", base);
+	}
 	snprintf(s->metrics, sizeof(s->metrics), "127.0.0.1:%d", base + 1);
 	assert_int_equal(kvp_client_open(s->url, &s->client), KVI_OK);
 	shc_launch(s);

@@ -3,7 +3,9 @@
  *
  * A shardproc is a running kvindex-shard with its own temporary data
  * directory, an ephemeral nng port and metrics port, and an nng client the
- * test drives it with (the shard's real interface). The comparisons here
+ * test drives it with (the shard's real interface). With
+ * KVI_TEST_SHARD_IPC set in the environment the shard listens on nng's
+ * ipc:// transport (a socket in its directory) instead of TCP. The comparisons here
  * hold a shard to the engine simulator's ground truth: for a rank, the
  * shard's dump of that listener (external hash, sequence hash, tiers) must
  * equal the simulator's /truth exactly, watermark included.
@@ -26,7 +28,7 @@ typedef struct shardproc {
 	char *dir; /* temporary directory: data/, shard.log */
 	char *data_dir;
 	char *log_path;
-	char url[64];     /* nng address, tcp://127.0.0.1:port */
+	char url[96];     /* nng address, tcp://127.0.0.1:port or ipc:// */
 	char metrics[64]; /* 127.0.0.1:port */
 	const char *const *extra;
 	kvt_proc *proc;
