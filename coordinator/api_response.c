@@ -8,6 +8,7 @@
  * several allocations per listener on the query path.
  */
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,27 +24,6 @@ kvc_cmp_u64(uint64_t a, uint64_t b)
 	return (a > b) - (a < b);
 }
 
-static int
-kvc_cmp_str(const char *a, const char *b)
-{
-	return strcmp(a != NULL ? a : "", b != NULL ? b : "");
-}
-
-/* kvc_by_listener orders matches by listener, the longest match first
- * (then the rest, so that the order is total). */
-static int
-kvc_by_listener(const void *pa, const void *pb)
-{
-	const kvc_api_match *a = pa, *b = pb;
-	int c = kvc_cmp_u64(a->instance_id, b->instance_id);
-	c = c ? c : kvc_cmp_u64(a->dp_rank, b->dp_rank);
-	c = c ? c : kvc_cmp_u64(b->longest, a->longest);
-	c = c ? c : kvc_cmp_u64(b->gpu, a->gpu);
-	c = c ? c : kvc_cmp_u64(b->cpu, a->cpu);
-	c = c ? c : kvc_cmp_str(a->pod, b->pod);
-	return c ? c : kvc_cmp_str(a->key, b->key);
-}
-
 int
 kvc_api_match_cmp(const kvc_api_match *a, const kvc_api_match *b)
 {
@@ -53,48 +33,143 @@ kvc_api_match_cmp(const kvc_api_match *a, const kvc_api_match *b)
 	return c ? c : kvc_cmp_u64(a->dp_rank, b->dp_rank);
 }
 
-/* Sorting pointers moves 8 bytes per step instead of a whole match. */
-static int
-kvc_by_listener_p(const void *pa, const void *pb)
+/*
+ * Rows. Each listener of the answer is a row whose sort key is three
+ * integers compared in order, so that sorting compares inline instead of
+ * through qsort's callback, and whose instance id is formatted once
+ * instead of three times.
+ */
+typedef struct kvc_row {
+	uint64_t k[3];
+	const kvc_api_match *m;
+	char id[24]; /* the instance id as a JSON string */
+	uint8_t id_len;
+} kvc_row;
+
+static inline bool
+kvc_row_before(const kvc_row *x, const kvc_row *y)
 {
-	return kvc_by_listener(*(const kvc_api_match *const *)pa,
-			       *(const kvc_api_match *const *)pb);
+	if (x->k[0] != y->k[0]) {
+		return x->k[0] < y->k[0];
+	}
+	if (x->k[1] != y->k[1]) {
+		return x->k[1] < y->k[1];
+	}
+	return x->k[2] < y->k[2];
 }
 
-static int
-kvc_best_first_p(const void *pa, const void *pb)
+/* kvc_rows_sort sorts r[0..n) by key, stably: insertion sort for short
+ * runs, then bottom-up merges through tmp (n rows). */
+static void
+kvc_rows_sort(kvc_row *r, kvc_row *tmp, size_t n)
 {
-	return kvc_api_match_cmp(*(const kvc_api_match *const *)pa,
-				 *(const kvc_api_match *const *)pb);
+	enum { RUN = 16 };
+	for (size_t lo = 0; lo < n; lo += RUN) {
+		size_t hi = lo + RUN < n ? lo + RUN : n;
+		for (size_t i = lo + 1; i < hi; i++) {
+			kvc_row x = r[i];
+			size_t j = i;
+			for (; j > lo && kvc_row_before(&x, &r[j - 1]); j--) {
+				r[j] = r[j - 1];
+			}
+			r[j] = x;
+		}
+	}
+	kvc_row *src = r, *dst = tmp;
+	for (size_t w = RUN; w < n; w *= 2) {
+		for (size_t lo = 0; lo < n; lo += 2 * w) {
+			size_t mid = lo + w < n ? lo + w : n;
+			size_t hi = lo + 2 * w < n ? lo + 2 * w : n;
+			size_t i = lo, j = mid, k = lo;
+			while (i < mid && j < hi) {
+				dst[k++] = kvc_row_before(&src[j], &src[i])
+					       ? src[j++]
+					       : src[i++];
+			}
+			while (i < mid) {
+				dst[k++] = src[i++];
+			}
+			while (j < hi) {
+				dst[k++] = src[j++];
+			}
+		}
+		kvc_row *t = src;
+		src = dst;
+		dst = t;
+	}
+	if (src != r) {
+		memcpy(r, src, n * sizeof(*r));
+	}
 }
 
-/* kvc_listeners returns the listeners of r that matched, each once, in a
- * new array of *n pointers into r, sorted by listener (instance id, then
- * rank). */
-static const kvc_api_match **
-kvc_listeners(const kvc_api_result *r, size_t *n)
+/* kvc_key_listener keys a row by listener, its longest match first. */
+static void
+kvc_key_listener(kvc_row *row)
 {
-	const kvc_api_match **m =
-	    kvi_reallocarray(NULL, r->n_matches ? r->n_matches : 1, sizeof(*m));
+	const kvc_api_match *m = row->m;
+	row->k[0] = m->instance_id;
+	row->k[1] = (uint64_t)m->dp_rank << 32 | (UINT32_MAX - m->longest);
+	row->k[2] =
+	    (uint64_t)(UINT32_MAX - m->gpu) << 32 | (UINT32_MAX - m->cpu);
+}
+
+/* kvc_key_best keys a row best first (kvc_api_match_cmp). */
+static void
+kvc_key_best(kvc_row *row)
+{
+	const kvc_api_match *m = row->m;
+	row->k[0] =
+	    (uint64_t)(UINT32_MAX - m->longest) << 32 | (UINT32_MAX - m->gpu);
+	row->k[1] = m->instance_id;
+	row->k[2] = m->dp_rank;
+}
+
+/* kvc_id_text formats row's instance id as a JSON string. */
+static void
+kvc_id_text(kvc_row *row)
+{
+	char buf[24];
+	char *p = buf + sizeof(buf);
+	uint64_t v = row->m->instance_id;
+	*--p = '"';
+	do {
+		*--p = (char)('0' + v % 10);
+		v /= 10;
+	} while (v != 0);
+	*--p = '"';
+	row->id_len = (uint8_t)(buf + sizeof(buf) - p);
+	memcpy(row->id, p, row->id_len);
+}
+
+/* kvc_listeners returns the listeners of r that matched, each once, as a
+ * new array of *n rows sorted by listener (instance id, then rank); a
+ * listener two shards report (a hand-off) keeps its longer match. tmp
+ * receives scratch room for as many rows. */
+static kvc_row *
+kvc_listeners(const kvc_api_result *r, size_t *n, kvc_row **tmp)
+{
+	size_t cap = r->n_matches ? r->n_matches : 1;
+	kvc_row *rows = kvi_reallocarray(NULL, cap, sizeof(*rows));
+	*tmp = kvi_reallocarray(NULL, cap, sizeof(**tmp));
 	size_t k = 0;
 	for (size_t i = 0; i < r->n_matches; i++) {
 		if (r->matches[i].longest > 0) {
-			m[k++] = &r->matches[i];
+			rows[k].m = &r->matches[i];
+			kvc_key_listener(&rows[k++]);
 		}
 	}
-	if (k > 1) {
-		qsort(m, k, sizeof(*m), kvc_by_listener_p);
-	}
+	kvc_rows_sort(rows, *tmp, k);
 	size_t d = 0;
 	for (size_t i = 0; i < k; i++) {
-		if (d > 0 && m[d - 1]->instance_id == m[i]->instance_id &&
-		    m[d - 1]->dp_rank == m[i]->dp_rank) {
+		const kvc_api_match *m = rows[i].m;
+		if (d > 0 && rows[d - 1].m->instance_id == m->instance_id &&
+		    rows[d - 1].m->dp_rank == m->dp_rank) {
 			continue; /* the same listener from a second shard */
 		}
-		m[d++] = m[i];
+		rows[d++] = rows[i];
 	}
 	*n = d;
-	return m;
+	return rows;
 }
 
 /* A growable text buffer. */
@@ -138,17 +213,41 @@ kvc_putn(kvc_out *o, const char *s, size_t n)
 static char *
 kvc_dec(char buf[24], uint64_t v)
 {
+	/* two digits per division: an answer is mostly small numbers */
+	static const char pairs[201] = "00010203040506070809"
+				       "10111213141516171819"
+				       "20212223242526272829"
+				       "30313233343536373839"
+				       "40414243444546474849"
+				       "50515253545556575859"
+				       "60616263646566676869"
+				       "70717273747576777879"
+				       "80818283848586878889"
+				       "90919293949596979899";
 	char *p = buf + 24;
-	do {
-		*--p = (char)('0' + v % 10);
-		v /= 10;
-	} while (v != 0);
+	while (v >= 100) {
+		unsigned d = (unsigned)(v % 100) * 2;
+		v /= 100;
+		*--p = pairs[d + 1];
+		*--p = pairs[d];
+	}
+	if (v >= 10) {
+		*--p = pairs[v * 2 + 1];
+		*--p = pairs[v * 2];
+	} else {
+		*--p = (char)('0' + v);
+	}
 	return p;
 }
 
 static void
 kvc_putu(kvc_out *o, uint64_t v)
 {
+	if (v < 10) {
+		kvc_reserve(o, 1);
+		o->p[o->len++] = (char)('0' + v);
+		return;
+	}
 	char buf[24];
 	char *p = kvc_dec(buf, v);
 	kvc_putn(o, p, (size_t)(buf + 24 - p));
@@ -198,41 +297,43 @@ kvc_tok(kvc_out *o, uint32_t blocks, uint32_t bs)
 	kvc_putu(o, (uint64_t)blocks * bs);
 }
 
-/* kvc_per_instance writes "scores" (full false) or "instances" from m,
+/* kvc_per_instance writes "scores" (full false) or "instances" from rows
  * sorted by listener: one entry per instance with its ranks' matched
  * tokens; an instance's own figures are those of its best rank. */
 static void
-kvc_per_instance(kvc_out *o, const kvc_api_match *const *m, size_t n,
-		 uint32_t bs, bool full)
+kvc_per_instance(kvc_out *o, const kvc_row *rows, size_t n, uint32_t bs,
+		 bool full)
 {
 	kvc_put(o, "{");
 	for (size_t i = 0; i < n;) {
 		size_t j = i, best = i;
-		while (j < n && m[j]->instance_id == m[i]->instance_id) {
-			if (kvc_api_match_cmp(m[j], m[best]) < 0) {
+		while (j < n &&
+		       rows[j].m->instance_id == rows[i].m->instance_id) {
+			if (kvc_api_match_cmp(rows[j].m, rows[best].m) < 0) {
 				best = j;
 			}
 			j++;
 		}
 		kvc_putn(o, i ? "," : "", i ? 1 : 0);
-		kvc_putq(o, m[i]->instance_id);
+		kvc_putn(o, rows[i].id, rows[i].id_len);
 		kvc_put(o, ":{");
 		if (full) {
+			const kvc_api_match *b = rows[best].m;
 			kvc_put(o, "\"longest_matched\":");
-			kvc_tok(o, m[best]->longest, bs);
+			kvc_tok(o, b->longest, bs);
 			kvc_put(o, ",\"gpu\":");
-			kvc_tok(o, m[best]->gpu, bs);
+			kvc_tok(o, b->gpu, bs);
 			kvc_put(o, ",\"cpu\":");
-			kvc_tok(o, m[best]->cpu, bs);
+			kvc_tok(o, b->cpu, bs);
 			kvc_put(o, ",\"disk\":");
-			kvc_tok(o, m[best]->disk, bs);
+			kvc_tok(o, b->disk, bs);
 			kvc_put(o, ",\"dp\":{");
 		}
 		for (size_t k = i; k < j; k++) {
 			kvc_putn(o, ",", k > i);
-			kvc_putq(o, m[k]->dp_rank);
+			kvc_putq(o, rows[k].m->dp_rank);
 			kvc_put(o, ":");
-			kvc_tok(o, m[k]->longest, bs);
+			kvc_tok(o, rows[k].m->longest, bs);
 		}
 		if (full) {
 			kvc_put(o, "}}");
@@ -245,10 +346,11 @@ kvc_per_instance(kvc_out *o, const kvc_api_match *const *m, size_t n,
 }
 
 static void
-kvc_worker(kvc_out *o, const kvc_api_match *m, uint32_t bs)
+kvc_worker(kvc_out *o, const kvc_row *row, uint32_t bs)
 {
+	const kvc_api_match *m = row->m;
 	kvc_put(o, "{\"instance_id\":");
-	kvc_putq(o, m->instance_id);
+	kvc_putn(o, row->id, row->id_len);
 	kvc_put(o, ",\"pod\":");
 	kvc_puts(o, m->pod, true);
 	kvc_put(o, ",\"dp_rank\":");
@@ -266,20 +368,34 @@ kvc_worker(kvc_out *o, const kvc_api_match *m, uint32_t bs)
 	kvc_put(o, "}");
 }
 
+/* kvc_rekey gives every row of rows[0..n) the key fn makes, then sorts. */
+static void
+kvc_rekey(kvc_row *rows, kvc_row *tmp, size_t n, void (*fn)(kvc_row *))
+{
+	for (size_t i = 0; i < n; i++) {
+		fn(&rows[i]);
+	}
+	kvc_rows_sort(rows, tmp, n);
+}
+
 char *
 kvc_api_query_response_text(const kvc_api_result *r, size_t *len)
 {
 	size_t n;
-	const kvc_api_match **m = kvc_listeners(r, &n);
+	kvc_row *tmp;
+	kvc_row *m = kvc_listeners(r, &n, &tmp);
 	uint32_t bs = r->block_size;
 	if (r->top_k > 0 && n > r->top_k) {
 		/* the k best, then back in listener order for the maps */
-		qsort(m, n, sizeof(*m), kvc_best_first_p);
+		kvc_rekey(m, tmp, n, kvc_key_best);
 		n = r->top_k;
-		qsort(m, n, sizeof(*m), kvc_by_listener_p);
+		kvc_rekey(m, tmp, n, kvc_key_listener);
+	}
+	for (size_t i = 0; i < n; i++) {
+		kvc_id_text(&m[i]);
 	}
 	kvc_out o = {0};
-	kvc_reserve(&o, 256 + n * 240);
+	kvc_reserve(&o, 512 + n * 320);
 	kvc_put(&o, "{\"scores\":");
 	kvc_per_instance(&o, m, n, bs, false);
 	kvc_put(&o, ",\"instances\":");
@@ -291,24 +407,22 @@ kvc_api_query_response_text(const kvc_api_result *r, size_t *len)
 	kvc_put(&o, ",\"query_blocks\":");
 	kvc_putu(&o, r->query_blocks);
 	/* now best first, for workers and best */
-	if (n > 1) {
-		qsort(m, n, sizeof(*m), kvc_best_first_p);
-	}
+	kvc_rekey(m, tmp, n, kvc_key_best);
 	kvc_put(&o, ",\"workers\":[");
 	for (size_t i = 0; i < n; i++) {
 		kvc_putn(&o, ",", i > 0);
-		kvc_worker(&o, m[i], bs);
+		kvc_worker(&o, &m[i], bs);
 	}
 	kvc_put(&o, "],\"best\":");
 	if (n > 0) {
 		kvc_put(&o, "{\"instance_id\":");
-		kvc_putq(&o, m[0]->instance_id);
+		kvc_putn(&o, m[0].id, m[0].id_len);
 		kvc_put(&o, ",\"pod\":");
-		kvc_puts(&o, m[0]->pod, true);
+		kvc_puts(&o, m[0].m->pod, true);
 		kvc_put(&o, ",\"dp_rank\":");
-		kvc_putu(&o, m[0]->dp_rank);
+		kvc_putu(&o, m[0].m->dp_rank);
 		kvc_put(&o, ",\"matched_tokens\":");
-		kvc_tok(&o, m[0]->longest, bs);
+		kvc_tok(&o, m[0].m->longest, bs);
 		kvc_put(&o, "}");
 	} else {
 		kvc_put(&o, "null");
@@ -326,6 +440,7 @@ kvc_api_query_response_text(const kvc_api_result *r, size_t *len)
 	kvc_put(&o, "}}");
 	o.p[o.len] = '\0';
 	kvi_free(m);
+	kvi_free(tmp);
 	*len = o.len;
 	return o.p;
 }
