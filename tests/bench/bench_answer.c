@@ -1,0 +1,71 @@
+/*
+ * bench_answer - the coordinator's /query answer writer alone
+ * (kvc_api_query_response_text), on synthetic matches: n listeners of
+ * n/2 DP=2 pods, random instance ids, matches of 5..7 blocks, so that
+ * ties and grouping by instance are exercised as a shared system prompt
+ * does.
+ *
+ *   bench_answer LISTENERS [TOP_K [ROUNDS]]
+ *
+ * prints the answer's size and the mean time per answer. The time moves
+ * with the machine; for a figure that does not, count instructions:
+ *   valgrind --tool=callgrind bench_answer 1000 0 10   (and 30; subtract)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "alloc.h"
+#include "api_json.h"
+
+static double
+now_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+int
+main(int argc, char **argv)
+{
+	if (argc < 2) {
+		fprintf(stderr,
+			"usage: bench_answer LISTENERS [TOP_K [ROUNDS]]\n");
+		return 2;
+	}
+	size_t n = (size_t)atol(argv[1]);
+	uint32_t top_k = argc > 2 ? (uint32_t)atol(argv[2]) : 0;
+	int rounds = argc > 3 ? atoi(argv[3]) : 2000;
+	kvc_api_match *m = kvi_calloc(n + 1, sizeof(*m));
+	char(*pods)[32] = kvi_calloc(n + 1, sizeof(*pods));
+	srand(1);
+	for (size_t i = 0; i < n; i++) {
+		snprintf(pods[i], sizeof(pods[i]), "ns/engine-%zu", i / 2);
+		m[i].instance_id =
+		    i % 2 ? m[i - 1].instance_id
+			  : (uint64_t)rand() << 32 ^ (uint64_t)rand();
+		m[i].pod = pods[i];
+		m[i].dp_rank = (uint32_t)(i % 2);
+		m[i].gpu = 5 + (uint32_t)(rand() % 3);
+		m[i].longest = m[i].gpu;
+	}
+	kvc_api_result r = {.model = "m",
+			    .block_size = 16,
+			    .query_blocks = 100,
+			    .matches = m,
+			    .n_matches = n,
+			    .top_k = top_k,
+			    .shards_answered = 2,
+			    .shards_total = 2};
+	size_t len = 0;
+	double t0 = now_s();
+	for (int i = 0; i < rounds; i++) {
+		kvi_free(kvc_api_query_response_text(&r, &len));
+	}
+	printf("answer: listeners=%zu top_k=%u bytes=%zu us_per_answer=%.1f\n",
+	       n, top_k, len, (now_s() - t0) / rounds * 1e6);
+	kvi_free(m);
+	kvi_free(pods);
+	return 0;
+}
