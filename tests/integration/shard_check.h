@@ -5,8 +5,8 @@
  * directory, an ephemeral nng port and metrics port, and an nng client the
  * test drives it with (the shard's real interface). With
  * KVI_TEST_SHARD_IPC set in the environment the shard listens on nng's
- * ipc:// transport (a socket in its directory) instead of TCP. The comparisons here
- * hold a shard to the engine simulator's ground truth: for a rank, the
+ * ipc:// transport (a socket in its directory) instead of TCP. The comparisons
+ * here hold a shard to the engine simulator's ground truth: for a rank, the
  * shard's dump of that listener (external hash, sequence hash, tiers) must
  * equal the simulator's /truth exactly, watermark included.
  *
