@@ -7,7 +7,8 @@ set -eu
 PKGS="build-essential cmake pkg-config git ca-certificates curl
 libzmq3-dev libnng-dev liblmdb-dev lmdb-utils libevent-dev
 libprotobuf-c-dev protobuf-c-compiler libcmocka-dev libmsgpack-dev
-libjansson-dev libxxhash-dev libcurl4-openssl-dev
+libjansson-dev libxxhash-dev libcurl4-openssl-dev libhiredis-dev
+redis-server gnuplot-nox
 clang libclang-rt-14-dev clang-format
 kubernetes-client python3-kubernetes python3-yaml socat openssl"
 
