@@ -7,7 +7,11 @@
  *
  *   bench_answer LISTENERS [TOP_K [ROUNDS]]
  *
- * prints the answer's size and the mean time per answer. The time moves
+ * prints the answer's size and the mean time per answer, then the cost of
+ * the other end of a query at the coordinator: parsing a /query body of
+ * 16,000 token ids (1,000 blocks; ids of 6 digits, ", " between them, as
+ * common JSON encoders write) and hashing it into sequence hashes. The
+ * time moves
  * with the machine; for a figure that does not, count instructions:
  *   valgrind --tool=callgrind bench_answer 1000 0 10   (and 30; subtract)
  */
@@ -17,6 +21,7 @@
 
 #include "alloc.h"
 #include "api_json.h"
+#include "hash.h"
 
 static double
 now_s(void)
@@ -24,6 +29,48 @@ now_s(void)
 	struct timespec t;
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* bench_body times parsing and hashing a 16,000-token /query body. */
+static void
+bench_body(int rounds)
+{
+	enum { TOKENS = 16000 };
+	size_t cap = TOKENS * 8 + 64, blen = 0;
+	char *body = kvi_malloc(cap);
+	blen += (size_t)snprintf(body, cap,
+				 "{\"model_name\": \"m\", \"token_ids\": [");
+	for (int i = 0; i < TOKENS; i++) {
+		blen += (size_t)snprintf(body + blen, cap - blen, "%s%d",
+					 i ? ", " : "", 100000 + i);
+	}
+	blen += (size_t)snprintf(body + blen, cap - blen, "]}");
+	double t0 = now_s();
+	for (int i = 0; i < rounds; i++) {
+		kvc_api_query q = {0};
+		kvc_api_error e = {0};
+		if (kvc_api_query_parse(body, blen, TOKENS, &q, &e) != KVI_OK) {
+			fprintf(stderr, "body: %s\n", e.message);
+			exit(1);
+		}
+		kvc_api_query_fini(&q);
+	}
+	double t1 = now_s();
+	kvc_api_query q = {0};
+	kvc_api_error e = {0};
+	kvc_api_query_parse(body, blen, TOKENS, &q, &e);
+	uint64_t *h = kvi_calloc(TOKENS / 16 + 1, sizeof(*h));
+	for (int i = 0; i < rounds; i++) {
+		kvi_local_hashes(q.token_ids, q.n_tokens, 16,
+				 kvi_local_seed(NULL, 0, NULL, 0), h);
+		kvi_seq_hashes(KVI_SEQ_ROOT, h, q.n_tokens / 16, h);
+	}
+	double t2 = now_s();
+	printf("body: tokens=%d bytes=%zu us_parse=%.1f us_hash=%.1f\n", TOKENS,
+	       blen, (t1 - t0) / rounds * 1e6, (t2 - t1) / rounds * 1e6);
+	kvc_api_query_fini(&q);
+	kvi_free(h);
+	kvi_free(body);
 }
 
 int
@@ -65,6 +112,7 @@ main(int argc, char **argv)
 	}
 	printf("answer: listeners=%zu top_k=%u bytes=%zu us_per_answer=%.1f\n",
 	       n, top_k, len, (now_s() - t0) / rounds * 1e6);
+	bench_body(rounds);
 	kvi_free(m);
 	kvi_free(pods);
 	return 0;
