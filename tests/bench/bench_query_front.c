@@ -13,7 +13,7 @@
 #include <sys/time.h>
 
 #include "alloc.h"
-#include "bench_query_json.h"
+#include "api_json.h"
 #include "bench_query_proc.h"
 #include "bench_query_redis.h"
 #include "hash.h"
@@ -92,7 +92,7 @@ bq_floor_main(const char *lengths_path, const char *port_file, int threads)
 typedef struct front_thread {
 	redisContext *redis;
 	uint32_t *longest, *gpu, *cpu; /* per holder, for one query */
-	bq_match *matches;
+	kvc_api_match *matches;
 	char *cmd; /* the commands of one query */
 	size_t cmd_cap;
 } front_thread;
@@ -224,7 +224,7 @@ thread_alloc(front *f)
 	t->longest = kvi_calloc(f->hs.n, sizeof(uint32_t));
 	t->gpu = kvi_calloc(f->hs.n, sizeof(uint32_t));
 	t->cpu = kvi_calloc(f->hs.n, sizeof(uint32_t));
-	t->matches = kvi_calloc(f->hs.n, sizeof(bq_match));
+	t->matches = kvi_calloc(f->hs.n, sizeof(kvc_api_match));
 	pthread_mutex_lock(&f->mu);
 	f->threads[f->n_threads++] = t;
 	pthread_mutex_unlock(&f->mu);
@@ -273,9 +273,10 @@ thread_state(front *f)
  * Redis's protocol into one buffer and handed to hiredis at once (its
  * printf-like formatting costs more per command than Redis does). */
 static void
-append_hkeys(front_thread *t, const bq_query *q, const uint64_t *seq, size_t nb)
+append_hkeys(front_thread *t, const char *model, const uint64_t *seq, size_t nb)
 {
-	size_t need = nb * (q->model_len + 64) + 1;
+	size_t model_len = strlen(model);
+	size_t need = nb * (model_len + 64) + 1;
 	if (t->cmd_cap < need) {
 		t->cmd_cap = need;
 		t->cmd = kvi_realloc(t->cmd, need);
@@ -283,8 +284,8 @@ append_hkeys(front_thread *t, const bq_query *q, const uint64_t *seq, size_t nb)
 	size_t len = 0;
 	for (size_t i = 0; i < nb; i++) {
 		char key[160], digits[24];
-		size_t klen = bq_block_key(key, sizeof(key), q->model,
-					   q->model_len, seq[i]);
+		size_t klen =
+		    bq_block_key(key, sizeof(key), model, model_len, seq[i]);
 		size_t nd = bq_u64_text(digits, klen);
 		memcpy(t->cmd + len, HKEYS_HEAD, sizeof(HKEYS_HEAD) - 1);
 		len += sizeof(HKEYS_HEAD) - 1;
@@ -301,13 +302,13 @@ append_hkeys(front_thread *t, const bq_query *q, const uint64_t *seq, size_t nb)
 /* lookup pipelines one HKEYS per block of seq[0..nb) and fills the
  * thread's per-holder matches; returns false when Redis failed. */
 static bool
-lookup(const front *f, front_thread *t, const bq_query *q, const uint64_t *seq,
+lookup(const front *f, front_thread *t, const char *model, const uint64_t *seq,
        size_t nb)
 {
 	memset(t->longest, 0, f->hs.n * sizeof(uint32_t));
 	memset(t->gpu, 0, f->hs.n * sizeof(uint32_t));
 	memset(t->cpu, 0, f->hs.n * sizeof(uint32_t));
-	append_hkeys(t, q, seq, nb);
+	append_hkeys(t, model, seq, nb);
 	scan s = {.f = f, .t = t, .open = true};
 	t->redis->reader->privdata = &s;
 	for (size_t i = 0; i < nb; i++) {
@@ -329,13 +330,14 @@ collect(const front *f, front_thread *t)
 			continue;
 		}
 		const bq_holder *hd = &f->hs.h[h];
-		t->matches[n++] = (bq_match){
+		t->matches[n++] = (kvc_api_match){
 		    .instance_id = hd->instance_id,
-		    .rank = hd->rank,
+		    .dp_rank = hd->rank,
 		    .pod = hd->pod,
 		    .longest = t->longest[h],
 		    .gpu = t->gpu[h],
 		    .cpu = t->cpu[h],
+		    .disk = t->longest[h] - t->gpu[h] - t->cpu[h],
 		};
 	}
 	return n;
@@ -347,33 +349,41 @@ front_on_query(void *arg, kvi_http_req *req)
 	front *f = arg;
 	size_t len;
 	const char *body = kvi_http_req_body(req, &len);
-	bq_query q;
-	kvi_err rc = bq_query_parse(body, len, &q);
-	if (rc != KVI_OK) {
-		kvi_http_reply_error(req, 400, "bad query: %s",
-				     kvi_strerror(rc));
+	/* kvindex's own parser and answer writer: both indexes pay the
+	 * same for the JSON, and answer in the same words */
+	kvc_api_query q = {0};
+	kvc_api_error e = {0};
+	if (kvc_api_query_parse(body, len, (size_t)1 << 20, &q, &e) != KVI_OK) {
+		kvi_http_reply_error(req, e.status, "bad query: %s", e.message);
+		kvc_api_error_fini(&e);
 		return;
 	}
 	front_thread *t = thread_state(f);
 	size_t nb = q.n_tokens / f->block_size;
 	uint64_t *seq = kvi_reallocarray(NULL, nb + 1, sizeof(uint64_t));
-	kvi_local_hashes(q.tokens, q.n_tokens, f->block_size, f->seed, seq);
+	kvi_local_hashes(q.token_ids, q.n_tokens, f->block_size, f->seed, seq);
 	kvi_seq_hashes(KVI_SEQ_ROOT, seq, nb, seq);
-	if (t == NULL || !lookup(f, t, &q, seq, nb)) {
+	if (t == NULL || !lookup(f, t, q.model, seq, nb)) {
 		if (t != NULL) {
 			redisFree(t->redis);
 			t->redis = NULL;
 		}
 		kvi_http_reply_error(req, 503, "redis failed");
 	} else {
-		size_t n = collect(f, t), alen;
-		char *text =
-		    bq_answer_text(t->matches, n, q.top_k, q.model, q.model_len,
-				   f->block_size, (uint32_t)nb, &alen);
+		kvc_api_result r = {.model = q.model,
+				    .block_size = f->block_size,
+				    .query_blocks = nb,
+				    .matches = t->matches,
+				    .n_matches = collect(f, t),
+				    .top_k = q.top_k,
+				    .shards_answered = 2,
+				    .shards_total = 2};
+		size_t alen;
+		char *text = kvc_api_query_response_text(&r, &alen);
 		kvi_http_reply_take(req, 200, "application/json", text, alen);
 	}
 	kvi_free(seq);
-	kvi_free(q.tokens);
+	kvc_api_query_fini(&q);
 }
 
 int

@@ -11,12 +11,13 @@
  *
  * The Redis front is an index served from Redis (bench_query_redis.h):
  * common/httpd again, one hiredis connection per loop thread (opened on
- * the thread's first request), and per query: parse the body
- * (bench_query_json.h), hash the tokens (local hashes, then the sequence
- * chain from KVI_SEQ_ROOT, as the coordinator does), pipeline one HKEYS
- * per block, count each listener's leading blocks (as hiredis parses the
- * replies, without building reply objects), and answer in the
- * compatible shape with top_k honoured. It answers 400 for a bad body and
+ * the thread's first request), and per query: parse the body with the
+ * coordinator's own parser (api_json.h), hash the tokens (local hashes,
+ * then the sequence chain from KVI_SEQ_ROOT, as the coordinator does),
+ * pipeline one HKEYS per block, count each listener's leading blocks (as
+ * hiredis parses the replies, without building reply objects), and answer
+ * with the coordinator's own answer writer, top_k honoured: the two
+ * indexes pay the same for their JSON. It answers 400 for a bad body and
  * 503 when Redis fails (the next request connects again).
  *
  * Both serve until SIGTERM (bench_query_proc.h: bq_serve).

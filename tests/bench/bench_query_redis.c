@@ -16,7 +16,6 @@
 #include <xxhash.h>
 
 #include "alloc.h"
-#include "bench_query_json.h"
 
 #define PIPELINE      10000
 #define START_WAIT_MS 10000
@@ -123,6 +122,21 @@ bq_holders_find(const bq_holders *hs, const char *s, size_t len)
 		}
 	}
 	return -1;
+}
+
+size_t
+bq_u64_text(char buf[24], uint64_t v)
+{
+	char tmp[24];
+	size_t n = 0;
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v != 0);
+	for (size_t i = 0; i < n; i++) {
+		buf[i] = tmp[n - 1 - i];
+	}
+	return n;
 }
 
 size_t

@@ -56,6 +56,10 @@ void bq_holders_fini(bq_holders *hs);
  * ("<instance_id>#<rank>", without the tier), or -1. */
 long bq_holders_find(const bq_holders *hs, const char *s, size_t len);
 
+/* bq_u64_text writes v in decimal into buf (not NUL-terminated) and
+ * returns its length. */
+size_t bq_u64_text(char buf[24], uint64_t v);
+
 /* bq_block_key writes the key of the block with sequence hash seq_hash of
  * model[0..model_len) into buf (cap bytes, NUL-terminated) and returns its
  * length; 0 when it does not fit. */
