@@ -5,17 +5,18 @@
  * Starts kvindex-sim (--pods P with DP=2: 2P listeners, the conversation
  * trace with 32 blocks of 16 tokens per hash id, i.e. the trace's 512-token
  * blocks), two kvindex-shard processes and kvindex-coordinator (reading the
- * simulator's layout as its discovery file). It runs the load until the
- * shards hold --entries (block, listener) entries, pauses it, and then
- * sends /query requests built from the conversation trace over persistent
- * HTTP/1.1 connections, each connection a closed loop (a request, its
- * answer, the next). For 100- and 1,000-block queries (a trace request's
- * first blocks, padded with fresh tokens when shorter, as a long prompt
- * with a cached prefix is) it prints latency p50/p99 on one connection,
- * then throughput and latency with --conns connections; then the same for
- * 1,000-block prompts of fresh tokens, which match no listener: the cost of
- * the query path without the answer's size. The conversation trace opens
- * every request with the same system prompt, so every listener matches a
+ * simulator's layout as its discovery file), the cluster of
+ * bench_query_cluster.h: it runs the load until the shards hold --entries
+ * (block, listener) entries, pauses it, waits until every listener has
+ * applied all its rank published, and then sends /query requests built from the
+ * conversation trace over persistent HTTP/1.1 connections, each connection a
+ * closed loop (a request, its answer, the next). For 100- and 1,000-block
+ * queries (a trace request's first blocks, padded with fresh tokens when
+ * shorter, as a long prompt with a cached prefix is) it prints latency p50/p99
+ * on one connection, then throughput and latency with --conns connections; then
+ * the same for 1,000-block prompts of fresh tokens, which match no listener:
+ * the cost of the query path without the answer's size. The conversation trace
+ * opens every request with the same system prompt, so every listener matches a
  * trace query and its answer names all of them.
  *
  *   bench_coord [--pods P] [--entries N] [--seconds S] [--conns C]
@@ -39,6 +40,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "bench_query_cluster.h"
 #include "bench_stream.h"
 #include "kvitest.h"
 #include "sim_load.h"
@@ -270,37 +272,6 @@ bodies_free(bench *b)
 	kvi_free(b->lens);
 }
 
-static double
-entries(int port)
-{
-	char url[96];
-	snprintf(url, sizeof(url), "http://127.0.0.1:%d/admin/shards", port);
-	kvt_http_resp r;
-	double sum = -1;
-	if (kvt_http_get(url, 5000, &r) == KVI_OK && r.status == 200) {
-		sum = 0;
-		size_t i;
-		json_t *s;
-		json_array_foreach(r.json, i, s)
-		{
-			sum += (double)json_integer_value(
-			    json_object_get(s, "blocks"));
-		}
-	}
-	kvt_http_resp_fini(&r);
-	return sum;
-}
-
-static void
-sim_post(kvt_sim *sim, const char *path)
-{
-	json_t *body = json_object();
-	kvt_http_resp r;
-	kvt_sim_call(sim, "POST", path, body, &r);
-	kvt_http_resp_fini(&r);
-	json_decref(body);
-}
-
 int
 main(int argc, char **argv)
 {
@@ -347,108 +318,28 @@ main(int argc, char **argv)
 			return 2;
 		}
 	}
-	/* each rank caches its share of the entries, plus room */
-	char pods_s[16], cache[16], bpi[8];
-	snprintf(pods_s, sizeof(pods_s), "%d", pods);
-	snprintf(cache, sizeof(cache), "%.0f", want / (2.0 * pods) * 1.25 + 64);
-	snprintf(bpi, sizeof(bpi), "%d", BPI);
-	const char *sim_flags[] = {"--pods",
-				   pods_s,
-				   "--dp",
-				   "2",
-				   "--block-size",
-				   "16",
-				   "--trace",
-				   TRACE,
-				   "--blocks-per-id",
-				   bpi,
-				   "--copies",
-				   "1",
-				   "--loop",
-				   "--rate",
-				   "0",
-				   "--cache-blocks",
-				   cache,
-				   "--replay-buffer",
-				   "100000",
-				   "--paused",
-				   NULL};
-	kvt_sim sim;
-	if (kvt_sim_start(KVI_SIM_BIN, sim_flags, 60000, &sim) != KVI_OK) {
-		fprintf(stderr, "simulator did not start\n");
-		return 1;
-	}
+	const char *coord_args[] = {"--query-batch-max", batch, NULL};
+	bq_cluster_config cc = {.pods = pods,
+				.entries = want,
+				.http_threads = threads,
+				.trace = TRACE,
+				.block_size = BS,
+				.blocks_per_id = BPI,
+				.fill_timeout_s = 600,
+				.coord_args = coord_args};
 	char *dir;
 	kvt_tmpdir_make("kvi-bench", &dir);
-	int base;
-	kvt_ports_pick(3, &base);
-	kvt_proc *shard[2], *coord;
-	char shards_arg[256] = "";
-	for (int i = 0; i < 2; i++) {
-		char name[32], listen[64], id[16];
-		snprintf(name, sizeof(name), "shard-%d", i);
-		snprintf(id, sizeof(id), "shard-%d", i);
-		snprintf(listen, sizeof(listen), "tcp://127.0.0.1:%d",
-			 base + i);
-		char *data = kvt_path(dir, name);
-		char logname[48];
-		snprintf(logname, sizeof(logname), "%s.log", name);
-		char *log = kvt_path(dir, logname);
-		const char *argv_shard[] = {
-		    KVI_SHARD_BIN, "--id",       id,   "--listen",
-		    listen,        "--data-dir", data, "--no-sync",
-		    "--log-level", "warn",       NULL};
-		kvt_proc_start(argv_shard, log, &shard[i]);
-		size_t used = strlen(shards_arg);
-		snprintf(shards_arg + used, sizeof(shards_arg) - used,
-			 "%s%s=%s", i ? "," : "", id, listen);
-		free(data);
-		free(log);
-	}
-	char http[32], th[8];
-	snprintf(http, sizeof(http), "127.0.0.1:%d", base + 2);
-	snprintf(th, sizeof(th), "%d", threads);
-	char *cdata = kvt_path(dir, "coord"),
-	     *clog = kvt_path(dir, "coord.log");
-	const char *argv_coord[] = {KVI_COORD_BIN,
-				    "--shards",
-				    shards_arg,
-				    "--http",
-				    http,
-				    "--http-threads",
-				    th,
-				    "--discovery-file",
-				    sim.layout_path,
-				    "--data-dir",
-				    cdata,
-				    "--log-level",
-				    "warn",
-				    "--query-batch-max",
-				    batch,
-				    NULL};
-	kvt_proc_start(argv_coord, clog, &coord);
-	bench b = {.port = base + 2, .seconds = seconds, .top_k = top_k};
-
-	/* fill: run the load until the shards hold the entries */
-	while (entries(b.port) < 0) {
-		kvt_sleep_ms(100);
-	}
-	int64_t t0 = kvt_now_ms();
-	sim_post(&sim, "/resume");
-	double e;
-	while ((e = entries(b.port)) < want) {
-		kvt_sleep_ms(500);
-	}
-	sim_post(&sim, "/pause");
-	double last = -1;
-	while ((e = entries(b.port)) != last) {
-		last = e;
-		kvt_sleep_ms(1000);
+	bq_cluster cl;
+	if (bq_cluster_start(&cc, dir, &cl) != KVI_OK) {
+		fprintf(stderr, "the cluster did not start or fill; see %s\n",
+			dir);
+		return 1;
 	}
 	printf("coord: listeners=%d entries=%.0f fill_seconds=%.1f "
 	       "http_threads=%d\n",
-	       sim.n, e, (kvt_now_ms() - t0) / 1000.0, threads);
+	       2 * pods, cl.entries, cl.fill_seconds, threads);
 	fflush(stdout);
+	bench b = {.port = cl.port, .seconds = seconds, .top_k = top_k};
 
 	/* trace requests (a prefix every listener holds, and more), then
 	 * prompts no listener holds: the cost of the machinery alone */
@@ -466,16 +357,8 @@ main(int argc, char **argv)
 		bodies_free(&b);
 	}
 
-	kvt_proc_stop(coord, 30000, NULL);
-	kvt_proc_free(coord);
-	for (int i = 0; i < 2; i++) {
-		kvt_proc_stop(shard[i], 30000, NULL);
-		kvt_proc_free(shard[i]);
-	}
-	kvt_sim_stop(&sim, NULL);
+	bq_cluster_stop(&cl);
 	kvt_tmpdir_remove(dir);
 	free(dir);
-	free(cdata);
-	free(clog);
 	return 0;
 }

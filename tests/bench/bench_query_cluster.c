@@ -133,20 +133,26 @@ start_coord(const bq_cluster_config *cfg, const char *dir, const char *shards,
 	snprintf(http, sizeof(http), "127.0.0.1:%d", c->port);
 	snprintf(threads, sizeof(threads), "%d", cfg->http_threads);
 	char *data = kvt_path(dir, "coord"), *log = kvt_path(dir, "coord.log");
-	const char *argv[] = {KVI_COORD_BIN,
-			      "--shards",
-			      shards,
-			      "--http",
-			      http,
-			      "--http-threads",
-			      threads,
-			      "--discovery-file",
-			      c->sim.layout_path,
-			      "--data-dir",
-			      data,
-			      "--log-level",
-			      "warn",
-			      NULL};
+	const char *argv[48] = {KVI_COORD_BIN,
+				"--shards",
+				shards,
+				"--http",
+				http,
+				"--http-threads",
+				threads,
+				"--discovery-file",
+				c->sim.layout_path,
+				"--data-dir",
+				data,
+				"--log-level",
+				"warn"};
+	size_t n = 13;
+	for (size_t i = 0; cfg->coord_args != NULL &&
+			   cfg->coord_args[i] != NULL && n + 1 < 48;
+	     i++) {
+		argv[n++] = cfg->coord_args[i];
+	}
+	argv[n] = NULL;
 	kvi_err rc = kvt_proc_start(argv, log, &c->coord);
 	kvi_free(data);
 	kvi_free(log);

@@ -1,6 +1,6 @@
 /*
- * bench_query_cluster.h - the kvindex cluster bench_query measures,
- * started the way bench_coord starts it.
+ * bench_query_cluster.h - the kvindex cluster bench_query and
+ * bench_coord measure.
  *
  * kvindex-sim with --pods P of DP=2 (2P listeners) serving the
  * conversation trace (blocks_per_id blocks of block_size tokens per hash
@@ -34,6 +34,7 @@ typedef struct bq_cluster_config {
 	const char *trace;
 	int block_size, blocks_per_id;
 	int fill_timeout_s;
+	const char *const *coord_args; /* more coordinator flags, or NULL */
 } bq_cluster_config;
 
 typedef struct bq_cluster {
