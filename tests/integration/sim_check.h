@@ -24,7 +24,7 @@
 #define SIMC_MAX_RANKS 8
 #define SIMC_BS        16  /* block size of every simulator started here */
 #define SIMC_QUIET_MS  250 /* how long "nothing arrives" is watched */
-#define SIMC_WAIT_MS   10000
+#define SIMC_WAIT_MS   30000
 
 typedef struct simproc {
 	kvt_sim sim;

@@ -39,15 +39,16 @@ handler(void *arg, const Kvindex__Request *req, Kvindex__Response *resp,
 {
 	(void)arg;
 	assert_int_equal(req->body_case, KVINDEX__REQUEST__BODY_QUERY_BATCH);
-	int ms = atomic_load(&stall_ms);
-	if (ms > 0) {
-		usleep((useconds_t)ms * 1000);
-	}
+	/* counted on arrival, before any stall */
 	const Kvindex__QueryBatchRequest *b = req->query_batch;
 	atomic_fetch_add(&messages, 1);
 	atomic_fetch_add(&queries, (int)b->n_queries);
 	int n = (int)b->n_queries, old = atomic_load(&biggest);
 	while (n > old && !atomic_compare_exchange_weak(&biggest, &old, n)) {
+	}
+	int ms = atomic_load(&stall_ms);
+	if (ms > 0) {
+		usleep((useconds_t)ms * 1000);
 	}
 	Kvindex__QueryBatchResponse *out = kvp_arena_alloc(a, sizeof(*out));
 	kvindex__query_batch_response__init(out);
@@ -247,7 +248,7 @@ test_deadlines_hold_behind_a_stall(void **state)
 	(void)state;
 	env e;
 	env_start(&e, 1, 0);
-	atomic_store(&stall_ms, 400);
+	atomic_store(&stall_ms, 1500);
 	job a, b, c;
 	int64_t t0 = kvc_now_ms();
 	job_init(&a, 1, 150); /* in flight, stalled */
@@ -262,12 +263,13 @@ test_deadlines_hold_behind_a_stall(void **state)
 	assert_int_equal(a.rv, KVI_ETIMEDOUT);
 	assert_int_equal(b.rv, KVI_ETIMEDOUT);
 	assert_int_equal(c.rv, KVI_ETIMEDOUT);
-	/* no query waits much past its own deadline */
-	assert_true(a.at_ms - t0 < 150 + 100);
-	assert_true(b.at_ms - t0 < 150 + 100);
-	assert_true(c.at_ms - t0 >= 300 - 5 && c.at_ms - t0 < 300 + 100);
+	/* no query waits much past its own deadline (the stall is far
+	 * longer than any of them, and than the slack allowed here) */
+	assert_true(a.at_ms - t0 < 150 + 400);
+	assert_true(b.at_ms - t0 < 150 + 400);
+	assert_true(c.at_ms - t0 >= 300 - 5 && c.at_ms - t0 < 300 + 400);
 	/* b never left: only a and c reached the shard */
-	usleep(600 * 1000);
+	usleep(200 * 1000);
 	assert_int_equal(atomic_load(&queries), 2);
 	job_fini(&a);
 	job_fini(&b);
@@ -321,7 +323,7 @@ test_shard_down(void **state)
 	for (int i = 0; i < 4; i++) {
 		job_wait(&j[i]);
 		assert_int_not_equal(j[i].rv, KVI_OK);
-		assert_true(j[i].at_ms - t0 < 100 + 100);
+		assert_true(j[i].at_ms - t0 < 100 + 400);
 		job_fini(&j[i]);
 	}
 	kvp_client_close(client);
