@@ -205,13 +205,9 @@ typedef struct kvc_api_match {
 	uint32_t gpu, cpu, disk, longest;
 } kvc_api_match;
 
-/* kvc_api_match_cmp orders matches best first: longest, then gpu,
- * descending; then instance id and dp_rank, ascending. It is API.md's
- * order ("by matched tokens, ties by pod and rank") made total, a pod
- * being known by its instance id: integers, because shards select a
- * query's top_k by the same order (shard/topk.h) over every listener that
- * matches, and the k best of each shard then hold the k best of the
- * fleet. */
+/* kvc_api_match_cmp orders matches best first, in the order of rank.h
+ * (longest, then gpu, descending; then instance id and dp_rank,
+ * ascending), the one shards select a query's top_k by. */
 int kvc_api_match_cmp(const kvc_api_match *a, const kvc_api_match *b);
 
 /* What a /query response is built from. */

@@ -15,22 +15,22 @@
 
 #include "alloc.h"
 #include "api_json.h"
+#include "rank.h"
 
 /* ---- the /query response ------------------------------------------------- */
 
-static int
-kvc_cmp_u64(uint64_t a, uint64_t b)
+/* kvc_rank_key returns m's key in the order of rank.h. */
+static kvi_rank_key
+kvc_rank_key(const kvc_api_match *m)
 {
-	return (a > b) - (a < b);
+	return kvi_rank_key_of(m->longest, m->gpu, m->instance_id, m->dp_rank);
 }
 
 int
 kvc_api_match_cmp(const kvc_api_match *a, const kvc_api_match *b)
 {
-	int c = kvc_cmp_u64(b->longest, a->longest);
-	c = c ? c : kvc_cmp_u64(b->gpu, a->gpu);
-	c = c ? c : kvc_cmp_u64(a->instance_id, b->instance_id);
-	return c ? c : kvc_cmp_u64(a->dp_rank, b->dp_rank);
+	kvi_rank_key ka = kvc_rank_key(a), kb = kvc_rank_key(b);
+	return kvi_rank_cmp(&ka, &kb);
 }
 
 /*
@@ -40,7 +40,7 @@ kvc_api_match_cmp(const kvc_api_match *a, const kvc_api_match *b)
  * instead of three times.
  */
 typedef struct kvc_row {
-	uint64_t k[3];
+	kvi_rank_key key; /* rank.h's order, or by listener */
 	const kvc_api_match *m;
 	char id[24]; /* the instance id as a JSON string */
 	uint8_t id_len;
@@ -49,13 +49,7 @@ typedef struct kvc_row {
 static inline bool
 kvc_row_before(const kvc_row *x, const kvc_row *y)
 {
-	if (x->k[0] != y->k[0]) {
-		return x->k[0] < y->k[0];
-	}
-	if (x->k[1] != y->k[1]) {
-		return x->k[1] < y->k[1];
-	}
-	return x->k[2] < y->k[2];
+	return kvi_rank_cmp(&x->key, &y->key) < 0;
 }
 
 /* kvc_rows_sort sorts r[0..n) by key, stably: insertion sort for short
@@ -107,21 +101,17 @@ static void
 kvc_key_listener(kvc_row *row)
 {
 	const kvc_api_match *m = row->m;
-	row->k[0] = m->instance_id;
-	row->k[1] = (uint64_t)m->dp_rank << 32 | (UINT32_MAX - m->longest);
-	row->k[2] =
+	row->key.k[0] = m->instance_id;
+	row->key.k[1] = (uint64_t)m->dp_rank << 32 | (UINT32_MAX - m->longest);
+	row->key.k[2] =
 	    (uint64_t)(UINT32_MAX - m->gpu) << 32 | (UINT32_MAX - m->cpu);
 }
 
-/* kvc_key_best keys a row best first (kvc_api_match_cmp). */
+/* kvc_key_best keys a row best first (rank.h). */
 static void
 kvc_key_best(kvc_row *row)
 {
-	const kvc_api_match *m = row->m;
-	row->k[0] =
-	    (uint64_t)(UINT32_MAX - m->longest) << 32 | (UINT32_MAX - m->gpu);
-	row->k[1] = m->instance_id;
-	row->k[2] = m->dp_rank;
+	row->key = kvc_rank_key(row->m);
 }
 
 /* kvc_id_text formats row's instance id as a JSON string. */

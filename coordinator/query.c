@@ -47,8 +47,6 @@ struct kvc_qctx {
 	int ep;
 	struct timespec t0;
 	uint32_t block_size;
-	size_t query_blocks;
-	uint32_t top_k;
 	Kvindex__QueryRequest qr; /* what every shard is sent */
 	pthread_mutex_t mu;
 	size_t pending, answered, total; /* under mu */
@@ -154,10 +152,10 @@ kvc_merge(kvc_qctx *c)
 	kvc_api_result r = {
 	    .model = c->qr.model,
 	    .block_size = c->block_size,
-	    .query_blocks = c->query_blocks,
+	    .query_blocks = c->qr.n_seq_hashes,
 	    .matches = c->m,
 	    .n_matches = c->n,
-	    .top_k = c->top_k,
+	    .top_k = c->qr.top_k,
 	    .shards_answered = (uint32_t)c->answered,
 	    .shards_total = (uint32_t)c->total,
 	};
@@ -331,8 +329,6 @@ kvc_handle(kvc_query *q, kvi_http_req *req, int ep)
 	c->ep = ep;
 	c->t0 = t0;
 	c->block_size = bs;
-	c->query_blocks = nb;
-	c->top_k = qq.top_k;
 	pthread_mutex_init(&c->mu, NULL);
 	kvindex__query_request__init(&c->qr);
 	c->qr.model = qq.model;

@@ -2,19 +2,16 @@
 
 #include <string.h>
 
-static int
-kvh_cmp_u64(uint64_t a, uint64_t b)
-{
-	return (a > b) - (a < b);
-}
+#include "rank.h"
 
 int
 kvh_topk_cmp(const kvh_topk_entry *a, const kvh_topk_entry *b)
 {
-	int c = kvh_cmp_u64(b->longest, a->longest);
-	c = c ? c : kvh_cmp_u64(b->gpu, a->gpu);
-	c = c ? c : kvh_cmp_u64(a->instance_id, b->instance_id);
-	return c ? c : kvh_cmp_u64(a->dp_rank, b->dp_rank);
+	kvi_rank_key ka =
+	    kvi_rank_key_of(a->longest, a->gpu, a->instance_id, a->dp_rank);
+	kvi_rank_key kb =
+	    kvi_rank_key_of(b->longest, b->gpu, b->instance_id, b->dp_rank);
+	return kvi_rank_cmp(&ka, &kb);
 }
 
 void

@@ -4,12 +4,9 @@
  * A query with top_k asks only for the k best listeners. The shard keeps
  * them in a bounded heap while the index reports matches (kvx_query's
  * callback), so selecting costs O(n log k) and holds k entries, whatever
- * the number of listeners that match. "Best" is the coordinator's order
- * (kvc_api_match_cmp): longest, then gpu, descending; then instance id
- * and dp_rank, ascending. It is total, so the k best of each shard hold
- * the k best of the fleet, and merging them at the coordinator is exact.
- * Every key is an integer: a query that every listener matches to the
- * same length (a shared system prompt) breaks a tie for each of them.
+ * the number of listeners that match. "Best" is the order of rank.h, the
+ * one the coordinator ranks its answer by, so the k best of each shard
+ * hold the k best of the fleet and merging them is exact.
  *
  * The heap keeps the worst of the kept entries at its root, so a new match
  * replaces it or is dropped after one comparison.
