@@ -78,8 +78,10 @@ control=$(sed -n 's/.*"control": *"\([^"]*\)".*/\1/p' "$run/layout.json")
 echo "simulated fleet: $pods pods x DP=$dp (control $control, log sim.log)"
 
 # The shards run on this host, so the coordinator reaches them over nng's
-# ipc transport (a Unix socket in the run directory), which costs less per
-# query than TCP on loopback; shards on other hosts use tcp://host:port.
+# ipc transport (a Unix socket in the run directory) and they take no TCP
+# port; shards on other hosts use tcp://host:port. (bench_query
+# --shard-url-scheme ipc|tcp measures both: no difference beyond the noise
+# of a run here.)
 shards=""
 for s in 0 1; do
 	url="ipc://$run/shard-$s.ipc"
