@@ -94,9 +94,10 @@ void kvi_seq_hashes(uint64_t parent, const uint64_t *local, size_t n,
 		    uint64_t *out);
 
 /* The records of a block's extra bytes. */
-#define KVI_EXTRA_MM     'm'
-#define KVI_EXTRA_IDENT  'i'
-#define KVI_EXTRA_EMBEDS 'e'
+#define KVI_EXTRA_MM      'm'
+#define KVI_EXTRA_IDENT   'i'
+#define KVI_EXTRA_EMBEDS  'e'
+#define KVI_EXTRA_UNKNOWN 'u' /* a key of a later engine: matches nothing */
 
 /* A growable byte buffer for the extra bytes of one block; zero-initialise
  * it, reuse it across blocks (kvi_xbuf_reset), free it with

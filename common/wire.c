@@ -337,6 +337,8 @@ kvi_decoder_free(kvi_decoder *dec)
 	kvi_free(dec->spans);
 	kvi_free(dec->hashes);
 	kvi_free(dec->tokens);
+	kvi_xbuf_fini(&dec->xbytes);
+	kvi_free(dec->xoffs);
 	kvi_free(dec);
 }
 
@@ -345,8 +347,11 @@ kvi_decoder_decode(kvi_decoder *dec, const void *buf, size_t len,
 		   kvi_batch *batch)
 {
 	dec->err[0] = '\0';
+	dec->skip_err[0] = '\0';
 	dec->hashes_len = 0;
 	dec->tokens_len = 0;
+	dec->xoffs_len = 0;
+	kvi_xbuf_reset(&dec->xbytes);
 	msgpack_zone_clear(&dec->zone);
 	kvi_err rv = kvi_mp_check(dec, buf, len);
 	if (rv != KVI_OK) {
@@ -375,6 +380,18 @@ const char *
 kvi_decoder_error(const kvi_decoder *dec)
 {
 	return dec->err;
+}
+
+const char *
+kvi_decoder_skip_error(const kvi_decoder *dec)
+{
+	return dec->skip_err;
+}
+
+const char *
+kvi_skip_name(kvi_skip skip)
+{
+	return skip == KVI_SKIP_UNKNOWN_TYPE ? "unknown_type" : "malformed";
 }
 
 kvi_tier

@@ -38,10 +38,19 @@ typedef enum kvi_tier {
 #define KVI_TIER_COUNT 3
 
 typedef enum kvi_event_type {
+	KVI_EVENT_SKIPPED = 0, /* not decoded: see skip */
 	KVI_EVENT_STORED = 1,
 	KVI_EVENT_REMOVED,
 	KVI_EVENT_CLEARED,
 } kvi_event_type;
+
+/* Why an event was skipped. */
+typedef enum kvi_skip {
+	KVI_SKIP_NONE = 0,
+	KVI_SKIP_UNKNOWN_TYPE, /* a tag this decoder does not know */
+	KVI_SKIP_MALFORMED,    /* a field missing, of a wrong type or range */
+} kvi_skip;
+#define KVI_SKIP_COUNT 3
 
 /* A string inside a batch: not NUL-terminated; ptr is NULL when the field
  * was absent or nil. */
@@ -52,20 +61,28 @@ typedef struct kvi_str {
 
 typedef struct kvi_event {
 	kvi_event_type type;
+	kvi_skip skip;          /* KVI_EVENT_SKIPPED: why */
 	kvi_tier tier;          /* from medium; gpu when absent */
 	bool has_parent;        /* stored: parent_block_hash was not nil */
 	bool has_group_idx;     /* group_idx present and not nil */
 	bool remote;            /* locality == "REMOTE" (case-insensitive) */
-	uint32_t block_size;    /* stored: positive */
+	bool unknown_keys;      /* extra_keys held elements of unknown kinds */
+	uint32_t block_size;    /* stored: positive, or 0 without tokens */
 	uint64_t parent;        /* stored, when has_parent */
 	int64_t group_idx;      /* when has_group_idx */
 	const uint64_t *hashes; /* stored/removed: external block hashes */
 	uint32_t n_hashes;
-	const uint32_t *tokens; /* stored: token ids */
+	const uint32_t *tokens; /* stored: token ids; none for an offload */
 	uint32_t n_tokens;
+	/* stored: block i's extra bytes (hash.h) are
+	 * extra[extra_off[i] .. extra_off[i + 1]); extra_off is NULL when no
+	 * block has any. */
+	const uint8_t *extra;
+	const uint32_t *extra_off;
 	kvi_str medium; /* raw medium as sent */
 	kvi_str lora_name;
-	kvi_str cache_salt; /* map form only (SGLang) */
+	/* SGLang's metadata or map field, or vLLM's first-block salt */
+	kvi_str cache_salt;
 	kvi_str locality;
 } kvi_event;
 
@@ -74,6 +91,7 @@ typedef struct kvi_batch {
 	bool has_dp_rank;
 	uint16_t dp_rank;
 	uint32_t n_events;
+	uint32_t n_skipped; /* events of type KVI_EVENT_SKIPPED */
 	const kvi_event *events;
 } kvi_batch;
 
@@ -93,6 +111,13 @@ kvi_err kvi_decoder_decode(kvi_decoder *dec, const void *buf, size_t len,
 /* kvi_decoder_error returns the message of the last failed decode (valid
  * until the next decode), or "" after a success. */
 const char *kvi_decoder_error(const kvi_decoder *dec);
+
+/* kvi_decoder_skip_error returns why the first skipped event of the last
+ * decoded batch was skipped, or "" when none was. */
+const char *kvi_decoder_skip_error(const kvi_decoder *dec);
+
+/* kvi_skip_name returns "unknown_type" or "malformed". */
+const char *kvi_skip_name(kvi_skip skip);
 
 /* kvi_tier_from_medium maps a medium string (case-insensitive) to a tier:
  * GPU, DEVICE and absent are gpu; CPU, CPU_PINNED, CPU_TIER1 are cpu;

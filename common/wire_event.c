@@ -1,8 +1,9 @@
 /*
  * wire_event.c - pass 2 of the event batch decoder (wire.h, wire.c) for the
  * events: each event, as a legacy tagged array or a tagged map, is mapped
- * onto a kvi_event, its hashes and token ids copied into the decoder's
- * arenas.
+ * onto a kvi_event, its hashes, token ids and extra bytes copied into the
+ * decoder's arenas. An event that cannot be read is rolled back out of the
+ * arenas and returned as skipped; the others decode on.
  */
 #include "wire.h"
 
@@ -33,6 +34,7 @@ typedef enum kvi_field {
 	F_SPEC_WINDOW,
 	F_LOCALITY,
 	F_CACHE_SALT,
+	F_METADATA,
 } kvi_field;
 
 static const char *const kvi_field_names[] = {
@@ -50,6 +52,7 @@ static const char *const kvi_field_names[] = {
     [F_SPEC_WINDOW] = "kv_cache_spec_sliding_window",
     [F_LOCALITY] = "locality",
     [F_CACHE_SALT] = "cache_salt",
+    [F_METADATA] = "metadata",
 };
 #define KVI_FIELD_COUNT (sizeof(kvi_field_names) / sizeof(kvi_field_names[0]))
 
@@ -85,6 +88,8 @@ typedef struct kvi_ctx {
 	kvi_decoder *dec;
 	uint32_t idx; /* event index, for messages */
 	kvi_event *ev;
+	kvi_skip skip;               /* why, when decoding fails */
+	const msgpack_object *xkeys; /* extra_keys, read once all else is */
 	bool seen[KVI_FIELD_COUNT];
 } kvi_ctx;
 
@@ -232,15 +237,135 @@ kvi_set_block_size(kvi_ctx *c, const msgpack_object *o)
 	    o->type != MSGPACK_OBJECT_NEGATIVE_INTEGER) {
 		return kvi_type_error(c, F_BLOCK_SIZE, "int", o);
 	}
-	if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER || o->via.u64 == 0 ||
+	if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ||
 	    o->via.u64 > UINT32_MAX) {
 		char num[32];
-		return kvi_fail(
-		    c->dec, KVI_ERANGE,
-		    "events[%u].block_size: %s is not a positive u32", c->idx,
-		    kvi_int_text(o, num, sizeof(num)));
+		return kvi_fail(c->dec, KVI_ERANGE,
+				"events[%u].block_size: %s is not a u32",
+				c->idx, kvi_int_text(o, num, sizeof(num)));
 	}
 	c->ev->block_size = (uint32_t)o->via.u64;
+	return KVI_OK;
+}
+
+/* kvi_set_metadata reads SGLang's BlockStored metadata map: cache_salt,
+ * and keys of later versions, ignored. */
+static kvi_err
+kvi_set_metadata(kvi_ctx *c, const msgpack_object *o)
+{
+	const msgpack_object_map *m = &o->via.map;
+	for (uint32_t i = 0; i < m->size; i++) {
+		if (kvi_str_eq(&m->ptr[i].key, "cache_salt")) {
+			kvi_err rv =
+			    kvi_set_str(c, F_CACHE_SALT, &m->ptr[i].val,
+					&c->ev->cache_salt);
+			if (rv != KVI_OK) {
+				return rv;
+			}
+		}
+	}
+	return KVI_OK;
+}
+
+static kvi_err kvi_set_field(kvi_ctx *c, kvi_field f, const msgpack_object *o);
+
+static bool
+kvi_is_str(const msgpack_object *o)
+{
+	return o->type == MSGPACK_OBJECT_STR;
+}
+
+/* kvi_block_keys appends block i's tuple t to the extra bytes (wire.h says
+ * what each element becomes). */
+static void
+kvi_block_keys(kvi_ctx *c, uint32_t i, const msgpack_object_array *t)
+{
+	kvi_event *ev = c->ev;
+	kvi_xbuf *x = &c->dec->xbytes;
+	uint32_t k = 0;
+	if (t->size > 0 && kvi_is_str(&t->ptr[0]) && ev->lora_name.len > 0 &&
+	    t->ptr[0].via.str.size == ev->lora_name.len &&
+	    memcmp(t->ptr[0].via.str.ptr, ev->lora_name.ptr,
+		   ev->lora_name.len) == 0) {
+		k = 1; /* the LoRA name: in the seed */
+	}
+	uint32_t last_str = UINT32_MAX;
+	for (uint32_t j = k; j < t->size; j++) {
+		if (kvi_is_str(&t->ptr[j])) {
+			last_str = j;
+		}
+	}
+	bool first = i == 0 && !ev->has_parent;
+	for (; k < t->size; k++) {
+		const msgpack_object *e = &t->ptr[k];
+		if (kvi_is_str(e) && first && k == last_str) {
+			if (ev->cache_salt.ptr == NULL) {
+				ev->cache_salt =
+				    (kvi_str){e->via.str.ptr, e->via.str.size};
+			}
+		} else if (kvi_is_str(e)) {
+			kvi_xbuf_record(x, KVI_EXTRA_IDENT, e->via.str.ptr,
+					e->via.str.size);
+		} else if (e->type == MSGPACK_OBJECT_ARRAY &&
+			   e->via.array.size == 2 &&
+			   kvi_is_str(&e->via.array.ptr[0]) &&
+			   (e->via.array.ptr[1].type ==
+				MSGPACK_OBJECT_POSITIVE_INTEGER ||
+			    e->via.array.ptr[1].type ==
+				MSGPACK_OBJECT_NEGATIVE_INTEGER)) {
+			const msgpack_object *id = &e->via.array.ptr[0];
+			kvi_xbuf_mm(x, id->via.str.ptr, id->via.str.size,
+				    e->via.array.ptr[1].via.i64);
+		} else if (e->type == MSGPACK_OBJECT_BIN) {
+			kvi_xbuf_record(x, KVI_EXTRA_EMBEDS, e->via.bin.ptr,
+					e->via.bin.size);
+		} else {
+			/* A key of a later engine: the block cannot be
+			 * matched by a query, and must not match another. */
+			kvi_xbuf_record(x, KVI_EXTRA_UNKNOWN, NULL, 0);
+			ev->unknown_keys = true;
+		}
+	}
+}
+
+/* kvi_set_extra turns a stored event's extra_keys into per-block extra
+ * bytes; a tuple per block, each nil or an array. */
+static kvi_err
+kvi_set_extra(kvi_ctx *c)
+{
+	kvi_decoder *dec = c->dec;
+	const msgpack_object_array *a = &c->xkeys->via.array;
+	uint32_t n = c->ev->n_hashes;
+	if (a->size != n) {
+		return kvi_fail(dec, KVI_EPROTO,
+				"events[%u].extra_keys: %u entries for %u "
+				"blocks",
+				c->idx, a->size, n);
+	}
+	size_t base = dec->xbytes.len;
+	kvi_reserve((void **)&dec->xoffs, &dec->xoffs_cap,
+		    dec->xoffs_len + n + 1, sizeof(uint32_t));
+	uint32_t *off = dec->xoffs + dec->xoffs_len;
+	for (uint32_t i = 0; i < n; i++) {
+		const msgpack_object *t = &a->ptr[i];
+		off[i] = (uint32_t)(dec->xbytes.len - base);
+		if (t->type == MSGPACK_OBJECT_NIL) {
+			continue;
+		}
+		if (t->type != MSGPACK_OBJECT_ARRAY) {
+			return kvi_fail(dec, KVI_EPROTO,
+					"events[%u].extra_keys[%u]: expected "
+					"array or nil, got %s",
+					c->idx, i, kvi_mp_type_name(t));
+		}
+		kvi_block_keys(c, i, &t->via.array);
+	}
+	off[n] = (uint32_t)(dec->xbytes.len - base);
+	if (off[n] > 0) {
+		dec->spans[c->idx].xoff_off = dec->xoffs_len;
+		dec->spans[c->idx].xbyte_off = base;
+		dec->xoffs_len += n + 1;
+	}
 	return KVI_OK;
 }
 
@@ -285,7 +410,19 @@ kvi_set_field(kvi_ctx *c, kvi_field f, const msgpack_object *o)
 		ev->tier = kvi_tier_from_medium(ev->medium.ptr, ev->medium.len);
 		return KVI_OK;
 	case F_LORA_NAME:
+		/* SGLang's positional form puts its metadata here */
+		if (o->type == MSGPACK_OBJECT_MAP) {
+			return kvi_set_metadata(c, o);
+		}
 		return kvi_set_str(c, f, o, &ev->lora_name);
+	case F_METADATA:
+		if (o->type == MSGPACK_OBJECT_NIL) {
+			return KVI_OK;
+		}
+		if (o->type != MSGPACK_OBJECT_MAP) {
+			return kvi_type_error(c, f, "map or nil", o);
+		}
+		return kvi_set_metadata(c, o);
 	case F_CACHE_SALT:
 		return kvi_set_str(c, f, o, &ev->cache_salt);
 	case F_SPEC_KIND: {
@@ -304,6 +441,7 @@ kvi_set_field(kvi_ctx *c, kvi_field f, const msgpack_object *o)
 		    o->type != MSGPACK_OBJECT_ARRAY) {
 			return kvi_type_error(c, f, "array or nil", o);
 		}
+		c->xkeys = o->type == MSGPACK_OBJECT_ARRAY ? o : NULL;
 		return KVI_OK;
 	case F_NONE:
 		break;
@@ -340,6 +478,7 @@ kvi_event_type_of(kvi_ctx *c, const msgpack_object *tag)
 	} else if (kvi_str_eq(tag, "AllBlocksCleared")) {
 		c->ev->type = KVI_EVENT_CLEARED;
 	} else {
+		c->skip = KVI_SKIP_UNKNOWN_TYPE;
 		return kvi_fail(
 		    c->dec, KVI_EPROTO,
 		    "events[%u]: unknown event type \"%.*s\"", c->idx,
@@ -349,7 +488,9 @@ kvi_event_type_of(kvi_ctx *c, const msgpack_object *tag)
 	return KVI_OK;
 }
 
-/* A field a legacy array may not lack and a map may not omit. */
+/* A field a legacy array may not lack and a map may not omit; a store
+ * with tokens needs a block size, and extra keys are read last (they need
+ * lora_name and the parent). */
 static kvi_err
 kvi_check_required(kvi_ctx *c)
 {
@@ -369,7 +510,15 @@ kvi_check_required(kvi_ctx *c)
 					kvi_field_names[req[i]]);
 		}
 	}
-	return KVI_OK;
+	if (c->ev->type != KVI_EVENT_STORED) {
+		return KVI_OK;
+	}
+	if (c->ev->n_tokens > 0 && c->ev->block_size == 0) {
+		return kvi_fail(c->dec, KVI_ERANGE,
+				"events[%u].block_size: 0 with %u token ids",
+				c->idx, c->ev->n_tokens);
+	}
+	return c->xkeys != NULL ? kvi_set_extra(c) : KVI_OK;
 }
 
 static kvi_err
@@ -437,12 +586,27 @@ kvi_decode_map(kvi_ctx *c, const msgpack_object_map *m)
 	return KVI_OK;
 }
 
+/* kvi_skip_event turns a half-decoded event into a skipped one, keeping
+ * the batch's first reason. */
+static void
+kvi_skip_event(kvi_decoder *dec, kvi_event *ev, kvi_skip why)
+{
+	*ev = (kvi_event){.type = KVI_EVENT_SKIPPED, .skip = why};
+	if (dec->skip_err[0] == '\0') {
+		memcpy(dec->skip_err, dec->err, sizeof(dec->skip_err));
+	}
+	dec->err[0] = '\0';
+}
+
 static kvi_err
 kvi_decode_event(kvi_decoder *dec, uint32_t idx, const msgpack_object *o)
 {
-	kvi_ctx c = {.dec = dec, .idx = idx, .ev = &dec->events[idx]};
+	kvi_ctx c = {.dec = dec,
+		     .idx = idx,
+		     .ev = &dec->events[idx],
+		     .skip = KVI_SKIP_MALFORMED};
 	memset(c.ev, 0, sizeof(*c.ev));
-	dec->spans[idx] = (kvi_event_span){0};
+	dec->spans[idx] = (kvi_event_span){.xoff_off = SIZE_MAX};
 	c.ev->tier = KVI_TIER_GPU;
 	kvi_err rv;
 	if (o->type == MSGPACK_OBJECT_ARRAY && o->via.array.size > 0) {
@@ -450,18 +614,21 @@ kvi_decode_event(kvi_decoder *dec, uint32_t idx, const msgpack_object *o)
 	} else if (o->type == MSGPACK_OBJECT_MAP) {
 		rv = kvi_decode_map(&c, &o->via.map);
 	} else {
-		return kvi_fail(
-		    dec, KVI_EPROTO,
-		    "events[%u]: expected a tagged array or map, got "
-		    "%s",
-		    idx,
-		    o->type == MSGPACK_OBJECT_ARRAY ? "an empty array"
-						    : kvi_mp_type_name(o));
+		rv = kvi_fail(dec, KVI_EPROTO,
+			      "events[%u]: expected a tagged array or map, "
+			      "got %s",
+			      idx,
+			      o->type == MSGPACK_OBJECT_ARRAY
+				  ? "an empty array"
+				  : kvi_mp_type_name(o));
+	}
+	if (rv == KVI_OK) {
+		rv = kvi_check_required(&c);
 	}
 	if (rv != KVI_OK) {
-		return rv;
+		kvi_skip_event(dec, c.ev, c.skip);
 	}
-	return kvi_check_required(&c);
+	return rv;
 }
 
 kvi_err
@@ -480,20 +647,30 @@ kvi_decode_events(kvi_decoder *dec, const msgpack_object *o, kvi_batch *b)
 		    kvi_reallocarray(dec->spans, n, sizeof(kvi_event_span));
 		dec->events_cap = n;
 	}
+	uint32_t skipped = 0;
 	for (uint32_t i = 0; i < n; i++) {
-		kvi_err rv = kvi_decode_event(dec, i, &o->via.array.ptr[i]);
-		if (rv != KVI_OK) {
-			return rv;
+		size_t hashes = dec->hashes_len, tokens = dec->tokens_len;
+		size_t xoffs = dec->xoffs_len, xbytes = dec->xbytes.len;
+		if (kvi_decode_event(dec, i, &o->via.array.ptr[i]) != KVI_OK) {
+			dec->hashes_len = hashes;
+			dec->tokens_len = tokens;
+			dec->xoffs_len = xoffs;
+			dec->xbytes.len = xbytes;
+			skipped++;
 		}
 	}
 	for (uint32_t i = 0; i < n; i++) {
 		kvi_event *ev = &dec->events[i];
-		ev->hashes =
-		    ev->n_hashes ? dec->hashes + dec->spans[i].hash_off : NULL;
-		ev->tokens =
-		    ev->n_tokens ? dec->tokens + dec->spans[i].token_off : NULL;
+		const kvi_event_span *sp = &dec->spans[i];
+		ev->hashes = ev->n_hashes ? dec->hashes + sp->hash_off : NULL;
+		ev->tokens = ev->n_tokens ? dec->tokens + sp->token_off : NULL;
+		if (ev->type == KVI_EVENT_STORED && sp->xoff_off != SIZE_MAX) {
+			ev->extra_off = dec->xoffs + sp->xoff_off;
+			ev->extra = dec->xbytes.p + sp->xbyte_off;
+		}
 	}
 	b->n_events = n;
+	b->n_skipped = skipped;
 	b->events = dec->events;
 	return KVI_OK;
 }

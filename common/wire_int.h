@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hash.h"
 #include "wire.h"
 
 #define KVI_NELEM(a) (sizeof(a) / sizeof((a)[0]))
@@ -21,6 +22,8 @@
 typedef struct kvi_event_span {
 	size_t hash_off;
 	size_t token_off;
+	size_t xoff_off;  /* extra_off's start in xoffs; SIZE_MAX: none */
+	size_t xbyte_off; /* the event's extra bytes' start in xbytes */
 } kvi_event_span;
 
 struct kvi_decoder {
@@ -32,7 +35,11 @@ struct kvi_decoder {
 	size_t hashes_len, hashes_cap;
 	uint32_t *tokens;
 	size_t tokens_len, tokens_cap;
+	kvi_xbuf xbytes; /* blocks' extra bytes */
+	uint32_t *xoffs; /* per event with extras: n_hashes + 1 offsets */
+	size_t xoffs_len, xoffs_cap;
 	char err[256];
+	char skip_err[256];
 };
 
 /* wire.c */

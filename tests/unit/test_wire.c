@@ -240,15 +240,22 @@ static const msgpack_object wrong_values[] = {
     {.type = MSGPACK_OBJECT_BOOLEAN, .via.boolean = true},
 };
 
-/* decode_with replaces *slot with each wrong value, re-encodes root and
- * checks the decoder rejects it naming field, then restores *slot. */
+/* reject_each_wrong replaces *slot with each wrong value, re-encodes root
+ * and checks the decoder rejects it naming field: the whole batch for a
+ * field of the envelope (ev < 0), else only event ev, skipped as
+ * malformed while the batch and its other events decode. Then it restores
+ * *slot. A map is SGLang's metadata in lora_name's place, so it is not
+ * wrong there. */
 static void
 reject_each_wrong(const msgpack_object *root, msgpack_object *slot,
-		  const char *field, const char *vector)
+		  const char *field, const char *vector, int ev)
 {
 	msgpack_object saved = *slot;
 	for (size_t w = 0; w < sizeof(wrong_values) / sizeof(wrong_values[0]);
 	     w++) {
+		if (w == 0 && strcmp(field, "lora_name") == 0) {
+			continue;
+		}
 		*slot = wrong_values[w];
 		msgpack_sbuffer sb;
 		msgpack_sbuffer_init(&sb);
@@ -257,13 +264,26 @@ reject_each_wrong(const msgpack_object *root, msgpack_object *slot,
 		assert_int_equal(msgpack_pack_object(&pk, *root), 0);
 		kvi_batch b;
 		kvi_err rv = kvi_decoder_decode(dec, sb.data, sb.size, &b);
-		if (rv == KVI_OK) {
+		const char *what = w == 0 ? "map" : "bool";
+		const char *err = kvi_decoder_error(dec);
+		if (ev < 0 && rv == KVI_OK) {
 			fail_msg("%s: %s as %s was accepted", vector, field,
-				 w == 0 ? "map" : "bool");
+				 what);
+		} else if (ev >= 0 && rv != KVI_OK) {
+			fail_msg("%s: %s as %s lost the batch: %s", vector,
+				 field, what, err);
+		} else if (ev >= 0) {
+			assert_int_equal(b.n_skipped, 1);
+			if (b.events[ev].type != KVI_EVENT_SKIPPED ||
+			    b.events[ev].skip != KVI_SKIP_MALFORMED) {
+				fail_msg("%s: %s as %s was accepted", vector,
+					 field, what);
+			}
+			err = kvi_decoder_skip_error(dec);
 		}
-		if (strstr(kvi_decoder_error(dec), field) == NULL) {
+		if (strstr(err, field) == NULL) {
 			fail_msg("%s: error \"%s\" does not name %s", vector,
-				 kvi_decoder_error(dec), field);
+				 err, field);
 		}
 		msgpack_sbuffer_destroy(&sb);
 	}
@@ -272,19 +292,19 @@ reject_each_wrong(const msgpack_object *root, msgpack_object *slot,
 
 static void
 reject_wrong_elements(const msgpack_object *root, msgpack_object *arr,
-		      const char *field, const char *vector)
+		      const char *field, const char *vector, int e)
 {
 	if (arr->type != MSGPACK_OBJECT_ARRAY || arr->via.array.size == 0) {
 		return;
 	}
 	char name[96];
 	snprintf(name, sizeof(name), "%.80s[0]", field);
-	reject_each_wrong(root, &arr->via.array.ptr[0], name, vector);
+	reject_each_wrong(root, &arr->via.array.ptr[0], name, vector, e);
 }
 
 static void
 wrong_types_in_event(const msgpack_object *root, msgpack_object *ev,
-		     const char *vector)
+		     const char *vector, int e)
 {
 	if (ev->type == MSGPACK_OBJECT_ARRAY) {
 		msgpack_object *f = ev->via.array.ptr;
@@ -300,12 +320,12 @@ wrong_types_in_event(const msgpack_object *root, msgpack_object *ev,
 			known =
 			    sizeof(removed_fields) / sizeof(*removed_fields);
 		}
-		reject_each_wrong(root, &f[0], "type", vector);
+		reject_each_wrong(root, &f[0], "type", vector, e);
 		for (uint32_t i = 1; i < n && i - 1 < known; i++) {
-			reject_each_wrong(root, &f[i], names[i - 1], vector);
+			reject_each_wrong(root, &f[i], names[i - 1], vector, e);
 			if (i == 1 || i == 3) { /* hashes, tokens */
 				reject_wrong_elements(root, &f[i], names[i - 1],
-						      vector);
+						      vector, e);
 			}
 		}
 		return;
@@ -317,19 +337,20 @@ wrong_types_in_event(const msgpack_object *root, msgpack_object *ev,
 		snprintf(key, sizeof(key), "%.*s", (int)kv->key.via.str.size,
 			 kv->key.via.str.ptr);
 		bool known = strcmp(key, "locality") == 0 ||
-			     strcmp(key, "cache_salt") == 0;
+			     strcmp(key, "cache_salt") == 0 ||
+			     strcmp(key, "metadata") == 0;
 		for (size_t f = 0;
 		     f < sizeof(stored_fields) / sizeof(*stored_fields); f++) {
 			known = known || strcmp(key, stored_fields[f]) == 0;
 		}
 		if (strcmp(key, "type") == 0) {
-			reject_each_wrong(root, &kv->val, "type", vector);
-		} else if (known) {
-			reject_each_wrong(root, &kv->val, key, vector);
+			reject_each_wrong(root, &kv->val, "type", vector, e);
+		} else if (known && strcmp(key, "metadata") != 0) {
+			reject_each_wrong(root, &kv->val, key, vector, e);
 			if (strcmp(key, "block_hashes") == 0 ||
 			    strcmp(key, "token_ids") == 0) {
 				reject_wrong_elements(root, &kv->val, key,
-						      vector);
+						      vector, e);
 			}
 		}
 	}
@@ -371,15 +392,15 @@ test_vectors_wrong_type_in_each_field(void **state)
 			events = &root.via.map.ptr[1].val;
 			rank = &root.via.map.ptr[2].val;
 		}
-		reject_each_wrong(&root, ts, "ts", name);
-		reject_each_wrong(&root, events, "events", name);
+		reject_each_wrong(&root, ts, "ts", name, -1);
+		reject_each_wrong(&root, events, "events", name, -1);
 		if (rank != NULL) {
 			reject_each_wrong(&root, rank, "data_parallel_rank",
-					  name);
+					  name, -1);
 		}
 		for (uint32_t e = 0; e < events->via.array.size; e++) {
 			wrong_types_in_event(&root, &events->via.array.ptr[e],
-					     name);
+					     name, (int)e);
 		}
 		msgpack_zone_destroy(&zone);
 		free(buf);
@@ -397,6 +418,21 @@ decode_hex(const char *hex, kvi_batch *b)
 	kvi_err rv = kvi_decoder_decode(dec, buf, len, b);
 	free(buf);
 	return rv;
+}
+
+/* decode_skipped decodes hex, a batch whose only event the decoder must
+ * skip for why, and returns the skip's message. */
+static const char *
+decode_skipped(const char *hex, kvi_skip why)
+{
+	kvi_batch b;
+	assert_int_equal(decode_hex(hex, &b), KVI_OK);
+	assert_int_equal(b.n_events, 1);
+	assert_int_equal(b.n_skipped, 1);
+	assert_int_equal(b.events[0].type, KVI_EVENT_SKIPPED);
+	assert_int_equal(b.events[0].skip, why);
+	assert_string_equal(kvi_decoder_error(dec), "");
+	return kvi_decoder_skip_error(dec);
 }
 
 static void
@@ -421,12 +457,11 @@ test_hash_forms(void **state)
 	assert_true(ev->hashes[3] == 0x0102030405060708ull);
 	assert_false(b.has_dp_rank);
 	/* a 4-byte bin is not a hash */
-	assert_int_equal(decode_hex("9201919"
-				    "2ac426c6f636b52656d6f766564"
-				    "91c40401020304",
-				    &b),
-			 KVI_EPROTO);
-	assert_non_null(strstr(kvi_decoder_error(dec), "block_hashes[0]"));
+	assert_non_null(strstr(decode_skipped("9201919"
+					      "2ac426c6f636b52656d6f766564"
+					      "91c40401020304",
+					      KVI_SKIP_MALFORMED),
+			       "block_hashes[0]"));
 }
 
 static void
@@ -475,37 +510,42 @@ test_token_ranges(void **state)
 	kvi_encoder_fini(&enc);
 
 	/* [1, [["BlockStored", [1], nil, [4294967296, 1], 2, nil]]] */
-	assert_int_equal(decode_hex("920191"
-				    "96ab426c6f636b53746f726564"
-				    "9101c092cf000000010000000001"
-				    "02c0",
-				    &b),
-			 KVI_ERANGE);
-	assert_string_equal(kvi_decoder_error(dec),
+	assert_string_equal(decode_skipped("920191"
+					   "96ab426c6f636b53746f726564"
+					   "9101c092cf000000010000000001"
+					   "02c0",
+					   KVI_SKIP_MALFORMED),
 			    "events[0].token_ids[0]: 4294967296 is not a u32");
 	/* token -5 */
-	assert_int_equal(decode_hex("920191"
-				    "96ab426c6f636b53746f726564"
-				    "9101c092fb01"
-				    "02c0",
-				    &b),
-			 KVI_ERANGE);
-	assert_string_equal(kvi_decoder_error(dec),
+	assert_string_equal(decode_skipped("920191"
+					   "96ab426c6f636b53746f726564"
+					   "9101c092fb01"
+					   "02c0",
+					   KVI_SKIP_MALFORMED),
 			    "events[0].token_ids[0]: -5 is not a u32");
-	/* block_size 0 */
+	/* block_size 0 with tokens */
+	assert_string_equal(decode_skipped("920191"
+					   "96ab426c6f636b53746f726564"
+					   "9101c0920102"
+					   "00c0",
+					   KVI_SKIP_MALFORMED),
+			    "events[0].block_size: 0 with 2 token ids");
+	/* block_size 0 without tokens: an offload store */
 	assert_int_equal(decode_hex("920191"
 				    "96ab426c6f636b53746f726564"
-				    "9101c0920102"
+				    "9101c090"
 				    "00c0",
 				    &b),
-			 KVI_ERANGE);
+			 KVI_OK);
+	assert_int_equal(b.events[0].type, KVI_EVENT_STORED);
+	assert_int_equal(b.events[0].n_tokens, 0);
+	assert_int_equal(b.events[0].block_size, 0);
 	/* 4 fields only: too old to be a BlockStored */
-	assert_int_equal(decode_hex("920191"
-				    "95ab426c6f636b53746f726564"
-				    "9101c092010202",
-				    &b),
-			 KVI_EPROTO);
-	assert_non_null(strstr(kvi_decoder_error(dec), "has 4 fields"));
+	assert_non_null(strstr(decode_skipped("920191"
+					      "95ab426c6f636b53746f726564"
+					      "9101c092010202",
+					      KVI_SKIP_MALFORMED),
+			       "has 4 fields"));
 }
 
 static void
@@ -535,25 +575,23 @@ test_malformed_structure(void **state)
 	/* a batch that is a string, an empty batch, an unknown event */
 	assert_int_equal(decode_hex("a3616263", &b), KVI_EPROTO);
 	assert_int_equal(decode_hex("90", &b), KVI_EPROTO);
-	assert_int_equal(decode_hex("92019191a3466f6f", &b), KVI_EPROTO);
-	assert_string_equal(kvi_decoder_error(dec),
-			    "events[0]: unknown event type \"Foo\"");
+	assert_string_equal(
+	    decode_skipped("92019191a3466f6f", KVI_SKIP_UNKNOWN_TYPE),
+	    "events[0]: unknown event type \"Foo\"");
 	/* a map event without "type", an empty event array */
-	assert_int_equal(decode_hex("92019181a178c0", &b), KVI_EPROTO);
-	assert_int_equal(decode_hex("9201919"
-				    "0",
-				    &b),
-			 KVI_EPROTO);
+	decode_skipped("92019181a178c0", KVI_SKIP_MALFORMED);
+	decode_skipped("9201919"
+		       "0",
+		       KVI_SKIP_MALFORMED);
 	/* map batch without events */
 	assert_int_equal(decode_hex("81a27473cb3ff8000000000000", &b),
 			 KVI_EPROTO);
 	/* BlockRemoved map without block_hashes */
-	assert_int_equal(decode_hex("92019181a474797065ac426c6f636b52656d6f"
-				    "766564",
-				    &b),
-			 KVI_EPROTO);
-	assert_string_equal(kvi_decoder_error(dec),
-			    "events[0]: missing block_hashes");
+	assert_string_equal(
+	    decode_skipped("92019181a474797065ac426c6f636b52656d6f"
+			   "766564",
+			   KVI_SKIP_MALFORMED),
+	    "events[0]: missing block_hashes");
 }
 
 static void
