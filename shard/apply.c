@@ -91,9 +91,37 @@ kva_clear_locked(kvx_index *idx, kvl_listener *l)
 	kvo_rec_clear(&l->rec);
 }
 
+/* kva_stored_known adds the event's tier to blocks the listener holds: a
+ * store without tokens, as an offload to another tier reports it. */
+static void
+kva_stored_known(kvx_index *idx, kva_scratch *s, kvl_listener *l,
+		 const kvi_event *ev)
+{
+	kva_scratch_reserve(s, ev->n_hashes);
+	size_t n = 0;
+	for (uint32_t i = 0; i < ev->n_hashes; i++) {
+		if (kvx_lookup(idx, l->lid, ev->hashes[i], &s->seq[n])) {
+			s->ext[n++] = ev->hashes[i];
+		} else {
+			l->c.orphans++;
+			l->orphan_streak++;
+		}
+	}
+	if (n < ev->n_hashes) {
+		kva_error(l, "%s",
+			  "BlockStored without tokens of a block the "
+			  "listener does not hold");
+	}
+	kva_put_run(idx, s, l, s->ext, n, ev->tier);
+}
+
 static void
 kva_stored(kvx_index *idx, kva_scratch *s, kvl_listener *l, const kvi_event *ev)
 {
+	if (ev->n_tokens == 0 && ev->n_hashes > 0) {
+		kva_stored_known(idx, s, l, ev);
+		return;
+	}
 	if (ev->block_size != l->block_size) {
 		l->c.block_size_mismatches++;
 		char what[64];
@@ -113,13 +141,29 @@ kva_stored(kvx_index *idx, kva_scratch *s, kvl_listener *l, const kvi_event *ev)
 	if (!kva_chain_start(idx, l, ev->has_parent, ev->parent, &prev)) {
 		return;
 	}
-	uint64_t seed = kvi_local_seed(ev->lora_name.ptr, ev->lora_name.len,
-				       ev->cache_salt.ptr, ev->cache_salt.len);
+	uint64_t seed =
+	    kvi_local_seed(ev->lora_name.ptr, ev->lora_name.len, NULL, 0);
+	/* The salt is in the first block of a sequence; the chain carries
+	 * it to the rest. */
+	uint64_t first =
+	    ev->has_parent
+		? seed
+		: kvi_local_seed(ev->lora_name.ptr, ev->lora_name.len,
+				 ev->cache_salt.ptr, ev->cache_salt.len);
+	if (ev->unknown_keys) {
+		l->c.unknown_extra_keys++;
+	}
 	kva_scratch_reserve(s, ev->n_hashes);
 	for (uint32_t i = 0; i < ev->n_hashes; i++) {
+		const uint32_t *tok = ev->tokens + (size_t)i * ev->block_size;
+		uint64_t sd = i == 0 ? first : seed;
 		uint64_t local =
-		    kvi_local_hash(ev->tokens + (size_t)i * ev->block_size,
-				   ev->block_size, seed);
+		    ev->extra_off == NULL
+			? kvi_local_hash(tok, ev->block_size, sd)
+			: kvi_local_hash_extra(tok, ev->block_size, sd,
+					       ev->extra + ev->extra_off[i],
+					       ev->extra_off[i + 1] -
+						   ev->extra_off[i]);
 		prev = kvi_seq_hash(prev, local);
 		s->seq[i] = prev;
 	}
@@ -129,6 +173,14 @@ kva_stored(kvx_index *idx, kva_scratch *s, kvl_listener *l, const kvi_event *ev)
 static void
 kva_event(kvx_index *idx, kva_scratch *s, kvl_listener *l, const kvi_event *ev)
 {
+	if (ev->type == KVI_EVENT_SKIPPED) {
+		if (ev->skip == KVI_SKIP_UNKNOWN_TYPE) {
+			l->c.unknown_events++;
+		} else {
+			l->c.unreadable_events++;
+		}
+		return;
+	}
 	if ((ev->has_group_idx && ev->group_idx != 0) || ev->remote) {
 		l->c.skipped_events++;
 		return;
@@ -146,10 +198,12 @@ kva_event(kvx_index *idx, kva_scratch *s, kvl_listener *l, const kvi_event *ev)
 	case KVI_EVENT_CLEARED:
 		kva_clear_locked(idx, l);
 		break;
+	case KVI_EVENT_SKIPPED:
+		break;
 	}
 }
 
-void
+bool
 kva_batch(kvx_index *idx, kvi_decoder *dec, kva_scratch *scratch,
 	  kvl_listener *l, uint64_t seq, const void *payload, size_t len)
 {
@@ -161,8 +215,9 @@ kva_batch(kvx_index *idx, kvi_decoder *dec, kva_scratch *scratch,
 	kvi_batch b;
 	if (kvi_decoder_decode(dec, payload, len, &b) != KVI_OK) {
 		l->c.malformed++;
+		l->c.lost_batches++;
 		kva_error(l, "malformed batch: %s", kvi_decoder_error(dec));
-		return;
+		return false;
 	}
 	if (b.has_dp_rank && b.dp_rank != l->dp_rank) {
 		l->c.rank_mismatches++;
@@ -170,7 +225,7 @@ kva_batch(kvx_index *idx, kvi_decoder *dec, kva_scratch *scratch,
 		snprintf(what, sizeof(what), "%u, listener is rank %u",
 			 b.dp_rank, l->dp_rank);
 		kva_error(l, "batch of data_parallel_rank %s", what);
-		return;
+		return true;
 	}
 	l->c.batches++;
 	kvx_write_begin(idx, l->lid);
@@ -178,6 +233,10 @@ kva_batch(kvx_index *idx, kvi_decoder *dec, kva_scratch *scratch,
 		kva_event(idx, scratch, l, &b.events[i]);
 	}
 	kvx_write_end(idx, l->lid);
+	if (b.n_skipped > 0) {
+		kva_error(l, "event skipped: %s", kvi_decoder_skip_error(dec));
+	}
+	return true;
 }
 
 static void
@@ -225,6 +284,8 @@ kva_recover(kvx_index *idx, kva_scratch *scratch, kvl_listener *l,
 			break;
 		case KVI_EVENT_CLEARED:
 			kva_clear_locked(idx, l);
+			break;
+		case KVI_EVENT_SKIPPED:
 			break;
 		}
 	}

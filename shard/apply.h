@@ -7,12 +7,17 @@
  * is applied under its partition's write lock as a whole.
  *
  * BlockStored chains sequence hashes from the parent's, found by the
- * parent's external hash in the listener's own map. A parent the listener
- * does not hold is never re-rooted: the event is counted as an orphan and
- * skipped (the caller resyncs a listener whose orphans keep coming).
- * Events of a KV-cache group other than the main one, REMOTE locality
- * events and batches of another data-parallel rank are counted and not
- * applied. Ingest thread only.
+ * parent's external hash in the listener's own map, hashing each block's
+ * tokens and extra keys (hash.h; a salt enters the first block of a
+ * sequence only). A parent the listener does not hold is never re-rooted:
+ * the event is counted as an orphan and skipped (the caller resyncs a
+ * listener whose orphans keep coming). A BlockStored without tokens (an
+ * offload to another tier) adds its tier to blocks the listener already
+ * holds; a hash it does not hold is an orphan too, not guessed. A
+ * BlockRemoved removes only the tier it names. Events of a KV-cache group
+ * other than the main one, REMOTE locality events and batches of another
+ * data-parallel rank are counted and not applied; events the decoder
+ * skipped are counted by reason. Ingest thread only.
  */
 #ifndef KVI_SHARD_APPLY_H
 #define KVI_SHARD_APPLY_H
@@ -36,10 +41,12 @@ typedef struct kva_scratch {
 void kva_scratch_fini(kva_scratch *s);
 
 /* kva_batch decodes and applies the batch at seq (the caller has checked
- * it is the next one) and moves the listener's mark to it. A batch that
- * does not decode, or names another rank, is counted and skipped, its seq
- * consumed all the same. */
-void kva_batch(kvx_index *idx, kvi_decoder *dec, kva_scratch *scratch,
+ * it is the next one) and moves the listener's mark to it. A batch whose
+ * envelope does not decode, or that names another rank, is counted and
+ * skipped, its seq consumed all the same. Returns false when the batch was
+ * lost to an unreadable envelope: the listener's state is then no longer
+ * known and the caller resyncs it. */
+bool kva_batch(kvx_index *idx, kvi_decoder *dec, kva_scratch *scratch,
 	       kvl_listener *l, uint64_t seq, const void *payload, size_t len);
 
 /* kva_recover applies a /kv_recover answer: a tree dump replaces the

@@ -119,7 +119,12 @@ static const kvg_family kvg_families[] = {
     KVG_FAM(orphans, "BlockStored events whose parent was unknown."),
     KVG_FAM(rank_mismatches, "Batches of another data-parallel rank."),
     KVG_FAM(skipped_events, "Events of another KV group or REMOTE."),
-    KVG_FAM(malformed, "Batches or events that failed to decode."),
+    KVG_FAM(malformed, "Batches whose envelope failed to decode."),
+    KVG_FAM(lost_batches, "Batches lost to an unreadable envelope."),
+    KVG_FAM(unknown_events, "Events of an unknown type, skipped."),
+    KVG_FAM(unreadable_events, "Events whose fields could not be read, "
+			       "skipped."),
+    KVG_FAM(unknown_extra_keys, "Stores with extra keys of unknown kinds."),
     KVG_FAM(duplicates, "Batches dropped as already applied."),
     KVG_FAM(block_size_mismatches, "Stored events of another block size."),
     KVG_FAM(unknown_removes, "Removals of blocks the listener lacked."),

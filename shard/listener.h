@@ -56,6 +56,8 @@ typedef struct kvl_counters {
 	uint64_t engine_restarts, orphans, rank_mismatches, skipped_events;
 	uint64_t malformed, duplicates, block_size_mismatches;
 	uint64_t unknown_removes, unrepaired_gaps;
+	uint64_t unknown_events, unreadable_events, unknown_extra_keys;
+	uint64_t lost_batches;
 } kvl_counters;
 
 /* A live batch waiting while the listener recovers. */

@@ -47,6 +47,7 @@
 
 static void kvg_start_recovery(kvg_ingest *g, kvl_listener *l);
 static void kvg_drain_backlog(kvg_ingest *g, kvl_listener *l);
+static void kvg_begin_fetch(kvg_ingest *g, kvl_listener *l, bool full);
 
 kvl_state
 kvg_state_of(const kvl_listener *l)
@@ -154,7 +155,18 @@ static void
 kvg_apply(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
 	  size_t len)
 {
-	kva_batch(g->idx, g->dec, &g->scratch, l, seq, payload, len);
+	if (!kva_batch(g->idx, g->dec, &g->scratch, l, seq, payload, len) &&
+	    l->recover_ep != NULL) {
+		/* A replay would return the same bytes: only the engine's
+		 * whole state repairs a lost batch. */
+		kvg_log_listener(l, "lost_batch_resync", "seq=%" PRIu64, seq);
+		l->want_full = true;
+		if (l->phase == KVL_STREAMING) {
+			l->gap_seq = seq + 1;
+			kvg_start_recovery(g, l);
+		}
+		return;
+	}
 	if (l->orphan_streak >= g->cfg.orphan_resync && l->recover_ep != NULL) {
 		kvg_log_listener(l, "orphan_resync", "orphans=%u",
 				 l->orphan_streak);
@@ -292,6 +304,13 @@ static void
 kvg_finish_recovery(kvg_ingest *g, kvl_listener *l)
 {
 	kvg_io_timer(g, l, -1);
+	if (l->want_full && l->recover_ep != NULL) {
+		/* A batch applied on the way was lost or orphaned: only
+		 * the engine's whole state repairs it. */
+		l->phase = KVL_STREAMING;
+		kvg_begin_fetch(g, l, true);
+		return;
+	}
 	l->phase = KVL_STREAMING;
 	l->trusted = true; /* what was applied came from this engine */
 	l->attempts = 0;
