@@ -104,6 +104,13 @@ open_load(const sim_config *c, sim_load **out)
 	return rv;
 }
 
+static sim_flavour
+pod_flavour(const sim_config *c, uint32_t pod)
+{
+	return c->n_flavours > 0 ? c->flavours[pod % c->n_flavours]
+				 : SIM_FLAVOUR_DEFAULT;
+}
+
 static void
 build_ranks(sim *s)
 {
@@ -112,6 +119,8 @@ build_ranks(sim *s)
 	    .block_size = c->block_size,
 	    .gpu_blocks = c->cache_blocks,
 	    .cpu_blocks = c->cpu_blocks,
+	    .offload = c->offload,
+	    .offload_bs0 = c->offload_bs0,
 	    .salt = c->hash_salt,
 	    .replay_buffer = c->replay_buffer,
 	    .recover_log = c->recover_log,
@@ -124,8 +133,8 @@ build_ranks(sim *s)
 	s->ranks = kvi_calloc(s->n, sizeof(*s->ranks));
 	for (uint32_t p = 0; p < c->pods; p++) {
 		for (uint32_t r = 0; r < c->dp; r++) {
-			s->ranks[(size_t)p * c->dp + r] =
-			    sim_rank_alloc(&s->rank_cfg, p, r);
+			s->ranks[(size_t)p * c->dp + r] = sim_rank_alloc(
+			    &s->rank_cfg, p, r, pod_flavour(c, p));
 		}
 	}
 }
@@ -192,6 +201,12 @@ write_layout(const sim *s)
 			json_object_set_new(
 			    pod, "recover_port",
 			    json_integer(s->recover_base + off));
+		}
+		if (c->n_flavours > 0) {
+			/* discovery ignores keys it does not know */
+			json_object_set_new(
+			    pod, "flavour",
+			    json_string(sim_flavour_name(pod_flavour(c, p))));
 		}
 		json_array_append_new(pods, pod);
 	}

@@ -1,10 +1,12 @@
 #include "sim_cache.h"
 
 #include <string.h>
+#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
 #include <xxhash.h>
 
 #include "alloc.h"
 #include "hash.h"
+#include "sim_keys.h"
 
 #define NIL UINT32_MAX
 #define GPU 0 /* index of the GPU LRU list */
@@ -46,6 +48,7 @@ struct sim_cache {
 	uint32_t stamp;
 	uint32_t *req_slots; /* scratch: the running request's slots */
 	uint32_t cap_req;
+	kvi_xbuf xbuf; /* scratch: a block's extra bytes */
 };
 
 static const unsigned tier_bit[2] = {SIM_TIER_GPU, SIM_TIER_CPU};
@@ -68,6 +71,10 @@ sim_batch_fini(sim_batch *b)
 	kvi_free(b->seq);
 	kvi_free(b->tokens);
 	kvi_free(b->removed);
+	kvi_free(b->xkeys);
+	kvi_free(b->xkey_start);
+	kvi_free(b->reqs);
+	kvi_free(b->text);
 	memset(b, 0, sizeof(*b));
 }
 
@@ -77,6 +84,9 @@ sim_batch_reset(sim_batch *b)
 	b->n_events = 0;
 	b->n_blocks = 0;
 	b->n_removed = 0;
+	b->n_xkeys = 0;
+	b->n_reqs = 0;
+	b->text_len = 0;
 }
 
 static uint32_t
@@ -115,6 +125,9 @@ batch_reserve_blocks(sim_batch *b, uint32_t n)
 	b->seq = kvi_reallocarray(b->seq, b->cap_blocks, sizeof(uint64_t));
 	b->tokens = kvi_reallocarray(b->tokens, b->cap_blocks,
 				     (size_t)b->block_size * sizeof(uint32_t));
+	b->xkey_start = kvi_reallocarray(b->xkey_start, b->cap_blocks + 1,
+					 sizeof(uint32_t));
+	b->xkey_start[0] = 0;
 }
 
 static void
@@ -140,6 +153,24 @@ sim_external_hash(uint64_t salt, bool has_parent, uint64_t parent,
 					   : 0x5eed0f0a11b10c5u);
 	return XXH3_64bits_withSeed(tokens, (size_t)bs * sizeof(uint32_t),
 				    seed);
+}
+
+uint64_t
+sim_external_hash_extra(uint64_t salt, bool has_parent, uint64_t parent,
+			const uint32_t *tokens, uint32_t bs, const void *extra,
+			size_t extra_len)
+{
+	if (extra_len == 0) {
+		return sim_external_hash(salt, has_parent, parent, tokens, bs);
+	}
+	uint64_t seed = salt ^ (has_parent ? parent * 0x9e3779b97f4a7c15u
+					   : 0x5eed0f0a11b10c5u);
+	XXH3_state_t st;
+	memset(&st, 0, sizeof(st));
+	XXH3_64bits_reset_withSeed(&st, seed);
+	XXH3_64bits_update(&st, tokens, (size_t)bs * sizeof(uint32_t));
+	XXH3_64bits_update(&st, extra, extra_len);
+	return XXH3_64bits_digest(&st);
 }
 
 /* ---- slot table ----------------------------------------------------- */
@@ -293,6 +324,7 @@ sim_cache_free(sim_cache *c)
 	kvi_free(c->slots);
 	kvi_free(c->table);
 	kvi_free(c->req_slots);
+	kvi_xbuf_fini(&c->xbuf);
 	kvi_free(c);
 }
 
@@ -361,11 +393,13 @@ make_room(sim_cache *c, int t, uint32_t need, sim_batch *batch)
 
 static void
 add_stored(sim_batch *batch, unsigned tier, uint32_t base, uint32_t from,
-	   uint32_t to)
+	   uint32_t to, uint32_t req, bool offload)
 {
 	sim_event *ev = batch_add_event(batch);
 	ev->type = SIM_EV_STORED;
 	ev->tier = tier;
+	ev->req = req;
+	ev->offload = offload;
 	ev->first = base + from;
 	ev->n = to - from;
 	ev->has_parent = from > 0;
@@ -384,6 +418,32 @@ hash_blocks(const sim_cache *c, sim_batch *batch, uint32_t base, uint32_t n)
 		batch->ext[k] = sim_external_hash(
 		    c->cfg.salt, i > 0, i > 0 ? batch->ext[k - 1] : 0, tok, bs);
 		batch->local[k] = kvi_local_hash(tok, bs, c->local_seed);
+		batch->seq[k] = kvi_seq_hash(
+		    i > 0 ? batch->seq[k - 1] : KVI_SEQ_ROOT, batch->local[k]);
+		batch->xkey_start[k + 1] = batch->n_xkeys;
+	}
+}
+
+/* hash_keyed is hash_blocks for a request with keys, kept as
+ * batch->reqs[req]: local hashes by hash.h's rule, external hashes over
+ * each block's extra keys. */
+static void
+hash_keyed(sim_cache *c, sim_batch *batch, uint32_t base, uint32_t n,
+	   const kvi_prompt_keys *keys, uint32_t req)
+{
+	uint32_t bs = c->cfg.block_size;
+	const uint32_t *tokens = batch->tokens + (size_t)base * bs;
+	kvi_prompt_hashes(tokens, (size_t)n * bs, bs, keys, &c->xbuf,
+			  batch->local + base);
+	size_t next = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t k = base + i;
+		sim_batch_block_keys(batch, k, req, keys, i, &next);
+		kvi_xbuf_reset(&c->xbuf);
+		sim_keys_bytes(batch, k, &c->xbuf);
+		batch->ext[k] = sim_external_hash_extra(
+		    c->cfg.salt, i > 0, i > 0 ? batch->ext[k - 1] : 0,
+		    tokens + (size_t)i * bs, bs, c->xbuf.p, c->xbuf.len);
 		batch->seq[k] = kvi_seq_hash(
 		    i > 0 ? batch->seq[k - 1] : KVI_SEQ_ROOT, batch->local[k]);
 	}
@@ -451,6 +511,14 @@ void
 sim_cache_run(sim_cache *c, sim_batch *batch, const uint32_t *tokens,
 	      uint32_t n_blocks, sim_request_result *res)
 {
+	sim_cache_run_keyed(c, batch, tokens, n_blocks, NULL, res);
+}
+
+void
+sim_cache_run_keyed(sim_cache *c, sim_batch *batch, const uint32_t *tokens,
+		    uint32_t n_blocks, const kvi_prompt_keys *keys,
+		    sim_request_result *res)
+{
 	uint32_t bs = c->cfg.block_size;
 	uint32_t n =
 	    n_blocks < c->cfg.gpu_blocks ? n_blocks : c->cfg.gpu_blocks;
@@ -466,7 +534,13 @@ sim_cache_run(sim_cache *c, sim_batch *batch, const uint32_t *tokens,
 	memcpy(batch->tokens + (size_t)base * bs, tokens,
 	       (size_t)n * bs * sizeof(uint32_t));
 	batch->n_blocks += n;
-	hash_blocks(c, batch, base, n);
+	uint32_t req = SIM_NO_KEYS;
+	if (sim_keys_empty(keys)) {
+		hash_blocks(c, batch, base, n);
+	} else {
+		req = sim_batch_add_keys(batch, keys);
+		hash_keyed(c, batch, base, n, keys, req);
+	}
 
 	begin_request(c, n);
 	for (uint32_t i = 0; i < n; i++) {
@@ -489,7 +563,7 @@ sim_cache_run(sim_cache *c, sim_batch *batch, const uint32_t *tokens,
 			c->slots[c->req_slots[i]].tiers |= SIM_TIER_GPU;
 			lru_push_head(c, GPU, c->req_slots[i]);
 		}
-		add_stored(batch, SIM_TIER_GPU, base, gpu_hit, n);
+		add_stored(batch, SIM_TIER_GPU, base, gpu_hit, n, req, false);
 	}
 
 	/* CPU write-through of the blocks it lacks, within its capacity. */
@@ -502,7 +576,8 @@ sim_cache_run(sim_cache *c, sim_batch *batch, const uint32_t *tokens,
 				c->slots[c->req_slots[i]].tiers |= SIM_TIER_CPU;
 				lru_push_head(c, CPU, c->req_slots[i]);
 			}
-			add_stored(batch, SIM_TIER_CPU, base, cpu_hit, cpu_end);
+			add_stored(batch, SIM_TIER_CPU, base, cpu_hit, cpu_end,
+				   req, c->cfg.offload);
 		}
 	}
 

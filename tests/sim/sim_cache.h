@@ -4,9 +4,18 @@
  * A model of vLLM's prefix cache, precise enough that the events it emits
  * are the ones a real rank would publish. A rank has a fixed number of GPU
  * blocks and optionally a CPU tier. A block is identified by its external
- * hash, a 64-bit hash of (parent external hash, the block's tokens) under a
- * per-simulator salt: the same prefix has the same hashes on every rank, as
- * with vLLM and a fixed hash seed.
+ * hash, a 64-bit hash of (parent external hash, the block's tokens, the
+ * block's extra keys) under a per-simulator salt: the same prefix has the
+ * same hashes on every rank, as with vLLM and a fixed hash seed.
+ *
+ * Keyed requests (sim_keys.h). A request may carry a LoRA name, a cache
+ * salt and multimodal items (kvi_prompt_keys). Block i of the request then
+ * has vLLM's extra keys, in vLLM's order: the LoRA name, every item
+ * overlapping the block as (identifier, item offset - block start), and
+ * the salt when i is 0 (the request's first block, whatever the hit). They
+ * enter the external hash (a block without keys hashes as before) and are
+ * kept in the batch for the events; the local hashes follow hash.h
+ * (kvi_prompt_hashes).
  *
  * One request (sim_cache_run) does, in this order:
  *   1. truncate the request to the GPU capacity;
@@ -18,7 +27,11 @@
  *      parent is the last hit block (none when nothing hit);
  *   5. with a CPU tier, write through: evict CPU blocks not part of the
  *      request -> BlockRemoved (CPU), then store the request's blocks that
- *      are not on CPU yet (up to the CPU capacity) -> BlockStored (CPU);
+ *      are not on CPU yet (up to the CPU capacity) -> BlockStored (CPU).
+ *      With offload set, that store is marked as an offload (the event of
+ *      an offloading connector: no tokens, no parent on the wire); every
+ *      block it names is on GPU at that moment, since the whole request
+ *      is;
  *   6. touch the request's blocks tail first, so that the head of a chain is
  *      always more recent than its tail and tails are evicted first.
  *
@@ -27,9 +40,9 @@
  * rank holds, and a tree dump never contains an orphan: a correct indexer
  * never sees one in normal operation.
  *
- * Ground truth per block: external hash, parent, local hash (WIRE.md §4,
- * default seed), sequence hash (hash.h chain from KVI_SEQ_ROOT), depth (its
- * position in its chain) and tiers.
+ * Ground truth per block: external hash, parent, local hash (hash.h: WIRE.md
+ * §4 with the request's keys), sequence hash (hash.h chain from
+ * KVI_SEQ_ROOT), depth (its position in its chain) and tiers.
  *
  * The model is pure: no I/O, no locking. The caller serialises access (the
  * simulator holds the rank's mutex).
@@ -41,6 +54,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hash.h"
+
 /* Tier bits of a block. */
 #define SIM_TIER_GPU 1u
 #define SIM_TIER_CPU 2u
@@ -51,16 +66,35 @@ typedef enum sim_event_type {
 	SIM_EV_CLEARED,
 } sim_event_type;
 
+/* sim_event.req of a request without keys. */
+#define SIM_NO_KEYS UINT32_MAX
+
 /* One event of a batch. Stored: the blocks batch->blocks[first..first+n).
  * Removed: the hashes batch->removed[first..first+n). */
 typedef struct sim_event {
 	sim_event_type type;
-	unsigned tier; /* SIM_TIER_GPU or SIM_TIER_CPU */
-	bool has_parent;
+	unsigned tier;   /* SIM_TIER_GPU or SIM_TIER_CPU */
+	bool has_parent; /* the block's real parent, also for an offload */
+	bool offload;    /* stored: a CPU offload (no tokens, nil parent) */
 	uint64_t parent;
 	uint32_t first;
 	uint32_t n;
+	uint32_t req; /* stored: batch->reqs index, SIM_NO_KEYS */
 } sim_event;
+
+/* One element of a block's extra keys; strings live in batch->text. */
+typedef struct sim_xkey {
+	uint8_t kind; /* KVI_XKEY_STR or KVI_XKEY_MM (wire_encode.h) */
+	uint32_t off; /* the string or identifier: text[off .. off + len) */
+	uint32_t len;
+	int64_t offset; /* KVI_XKEY_MM: item start - block start */
+} sim_xkey;
+
+/* The keys of one keyed request of a batch, as the events name them. */
+typedef struct sim_req_keys {
+	uint32_t lora_off, lora_len; /* lora_len 0: none */
+	uint32_t salt_off, salt_len; /* salt_len 0: none */
+} sim_req_keys;
 
 /* A batch under construction: the events of one engine step and the blocks
  * and tokens they refer to. Requests append to it; the caller resets it
@@ -75,6 +109,15 @@ typedef struct sim_batch {
 	uint32_t n_blocks, cap_blocks;
 	uint64_t *removed;
 	uint32_t n_removed, cap_removed;
+	/* Extra keys: block k's are xkeys[xkey_start[k] .. xkey_start[k+1]),
+	 * xkey_start has n_blocks + 1 entries. */
+	sim_xkey *xkeys;
+	uint32_t n_xkeys, cap_xkeys;
+	uint32_t *xkey_start;
+	sim_req_keys *reqs;
+	uint32_t n_reqs, cap_reqs;
+	char *text; /* NUL-terminated strings */
+	uint32_t text_len, text_cap;
 } sim_batch;
 
 /* The outcome of one request. */
@@ -103,6 +146,7 @@ typedef struct sim_cache_config {
 	uint32_t cpu_blocks; /* 0: no CPU tier */
 	uint32_t block_size; /* positive */
 	uint64_t salt;       /* external hash salt */
+	bool offload;        /* CPU stores are offloads (needs cpu_blocks) */
 } sim_cache_config;
 
 typedef struct sim_cache sim_cache;
@@ -120,6 +164,13 @@ void sim_cache_free(sim_cache *c);
  * the cache, appending its blocks and events to batch, and fills *res. */
 void sim_cache_run(sim_cache *c, sim_batch *batch, const uint32_t *tokens,
 		   uint32_t n_blocks, sim_request_result *res);
+
+/* sim_cache_run_keyed is sim_cache_run for a request with keys (NULL or
+ * empty keys: the same as sim_cache_run). The keys are copied into the
+ * batch; their multimodal items must be sorted, not overlapping. */
+void sim_cache_run_keyed(sim_cache *c, sim_batch *batch, const uint32_t *tokens,
+			 uint32_t n_blocks, const kvi_prompt_keys *keys,
+			 sim_request_result *res);
 
 /* sim_cache_clear empties the cache; with batch non-NULL it appends an
  * AllBlocksCleared event (a restart loses the cache silently). */
@@ -141,5 +192,13 @@ sim_block_info *sim_cache_snapshot(const sim_cache *c, size_t *n);
  * follows parent (has_parent false for the first block). */
 uint64_t sim_external_hash(uint64_t salt, bool has_parent, uint64_t parent,
 			   const uint32_t *tokens, uint32_t bs);
+
+/* sim_external_hash_extra is sim_external_hash for a block whose extra
+ * keys are the extra_len bytes extra (sim_keys_bytes); with none it is
+ * sim_external_hash. */
+uint64_t sim_external_hash_extra(uint64_t salt, bool has_parent,
+				 uint64_t parent, const uint32_t *tokens,
+				 uint32_t bs, const void *extra,
+				 size_t extra_len);
 
 #endif /* KVI_SIM_CACHE_H */

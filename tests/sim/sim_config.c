@@ -36,6 +36,16 @@ static const char usage[] =
     "  --cache-blocks N       GPU blocks per rank (4096)\n"
     "  --cpu-blocks N         CPU blocks per rank, write-through; 0 = no CPU\n"
     "                         tier (0)\n"
+    "  --offload              the CPU tier is an offloading connector: its\n"
+    "                         stores carry no tokens and a nil parent\n"
+    "                         (needs --cpu-blocks)\n"
+    "  --offload-bs0          offload stores say block_size 0 (needs\n"
+    "                         --offload)\n"
+    "  --flavours LIST        engine flavour per pod, comma-separated and\n"
+    "                         cycled (pod p gets LIST[p % len]): vllm,\n"
+    "                         vllm-0.26, sglang, sglang-map, legacy;\n"
+    "                         overrides --form and --hash-format (none:\n"
+    "                         --form and --hash-format for every pod)\n"
     "  --replay-buffer N      batches kept for replay (10000)\n"
     "  --replay-topic yes|no  replay replies carry the topic frame, as vLLM\n"
     "                         >= 0.26 (yes); no = older vLLM and SGLang\n"
@@ -93,6 +103,9 @@ enum {
 	OPT_LAYOUT_FILE,
 	OPT_CACHE_BLOCKS,
 	OPT_CPU_BLOCKS,
+	OPT_OFFLOAD,
+	OPT_OFFLOAD_BS0,
+	OPT_FLAVOURS,
 	OPT_REPLAY_BUFFER,
 	OPT_REPLAY_TOPIC,
 	OPT_RECOVER_LOG,
@@ -130,6 +143,9 @@ static const struct option options[] = {
     {"layout-file", required_argument, NULL, OPT_LAYOUT_FILE},
     {"cache-blocks", required_argument, NULL, OPT_CACHE_BLOCKS},
     {"cpu-blocks", required_argument, NULL, OPT_CPU_BLOCKS},
+    {"offload", no_argument, NULL, OPT_OFFLOAD},
+    {"offload-bs0", no_argument, NULL, OPT_OFFLOAD_BS0},
+    {"flavours", required_argument, NULL, OPT_FLAVOURS},
     {"replay-buffer", required_argument, NULL, OPT_REPLAY_BUFFER},
     {"replay-topic", required_argument, NULL, OPT_REPLAY_TOPIC},
     {"recover-log", required_argument, NULL, OPT_RECOVER_LOG},
@@ -247,6 +263,26 @@ control_flag(sim_config *c, const char *s)
 	return true;
 }
 
+/* flavours_flag parses a comma-separated list of flavour names. */
+static bool
+flavours_flag(sim_config *c, const char *s)
+{
+	c->n_flavours = 0;
+	for (;;) {
+		const char *comma = strchr(s, ',');
+		size_t len = comma ? (size_t)(comma - s) : strlen(s);
+		if (c->n_flavours == SIM_MAX_FLAVOURS ||
+		    !sim_flavour_parse(s, len, &c->flavours[c->n_flavours])) {
+			return false;
+		}
+		c->n_flavours++;
+		if (comma == NULL) {
+			return true;
+		}
+		s = comma + 1;
+	}
+}
+
 static bool
 rate_flag(const char *s, double *out)
 {
@@ -291,6 +327,14 @@ apply(sim_config *c, int opt, const char *v, bool *help)
 		return u32_in(v, 1, 1u << 30, &c->cache_blocks);
 	case OPT_CPU_BLOCKS:
 		return u32_in(v, 0, 1u << 30, &c->cpu_blocks);
+	case OPT_OFFLOAD:
+		c->offload = true;
+		return true;
+	case OPT_OFFLOAD_BS0:
+		c->offload_bs0 = true;
+		return true;
+	case OPT_FLAVOURS:
+		return flavours_flag(c, v);
 	case OPT_REPLAY_BUFFER:
 		return size_arg(v, &c->replay_buffer);
 	case OPT_REPLAY_TOPIC:
@@ -385,6 +429,14 @@ validate(sim_config *c, char *err, size_t errlen)
 	if (c->trace != NULL && c->generate > 0) {
 		snprintf(err, errlen,
 			 "--trace and --generate exclude each other");
+		return KVI_EINVAL;
+	}
+	if (c->offload && c->cpu_blocks == 0) {
+		snprintf(err, errlen, "--offload needs --cpu-blocks");
+		return KVI_EINVAL;
+	}
+	if (c->offload_bs0 && !c->offload) {
+		snprintf(err, errlen, "--offload-bs0 needs --offload");
 		return KVI_EINVAL;
 	}
 	if (c->hash_salt == 0) {

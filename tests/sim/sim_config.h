@@ -15,8 +15,11 @@
 
 #include "error.h"
 #include "log.h"
+#include "sim_encode.h"
 #include "sim_engine.h"
 #include "wire_encode.h"
+
+#define SIM_MAX_FLAVOURS 64
 
 /* A port flag: a fixed base, 0 for an automatic range, or off. */
 typedef struct sim_port_flag {
@@ -40,6 +43,11 @@ typedef struct sim_config {
 	/* ranks */
 	uint32_t cache_blocks;
 	uint32_t cpu_blocks;
+	bool offload;
+	bool offload_bs0;
+	/* --flavours: pod p is flavours[p % n_flavours]; none: the default */
+	sim_flavour flavours[SIM_MAX_FLAVOURS];
+	uint32_t n_flavours;
 	size_t replay_buffer;
 	bool replay_topic;
 	size_t recover_log;

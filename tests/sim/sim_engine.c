@@ -24,7 +24,7 @@ struct sim_engine {
 	sim_rank **ranks;
 	size_t n;
 	sim_load *load;
-	kvi_encoder enc;
+	kvi_encoder enc[SIM_FLAVOUR_COUNT]; /* one per flavour */
 	sim_batch batch;
 	pthread_t thread;
 	bool started;
@@ -68,7 +68,10 @@ sim_engine_alloc(const sim_engine_config *cfg, void *zmq_ctx, sim_rank **ranks,
 	e->n = n;
 	e->load = load;
 	e->wake_fd = -1;
-	kvi_encoder_init(&e->enc, cfg->form, cfg->hash_form);
+	for (int f = 0; f < SIM_FLAVOUR_COUNT; f++) {
+		sim_flavour_encoder_init(&e->enc[f], (sim_flavour)f, cfg->form,
+					 cfg->hash_form);
+	}
 	sim_batch_init(&e->batch, cfg->block_size);
 	pthread_mutex_init(&e->mu, NULL);
 	pthread_cond_init(&e->cv, NULL);
@@ -87,6 +90,12 @@ next_random(uint64_t *state)
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
 	z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
 	return z ^ (z >> 31);
+}
+
+static kvi_encoder *
+encoder_of(sim_engine *e, const sim_rank *r)
+{
+	return &e->enc[sim_rank_flavour(r)];
 }
 
 static void
@@ -146,10 +155,10 @@ step(sim_engine *e)
 			break;
 		}
 		sim_request_result res;
-		sim_rank_run(r, &e->batch, tokens, n_blocks, &res);
+		sim_rank_run(r, &e->batch, tokens, n_blocks, NULL, &res);
 	}
 	count_blocks(e, &e->batch);
-	sim_rank_commit(r, &e->batch, &e->enc);
+	sim_rank_commit(r, &e->batch, encoder_of(e, r));
 	atomic_fetch_add(&e->requests_done, k);
 	if (!more) {
 		atomic_store(&e->load_done, true);
@@ -229,16 +238,16 @@ exec_command(sim_engine *e, sim_command *cmd)
 	case SIM_CMD_PREFILL:
 		sim_rank_begin(r, &e->batch);
 		sim_rank_run(r, &e->batch, cmd->tokens, cmd->n_blocks,
-			     &cmd->req);
+			     cmd->keys, &cmd->req);
 		cmd->local_hashes =
 		    kvi_malloc((cmd->req.n_blocks + 1) * sizeof(uint64_t));
 		memcpy(cmd->local_hashes, e->batch.local + cmd->req.first_block,
 		       cmd->req.n_blocks * sizeof(uint64_t));
 		count_blocks(e, &e->batch);
-		cmd->seq = sim_rank_commit(r, &e->batch, &e->enc);
+		cmd->seq = sim_rank_commit(r, &e->batch, encoder_of(e, r));
 		break;
 	case SIM_CMD_CLEAR:
-		cmd->seq = sim_rank_clear(r, &e->batch, &e->enc);
+		cmd->seq = sim_rank_clear(r, &e->batch, encoder_of(e, r));
 		atomic_fetch_add(&e->batches, 1);
 		break;
 	case SIM_CMD_RESTART:
@@ -388,7 +397,9 @@ sim_engine_free(sim_engine *e)
 	if (e->wake_fd >= 0) {
 		close(e->wake_fd);
 	}
-	kvi_encoder_fini(&e->enc);
+	for (int f = 0; f < SIM_FLAVOUR_COUNT; f++) {
+		kvi_encoder_fini(&e->enc[f]);
+	}
 	sim_batch_fini(&e->batch);
 	sim_load_free(e->load);
 	kvi_free(e->items);

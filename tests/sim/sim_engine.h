@@ -41,7 +41,7 @@ typedef struct sim_engine_config {
 	uint64_t seed;
 	bool paused;
 	uint32_t block_size;
-	kvi_event_form form; /* how batches are encoded */
+	kvi_event_form form; /* the default flavour's encoding */
 	kvi_hash_form hash_form;
 } sim_engine_config;
 
@@ -56,9 +56,11 @@ typedef enum sim_command_type {
 typedef struct sim_command {
 	sim_command_type type;
 	size_t rank; /* index: pod * dp + dp_rank */
-	/* PREFILL input: n_blocks full blocks of tokens (borrowed) */
+	/* PREFILL input: n_blocks full blocks of tokens and the request's
+	 * keys, NULL for none (borrowed) */
 	const uint32_t *tokens;
 	uint32_t n_blocks;
+	const kvi_prompt_keys *keys;
 	/* outputs */
 	kvi_err result;
 	int64_t seq; /* the published batch, -1 if none */

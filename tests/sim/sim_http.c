@@ -162,10 +162,11 @@ handle_status(sim_http *h, struct evhttp_request *req)
 		json_array_append_new(
 		    ranks,
 		    json_pack(
-			"{s:i,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:i,"
+			"{s:i,s:i,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:i,"
 			"s:b}",
 			"pod", (int)sim_rank_pod(h->ranks[i]), "rank",
-			(int)sim_rank_dp_rank(h->ranks[i]), "seq",
+			(int)sim_rank_dp_rank(h->ranks[i]), "flavour",
+			sim_flavour_name(sim_rank_flavour(h->ranks[i])), "seq",
 			(json_int_t)s.seq, "published", (json_int_t)s.published,
 			"sent", (json_int_t)s.sent, "skipped",
 			(json_int_t)s.skipped, "replays", (json_int_t)s.replays,
@@ -206,10 +207,11 @@ handle_truth(sim_http *h, struct evhttp_request *req)
 	reply_buf(req, 200, &b);
 }
 
-/* prefill_tokens reads token_ids or hash_ids into a new token array. */
+/* prefill_tokens reads token_ids or hash_ids into a new token array of
+ * *n_tokens tokens (a trailing partial block included). */
 static const char *
 prefill_tokens(const sim_http *h, const json_t *body, uint32_t **tokens,
-	       uint32_t *n_blocks)
+	       uint32_t *n_blocks, uint64_t *n_tokens)
 {
 	json_t *tok = json_object_get(body, "token_ids");
 	json_t *ids = json_object_get(body, "hash_ids");
@@ -232,7 +234,9 @@ prefill_tokens(const sim_http *h, const json_t *body, uint32_t **tokens,
 	if (ids != NULL) {
 		*tokens = sim_load_expand(vals, n, h->cfg.blocks_per_id,
 					  h->cfg.block_size, n_blocks);
+		*n_tokens = (uint64_t)*n_blocks * h->cfg.block_size;
 	} else {
+		*n_tokens = n;
 		*n_blocks = (uint32_t)(n / h->cfg.block_size);
 		*tokens = kvi_malloc((n + 1) * sizeof(uint32_t));
 		for (size_t i = 0; i < n; i++) {
@@ -240,6 +244,86 @@ prefill_tokens(const sim_http *h, const json_t *body, uint32_t **tokens,
 		}
 	}
 	kvi_free(vals);
+	return NULL;
+}
+
+/* key_string reads an optional string field into *s and *len (NULL, 0
+ * when absent, null or empty); returns false for anything else. */
+static bool
+key_string(const json_t *body, const char *key, const char **s, size_t *len)
+{
+	json_t *v = json_object_get(body, key);
+	*s = NULL;
+	*len = 0;
+	if (v == NULL || json_is_null(v)) {
+		return true;
+	}
+	if (!json_is_string(v) ||
+	    strlen(json_string_value(v)) != json_string_length(v)) {
+		return false;
+	}
+	if (json_string_length(v) > 0) {
+		*s = json_string_value(v);
+		*len = json_string_length(v);
+	}
+	return true;
+}
+
+/* mm_item reads one entry of mm_features; returns false unless it is
+ * {"identifier": non-empty string, "offset": u64, "length": positive}. */
+static bool
+mm_item(const json_t *o, kvi_mm_item *it)
+{
+	const char *id;
+	if (!json_is_object(o) ||
+	    !key_string(o, "identifier", &id, &it->id_len) || id == NULL ||
+	    !json_u64(o, "offset", UINT32_MAX, &it->offset) ||
+	    !json_u64(o, "length", UINT32_MAX, &it->length) ||
+	    it->length == 0) {
+		return false;
+	}
+	it->id = id;
+	return true;
+}
+
+/* prefill_keys reads lora_name, cache_salt and mm_features into *k, the
+ * items into a new array *items (kvi_free; strings borrowed from body).
+ * Returns an error message or NULL. */
+static const char *
+prefill_keys(const json_t *body, uint64_t n_tokens, sim_flavour flavour,
+	     kvi_prompt_keys *k, kvi_mm_item **items)
+{
+	memset(k, 0, sizeof(*k));
+	*items = NULL;
+	if (!key_string(body, "lora_name", &k->lora_name, &k->lora_len) ||
+	    !key_string(body, "cache_salt", &k->cache_salt, &k->salt_len)) {
+		return "lora_name and cache_salt must be strings";
+	}
+	json_t *mm = json_object_get(body, "mm_features");
+	if (mm != NULL && !json_is_null(mm) && !json_is_array(mm)) {
+		return "mm_features must be an array";
+	}
+	size_t n = json_array_size(mm);
+	*items = kvi_calloc(n + 1, sizeof(**items));
+	uint64_t end = 0;
+	for (size_t i = 0; i < n; i++) {
+		kvi_mm_item *it = &(*items)[i];
+		if (!mm_item(json_array_get(mm, i), it)) {
+			return "mm_features entries must be {identifier, "
+			       "offset, length > 0}";
+		}
+		if (it->offset < end || it->offset + it->length > n_tokens) {
+			return "mm_features must be sorted, not overlapping "
+			       "and inside the prompt";
+		}
+		end = it->offset + it->length;
+	}
+	k->mm = *items;
+	k->n_mm = n;
+	if (sim_flavour_sglang(flavour) && (k->lora_len > 0 || n > 0)) {
+		return "an sglang rank's events cannot name a LoRA or "
+		       "multimodal items";
+	}
 	return NULL;
 }
 
@@ -254,17 +338,32 @@ handle_prefill(sim_http *h, struct evhttp_request *req, json_t *body)
 {
 	sim_command cmd = {.type = SIM_CMD_PREFILL};
 	uint32_t *tokens;
+	uint64_t n_tokens;
+	kvi_prompt_keys keys;
+	kvi_mm_item *items;
 	if (!rank_of(h, body, &cmd.rank)) {
 		reply_error(req, 400, "pod and rank must name a rank");
 		return;
 	}
-	const char *err = prefill_tokens(h, body, &tokens, &cmd.n_blocks);
+	const char *err =
+	    prefill_tokens(h, body, &tokens, &cmd.n_blocks, &n_tokens);
 	if (err != NULL) {
 		reply_error(req, 400, err);
 		return;
 	}
+	err = prefill_keys(body, n_tokens, sim_rank_flavour(h->ranks[cmd.rank]),
+			   &keys, &items);
+	if (err != NULL) {
+		kvi_free(items);
+		kvi_free(tokens);
+		reply_error(req, 400, err);
+		return;
+	}
 	cmd.tokens = tokens;
-	if (sim_engine_call(h->engine, &cmd) != KVI_OK) {
+	cmd.keys = &keys;
+	kvi_err rv = sim_engine_call(h->engine, &cmd);
+	kvi_free(items);
+	if (rv != KVI_OK) {
 		kvi_free(tokens);
 		reply_error(req, 503, kvi_strerror(cmd.result));
 		return;

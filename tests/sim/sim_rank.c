@@ -23,6 +23,7 @@ struct sim_rank {
 	const sim_rank_config *cfg;
 	uint32_t pod;
 	uint32_t dp_rank;
+	sim_flavour flavour;
 	pthread_mutex_t mu;
 	/* under mu (the engine thread, the only writer, reads without) */
 	sim_cache *cache;
@@ -50,17 +51,20 @@ struct sim_rank {
 };
 
 sim_rank *
-sim_rank_alloc(const sim_rank_config *cfg, uint32_t pod, uint32_t dp_rank)
+sim_rank_alloc(const sim_rank_config *cfg, uint32_t pod, uint32_t dp_rank,
+	       sim_flavour flavour)
 {
 	sim_rank *r = kvi_calloc(1, sizeof(*r));
 	r->cfg = cfg;
 	r->pod = pod;
 	r->dp_rank = dp_rank;
+	r->flavour = flavour;
 	pthread_mutex_init(&r->mu, NULL);
 	sim_cache_config cc = {.gpu_blocks = cfg->gpu_blocks,
 			       .cpu_blocks = cfg->cpu_blocks,
 			       .block_size = cfg->block_size,
-			       .salt = cfg->salt};
+			       .salt = cfg->salt,
+			       .offload = cfg->offload};
 	r->cache = sim_cache_alloc(&cc);
 	r->last_seq = -1;
 	sim_ring_init(&r->log, cfg->recover_log);
@@ -102,6 +106,12 @@ uint32_t
 sim_rank_dp_rank(const sim_rank *r)
 {
 	return r->dp_rank;
+}
+
+sim_flavour
+sim_rank_flavour(const sim_rank *r)
+{
+	return r->flavour;
 }
 
 /* ---- sockets -------------------------------------------------------- */
@@ -240,9 +250,10 @@ sim_rank_begin(sim_rank *r, sim_batch *batch)
 
 void
 sim_rank_run(sim_rank *r, sim_batch *batch, const uint32_t *tokens,
-	     uint32_t n_blocks, sim_request_result *res)
+	     uint32_t n_blocks, const kvi_prompt_keys *keys,
+	     sim_request_result *res)
 {
-	sim_cache_run(r->cache, batch, tokens, n_blocks, res);
+	sim_cache_run_keyed(r->cache, batch, tokens, n_blocks, keys, res);
 	r->requests++;
 }
 
@@ -257,26 +268,11 @@ wall_seconds(void)
 static void *
 encode(const sim_rank *r, const sim_batch *batch, kvi_encoder *enc, size_t *len)
 {
-	uint32_t bs = batch->block_size;
-	kvi_encoder_begin(enc, wall_seconds(), batch->n_events,
-			  r->cfg->with_rank, (int)r->dp_rank);
-	for (uint32_t i = 0; i < batch->n_events; i++) {
-		const sim_event *ev = &batch->events[i];
-		const char *medium = ev->tier == SIM_TIER_CPU ? "CPU" : "GPU";
-		if (ev->type == SIM_EV_STORED) {
-			kvi_encoder_stored(
-			    enc, batch->ext + ev->first, ev->n,
-			    ev->has_parent ? &ev->parent : NULL,
-			    batch->tokens + (size_t)ev->first * bs,
-			    (size_t)ev->n * bs, bs, medium, NULL);
-		} else if (ev->type == SIM_EV_REMOVED) {
-			kvi_encoder_removed(enc, batch->removed + ev->first,
-					    ev->n, medium);
-		} else {
-			kvi_encoder_cleared(enc);
-		}
-	}
-	const void *data = kvi_encoder_data(enc, len);
+	sim_encode_opts o = {.ts = wall_seconds(),
+			     .with_rank = r->cfg->with_rank,
+			     .dp_rank = (int)r->dp_rank,
+			     .offload_bs0 = r->cfg->offload_bs0};
+	const void *data = sim_encode_batch(batch, &o, enc, len);
 	void *copy = kvi_malloc(*len);
 	memcpy(copy, data, *len);
 	return copy;

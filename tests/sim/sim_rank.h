@@ -32,6 +32,7 @@
 
 #include "error.h"
 #include "sim_cache.h"
+#include "sim_encode.h"
 #include "sim_json.h"
 #include "sim_recover.h"
 #include "wire_encode.h"
@@ -41,6 +42,8 @@ typedef struct sim_rank_config {
 	uint32_t block_size;
 	uint32_t gpu_blocks;
 	uint32_t cpu_blocks;
+	bool offload;     /* CPU stores are offloads (sim_cache.h) */
+	bool offload_bs0; /* offload stores say block_size 0 */
 	uint64_t salt;
 	size_t replay_buffer; /* batches kept for replay */
 	size_t recover_log;   /* batches kept for /kv_recover Events */
@@ -66,15 +69,16 @@ typedef struct sim_rank_stats {
 
 typedef struct sim_rank sim_rank;
 
-/* sim_rank_alloc returns a rank with an empty cache and no sockets; cfg
- * must outlive it. */
+/* sim_rank_alloc returns a rank of the given flavour (sim_encode.h) with
+ * an empty cache and no sockets; cfg must outlive it. */
 sim_rank *sim_rank_alloc(const sim_rank_config *cfg, uint32_t pod,
-			 uint32_t dp_rank);
+			 uint32_t dp_rank, sim_flavour flavour);
 /* sim_rank_free closes the sockets and frees the rank. */
 void sim_rank_free(sim_rank *r);
 
 uint32_t sim_rank_pod(const sim_rank *r);
 uint32_t sim_rank_dp_rank(const sim_rank *r);
+sim_flavour sim_rank_flavour(const sim_rank *r);
 
 /* sim_rank_bind_pub binds the PUB socket on port; sim_rank_bind_replay the
  * ROUTER. Return KVI_OK, KVI_EEXIST (port taken) or KVI_EIO. The unbind
@@ -85,12 +89,14 @@ void sim_rank_unbind_pub(sim_rank *r);
 void sim_rank_unbind_replay(sim_rank *r);
 
 /* Engine thread: a step. sim_rank_begin takes the mutex and resets batch;
- * sim_rank_run runs one request; sim_rank_commit publishes the batch if it
- * has events, releases the mutex and returns the seq (-1 if nothing was
- * published). */
+ * sim_rank_run runs one request (keys may be NULL); sim_rank_commit
+ * publishes the batch if it has events, encoded with enc (initialised for
+ * the rank's flavour), releases the mutex and returns the seq (-1 if
+ * nothing was published). */
 void sim_rank_begin(sim_rank *r, sim_batch *batch);
 void sim_rank_run(sim_rank *r, sim_batch *batch, const uint32_t *tokens,
-		  uint32_t n_blocks, sim_request_result *res);
+		  uint32_t n_blocks, const kvi_prompt_keys *keys,
+		  sim_request_result *res);
 int64_t sim_rank_commit(sim_rank *r, sim_batch *batch, kvi_encoder *enc);
 
 /* sim_rank_clear publishes AllBlocksCleared after emptying the cache
