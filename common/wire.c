@@ -348,6 +348,7 @@ kvi_decoder_decode(kvi_decoder *dec, const void *buf, size_t len,
 {
 	dec->err[0] = '\0';
 	dec->skip_err[0] = '\0';
+	dec->skip_malformed = false;
 	dec->hashes_len = 0;
 	dec->tokens_len = 0;
 	dec->xoffs_len = 0;

@@ -112,12 +112,20 @@ kvi_err kvi_decoder_decode(kvi_decoder *dec, const void *buf, size_t len,
  * until the next decode), or "" after a success. */
 const char *kvi_decoder_error(const kvi_decoder *dec);
 
-/* kvi_decoder_skip_error returns why the first skipped event of the last
- * decoded batch was skipped, or "" when none was. */
+/* kvi_decoder_skip_error returns why the first malformed event of the last
+ * decoded batch was skipped, else the first one of an unknown type, or ""
+ * when none was. */
 const char *kvi_decoder_skip_error(const kvi_decoder *dec);
 
 /* kvi_skip_name returns "unknown_type" or "malformed". */
 const char *kvi_skip_name(kvi_skip skip);
+
+/* kvi_event_local_hashes writes the local hashes (hash.h) of a stored
+ * event's blocks into out (n_hashes entries): its tokens and each block's
+ * extra bytes, the LoRA name in every block's seed, the salt in the first
+ * block's when the event starts a sequence (no parent). The event must
+ * have n_hashes * block_size tokens. */
+void kvi_event_local_hashes(const kvi_event *ev, uint64_t *out);
 
 /* kvi_tier_from_medium maps a medium string (case-insensitive) to a tier:
  * GPU, DEVICE and absent are gpu; CPU, CPU_PINNED, CPU_TIER1 are cpu;

@@ -592,8 +592,10 @@ static void
 kvi_skip_event(kvi_decoder *dec, kvi_event *ev, kvi_skip why)
 {
 	*ev = (kvi_event){.type = KVI_EVENT_SKIPPED, .skip = why};
-	if (dec->skip_err[0] == '\0') {
+	bool malformed = why == KVI_SKIP_MALFORMED;
+	if (dec->skip_err[0] == '\0' || (malformed && !dec->skip_malformed)) {
 		memcpy(dec->skip_err, dec->err, sizeof(dec->skip_err));
+		dec->skip_malformed = malformed;
 	}
 	dec->err[0] = '\0';
 }
@@ -673,4 +675,28 @@ kvi_decode_events(kvi_decoder *dec, const msgpack_object *o, kvi_batch *b)
 	b->n_skipped = skipped;
 	b->events = dec->events;
 	return KVI_OK;
+}
+
+void
+kvi_event_local_hashes(const kvi_event *ev, uint64_t *out)
+{
+	uint64_t seed =
+	    kvi_local_seed(ev->lora_name.ptr, ev->lora_name.len, NULL, 0);
+	/* The salt is in the first block of a sequence; the chain carries
+	 * it to the rest. */
+	uint64_t first =
+	    ev->has_parent
+		? seed
+		: kvi_local_seed(ev->lora_name.ptr, ev->lora_name.len,
+				 ev->cache_salt.ptr, ev->cache_salt.len);
+	size_t bs = ev->block_size;
+	for (uint32_t i = 0; i < ev->n_hashes; i++) {
+		const uint32_t *tok = ev->tokens + i * bs;
+		uint64_t sd = i == 0 ? first : seed;
+		out[i] = ev->extra_off == NULL
+			     ? kvi_local_hash(tok, bs, sd)
+			     : kvi_local_hash_extra(
+				   tok, bs, sd, ev->extra + ev->extra_off[i],
+				   ev->extra_off[i + 1] - ev->extra_off[i]);
+	}
 }

@@ -40,6 +40,7 @@ struct kvi_decoder {
 	size_t xoffs_len, xoffs_cap;
 	char err[256];
 	char skip_err[256];
+	bool skip_malformed; /* skip_err is a malformed event's */
 };
 
 /* wire.c */

@@ -328,6 +328,7 @@ enum {
 	KVC_F_INSTANCES = 16,
 	KVC_F_RANK = 32,
 	KVC_F_TOP_K = 64,
+	KVC_F_MM = 128,
 };
 
 /* kvc_field reads the value of one top-level field. */
@@ -336,14 +337,15 @@ kvc_field(kvc_cur *c, const char *k, size_t kn, size_t max, unsigned *seen,
 	  kvc_api_query *q)
 {
 #define KVC_IS(lit) (kn == sizeof(lit) - 1 && memcmp(k, lit, kn) == 0)
-	unsigned bit = KVC_IS("model_name")   ? KVC_F_MODEL
-		       : KVC_IS("token_ids")  ? KVC_F_TOKENS
-		       : KVC_IS("lora_name")  ? KVC_F_LORA
-		       : KVC_IS("cache_salt") ? KVC_F_SALT
-		       : KVC_IS("instances")  ? KVC_F_INSTANCES
-		       : KVC_IS("dp_rank")    ? KVC_F_RANK
-		       : KVC_IS("top_k")      ? KVC_F_TOP_K
-					      : 0;
+	unsigned bit = KVC_IS("model_name")    ? KVC_F_MODEL
+		       : KVC_IS("token_ids")   ? KVC_F_TOKENS
+		       : KVC_IS("lora_name")   ? KVC_F_LORA
+		       : KVC_IS("cache_salt")  ? KVC_F_SALT
+		       : KVC_IS("instances")   ? KVC_F_INSTANCES
+		       : KVC_IS("dp_rank")     ? KVC_F_RANK
+		       : KVC_IS("top_k")       ? KVC_F_TOP_K
+		       : KVC_IS("mm_features") ? KVC_F_MM
+					       : 0;
 #undef KVC_IS
 	if (bit == 0) {
 		return kvc_skip(c, 1);
@@ -364,6 +366,9 @@ kvc_field(kvc_cur *c, const char *k, size_t kn, size_t max, unsigned *seen,
 		return true;
 	case KVC_F_TOKENS:
 		return kvc_u32s(c, max, q);
+	case KVC_F_MM:
+		/* items: the general path's to read */
+		return kvc_null(c);
 	case KVC_F_LORA:
 		return kvc_opt_str(c, &q->lora_name);
 	case KVC_F_SALT:

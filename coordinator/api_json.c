@@ -336,6 +336,10 @@ kvc_api_query_fini(kvc_api_query *q)
 	kvi_free(q->model);
 	kvi_free(q->lora_name);
 	kvi_free(q->cache_salt);
+	for (size_t i = 0; i < q->n_mm; i++) {
+		kvi_free((char *)q->mm[i].id);
+	}
+	kvi_free(q->mm);
 	kvi_free(q->token_ids);
 	kvi_free(q->block_hashes);
 	kvi_free(q->instances);
@@ -366,6 +370,103 @@ kvc_get_token_ids(const json_t *o, size_t max, kvc_api_query *q,
 			    "token_ids[%zu]: %s is not a u32", i, text);
 		}
 		q->token_ids[i] = (uint32_t)x;
+	}
+	return KVI_OK;
+}
+
+/* kvc_mm_u64 reads mm_features[i].field, a u64. */
+static kvi_err
+kvc_mm_u64(const json_t *e, size_t i, const char *field, uint64_t *out,
+	   kvc_api_error *err)
+{
+	const json_t *v = json_object_get(e, field);
+	if (v == NULL || !kvc_uint_of(v, out)) {
+		char text[KVC_VALUE_TEXT + 8];
+		if (v == NULL) {
+			snprintf(text, sizeof(text), "missing");
+		} else {
+			kvc_api_value_text(v, text, sizeof(text));
+		}
+		return kvc_api_error_set(
+		    err, v != NULL && kvc_is_int(v) ? KVI_ERANGE : KVI_EINVAL,
+		    400, "mm_features[%zu].%s: %s is not a u64", i, field,
+		    text);
+	}
+	return KVI_OK;
+}
+
+/* kvc_mm_item reads entry i of mm_features into it; prev_end is where
+ * the entry before it ends. */
+static kvi_err
+kvc_mm_item(const json_t *e, size_t i, uint64_t prev_end, size_t n_tokens,
+	    kvi_mm_item *it, kvc_api_error *err)
+{
+	if (!json_is_object(e)) {
+		return kvc_api_error_set(err, KVI_EINVAL, 400,
+					 "mm_features[%zu] must be an object",
+					 i);
+	}
+	const json_t *id = json_object_get(e, "identifier");
+	if (!json_is_string(id) || json_string_length(id) == 0) {
+		return kvc_api_error_set(err, KVI_EINVAL, 400,
+					 "mm_features[%zu].identifier must be "
+					 "a non-empty string",
+					 i);
+	}
+	kvi_err rv;
+	if ((rv = kvc_mm_u64(e, i, "offset", &it->offset, err)) != KVI_OK ||
+	    (rv = kvc_mm_u64(e, i, "length", &it->length, err)) != KVI_OK) {
+		return rv;
+	}
+	if (it->length == 0) {
+		return kvc_api_error_set(err, KVI_ERANGE, 400,
+					 "mm_features[%zu].length: 0, an item "
+					 "covers at least one token",
+					 i);
+	}
+	if (i > 0 && it->offset < prev_end) {
+		return kvc_api_error_set(err, KVI_EINVAL, 400,
+					 "mm_features[%zu]: offset %" PRIu64
+					 " is before the end of "
+					 "mm_features[%zu] (%" PRIu64
+					 "): entries must be sorted and not "
+					 "overlap",
+					 i, it->offset, i - 1, prev_end);
+	}
+	if (it->offset > n_tokens || it->length > n_tokens - it->offset) {
+		return kvc_api_error_set(
+		    err, KVI_EINVAL, 400,
+		    "mm_features[%zu]: tokens %" PRIu64 "..%" PRIu64
+		    " are past the prompt's %zu tokens",
+		    i, it->offset, it->offset + it->length, n_tokens);
+	}
+	it->id = kvi_strndup(json_string_value(id), json_string_length(id));
+	it->id_len = json_string_length(id);
+	return KVI_OK;
+}
+
+/* kvc_get_mm reads mm_features, which needs token_ids read first. */
+static kvi_err
+kvc_get_mm(const json_t *o, kvc_api_query *q, kvc_api_error *err)
+{
+	const json_t *a = NULL;
+	bool has;
+	kvi_err rv = kvc_get_array(o, "mm_features", q->n_tokens, "items", &a,
+				   &has, err);
+	if (rv != KVI_OK || a == NULL || json_array_size(a) == 0) {
+		return rv;
+	}
+	size_t n = json_array_size(a);
+	q->mm = kvi_calloc(n, sizeof(*q->mm));
+	uint64_t end = 0;
+	for (size_t i = 0; i < n; i++) {
+		rv = kvc_mm_item(json_array_get(a, i), i, end, q->n_tokens,
+				 &q->mm[q->n_mm], err);
+		if (rv != KVI_OK) {
+			return rv;
+		}
+		end = q->mm[q->n_mm].offset + q->mm[q->n_mm].length;
+		q->n_mm++;
 	}
 	return KVI_OK;
 }
@@ -425,7 +526,8 @@ kvc_api_query_parse_general(const char *body, size_t len, size_t max_tokens,
 	    (rv = kvc_api_get_string(o, "lora_name", &q.lora_name, &has,
 				     err)) != KVI_OK ||
 	    (rv = kvc_api_get_string(o, "cache_salt", &q.cache_salt, &has,
-				     err)) != KVI_OK) {
+				     err)) != KVI_OK ||
+	    (rv = kvc_get_mm(o, &q, err)) != KVI_OK) {
 		json_decref(o);
 		return kvc_query_done(rv, &q, out);
 	}

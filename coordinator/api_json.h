@@ -49,6 +49,7 @@
 #include <jansson.h>
 
 #include "error.h"
+#include "hash.h"
 #include "pod.h"
 
 /* ---- errors -------------------------------------------------------------- */
@@ -128,9 +129,11 @@ kvi_err kvc_api_value_u64(const json_t *v, const char *what, uint64_t *out,
 /* A /query or /query_by_hash request. Exactly one of token_ids and
  * block_hashes is used, by the parser that filled it. */
 typedef struct kvc_api_query {
-	char *model;            /* non-empty */
-	char *lora_name;        /* NULL: none (/query only) */
-	char *cache_salt;       /* NULL: none (/query only) */
+	char *model;      /* non-empty */
+	char *lora_name;  /* NULL: none (/query only) */
+	char *cache_salt; /* NULL: none (/query only) */
+	kvi_mm_item *mm;  /* /query: multimodal items, ids owned */
+	size_t n_mm;
 	uint32_t *token_ids;    /* /query; NULL when n_tokens is 0 */
 	size_t n_tokens;        /* at most the parser's max_tokens */
 	uint64_t *block_hashes; /* /query_by_hash: local hashes (WIRE.md §4) */
@@ -144,9 +147,11 @@ typedef struct kvc_api_query {
 
 /* kvc_api_query_parse parses a POST /query body into *out. Errors: 400
  * (KVI_EPROTO not JSON, KVI_EINVAL wrong type or missing/empty model_name,
- * KVI_ERANGE a token id not a u32, an instance not a u64, dp_rank not a
- * u16, top_k not in 1..KVC_API_TOP_K_MAX); 413 KVI_ETOOBIG more than
- * max_tokens token ids. */
+ * an mm_features entry without a non-empty identifier, or out of order,
+ * overlapping its predecessor or past the prompt; KVI_ERANGE a token id
+ * not a u32, an instance not a u64, dp_rank not a u16, top_k not in
+ * 1..KVC_API_TOP_K_MAX, an mm_features offset or length not a u64 or a
+ * length of 0); 413 KVI_ETOOBIG more than max_tokens token ids. */
 kvi_err kvc_api_query_parse(const char *body, size_t len, size_t max_tokens,
 			    kvc_api_query *out, kvc_api_error *err);
 

@@ -313,9 +313,18 @@ kvc_handle(kvc_query *q, kvi_http_req *req, int ep)
 		nb = qq.n_tokens / bs;
 		hashes = kvi_calloc(nb + 1, sizeof(*hashes));
 		const char *lora = qq.lora_name, *salt = qq.cache_salt;
-		uint64_t seed = kvi_local_seed(lora, lora ? strlen(lora) : 0,
-					       salt, salt ? strlen(salt) : 0);
-		kvi_local_hashes(qq.token_ids, qq.n_tokens, bs, seed, hashes);
+		kvi_prompt_keys keys = {
+		    .lora_name = lora,
+		    .lora_len = lora ? strlen(lora) : 0,
+		    .cache_salt = salt,
+		    .salt_len = salt ? strlen(salt) : 0,
+		    .mm = qq.mm,
+		    .n_mm = qq.n_mm,
+		};
+		kvi_xbuf x = {0};
+		kvi_prompt_hashes(qq.token_ids, qq.n_tokens, bs, &keys, &x,
+				  hashes);
+		kvi_xbuf_fini(&x);
 	} else {
 		nb = qq.n_hashes;
 		hashes = qq.block_hashes;

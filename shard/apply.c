@@ -141,32 +141,12 @@ kva_stored(kvx_index *idx, kva_scratch *s, kvl_listener *l, const kvi_event *ev)
 	if (!kva_chain_start(idx, l, ev->has_parent, ev->parent, &prev)) {
 		return;
 	}
-	uint64_t seed =
-	    kvi_local_seed(ev->lora_name.ptr, ev->lora_name.len, NULL, 0);
-	/* The salt is in the first block of a sequence; the chain carries
-	 * it to the rest. */
-	uint64_t first =
-	    ev->has_parent
-		? seed
-		: kvi_local_seed(ev->lora_name.ptr, ev->lora_name.len,
-				 ev->cache_salt.ptr, ev->cache_salt.len);
 	if (ev->unknown_keys) {
 		l->c.unknown_extra_keys++;
 	}
 	kva_scratch_reserve(s, ev->n_hashes);
-	for (uint32_t i = 0; i < ev->n_hashes; i++) {
-		const uint32_t *tok = ev->tokens + (size_t)i * ev->block_size;
-		uint64_t sd = i == 0 ? first : seed;
-		uint64_t local =
-		    ev->extra_off == NULL
-			? kvi_local_hash(tok, ev->block_size, sd)
-			: kvi_local_hash_extra(tok, ev->block_size, sd,
-					       ev->extra + ev->extra_off[i],
-					       ev->extra_off[i + 1] -
-						   ev->extra_off[i]);
-		prev = kvi_seq_hash(prev, local);
-		s->seq[i] = prev;
-	}
+	kvi_event_local_hashes(ev, s->seq);
+	kvi_seq_hashes(prev, s->seq, ev->n_hashes, s->seq);
 	kva_put_run(idx, s, l, ev->hashes, ev->n_hashes, ev->tier);
 }
 

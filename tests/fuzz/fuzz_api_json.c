@@ -134,7 +134,8 @@ fuzz_fast_agrees(const char *body, size_t len)
 	    f.n_instances != g.n_instances ||
 	    !fuzz_arr_eq(f.instances, g.instances, f.n_instances, 8) ||
 	    f.has_dp_rank != g.has_dp_rank ||
-	    (f.has_dp_rank && f.dp_rank != g.dp_rank) || f.top_k != g.top_k) {
+	    (f.has_dp_rank && f.dp_rank != g.dp_rank) || f.top_k != g.top_k ||
+	    f.n_mm != g.n_mm) {
 		fprintf(stderr, "fast and general paths disagree\n");
 		abort();
 	}

@@ -22,6 +22,7 @@
 
 #include <cmocka.h>
 
+#include "api_fast.h"
 #include "api_json.h"
 
 #define MAX_TOKENS 8
@@ -97,6 +98,75 @@ unregister_fails(const char *body, kvi_err rv, const char *msg)
 }
 
 /* ---- /query -------------------------------------------------------------- */
+
+static void
+test_query_mm_features(void **state)
+{
+	(void)state;
+	const char *body =
+	    J("{'token_ids': [1, 2, 3, 4, 5, 6, 7, 8], 'model_name': 'm',"
+	      " 'mm_features': [{'identifier': 'img-a', 'offset': 1,"
+	      " 'length': 3}, {'identifier': 'img-b', 'offset': 4,"
+	      " 'length': 4, 'modality': 'image'}]}");
+	kvc_api_query q = {0};
+	kvc_api_error e = {0};
+	assert_int_equal(
+	    kvc_api_query_parse(body, strlen(body), MAX_TOKENS, &q, &e),
+	    KVI_OK);
+	assert_int_equal(q.n_mm, 2);
+	assert_memory_equal(q.mm[0].id, "img-a", 5);
+	assert_int_equal(q.mm[0].id_len, 5);
+	assert_int_equal(q.mm[0].offset, 1);
+	assert_int_equal(q.mm[0].length, 3);
+	assert_memory_equal(q.mm[1].id, "img-b", 5);
+	assert_int_equal(q.mm[1].offset, 4);
+	kvc_api_query_fini(&q);
+	/* null and [] are no items, on the fast path too */
+	body = J("{'token_ids': [1], 'model_name': 'm', 'mm_features': null}");
+	assert_true(kvc_api_query_fast(body, strlen(body), MAX_TOKENS, &q));
+	assert_int_equal(q.n_mm, 0);
+	kvc_api_query_fini(&q);
+	body = J("{'token_ids': [1], 'model_name': 'm', 'mm_features': [{"
+		 "'identifier': 'x', 'offset': 0, 'length': 1}]}");
+	assert_false(kvc_api_query_fast(body, strlen(body), MAX_TOKENS, &q));
+
+	query_fails("{'token_ids': [1, 2], 'model_name': 'm', 'mm_features': "
+		    "[{'identifier': 'a', 'offset': 1, 'length': 2}]}",
+		    KVI_EINVAL, 400,
+		    "mm_features[0]: tokens 1..3 are past the prompt's 2 "
+		    "tokens");
+	query_fails("{'token_ids': [1, 2, 3, 4], 'model_name': 'm', "
+		    "'mm_features': [{'identifier': 'a', 'offset': 1, "
+		    "'length': 2}, {'identifier': 'b', 'offset': 2, 'length': "
+		    "1}]}",
+		    KVI_EINVAL, 400,
+		    "mm_features[1]: offset 2 is before the end of "
+		    "mm_features[0] (3): entries must be sorted and not "
+		    "overlap");
+	query_fails("{'token_ids': [1, 2], 'model_name': 'm', 'mm_features': "
+		    "[{'identifier': 'a', 'offset': -1, 'length': 1}]}",
+		    KVI_ERANGE, 400, "mm_features[0].offset: -1 is not a u64");
+	query_fails("{'token_ids': [1, 2], 'model_name': 'm', 'mm_features': "
+		    "[{'identifier': 'a', 'offset': 0, 'length': 0}]}",
+		    KVI_ERANGE, 400,
+		    "mm_features[0].length: 0, an item covers at least one "
+		    "token");
+	query_fails("{'token_ids': [1, 2], 'model_name': 'm', 'mm_features': "
+		    "[{'identifier': '', 'offset': 0, 'length': 1}]}",
+		    KVI_EINVAL, 400,
+		    "mm_features[0].identifier must be a non-empty string");
+	query_fails("{'token_ids': [1, 2], 'model_name': 'm', 'mm_features': "
+		    "[{'offset': 0, 'length': 1}]}",
+		    KVI_EINVAL, 400,
+		    "mm_features[0].identifier must be a non-empty string");
+	query_fails("{'token_ids': [1, 2], 'model_name': 'm', 'mm_features': "
+		    "[7]}",
+		    KVI_EINVAL, 400, "mm_features[0] must be an object");
+	query_fails("{'token_ids': [1, 2], 'model_name': 'm', 'mm_features': "
+		    "[{'identifier': 'a', 'offset': 0}]}",
+		    KVI_EINVAL, 400,
+		    "mm_features[0].length: missing is not a u64");
+}
 
 static void
 test_query_valid(void **state)
@@ -753,6 +823,7 @@ main(void)
 	srand(7);
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_query_valid),
+	    cmocka_unit_test(test_query_mm_features),
 	    cmocka_unit_test(test_query_optional_fields),
 	    cmocka_unit_test(test_query_invalid_json),
 	    cmocka_unit_test(test_query_wrong_types),
