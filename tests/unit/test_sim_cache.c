@@ -1,7 +1,9 @@
 /*
  * Unit tests of the simulator's cache model (tests/sim/sim_cache.h): prefix
  * hits, LRU eviction of tails first, capacity, no orphan parents, the CPU
- * tier's write-through and load-back, and the ground-truth hashes.
+ * tier's write-through and load-back, and the ground-truth hashes; keyed
+ * requests' external and local hashes and extra keys; offload stores. How
+ * the events look on the wire is test_sim_encode.c's.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,7 +16,9 @@
 #include "alloc.h"
 #include "hash.h"
 #include "sim_cache.h"
+#include "sim_keys.h"
 #include "sim_load.h"
+#include "wire_encode.h"
 
 #define BS 4
 
@@ -33,12 +37,21 @@ typedef struct fixture {
 } fixture;
 
 static void
-fx_init(fixture *f, uint32_t gpu, uint32_t cpu)
+fx_init_offload(fixture *f, uint32_t gpu, uint32_t cpu, bool offload)
 {
-	sim_cache_config cfg = {
-	    .gpu_blocks = gpu, .cpu_blocks = cpu, .block_size = BS, .salt = 7};
+	sim_cache_config cfg = {.gpu_blocks = gpu,
+				.cpu_blocks = cpu,
+				.block_size = BS,
+				.salt = 7,
+				.offload = offload};
 	f->cache = sim_cache_alloc(&cfg);
 	sim_batch_init(&f->batch, BS);
+}
+
+static void
+fx_init(fixture *f, uint32_t gpu, uint32_t cpu)
+{
+	fx_init_offload(f, gpu, cpu, false);
 }
 
 static void
@@ -56,6 +69,17 @@ fx_run(fixture *f, const uint64_t *ids, size_t n)
 	sim_batch_reset(&f->batch);
 	sim_cache_run(f->cache, &f->batch, tok, (uint32_t)n, &f->res);
 	kvi_free(tok);
+}
+
+/* fx_run_keyed runs one request of n blocks of tokens with keys in a fresh
+ * batch. */
+static void
+fx_run_keyed(fixture *f, const uint32_t *tok, size_t n,
+	     const kvi_prompt_keys *keys)
+{
+	sim_batch_reset(&f->batch);
+	sim_cache_run_keyed(f->cache, &f->batch, tok, (uint32_t)n, keys,
+			    &f->res);
 }
 
 static uint64_t
@@ -440,6 +464,268 @@ test_clear_and_several_requests_per_batch(void **state)
 	fx_fini(&f);
 }
 
+/* ---- keyed requests --------------------------------------------- */
+
+/* ramp writes n blocks of tokens base, base + 1, ... */
+static void
+ramp(uint32_t *tok, size_t n, uint32_t base)
+{
+	for (size_t i = 0; i < n * BS; i++) {
+		tok[i] = base + (uint32_t)i;
+	}
+}
+
+/* check_truth asserts that the request's local and sequence hashes are
+ * hash.h's for the prompt tokens[0..n blocks) under keys, in the batch
+ * and in the cache. */
+static void
+check_truth(const fixture *f, const uint32_t *tok, size_t n,
+	    const kvi_prompt_keys *keys)
+{
+	kvi_prompt_keys none = {0};
+	kvi_xbuf x = {0};
+	uint64_t local[16], seq[16];
+	assert_true(n <= 16);
+	kvi_prompt_hashes(tok, n * BS, BS, keys ? keys : &none, &x, local);
+	kvi_xbuf_fini(&x);
+	kvi_seq_hashes(KVI_SEQ_ROOT, local, n, seq);
+	for (size_t i = 0; i < n; i++) {
+		uint32_t k = f->res.first_block + (uint32_t)i;
+		sim_block_info info;
+		assert_true(f->batch.local[k] == local[i]);
+		assert_true(f->batch.seq[k] == seq[i]);
+		assert_true(sim_cache_lookup(f->cache, f->batch.ext[k], &info));
+		assert_true(info.local_hash == local[i]);
+		assert_true(info.seq_hash == seq[i]);
+	}
+}
+
+/* plain_from asserts that block i of the request hashes as a block
+ * without keys under its parent. */
+static bool
+plain_from(const fixture *f, const uint32_t *tok, uint32_t i)
+{
+	uint32_t k = f->res.first_block + i;
+	return f->batch.ext[k] ==
+	       sim_external_hash(7, i > 0, i > 0 ? f->batch.ext[k - 1] : 0,
+				 tok + (size_t)i * BS, BS);
+}
+
+static void
+test_keyed_external_hashes(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_init(&f, 64, 0);
+	uint32_t tok[3 * BS];
+	ramp(tok, 3, 500);
+	uint64_t plain[3], s1[3], s2[3], lora[3];
+	fx_run_keyed(&f, tok, 3, NULL);
+	memcpy(plain, f.batch.ext, sizeof(plain));
+	for (uint32_t i = 0; i < 3; i++) {
+		assert_true(plain_from(&f, tok, i));
+	}
+	/* empty keys are no keys: the same blocks, all hit */
+	kvi_prompt_keys empty = {.cache_salt = "", .lora_name = ""};
+	fx_run_keyed(&f, tok, 3, &empty);
+	assert_int_equal(f.res.gpu_hit, 3);
+	assert_int_equal(f.batch.n_events, 0);
+
+	kvi_prompt_keys k1 = {.cache_salt = "s1", .salt_len = 2};
+	kvi_prompt_keys k2 = {.cache_salt = "s2", .salt_len = 2};
+	kvi_prompt_keys kl = {.lora_name = "ad", .lora_len = 2};
+	fx_run_keyed(&f, tok, 3, &k1);
+	assert_int_equal(f.res.stored, 3);
+	memcpy(s1, f.batch.ext, sizeof(s1));
+	check_truth(&f, tok, 3, &k1);
+	/* the salt is a key of block 0 alone; later blocks differ through
+	 * the parent only */
+	assert_false(plain_from(&f, tok, 0));
+	assert_true(plain_from(&f, tok, 1) && plain_from(&f, tok, 2));
+	assert_int_equal(f.batch.xkey_start[1], 1);
+	assert_int_equal(f.batch.xkey_start[3], 1);
+	fx_run_keyed(&f, tok, 3, &k2);
+	assert_int_equal(f.res.stored, 3);
+	memcpy(s2, f.batch.ext, sizeof(s2));
+	fx_run_keyed(&f, tok, 3, &kl);
+	assert_int_equal(f.res.stored, 3);
+	memcpy(lora, f.batch.ext, sizeof(lora));
+	check_truth(&f, tok, 3, &kl);
+	/* the LoRA name is a key of every block */
+	for (uint32_t i = 0; i < 3; i++) {
+		assert_false(plain_from(&f, tok, i));
+		assert_int_equal(f.batch.xkey_start[i + 1], i + 1);
+		assert_true(plain[i] != s1[i] && plain[i] != s2[i] &&
+			    s1[i] != s2[i] && lora[i] != plain[i] &&
+			    lora[i] != s1[i]);
+	}
+	/* the same salt again: the same blocks */
+	fx_run_keyed(&f, tok, 3, &k1);
+	assert_int_equal(f.res.gpu_hit, 3);
+	fx_fini(&f);
+}
+
+static void
+test_keyed_continuation(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_init(&f, 64, 0);
+	uint32_t tok[5 * BS];
+	ramp(tok, 5, 900);
+	kvi_prompt_keys k = {.cache_salt = "tenant", .salt_len = 6};
+	fx_run_keyed(&f, tok, 2, &k);
+	uint64_t head[2];
+	memcpy(head, f.batch.ext, sizeof(head));
+	/* the prompt extended: the event starts at block 2 with a parent,
+	 * its keys (none) follow the blocks' positions in the request */
+	fx_run_keyed(&f, tok, 5, &k);
+	assert_int_equal(f.res.gpu_hit, 2);
+	assert_int_equal(f.batch.n_events, 1);
+	const sim_event *ev = &f.batch.events[0];
+	assert_true(ev->has_parent && ev->parent == head[1]);
+	assert_int_equal(ev->first, 2);
+	assert_int_not_equal(ev->req, SIM_NO_KEYS);
+	assert_int_equal(f.batch.xkey_start[2], f.batch.xkey_start[5]);
+	assert_true(plain_from(&f, tok, 2));
+	check_truth(&f, tok, 5, &k);
+	/* block 0's salt reaches block 4 through the chain: unsalted, the
+	 * whole prompt is another one */
+	uint64_t salted_tail = f.batch.ext[4];
+	fx_run_keyed(&f, tok, 5, NULL);
+	assert_int_equal(f.res.gpu_hit, 0);
+	assert_true(f.batch.ext[4] != salted_tail);
+	fx_fini(&f);
+}
+
+static void
+test_mm_items_per_block(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_init(&f, 64, 0);
+	uint32_t tok[6 * BS];
+	ramp(tok, 6, 40);
+	/* an image over tokens 6..13 (blocks 1-3), another at 20..21 */
+	kvi_mm_item a[2] = {{"img-a", 5, 6, 8}, {"img-c", 5, 20, 2}};
+	kvi_mm_item b[2] = {{"img-b", 5, 6, 8}, {"img-c", 5, 20, 2}};
+	kvi_prompt_keys ka = {.lora_name = "L",
+			      .lora_len = 1,
+			      .mm = a,
+			      .n_mm = 2,
+			      .cache_salt = "s",
+			      .salt_len = 1};
+	kvi_prompt_keys kb = ka;
+	kb.mm = b;
+	fx_run_keyed(&f, tok, 6, &ka);
+	uint64_t ea[6];
+	memcpy(ea, f.batch.ext, sizeof(ea));
+	check_truth(&f, tok, 6, &ka);
+	/* vLLM's order: LoRA, items, the salt on block 0 */
+	const sim_xkey *x = f.batch.xkeys;
+	const uint32_t *st = f.batch.xkey_start;
+	assert_int_equal(st[1] - st[0], 2); /* L, s */
+	assert_int_equal(x[1].kind, KVI_XKEY_STR);
+	assert_string_equal(sim_batch_str(&f.batch, x[1].off), "s");
+	assert_int_equal(st[2] - st[1], 2); /* L, (img-a, 2) */
+	assert_int_equal(x[st[1] + 1].kind, KVI_XKEY_MM);
+	assert_int_equal(x[st[1] + 1].offset, 2);
+	assert_int_equal(st[4] - st[3], 2); /* L, (img-a, -6) */
+	assert_int_equal(x[st[3] + 1].offset, -6);
+	assert_int_equal(st[5] - st[4], 1); /* L */
+	assert_int_equal(st[6] - st[5], 2); /* L, (img-c, 0) */
+	assert_string_equal(sim_batch_str(&f.batch, x[st[5] + 1].off), "img-c");
+	/* another image over equal tokens: block 0 is shared, block 1 on
+	 * differ */
+	fx_run_keyed(&f, tok, 6, &kb);
+	assert_int_equal(f.res.gpu_hit, 1);
+	for (int i = 1; i < 6; i++) {
+		assert_true(f.batch.ext[i] != ea[i]);
+	}
+	check_truth(&f, tok, 6, &kb);
+	fx_fini(&f);
+}
+
+/* ---- offload ------------------------------------------------------ */
+
+static const sim_event *
+find_event(const sim_batch *b, sim_event_type type, unsigned tier)
+{
+	for (uint32_t i = 0; i < b->n_events; i++) {
+		if (b->events[i].type == type && b->events[i].tier == tier) {
+			return &b->events[i];
+		}
+	}
+	return NULL;
+}
+
+static void
+test_offload_events(void **state)
+{
+	(void)state;
+	fixture f;
+	fx_init_offload(&f, 4, 16, true);
+	uint64_t a[] = {1, 2, 3, 4}, b[] = {11, 12, 13, 14};
+	fx_run(&f, a, 4);
+	uint64_t a_ext[4];
+	memcpy(a_ext, f.batch.ext, sizeof(a_ext));
+	const sim_event *cpu =
+	    find_event(&f.batch, SIM_EV_STORED, SIM_TIER_CPU);
+	assert_non_null(cpu);
+	assert_true(cpu->offload);
+	assert_int_equal(cpu->n, 4);
+	assert_int_equal(f.batch.events[0].tier, SIM_TIER_GPU);
+	assert_false(f.batch.events[0].offload);
+	assert_int_equal(cpu->first, f.batch.events[0].first);
+	assert_false(cpu->has_parent); /* A's root: nothing before it */
+
+	/* B evicts A from GPU; A's CPU copy stays */
+	fx_run(&f, b, 4);
+	const sim_event *rm =
+	    find_event(&f.batch, SIM_EV_REMOVED, SIM_TIER_GPU);
+	assert_non_null(rm);
+	assert_int_equal(rm->n, 4);
+	assert_null(find_event(&f.batch, SIM_EV_REMOVED, SIM_TIER_CPU));
+	sim_block_info info;
+	assert_true(sim_cache_lookup(f.cache, a_ext[0], &info));
+	assert_int_equal(info.tiers, SIM_TIER_CPU);
+	/* the offloaded blocks are named by a stored event of the batch
+	 * before the offload: the indexer knows them by hash */
+	assert_true(f.batch.events[1].type == SIM_EV_STORED &&
+		    f.batch.events[1].tier == SIM_TIER_GPU &&
+		    f.batch.events[2].offload &&
+		    f.batch.events[2].first == f.batch.events[1].first);
+
+	/* A on CPU only: loaded back with tokens, no new offload */
+	fx_run(&f, a, 4);
+	assert_int_equal(f.res.cpu_loaded, 4);
+	assert_null(find_event(&f.batch, SIM_EV_STORED, SIM_TIER_CPU));
+	const sim_event *load =
+	    find_event(&f.batch, SIM_EV_STORED, SIM_TIER_GPU);
+	assert_false(load->offload);
+	assert_int_equal(load->n, 4);
+	assert_true(sim_cache_lookup(f.cache, a_ext[3], &info));
+	assert_int_equal(info.tiers, SIM_TIER_GPU | SIM_TIER_CPU);
+
+	/* the CPU fills up: CPU removals, still prefix-closed */
+	for (uint64_t r = 0; r < 6; r++) {
+		uint64_t c[] = {100 + 4 * r, 101 + 4 * r, 102 + 4 * r};
+		fx_run(&f, c, 3);
+	}
+	assert_non_null(find_event(&f.batch, SIM_EV_REMOVED, SIM_TIER_CPU));
+	assert_int_equal(sim_cache_count(f.cache, SIM_TIER_CPU), 16);
+	size_t n;
+	sim_block_info *blocks = sim_cache_snapshot(f.cache, &n);
+	for (size_t i = 0; i < n; i++) {
+		sim_block_info p;
+		assert_true(!blocks[i].has_parent ||
+			    (sim_cache_lookup(f.cache, blocks[i].parent, &p) &&
+			     (p.tiers & blocks[i].tiers) == blocks[i].tiers));
+	}
+	kvi_free(blocks);
+	fx_fini(&f);
+}
+
 int
 main(void)
 {
@@ -452,6 +738,10 @@ main(void)
 	    cmocka_unit_test(test_cpu_write_through_and_load_back),
 	    cmocka_unit_test(test_ground_truth_hashes),
 	    cmocka_unit_test(test_clear_and_several_requests_per_batch),
+	    cmocka_unit_test(test_keyed_external_hashes),
+	    cmocka_unit_test(test_keyed_continuation),
+	    cmocka_unit_test(test_mm_items_per_block),
+	    cmocka_unit_test(test_offload_events),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
