@@ -32,6 +32,8 @@
  *         'i' le32(len) identifier               an item named by its
  *             identifier alone (engines before the offset was added)
  *         'e' le32(len) digest                   a prompt-embeds digest
+ *         'u' le32(0)                            a key of a kind not known
+ *             yet: no query derives it, so the block matches nothing
  *
  *     extra[i] is empty for a block without items, so plain text, with or
  *     without LoRA, keeps the standalone `tokens_hash`.
