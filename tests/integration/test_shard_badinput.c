@@ -4,7 +4,10 @@
  * size, an unknown parent, events of another KV group or REMOTE, a token
  * count that does not fit - each counted, none applied, the shard alive -
  * while the good batches in between (bin and negative hashes included)
- * are applied exactly.
+ * are applied exactly. An event of an unknown type between two stores
+ * costs only itself; an offload store without tokens adds its tier to a
+ * known block (an unknown one is an orphan), and a GPU removal leaves the
+ * CPU copy.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -244,17 +247,44 @@ test_bad_input_is_counted(void **state)
 	kvi_encoder_removed(&enc, h12, 1, "GPU");
 	publish(&enc);
 	kvi_encoder_fini(&enc);
+	/* seq 11: a store, an event of a type not known yet, a store */
+	kvi_encoder_init(&enc, KVI_FORM_MAP, KVI_HASH_UINT);
+	uint64_t h50 = 50, h51 = 51;
+	kvi_encoder_begin(&enc, 1.0, 3, false, 0);
+	kvi_encoder_stored(&enc, &h50, 1, NULL, toks, BS, BS, "GPU", NULL);
+	msgpack_pack_map(&enc.pk, 2);
+	msgpack_pack_str(&enc.pk, 4);
+	msgpack_pack_str_body(&enc.pk, "type", 4);
+	msgpack_pack_str(&enc.pk, 13);
+	msgpack_pack_str_body(&enc.pk, "BlockInactive", 13);
+	msgpack_pack_str(&enc.pk, 12);
+	msgpack_pack_str_body(&enc.pk, "block_hashes", 12);
+	msgpack_pack_array(&enc.pk, 1);
+	msgpack_pack_uint64(&enc.pk, h50);
+	kvi_encoder_stored(&enc, &h51, 1, &h50, toks + BS, BS, BS, "GPU", NULL);
+	publish(&enc);
+	/* seq 12: block 50 offloaded to CPU as vLLM reports it (no tokens,
+	 * no parent, block_size 0) with a hash never stored; then its GPU
+	 * copy evicted */
+	uint64_t off[2] = {h50, 777};
+	kvi_stored_spec sp = {
+	    .hashes = off, .n = 2, .block_size = 0, .medium = "CPU"};
+	kvi_encoder_begin(&enc, 1.0, 2, true, 0);
+	kvi_encoder_stored_spec(&enc, &sp);
+	kvi_encoder_removed(&enc, &h50, 1, "GPU");
+	publish(&enc);
+	kvi_encoder_fini(&enc);
 
 	Kvindex__Response *resp;
-	Kvindex__ListenerStatus *st = wait_watermark(10, &resp);
+	Kvindex__ListenerStatus *st = wait_watermark(12, &resp);
 	Kvindex__Counters *c = st->counters;
 	assert_int_equal(c->malformed, 3); /* garbage, 2 frames, tokens */
 	assert_int_equal(c->rank_mismatches, 1);
 	assert_int_equal(c->block_size_mismatches, 1);
-	assert_int_equal(c->orphans, 1);
+	assert_int_equal(c->orphans, 2); /* parent 12345, offload of 777 */
 	assert_int_equal(c->skipped_events, 2);
-	assert_int_equal(c->blocks_stored, 4);
-	assert_int_equal(c->blocks_removed, 1);
+	assert_int_equal(c->blocks_stored, 7); /* 4, 50, 51, 50 on CPU */
+	assert_int_equal(c->blocks_removed, 2);
 	assert_non_null(st->last_error);
 	kvindex__response__free_unpacked(resp, NULL);
 
@@ -267,7 +297,7 @@ test_bad_input_is_counted(void **state)
 	req.dump = &d;
 	resp = shc_call(&shard, &req);
 	assert_int_equal(resp->code, 0);
-	assert_int_equal(resp->dump->n_entries, 3);
+	assert_int_equal(resp->dump->n_entries, 5);
 	uint64_t seed = kvi_local_seed(NULL, 0, NULL, 0);
 	uint64_t s1 =
 	    kvi_seq_hash(KVI_SEQ_ROOT, kvi_local_hash(toks, BS, seed));
@@ -287,11 +317,21 @@ test_bad_input_is_counted(void **state)
 		} else if (e->ext_hash == hneg) {
 			assert_true(e->seq_hash == sneg && e->tiers == 1);
 			seen |= 4;
+		} else if (e->ext_hash == h50) {
+			/* held on CPU only, at block 1's key */
+			assert_true(e->seq_hash == s1 && e->tiers == 2);
+			seen |= 8;
+		} else if (e->ext_hash == h51) {
+			assert_true(e->seq_hash == s2 && e->tiers == 1);
+			seen |= 16;
 		}
 	}
-	assert_int_equal(seen, 7);
+	assert_int_equal(seen, 31);
 	kvindex__response__free_unpacked(resp, NULL);
-	assert_true(shc_wait_metric(&shard, "kvindex_shard_orphans_total", 1,
+	assert_true(shc_wait_metric(&shard, "kvindex_shard_orphans_total", 2,
+				    5000) == 2);
+	assert_true(shc_wait_metric(&shard,
+				    "kvindex_shard_unknown_events_total", 1,
 				    5000) == 1);
 	assert_true(shc_wait_metric(&shard, "kvindex_shard_malformed_total", 3,
 				    5000) == 3);
