@@ -15,7 +15,8 @@
  * of the truth, tiers included; queries with no salt, another salt,
  * another LoRA or another image must match only what the truth says. The
  * expected figures are also checked against what the prompts imply, so
- * neither side can be vacuous.
+ * neither side can be vacuous. A second test runs the load generator's
+ * keyed prompts (--salts, --loras, --mm-every) over the same fleet.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -351,12 +352,85 @@ test_flavours_and_keys_equal_truth(void **state)
 		      sizeof(ex) / sizeof(ex[0]), cpu);
 }
 
+static bool
+load_done(void *arg)
+{
+	cluster *c = arg;
+	kvt_http_resp r;
+	if (kvt_sim_call(&c->sim, "GET", "/status", NULL, &r) != KVI_OK) {
+		return false;
+	}
+	bool done = json_is_true(json_object_get(r.json, "load_done"));
+	kvt_http_resp_fini(&r);
+	return done;
+}
+
+/* The load generator's keyed prompts (salts, LoRA names, images) on every
+ * flavour, with offloads and evictions: every listener ends equal to its
+ * rank's truth. */
+static void
+test_generated_keyed_load_equals_truth(void **state)
+{
+	cluster *c = *state;
+	const char *sim[] = {"--pods",
+			     "4",
+			     "--dp",
+			     "2",
+			     "--flavours",
+			     flavours,
+			     "--generate",
+			     "600",
+			     "--salts",
+			     "3",
+			     "--loras",
+			     "2",
+			     "--mm-every",
+			     "3",
+			     "--cache-blocks",
+			     "300",
+			     "--cpu-blocks",
+			     "900",
+			     "--offload",
+			     "--rate",
+			     "0",
+			     "--paused",
+			     NULL};
+	clu_sim(c, sim);
+	clu_shards(c, 2);
+	clu_coord(c, true, NULL);
+	clu_wait_active(c, PODS * DP, CLU_WAIT_MS);
+	json_decref(clu_sim_post(c, "/resume", "{}"));
+	assert_true(kvt_wait_until(load_done, c, 60000));
+	for (int idx = 0; idx < PODS * DP; idx++) {
+		shc_wait_truth(shard_of(c, idx), &c->sim, &idx, 1, CLU_WAIT_MS);
+	}
+	/* not vacuous: every rank served, and GPU copies were evicted */
+	kvt_http_resp r;
+	assert_int_equal(kvt_sim_call(&c->sim, "GET", "/status", NULL, &r),
+			 KVI_OK);
+	assert_int_equal(
+	    json_integer_value(json_object_get(r.json, "requests_done")), 600);
+	assert_true(
+	    json_integer_value(json_object_get(r.json, "removed_blocks")) > 0);
+	size_t i;
+	json_t *rank;
+	json_array_foreach(json_object_get(r.json, "ranks"), i, rank)
+	{
+		assert_true(json_integer_value(
+				json_object_get(rank, "cpu_blocks")) > 0);
+	}
+	kvt_http_resp_fini(&r);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_flavours_and_keys_equal_truth,
 					    clu_test_setup, clu_test_teardown),
+	    cmocka_unit_test_setup_teardown(
+		test_generated_keyed_load_equals_truth, clu_test_setup,
+		clu_test_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

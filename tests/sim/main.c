@@ -92,6 +92,9 @@ open_load(const sim_config *c, sim_load **out)
 			      .blocks_per_id = c->blocks_per_id,
 			      .block_size = c->block_size,
 			      .requests = c->requests,
+			      .salts = c->salts,
+			      .loras = c->loras,
+			      .mm_every = c->mm_every,
 			      .loop = c->loop,
 			      .seed = c->seed};
 	char err[512];

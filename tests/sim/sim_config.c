@@ -65,6 +65,12 @@ static const char usage[] =
     "  --blocks-per-id K      blocks per trace hash id (1)\n"
     "  --copies C             serve the trace C times, disjoint ids (1)\n"
     "  --generate N           N synthetic prompts with shared prefixes\n"
+    "  --salts N              each prompt has one of N cache salts or none,\n"
+    "                         drawn per conversation or trace line (0)\n"
+    "  --loras N              likewise one of N LoRA names or none (0)\n"
+    "  --mm-every N           about one prompt in N carries an image: 3 to\n"
+    "                         40 blocks of placeholder tokens after its\n"
+    "                         first id (0: none)\n"
     "  --rate R               requests/s over the whole fleet; 0 = as fast\n"
     "                         as possible (0)\n"
     "  --requests N           stop after N requests (at most one pass\n"
@@ -118,6 +124,9 @@ enum {
 	OPT_BLOCKS_PER_ID,
 	OPT_COPIES,
 	OPT_GENERATE,
+	OPT_SALTS,
+	OPT_LORAS,
+	OPT_MM_EVERY,
 	OPT_RATE,
 	OPT_REQUESTS,
 	OPT_LOOP,
@@ -158,6 +167,9 @@ static const struct option options[] = {
     {"blocks-per-id", required_argument, NULL, OPT_BLOCKS_PER_ID},
     {"copies", required_argument, NULL, OPT_COPIES},
     {"generate", required_argument, NULL, OPT_GENERATE},
+    {"salts", required_argument, NULL, OPT_SALTS},
+    {"loras", required_argument, NULL, OPT_LORAS},
+    {"mm-every", required_argument, NULL, OPT_MM_EVERY},
     {"rate", required_argument, NULL, OPT_RATE},
     {"requests", required_argument, NULL, OPT_REQUESTS},
     {"loop", no_argument, NULL, OPT_LOOP},
@@ -374,6 +386,12 @@ apply(sim_config *c, int opt, const char *v, bool *help)
 		return u32_in(v, 1, 1u << 20, &c->copies);
 	case OPT_GENERATE:
 		return u32_in(v, 1, UINT32_MAX, &c->generate);
+	case OPT_SALTS:
+		return u32_in(v, 0, 1u << 20, &c->salts);
+	case OPT_LORAS:
+		return u32_in(v, 0, 1u << 20, &c->loras);
+	case OPT_MM_EVERY:
+		return u32_in(v, 0, UINT32_MAX, &c->mm_every);
 	case OPT_RATE:
 		return rate_flag(v, &c->rate);
 	case OPT_REQUESTS:

@@ -61,6 +61,9 @@ typedef struct sim_config {
 	uint32_t blocks_per_id;
 	uint32_t copies;
 	uint32_t generate;
+	uint32_t salts;
+	uint32_t loras;
+	uint32_t mm_every;
 	double rate;
 	uint64_t requests;
 	bool loop;

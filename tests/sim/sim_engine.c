@@ -135,6 +135,19 @@ log_load_done(sim_engine *e, uint64_t now)
 		 secs > 0 ? (double)(stored + removed) / secs : 0.0);
 }
 
+/* rank_keys returns the keys r's events can name: an SGLang rank serves
+ * the prompt with its salt only (copied into *sg). */
+static const kvi_prompt_keys *
+rank_keys(const sim_rank *r, const kvi_prompt_keys *keys, kvi_prompt_keys *sg)
+{
+	if (keys == NULL || !sim_flavour_sglang(sim_rank_flavour(r))) {
+		return keys;
+	}
+	*sg = (kvi_prompt_keys){.cache_salt = keys->cache_salt,
+				.salt_len = keys->salt_len};
+	return sg;
+}
+
 /* step runs up to requests_per_batch requests on one rank and publishes
  * their batch. Returns false once the load is exhausted. */
 static bool
@@ -146,16 +159,19 @@ step(sim_engine *e)
 	sim_rank *r = e->ranks[idx];
 	bool more = true;
 	uint32_t k = 0;
+	kvi_prompt_keys sg;
 	sim_rank_begin(r, &e->batch);
 	for (; k < e->cfg.requests_per_batch; k++) {
 		const uint32_t *tokens;
 		uint32_t n_blocks;
-		if (!sim_load_next(e->load, &tokens, &n_blocks)) {
+		const kvi_prompt_keys *keys;
+		if (!sim_load_next_keyed(e->load, &tokens, &n_blocks, &keys)) {
 			more = false;
 			break;
 		}
 		sim_request_result res;
-		sim_rank_run(r, &e->batch, tokens, n_blocks, NULL, &res);
+		sim_rank_run(r, &e->batch, tokens, n_blocks,
+			     rank_keys(r, keys, &sg), &res);
 	}
 	count_blocks(e, &e->batch);
 	sim_rank_commit(r, &e->batch, encoder_of(e, r));

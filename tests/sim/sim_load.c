@@ -22,6 +22,7 @@
 typedef struct gen_prompt {
 	uint64_t ids[GEN_MAX_IDS];
 	uint32_t n;
+	uint64_t tenant; /* draws the salt and LoRA: kept by follow-ups */
 } gen_prompt;
 
 struct sim_load {
@@ -44,6 +45,10 @@ struct sim_load {
 	uint64_t total;
 	uint32_t *tokens;
 	size_t cap_tokens;
+	/* keys of the last request */
+	kvi_prompt_keys keys;
+	kvi_mm_item image;
+	char salt[24], lora[24], image_id[24];
 };
 
 static uint64_t
@@ -209,6 +214,7 @@ gen_next(sim_load *l)
 		add = 1 + rng_below(l, GEN_TURN_MAX);
 	} else {
 		uint32_t s = rng_below(l, GEN_SYSTEM_PROMPTS);
+		p->tenant = l->fresh; /* unique, and leaves the rng alone */
 		p->n = l->system_len[s];
 		for (uint32_t i = 0; i < p->n; i++) {
 			p->ids[i] = GEN_SYSTEM_BASE + ((uint64_t)s << 20) + i;
@@ -294,8 +300,76 @@ token_space(sim_load *l, size_t n_blocks)
 	return l->tokens;
 }
 
+/* draw returns a hash of an id for the keys. */
+static uint64_t
+draw(uint64_t id, uint64_t what)
+{
+	uint64_t state = id ^ what;
+	return splitmix64(&state);
+}
+
+/* set_keys derives the keys of a prompt of ids (shifted by offset) whose
+ * salt and LoRA are drawn from tenant, and writes its image into tokens;
+ * returns NULL without keys. */
+static const kvi_prompt_keys *
+set_keys(sim_load *l, const uint64_t *ids, size_t n, uint64_t offset,
+	 uint64_t tenant, uint32_t *tokens, size_t n_tokens)
+{
+	kvi_prompt_keys *k = &l->keys;
+	memset(k, 0, sizeof(*k));
+	if (n == 0) {
+		return NULL;
+	}
+	uint64_t first = tenant;
+	uint64_t s =
+	    l->cfg.salts ? draw(first, 0x73616c74u) % (l->cfg.salts + 1) : 0;
+	uint64_t a =
+	    l->cfg.loras ? draw(first, 0x6c6f7261u) % (l->cfg.loras + 1) : 0;
+	if (s > 0) {
+		k->salt_len =
+		    (size_t)snprintf(l->salt, sizeof(l->salt), "salt-%llu",
+				     (unsigned long long)s);
+		k->cache_salt = l->salt;
+	}
+	if (a > 0) {
+		k->lora_len =
+		    (size_t)snprintf(l->lora, sizeof(l->lora), "lora-%llu",
+				     (unsigned long long)a);
+		k->lora_name = l->lora;
+	}
+	uint32_t bs = l->cfg.block_size, per = l->cfg.blocks_per_id;
+	uint64_t img = n > 1 ? draw(ids[1] + offset, 0x696d6167u) : 1;
+	if (l->cfg.mm_every > 0 && img % l->cfg.mm_every == 0) {
+		uint64_t start = (uint64_t)per * bs;
+		uint64_t len = (3 + (img >> 32) % 38) * bs - bs / 2;
+		if (len > 0 && start + len <= n_tokens) {
+			for (uint64_t t = start; t < start + len; t++) {
+				tokens[t] = SIM_PLACEHOLDER;
+			}
+			l->image = (kvi_mm_item){
+			    .id = l->image_id,
+			    .id_len = (size_t)snprintf(
+				l->image_id, sizeof(l->image_id), "img-%016llx",
+				(unsigned long long)img),
+			    .offset = start,
+			    .length = len};
+			k->mm = &l->image;
+			k->n_mm = 1;
+		}
+	}
+	return k->salt_len || k->lora_len || k->n_mm ? k : NULL;
+}
+
 bool
 sim_load_next(sim_load *l, const uint32_t **tokens, uint32_t *n_blocks)
+{
+	const kvi_prompt_keys *keys;
+	return sim_load_next_keyed(l, tokens, n_blocks, &keys);
+}
+
+bool
+sim_load_next_keyed(sim_load *l, const uint32_t **tokens, uint32_t *n_blocks,
+		    const kvi_prompt_keys **keys)
 {
 	if (l->done >= l->total) {
 		return false;
@@ -308,20 +382,24 @@ sim_load_next(sim_load *l, const uint32_t **tokens, uint32_t *n_blocks)
 	l->done++;
 	const uint64_t *ids;
 	size_t n;
-	uint64_t offset = 0;
+	uint64_t offset = 0, tenant;
 	if (trace) {
 		size_t line = (size_t)(r / l->cfg.copies);
 		offset = (r % l->cfg.copies) * l->id_span;
 		ids = l->ids + l->offsets[line];
 		n = l->offsets[line + 1] - l->offsets[line];
+		tenant = n > 0 ? ids[0] + offset : 0;
 	} else {
 		gen_next(l);
 		ids = l->scratch.ids;
 		n = l->scratch.n;
+		tenant = l->scratch.tenant;
 	}
 	uint32_t k = l->cfg.blocks_per_id;
 	uint32_t *out = token_space(l, n * k);
 	expand_into(ids, n, offset, k, l->cfg.block_size, out);
+	*keys =
+	    set_keys(l, ids, n, offset, tenant, out, n * k * l->cfg.block_size);
 	*tokens = out;
 	*n_blocks = (uint32_t)(n * k);
 	return true;

@@ -27,9 +27,13 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "hash.h"
 
 /* Tokens are drawn below this bound (a typical vocabulary size). */
 #define SIM_VOCAB 152000u
+
+/* The token of an image's placeholder run (Qwen2-VL's image pad). */
+#define SIM_PLACEHOLDER 151655u
 
 typedef struct sim_load_config {
 	const char *trace_path; /* NULL: generate */
@@ -38,6 +42,9 @@ typedef struct sim_load_config {
 	uint32_t blocks_per_id; /* >= 1 */
 	uint32_t block_size;    /* >= 1 */
 	uint64_t requests;      /* 0: one pass (or forever with loop) */
+	uint32_t salts;         /* keys (sim_load_next_keyed), 0: none */
+	uint32_t loras;
+	uint32_t mm_every;
 	bool loop;
 	uint64_t seed;
 } sim_load_config;
@@ -55,6 +62,19 @@ void sim_load_free(sim_load *l);
 /* sim_load_next returns the tokens of the next request (valid until the
  * next call) and its number of blocks, or false when the load is done. */
 bool sim_load_next(sim_load *l, const uint32_t **tokens, uint32_t *n_blocks);
+
+/* sim_load_next_keyed is sim_load_next that also returns the request's
+ * keys in *keys (valid until the next call; NULL when it has none). A
+ * prompt's salt and LoRA name are drawn from its tenant: a trace line's
+ * first id, a generated conversation's own draw (kept by its follow-ups);
+ * with salts N, one of "salt-1" .. "salt-N" or none, and likewise
+ * "lora-1" .. "lora-N"; with mm_every N, a prompt whose second id hashes to 0
+ * mod N carries an image from that id's first token on: 3 to 40 blocks' worth
+ * of SIM_PLACEHOLDER tokens less half a block, its identifier and length
+ * drawn from that id, when it fits in the prompt. Equal prefixes thus keep
+ * equal keys, and follow-up turns hit their earlier turns. */
+bool sim_load_next_keyed(sim_load *l, const uint32_t **tokens,
+			 uint32_t *n_blocks, const kvi_prompt_keys **keys);
 
 /* sim_load_total returns the number of requests the load serves, or
  * UINT64_MAX when it loops forever. */
