@@ -268,6 +268,22 @@ serve(cluster *c, int pod, const prompt *x, const prompt *y, const prompt *img1,
 	}
 }
 
+/* refused posts body to /prefill and expects a 400. */
+static void
+refused(cluster *c, const char *body)
+{
+	json_t *b = json_loads(body, 0, NULL);
+	assert_non_null(b);
+	kvt_http_resp r;
+	assert_int_equal(kvt_sim_call(&c->sim, "POST", "/prefill", b, &r),
+			 KVI_OK);
+	if (r.status != 400) {
+		fail_msg("/prefill %s: %ld, expected 400", body, r.status);
+	}
+	kvt_http_resp_fini(&r);
+	json_decref(b);
+}
+
 static void
 test_flavours_and_keys_equal_truth(void **state)
 {
@@ -281,6 +297,22 @@ test_flavours_and_keys_equal_truth(void **state)
 	clu_shards(c, 2);
 	clu_coord(c, true, NULL);
 	clu_wait_active(c, PODS * DP, CLU_WAIT_MS);
+
+	/* keys an engine could not have: refused, nothing published */
+	refused(c, "{\"pod\":2,\"rank\":0,\"token_ids\":[1,2],"
+		   "\"lora_name\":\"a\"}");
+	refused(c, "{\"pod\":3,\"rank\":1,\"hash_ids\":[1,2],"
+		   "\"mm_features\":[{\"identifier\":\"i\",\"offset\":0,"
+		   "\"length\":4}]}");
+	refused(c, "{\"pod\":0,\"rank\":0,\"hash_ids\":[1,2],"
+		   "\"mm_features\":[{\"identifier\":\"i\",\"offset\":8,"
+		   "\"length\":8},{\"identifier\":\"j\",\"offset\":4,"
+		   "\"length\":2}]}");
+	refused(c, "{\"pod\":0,\"rank\":0,\"hash_ids\":[1,2],"
+		   "\"mm_features\":[{\"identifier\":\"i\",\"offset\":30,"
+		   "\"length\":3}]}");
+	refused(c, "{\"pod\":0,\"rank\":0,\"hash_ids\":[1],"
+		   "\"cache_salt\":7}");
 
 	prompt x = {0}, y = {0}, img1, img2;
 	text(&x, 1, 4);
