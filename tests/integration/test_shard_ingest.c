@@ -1,8 +1,9 @@
 /*
  * test_shard_ingest.c - a real kvindex-shard against the engine simulator:
- * steady ingest, gaps repaired by replay and by /kv_recover, engine
- * restarts. After each scenario the shard's index must equal every
- * rank's exact block set, watermark included.
+ * steady ingest, gaps repaired by replay and by /kv_recover, batches
+ * whose envelope cannot be read repaired by a tree dump, engine restarts. After
+ * each scenario the shard's index must equal every rank's exact block set,
+ * watermark included.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -180,6 +181,29 @@ test_gap_beyond_buffer_events(void **state)
 	assert_true(COUNTER(f, 0, recoveries_events) >= 1);
 }
 
+/* 3c. Batches lost to an unreadable envelope: a replay would return the
+ * same bytes, so the listener resyncs from a tree dump. */
+static void
+test_lost_batch_resync(void **state)
+{
+	fixture *f = fixture_new(state);
+	const char *sim[] = {"--pods",         "1",    "--dp",     "2",
+			     "--trace",        TRACE,  "--rate",   "300",
+			     "--cache-blocks", "1024", "--paused", NULL};
+	sim_start(f, sim);
+	shc_start(&f->shard, NULL);
+	shc_assign(&f->shard, &f->sim, 0, true, true, 0);
+	shc_assign(&f->shard, &f->sim, 1, true, true, 0);
+	run_load(f, 400);
+	sim_post(f, "/fault/garble", "{\"pod\":0,\"rank\":1,\"count\":3}");
+	run_load(f, 600);
+	shc_wait_truth(&f->shard, &f->sim, all4, 2, SHC_WAIT_MS);
+	assert_true(COUNTER(f, 1, recoveries_treedump) >= 1);
+	assert_int_equal(COUNTER(f, 0, recoveries_treedump), 0);
+	assert_true(shc_metric(&f->shard, "kvindex_shard_lost_batches_total") >=
+		    1);
+}
+
 /* 3b. No replay endpoint: /kv_recover; its failures (Error, TooNew,
  * InvalidRange) are retried until it answers. */
 static void
@@ -298,6 +322,7 @@ main(void)
 	    cmocka_unit_test_teardown(test_steady_ingest, teardown),
 	    cmocka_unit_test_teardown(test_gap_repaired_by_replay, teardown),
 	    cmocka_unit_test_teardown(test_gap_beyond_buffer_events, teardown),
+	    cmocka_unit_test_teardown(test_lost_batch_resync, teardown),
 	    cmocka_unit_test_teardown(test_gap_recover_only_with_faults,
 				      teardown),
 	    cmocka_unit_test_teardown(test_engine_restart, teardown),

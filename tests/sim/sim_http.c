@@ -413,7 +413,8 @@ handle_fault(sim_http *h, struct evhttp_request *req, json_t *body,
 		return;
 	}
 	sim_rank *r = h->ranks[idx];
-	if (strcmp(kind, "skip") == 0 || strcmp(kind, "recover") == 0) {
+	if (strcmp(kind, "skip") == 0 || strcmp(kind, "garble") == 0 ||
+	    strcmp(kind, "recover") == 0) {
 		if (json_object_get(body, "count") != NULL &&
 		    !json_u64(body, "count", UINT32_MAX, &v)) {
 			reply_error(req, 400, "count must be a u32");
@@ -422,6 +423,8 @@ handle_fault(sim_http *h, struct evhttp_request *req, json_t *body,
 	}
 	if (strcmp(kind, "skip") == 0) {
 		sim_rank_fault_skip(r, (uint32_t)v);
+	} else if (strcmp(kind, "garble") == 0) {
+		sim_rank_fault_garble(r, (uint32_t)v);
 	} else if (strcmp(kind, "stall") == 0) {
 		if (!json_u64(body, "ms", 24 * 3600 * 1000u, &v)) {
 			reply_error(req, 400, "ms must be a duration in ms");
@@ -465,6 +468,7 @@ handle_post(sim_http *h, struct evhttp_request *req, const char *path)
 		handle_engine_op(h, req, body, SIM_CMD_RESTART);
 	} else if (strncmp(path, "/fault/", 7) == 0 &&
 		   (strcmp(path + 7, "skip") == 0 ||
+		    strcmp(path + 7, "garble") == 0 ||
 		    strcmp(path + 7, "stall") == 0 ||
 		    strcmp(path + 7, "recover") == 0)) {
 		handle_fault(h, req, body, path + 7);

@@ -30,6 +30,7 @@ struct sim_rank {
 	int64_t last_seq;
 	sim_ring log;
 	uint32_t skip_left;
+	uint32_t garble_left;
 	uint64_t stall_until; /* monotonic ns; 0 = not stalled */
 	sim_recover_kind forced;
 	uint32_t forced_left;
@@ -292,6 +293,11 @@ sim_rank_commit(sim_rank *r, sim_batch *batch, kvi_encoder *enc)
 		r->skip_left--;
 		r->skipped++;
 	}
+	if (r->garble_left > 0) {
+		/* The events happened; only their bytes are lost. */
+		r->garble_left--;
+		((uint8_t *)payload)[0] = 0xc1;
+	}
 	size_t rec_len;
 	void *rec = sim_recover_record(batch, &rec_len);
 	uint64_t seq = sim_ring_put(&r->log, rec, rec_len, 0);
@@ -354,6 +360,7 @@ sim_rank_restart(sim_rank *r, void *zmq_ctx)
 	sim_ring_clear(&r->log);
 	sim_ring_clear(&r->replay);
 	r->skip_left = 0;
+	r->garble_left = 0;
 	r->stall_until = 0;
 	r->forced_left = 0;
 	r->restarts++;
@@ -590,6 +597,16 @@ sim_rank_fault_skip(sim_rank *r, uint32_t count)
 	r->skip_left = count;
 	pthread_mutex_unlock(&r->mu);
 	KVI_INFO("fault_skip", "pod=%u rank=%u count=%u", r->pod, r->dp_rank,
+		 count);
+}
+
+void
+sim_rank_fault_garble(sim_rank *r, uint32_t count)
+{
+	pthread_mutex_lock(&r->mu);
+	r->garble_left = count;
+	pthread_mutex_unlock(&r->mu);
+	KVI_INFO("fault_garble", "pod=%u rank=%u count=%u", r->pod, r->dp_rank,
 		 count);
 }
 

@@ -18,10 +18,11 @@
  * sees a cache and a seq that belong together.
  *
  * Faults: skip (the next n batches are not sent on PUB but are buffered and
- * logged: a gap at the subscriber), stall (nothing is sent or replayed
- * until a deadline; batches queue in the replay buffer and go out in order
- * afterwards), forced /kv_recover answers, restart (sockets closed and bound
- * again, seq back to 0, cache and logs emptied, no events).
+ * logged: a gap at the subscriber), garble (the next n batches are sent
+ * and buffered with an unreadable envelope: a lost batch), stall (nothing is
+ * sent or replayed until a deadline; batches queue in the replay buffer and go
+ * out in order afterwards), forced /kv_recover answers, restart (sockets closed
+ * and bound again, seq back to 0, cache and logs emptied, no events).
  */
 #ifndef KVI_SIM_RANK_H
 #define KVI_SIM_RANK_H
@@ -129,6 +130,10 @@ sim_recover_kind sim_rank_recover(sim_rank *r, const sim_recover_query *q,
 				  sim_buf *out);
 
 void sim_rank_fault_skip(sim_rank *r, uint32_t count);
+/* sim_rank_fault_garble: the next count batches go out (live and replay)
+ * with an unreadable envelope (first byte 0xc1); the cache, the truth and
+ * the recover log keep their events. */
+void sim_rank_fault_garble(sim_rank *r, uint32_t count);
 void sim_rank_fault_stall(sim_rank *r, uint64_t ms);
 void sim_rank_fault_recover(sim_rank *r, sim_recover_kind kind, uint32_t count);
 
