@@ -606,3 +606,20 @@ clu_check_answer(const json_t *ans, const clu_expect *exp, int n_exp, char *why,
 	}
 	return true;
 }
+
+shardproc *
+clu_shard_of(cluster *c, int pod, int rank)
+{
+	char name[32];
+	snprintf(name, sizeof(name), "sim/pod-%d", pod);
+	json_t *ws;
+	json_t *l = clu_listener(c, name, rank, &ws);
+	assert_non_null(l);
+	const char *sh = json_string_value(json_object_get(l, "shard"));
+	assert_non_null(sh);
+	int k = -1;
+	assert_int_equal(sscanf(sh, "shard-%d", &k), 1);
+	assert_true(k >= 0 && k < c->n_shards);
+	json_decref(ws);
+	return &c->shards[k];
+}

@@ -85,6 +85,10 @@ void clu_wait_active(cluster *c, int n, int timeout_ms);
  * *workers (the caller frees *workers) or NULL. */
 json_t *clu_listener(cluster *c, const char *pod, int rank, json_t **workers);
 
+/* clu_shard_of returns the shard /workers says owns rank `rank` of
+ * sim/pod-`pod`. */
+shardproc *clu_shard_of(cluster *c, int pod, int rank);
+
 /* clu_metric reads one sample of the coordinator's /metrics (-1:
  * absent). */
 double clu_metric(cluster *c, const char *sample);

@@ -203,18 +203,7 @@ check_query(cluster *c, const clu_truth *truth, const expectation *e)
 static shardproc *
 shard_of(cluster *c, int idx)
 {
-	char pod[32];
-	snprintf(pod, sizeof(pod), "sim/pod-%d", idx / DP);
-	json_t *ws;
-	json_t *l = clu_listener(c, pod, idx % DP, &ws);
-	assert_non_null(l);
-	int k = -1;
-	assert_int_equal(sscanf(json_string_value(json_object_get(l, "shard")),
-				"shard-%d", &k),
-			 1);
-	assert_true(k >= 0 && k < c->n_shards);
-	json_decref(ws);
-	return &c->shards[k];
+	return clu_shard_of(c, idx / DP, idx % DP);
 }
 
 static int

@@ -96,18 +96,7 @@ load_done(void *arg)
 static shardproc *
 shard_of(cluster *c, int idx)
 {
-	char pod[32];
-	snprintf(pod, sizeof(pod), "sim/pod-%d", idx / DP);
-	json_t *ws;
-	json_t *l = clu_listener(c, pod, idx % DP, &ws);
-	assert_non_null(l);
-	const char *sh = json_string_value(json_object_get(l, "shard"));
-	assert_non_null(sh);
-	int k = -1;
-	assert_int_equal(sscanf(sh, "shard-%d", &k), 1);
-	assert_true(k >= 0 && k < c->n_shards);
-	json_decref(ws);
-	return &c->shards[k];
+	return clu_shard_of(c, idx / DP, idx % DP);
 }
 
 static void
