@@ -212,6 +212,8 @@ kvp_request_has_body(const Kvindex__Request *req)
 		return req->dump != NULL;
 	case KVINDEX__REQUEST__BODY_QUERY_BATCH:
 		return req->query_batch != NULL;
+	case KVINDEX__REQUEST__BODY_HANDOFF:
+		return req->handoff != NULL;
 	default:
 		return false;
 	}

@@ -277,6 +277,37 @@ kva_recover(kvx_index *idx, kva_scratch *scratch, kvl_listener *l,
 	kva_dirty(l);
 }
 
+#define KVA_HANDOFF_LOCK_RUN 65536 /* entries stored per write lock */
+
+void
+kva_handoff(kvx_index *idx, kvl_listener *l, const uint64_t *ext,
+	    const uint64_t *seq, const uint8_t *tiers, size_t n,
+	    const kvs_mark *mark)
+{
+	kvx_write_begin(idx, l->lid);
+	kva_clear_locked(idx, l);
+	kvx_listener_reserve(idx, l->lid, n);
+	kvx_write_end(idx, l->lid);
+	for (size_t at = 0; at < n; at += KVA_HANDOFF_LOCK_RUN) {
+		size_t m = n - at < KVA_HANDOFF_LOCK_RUN ? n - at
+							 : KVA_HANDOFF_LOCK_RUN;
+		kvx_write_begin(idx, l->lid);
+		kvx_store_batch(idx, l->lid, ext + at, seq + at, tiers + at, m);
+		kvx_write_end(idx, l->lid);
+	}
+	for (size_t i = 0; i < n; i++) {
+		for (unsigned t = 0; t < KVI_TIER_COUNT; t++) {
+			if (tiers[i] & KVX_TIER_BIT(t)) {
+				kvo_rec_store(&l->rec, ext[i], seq[i],
+					      (uint8_t)t);
+			}
+		}
+	}
+	l->c.blocks_stored += n;
+	l->mark = *mark;
+	kva_dirty(l);
+}
+
 void
 kva_clear(kvx_index *idx, kvl_listener *l)
 {

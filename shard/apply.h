@@ -56,6 +56,16 @@ bool kva_batch(kvx_index *idx, kvi_decoder *dec, kva_scratch *scratch,
 void kva_recover(kvx_index *idx, kva_scratch *scratch, kvl_listener *l,
 		 const kvr_response *r);
 
+/* kva_handoff replaces the listener's state with n entries taken over
+ * from the shard that owned it (tiers: bit masks), exact at mark. The
+ * index is written in runs, each under its own write lock, so queries of
+ * the partition are not held for the whole of a large listener; until the
+ * last run they see a part of it, which the old owner's answer, whole,
+ * outranks. */
+void kva_handoff(kvx_index *idx, kvl_listener *l, const uint64_t *ext,
+		 const uint64_t *seq, const uint8_t *tiers, size_t n,
+		 const kvs_mark *mark);
+
 /* kva_clear empties the listener (an engine restart or a resync). */
 void kva_clear(kvx_index *idx, kvl_listener *l);
 

@@ -212,7 +212,8 @@ kvh_handle(void *arg, const Kvindex__Request *req, Kvindex__Response *resp,
 	switch (req->body_case) {
 	case KVINDEX__REQUEST__BODY_ASSIGN: {
 		bool existed = false;
-		rv = kvg_assign(s->ingest, req->assign->listener, &existed, err,
+		rv = kvg_assign(s->ingest, req->assign->listener,
+				req->assign->handoff_from, &existed, err,
 				sizeof(err));
 		Kvindex__AssignResponse *out = kvp_arena_alloc(a, sizeof(*out));
 		kvindex__assign_response__init(out);
@@ -268,6 +269,18 @@ kvh_handle(void *arg, const Kvindex__Request *req, Kvindex__Response *resp,
 			snprintf(err, sizeof(err),
 				 "listener %s is not owned here",
 				 req->dump->key);
+		}
+		break;
+	}
+	case KVINDEX__REQUEST__BODY_HANDOFF: {
+		Kvindex__HandoffResponse *out =
+		    kvp_arena_alloc(a, sizeof(*out));
+		kvindex__handoff_response__init(out);
+		rv = kvg_handoff_chunk(s->ingest, req->handoff, a, out, err,
+				       sizeof(err));
+		if (rv == KVI_OK) {
+			resp->body_case = KVINDEX__RESPONSE__BODY_HANDOFF;
+			resp->handoff = out;
 		}
 		break;
 	}

@@ -16,6 +16,7 @@
 
 #include "alloc.h"
 #include "apply.h"
+#include "handoff.h"
 #include "ingest_int.h"
 #include "log.h"
 
@@ -52,8 +53,8 @@ kvg_wake(kvg_ingest *g)
 	(void)n;
 }
 
-static kvl_listener *
-kvg_find(kvg_ingest *g, const char *key)
+kvl_listener *
+kvg_listener_find(kvg_ingest *g, const char *key)
 {
 	for (uint32_t i = 0; i < g->next_lid; i++) {
 		kvl_listener *l = g->lis[i];
@@ -121,6 +122,7 @@ static void
 kvg_listener_free(kvg_ingest *g, kvl_listener *l, bool unindex)
 {
 	kvg_recovery_reset(g, l);
+	kvg_handoff_forget(l);
 	kvg_io_close(g, l);
 	if (unindex) {
 		kvx_listener_remove(g->idx, l->lid);
@@ -190,7 +192,7 @@ kvg_do_assign(kvg_ingest *g, kvg_cmd *c)
 	size_t len = kvindex__listener__get_packed_size(c->spec);
 	uint8_t *packed = kvi_malloc(len);
 	kvindex__listener__pack(c->spec, packed);
-	kvl_listener *l = kvg_find(g, c->spec->key);
+	kvl_listener *l = kvg_listener_find(g, c->spec->key);
 	if (l != NULL) {
 		bool same =
 		    l->spec_len == len && memcmp(l->spec, packed, len) == 0;
@@ -226,13 +228,19 @@ kvg_do_assign(kvg_ingest *g, kvg_cmd *c)
 	kvi_free(packed);
 	kvg_log_listener(l, "listener_assigned", "endpoint=%s", l->endpoint);
 	c->lid = lid;
+	if (c->handoff_from != NULL && c->handoff_from[0] != '\0' &&
+	    g->ho_started) {
+		/* A planned move: the state comes from the old owner. */
+		l->ho.from = kvi_strdup(c->handoff_from);
+		kvg_begin_handoff(g, l);
+	}
 	return KVI_OK;
 }
 
 static kvi_err
 kvg_do_unassign(kvg_ingest *g, kvg_cmd *c)
 {
-	kvl_listener *l = kvg_find(g, c->key);
+	kvl_listener *l = kvg_listener_find(g, c->key);
 	if (l == NULL) {
 		snprintf(c->err, c->errlen, "listener %s is not owned here",
 			 c->key);
@@ -303,6 +311,11 @@ kvg_status_of(kvg_ingest *g, kvl_listener *l, kvp_arena *a)
 	if (l->last_error[0] != '\0') {
 		st->last_error = kvp_arena_strdup(a, l->last_error);
 	}
+	if (l->ho.from != NULL) {
+		st->handoff_from = kvp_arena_strdup(a, l->ho.from);
+		st->has_handoff_blocks = true;
+		st->handoff_blocks = l->ho.blocks;
+	}
 	return st;
 }
 
@@ -367,7 +380,7 @@ kvg_dump_entry(void *arg, uint64_t ext, uint64_t seq, uint8_t tiers)
 static kvi_err
 kvg_do_dump(kvg_ingest *g, kvg_cmd *c)
 {
-	kvl_listener *l = kvg_find(g, c->key);
+	kvl_listener *l = kvg_listener_find(g, c->key);
 	if (l == NULL) {
 		snprintf(c->err, c->errlen, "listener %s is not owned here",
 			 c->key);
@@ -438,6 +451,9 @@ kvg_run_commands(kvg_ingest *g)
 		case KVG_CMD_DUMP:
 			c->rv = kvg_do_dump(g, c);
 			break;
+		case KVG_CMD_HANDOFF:
+			c->rv = kvg_do_handoff(g, c);
+			break;
 		}
 		pthread_mutex_lock(&g->cmd_mu);
 		c->done = true;
@@ -448,11 +464,14 @@ kvg_run_commands(kvg_ingest *g)
 }
 
 kvi_err
-kvg_assign(kvg_ingest *g, const Kvindex__Listener *spec, bool *existed,
-	   char *err, size_t errlen)
+kvg_assign(kvg_ingest *g, const Kvindex__Listener *spec,
+	   const char *handoff_from, bool *existed, char *err, size_t errlen)
 {
-	kvg_cmd c = {
-	    .kind = KVG_CMD_ASSIGN, .spec = spec, .err = err, .errlen = errlen};
+	kvg_cmd c = {.kind = KVG_CMD_ASSIGN,
+		     .spec = spec,
+		     .handoff_from = handoff_from,
+		     .err = err,
+		     .errlen = errlen};
 	kvi_err rv = kvg_request(g, &c);
 	*existed = c.existed;
 	return rv;
@@ -491,6 +510,20 @@ kvg_dump(kvg_ingest *g, const char *key, kvp_arena *a,
 		     .dump = out,
 		     .err = err,
 		     .errlen = sizeof(err)};
+	return kvg_request(g, &c);
+}
+
+kvi_err
+kvg_handoff_chunk(kvg_ingest *g, const Kvindex__HandoffRequest *req,
+		  kvp_arena *a, Kvindex__HandoffResponse *out, char *err,
+		  size_t errlen)
+{
+	kvg_cmd c = {.kind = KVG_CMD_HANDOFF,
+		     .ho_req = req,
+		     .ho_resp = out,
+		     .arena = a,
+		     .err = err,
+		     .errlen = errlen};
 	return kvg_request(g, &c);
 }
 
@@ -637,6 +670,7 @@ kvg_on_wake(evutil_socket_t fd, short what, void *arg)
 	while ((res = kvr_fetcher_pop(g->fetcher)) != NULL) {
 		kvg_on_fetched(g, res);
 	}
+	kvg_handoff_results(g);
 	if (atomic_load(&g->stopping)) {
 		event_base_loopbreak(g->base);
 	}
@@ -696,6 +730,9 @@ kvg_ingest_start(kvg_ingest *g, char *err, size_t errlen)
 		rv = kvw_start(g->store, kvg_notify, g, g->c_commit_errors,
 			       &g->writer);
 	}
+	if (rv == KVI_OK) {
+		rv = kvg_handoff_start(g);
+	}
 	if (rv != KVI_OK) {
 		snprintf(err, errlen, "cannot start threads: %s",
 			 kvi_strerror(rv));
@@ -724,6 +761,7 @@ kvg_ingest_stop(kvg_ingest *g)
 	kvg_wake(g);
 	pthread_join(g->thread, NULL);
 	g->started = false;
+	kvg_handoff_stop(g);
 	kvw_stop(g->writer);
 	kvw_job *done = kvw_poll(g->writer);
 	if (done != NULL) {

@@ -65,13 +65,16 @@ kvi_err kvg_ingest_start(kvg_ingest *g, char *err, size_t errlen);
 void kvg_ingest_stop(kvg_ingest *g);
 void kvg_ingest_free(kvg_ingest *g);
 
-/* kvg_assign makes the shard own the listener spec describes. Assigning a
+/* kvg_assign makes the shard own the listener spec describes; with
+ * handoff_from (NULL: none), a new listener takes its state from the shard
+ * at that address (a planned move, handoff.c). Assigning a
  * key the shard already owns with the same spec is a success with
  * *existed = true; with another spec it is KVI_EEXIST. KVI_EINVAL for a
  * spec that is not valid (rank > 65535, block size 0, model with another
  * block size, bad endpoint). */
-kvi_err kvg_assign(kvg_ingest *g, const Kvindex__Listener *spec, bool *existed,
-		   char *err, size_t errlen);
+kvi_err kvg_assign(kvg_ingest *g, const Kvindex__Listener *spec,
+		   const char *handoff_from, bool *existed, char *err,
+		   size_t errlen);
 
 /* kvg_unassign drops the listener with key and all its data, in memory and
  * on disk. KVI_ENOENT when not owned. */
@@ -85,6 +88,12 @@ kvi_err kvg_status(kvg_ingest *g, const char *key, kvp_arena *a,
 /* kvg_dump fills out with the exact state of the listener with key. */
 kvi_err kvg_dump(kvg_ingest *g, const char *key, kvp_arena *a,
 		 Kvindex__DumpResponse *out);
+
+/* kvg_handoff_chunk answers one chunk of a hand-off of req->key (the old
+ * owner's side, handoff.h). */
+kvi_err kvg_handoff_chunk(kvg_ingest *g, const Kvindex__HandoffRequest *req,
+			  kvp_arena *a, Kvindex__HandoffResponse *out,
+			  char *err, size_t errlen);
 
 /*
  * In-process feeding, for benchmarks and tools that drive the shard's

@@ -37,6 +37,7 @@ typedef enum kvg_cmd_kind {
 	KVG_CMD_UNASSIGN,
 	KVG_CMD_STATUS,
 	KVG_CMD_DUMP,
+	KVG_CMD_HANDOFF,
 } kvg_cmd_kind;
 
 struct kvg_cmd {
@@ -46,6 +47,9 @@ struct kvg_cmd {
 	kvp_arena *arena;
 	Kvindex__StatusResponse *status;
 	Kvindex__DumpResponse *dump;
+	const char *handoff_from; /* assign: a planned move from there */
+	const Kvindex__HandoffRequest *ho_req;
+	Kvindex__HandoffResponse *ho_resp;
 	bool existed;
 	uint32_t lid; /* assign: the listener's id */
 	kvi_err rv;
@@ -89,6 +93,14 @@ struct kvg_ingest {
 
 	kvr_fetcher *fetcher;
 	uint64_t fetch_gen;
+
+	/* hand-offs (handoff.c): jobs for the hand-off thread, results
+	 * back, under ho_mu */
+	pthread_t ho_thread;
+	bool ho_started, ho_stop;
+	pthread_mutex_t ho_mu;
+	pthread_cond_t ho_cv;
+	struct kvg_hojob *ho_jobs, *ho_done;
 	size_t backlog_bytes;
 
 	/* group commits */
@@ -108,6 +120,7 @@ struct kvg_ingest {
 
 /* ingest.c */
 kvl_listener *kvg_listener(kvg_ingest *g, uint32_t lid);
+kvl_listener *kvg_listener_find(kvg_ingest *g, const char *key);
 /* kvg_listener_create makes listener lid from spec (packed: as persisted)
  * and registers it with the index; KVI_EINVAL when the index refuses it. */
 kvi_err kvg_listener_create(kvg_ingest *g, uint32_t lid,
@@ -149,6 +162,12 @@ void kvg_on_disconnect(kvg_ingest *g, kvl_listener *l);
 void kvg_on_connect(kvg_ingest *g, kvl_listener *l);
 void kvg_on_timer(kvg_ingest *g, kvl_listener *l);
 void kvg_on_fetched(kvg_ingest *g, kvr_result *r);
+/* kvg_start_recovery picks the next repair of a gap; kvg_finish_recovery
+ * ends one and applies the backlog; kvg_catch_up starts a listener that
+ * has no state as a new one does. */
+void kvg_start_recovery(kvg_ingest *g, kvl_listener *l);
+void kvg_finish_recovery(kvg_ingest *g, kvl_listener *l);
+void kvg_catch_up(kvg_ingest *g, kvl_listener *l);
 /* kvg_recovery_reset drops the listener's recovery and backlog. */
 void kvg_recovery_reset(kvg_ingest *g, kvl_listener *l);
 kvl_state kvg_state_of(const kvl_listener *l);

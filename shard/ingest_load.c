@@ -121,6 +121,8 @@ static const kvg_family kvg_families[] = {
     KVG_FAM(skipped_events, "Events of another KV group or REMOTE."),
     KVG_FAM(malformed, "Batches whose envelope failed to decode."),
     KVG_FAM(lost_batches, "Batches lost to an unreadable envelope."),
+    KVG_FAM(handoffs, "Listener states taken over from another shard."),
+    KVG_FAM(handoffs_failed, "Hand-offs that could not take the state."),
     KVG_FAM(unknown_events, "Events of an unknown type, skipped."),
     KVG_FAM(unreadable_events, "Events whose fields could not be read, "
 			       "skipped."),

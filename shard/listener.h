@@ -16,6 +16,9 @@
  *   FAILED      the last recovery attempt failed; the next one is
  *               scheduled with backoff; live batches keep waiting
  *
+ * A listener assigned by a planned move starts RECOVERING too, taking its
+ * state from the shard that owns it (a hand-off) before catching up.
+ *
  * PENDING -> ACTIVE on the first batch applied, or once the catch-up at
  * connect found that the engine has published nothing yet; ACTIVE -> RECOVERING
  * on a gap, an engine restart that needs history, or a resync; RECOVERING ->
@@ -47,7 +50,30 @@ typedef enum kvl_phase {
 	KVL_REPLAYING,     /* a replay request is being answered */
 	KVL_FETCHING,      /* a /kv_recover fetch is in flight */
 	KVL_BACKOFF,       /* waiting to retry a failed recovery */
+	KVL_HANDOFF,       /* taking the state from the shard that owns it */
 } kvl_phase;
+
+/* A snapshot of a listener's entries, exact at mark, read in chunks by the
+ * shard that takes the listener over. */
+typedef struct kvl_snapshot {
+	uint64_t *ext, *seq;
+	uint8_t *tiers;
+	size_t n;
+	kvs_mark mark;
+} kvl_snapshot;
+
+/* A planned move, on both sides. The new owner takes the listener's state
+ * from the old one (from), applies it, then catches up from its watermark;
+ * the old owner answers from a snapshot (snap). */
+typedef struct kvl_handoff {
+	char *from;      /* the old owner's address; NULL: none */
+	uint64_t token;  /* of the fetch in flight */
+	uint64_t blocks; /* entries taken over */
+	int tries;       /* snapshots taken, to close gaps no engine can */
+	int fails;       /* fetches that failed */
+	bool taken;      /* a snapshot was applied */
+	kvl_snapshot *snap;
+} kvl_handoff;
 
 typedef struct kvl_counters {
 	uint64_t batches, events, blocks_stored, blocks_removed;
@@ -57,7 +83,7 @@ typedef struct kvl_counters {
 	uint64_t malformed, duplicates, block_size_mismatches;
 	uint64_t unknown_removes, unrepaired_gaps;
 	uint64_t unknown_events, unreadable_events, unknown_extra_keys;
-	uint64_t lost_batches;
+	uint64_t lost_batches, handoffs, handoffs_failed;
 } kvl_counters;
 
 /* A live batch waiting while the listener recovers. */
@@ -112,6 +138,8 @@ typedef struct kvl_listener {
 	bool dirty;
 	bool snapshot_due;
 	uint64_t log_bytes; /* record bytes committed since the snapshot */
+
+	kvl_handoff ho;
 
 	kvl_counters c;
 	char last_error[256];

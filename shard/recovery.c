@@ -39,13 +39,13 @@
 
 #include "alloc.h"
 #include "apply.h"
+#include "handoff.h"
 #include "ingest_int.h"
 #include "log.h"
 
 #define KVG_BACKOFF_MIN_MS 100
 #define KVG_TOO_NEW_FULL   3 /* TooNew answers before asking for a dump */
 
-static void kvg_start_recovery(kvg_ingest *g, kvl_listener *l);
 static void kvg_drain_backlog(kvg_ingest *g, kvl_listener *l);
 static void kvg_begin_fetch(kvg_ingest *g, kvl_listener *l, bool full);
 
@@ -55,6 +55,7 @@ kvg_state_of(const kvl_listener *l)
 	switch (l->phase) {
 	case KVL_REPLAYING:
 	case KVL_FETCHING:
+	case KVL_HANDOFF:
 		return KVL_RECOVERING;
 	case KVL_BACKOFF:
 		return KVL_FAILED;
@@ -300,7 +301,7 @@ kvg_on_connect(kvg_ingest *g, kvl_listener *l)
 
 /* ---- the end of a recovery ------------------------------------------ */
 
-static void
+void
 kvg_finish_recovery(kvg_ingest *g, kvl_listener *l)
 {
 	kvg_io_timer(g, l, -1);
@@ -656,7 +657,7 @@ kvg_on_fetched(kvg_ingest *g, kvr_result *r)
 
 /* ---- choosing a repair --------------------------------------------- */
 
-static void
+void
 kvg_start_recovery(kvg_ingest *g, kvl_listener *l)
 {
 	kvg_io_timer(g, l, -1);
@@ -680,7 +681,22 @@ kvg_start_recovery(kvg_ingest *g, kvl_listener *l)
 		kvg_begin_fetch(g, l, full);
 		return;
 	}
+	if (kvg_handoff_again(g, l)) {
+		return; /* the old owner, still applying, is newer by now */
+	}
 	kvg_give_up(g, l);
+}
+
+void
+kvg_catch_up(kvg_ingest *g, kvl_listener *l)
+{
+	if (!l->mark.has_wm &&
+	    (l->replay_ep != NULL || l->recover_ep != NULL)) {
+		l->gap_seq = 0;
+		kvg_start_recovery(g, l);
+	} else {
+		kvg_finish_recovery(g, l);
+	}
 }
 
 void

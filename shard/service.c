@@ -67,9 +67,10 @@ struct kvs_service {
 };
 
 static const char *const kvs_kind_names[KVS_KIND_COUNT] = {
-    [KVS_KIND_ASSIGN] = "assign", [KVS_KIND_UNASSIGN] = "unassign",
-    [KVS_KIND_QUERY] = "query",   [KVS_KIND_STATUS] = "status",
-    [KVS_KIND_DUMP] = "dump",     [KVS_KIND_QUERY_BATCH] = "query_batch",
+    [KVS_KIND_ASSIGN] = "assign",   [KVS_KIND_UNASSIGN] = "unassign",
+    [KVS_KIND_QUERY] = "query",     [KVS_KIND_STATUS] = "status",
+    [KVS_KIND_DUMP] = "dump",       [KVS_KIND_QUERY_BATCH] = "query_batch",
+    [KVS_KIND_HANDOFF] = "handoff",
 };
 
 const char *
@@ -119,6 +120,9 @@ kvs_kind_of(const Kvindex__Request *req, kvs_kind *out)
 	case KVINDEX__REQUEST__BODY_QUERY_BATCH:
 		*out = KVS_KIND_QUERY_BATCH;
 		return req->query_batch != NULL;
+	case KVINDEX__REQUEST__BODY_HANDOFF:
+		*out = KVS_KIND_HANDOFF;
+		return req->handoff != NULL;
 	default:
 		return false;
 	}

@@ -60,6 +60,7 @@ typedef enum kvs_kind {
 	KVS_KIND_STATUS,
 	KVS_KIND_DUMP,
 	KVS_KIND_QUERY_BATCH,
+	KVS_KIND_HANDOFF,
 	KVS_KIND_COUNT
 } kvs_kind;
 

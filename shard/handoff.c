@@ -1,0 +1,419 @@
+/*
+ * handoff.c - planned moves between shards (DESIGN.md §6).
+ *
+ * A move is a hand-off, not a drop. The coordinator assigns the listener
+ * to its new owner naming the old one (AssignRequest.handoff_from). The new
+ * owner subscribes at once and holds the live batches in the listener's
+ * backlog (phase KVL_HANDOFF), and takes the listener's state from the old
+ * owner over nng: HandoffRequest chunks of a snapshot the old owner takes
+ * of the listener, exact at its watermark. Once the whole snapshot is here
+ * it is applied in one step - never half - and the listener catches up
+ * from the snapshot's watermark through the backlog; what the backlog
+ * lacks in between is repaired by the engine's replay socket or
+ * /kv_recover, or, for engines that have neither, by a newer snapshot from
+ * the old owner, which keeps applying the live stream meanwhile. The
+ * coordinator moves ownership only once the new owner is ACTIVE, so
+ * queries see the listener throughout.
+ *
+ * If the old owner cannot be reached or no longer has the listener, the
+ * new owner starts as any new listener does (from the engine, or from the
+ * live stream); the old owner, if alive, still owns the listener until the
+ * new one is active. If the new owner dies, the old one never stopped.
+ *
+ * Threads: one hand-off thread per shard fetches the chunks (blocking nng
+ * calls, one hand-off at a time, each chunk pulled when the last one is
+ * stored: the flow control) and queues each finished fetch for the ingest
+ * thread, which it wakes; everything else runs on the ingest thread. The
+ * old owner's side (kvg_do_handoff) is an ingest-thread request like dump.
+ */
+#include "handoff.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "log.h"
+#include "rpc.h"
+
+#define KVG_HANDOFF_CHUNK      65536u
+#define KVG_HANDOFF_TIMEOUT_MS 10000
+#define KVG_HANDOFF_TRIES      50 /* snapshots per move, for gaps */
+#define KVG_HANDOFF_RETRY_MS   20
+#define KVG_HANDOFF_FAILS      5 /* failed fetches before giving up */
+
+/* One fetch: the job the ingest thread queues and, filled in, the result
+ * the hand-off thread gives back. */
+typedef struct kvg_hojob {
+	struct kvg_hojob *next;
+	uint64_t token;
+	char *key, *from;
+	bool again; /* a newer snapshot: give the old owner a moment */
+	int wait_ms;
+	/* the result */
+	kvi_err rv;
+	char err[256];
+	uint64_t *ext, *seq;
+	uint8_t *tiers;
+	size_t n;
+	kvs_mark mark;
+} kvg_hojob;
+
+static void
+kvg_hojob_free(kvg_hojob *j)
+{
+	kvi_free(j->key);
+	kvi_free(j->from);
+	kvi_free(j->ext);
+	kvi_free(j->seq);
+	kvi_free(j->tiers);
+	kvi_free(j);
+}
+
+/* ---- the old owner ------------------------------------------------- */
+
+static void
+kvg_snapshot_free(kvl_snapshot *s)
+{
+	if (s != NULL) {
+		kvi_free(s->ext);
+		kvi_free(s->seq);
+		kvi_free(s->tiers);
+		kvi_free(s);
+	}
+}
+
+static void
+kvg_snapshot_entry(void *arg, uint64_t ext, uint64_t seq, uint8_t tiers)
+{
+	kvl_snapshot *s = arg;
+	s->ext[s->n] = ext;
+	s->seq[s->n] = seq;
+	s->tiers[s->n] = tiers;
+	s->n++;
+}
+
+static kvl_snapshot *
+kvg_snapshot_take(kvg_ingest *g, kvl_listener *l)
+{
+	size_t n = kvx_listener_entries(g->idx, l->lid);
+	kvl_snapshot *s = kvi_calloc(1, sizeof(*s));
+	s->ext = kvi_reallocarray(NULL, n + 1, sizeof(uint64_t));
+	s->seq = kvi_reallocarray(NULL, n + 1, sizeof(uint64_t));
+	s->tiers = kvi_malloc(n + 1);
+	kvx_listener_foreach(g->idx, l->lid, kvg_snapshot_entry, s);
+	s->mark = l->mark;
+	return s;
+}
+
+kvi_err
+kvg_do_handoff(kvg_ingest *g, kvg_cmd *c)
+{
+	kvl_listener *l = kvg_listener_find(g, c->ho_req->key);
+	if (l == NULL) {
+		snprintf(c->err, c->errlen, "listener %s is not owned here",
+			 c->ho_req->key);
+		return KVI_ENOENT;
+	}
+	uint64_t off = c->ho_req->offset;
+	if (off == 0) {
+		kvg_snapshot_free(l->ho.snap);
+		l->ho.snap = kvg_snapshot_take(g, l);
+		kvg_log_listener(l, "handoff_snapshot",
+				 "entries=%zu watermark=%" PRIu64,
+				 l->ho.snap->n, l->ho.snap->mark.wm);
+	}
+	kvl_snapshot *s = l->ho.snap;
+	if (s == NULL || off > s->n) {
+		snprintf(c->err, c->errlen,
+			 "no snapshot of %s reaches offset %" PRIu64
+			 ": start at 0",
+			 l->key, off);
+		return KVI_EINVAL;
+	}
+	uint32_t limit = c->ho_req->has_limit && c->ho_req->limit > 0
+			     ? c->ho_req->limit
+			     : KVG_HANDOFF_CHUNK;
+	size_t m = s->n - off < limit ? s->n - off : limit;
+	Kvindex__HandoffResponse *out = c->ho_resp;
+	out->has_watermark = s->mark.has_wm;
+	out->watermark = s->mark.wm;
+	out->has_fingerprint = s->mark.has_fp;
+	out->fingerprint = s->mark.fp;
+	out->total = s->n;
+	out->n_ext = out->n_seq = m;
+	out->ext = kvp_arena_alloc(c->arena, (m + 1) * sizeof(uint64_t));
+	out->seq = kvp_arena_alloc(c->arena, (m + 1) * sizeof(uint64_t));
+	memcpy(out->ext, s->ext + off, m * sizeof(uint64_t));
+	memcpy(out->seq, s->seq + off, m * sizeof(uint64_t));
+	out->has_tiers = true;
+	out->tiers.len = m;
+	out->tiers.data = kvp_arena_alloc(c->arena, m + 1);
+	memcpy(out->tiers.data, s->tiers + off, m);
+	if (off + m == s->n) {
+		kvg_snapshot_free(s);
+		l->ho.snap = NULL;
+	}
+	return KVI_OK;
+}
+
+/* ---- the hand-off thread -------------------------------------------- */
+
+/* kvg_fetch_chunks reads the whole snapshot of j->key from j->from. */
+static void
+kvg_fetch_chunks(kvg_ingest *g, kvp_client *cl, kvg_hojob *j)
+{
+	uint64_t off = 0, total = 0;
+	size_t cap = 0;
+	do {
+		Kvindex__HandoffRequest hr = KVINDEX__HANDOFF_REQUEST__INIT;
+		hr.key = j->key;
+		hr.offset = off;
+		hr.has_limit = true;
+		hr.limit = KVG_HANDOFF_CHUNK;
+		Kvindex__Request req = KVINDEX__REQUEST__INIT;
+		req.body_case = KVINDEX__REQUEST__BODY_HANDOFF;
+		req.handoff = &hr;
+		Kvindex__Response *resp = NULL;
+		j->rv = kvp_call(cl, &req, KVG_HANDOFF_TIMEOUT_MS, &resp,
+				 j->err, sizeof(j->err));
+		const Kvindex__HandoffResponse *h =
+		    resp != NULL &&
+			    resp->body_case == KVINDEX__RESPONSE__BODY_HANDOFF
+			? resp->handoff
+			: NULL;
+		if (j->rv == KVI_OK && (h == NULL || h->n_ext != h->n_seq ||
+					h->tiers.len != h->n_ext ||
+					(off > 0 && h->total != total) ||
+					off + h->n_ext > h->total ||
+					(h->n_ext == 0 && off < h->total))) {
+			j->rv = KVI_EPROTO;
+			snprintf(j->err, sizeof(j->err),
+				 "a hand-off chunk that does not fit");
+		}
+		if (j->rv != KVI_OK) {
+			if (resp != NULL) {
+				kvindex__response__free_unpacked(resp, NULL);
+			}
+			return;
+		}
+		if (off == 0) {
+			total = h->total;
+			j->mark = (kvs_mark){.has_wm = h->has_watermark,
+					     .wm = h->watermark,
+					     .has_fp = h->has_fingerprint,
+					     .fp = h->fingerprint};
+			cap = total + 1;
+			j->ext = kvi_reallocarray(NULL, cap, sizeof(uint64_t));
+			j->seq = kvi_reallocarray(NULL, cap, sizeof(uint64_t));
+			j->tiers = kvi_malloc(cap);
+		}
+		memcpy(j->ext + off, h->ext, h->n_ext * sizeof(uint64_t));
+		memcpy(j->seq + off, h->seq, h->n_ext * sizeof(uint64_t));
+		memcpy(j->tiers + off, h->tiers.data, h->n_ext);
+		off += h->n_ext;
+		kvindex__response__free_unpacked(resp, NULL);
+	} while (off < total && !atomic_load(&g->stopping));
+	j->n = (size_t)off;
+	if (off < total) {
+		j->rv = KVI_ECLOSED;
+		snprintf(j->err, sizeof(j->err), "the shard is stopping");
+	}
+}
+
+static void *
+kvg_handoff_main(void *arg)
+{
+	kvg_ingest *g = arg;
+	pthread_mutex_lock(&g->ho_mu);
+	for (;;) {
+		while (g->ho_jobs == NULL && !g->ho_stop) {
+			pthread_cond_wait(&g->ho_cv, &g->ho_mu);
+		}
+		if (g->ho_stop) {
+			break;
+		}
+		kvg_hojob *j = g->ho_jobs;
+		g->ho_jobs = j->next;
+		j->next = NULL;
+		pthread_mutex_unlock(&g->ho_mu);
+		if (j->again) {
+			usleep((useconds_t)j->wait_ms * 1000);
+		}
+		kvp_client *cl = NULL;
+		j->rv = kvp_client_open(j->from, &cl);
+		if (j->rv != KVI_OK) {
+			snprintf(j->err, sizeof(j->err), "bad address %.200s",
+				 j->from);
+		} else {
+			kvg_fetch_chunks(g, cl, j);
+			kvp_client_close(cl);
+		}
+		pthread_mutex_lock(&g->ho_mu);
+		j->next = g->ho_done;
+		g->ho_done = j;
+		pthread_mutex_unlock(&g->ho_mu);
+		kvg_wake(g);
+		pthread_mutex_lock(&g->ho_mu);
+	}
+	pthread_mutex_unlock(&g->ho_mu);
+	return NULL;
+}
+
+kvi_err
+kvg_handoff_start(kvg_ingest *g)
+{
+	pthread_mutex_init(&g->ho_mu, NULL);
+	pthread_cond_init(&g->ho_cv, NULL);
+	if (pthread_create(&g->ho_thread, NULL, kvg_handoff_main, g) != 0) {
+		return KVI_EIO;
+	}
+	g->ho_started = true;
+	return KVI_OK;
+}
+
+static void
+kvg_hojobs_free(kvg_hojob *j)
+{
+	while (j != NULL) {
+		kvg_hojob *next = j->next;
+		kvg_hojob_free(j);
+		j = next;
+	}
+}
+
+void
+kvg_handoff_stop(kvg_ingest *g)
+{
+	if (!g->ho_started) {
+		return;
+	}
+	pthread_mutex_lock(&g->ho_mu);
+	g->ho_stop = true;
+	pthread_cond_signal(&g->ho_cv);
+	pthread_mutex_unlock(&g->ho_mu);
+	pthread_join(g->ho_thread, NULL);
+	kvg_hojobs_free(g->ho_jobs);
+	kvg_hojobs_free(g->ho_done);
+	g->ho_jobs = g->ho_done = NULL;
+	pthread_mutex_destroy(&g->ho_mu);
+	pthread_cond_destroy(&g->ho_cv);
+	g->ho_started = false;
+}
+
+/* ---- the new owner -------------------------------------------------- */
+
+void
+kvg_begin_handoff(kvg_ingest *g, kvl_listener *l)
+{
+	kvg_hojob *j = kvi_calloc(1, sizeof(*j));
+	l->ho.token = ((uint64_t)l->lid << 32) | (++g->fetch_gen & 0xffffffffu);
+	j->token = l->ho.token;
+	j->key = kvi_strdup(l->key);
+	j->from = kvi_strdup(l->ho.from);
+	j->again = l->ho.tries > 0 || l->ho.fails > 0;
+	/* a retry after a failure backs off: 100, 200, 400, 800 ms */
+	j->wait_ms =
+	    l->ho.fails > 0 ? 100 << (l->ho.fails - 1) : KVG_HANDOFF_RETRY_MS;
+	l->ho.tries++;
+	l->phase = KVL_HANDOFF;
+	kvg_log_listener(l, "handoff_begin", "from=%s try=%d", l->ho.from,
+			 l->ho.tries);
+	pthread_mutex_lock(&g->ho_mu);
+	kvg_hojob **p = &g->ho_jobs;
+	while (*p != NULL) {
+		p = &(*p)->next;
+	}
+	*p = j;
+	pthread_cond_signal(&g->ho_cv);
+	pthread_mutex_unlock(&g->ho_mu);
+}
+
+bool
+kvg_handoff_again(kvg_ingest *g, kvl_listener *l)
+{
+	if (l->ho.from == NULL || !l->ho.taken ||
+	    l->ho.tries >= KVG_HANDOFF_TRIES) {
+		return false;
+	}
+	kvg_begin_handoff(g, l);
+	return true;
+}
+
+void
+kvg_handoff_forget(kvl_listener *l)
+{
+	kvi_free(l->ho.from);
+	l->ho.from = NULL;
+	kvg_snapshot_free(l->ho.snap);
+	l->ho.snap = NULL;
+}
+
+/* kvg_on_handoff takes one finished fetch. */
+static void
+kvg_on_handoff(kvg_ingest *g, kvg_hojob *j)
+{
+	kvl_listener *l = kvg_listener(g, (uint32_t)(j->token >> 32));
+	if (l == NULL || l->phase != KVL_HANDOFF || l->ho.token != j->token) {
+		return; /* a listener gone, or an answer to an older ask */
+	}
+	l->phase = KVL_STREAMING;
+	if (j->rv != KVI_OK) {
+		l->c.handoffs_failed++;
+		snprintf(l->last_error, sizeof(l->last_error),
+			 "hand-off from %.100s: %s (%.100s)", l->ho.from,
+			 kvi_strerror(j->rv), j->err);
+		kvg_log_listener(l, "handoff_failed", "from=%s error=\"%s\"",
+				 l->ho.from, l->last_error);
+		if (++l->ho.fails < KVG_HANDOFF_FAILS && j->rv != KVI_ENOENT) {
+			/* The old owner may be restarting: ask again. */
+			kvg_begin_handoff(g, l);
+			return;
+		}
+		bool taken = l->ho.taken;
+		kvg_handoff_forget(l);
+		if (taken) {
+			/* A gap after a snapshot: the usual repairs. */
+			kvg_start_recovery(g, l);
+		} else {
+			/* Start as any new listener does. */
+			kvg_catch_up(g, l);
+		}
+		return;
+	}
+	kva_handoff(g->idx, l, j->ext, j->seq, j->tiers, j->n, &j->mark);
+	l->ho.taken = true;
+	l->ho.blocks = j->n;
+	l->c.handoffs++;
+	kvg_log_listener(l, "handoff_applied",
+			 "from=%s entries=%zu watermark=%" PRIu64, l->ho.from,
+			 j->n, j->mark.wm);
+	kvg_finish_recovery(g, l);
+}
+
+void
+kvg_handoff_results(kvg_ingest *g)
+{
+	if (!g->ho_started) {
+		return;
+	}
+	pthread_mutex_lock(&g->ho_mu);
+	kvg_hojob *done = g->ho_done;
+	g->ho_done = NULL;
+	pthread_mutex_unlock(&g->ho_mu);
+	/* oldest first */
+	kvg_hojob *rev = NULL;
+	while (done != NULL) {
+		kvg_hojob *next = done->next;
+		done->next = rev;
+		rev = done;
+		done = next;
+	}
+	while (rev != NULL) {
+		kvg_hojob *next = rev->next;
+		kvg_on_handoff(g, rev);
+		kvg_hojob_free(rev);
+		rev = next;
+	}
+}
