@@ -12,6 +12,8 @@
 typedef struct kvc_move_rec {
 	char *key, *from, *to;
 	int64_t at_ms;
+	bool handoff; /* the state came from the old owner */
+	uint64_t blocks;
 } kvc_move_rec;
 
 static void
@@ -287,11 +289,13 @@ kvc_admin_rebalance(kvc_assigner *a, bool dry_run, kvc_assigner_done done,
 /* ---- hand-offs ----------------------------------------------------- */
 
 void
-kvc_admin_note_move(kvc_assigner *a, const char *key, const char *from,
+kvc_admin_note_move(kvc_assigner *a, const char *key,
+		    const Kvindex__ListenerStatus *st, const char *from,
 		    const char *to)
 {
-	kvc_move_rec r = {kvi_strdup(key), kvi_strdup(from), kvi_strdup(to),
-			  kvc_now_ms()};
+	kvc_move_rec r = {kvi_strdup(key),        kvi_strdup(from),
+			  kvi_strdup(to),         kvc_now_ms(),
+			  st->has_handoff_blocks, st->handoff_blocks};
 	pthread_mutex_lock(&a->mu);
 	if (a->n_moves == KVC_ADMIN_MOVES_KEPT) {
 		kvi_free(a->moves[0].key);
@@ -306,7 +310,44 @@ kvc_admin_note_move(kvc_assigner *a, const char *key, const char *from,
 	}
 	a->moves[a->n_moves++] = r;
 	pthread_mutex_unlock(&a->mu);
-	KVI_INFO("handoff_done", "listener=%s from=%s to=%s", key, from, to);
+	KVI_INFO("handoff_done", "listener=%s from=%s to=%s blocks=%" PRIu64,
+		 key, from, to, r.blocks);
+}
+
+/* kvc_shard_at names the shard at url, or returns url. */
+static const char *
+kvc_shard_at(const kvc_assigner *a, const char *url)
+{
+	for (size_t i = 0; i < a->n_snap; i++) {
+		if (strcmp(a->snap[i]->url, url) == 0) {
+			return a->ids[i];
+		}
+	}
+	return url;
+}
+
+/* kvc_move_in_flight describes a move not done yet: waiting for the new
+ * owner ("assigning"), which takes the state from the old one
+ * ("taking_state") and then catches up from its watermark
+ * ("catching_up"); NULL when lv is not moving. */
+static json_t *
+kvc_move_in_flight(const kvc_assigner *a, const kvc_lview *lv)
+{
+	if (lv->shard != NULL && lv->moving_to != NULL) {
+		return json_pack("{s:s,s:s,s:s,s:s}", "listener", lv->r.key,
+				 "from", lv->shard, "to", lv->moving_to,
+				 "phase", "assigning");
+	}
+	const kvc_lstatus *st = &lv->st;
+	if (lv->shard == NULL || !st->known || !st->handoff ||
+	    st->state == KVINDEX__LISTENER_STATE__LISTENER_STATE_ACTIVE) {
+		return NULL;
+	}
+	return json_pack("{s:s,s:s,s:s,s:s,s:I}", "listener", lv->r.key, "from",
+			 kvc_shard_at(a, st->handoff_from), "to", lv->shard,
+			 "phase",
+			 st->handoff_taken ? "catching_up" : "taking_state",
+			 "blocks", (json_int_t)st->handoff_blocks);
 }
 
 static void
@@ -316,12 +357,9 @@ kvc_do_moves(kvc_assigner *a, kvc_cmd *c)
 	size_t n;
 	kvc_lview *lv = kvc_reg_listeners(a->reg, &n);
 	for (size_t i = 0; i < n; i++) {
-		if (lv[i].shard != NULL && lv[i].moving_to != NULL) {
-			json_array_append_new(
-			    out,
-			    json_pack("{s:s,s:s,s:s,s:s}", "listener",
-				      lv[i].r.key, "from", lv[i].shard, "to",
-				      lv[i].moving_to, "phase", "catching_up"));
+		json_t *m = kvc_move_in_flight(a, &lv[i]);
+		if (m != NULL) {
+			json_array_append_new(out, m);
 		}
 	}
 	kvc_lviews_free(lv, n);
@@ -331,9 +369,11 @@ kvc_do_moves(kvc_assigner *a, kvc_cmd *c)
 		const kvc_move_rec *r = &a->moves[i];
 		json_array_append_new(
 		    out,
-		    json_pack("{s:s,s:s,s:s,s:s,s:I}", "listener", r->key,
-			      "from", r->from, "to", r->to, "phase", "done",
-			      "done_ms_ago", (json_int_t)(now - r->at_ms)));
+		    json_pack("{s:s,s:s,s:s,s:s,s:I,s:b,s:I}", "listener",
+			      r->key, "from", r->from, "to", r->to, "phase",
+			      "done", "done_ms_ago",
+			      (json_int_t)(now - r->at_ms), "handoff",
+			      r->handoff, "blocks", (json_int_t)r->blocks));
 	}
 	pthread_mutex_unlock(&a->mu);
 	c->done(c->arg, 200, out);

@@ -56,6 +56,8 @@ typedef struct kvc_op {
 	size_t shard;
 	char *key;           /* unassign */
 	const kvc_lview *lv; /* assign */
+	bool handoff;        /* assign: a planned move, state from shard from */
+	size_t from;
 } kvc_op;
 
 struct kvc_assigner {
@@ -108,8 +110,10 @@ json_t *kvc_err_body(const char *msg);
 /* admin.c */
 /* kvc_admin_tick forgets drained shards that own nothing any more. */
 void kvc_admin_tick(kvc_assigner *a);
-/* kvc_admin_note_move records a completed hand-off of key. */
-void kvc_admin_note_move(kvc_assigner *a, const char *key, const char *from,
+/* kvc_admin_note_move records a completed move of key; st is the new
+ * owner's status (its hand-off, if it took the state from the old one). */
+void kvc_admin_note_move(kvc_assigner *a, const char *key,
+			 const Kvindex__ListenerStatus *st, const char *from,
 			 const char *to);
 void kvc_admin_fini(kvc_assigner *a);
 

@@ -227,6 +227,13 @@ kvc_status_from(kvc_lstatus *out, const Kvindex__ListenerStatus *st)
 		snprintf(out->last_error, sizeof(out->last_error), "%s",
 			 st->last_error);
 	}
+	if (st->handoff_from != NULL) {
+		out->handoff = true;
+		out->handoff_taken = st->has_handoff_blocks;
+		out->handoff_blocks = st->handoff_blocks;
+		snprintf(out->handoff_from, sizeof(out->handoff_from), "%s",
+			 st->handoff_from);
+	}
 }
 
 /* ---- batches of assigns and unassigns ------------------------------ */
@@ -251,6 +258,10 @@ kvc_run_ops(kvc_assigner *a, const kvc_op *ops, size_t n, bool *ok,
 			if (ops[i].assign) {
 				kvc_spec_fill(&spec, ops[i].lv);
 				ar.listener = &spec;
+				if (ops[i].handoff) {
+					ar.handoff_from =
+					    a->snap[ops[i].from]->url;
+				}
 				req.body_case = KVINDEX__REQUEST__BODY_ASSIGN;
 				req.assign = &ar;
 			} else {
@@ -450,10 +461,21 @@ kvc_push(kvc_opvec *o, bool assign, size_t shard, const kvc_lview *lv,
 		o->v = kvi_reallocarray(o->v, o->cap, sizeof(*o->v));
 	}
 	kvc_op *op = &o->v[o->n++];
+	*op = (kvc_op){0};
 	op->assign = assign;
 	op->shard = shard;
 	op->lv = lv;
 	op->key = (char *)key;
+}
+
+/* kvc_push_move assigns lv to shard, taking its state from the shard from
+ * that owns it now (a hand-off). */
+static void
+kvc_push_move(kvc_opvec *o, size_t shard, const kvc_lview *lv, size_t from)
+{
+	kvc_push(o, true, shard, lv, NULL);
+	o->v[o->n - 1].handoff = true;
+	o->v[o->n - 1].from = from;
 }
 
 static int
@@ -511,13 +533,13 @@ kvc_listener_step(kvc_assigner *a, const kvc_lview *lv, kvc_opvec *ops,
 				    kvc_spec_same(o[k].st->listener, lv)) {
 					kvc_push(ops, false, o[k].shard, NULL,
 						 key);
-					kvc_admin_note_move(a, key,
+					kvc_admin_note_move(a, key, cur_st,
 							    a->ids[o[k].shard],
 							    a->ids[desired]);
 				}
 			}
 		} else if (move_due) {
-			kvc_push(ops, true, desired, lv, NULL);
+			kvc_push_move(ops, desired, lv, cur);
 		}
 		return false;
 	}

@@ -40,6 +40,11 @@ typedef struct kvc_lstatus {
 	uint64_t wm;
 	uint64_t blocks;
 	char last_error[160];
+	/* a hand-off into the owner: from that shard's address; taken once
+	 * the state is here (handoff_blocks entries) */
+	bool handoff, handoff_taken;
+	uint64_t handoff_blocks;
+	char handoff_from[128];
 } kvc_lstatus;
 
 /* A listener as the assigner sees it: a copy. */
