@@ -623,3 +623,45 @@ clu_shard_of(cluster *c, int pod, int rank)
 	json_decref(ws);
 	return &c->shards[k];
 }
+
+long
+clu_admin(cluster *c, const char *method, const char *path, const char *body,
+	  json_t **out)
+{
+	char url[512];
+	snprintf(url, sizeof(url), "%s%s", c->base, path);
+	kvt_http_resp r;
+	assert_int_equal(kvt_http_request(method, url, body, NULL, 10000, &r),
+			 KVI_OK);
+	long st = r.status;
+	if (st >= 400) {
+		/* every refusal says why */
+		assert_non_null(
+		    json_string_value(json_object_get(r.json, "error")));
+	}
+	if (out != NULL) {
+		*out = json_incref(r.json);
+	}
+	kvt_http_resp_fini(&r);
+	return st;
+}
+
+void
+clu_wait_converged(cluster *c, int n)
+{
+	int64_t deadline = kvt_now_ms() + CLU_WAIT_MS;
+	for (;;) {
+		json_t *r = NULL;
+		long st = clu_admin(c, "POST", "/admin/rebalance",
+				    "{\"dry_run\": true}", &r);
+		assert_int_equal(st, 200);
+		size_t moves = json_array_size(json_object_get(r, "moves"));
+		json_decref(r);
+		if (moves == 0) {
+			break;
+		}
+		assert_true(kvt_now_ms() < deadline);
+		kvt_sleep_ms(100);
+	}
+	clu_wait_active(c, n, CLU_WAIT_MS);
+}

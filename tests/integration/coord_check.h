@@ -89,6 +89,16 @@ json_t *clu_listener(cluster *c, const char *pod, int rank, json_t **workers);
  * sim/pod-`pod`. */
 shardproc *clu_shard_of(cluster *c, int pod, int rank);
 
+/* clu_admin sends an admin request (body may be NULL), checks that a
+ * refusal says why, and returns the status; *out (may be NULL) gets the
+ * parsed body, which the caller json_decref()s. */
+long clu_admin(cluster *c, const char *method, const char *path,
+	       const char *body, json_t **out);
+
+/* clu_wait_converged waits until a dry-run rebalance lists no move and
+ * /workers lists n listeners, all active. */
+void clu_wait_converged(cluster *c, int n);
+
 /* clu_metric reads one sample of the coordinator's /metrics (-1:
  * absent). */
 double clu_metric(cluster *c, const char *sample);

@@ -34,22 +34,7 @@ static long
 admin(cluster *c, const char *method, const char *path, const char *body,
       json_t **out)
 {
-	char url[512];
-	snprintf(url, sizeof(url), "%s%s", c->base, path);
-	kvt_http_resp r;
-	assert_int_equal(kvt_http_request(method, url, body, NULL, 10000, &r),
-			 KVI_OK);
-	long st = r.status;
-	if (st >= 400) {
-		/* every refusal says why */
-		assert_non_null(
-		    json_string_value(json_object_get(r.json, "error")));
-	}
-	if (out != NULL) {
-		*out = json_incref(r.json);
-	}
-	kvt_http_resp_fini(&r);
-	return st;
+	return clu_admin(c, method, path, body, out);
 }
 
 /* count_on returns how many listeners the owner map puts on shard. */
@@ -130,26 +115,10 @@ shard_status_is(cluster *c, const char *id, const char *status)
 	return is;
 }
 
-/* wait_converged waits until a dry-run rebalance lists no move and every
- * listener is active. */
 static void
 wait_converged(cluster *c)
 {
-	int64_t deadline = kvt_now_ms() + CLU_WAIT_MS;
-	for (;;) {
-		json_t *r = NULL;
-		long st = admin(c, "POST", "/admin/rebalance",
-				"{\"dry_run\": true}", &r);
-		assert_int_equal(st, 200);
-		size_t n = json_array_size(json_object_get(r, "moves"));
-		json_decref(r);
-		if (n == 0) {
-			break;
-		}
-		assert_true(kvt_now_ms() < deadline);
-		kvt_sleep_ms(100);
-	}
-	clu_wait_active(c, NLIS, CLU_WAIT_MS);
+	clu_wait_converged(c, NLIS);
 }
 
 static void
