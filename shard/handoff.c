@@ -31,6 +31,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "alloc.h"
@@ -160,18 +161,49 @@ kvg_do_handoff(kvg_ingest *g, kvg_cmd *c)
 
 /* ---- the hand-off thread -------------------------------------------- */
 
+static double
+kvg_now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* kvg_pace sleeps until `done` entries are within the rate cap, counted
+ * from t0. */
+static void
+kvg_pace(const kvg_ingest *g, double t0, uint64_t done)
+{
+	uint64_t rate = g->cfg.handoff_rate;
+	if (rate == 0) {
+		return;
+	}
+	double ahead = (double)done / (double)rate - (kvg_now_s() - t0);
+	if (ahead > 0) {
+		usleep((useconds_t)(ahead * 1e6));
+	}
+}
+
 /* kvg_fetch_chunks reads the whole snapshot of j->key from j->from. */
 static void
 kvg_fetch_chunks(kvg_ingest *g, kvp_client *cl, kvg_hojob *j)
 {
 	uint64_t off = 0, total = 0;
 	size_t cap = 0;
+	uint32_t chunk = KVG_HANDOFF_CHUNK;
+	if (g->cfg.handoff_rate > 0 && g->cfg.handoff_rate / 10 < chunk) {
+		/* a tenth of a second's worth per chunk */
+		chunk = g->cfg.handoff_rate / 10 > 0
+			    ? (uint32_t)(g->cfg.handoff_rate / 10)
+			    : 1;
+	}
+	double t0 = kvg_now_s();
 	do {
 		Kvindex__HandoffRequest hr = KVINDEX__HANDOFF_REQUEST__INIT;
 		hr.key = j->key;
 		hr.offset = off;
 		hr.has_limit = true;
-		hr.limit = KVG_HANDOFF_CHUNK;
+		hr.limit = chunk;
 		Kvindex__Request req = KVINDEX__REQUEST__INIT;
 		req.body_case = KVINDEX__REQUEST__BODY_HANDOFF;
 		req.handoff = &hr;
@@ -214,6 +246,7 @@ kvg_fetch_chunks(kvg_ingest *g, kvp_client *cl, kvg_hojob *j)
 		memcpy(j->tiers + off, h->tiers.data, h->n_ext);
 		off += h->n_ext;
 		kvindex__response__free_unpacked(resp, NULL);
+		kvg_pace(g, t0, off);
 	} while (off < total && !atomic_load(&g->stopping));
 	j->n = (size_t)off;
 	if (off < total) {

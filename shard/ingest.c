@@ -313,7 +313,7 @@ kvg_status_of(kvg_ingest *g, kvl_listener *l, kvp_arena *a)
 	}
 	if (l->ho.from != NULL) {
 		st->handoff_from = kvp_arena_strdup(a, l->ho.from);
-		st->has_handoff_blocks = true;
+		st->has_handoff_blocks = l->ho.taken; /* absent: taking it */
 		st->handoff_blocks = l->ho.blocks;
 	}
 	return st;

@@ -48,6 +48,7 @@ typedef struct kvg_config {
 				   * default 256 MiB over all listeners */
 	uint32_t orphan_resync;   /* orphans in a row that resync; default 8 */
 	int backoff_max_ms;       /* recovery retry cap; default 30000 */
+	uint64_t handoff_rate;    /* entries/s a hand-off takes; 0: no cap */
 } kvg_config;
 
 /* kvg_ingest_open loads the durable state of cfg->store into cfg->idx and

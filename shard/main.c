@@ -62,6 +62,8 @@ shard_usage(FILE *f)
 	    "  --replay-timeout-ms N   replay silence that fails it (2000)\n"
 	    "  --recover-concurrency N parallel /kv_recover fetches (4)\n"
 	    "  --recover-timeout-ms N  one /kv_recover fetch (120000)\n"
+	    "  --handoff-rate N        entries per second a hand-off takes\n"
+	    "                          from the old owner (0: no limit)\n"
 	    "  --backlog-max-mb N      live batches held during recoveries "
 	    "(256)\n"
 	    "  --map-size-mb N         initial LMDB map (1024; grows)\n"
@@ -89,6 +91,7 @@ shard_parse(int argc, char **argv, shard_opts *o)
 	    {"recover-concurrency", required_argument, NULL, 'R'},
 	    {"recover-timeout-ms", required_argument, NULL, 'T'},
 	    {"backlog-max-mb", required_argument, NULL, 'b'},
+	    {"handoff-rate", required_argument, NULL, 'H'},
 	    {"map-size-mb", required_argument, NULL, 'M'},
 	    {"max-map-size-mb", required_argument, NULL, 'X'},
 	    {"no-sync", no_argument, NULL, 'n'},
@@ -155,6 +158,11 @@ shard_parse(int argc, char **argv, shard_opts *o)
 					  "--recover-timeout-ms", optarg, 1,
 					  3600000, &v);
 			o->ingest.recover_timeout_ms = v;
+			break;
+		case 'H':
+			rc = kvi_cli_long("kvindex-shard", "--handoff-rate",
+					  optarg, 0, 1L << 40, &v);
+			o->ingest.handoff_rate = (uint64_t)v;
 			break;
 		case 'b':
 			rc = kvi_cli_long("kvindex-shard", "--backlog-max-mb",

@@ -11,9 +11,11 @@
  *    answer during the moves may be partial, and /admin/moves must list
  *    the hand-offs with the blocks they carried.
  * 2. Replay-capable engines, with a shard killed -9 in the middle of a
- *    hand-off, once the old owner and once the new one: no listener is
- *    left unowned, and once the cluster settles (the killed shard back
- *    with its LMDB) every listener equals the truth.
+ *    hand-off (shards capped at 2,000 entries/s of hand-off, so that the
+ *    move is seen taking its state first), once the old owner and once
+ *    the new one: no listener is left unowned, and once the cluster
+ *    settles (the killed shard back with its LMDB) every listener equals
+ *    the truth.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -345,6 +347,71 @@ test_moves_without_replay_or_recover(void **state)
 	assert_true(clu_metric(c, "kvindex_coordinator_failovers_total") <= 0);
 }
 
+/* biggest_on returns the listener of shard with the most blocks. */
+static int
+biggest_on(cluster *c, const char *shard)
+{
+	int best = -1;
+	json_int_t most = -1;
+	for (int idx = 0; idx < NLIS; idx++) {
+		char pod[32];
+		snprintf(pod, sizeof(pod), "sim/pod-%d", idx / DP);
+		json_t *ws;
+		json_t *l = clu_listener(c, pod, idx % DP, &ws);
+		const char *sh = json_string_value(json_object_get(l, "shard"));
+		json_int_t b = json_integer_value(json_object_get(l, "blocks"));
+		if (sh != NULL && strcmp(sh, shard) == 0 && b > most) {
+			best = idx;
+			most = b;
+		}
+		json_decref(ws);
+	}
+	assert_true(best >= 0 && most > 0);
+	return best;
+}
+
+/* wait_taking_state waits until /admin/moves shows idx's hand-off taking
+ * its state from the old owner. */
+static void
+wait_taking_state(cluster *c, int idx)
+{
+	char key[64];
+	key_of(idx, key, sizeof(key));
+	int64_t deadline = kvt_now_ms() + 10000;
+	for (;;) {
+		json_t *moves = NULL;
+		assert_int_equal(
+		    clu_admin(c, "GET", "/admin/moves", NULL, &moves), 200);
+		bool seen = false;
+		size_t i;
+		json_t *m;
+		json_array_foreach(moves, i, m)
+		{
+			const char *l =
+			    json_string_value(json_object_get(m, "listener"));
+			const char *ph =
+			    json_string_value(json_object_get(m, "phase"));
+			seen |= l != NULL && ph != NULL &&
+				strcmp(l, key) == 0 &&
+				strcmp(ph, "taking_state") == 0;
+			if (getenv("KVI_TEST_DEBUG") && l != NULL &&
+			    strcmp(l, key) == 0) {
+				fprintf(stderr, "phase %s\n", ph);
+			}
+		}
+		if (seen) {
+			json_decref(moves);
+			return;
+		}
+		if (kvt_now_ms() > deadline) {
+			char *d = json_dumps(moves, JSON_COMPACT);
+			fail_msg("%s never seen taking its state: %s", key, d);
+		}
+		json_decref(moves);
+		kvt_sleep_ms(10);
+	}
+}
+
 static void
 test_kill_during_handoff(void **state)
 {
@@ -355,30 +422,28 @@ test_kill_during_handoff(void **state)
 			     NULL};
 	const char *coord[] = {"--tick-ms", "100", "--failover-grace-ms",
 			       "1500", NULL};
+	/* hand-offs slow enough to be caught in the middle */
+	static const char *const shard[] = {"--handoff-rate", "2000", NULL};
 	make_prompts();
 	clu_sim(c, sim);
-	clu_shards(c, 2);
+	for (int i = 0; i < 2; i++) {
+		shc_start(&c->shards[i], shard);
+	}
+	c->n_shards = 2;
 	clu_coord(c, true, coord);
 	clu_wait_active(c, NLIS, CLU_WAIT_MS);
 	prefill_all(c);
 	check_truth(c);
 	clu_sim_post(c, "/resume", "{}");
+	kvt_sleep_ms(2000);
 
 	for (int victim = 0; victim < 2; victim++) {
-		/* move a listener of shard-0 to shard-1, and kill the old
-		 * owner (victim 0) or the new one (victim 1) at once */
-		json_t *map = clu_owner_map(c);
-		int idx = -1;
-		for (int i = 0; i < NLIS && idx < 0; i++) {
-			if (strcmp(owner_of(map, i), "shard-0") == 0) {
-				idx = i;
-			}
-		}
-		json_decref(map);
-		if (idx < 0) {
-			idx = 0;
-		}
+		/* move shard-0's biggest listener to shard-1, and kill the
+		 * old owner (victim 0) or the new one (victim 1) while the
+		 * new one is taking the state */
+		int idx = biggest_on(c, "shard-0");
 		move_to(c, idx, "shard-1");
+		wait_taking_state(c, idx);
 		shardproc *dead = &c->shards[victim == 0 ? 0 : 1];
 		shc_kill9(dead);
 		kvt_sleep_ms(2500); /* past the grace period */
