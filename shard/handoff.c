@@ -241,9 +241,13 @@ kvg_fetch_chunks(kvg_ingest *g, kvp_client *cl, kvg_hojob *j)
 			j->seq = kvi_reallocarray(NULL, cap, sizeof(uint64_t));
 			j->tiers = kvi_malloc(cap);
 		}
-		memcpy(j->ext + off, h->ext, h->n_ext * sizeof(uint64_t));
-		memcpy(j->seq + off, h->seq, h->n_ext * sizeof(uint64_t));
-		memcpy(j->tiers + off, h->tiers.data, h->n_ext);
+		if (h->n_ext > 0) {
+			memcpy(j->ext + off, h->ext,
+			       h->n_ext * sizeof(uint64_t));
+			memcpy(j->seq + off, h->seq,
+			       h->n_ext * sizeof(uint64_t));
+			memcpy(j->tiers + off, h->tiers.data, h->n_ext);
+		}
 		off += h->n_ext;
 		kvindex__response__free_unpacked(resp, NULL);
 		kvg_pace(g, t0, off);

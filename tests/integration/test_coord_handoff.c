@@ -290,7 +290,7 @@ test_moves_without_replay_or_recover(void **state)
 	check_truth(c);
 
 	/* the engines keep publishing through every move */
-	clu_sim_post(c, "/resume", "{}");
+	json_decref(clu_sim_post(c, "/resume", "{}"));
 	int q = 0;
 	char body[256];
 	snprintf(body, sizeof(body),
@@ -341,7 +341,7 @@ test_moves_without_replay_or_recover(void **state)
 	const char *anywhere[NLIS] = {0};
 	settle(c, &q, anywhere);
 
-	clu_sim_post(c, "/pause", "{}");
+	json_decref(clu_sim_post(c, "/pause", "{}"));
 	check_truth(c);
 	/* nothing was repaired from the engines: they cannot */
 	assert_true(clu_metric(c, "kvindex_coordinator_failovers_total") <= 0);
@@ -434,7 +434,7 @@ test_kill_during_handoff(void **state)
 	clu_wait_active(c, NLIS, CLU_WAIT_MS);
 	prefill_all(c);
 	check_truth(c);
-	clu_sim_post(c, "/resume", "{}");
+	json_decref(clu_sim_post(c, "/resume", "{}"));
 	kvt_sleep_ms(2000);
 
 	for (int victim = 0; victim < 2; victim++) {
@@ -458,7 +458,7 @@ test_kill_during_handoff(void **state)
 		targets[idx] = "shard-1";
 		settle(c, NULL, targets);
 	}
-	clu_sim_post(c, "/pause", "{}");
+	json_decref(clu_sim_post(c, "/pause", "{}"));
 	check_truth(c);
 }
 
