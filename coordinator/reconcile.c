@@ -540,6 +540,22 @@ kvc_listener_step(kvc_assigner *a, const kvc_lview *lv, kvc_opvec *ops,
 			}
 		} else if (move_due) {
 			kvc_push_move(ops, desired, lv, cur);
+		} else if (cur == desired && cur_st->handoff_from == NULL &&
+			   !cur_st->has_handoff_blocks &&
+			   kvc_retry_due(a, key, now)) {
+			/* The new owner is not in step and not taking the
+			 * state - restarted mid-hand-off, say: name the old
+			 * owner again (a shard ignores it for a listener
+			 * that has state). */
+			for (size_t k = 0; k < cnt; k++) {
+				if (o[k].shard != desired &&
+				    o[k].st->state == KVC_ACTIVE &&
+				    kvc_spec_same(o[k].st->listener, lv)) {
+					kvc_push_move(ops, desired, lv,
+						      o[k].shard);
+					break;
+				}
+			}
 		}
 		return false;
 	}

@@ -205,6 +205,15 @@ kvg_do_assign(kvg_ingest *g, kvg_cmd *c)
 			return KVI_EEXIST;
 		}
 		c->existed = true;
+		if (c->handoff_from != NULL && c->handoff_from[0] != '\0' &&
+		    g->ho_started && l->ho.from == NULL && !l->ho.taken &&
+		    !l->mark.has_wm && l->phase == KVL_STREAMING &&
+		    kvx_listener_entries(g->idx, l->lid) == 0) {
+			/* Owned with no state yet, say after a restart in
+			 * the middle of a hand-off: take it now. */
+			l->ho.from = kvi_strdup(c->handoff_from);
+			kvg_begin_handoff(g, l);
+		}
 		return KVI_OK;
 	}
 	uint32_t lid = g->next_lid;

@@ -412,39 +412,59 @@ wait_taking_state(cluster *c, int idx)
 	}
 }
 
+/* kill_during_handoff moves shard-0's biggest listener to shard-1 once
+ * per victim and kills the old owner (victim 0) or the new one (1) while
+ * the new one takes the state; then restarts it. Engines with replay and
+ * /kv_recover unless bare. */
 static void
-test_kill_during_handoff(void **state)
+kill_during_handoff(cluster *c, bool bare, const int *victims, int n)
 {
-	cluster *c = *state;
-	const char *sim[] = {"--pods",  "3",   "--dp",           "2",
-			     "--trace", TRACE, "--cache-blocks", "16384",
-			     "--rate",  "60",  "--loop",         "--paused",
-			     NULL};
+	const char *sim_full[] = {
+	    "--pods",  "3",   "--dp",           "2",
+	    "--trace", TRACE, "--cache-blocks", "16384",
+	    "--rate",  "60",  "--loop",         "--paused",
+	    NULL};
+	const char *sim_bare[] = {"--pods",
+				  "3",
+				  "--dp",
+				  "2",
+				  "--replay-port",
+				  "off",
+				  "--recover-port",
+				  "off",
+				  "--trace",
+				  TRACE,
+				  "--cache-blocks",
+				  "16384",
+				  "--rate",
+				  "60",
+				  "--loop",
+				  "--paused",
+				  NULL};
 	const char *coord[] = {"--tick-ms", "100", "--failover-grace-ms",
 			       "1500", NULL};
 	/* hand-offs slow enough to be caught in the middle */
 	static const char *const shard[] = {"--handoff-rate", "2000", NULL};
 	make_prompts();
-	clu_sim(c, sim);
+	clu_sim(c, bare ? sim_bare : sim_full);
 	for (int i = 0; i < 2; i++) {
 		shc_start(&c->shards[i], shard);
 	}
 	c->n_shards = 2;
 	clu_coord(c, true, coord);
-	clu_wait_active(c, NLIS, CLU_WAIT_MS);
+	wait_assigned(c);
 	prefill_all(c);
+	clu_wait_active(c, NLIS, CLU_WAIT_MS);
 	check_truth(c);
 	json_decref(clu_sim_post(c, "/resume", "{}"));
 	kvt_sleep_ms(2000);
 
-	for (int victim = 0; victim < 2; victim++) {
-		/* move shard-0's biggest listener to shard-1, and kill the
-		 * old owner (victim 0) or the new one (victim 1) while the
-		 * new one is taking the state */
-		int idx = biggest_on(c, "shard-0");
+	int idx = -1;
+	for (int v = 0; v < n; v++) {
+		idx = biggest_on(c, "shard-0");
 		move_to(c, idx, "shard-1");
 		wait_taking_state(c, idx);
-		shardproc *dead = &c->shards[victim == 0 ? 0 : 1];
+		shardproc *dead = &c->shards[victims[v] == 0 ? 0 : 1];
 		shc_kill9(dead);
 		kvt_sleep_ms(2500); /* past the grace period */
 		/* no listener is unowned meanwhile */
@@ -459,7 +479,33 @@ test_kill_during_handoff(void **state)
 		settle(c, NULL, targets);
 	}
 	json_decref(clu_sim_post(c, "/pause", "{}"));
-	check_truth(c);
+	if (!bare) {
+		check_truth(c);
+		return;
+	}
+	/* The killed shard's other listeners lost, for good, what their
+	 * engines published while it was down; the one it was taking over
+	 * must be whole. */
+	shc_wait_truth(clu_shard_of(c, idx / DP, idx % DP), &c->sim, &idx, 1,
+		       CLU_WAIT_MS);
+}
+
+static void
+test_kill_during_handoff(void **state)
+{
+	static const int both[] = {0, 1};
+	kill_during_handoff(*state, false, both, 2);
+}
+
+/* Engines without replay or /kv_recover, the new owner killed: it comes
+ * back owning the listener with no state, and takes it from the old owner
+ * again. (Its other listeners lose what their engines published while it
+ * was down: such engines cannot resend it.) */
+static void
+test_kill_new_owner_bare_engines(void **state)
+{
+	static const int new_owner[] = {1};
+	kill_during_handoff(*state, true, new_owner, 1);
 }
 
 int
@@ -470,6 +516,8 @@ main(void)
 		test_moves_without_replay_or_recover, clu_test_setup,
 		clu_test_teardown),
 	    cmocka_unit_test_setup_teardown(test_kill_during_handoff,
+					    clu_test_setup, clu_test_teardown),
+	    cmocka_unit_test_setup_teardown(test_kill_new_owner_bare_engines,
 					    clu_test_setup, clu_test_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
