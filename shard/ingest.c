@@ -207,10 +207,12 @@ kvg_do_assign(kvg_ingest *g, kvg_cmd *c)
 		c->existed = true;
 		if (c->handoff_from != NULL && c->handoff_from[0] != '\0' &&
 		    g->ho_started && l->ho.from == NULL && !l->ho.taken &&
-		    !l->mark.has_wm && l->phase == KVL_STREAMING &&
+		    !l->mark.has_wm &&
+		    (l->phase == KVL_STREAMING || l->phase == KVL_BACKOFF) &&
 		    kvx_listener_entries(g->idx, l->lid) == 0) {
 			/* Owned with no state yet, say after a restart in
 			 * the middle of a hand-off: take it now. */
+			kvg_io_timer(g, l, -1);
 			l->ho.from = kvi_strdup(c->handoff_from);
 			kvg_begin_handoff(g, l);
 		}

@@ -72,6 +72,7 @@ typedef struct kvl_handoff {
 	int tries;       /* snapshots taken, to close gaps no engine can */
 	int fails;       /* fetches that failed */
 	bool taken;      /* a snapshot was applied */
+	bool waited;     /* gave a hand-off time to come, once */
 	kvl_snapshot *snap;
 } kvl_handoff;
 

@@ -49,6 +49,10 @@
 static void kvg_drain_backlog(kvg_ingest *g, kvl_listener *l);
 static void kvg_begin_fetch(kvg_ingest *g, kvl_listener *l, bool full);
 
+/* How long a listener with no state and no engine to repair it from waits
+ * for a hand-off before it takes the stream as it comes. */
+#define KVG_HANDOFF_WAIT_MS 3000
+
 kvl_state
 kvg_state_of(const kvl_listener *l)
 {
@@ -683,6 +687,15 @@ kvg_start_recovery(kvg_ingest *g, kvl_listener *l)
 	}
 	if (kvg_handoff_again(g, l)) {
 		return; /* the old owner, still applying, is newer by now */
+	}
+	if (!l->mark.has_wm && !l->ho.taken && !l->ho.waited) {
+		/* No state at all and nothing to repair it from: a hand-off
+		 * may be on its way (this shard restarted in the middle of
+		 * one). Not in step meanwhile, so ownership stays put. */
+		l->ho.waited = true;
+		l->phase = KVL_BACKOFF;
+		kvg_io_timer(g, l, KVG_HANDOFF_WAIT_MS);
+		return;
 	}
 	kvg_give_up(g, l);
 }
