@@ -134,16 +134,6 @@ bh_sim_seq(kvt_sim *sim)
 }
 
 static void
-bh_sim_post(kvt_sim *sim, const char *path)
-{
-	json_t *body = json_object();
-	kvt_http_resp r;
-	kvt_sim_call(sim, "POST", path, body, &r);
-	kvt_http_resp_fini(&r);
-	json_decref(body);
-}
-
-static void
 bh_run(uint64_t want)
 {
 	char cache[32];
@@ -186,12 +176,12 @@ bh_run(uint64_t want)
 	int64_t wm, seq;
 	int state;
 	bool taken;
-	bh_sim_post(&sim, "/resume");
+	kvt_sim_post(&sim, "/resume");
 	do {
 		kvt_sleep_ms(100);
 		bh_status(&a, &n, &wm, &state, &taken);
 	} while (n < want * 98 / 100);
-	bh_sim_post(&sim, "/pause");
+	kvt_sim_post(&sim, "/pause");
 	do {
 		kvt_sleep_ms(100);
 		seq = bh_sim_seq(&sim);

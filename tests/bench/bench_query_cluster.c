@@ -46,16 +46,6 @@ coord_ready(void *arg)
 	return ok;
 }
 
-static void
-sim_post(const kvt_sim *sim, const char *path)
-{
-	json_t *body = json_object();
-	kvt_http_resp r;
-	kvt_sim_call(sim, "POST", path, body, &r);
-	kvt_http_resp_fini(&r);
-	json_decref(body);
-}
-
 static kvi_err
 start_sim(const bq_cluster_config *cfg, bq_cluster *c)
 {
@@ -256,18 +246,18 @@ static kvi_err
 fill(bq_cluster *c, double want, int timeout_s)
 {
 	int64_t t0 = kvt_now_ms(), deadline = t0 + (int64_t)timeout_s * 1000;
-	sim_post(&c->sim, "/resume");
+	kvt_sim_post(&c->sim, "/resume");
 	double e;
 	while ((e = shard_entries(c->port)) < want) {
 		if (!all_alive(c) || kvt_now_ms() > deadline) {
-			sim_post(&c->sim, "/pause");
+			kvt_sim_post(&c->sim, "/pause");
 			fprintf(stderr, "fill: %.0f of %.0f entries\n", e,
 				want);
 			return all_alive(c) ? KVI_ETIMEDOUT : KVI_EIO;
 		}
 		kvt_sleep_ms(200);
 	}
-	sim_post(&c->sim, "/pause");
+	kvt_sim_post(&c->sim, "/pause");
 	c->entries = settle(c);
 	c->fill_seconds = (double)(kvt_now_ms() - t0) / 1e3;
 	return KVI_OK;

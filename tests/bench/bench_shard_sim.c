@@ -40,16 +40,6 @@ applied(const char *metrics)
 }
 
 static void
-sim_post(kvt_sim *sim, const char *path)
-{
-	json_t *body = json_object();
-	kvt_http_resp r;
-	kvt_sim_call(sim, "POST", path, body, &r);
-	kvt_http_resp_fini(&r);
-	json_decref(body);
-}
-
-static void
 assign(kvp_client *c, const kvt_sim *sim, int idx)
 {
 	char key[64], ep[64], rep[64], pod[32];
@@ -186,11 +176,11 @@ main(int argc, char **argv)
 	double a0 = applied(metrics);
 	double p0 = sim_published(&sim);
 	int64_t t0 = kvt_now_ms();
-	sim_post(&sim, "/resume");
+	kvt_sim_post(&sim, "/resume");
 	kvt_sleep_ms(seconds * 1000);
 	double a1 = applied(metrics);
 	int64_t t1 = kvt_now_ms();
-	sim_post(&sim, "/pause");
+	kvt_sim_post(&sim, "/pause");
 	double published = sim_published(&sim) - p0;
 	/* catch up: the shard has applied everything published */
 	double last = -1, a2;

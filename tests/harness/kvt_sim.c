@@ -135,3 +135,15 @@ kvt_sim_call(const kvt_sim *s, const char *method, const char *path,
 	}
 	return kvt_http_post_json(url, body, HTTP_TIMEOUT, out);
 }
+
+long
+kvt_sim_post(const kvt_sim *s, const char *path)
+{
+	kvt_http_resp r;
+	long status = 0;
+	if (kvt_sim_call(s, "POST", path, NULL, &r) == KVI_OK) {
+		status = r.status;
+	}
+	kvt_http_resp_fini(&r);
+	return status;
+}

@@ -55,4 +55,8 @@ void kvt_sim_stop(kvt_sim *s, int *status);
 kvi_err kvt_sim_call(const kvt_sim *s, const char *method, const char *path,
 		     const json_t *body, kvt_http_resp *out);
 
+/* kvt_sim_post posts an empty body to path ("/pause", "/resume") and
+ * returns the status (0 when no answer came). */
+long kvt_sim_post(const kvt_sim *s, const char *path);
+
 #endif /* KVI_TESTS_KVT_SIM_H */

@@ -212,6 +212,18 @@ prefill_all(cluster *c)
 	}
 }
 
+/* index_prompts starts the coordinator, indexes the prompts and checks
+ * them against the truth. */
+static void
+index_prompts(cluster *c, const char *const *coord)
+{
+	clu_coord(c, true, coord);
+	wait_assigned(c);
+	prefill_all(c);
+	clu_wait_active(c, NLIS, CLU_WAIT_MS);
+	check_truth(c);
+}
+
 /* moved_with_state counts the done moves /admin/moves lists as hand-offs
  * that carried blocks. */
 static int
@@ -283,11 +295,7 @@ test_moves_without_replay_or_recover(void **state)
 	clu_sim(c, sim);
 	clu_shards(c, 3);
 	c->n_shards = 2; /* shard-2 joins through the admin API */
-	clu_coord(c, true, coord);
-	wait_assigned(c);
-	prefill_all(c);
-	clu_wait_active(c, NLIS, CLU_WAIT_MS);
-	check_truth(c);
+	index_prompts(c, coord);
 
 	/* the engines keep publishing through every move */
 	json_decref(clu_sim_post(c, "/resume", "{}"));
@@ -451,11 +459,7 @@ kill_during_handoff(cluster *c, bool bare, const int *victims, int n)
 		shc_start(&c->shards[i], shard);
 	}
 	c->n_shards = 2;
-	clu_coord(c, true, coord);
-	wait_assigned(c);
-	prefill_all(c);
-	clu_wait_active(c, NLIS, CLU_WAIT_MS);
-	check_truth(c);
+	index_prompts(c, coord);
 	json_decref(clu_sim_post(c, "/resume", "{}"));
 	kvt_sleep_ms(2000);
 
