@@ -139,6 +139,11 @@ void kvg_wake(kvg_ingest *g); /* any thread */
 void kvg_log_listener(kvl_listener *l, const char *event, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* ingest_status.c: the status and dump requests */
+void kvg_counters_add(kvl_counters *sum, const kvl_counters *c);
+kvi_err kvg_do_status(kvg_ingest *g, kvg_cmd *c);
+kvi_err kvg_do_dump(kvg_ingest *g, kvg_cmd *c);
+
 /* ingest_io.c */
 void kvg_on_drain(evutil_socket_t fd, short what, void *arg);
 kvi_err kvg_io_open(kvg_ingest *g, kvl_listener *l);

@@ -1,0 +1,156 @@
+/*
+ * ingest_status.c - what the ingest thread says of its listeners: status
+ * (state, watermark, counters, a hand-off in progress) and the exact dump
+ * of one listener's entries. Runs on the ingest thread, as requests.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "ingest_int.h"
+
+static Kvindex__Counters *
+kvg_counters_pb(kvp_arena *a, const kvl_counters *c)
+{
+	Kvindex__Counters *pb = kvp_arena_alloc(a, sizeof(*pb));
+	kvindex__counters__init(pb);
+#define KVG_SET(f)                                                             \
+	do {                                                                   \
+		pb->has_##f = true;                                            \
+		pb->f = c->f;                                                  \
+	} while (0)
+	KVG_SET(batches);
+	KVG_SET(events);
+	KVG_SET(blocks_stored);
+	KVG_SET(blocks_removed);
+	KVG_SET(gaps);
+	KVG_SET(replays_ok);
+	KVG_SET(replays_failed);
+	KVG_SET(recoveries_events);
+	KVG_SET(recoveries_treedump);
+	KVG_SET(recoveries_failed);
+	KVG_SET(engine_restarts);
+	KVG_SET(orphans);
+	KVG_SET(rank_mismatches);
+	KVG_SET(skipped_events);
+	KVG_SET(malformed);
+	KVG_SET(duplicates);
+	KVG_SET(block_size_mismatches);
+#undef KVG_SET
+	return pb;
+}
+
+void
+kvg_counters_add(kvl_counters *sum, const kvl_counters *c)
+{
+	const uint64_t *src = (const uint64_t *)c;
+	uint64_t *dst = (uint64_t *)sum;
+	for (size_t i = 0; i < sizeof(*c) / sizeof(uint64_t); i++) {
+		dst[i] += src[i];
+	}
+}
+
+static Kvindex__ListenerStatus *
+kvg_status_of(kvg_ingest *g, kvl_listener *l, kvp_arena *a)
+{
+	Kvindex__ListenerStatus *st = kvp_arena_alloc(a, sizeof(*st));
+	kvindex__listener_status__init(st);
+	ProtobufCAllocator alloc;
+	kvp_arena_allocator(a, &alloc);
+	st->listener = kvindex__listener__unpack(&alloc, l->spec_len, l->spec);
+	st->state = (Kvindex__ListenerState)kvg_state_of(l);
+	st->has_watermark = l->mark.has_wm;
+	st->watermark = l->mark.wm;
+	st->blocks = kvx_listener_entries(g->idx, l->lid);
+	st->counters = kvg_counters_pb(a, &l->c);
+	if (l->last_error[0] != '\0') {
+		st->last_error = kvp_arena_strdup(a, l->last_error);
+	}
+	if (l->ho.from != NULL) {
+		st->handoff_from = kvp_arena_strdup(a, l->ho.from);
+		st->has_handoff_blocks = l->ho.taken; /* absent: taking it */
+		st->handoff_blocks = l->ho.blocks;
+	}
+	return st;
+}
+
+kvi_err
+kvg_do_status(kvg_ingest *g, kvg_cmd *c)
+{
+	Kvindex__StatusResponse *out = c->status;
+	kvp_arena *a = c->arena;
+	size_t n = 0;
+	for (uint32_t i = 0; i < g->next_lid; i++) {
+		n += g->lis[i] != NULL;
+	}
+	out->listeners =
+	    kvp_arena_calloc(a, n ? n : 1, sizeof(*out->listeners));
+	kvl_counters totals = {0};
+	for (uint32_t i = 0; i < g->next_lid; i++) {
+		kvl_listener *l = g->lis[i];
+		if (l == NULL) {
+			continue;
+		}
+		kvg_counters_add(&totals, &l->c);
+		if (c->key == NULL || strcmp(c->key, l->key) == 0) {
+			out->listeners[out->n_listeners++] =
+			    kvg_status_of(g, l, a);
+		}
+	}
+	if (c->key != NULL && out->n_listeners == 0) {
+		snprintf(c->err, c->errlen, "listener %s is not owned here",
+			 c->key);
+		return KVI_ENOENT;
+	}
+	kvx_stats xs;
+	kvx_index_stats(g->idx, &xs);
+	kvs_store_stats ss;
+	pthread_mutex_lock(&g->stats_mu);
+	ss = g->totals.store;
+	pthread_mutex_unlock(&g->stats_mu);
+	out->shard_id = kvp_arena_strdup(a, g->cfg.shard_id);
+	out->entries = xs.entries;
+	out->store_bytes = ss.file_bytes;
+	out->totals = kvg_counters_pb(a, &totals);
+	return KVI_OK;
+}
+
+typedef struct kvg_dump_fill {
+	Kvindex__DumpResponse *out;
+	Kvindex__DumpEntry *entries;
+} kvg_dump_fill;
+
+static void
+kvg_dump_entry(void *arg, uint64_t ext, uint64_t seq, uint8_t tiers)
+{
+	kvg_dump_fill *f = arg;
+	Kvindex__DumpEntry *e = &f->entries[f->out->n_entries];
+	kvindex__dump_entry__init(e);
+	e->ext_hash = ext;
+	e->seq_hash = seq;
+	e->tiers = tiers;
+	f->out->entries[f->out->n_entries++] = e;
+}
+
+kvi_err
+kvg_do_dump(kvg_ingest *g, kvg_cmd *c)
+{
+	kvl_listener *l = kvg_listener_find(g, c->key);
+	if (l == NULL) {
+		snprintf(c->err, c->errlen, "listener %s is not owned here",
+			 c->key);
+		return KVI_ENOENT;
+	}
+	size_t n = kvx_listener_entries(g->idx, l->lid);
+	kvg_dump_fill f = {
+	    .out = c->dump,
+	    .entries = kvp_arena_alloc(
+		c->arena, (n ? n : 1) * sizeof(Kvindex__DumpEntry)),
+	};
+	c->dump->entries =
+	    kvp_arena_alloc(c->arena, (n ? n : 1) * sizeof(*c->dump->entries));
+	c->dump->n_entries = 0;
+	kvx_listener_foreach(g->idx, l->lid, kvg_dump_entry, &f);
+	c->dump->has_watermark = l->mark.has_wm;
+	c->dump->watermark = l->mark.wm;
+	return KVI_OK;
+}
