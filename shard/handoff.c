@@ -4,16 +4,18 @@
  * A move is a hand-off, not a drop. The coordinator assigns the listener
  * to its new owner naming the old one (AssignRequest.handoff_from). The new
  * owner subscribes at once and holds the live batches in the listener's
- * backlog (phase KVL_HANDOFF), and takes the listener's state from the old
- * owner over nng: HandoffRequest chunks of a snapshot the old owner takes
- * of the listener, exact at its watermark. Once the whole snapshot is here
- * it is applied in one step - never half - and the listener catches up
- * from the snapshot's watermark through the backlog; what the backlog
- * lacks in between is repaired by the engine's replay socket or
- * /kv_recover, or, for engines that have neither, by a newer snapshot from
- * the old owner, which keeps applying the live stream meanwhile. The
- * coordinator moves ownership only once the new owner is ACTIVE, so
- * queries see the listener throughout.
+ * backlog (phase KVL_HANDOFF); once its SUB is connected (and a moment
+ * more, for the subscription to reach the engine: a batch published
+ * before that reaches neither the backlog nor, if the snapshot were older,
+ * the state) it takes the listener's state from the old owner over nng:
+ * HandoffRequest chunks of a snapshot the old owner takes of the listener,
+ * exact at its watermark. Once the whole snapshot is here it is applied in one
+ * step - never half - and the listener catches up from the snapshot's watermark
+ * through the backlog; what the backlog lacks in between is repaired by the
+ * engine's replay socket or /kv_recover, or, for engines that have neither, by
+ * a newer snapshot from the old owner, which keeps applying the live stream
+ * meanwhile. The coordinator moves ownership only once the new owner is ACTIVE,
+ * so queries see the listener throughout.
  *
  * If the old owner cannot be reached or no longer has the listener, the
  * new owner starts as any new listener does (from the engine, or from the
@@ -42,7 +44,8 @@
 #define KVG_HANDOFF_TIMEOUT_MS 10000
 #define KVG_HANDOFF_TRIES      50 /* snapshots per move, for gaps */
 #define KVG_HANDOFF_RETRY_MS   20
-#define KVG_HANDOFF_FAILS      5 /* failed fetches before giving up */
+#define KVG_HANDOFF_FAILS      5   /* failed fetches before giving up */
+#define KVG_HANDOFF_SUB_MS     100 /* after the SUB connects */
 
 /* One fetch: the job the ingest thread queues and, filled in, the result
  * the hand-off thread gives back. */
@@ -367,6 +370,30 @@ kvg_begin_handoff(kvg_ingest *g, kvl_listener *l)
 	pthread_mutex_unlock(&g->ho_mu);
 }
 
+void
+kvg_handoff_arm(kvg_ingest *g, kvl_listener *l, int ms)
+{
+	l->phase = KVL_HANDOFF;
+	l->ho.armed = true;
+	kvg_io_timer(g, l, ms);
+}
+
+bool
+kvg_handoff_armed_event(kvg_ingest *g, kvl_listener *l, bool connected)
+{
+	if (l->phase != KVL_HANDOFF || !l->ho.armed) {
+		return false;
+	}
+	if (connected) {
+		/* give the subscription a moment to reach the engine */
+		kvg_io_timer(g, l, KVG_HANDOFF_SUB_MS);
+		return true;
+	}
+	l->ho.armed = false;
+	kvg_begin_handoff(g, l);
+	return true;
+}
+
 bool
 kvg_handoff_again(kvg_ingest *g, kvl_listener *l)
 {
@@ -383,6 +410,7 @@ kvg_handoff_forget(kvl_listener *l)
 {
 	kvi_free(l->ho.from);
 	l->ho.from = NULL;
+	l->ho.armed = false;
 	kvg_snapshot_free(l->ho.snap);
 	l->ho.snap = NULL;
 }

@@ -24,6 +24,17 @@ void kvg_handoff_stop(kvg_ingest *g);
  * KVL_HANDOFF, its live batches in the backlog. */
 void kvg_begin_handoff(kvg_ingest *g, kvl_listener *l);
 
+/* kvg_handoff_arm puts l in KVL_HANDOFF and asks for its state once its
+ * SUB is connected (kvg_handoff_armed_event), or after ms at the latest. */
+void kvg_handoff_arm(kvg_ingest *g, kvl_listener *l, int ms);
+
+/* kvg_handoff_armed_event takes the SUB's connection (connected) or the
+ * listener's timer for an armed hand-off; false when l is not armed. */
+bool kvg_handoff_armed_event(kvg_ingest *g, kvl_listener *l, bool connected);
+
+/* The wait for the SUB before a hand-off asks anyway, in ms. */
+#define KVG_HANDOFF_CONNECT_WAIT_MS 2000
+
 /* kvg_handoff_again takes a newer snapshot to close a gap that no engine
  * endpoint can, when the listener came by a hand-off; false when it
  * cannot. */

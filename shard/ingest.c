@@ -212,9 +212,8 @@ kvg_do_assign(kvg_ingest *g, kvg_cmd *c)
 		    kvx_listener_entries(g->idx, l->lid) == 0) {
 			/* Owned with no state yet, say after a restart in
 			 * the middle of a hand-off: take it now. */
-			kvg_io_timer(g, l, -1);
 			l->ho.from = kvi_strdup(c->handoff_from);
-			kvg_begin_handoff(g, l);
+			kvg_handoff_arm(g, l, 100 /* its SUB is up */);
 		}
 		return KVI_OK;
 	}
@@ -243,7 +242,7 @@ kvg_do_assign(kvg_ingest *g, kvg_cmd *c)
 	    g->ho_started) {
 		/* A planned move: the state comes from the old owner. */
 		l->ho.from = kvi_strdup(c->handoff_from);
-		kvg_begin_handoff(g, l);
+		kvg_handoff_arm(g, l, KVG_HANDOFF_CONNECT_WAIT_MS);
 	}
 	return KVI_OK;
 }

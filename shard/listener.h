@@ -73,6 +73,7 @@ typedef struct kvl_handoff {
 	int fails;       /* fetches that failed */
 	bool taken;      /* a snapshot was applied */
 	bool waited;     /* gave a hand-off time to come, once */
+	bool armed;      /* waiting for the SUB before asking */
 	kvl_snapshot *snap;
 } kvl_handoff;
 

@@ -285,6 +285,9 @@ kvg_on_disconnect(kvg_ingest *g, kvl_listener *l)
 void
 kvg_on_connect(kvg_ingest *g, kvl_listener *l)
 {
+	if (kvg_handoff_armed_event(g, l, true)) {
+		return;
+	}
 	/* Check the process behind the new connection, and catch up, now
 	 * rather than at its next batch: an idle engine may not publish
 	 * for a long time. */
@@ -715,6 +718,9 @@ kvg_catch_up(kvg_ingest *g, kvl_listener *l)
 void
 kvg_on_timer(kvg_ingest *g, kvl_listener *l)
 {
+	if (kvg_handoff_armed_event(g, l, false)) {
+		return;
+	}
 	if (l->phase == KVL_REPLAYING) {
 		kvg_replay_failed(g, l, "no answer in time");
 	} else if (l->phase == KVL_BACKOFF) {
