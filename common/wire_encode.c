@@ -189,14 +189,10 @@ kvi_pack_xkeys(kvi_encoder *enc, const kvi_stored_spec *s)
 static size_t
 kvi_stored_fields(const kvi_encoder *enc, const kvi_stored_spec *s)
 {
-	switch (enc->form) {
-	case KVI_FORM_SGLANG:
+	if (enc->form == KVI_FORM_SGLANG || enc->form == KVI_FORM_SGLANG_MAP) {
 		return s->cache_salt != NULL ? 7 : 6;
-	case KVI_FORM_SGLANG_MAP:
-		return s->cache_salt != NULL ? 7 : 6;
-	default:
-		return s->xkey_start != NULL ? 8 : 7;
 	}
+	return s->xkey_start != NULL ? 8 : 7;
 }
 
 void

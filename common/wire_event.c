@@ -488,11 +488,12 @@ kvi_event_type_of(kvi_ctx *c, const msgpack_object *tag)
 	return KVI_OK;
 }
 
-/* A field a legacy array may not lack and a map may not omit; a store
- * with tokens needs a block size, and extra keys are read last (they need
- * lora_name and the parent). */
+/* kvi_event_finish checks what the fields say together - a field a legacy
+ * array may not lack and a map may not omit, a block size for a store with
+ * tokens - and reads the extra keys last (they need lora_name and the
+ * parent). */
 static kvi_err
-kvi_check_required(kvi_ctx *c)
+kvi_event_finish(kvi_ctx *c)
 {
 	static const kvi_field stored[] = {F_BLOCK_HASHES, F_TOKEN_IDS,
 					   F_BLOCK_SIZE};
@@ -625,7 +626,7 @@ kvi_decode_event(kvi_decoder *dec, uint32_t idx, const msgpack_object *o)
 				  : kvi_mp_type_name(o));
 	}
 	if (rv == KVI_OK) {
-		rv = kvi_check_required(&c);
+		rv = kvi_event_finish(&c);
 	}
 	if (rv != KVI_OK) {
 		kvi_skip_event(dec, c.ev, c.skip);

@@ -44,8 +44,7 @@
 #define KVG_HANDOFF_TIMEOUT_MS 10000
 #define KVG_HANDOFF_TRIES      50 /* snapshots per move, for gaps */
 #define KVG_HANDOFF_RETRY_MS   20
-#define KVG_HANDOFF_FAILS      5   /* failed fetches before giving up */
-#define KVG_HANDOFF_SUB_MS     100 /* after the SUB connects */
+#define KVG_HANDOFF_FAILS      5 /* failed fetches before giving up */
 
 /* One fetch: the job the ingest thread queues and, filled in, the result
  * the hand-off thread gives back. */
@@ -53,8 +52,7 @@ typedef struct kvg_hojob {
 	struct kvg_hojob *next;
 	uint64_t token;
 	char *key, *from;
-	bool again; /* a newer snapshot: give the old owner a moment */
-	int wait_ms;
+	int wait_ms; /* before asking: a newer snapshot, or a retry */
 	/* the result */
 	kvi_err rv;
 	char err[256];
@@ -278,7 +276,7 @@ kvg_handoff_main(void *arg)
 		g->ho_jobs = j->next;
 		j->next = NULL;
 		pthread_mutex_unlock(&g->ho_mu);
-		if (j->again) {
+		if (j->wait_ms > 0) {
 			usleep((useconds_t)j->wait_ms * 1000);
 		}
 		kvp_client *cl = NULL;
@@ -352,10 +350,11 @@ kvg_begin_handoff(kvg_ingest *g, kvl_listener *l)
 	j->token = l->ho.token;
 	j->key = kvi_strdup(l->key);
 	j->from = kvi_strdup(l->ho.from);
-	j->again = l->ho.tries > 0 || l->ho.fails > 0;
-	/* a retry after a failure backs off: 100, 200, 400, 800 ms */
-	j->wait_ms =
-	    l->ho.fails > 0 ? 100 << (l->ho.fails - 1) : KVG_HANDOFF_RETRY_MS;
+	/* a newer snapshot gives the old owner a moment to apply; a retry
+	 * after a failure backs off: 100, 200, 400, 800 ms */
+	j->wait_ms = l->ho.fails > 0   ? 100 << (l->ho.fails - 1)
+		     : l->ho.tries > 0 ? KVG_HANDOFF_RETRY_MS
+				       : 0;
 	l->ho.tries++;
 	l->phase = KVL_HANDOFF;
 	kvg_log_listener(l, "handoff_begin", "from=%s try=%d", l->ho.from,

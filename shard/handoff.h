@@ -32,8 +32,10 @@ void kvg_handoff_arm(kvg_ingest *g, kvl_listener *l, int ms);
  * listener's timer for an armed hand-off; false when l is not armed. */
 bool kvg_handoff_armed_event(kvg_ingest *g, kvl_listener *l, bool connected);
 
-/* The wait for the SUB before a hand-off asks anyway, in ms. */
+/* The wait for the SUB before a hand-off asks anyway, and the moment
+ * given to a connected SUB's subscription to reach the engine, in ms. */
 #define KVG_HANDOFF_CONNECT_WAIT_MS 2000
+#define KVG_HANDOFF_SUB_MS          100
 
 /* kvg_handoff_again takes a newer snapshot to close a gap that no engine
  * endpoint can, when the listener came by a hand-off; false when it

@@ -213,7 +213,8 @@ kvg_do_assign(kvg_ingest *g, kvg_cmd *c)
 			/* Owned with no state yet, say after a restart in
 			 * the middle of a hand-off: take it now. */
 			l->ho.from = kvi_strdup(c->handoff_from);
-			kvg_handoff_arm(g, l, 100 /* its SUB is up */);
+			kvg_handoff_arm(g, l,
+					KVG_HANDOFF_SUB_MS); /* its SUB is up */
 		}
 		return KVI_OK;
 	}
