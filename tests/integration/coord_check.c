@@ -665,3 +665,16 @@ clu_wait_converged(cluster *c, int n)
 	}
 	clu_wait_active(c, n, CLU_WAIT_MS);
 }
+
+bool
+clu_sim_load_done(void *arg)
+{
+	cluster *c = arg;
+	kvt_http_resp r;
+	if (kvt_sim_call(&c->sim, "GET", "/status", NULL, &r) != KVI_OK) {
+		return false;
+	}
+	bool done = json_is_true(json_object_get(r.json, "load_done"));
+	kvt_http_resp_fini(&r);
+	return done;
+}

@@ -106,6 +106,10 @@ double clu_metric(cluster *c, const char *sample);
 /* clu_owner_map returns /workers as {"pod#rank": "shard"} (json_decref). */
 json_t *clu_owner_map(cluster *c);
 
+/* clu_sim_load_done says whether the simulator's load has finished (arg:
+ * the cluster), for kvt_wait_until. */
+bool clu_sim_load_done(void *arg);
+
 /* clu_sim_post posts to the simulator's control API; fails unless 200. */
 json_t *clu_sim_post(cluster *c, const char *path, const char *body);
 

@@ -373,19 +373,6 @@ test_flavours_and_keys_equal_truth(void **state)
 		      sizeof(ex) / sizeof(ex[0]), cpu);
 }
 
-static bool
-load_done(void *arg)
-{
-	cluster *c = arg;
-	kvt_http_resp r;
-	if (kvt_sim_call(&c->sim, "GET", "/status", NULL, &r) != KVI_OK) {
-		return false;
-	}
-	bool done = json_is_true(json_object_get(r.json, "load_done"));
-	kvt_http_resp_fini(&r);
-	return done;
-}
-
 /* The load generator's keyed prompts (salts, LoRA names, images) on every
  * flavour, with offloads and evictions: every listener ends equal to its
  * rank's truth. */
@@ -421,7 +408,7 @@ test_generated_keyed_load_equals_truth(void **state)
 	clu_coord(c, true, NULL);
 	clu_wait_active(c, PODS * DP, CLU_WAIT_MS);
 	json_decref(clu_sim_post(c, "/resume", "{}"));
-	assert_true(kvt_wait_until(load_done, c, 60000));
+	assert_true(kvt_wait_until(clu_sim_load_done, c, 60000));
 	for (int idx = 0; idx < PODS * DP; idx++) {
 		shc_wait_truth(shard_of(c, idx), &c->sim, &idx, 1, CLU_WAIT_MS);
 	}

@@ -74,6 +74,14 @@ check_not_partial(cluster *c, int p)
 	json_decref(ans);
 }
 
+static const char *
+owner_of(json_t *map, int idx)
+{
+	char key[64];
+	key_of(idx, key, sizeof(key));
+	return json_string_value(json_object_get(map, key));
+}
+
 /* in_flight counts the moves /admin/moves lists as not done. */
 static size_t
 in_flight(cluster *c, char **dump)
@@ -116,9 +124,7 @@ settled(cluster *c, const char *const *targets)
 	json_t *map = clu_owner_map(c);
 	bool ok = true;
 	for (int idx = 0; idx < NLIS; idx++) {
-		char key[64];
-		snprintf(key, sizeof(key), "sim/pod-%d#%d", idx / DP, idx % DP);
-		const char *o = json_string_value(json_object_get(map, key));
+		const char *o = owner_of(map, idx);
 		ok = ok && o != NULL &&
 		     (targets[idx] == NULL || strcmp(o, targets[idx]) == 0);
 	}
@@ -259,14 +265,6 @@ move_to(cluster *c, int idx, const char *to)
 		 idx % DP);
 	snprintf(body, sizeof(body), "{\"to\": \"%s\"}", to);
 	assert_int_equal(clu_admin(c, "POST", path, body, NULL), 202);
-}
-
-static const char *
-owner_of(json_t *map, int idx)
-{
-	char key[64];
-	key_of(idx, key, sizeof(key));
-	return json_string_value(json_object_get(map, key));
 }
 
 static void

@@ -79,19 +79,6 @@ check_top_k(cluster *c, const uint32_t *tokens, uint32_t nb, clu_expect *exp,
 	json_decref(ans);
 }
 
-static bool
-load_done(void *arg)
-{
-	cluster *c = arg;
-	kvt_http_resp r;
-	if (kvt_sim_call(&c->sim, "GET", "/status", NULL, &r) != KVI_OK) {
-		return false;
-	}
-	bool done = json_is_true(json_object_get(r.json, "load_done"));
-	kvt_http_resp_fini(&r);
-	return done;
-}
-
 /* shard_of returns the shard /workers says owns rank idx. */
 static shardproc *
 shard_of(cluster *c, int idx)
@@ -113,7 +100,7 @@ test_index_and_queries_equal_truth(void **state)
 	/* an empty engine's listener is active once its shard caught up */
 	clu_wait_active(c, PODS * DP, CLU_WAIT_MS);
 	json_decref(clu_sim_post(c, "/resume", "{}"));
-	assert_true(kvt_wait_until(load_done, c, 120000));
+	assert_true(kvt_wait_until(clu_sim_load_done, c, 120000));
 
 	/* the index equals the truth, rank by rank, on both shards */
 	int owned[CLU_MAX_SHARDS] = {0};

@@ -80,6 +80,17 @@ fixture_new(void **state)
 
 static const int all4[] = {0, 1, 2, 3};
 
+/* start_pod starts the simulator (one DP=2 pod) and a shard that owns
+ * both ranks, with their replay and recover endpoints. */
+static void
+start_pod(fixture *f, const char *const *sim)
+{
+	sim_start(f, sim);
+	shc_start(&f->shard, NULL);
+	shc_assign(&f->shard, &f->sim, 0, true, true, 0);
+	shc_assign(&f->shard, &f->sim, 1, true, true, 0);
+}
+
 static double
 listener_counter(fixture *f, int idx, size_t offset)
 {
@@ -129,10 +140,7 @@ test_gap_repaired_by_replay(void **state)
 	const char *sim[] = {"--pods",         "1",    "--dp",     "2",
 			     "--trace",        TRACE,  "--rate",   "300",
 			     "--cache-blocks", "1024", "--paused", NULL};
-	sim_start(f, sim);
-	shc_start(&f->shard, NULL);
-	shc_assign(&f->shard, &f->sim, 0, true, true, 0);
-	shc_assign(&f->shard, &f->sim, 1, true, true, 0);
+	start_pod(f, sim);
 	run_load(f, 500);
 	for (int round = 0; round < 3; round++) {
 		sim_post(f, "/fault/skip",
@@ -169,10 +177,7 @@ test_gap_beyond_buffer_events(void **state)
 			     "8",
 			     "--paused",
 			     NULL};
-	sim_start(f, sim);
-	shc_start(&f->shard, NULL);
-	shc_assign(&f->shard, &f->sim, 0, true, true, 0);
-	shc_assign(&f->shard, &f->sim, 1, true, true, 0);
+	start_pod(f, sim);
 	run_load(f, 500);
 	sim_post(f, "/fault/skip", "{\"pod\":0,\"rank\":0,\"count\":40}");
 	run_load(f, 800);
@@ -190,10 +195,7 @@ test_lost_batch_resync(void **state)
 	const char *sim[] = {"--pods",         "1",    "--dp",     "2",
 			     "--trace",        TRACE,  "--rate",   "300",
 			     "--cache-blocks", "1024", "--paused", NULL};
-	sim_start(f, sim);
-	shc_start(&f->shard, NULL);
-	shc_assign(&f->shard, &f->sim, 0, true, true, 0);
-	shc_assign(&f->shard, &f->sim, 1, true, true, 0);
+	start_pod(f, sim);
 	run_load(f, 400);
 	sim_post(f, "/fault/garble", "{\"pod\":0,\"rank\":1,\"count\":3}");
 	run_load(f, 600);
@@ -254,10 +256,7 @@ test_engine_restart(void **state)
 	const char *sim[] = {"--pods",         "1",    "--dp",     "2",
 			     "--trace",        TRACE,  "--rate",   "300",
 			     "--cache-blocks", "1024", "--paused", NULL};
-	sim_start(f, sim);
-	shc_start(&f->shard, NULL);
-	shc_assign(&f->shard, &f->sim, 0, true, true, 0);
-	shc_assign(&f->shard, &f->sim, 1, true, true, 0);
+	start_pod(f, sim);
 	run_load(f, 800);
 	shc_wait_truth(&f->shard, &f->sim, all4, 2, SHC_WAIT_MS);
 	double sibling_batches = COUNTER(f, 0, batches);
@@ -284,10 +283,7 @@ test_requests_answered_under_flood(void **state)
 	    "--pods", "1",        "--dp", "2",      "--trace",
 	    TRACE,    "--rate",   "0",    "--loop", "--cache-blocks",
 	    "4096",   "--paused", NULL};
-	sim_start(f, sim);
-	shc_start(&f->shard, NULL);
-	shc_assign(&f->shard, &f->sim, 0, true, true, 0);
-	shc_assign(&f->shard, &f->sim, 1, true, true, 0);
+	start_pod(f, sim);
 	kvt_sleep_ms(300);
 	double commits0 =
 	    shc_metric(&f->shard, "kvindex_store_commit_seconds_count");

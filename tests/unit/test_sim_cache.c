@@ -16,11 +16,10 @@
 #include "alloc.h"
 #include "hash.h"
 #include "sim_cache.h"
+#include "sim_fixture.h"
 #include "sim_keys.h"
 #include "sim_load.h"
 #include "wire_encode.h"
-
-#define BS 4
 
 /* tokens_of expands block ids (one block each) into tokens. */
 static uint32_t *
@@ -30,35 +29,10 @@ tokens_of(const uint64_t *ids, size_t n)
 	return sim_load_expand(ids, n, 1, BS, &blocks);
 }
 
-typedef struct fixture {
-	sim_cache *cache;
-	sim_batch batch;
-	sim_request_result res;
-} fixture;
-
-static void
-fx_init_offload(fixture *f, uint32_t gpu, uint32_t cpu, bool offload)
-{
-	sim_cache_config cfg = {.gpu_blocks = gpu,
-				.cpu_blocks = cpu,
-				.block_size = BS,
-				.salt = 7,
-				.offload = offload};
-	f->cache = sim_cache_alloc(&cfg);
-	sim_batch_init(&f->batch, BS);
-}
-
 static void
 fx_init(fixture *f, uint32_t gpu, uint32_t cpu)
 {
-	fx_init_offload(f, gpu, cpu, false);
-}
-
-static void
-fx_fini(fixture *f)
-{
-	sim_cache_free(f->cache);
-	sim_batch_fini(&f->batch);
+	fx_setup(f, gpu, cpu, false);
 }
 
 /* fx_run runs one request of the given block ids in a fresh batch. */
@@ -664,7 +638,7 @@ test_offload_events(void **state)
 {
 	(void)state;
 	fixture f;
-	fx_init_offload(&f, 4, 16, true);
+	fx_setup(&f, 4, 16, true);
 	uint64_t a[] = {1, 2, 3, 4}, b[] = {11, 12, 13, 14};
 	fx_run(&f, a, 4);
 	uint64_t a_ext[4];

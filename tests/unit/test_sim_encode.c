@@ -17,36 +17,10 @@
 #include "hash.h"
 #include "sim_cache.h"
 #include "sim_encode.h"
+#include "sim_fixture.h"
 #include "sim_load.h"
 #include "wire.h"
 #include "wire_encode.h"
-
-#define BS 4
-
-typedef struct fixture {
-	sim_cache *cache;
-	sim_batch batch;
-	sim_request_result res;
-} fixture;
-
-static void
-fx_init(fixture *f, uint32_t gpu, uint32_t cpu, bool offload)
-{
-	sim_cache_config cfg = {.gpu_blocks = gpu,
-				.cpu_blocks = cpu,
-				.block_size = BS,
-				.salt = 7,
-				.offload = offload};
-	f->cache = sim_cache_alloc(&cfg);
-	sim_batch_init(&f->batch, BS);
-}
-
-static void
-fx_fini(fixture *f)
-{
-	sim_cache_free(f->cache);
-	sim_batch_fini(&f->batch);
-}
 
 /* fx_run runs one request of n blocks of tokens (keys may be NULL) in a
  * fresh batch. */
@@ -181,7 +155,7 @@ test_flavours_decode(void **state)
 			k.n_mm = 1;
 		}
 		fixture f;
-		fx_init(&f, 32, 32, true);
+		fx_setup(&f, 32, 32, true);
 		kvi_batch kb;
 		/* a salted first request, then its continuation */
 		fx_run(&f, tok, 3, &k);
@@ -213,7 +187,7 @@ test_offload_wire(void **state)
 {
 	(void)state;
 	fixture f;
-	fx_init(&f, 4, 16, true);
+	fx_setup(&f, 4, 16, true);
 	kvi_decoder *dec = kvi_decoder_alloc();
 	kvi_batch kb;
 	uint32_t a[4 * BS], b[4 * BS];
