@@ -283,6 +283,30 @@ add("sglang_map_salted", SEventBatch(6.0, [ev], 1),
     [stored_expect(ev, "tenant-m")], 1,
     "SGLang tagged-map BlockStored with cache_salt and session_id")
 
+# 11. SGLang positional with the metadata map as WIRE.md describes later
+# versions: session_id and a key not known yet beside cache_salt
+
+
+class SBlockStoredMetadataLater(msgspec.Struct, omit_defaults=True, gc=False):
+    cache_salt: str
+    session_id: Optional[str] = None
+    priority: Optional[int] = None
+
+
+class SBlockStoredWithMetadataLater(SBlockStored, tag="BlockStored",
+                                    kw_only=True):
+    metadata: SBlockStoredMetadataLater
+
+
+ev = SBlockStoredWithMetadataLater(
+    block_hashes=[9], parent_block_hash=None, token_ids=T8[:4],
+    block_size=BS, lora_id=None, medium="GPU",
+    metadata=SBlockStoredMetadataLater("tenant-l", "s-2", 3))
+add("sglang_positional_metadata_later_keys", SEventBatch(6.5, [ev], 0),
+    [stored_expect(ev, "tenant-l")], 0,
+    "SGLang positional BlockStored, metadata with session_id and a later "
+    "key")
+
 with open("engine_events.jsonl", "w") as f:
     for v in vectors:
         f.write(json.dumps(v) + "\n")
