@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "api_tokens.h"
 
 #define KVC_FAST_DEPTH 32
 
@@ -167,44 +168,8 @@ kvc_dup(const char *s, size_t n)
 	return d;
 }
 
-static inline bool
-kvc_is_ws(char ch)
-{
-	return ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t';
-}
-
-/* kvc_swar_digits reads the run of digits at p (8 bytes readable) eight
- * bytes at a time: it returns the run's length and, when that is below 8,
- * its value in *out; a run of 8 or more is left to the caller. */
-static inline size_t
-kvc_swar_digits(const char *p, uint64_t *out)
-{
-	uint64_t w;
-	memcpy(&w, p, 8);
-	uint64_t x = w ^ UINT64_C(0x3030303030303030); /* digits: 0..9 */
-	uint64_t big = (((x & UINT64_C(0x7f7f7f7f7f7f7f7f)) +
-			 UINT64_C(0x7676767676767676)) |
-			x) &
-		       UINT64_C(0x8080808080808080); /* bytes above 9 */
-	if (big == 0) {
-		return 8;
-	}
-	size_t len = (size_t)__builtin_ctzll(big) >> 3;
-	if (len == 0) {
-		return 0;
-	}
-	/* the digits to the top bytes, as "000...d1d2" in string order */
-	x <<= 8 * (8 - len);
-	x = ((x & UINT64_C(0x0f0f0f0f0f0f0f0f)) * 2561) >> 8;
-	x = ((x & UINT64_C(0x00ff00ff00ff00ff)) * 6553601) >> 16;
-	x = ((x & UINT64_C(0x0000ffff0000ffff)) * UINT64_C(42949672960001)) >>
-	    32;
-	*out = x;
-	return len;
-}
-
-/* kvc_u32s reads the token_ids array: the hot loop of a query, one pass
- * over the bytes with no call per element. */
+/* kvc_u32s reads the token_ids array: the hot loop of a query
+ * (api_tokens.h). */
 static bool
 kvc_u32s(kvc_cur *c, size_t max, kvc_api_query *q)
 {
@@ -214,62 +179,8 @@ kvc_u32s(kvc_cur *c, size_t max, kvc_api_query *q)
 	if (kvc_eat(c, ']')) {
 		return true;
 	}
-	/* a guess that fits real prompts (ids of 5-6 digits); grown when
-	 * short */
-	size_t cap = (size_t)(c->end - c->p) / 6 + 16;
-	if (cap > max) {
-		cap = max;
-	}
-	uint32_t *v = kvi_reallocarray(NULL, cap, sizeof(*v));
-	size_t n = 0;
-	const char *p = c->p, *end = c->end;
-	for (;;) {
-		if (n == cap && cap < max) {
-			cap = cap * 2 < max ? cap * 2 : max;
-			v = kvi_reallocarray(v, cap, sizeof(*v));
-		}
-		while (p < end && kvc_is_ws(*p)) {
-			p++;
-		}
-		/* an id: 1 to 10 digits, no leading zero but "0" */
-		const char *start = p;
-		uint64_t x = 0;
-		size_t nd = end - p >= 8 ? kvc_swar_digits(p, &x) : 8;
-		if (nd < 8) {
-			p += nd;
-		} else {
-			x = 0;
-			while (p < end && (unsigned)(*p - '0') <= 9 &&
-			       p - start < 11) {
-				x = x * 10 + (unsigned)(*p++ - '0');
-			}
-			nd = (size_t)(p - start);
-		}
-		if (nd == 0 || nd > 10 || x > UINT32_MAX ||
-		    (nd > 1 && *start == '0') || n == cap) {
-			goto fail;
-		}
-		v[n++] = (uint32_t)x;
-		while (p < end && kvc_is_ws(*p)) {
-			p++;
-		}
-		if (p < end && *p == ',') {
-			p++;
-			continue;
-		}
-		if (p < end && *p == ']') {
-			p++;
-			break;
-		}
-		goto fail; /* a fraction, an exponent, a sign, the end... */
-	}
-	c->p = p;
-	q->token_ids = v;
-	q->n_tokens = n;
-	return true;
-fail:
-	kvi_free(v);
-	return false;
+	return kvc_tokens_read(c->p, c->end, max, &q->token_ids, &q->n_tokens,
+			       &c->p);
 }
 
 static bool

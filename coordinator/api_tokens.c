@@ -1,0 +1,285 @@
+#include "api_tokens.h"
+
+#include <string.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
+#include "alloc.h"
+
+#define KVC_TOK_BLOCK 64
+/* bytes readable past a block: an id's 8-byte load from its last byte */
+#define KVC_TOK_PAD 16
+
+/* The classes of one block's bytes, bit i for byte i. */
+typedef struct kvc_tok_masks {
+	uint64_t digit, comma, space, zero;
+} kvc_tok_masks;
+
+static inline void
+kvc_tok_classify_portable(const char *p, kvc_tok_masks *m)
+{
+	uint64_t d = 0, c = 0, s = 0, z = 0;
+	for (unsigned i = 0; i < KVC_TOK_BLOCK; i++) {
+		unsigned char ch = (unsigned char)p[i];
+		d |= (uint64_t)((unsigned)(ch - '0') <= 9) << i;
+		z |= (uint64_t)(ch == '0') << i;
+		c |= (uint64_t)(ch == ',') << i;
+		s |= (uint64_t)(ch == ' ' || ch == '\n' || ch == '\r' ||
+				ch == '\t')
+		     << i;
+	}
+	m->digit = d;
+	m->comma = c;
+	m->space = s;
+	m->zero = z;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define KVC_TOK_X86 1
+
+static inline uint64_t
+kvc_tok_bits(__m128i x, unsigned shift)
+{
+	return (uint64_t)(unsigned)_mm_movemask_epi8(x) << shift;
+}
+
+static inline void
+kvc_tok_classify_sse2(const char *p, kvc_tok_masks *m)
+{
+	const __m128i below = _mm_set1_epi8('0' - 1);
+	const __m128i above = _mm_set1_epi8('9' + 1);
+	uint64_t d = 0, c = 0, s = 0, z = 0;
+	for (unsigned k = 0; k < KVC_TOK_BLOCK; k += 16) {
+		__m128i b =
+		    _mm_loadu_si128((const __m128i *)(const void *)(p + k));
+		/* signed compares: bytes from 0x80 are below '0' */
+		__m128i dg = _mm_and_si128(_mm_cmpgt_epi8(b, below),
+					   _mm_cmplt_epi8(b, above));
+		__m128i cm = _mm_cmpeq_epi8(b, _mm_set1_epi8(','));
+		__m128i ws = _mm_or_si128(
+		    _mm_or_si128(_mm_cmpeq_epi8(b, _mm_set1_epi8(' ')),
+				 _mm_cmpeq_epi8(b, _mm_set1_epi8('\n'))),
+		    _mm_or_si128(_mm_cmpeq_epi8(b, _mm_set1_epi8('\r')),
+				 _mm_cmpeq_epi8(b, _mm_set1_epi8('\t'))));
+		d |= kvc_tok_bits(dg, k);
+		z |= kvc_tok_bits(_mm_cmpeq_epi8(b, _mm_set1_epi8('0')), k);
+		c |= kvc_tok_bits(cm, k);
+		s |= kvc_tok_bits(ws, k);
+	}
+	m->digit = d;
+	m->comma = c;
+	m->space = s;
+	m->zero = z;
+}
+
+static inline __attribute__((target("avx2"))) uint64_t
+kvc_tok_bits256(__m256i x, unsigned shift)
+{
+	return (uint64_t)(uint32_t)_mm256_movemask_epi8(x) << shift;
+}
+
+static inline __attribute__((target("avx2"))) void
+kvc_tok_classify_avx2(const char *p, kvc_tok_masks *m)
+{
+	const __m256i below = _mm256_set1_epi8('0' - 1);
+	const __m256i above = _mm256_set1_epi8('9' + 1);
+	/* white space by its low nibble: the byte that has it, or one whose
+	 * low nibble differs (bytes from 0x80 look up 0, and are not 0) */
+	const __m256i spaces = _mm256_setr_epi8(
+	    ' ', 0, 0, 0, 0, 0, 0, 0, 0, '\t', '\n', 0, 0, '\r', 0, 0, ' ', 0,
+	    0, 0, 0, 0, 0, 0, 0, '\t', '\n', 0, 0, '\r', 0, 0);
+	uint64_t d = 0, c = 0, s = 0, z = 0;
+	for (unsigned k = 0; k < KVC_TOK_BLOCK; k += 32) {
+		__m256i b =
+		    _mm256_loadu_si256((const __m256i *)(const void *)(p + k));
+		__m256i dg = _mm256_and_si256(_mm256_cmpgt_epi8(b, below),
+					      _mm256_cmpgt_epi8(above, b));
+		__m256i cm = _mm256_cmpeq_epi8(b, _mm256_set1_epi8(','));
+		__m256i ws =
+		    _mm256_cmpeq_epi8(_mm256_shuffle_epi8(spaces, b), b);
+		d |= kvc_tok_bits256(dg, k);
+		z |= kvc_tok_bits256(
+		    _mm256_cmpeq_epi8(b, _mm256_set1_epi8('0')), k);
+		c |= kvc_tok_bits256(cm, k);
+		s |= kvc_tok_bits256(ws, k);
+	}
+	m->digit = d;
+	m->comma = c;
+	m->space = s;
+	m->zero = z;
+}
+#endif
+
+/* kvc_tok_prefix_xor sets bit i to the parity of bits 0..i of x. */
+static inline uint64_t
+kvc_tok_prefix_xor(uint64_t x)
+{
+	x ^= x << 1;
+	x ^= x << 2;
+	x ^= x << 4;
+	x ^= x << 8;
+	x ^= x << 16;
+	x ^= x << 32;
+	return x;
+}
+
+/* kvc_tok_long reads an id of 8 digits or more at p, up to lim. */
+static __attribute__((noinline)) bool
+kvc_tok_long(const char *p, const char *lim, uint32_t *out)
+{
+	uint64_t v = 0;
+	const char *q = p;
+	while (q < lim && (unsigned)(*q - '0') <= 9 && q - p < 11) {
+		v = v * 10 + (unsigned)(*q++ - '0');
+	}
+	if (q - p > 10 || v > UINT32_MAX || *p == '0') {
+		return false;
+	}
+	*out = (uint32_t)v;
+	return true;
+}
+
+/* kvc_tok_id converts the id that starts at p (8 bytes readable; lim
+ * bounds a long one), eight bytes at a time with no loop for ids of up to
+ * 7 digits: the length of its digit run is where the first byte above 9
+ * is. A leading zero was ruled out on the masks. */
+static inline bool
+kvc_tok_id(const char *p, const char *lim, uint32_t *out)
+{
+	uint64_t w;
+	memcpy(&w, p, 8);
+	uint64_t x = w ^ UINT64_C(0x3030303030303030); /* digits: 0..9 */
+	uint64_t big = (((x & UINT64_C(0x7f7f7f7f7f7f7f7f)) +
+			 UINT64_C(0x7676767676767676)) |
+			x) &
+		       UINT64_C(0x8080808080808080); /* bytes above 9 */
+	if (__builtin_expect(big == 0, 0)) {
+		return kvc_tok_long(p, lim, out);
+	}
+	/* the digits to the top bytes, as "000...d1d2" in string order:
+	 * the first byte above 9 has its bit 7 at 8 * length + 7 */
+	x <<= 64 - ((unsigned)__builtin_ctzll(big) & 56);
+	x = ((x & UINT64_C(0x0f0f0f0f0f0f0f0f)) * 2561) >> 8;
+	x = ((x & UINT64_C(0x00ff00ff00ff00ff)) * 6553601) >> 16;
+	x = ((x & UINT64_C(0x0000ffff0000ffff)) * UINT64_C(42949672960001)) >>
+	    32;
+	*out = (uint32_t)x;
+	return true;
+}
+
+typedef void (*kvc_tok_classifier)(const char *p, kvc_tok_masks *m);
+
+/* kvc_tok_read is the reader, inlined once per classifier. */
+static inline __attribute__((always_inline)) bool
+kvc_tok_read(const char *p, const char *end, size_t max, uint32_t **ids,
+	     size_t *n_out, const char **after, kvc_tok_classifier classify)
+{
+	/* a guess that fits real prompts (ids of 5-6 digits): grown when
+	 * short */
+	size_t cap = (size_t)(end - p) / 6 + KVC_TOK_BLOCK;
+	if (cap > max + KVC_TOK_BLOCK) {
+		cap = max + KVC_TOK_BLOCK;
+	}
+	uint32_t *v = kvi_reallocarray(NULL, cap, sizeof(*v));
+	size_t n = 0;
+	uint64_t prev_digit = 0; /* 1: the byte before the block is a digit */
+	uint64_t parity = 0;     /* all ones: an odd count of ids + commas */
+	uint64_t zero_last = 0;  /* 1: an id starts with '0' at the last byte */
+	char tail[KVC_TOK_BLOCK + KVC_TOK_PAD];
+	for (const char *base = p;; base += KVC_TOK_BLOCK) {
+		/* the last bytes are copied, with NULs after them, so that
+		 * every load stays inside what may be read */
+		const char *blk = base, *lim = end;
+		size_t left = (size_t)(end - base);
+		if (left < sizeof(tail)) {
+			memset(tail, 0, sizeof(tail));
+			memcpy(tail, base, left);
+			blk = tail;
+			lim = tail + sizeof(tail);
+		}
+		kvc_tok_masks m;
+		classify(blk, &m);
+		/* the array ends at the first byte of no class */
+		uint64_t other = ~(m.digit | m.comma | m.space);
+		unsigned stop = KVC_TOK_BLOCK;
+		if (other != 0) {
+			stop = (unsigned)__builtin_ctzll(other);
+			uint64_t keep =
+			    stop == 0 ? 0 : ~UINT64_C(0) >> (64 - stop);
+			m.digit &= keep;
+			m.comma &= keep;
+		}
+		uint64_t starts = m.digit & ~((m.digit << 1) | prev_digit);
+		prev_digit = m.digit >> 63;
+		/* an id of two digits or more that starts with '0' */
+		uint64_t zeros = starts & m.zero;
+		uint64_t lead0 =
+		    (zeros & (m.digit >> 1)) | (zero_last & m.digit);
+		zero_last = zeros >> 63;
+		uint64_t px = kvc_tok_prefix_xor(starts | m.comma) ^ parity;
+		parity = -(px >> 63);
+		if ((starts & ~px) != 0 || (m.comma & px) != 0 || lead0 != 0) {
+			goto fail;
+		}
+		if (cap - n < KVC_TOK_BLOCK) {
+			cap *= 2;
+			v = kvi_reallocarray(v, cap, sizeof(*v));
+		}
+		bool ok = true;
+		while (starts != 0) {
+			unsigned i = (unsigned)__builtin_ctzll(starts);
+			starts &= starts - 1;
+			ok &= kvc_tok_id(blk + i, lim, &v[n++]);
+		}
+		if (!ok || n > max) {
+			goto fail;
+		}
+		if (stop < KVC_TOK_BLOCK) {
+			/* closed by ']' after an id (not a comma, not the
+			 * end of the body) */
+			if (blk[stop] != ']' || parity == 0) {
+				goto fail;
+			}
+			*ids = v;
+			*n_out = n;
+			*after = base + stop + 1;
+			return true;
+		}
+	}
+fail:
+	kvi_free(v);
+	return false;
+}
+
+#if KVC_TOK_X86
+static __attribute__((target("avx2,bmi,bmi2"))) bool
+kvc_tok_read_avx2(const char *p, const char *end, size_t max, uint32_t **ids,
+		  size_t *n, const char **after)
+{
+	return kvc_tok_read(p, end, max, ids, n, after, kvc_tok_classify_avx2);
+}
+#endif
+
+bool
+kvc_tokens_read(const char *p, const char *end, size_t max, uint32_t **ids,
+		size_t *n, const char **after)
+{
+#if KVC_TOK_X86
+	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi2")) {
+		return kvc_tok_read_avx2(p, end, max, ids, n, after);
+	}
+	return kvc_tok_read(p, end, max, ids, n, after, kvc_tok_classify_sse2);
+#else
+	return kvc_tok_read(p, end, max, ids, n, after,
+			    kvc_tok_classify_portable);
+#endif
+}
+
+bool
+kvc_tokens_read_portable(const char *p, const char *end, size_t max,
+			 uint32_t **ids, size_t *n, const char **after)
+{
+	return kvc_tok_read(p, end, max, ids, n, after,
+			    kvc_tok_classify_portable);
+}
