@@ -39,11 +39,16 @@ kvc_api_match_cmp(const kvc_api_match *a, const kvc_api_match *b)
  * through qsort's callback, and whose instance id is formatted once
  * instead of three times.
  */
+typedef struct kvc_idtext {
+	char s[23]; /* the instance id as a JSON string */
+	uint8_t len;
+} kvc_idtext;
+
+/* Rows are small, since sorting moves them; their ids' text lies apart. */
 typedef struct kvc_row {
 	kvi_rank_key key; /* rank.h's order, or by listener */
 	const kvc_api_match *m;
-	char id[24]; /* the instance id as a JSON string */
-	uint8_t id_len;
+	const kvc_idtext *id;
 } kvc_row;
 
 static inline bool
@@ -114,12 +119,12 @@ kvc_key_best(kvc_row *row)
 	row->key = kvc_rank_key(row->m);
 }
 
-/* kvc_id_text formats row's instance id as a JSON string. */
+/* kvc_id_text formats row's instance id as a JSON string into *t. */
 static void
-kvc_id_text(kvc_row *row)
+kvc_id_text(kvc_row *row, kvc_idtext *t)
 {
-	char buf[24];
-	char *p = buf + sizeof(buf);
+	char buf[48]; /* the text ends at 24, and 23 bytes are copied */
+	char *p = buf + 24;
 	uint64_t v = row->m->instance_id;
 	*--p = '"';
 	do {
@@ -127,8 +132,9 @@ kvc_id_text(kvc_row *row)
 		v /= 10;
 	} while (v != 0);
 	*--p = '"';
-	row->id_len = (uint8_t)(buf + sizeof(buf) - p);
-	memcpy(row->id, p, row->id_len);
+	t->len = (uint8_t)(buf + 24 - p);
+	memcpy(t->s, p, sizeof(t->s)); /* a fixed size: no string move */
+	row->id = t;
 }
 
 /* kvc_listeners returns the listeners of r that matched, each once, as a
@@ -198,10 +204,9 @@ kvc_putn(kvc_out *o, const char *s, size_t n)
 /* kvc_put writes a string literal. */
 #define kvc_put(o, lit) kvc_putn((o), (lit), sizeof(lit) - 1)
 
-/* kvc_dec writes v in decimal at the end of buf[0..24) and returns where
- * it starts. */
-static char *
-kvc_dec(char buf[24], uint64_t v)
+/* kvc_dec writes v in decimal so that it ends just before end. */
+static inline void
+kvc_dec(char *end, uint64_t v)
 {
 	/* two digits per division: an answer is mostly small numbers */
 	static const char pairs[201] = "00010203040506070809"
@@ -214,7 +219,7 @@ kvc_dec(char buf[24], uint64_t v)
 				       "70717273747576777879"
 				       "80818283848586878889"
 				       "90919293949596979899";
-	char *p = buf + 24;
+	char *p = end;
 	while (v >= 100) {
 		unsigned d = (unsigned)(v % 100) * 2;
 		v /= 100;
@@ -227,33 +232,59 @@ kvc_dec(char buf[24], uint64_t v)
 	} else {
 		*--p = (char)('0' + v);
 	}
-	return p;
 }
+
+/* kvc_ndigits returns how many decimal digits v has. */
+static inline size_t
+kvc_ndigits(uint64_t v)
+{
+	size_t n = 1;
+	for (uint64_t p = 10; n < 20 && v >= p; p *= 10) {
+		n++;
+	}
+	return n;
+}
+
+/* The raw writers below write into room reserved before them. */
+static inline void
+kvc_raw(kvc_out *o, const char *s, size_t n)
+{
+	memcpy(o->p + o->len, s, n);
+	o->len += n;
+}
+
+#define kvc_rawlit(o, lit) kvc_raw((o), (lit), sizeof(lit) - 1)
+
+/* kvc_rawid writes an instance id's text, copying a fixed size (with
+ * room for it reserved) so that the copy is a few moves. */
+static inline void
+kvc_rawid(kvc_out *o, const kvc_idtext *id)
+{
+	memcpy(o->p + o->len, id->s, sizeof(id->s));
+	o->len += id->len;
+}
+
+/* kvc_rawu writes v in decimal (at most 20 bytes). */
+static inline void
+kvc_rawu(kvc_out *o, uint64_t v)
+{
+	if (v < 10) {
+		o->p[o->len++] = (char)('0' + v);
+		return;
+	}
+	size_t n = kvc_ndigits(v);
+	kvc_dec(o->p + o->len + n, v);
+	o->len += n;
+}
+
+/* KVC_NUM is the room a decimal u64 takes at most. */
+#define KVC_NUM 20
 
 static void
 kvc_putu(kvc_out *o, uint64_t v)
 {
-	if (v < 10) {
-		kvc_reserve(o, 1);
-		o->p[o->len++] = (char)('0' + v);
-		return;
-	}
-	char buf[24];
-	char *p = kvc_dec(buf, v);
-	kvc_putn(o, p, (size_t)(buf + 24 - p));
-}
-
-/* kvc_putq writes a decimal u64 as a JSON string. */
-static void
-kvc_putq(kvc_out *o, uint64_t v)
-{
-	char buf[24];
-	char *p = kvc_dec(buf, v);
-	*--p = '"';
-	kvc_reserve(o, (size_t)(buf + 24 - p) + 1);
-	memcpy(o->p + o->len, p, (size_t)(buf + 24 - p));
-	o->len += (size_t)(buf + 24 - p);
-	o->p[o->len++] = '"';
+	kvc_reserve(o, KVC_NUM);
+	kvc_rawu(o, v);
 }
 
 /* kvc_puts writes s as a JSON string, null when NULL or (or_null) empty. */
@@ -264,18 +295,28 @@ kvc_puts(kvc_out *o, const char *s, bool or_null)
 		kvc_put(o, "null");
 		return;
 	}
-	kvc_reserve(o, strlen(s) * 6 + 2);
+	size_t n = strlen(s);
+	kvc_reserve(o, n * 6 + 2);
 	o->p[o->len++] = '"';
-	for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-		if (*c == '"' || *c == '\\') {
-			o->p[o->len++] = '\\';
-			o->p[o->len++] = (char)*c;
-		} else if (*c < 0x20) {
-			o->len +=
-			    (size_t)snprintf(o->p + o->len, 7, "\\u%04x", *c);
-		} else {
-			o->p[o->len++] = (char)*c;
+	const unsigned char *c = (const unsigned char *)s;
+	for (size_t i = 0;;) {
+		/* runs that need no escape are copied whole */
+		size_t j = i;
+		while (j < n && c[j] >= 0x20 && c[j] != '"' && c[j] != '\\') {
+			j++;
 		}
+		kvc_raw(o, s + i, j - i);
+		if (j == n) {
+			break;
+		}
+		if (c[j] < 0x20) {
+			o->len +=
+			    (size_t)snprintf(o->p + o->len, 7, "\\u%04x", c[j]);
+		} else {
+			o->p[o->len++] = '\\';
+			o->p[o->len++] = (char)c[j];
+		}
+		i = j + 1;
 	}
 	o->p[o->len++] = '"';
 }
@@ -304,26 +345,28 @@ kvc_per_instance(kvc_out *o, const kvc_row *rows, size_t n, uint32_t bs,
 			}
 			j++;
 		}
-		kvc_putn(o, i ? "," : "", i ? 1 : 0);
-		kvc_putn(o, rows[i].id, rows[i].id_len);
-		kvc_put(o, ":{");
+		kvc_reserve(o, 96 + 5 * KVC_NUM + (j - i) * (2 * KVC_NUM + 4));
+		kvc_raw(o, ",", i > 0);
+		kvc_rawid(o, rows[i].id);
+		kvc_rawlit(o, ":{");
 		if (full) {
 			const kvc_api_match *b = rows[best].m;
-			kvc_put(o, "\"longest_matched\":");
-			kvc_tok(o, b->longest, bs);
-			kvc_put(o, ",\"gpu\":");
-			kvc_tok(o, b->gpu, bs);
-			kvc_put(o, ",\"cpu\":");
-			kvc_tok(o, b->cpu, bs);
-			kvc_put(o, ",\"disk\":");
-			kvc_tok(o, b->disk, bs);
-			kvc_put(o, ",\"dp\":{");
+			kvc_rawlit(o, "\"longest_matched\":");
+			kvc_rawu(o, (uint64_t)b->longest * bs);
+			kvc_rawlit(o, ",\"gpu\":");
+			kvc_rawu(o, (uint64_t)b->gpu * bs);
+			kvc_rawlit(o, ",\"cpu\":");
+			kvc_rawu(o, (uint64_t)b->cpu * bs);
+			kvc_rawlit(o, ",\"disk\":");
+			kvc_rawu(o, (uint64_t)b->disk * bs);
+			kvc_rawlit(o, ",\"dp\":{");
 		}
 		for (size_t k = i; k < j; k++) {
-			kvc_putn(o, ",", k > i);
-			kvc_putq(o, rows[k].m->dp_rank);
-			kvc_put(o, ":");
-			kvc_tok(o, rows[k].m->longest, bs);
+			kvc_raw(o, ",", k > i);
+			o->p[o->len++] = '"';
+			kvc_rawu(o, rows[k].m->dp_rank);
+			kvc_rawlit(o, "\":");
+			kvc_rawu(o, (uint64_t)rows[k].m->longest * bs);
 		}
 		if (full) {
 			kvc_put(o, "}}");
@@ -339,23 +382,25 @@ static void
 kvc_worker(kvc_out *o, const kvc_row *row, uint32_t bs)
 {
 	const kvc_api_match *m = row->m;
-	kvc_put(o, "{\"instance_id\":");
-	kvc_putn(o, row->id, row->id_len);
-	kvc_put(o, ",\"pod\":");
+	kvc_reserve(o, 128 + 6 * KVC_NUM + sizeof(row->id->s));
+	kvc_rawlit(o, "{\"instance_id\":");
+	kvc_rawid(o, row->id);
+	kvc_rawlit(o, ",\"pod\":");
 	kvc_puts(o, m->pod, true);
-	kvc_put(o, ",\"dp_rank\":");
-	kvc_putu(o, m->dp_rank);
-	kvc_put(o, ",\"matched_blocks\":");
-	kvc_putu(o, m->longest);
-	kvc_put(o, ",\"matched_tokens\":");
-	kvc_tok(o, m->longest, bs);
-	kvc_put(o, ",\"gpu\":");
-	kvc_tok(o, m->gpu, bs);
-	kvc_put(o, ",\"cpu\":");
-	kvc_tok(o, m->cpu, bs);
-	kvc_put(o, ",\"disk\":");
-	kvc_tok(o, m->disk, bs);
-	kvc_put(o, "}");
+	kvc_reserve(o, 128 + 6 * KVC_NUM);
+	kvc_rawlit(o, ",\"dp_rank\":");
+	kvc_rawu(o, m->dp_rank);
+	kvc_rawlit(o, ",\"matched_blocks\":");
+	kvc_rawu(o, m->longest);
+	kvc_rawlit(o, ",\"matched_tokens\":");
+	kvc_rawu(o, (uint64_t)m->longest * bs);
+	kvc_rawlit(o, ",\"gpu\":");
+	kvc_rawu(o, (uint64_t)m->gpu * bs);
+	kvc_rawlit(o, ",\"cpu\":");
+	kvc_rawu(o, (uint64_t)m->cpu * bs);
+	kvc_rawlit(o, ",\"disk\":");
+	kvc_rawu(o, (uint64_t)m->disk * bs);
+	kvc_rawlit(o, "}");
 }
 
 /* kvc_rekey gives every row of rows[0..n) the key fn makes, then sorts. */
@@ -381,8 +426,9 @@ kvc_api_query_response_text(const kvc_api_result *r, size_t *len)
 		n = r->top_k;
 		kvc_rekey(m, tmp, n, kvc_key_listener);
 	}
+	kvc_idtext *ids = kvi_reallocarray(NULL, n ? n : 1, sizeof(*ids));
 	for (size_t i = 0; i < n; i++) {
-		kvc_id_text(&m[i]);
+		kvc_id_text(&m[i], &ids[i]);
 	}
 	kvc_out o = {0};
 	kvc_reserve(&o, 512 + n * 320);
@@ -406,7 +452,7 @@ kvc_api_query_response_text(const kvc_api_result *r, size_t *len)
 	kvc_put(&o, "],\"best\":");
 	if (n > 0) {
 		kvc_put(&o, "{\"instance_id\":");
-		kvc_putn(&o, m[0].id, m[0].id_len);
+		kvc_putn(&o, m[0].id->s, m[0].id->len);
 		kvc_put(&o, ",\"pod\":");
 		kvc_puts(&o, m[0].m->pod, true);
 		kvc_put(&o, ",\"dp_rank\":");
@@ -431,6 +477,7 @@ kvc_api_query_response_text(const kvc_api_result *r, size_t *len)
 	o.p[o.len] = '\0';
 	kvi_free(m);
 	kvi_free(tmp);
+	kvi_free(ids);
 	*len = o.len;
 	return o.p;
 }
