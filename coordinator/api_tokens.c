@@ -170,10 +170,99 @@ kvc_tok_id(const char *p, const char *lim, uint32_t *out)
 
 typedef void (*kvc_tok_classifier)(const char *p, kvc_tok_masks *m);
 
+/* A converter writes the ids that start at the bits of starts in blk to
+ * out (room for 64), and returns how many, or -1 when one is not an id. */
+typedef int (*kvc_tok_converter)(const char *blk, const char *lim,
+				 uint64_t starts, uint32_t *out);
+
+static inline int
+kvc_tok_convert(const char *blk, const char *lim, uint64_t starts,
+		uint32_t *out)
+{
+	bool ok = true;
+	int n = 0;
+	while (starts != 0) {
+		unsigned i = (unsigned)__builtin_ctzll(starts);
+		starts &= starts - 1;
+		ok &= kvc_tok_id(blk + i, lim, &out[n++]);
+	}
+	return ok ? n : -1;
+}
+
+#if KVC_TOK_X86
+#define KVC_TOK_AVX512 "avx512f,avx512bw,avx512cd,avx512dq,avx2,bmi,bmi2"
+
+/* kvc_tok_convert8 converts the ids at p[0..8) as kvc_tok_id does, in
+ * the 64-bit lanes of one vector; false when one has 8 digits or more. */
+static inline __attribute__((target(KVC_TOK_AVX512))) bool
+kvc_tok_convert8(const char *const *p, uint32_t *out)
+{
+	uint64_t w[8];
+	for (int k = 0; k < 8; k++) {
+		memcpy(&w[k], p[k], 8);
+	}
+	__m512i x =
+	    _mm512_xor_si512(_mm512_loadu_si512(w), _mm512_set1_epi8(0x30));
+	__m512i big = _mm512_and_si512(
+	    _mm512_or_si512(
+		_mm512_add_epi64(_mm512_and_si512(x, _mm512_set1_epi8(0x7f)),
+				 _mm512_set1_epi8(0x76)),
+		x),
+	    _mm512_set1_epi8((char)0x80));
+	if (_mm512_test_epi64_mask(big, big) != 0xff) {
+		return false;
+	}
+	/* the lowest byte above 9 has its bit 7 at 8 * length + 7 */
+	__m512i low = _mm512_and_si512(
+	    big, _mm512_sub_epi64(_mm512_setzero_si512(), big));
+	__m512i tz =
+	    _mm512_sub_epi64(_mm512_set1_epi64(63), _mm512_lzcnt_epi64(low));
+	__m512i shift = _mm512_sub_epi64(
+	    _mm512_set1_epi64(64), _mm512_and_si512(tz, _mm512_set1_epi64(56)));
+	x = _mm512_sllv_epi64(x, shift);
+	/* digits in string order from the top: pairs, quads, then 8 */
+	__m512i t = _mm512_maddubs_epi16(x, _mm512_set1_epi16(0x010a));
+	t = _mm512_madd_epi16(t, _mm512_set1_epi32(0x00010064));
+	t = _mm512_add_epi64(_mm512_mul_epu32(t, _mm512_set1_epi64(10000)),
+			     _mm512_srli_epi64(t, 32));
+	_mm256_storeu_si256((__m256i *)(void *)out, _mm512_cvtepi64_epi32(t));
+	return true;
+}
+
+static inline __attribute__((target(KVC_TOK_AVX512))) int
+kvc_tok_convert_avx512(const char *blk, const char *lim, uint64_t starts,
+		       uint32_t *out)
+{
+	/* lanes past the ids read a text that converts to 0 */
+	static const char nothing[8] = {'0', ',', ',', ',', ',', ',', ',', ','};
+	const char *at[72];
+	int n = 0;
+	while (starts != 0) {
+		at[n++] = blk + __builtin_ctzll(starts);
+		starts &= starts - 1;
+	}
+	for (int k = n; k % 8 != 0; k++) {
+		at[k] = nothing;
+	}
+	for (int k = 0; k < n; k += 8) {
+		if (!kvc_tok_convert8(at + k, out + k)) {
+			/* an id of 8 digits or more in this group */
+			for (int j = k; j < k + 8 && j < n; j++) {
+				if (!kvc_tok_id(at[j], lim, &out[j])) {
+					return -1;
+				}
+			}
+		}
+	}
+	return n;
+}
+#endif
+
 /* kvc_tok_read is the reader, inlined once per classifier. */
 static inline __attribute__((always_inline)) bool
 kvc_tok_read(const char *p, const char *end, size_t max, uint32_t **ids,
-	     size_t *n_out, const char **after, kvc_tok_classifier classify)
+	     size_t *n_out, const char **after, kvc_tok_classifier classify,
+	     kvc_tok_converter convert)
 {
 	/* a guess that fits real prompts (ids of 5-6 digits): grown when
 	 * short */
@@ -226,13 +315,8 @@ kvc_tok_read(const char *p, const char *end, size_t max, uint32_t **ids,
 			cap *= 2;
 			v = kvi_reallocarray(v, cap, sizeof(*v));
 		}
-		bool ok = true;
-		while (starts != 0) {
-			unsigned i = (unsigned)__builtin_ctzll(starts);
-			starts &= starts - 1;
-			ok &= kvc_tok_id(blk + i, lim, &v[n++]);
-		}
-		if (!ok || n > max) {
+		int got = convert(blk, lim, starts, v + n);
+		if (got < 0 || (n += (size_t)got) > max) {
 			goto fail;
 		}
 		if (stop < KVC_TOK_BLOCK) {
@@ -257,29 +341,78 @@ static __attribute__((target("avx2,bmi,bmi2"))) bool
 kvc_tok_read_avx2(const char *p, const char *end, size_t max, uint32_t **ids,
 		  size_t *n, const char **after)
 {
-	return kvc_tok_read(p, end, max, ids, n, after, kvc_tok_classify_avx2);
+	return kvc_tok_read(p, end, max, ids, n, after, kvc_tok_classify_avx2,
+			    kvc_tok_convert);
+}
+
+static __attribute__((target(KVC_TOK_AVX512))) bool
+kvc_tok_read_avx512(const char *p, const char *end, size_t max, uint32_t **ids,
+		    size_t *n, const char **after)
+{
+	return kvc_tok_read(p, end, max, ids, n, after, kvc_tok_classify_avx2,
+			    kvc_tok_convert_avx512);
 }
 #endif
+
+bool
+kvc_tokens_supported(kvc_tokens_level level)
+{
+	switch (level) {
+	case KVC_TOKENS_PORTABLE:
+		return true;
+#if KVC_TOK_X86
+	case KVC_TOKENS_SSE2:
+		return true;
+	case KVC_TOKENS_AVX2:
+		return __builtin_cpu_supports("avx2") &&
+		       __builtin_cpu_supports("bmi2");
+	case KVC_TOKENS_AVX512:
+		return kvc_tokens_supported(KVC_TOKENS_AVX2) &&
+		       __builtin_cpu_supports("avx512bw") &&
+		       __builtin_cpu_supports("avx512cd") &&
+		       __builtin_cpu_supports("avx512dq");
+#endif
+	default:
+		return false;
+	}
+}
+
+bool
+kvc_tokens_read_as(kvc_tokens_level level, const char *p, const char *end,
+		   size_t max, uint32_t **ids, size_t *n, const char **after)
+{
+	switch (level) {
+#if KVC_TOK_X86
+	case KVC_TOKENS_AVX512:
+		return kvc_tok_read_avx512(p, end, max, ids, n, after);
+	case KVC_TOKENS_AVX2:
+		return kvc_tok_read_avx2(p, end, max, ids, n, after);
+	case KVC_TOKENS_SSE2:
+		return kvc_tok_read(p, end, max, ids, n, after,
+				    kvc_tok_classify_sse2, kvc_tok_convert);
+#endif
+	default:
+		return kvc_tok_read(p, end, max, ids, n, after,
+				    kvc_tok_classify_portable, kvc_tok_convert);
+	}
+}
 
 bool
 kvc_tokens_read(const char *p, const char *end, size_t max, uint32_t **ids,
 		size_t *n, const char **after)
 {
-#if KVC_TOK_X86
-	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi2")) {
-		return kvc_tok_read_avx2(p, end, max, ids, n, after);
+	/* the best the machine has, chosen once */
+	static _Atomic int best = -1;
+	int level = best;
+	if (level < 0) {
+		level = KVC_TOKENS_PORTABLE;
+		for (int l = KVC_TOKENS_PORTABLE; l < KVC_TOKENS_LEVELS; l++) {
+			if (kvc_tokens_supported((kvc_tokens_level)l)) {
+				level = l;
+			}
+		}
+		best = level;
 	}
-	return kvc_tok_read(p, end, max, ids, n, after, kvc_tok_classify_sse2);
-#else
-	return kvc_tok_read(p, end, max, ids, n, after,
-			    kvc_tok_classify_portable);
-#endif
-}
-
-bool
-kvc_tokens_read_portable(const char *p, const char *end, size_t max,
-			 uint32_t **ids, size_t *n, const char **after)
-{
-	return kvc_tok_read(p, end, max, ids, n, after,
-			    kvc_tok_classify_portable);
+	return kvc_tokens_read_as((kvc_tokens_level)level, p, end, max, ids, n,
+				  after);
 }

@@ -5,8 +5,9 @@
  * A 1,000-block prompt is 16,000 ids in some 100 KB of text, and reading
  * them one after another is a chain of dependent steps per id: where the
  * next id starts depends on how long this one was. kvc_tokens_read()
- * breaks that chain. It classifies 64 bytes at once into three bit masks
- * (digits, commas, white space; SSE2 on x86-64, a plain loop elsewhere),
+ * breaks that chain. It classifies 64 bytes at once into bit masks
+ * (digits, zeros, commas, white space; AVX2 or SSE2 on x86-64, a plain
+ * loop elsewhere),
  * finds where every id starts from the digit mask alone, and checks the
  * array's grammar on the masks: in the bytes that are not white space, ids
  * and commas must alternate, starting and ending with an id, which holds
@@ -14,7 +15,8 @@
  * position of the prefix parity (prefix xor) of their union. Each id is
  * then converted on its own from an 8-byte load, so the conversions of
  * neighbouring ids overlap in the processor instead of waiting on each
- * other.
+ * other; with AVX-512, eight ids at a time, one in each 64-bit lane.
+ * The best level the processor has is chosen at the first call.
  *
  * It accepts exactly what the element loop of the fast /query parser
  * accepts (api_fast.h): ids of 1 to 10 digits without a leading zero (but
@@ -37,9 +39,21 @@
 bool kvc_tokens_read(const char *p, const char *end, size_t max, uint32_t **ids,
 		     size_t *n, const char **after);
 
-/* kvc_tokens_read_portable is kvc_tokens_read with the plain classifier,
- * whatever the machine (for tests). */
-bool kvc_tokens_read_portable(const char *p, const char *end, size_t max,
-			      uint32_t **ids, size_t *n, const char **after);
+/* The readers by instruction set, for tests. */
+typedef enum kvc_tokens_level {
+	KVC_TOKENS_PORTABLE, /* plain C */
+	KVC_TOKENS_SSE2,
+	KVC_TOKENS_AVX2,   /* and BMI2 */
+	KVC_TOKENS_AVX512, /* BW, CD and DQ, and AVX2 */
+	KVC_TOKENS_LEVELS
+} kvc_tokens_level;
+
+/* kvc_tokens_supported says whether this processor runs level. */
+bool kvc_tokens_supported(kvc_tokens_level level);
+
+/* kvc_tokens_read_as is kvc_tokens_read at a level that is supported. */
+bool kvc_tokens_read_as(kvc_tokens_level level, const char *p, const char *end,
+			size_t max, uint32_t **ids, size_t *n,
+			const char **after);
 
 #endif /* KVI_COORDINATOR_API_TOKENS_H */

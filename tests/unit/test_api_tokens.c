@@ -1,7 +1,7 @@
 /*
  * test_api_tokens.c - the token_ids reader (coordinator/api_tokens.h)
- * against a plain one-byte-at-a-time reader of the same grammar, with both
- * classifiers (the machine's and the portable one).
+ * against a plain one-byte-at-a-time reader of the same grammar, at every
+ * instruction-set level this processor has (plain C, SSE2, AVX2, AVX-512).
  *
  * Every array is copied into a buffer of exactly its length, so that a
  * read past the body's end is caught under ASan; arrays are placed at
@@ -70,11 +70,6 @@ ref_read(const char *p, const char *end, size_t max, uint32_t *ids, size_t *n,
 	}
 }
 
-typedef bool (*reader)(const char *, const char *, size_t, uint32_t **,
-		       size_t *, const char **);
-
-static const reader readers[] = {kvc_tokens_read, kvc_tokens_read_portable};
-
 /* check runs both readers on text placed after `pad` spaces, in a buffer
  * of exactly that length, and compares them with ref_read. */
 static void
@@ -87,13 +82,21 @@ check(const char *text, size_t len, size_t pad, size_t max)
 	static uint32_t want[MAX_IDS];
 	size_t want_n = 0, want_used = 0;
 	bool want_ok = ref_read(buf, end, max, want, &want_n, &want_used);
-	for (size_t r = 0; r < sizeof(readers) / sizeof(readers[0]); r++) {
+	for (int r = -1; r < KVC_TOKENS_LEVELS; r++) {
 		uint32_t *ids = NULL;
 		size_t n = 0;
 		const char *after = NULL;
-		bool ok = readers[r](buf, end, max, &ids, &n, &after);
+		bool ok;
+		if (r < 0) {
+			ok = kvc_tokens_read(buf, end, max, &ids, &n, &after);
+		} else if (kvc_tokens_supported((kvc_tokens_level)r)) {
+			ok = kvc_tokens_read_as((kvc_tokens_level)r, buf, end,
+						max, &ids, &n, &after);
+		} else {
+			continue;
+		}
 		if (ok != want_ok) {
-			fail_msg("reader %zu: %s for \"%.*s\" at pad %zu", r,
+			fail_msg("level %d: %s for \"%.*s\" at pad %zu", r,
 				 ok ? "accepted" : "declined", (int)len, text,
 				 pad);
 		}
@@ -219,6 +222,11 @@ test_random(void **state)
 int
 main(void)
 {
+	for (int l = 0; l < KVC_TOKENS_LEVELS; l++) {
+		printf("level %d: %s\n", l,
+		       kvc_tokens_supported((kvc_tokens_level)l) ? "tested"
+								 : "absent");
+	}
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_accepts),
 	    cmocka_unit_test(test_declines),
