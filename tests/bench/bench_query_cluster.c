@@ -203,7 +203,7 @@ behind(bq_cluster *c)
 {
 	char url[96];
 	snprintf(url, sizeof(url), "http://127.0.0.1:%d/workers", c->port);
-	kvt_http_resp st, wk;
+	kvt_http_resp st = {0}, wk = {0};
 	int n = -1;
 	if (kvt_sim_call(&c->sim, "GET", "/status", NULL, &st) == KVI_OK &&
 	    kvt_http_get(url, 5000, &wk) == KVI_OK && st.status == 200 &&
