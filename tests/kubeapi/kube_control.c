@@ -170,6 +170,18 @@ handle_action(kube_http *h, struct evhttp_request *req,
 			    req, 200,
 			    json_pack("{s:b}", "on", h->block_watches));
 		}
+	} else if (strcmp(what, "block-leases") == 0 && post) {
+		json_t *on = json_object_get(body, "on");
+		if (!json_is_boolean(on)) {
+			reply_error(req, 400, "on must be a boolean");
+		} else {
+			kube_leases_set_down(h->leases, json_is_true(on));
+			kube_reply_json(
+			    req, 200,
+			    json_pack("{s:b}", "on", json_is_true(on)));
+		}
+	} else if (strcmp(what, "leases") == 0 && cmd == EVHTTP_REQ_GET) {
+		kube_reply_json(req, 200, kube_leases_stats(h->leases));
 	} else if (strcmp(what, "token") == 0 && cmd == EVHTTP_REQ_PUT) {
 		handle_token(h, req, body);
 	} else if (strcmp(what, "chunking") == 0 && post) {

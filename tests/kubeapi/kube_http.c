@@ -271,6 +271,8 @@ on_request(struct evhttp_request *req, void *arg)
 	} else if (!authorized(h, req)) {
 		h->unauthorized++;
 		kube_reply_status(req, 401, "Unauthorized", "Unauthorized");
+	} else if (n >= 1 && strcmp(segs[0], "apis") == 0) {
+		kube_lease_handle(h, req, segs, n);
 	} else if (n >= 1 && strcmp(segs[0], "api") == 0) {
 		kube_query q;
 		kube_query_parse(evhttp_uri_get_query(uri), &q);
@@ -307,6 +309,7 @@ kube_http_alloc(struct event_base *base, kube_store *store,
 	kube_http *h = kvi_calloc(1, sizeof(*h));
 	h->base = base;
 	h->store = store;
+	h->leases = kube_leases_alloc();
 	h->http = evhttp_new(base);
 	if (h->http == NULL) {
 		kvi_oom(0);
@@ -357,6 +360,7 @@ kube_http_free(kube_http *h)
 	kube_store_set_listener(h->store, NULL, NULL);
 	kube_watch_hub_free(h->hub); /* before the connections go */
 	evhttp_free(h->http);
+	kube_leases_free(h->leases);
 	kvi_free(h->state_path);
 	kvi_free(h->token);
 	kvi_free(h);

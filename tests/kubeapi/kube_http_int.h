@@ -24,8 +24,18 @@ struct evhttp_request;
 #define KUBE_MAX_BODY       (8u << 20)
 #define KUBE_MAX_SEGMENTS   8
 
+/* Leases (kube_lease.c). */
+typedef struct kube_leases kube_leases;
+kube_leases *kube_leases_alloc(void);
+void kube_leases_free(kube_leases *l);
+/* kube_leases_set_down makes the lease API answer 503 (true) or not. */
+void kube_leases_set_down(kube_leases *l, bool down);
+/* kube_leases_stats: {"leases", "updates", "conflicts", "down"}. */
+json_t *kube_leases_stats(const kube_leases *l);
+
 struct kube_http {
 	struct event_base *base;
+	kube_leases *leases;
 	struct evhttp *http;
 	kube_store *store;
 	kube_watch_hub *hub;
@@ -77,6 +87,10 @@ json_t *kube_pod_out(const json_t *pod);
  * kube_control_handle one under /control/. segs are the path's segments. */
 void kube_api_handle(kube_http *h, struct evhttp_request *req, char **segs,
 		     int n, const kube_query *q);
+/* kube_lease_handle answers a request under /apis (authenticated
+ * already). */
+void kube_lease_handle(kube_http *h, struct evhttp_request *req, char **segs,
+		       int n);
 void kube_control_handle(kube_http *h, struct evhttp_request *req, char **segs,
 			 int n);
 
