@@ -20,6 +20,7 @@ static const char *const kvi_err_text[KVI_ERR_COUNT] = {
     [KVI_EUNREACHABLE] = "peer unreachable",
     [KVI_ETOOBIG] = "request too large",
     [KVI_EINTERNAL] = "internal error",
+    [KVI_ESTALE] = "stale leadership term",
 };
 
 const char *

@@ -29,6 +29,7 @@ typedef enum kvi_err {
 	KVI_EUNREACHABLE, /* the peer could not be reached */
 	KVI_ETOOBIG,      /* a request exceeds a configured limit */
 	KVI_EINTERNAL,    /* a broken invariant; a bug */
+	KVI_ESTALE,       /* a command of a leadership term already passed */
 	KVI_ERR_COUNT
 } kvi_err;
 

@@ -663,6 +663,12 @@ kvc_assigner_start(kvc_registry *reg, kvc_shardset *shards, kvc_cstore *store,
 }
 
 void
+kvc_assigner_set_lease(kvc_assigner *a, kvc_lease *l)
+{
+	a->lease = l;
+}
+
+void
 kvc_assigner_stop(kvc_assigner *a)
 {
 	if (a == NULL) {

@@ -41,6 +41,11 @@
  * them, which deletes their blocks from memory and disk. A pod whose IP or
  * ports changed is removed and added again.
  *
+ * Replicas: with a lease (kvc_assigner_set_lease), only the leader
+ * commands shards (steps 3-6, and commands); a follower runs steps 1 and 2
+ * on every tick, so that its registry knows the owners and states the
+ * leader's work produced, and answers /workers and queries alike.
+ *
  * Durability: pods registered over HTTP are written to the coordinator
  * store (cstore.h) before they are acknowledged, and loaded from it at
  * start, since no source can give them back; everything else is
@@ -58,6 +63,7 @@
 #include <stdint.h>
 
 #include "cstore.h"
+#include "lease.h"
 #include "metrics.h"
 #include "pod.h"
 #include "registry.h"
@@ -89,6 +95,13 @@ kvi_err kvc_assigner_start(kvc_registry *reg, kvc_shardset *shards,
 			   kvc_cstore *store, kvi_metrics *m,
 			   const kvc_assigner_config *cfg, kvc_assigner **out,
 			   char *err, size_t errlen);
+
+/* kvc_assigner_set_lease makes a follow the lease l (lease.h): it
+ * commands shards only while l says it leads, with l's term on every
+ * request, and otherwise only polls the shards to learn who owns what
+ * (what /workers and queries need). Call before traffic; without it the
+ * assigner leads alone. */
+void kvc_assigner_set_lease(kvc_assigner *a, kvc_lease *l);
 
 /* kvc_assigner_stop stops the thread (commands still queued are answered
  * 503) and frees a. NULL is a no-op. */

@@ -10,6 +10,7 @@
 
 #include "assigner.h"
 #include "fanout.h"
+#include "lease.h"
 #include "rendezvous.h"
 
 typedef enum kvc_cmd_kind {
@@ -60,12 +61,17 @@ typedef struct kvc_op {
 	size_t from;
 } kvc_op;
 
+/* kvc_leading says whether this coordinator may command shards now, and
+ * the term its commands carry (0 without leader election). */
+bool kvc_leading(kvc_assigner *a, uint64_t *term);
+
 struct kvc_assigner {
 	kvc_registry *reg;
 	kvc_shardset *shards;
 	kvc_cstore *store;
 	kvc_assigner_config cfg;
 	kvc_rdv_pins *pins;
+	kvc_lease *lease; /* NULL: alone, always leading */
 
 	pthread_t thread;
 	pthread_mutex_t mu; /* guards the fields down to synced */

@@ -343,42 +343,121 @@ kvc_collect_shards(void *arg, kvi_metrics_out *out)
 	kvc_shardset_release(sh, n);
 }
 
+/* ---- replicas -------------------------------------------------------- */
+
+static void
+kvc_on_leader(void *arg, kvi_http_req *req)
+{
+	kvc_api *api = arg;
+	if (api->lease == NULL) {
+		kvi_http_reply_json(req, 200,
+				    json_pack("{s:s,s:s,s:b,s:I}", "identity",
+					      api->identity, "leader",
+					      api->identity, "is_leader", 1,
+					      "epoch", (json_int_t)0));
+		return;
+	}
+	kvc_lease_view v;
+	kvc_lease_view_get(api->lease, &v);
+	json_t *o =
+	    json_pack("{s:s,s:b,s:I}", "identity", v.identity, "is_leader",
+		      v.is_leader, "epoch", (json_int_t)v.epoch);
+	json_object_set_new(o, "leader",
+			    v.holder[0] ? json_string(v.holder) : json_null());
+	json_object_set_new(o, "leader_url",
+			    v.holder_url[0] ? json_string(v.holder_url)
+					    : json_null());
+	kvi_http_reply_json(req, 200, o);
+}
+
+/* kvc_to_leader answers a write on a follower (true): a redirect to the
+ * leader, or 503 while none is known. */
+static bool
+kvc_to_leader(kvc_api *api, kvi_http_req *req)
+{
+	if (api->lease == NULL || kvc_lease_leading(api->lease, NULL)) {
+		return false;
+	}
+	kvc_lease_view v;
+	kvc_lease_view_get(api->lease, &v);
+	if (v.holder[0] == '\0' || v.holder_url[0] == '\0' ||
+	    strcmp(v.holder, v.identity) == 0) {
+		kvi_http_reply_header(req, "Retry-After", "1");
+		kvi_http_reply_error(req, 503,
+				     "no coordinator replica leads now; "
+				     "retry");
+		return true;
+	}
+	char loc[KVC_LEASE_URL_MAX + 2048];
+	snprintf(loc, sizeof(loc), "%s%s", v.holder_url,
+		 kvi_http_req_path(req));
+	if (kvi_http_reply_header(req, "Location", loc) != KVI_OK) {
+		kvi_http_reply_error(req, 503,
+				     "the leader's URL is not usable");
+		return true;
+	}
+	kvi_http_reply_json(
+	    req, 307,
+	    json_pack("{s:s,s:s}", "leader", v.holder, "location", loc));
+	return true;
+}
+
+static void
+kvc_on_write(void *arg, kvi_http_req *req)
+{
+	kvc_write_route *w = arg;
+	if (!kvc_to_leader(w->api, req)) {
+		w->fn(w->api, req);
+	}
+}
+
 kvi_err
 kvc_api_routes(kvi_httpd *h, kvc_api *api)
 {
+	enum { ANY, QUERY, WRITE };
 	static const struct {
 		const char *method, *path;
 		kvi_http_handler fn;
-		bool query;
+		int kind;
+		bool prefix;
 	} routes[] = {
-	    {"POST", "/query", kvc_query_http, true},
-	    {"POST", "/query_by_hash", kvc_query_by_hash_http, true},
-	    {"POST", "/register", kvc_on_register, false},
-	    {"POST", "/unregister", kvc_on_unregister, false},
-	    {"GET", "/workers", kvc_on_workers, false},
-	    {"GET", "/health", kvc_on_health, false},
-	    {"GET", "/ready", kvc_on_ready, false},
-	    {"GET", "/metrics", kvc_on_metrics, false},
-	    {"GET", "/admin/shards", kvc_on_admin_shards, false},
-	    {"POST", "/admin/shards", kvc_on_admin_add_shard, false},
-	    {"POST", "/admin/rebalance", kvc_on_admin_rebalance, false},
-	    {"GET", "/admin/moves", kvc_on_admin_moves, false},
+	    {"POST", "/query", kvc_query_http, QUERY, false},
+	    {"POST", "/query_by_hash", kvc_query_by_hash_http, QUERY, false},
+	    {"POST", "/register", kvc_on_register, WRITE, false},
+	    {"POST", "/unregister", kvc_on_unregister, WRITE, false},
+	    {"GET", "/workers", kvc_on_workers, ANY, false},
+	    {"GET", "/health", kvc_on_health, ANY, false},
+	    {"GET", "/ready", kvc_on_ready, ANY, false},
+	    {"GET", "/metrics", kvc_on_metrics, ANY, false},
+	    {"GET", "/leader", kvc_on_leader, ANY, false},
+	    {"GET", "/admin/shards", kvc_on_admin_shards, WRITE, false},
+	    {"POST", "/admin/shards", kvc_on_admin_add_shard, WRITE, false},
+	    {"POST", "/admin/rebalance", kvc_on_admin_rebalance, WRITE, false},
+	    {"GET", "/admin/moves", kvc_on_admin_moves, WRITE, false},
+	    {"DELETE", "/admin/shards/", kvc_on_admin_drain_shard, WRITE, true},
+	    {"POST", "/admin/listeners/", kvc_on_admin_move, WRITE, true},
 	};
-	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
-		void *arg = routes[i].query ? (void *)api->query : (void *)api;
-		kvi_err rv = kvi_httpd_route(h, routes[i].method,
-					     routes[i].path, routes[i].fn, arg);
+	enum { N_ROUTES = sizeof(routes) / sizeof(routes[0]) };
+	_Static_assert(N_ROUTES <= KVC_API_ROUTES, "room for every route");
+	kvc_write_route *writes = api->writes;
+	for (size_t i = 0; i < N_ROUTES; i++) {
+		kvi_http_handler fn = routes[i].fn;
+		void *arg =
+		    routes[i].kind == QUERY ? (void *)api->query : (void *)api;
+		if (routes[i].kind == WRITE) {
+			writes[i] = (kvc_write_route){api, fn};
+			fn = kvc_on_write;
+			arg = &writes[i];
+		}
+		kvi_err rv =
+		    routes[i].prefix
+			? kvi_httpd_route_prefix(h, routes[i].method,
+						 routes[i].path, fn, arg)
+			: kvi_httpd_route(h, routes[i].method, routes[i].path,
+					  fn, arg);
 		if (rv != KVI_OK) {
 			return rv;
 		}
-	}
-	kvi_err rv;
-	if ((rv = kvi_httpd_route_prefix(h, "DELETE", "/admin/shards/",
-					 kvc_on_admin_drain_shard, api)) !=
-		KVI_OK ||
-	    (rv = kvi_httpd_route_prefix(h, "POST", "/admin/listeners/",
-					 kvc_on_admin_move, api)) != KVI_OK) {
-		return rv;
 	}
 	kvi_metrics_collector_add(api->metrics, kvc_collect_shards, api);
 	return KVI_OK;

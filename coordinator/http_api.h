@@ -6,6 +6,14 @@
  * Registration and unregistration are handed to the assigner, which
  * answers from its thread; the rest is answered on the loop thread from
  * the registry and the shard set.
+ *
+ * Replicas. With leader election (lease.h), writes - /register,
+ * /unregister and every /admin path - are the leader's: a follower answers
+ * them 307 Temporary Redirect to the same path on the leader's URL (the
+ * method and body are to be sent again there; curl -L, Go and Python
+ * clients follow it), or 503 with Retry-After while no replica leads.
+ * Queries, /workers, /health, /ready and /metrics are answered by every
+ * replica. GET /leader says who leads (API.md).
  */
 #ifndef KVI_COORDINATOR_HTTP_API_H
 #define KVI_COORDINATOR_HTTP_API_H
@@ -14,10 +22,21 @@
 
 #include "assigner.h"
 #include "httpd.h"
+#include "lease.h"
 #include "metrics.h"
 #include "query.h"
 #include "registry.h"
 #include "shardset.h"
+
+struct kvc_api;
+
+/* A route that only the leader serves (filled by kvc_api_routes). */
+typedef struct kvc_write_route {
+	struct kvc_api *api;
+	kvi_http_handler fn;
+} kvc_write_route;
+
+#define KVC_API_ROUTES 16
 
 typedef struct kvc_api {
 	kvc_registry *reg;
@@ -27,6 +46,9 @@ typedef struct kvc_api {
 	kvi_metrics *metrics;
 	uint32_t default_dp_size;
 	const char *admin_token; /* NULL: the admin paths are open */
+	kvc_lease *lease;        /* NULL: no leader election, always leads */
+	const char *identity;    /* this replica, for GET /leader */
+	kvc_write_route writes[KVC_API_ROUTES];
 } kvc_api;
 
 /* kvc_api_routes routes every endpoint to h, and registers the per-shard

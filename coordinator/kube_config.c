@@ -1,5 +1,6 @@
 #include "kube_config.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,13 @@ kvc_kube_config_resolve(kvc_kube_config *cfg, kvc_kube_bufs *bufs, char *err,
 		snprintf(err, errlen, "watch defaults out of range");
 		return KVI_EINVAL;
 	}
+	return kvc_kube_api_resolve(cfg, bufs, err, errlen);
+}
+
+kvi_err
+kvc_kube_api_resolve(kvc_kube_config *cfg, kvc_kube_bufs *bufs, char *err,
+		     size_t errlen)
+{
 	if (cfg->api == NULL) {
 		const char *host = getenv("KUBERNETES_SERVICE_HOST");
 		const char *port = getenv("KUBERNETES_SERVICE_PORT");
@@ -82,4 +90,28 @@ kvc_kube_config_resolve(kvc_kube_config *cfg, kvc_kube_bufs *bufs, char *err,
 		cfg->ca_file = bufs->ca;
 	}
 	return KVI_OK;
+}
+
+bool
+kvc_kube_read_token(const char *path, char *out, size_t len, char *err,
+		    size_t errlen)
+{
+	out[0] = '\0';
+	if (path == NULL) {
+		return true;
+	}
+	FILE *f = fopen(path, "r");
+	if (f == NULL) {
+		snprintf(err, errlen, "cannot read the token file %s: %s", path,
+			 strerror(errno));
+		return false;
+	}
+	size_t n = fread(out, 1, len - 1, f);
+	fclose(f);
+	out[n] = '\0';
+	while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == '\r' ||
+			 out[n - 1] == ' ' || out[n - 1] == '\t')) {
+		out[--n] = '\0';
+	}
+	return true;
 }

@@ -8,6 +8,7 @@
 #ifndef KVI_COORDINATOR_KUBE_CONFIG_H
 #define KVI_COORDINATOR_KUBE_CONFIG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -45,5 +46,18 @@ typedef struct kvc_kube_bufs {
 } kvc_kube_bufs;
 kvi_err kvc_kube_config_resolve(kvc_kube_config *cfg, kvc_kube_bufs *bufs,
 				char *err, size_t errlen);
+
+/* kvc_kube_api_resolve is the part of kvc_kube_config_resolve that finds
+ * the API server and credentials alone (for the leader-election lease,
+ * which needs no namespace to watch). */
+kvi_err kvc_kube_api_resolve(kvc_kube_config *cfg, kvc_kube_bufs *bufs,
+			     char *err, size_t errlen);
+
+/* kvc_kube_read_token reads the bearer token in path (NULL: none, out is
+ * ""), trailing white space removed; false (err says why) when the file
+ * cannot be read. Read it again for each request: a projected service
+ * account token rotates. */
+bool kvc_kube_read_token(const char *path, char *out, size_t len, char *err,
+			 size_t errlen);
 
 #endif /* KVI_COORDINATOR_KUBE_CONFIG_H */

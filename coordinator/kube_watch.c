@@ -334,24 +334,7 @@ kvc_kw_write(char *data, size_t size, size_t nmemb, void *arg)
 static bool
 kvc_kw_token(kvc_kube_watch *w, char *out, size_t len, char *err, size_t errlen)
 {
-	out[0] = '\0';
-	if (w->token_file == NULL) {
-		return true;
-	}
-	FILE *f = fopen(w->token_file, "r");
-	if (f == NULL) {
-		snprintf(err, errlen, "cannot read the token file %s: %s",
-			 w->token_file, strerror(errno));
-		return false;
-	}
-	size_t n = fread(out, 1, len - 1, f);
-	fclose(f);
-	out[n] = '\0';
-	while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == '\r' ||
-			 out[n - 1] == ' ' || out[n - 1] == '\t')) {
-		out[--n] = '\0';
-	}
-	return true;
+	return kvc_kube_read_token(w->token_file, out, len, err, errlen);
 }
 
 static void

@@ -25,10 +25,12 @@
 #include "http_api.h"
 #include "httpd.h"
 #include "kube_watch.h"
+#include "lease.h"
 #include "log.h"
 #include "metrics.h"
 #include "query.h"
 #include "registry.h"
+#include "replica.h"
 #include "shardset.h"
 
 #define COORD_MAX_SHARDS 256
@@ -51,7 +53,20 @@ typedef struct coord_opts {
 	kvc_assigner_config assign;
 	char *namespaces[COORD_MAX_NS];
 	kvc_kube_config kube;
+	const char *lease;    /* NAMESPACE/NAME; NULL: no leader election */
+	const char *identity; /* NULL: the host name */
+	const char *advertise;
+	kvc_lease_config le;
 } coord_opts;
+
+enum {
+	COORD_OPT_LEASE = 1000,
+	COORD_OPT_IDENTITY,
+	COORD_OPT_LEASE_DURATION,
+	COORD_OPT_RENEW_DEADLINE,
+	COORD_OPT_RETRY_PERIOD,
+	COORD_OPT_ADVERTISE,
+};
 
 static void
 coord_usage(FILE *f)
@@ -100,6 +115,19 @@ coord_usage(FILE *f)
 	    "  --tick-ms N              status poll period (500)\n"
 	    "  --rpc-timeout-ms N       assign/unassign deadline (3000)\n"
 	    "  --admin-token-file PATH  bearer token for /admin paths\n"
+	    "\n"
+	    "  Replicas (leader election with a Kubernetes Lease; the API\n"
+	    "  server, token and CA of the pod watcher):\n"
+	    "  --leader-election-lease NAMESPACE/NAME\n"
+	    "                           lead only while holding it; without\n"
+	    "                           it this coordinator leads alone\n"
+	    "  --identity NAME          this replica (default: host name)\n"
+	    "  --advertise-url URL      where followers redirect writes\n"
+	    "                           (default: http://$POD_IP:PORT, else\n"
+	    "                           the --http address or host name)\n"
+	    "  --leader-election-lease-duration-ms N   (15000)\n"
+	    "  --leader-election-renew-deadline-ms N   (10000)\n"
+	    "  --leader-election-retry-period-ms N     (2000)\n"
 	    "  --log-level LEVEL        debug, info, warn, error (info)\n"
 	    "  --log-file PATH          log there instead of standard error\n",
 	    f);
@@ -248,6 +276,15 @@ coord_parse(int argc, char **argv, coord_opts *o)
 	    {"admin-token-file", required_argument, NULL, 'a'},
 	    {"log-level", required_argument, NULL, 'L'},
 	    {"log-file", required_argument, NULL, 'f'},
+	    {"leader-election-lease", required_argument, NULL, COORD_OPT_LEASE},
+	    {"identity", required_argument, NULL, COORD_OPT_IDENTITY},
+	    {"advertise-url", required_argument, NULL, COORD_OPT_ADVERTISE},
+	    {"leader-election-lease-duration-ms", required_argument, NULL,
+	     COORD_OPT_LEASE_DURATION},
+	    {"leader-election-renew-deadline-ms", required_argument, NULL,
+	     COORD_OPT_RENEW_DEADLINE},
+	    {"leader-election-retry-period-ms", required_argument, NULL,
+	     COORD_OPT_RETRY_PERIOD},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -302,6 +339,33 @@ coord_parse(int argc, char **argv, coord_opts *o)
 		case 'K':
 		case 'C':
 			rc = coord_kube_opt(o, c, optarg);
+			break;
+		case COORD_OPT_LEASE:
+			o->lease = optarg;
+			break;
+		case COORD_OPT_IDENTITY:
+			o->identity = optarg;
+			break;
+		case COORD_OPT_ADVERTISE:
+			o->advertise = optarg;
+			break;
+		case COORD_OPT_LEASE_DURATION:
+			rc = kvi_cli_long("kvindex-coordinator",
+					  "--leader-election-lease-duration-ms",
+					  optarg, 1, 3600000, &v);
+			o->le.lease_duration_ms = (int)v;
+			break;
+		case COORD_OPT_RENEW_DEADLINE:
+			rc = kvi_cli_long("kvindex-coordinator",
+					  "--leader-election-renew-deadline-ms",
+					  optarg, 1, 3600000, &v);
+			o->le.renew_deadline_ms = (int)v;
+			break;
+		case COORD_OPT_RETRY_PERIOD:
+			rc = kvi_cli_long("kvindex-coordinator",
+					  "--leader-election-retry-period-ms",
+					  optarg, 1, 3600000, &v);
+			o->le.retry_period_ms = (int)v;
 			break;
 		case 'q':
 			rc = kvi_cli_long("kvindex-coordinator",
@@ -511,6 +575,9 @@ main(int argc, char **argv)
 	kvc_dfile_watch *watch = NULL;
 	kvc_kube_watch *kube = NULL;
 	kvc_kube_bufs kube_bufs;
+	kvc_lease *lease = NULL;
+	char identity[KVC_LEASE_IDENTITY_MAX] = "",
+	     advertise[KVC_LEASE_URL_MAX];
 	kvi_httpd *httpd = NULL;
 	kvi_err rv = KVI_OK;
 
@@ -549,6 +616,21 @@ main(int argc, char **argv)
 		KVI_ERROR("start_failed", "err=%s", err);
 		goto out;
 	}
+	kvc_replica_flags rf = {.lease = o.lease,
+				.identity = o.identity,
+				.advertise = o.advertise,
+				.http = o.http,
+				.le = o.le};
+	if (o.lease != NULL &&
+	    kvc_replica_start(&rf, &o.kube, metrics, &lease, identity,
+			      sizeof(identity), advertise,
+			      sizeof(advertise)) != KVI_OK) {
+		goto out;
+	}
+	kvc_assigner_set_lease(asg, lease);
+	if (o.lease == NULL) {
+		kvc_replica_identity(o.identity, identity, sizeof(identity));
+	}
 	query = kvc_query_alloc(reg, shards, metrics, &o.query);
 	if (o.discovery_file != NULL) {
 		kvc_assigner_expect(asg, KVC_SOURCE_FILE);
@@ -579,6 +661,8 @@ main(int argc, char **argv)
 	    .metrics = metrics,
 	    .default_dp_size = o.dp_size,
 	    .admin_token = token,
+	    .lease = lease,
+	    .identity = identity,
 	};
 	kvi_httpd_config hc = {.max_body = o.max_body, .drain_ms = 2000};
 	httpd = kvi_httpd_alloc(&hc);
@@ -587,6 +671,12 @@ main(int argc, char **argv)
 				  sizeof(err))) != KVI_OK) {
 		KVI_ERROR("start_failed", "http=%s err=%s", o.http, err);
 		goto out;
+	}
+	if (lease != NULL && advertise[0] == '\0') {
+		int port = (int)kvi_httpd_port(httpd);
+		kvc_replica_url(&rf, port, identity, advertise,
+				sizeof(advertise));
+		kvc_lease_set_url(lease, advertise);
 	}
 	KVI_INFO("serving",
 		 "http=%s port=%u shards=%zu discovery_file=%s "
@@ -601,7 +691,11 @@ out:
 	kvi_httpd_stop(httpd);
 	kvc_dfile_watch_stop(watch);
 	kvc_kube_watch_stop(kube);
+	/* the lease is released before the assigner goes, so that a
+	 * follower takes over at once */
+	kvc_lease_stop(lease);
 	kvc_assigner_stop(asg);
+	kvc_lease_free(lease);
 	kvi_httpd_free(httpd);
 	kvc_query_free(query);
 	kvc_shardset_free(shards);

@@ -123,6 +123,11 @@ kvc_poll(kvc_assigner *a)
 	Kvindex__Request req = KVINDEX__REQUEST__INIT;
 	req.body_case = KVINDEX__REQUEST__BODY_STATUS;
 	req.status = &sr;
+	/* a leader's polls carry its term, so that a shard learns it (and
+	 * refuses its predecessor) before the first command */
+	uint64_t term = 0;
+	req.has_term = kvc_leading(a, &term) && term > 0;
+	req.term = term;
 	kvc_fanout f;
 	kvc_fanout_init(&f);
 	for (size_t i = 0; i < n; i++) {
@@ -238,18 +243,43 @@ kvc_status_from(kvc_lstatus *out, const Kvindex__ListenerStatus *st)
 
 /* ---- batches of assigns and unassigns ------------------------------ */
 
+bool
+kvc_leading(kvc_assigner *a, uint64_t *term)
+{
+	*term = 0;
+	return a->lease == NULL || kvc_lease_leading(a->lease, term);
+}
+
 void
 kvc_run_ops(kvc_assigner *a, const kvc_op *ops, size_t n, bool *ok,
 	    bool *existed, char *err, size_t errlen)
 {
 	size_t chunk = (size_t)a->cfg.max_in_flight;
 	bool failed = false;
+	uint64_t term;
+	if (!kvc_leading(a, &term)) {
+		for (size_t i = 0; i < n; i++) {
+			if (ok != NULL) {
+				ok[i] = false;
+			}
+			if (existed != NULL) {
+				existed[i] = false;
+			}
+		}
+		if (err != NULL && errlen > 0) {
+			snprintf(err, errlen,
+				 "this coordinator no longer leads");
+		}
+		return;
+	}
 	for (size_t base = 0; base < n; base += chunk) {
 		size_t end = base + chunk < n ? base + chunk : n;
 		kvc_fanout f;
 		kvc_fanout_init(&f);
 		for (size_t i = base; i < end; i++) {
 			Kvindex__Request req = KVINDEX__REQUEST__INIT;
+			req.has_term = term > 0;
+			req.term = term;
 			Kvindex__AssignRequest ar =
 			    KVINDEX__ASSIGN_REQUEST__INIT;
 			Kvindex__UnassignRequest ur =
@@ -661,6 +691,15 @@ kvc_tick(kvc_assigner *a)
 	pthread_mutex_lock(&a->mu);
 	bool all_synced = (a->synced & a->expected) == a->expected;
 	pthread_mutex_unlock(&a->mu);
+	uint64_t term;
+	if (!kvc_leading(a, &term)) {
+		/* a follower: it learnt the owners, and changes nothing */
+		kvi_free(ops.v);
+		kvi_free(unowned);
+		kvc_lviews_free(lv, n);
+		kvc_admin_tick(a);
+		return;
+	}
 	if (all_synced) {
 		kvc_orphans(a, lv, n, &ops);
 	}

@@ -1,5 +1,7 @@
 #include "handler.h"
 
+#include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -13,7 +15,41 @@ struct kvh_shard {
 	kvg_ingest *ingest;
 	kvi_histogram *h_query;
 	kvi_counter *c_queries;
+	_Atomic uint64_t term; /* the newest leadership term seen */
+	kvi_gauge *g_term;
+	kvi_counter *c_fenced;
 };
+
+/* kvh_fence admits a command of the request's term and raises the newest
+ * term seen to it; a command of an older term - from a coordinator that
+ * led before a pause and has not noticed it lost the lease - is refused
+ * (err says why). Any request carries the term; only assign and unassign
+ * are refused for it. */
+static bool
+kvh_fence(kvh_shard *s, const Kvindex__Request *req, bool command, char *err,
+	  size_t errlen)
+{
+	uint64_t term = req->has_term ? req->term : 0;
+	uint64_t seen = atomic_load(&s->term);
+	while (term > seen) {
+		if (atomic_compare_exchange_weak(&s->term, &seen, term)) {
+			KVI_INFO("term_raised",
+				 "term=%" PRIu64 " from=%" PRIu64, term, seen);
+			kvi_gauge_set(s->g_term, (int64_t)term);
+			return true;
+		}
+	}
+	if (command && term < seen) {
+		kvi_counter_inc(s->c_fenced);
+		snprintf(err, errlen,
+			 "a command of leadership term %" PRIu64
+			 ", older than term %" PRIu64 " already seen: refused",
+			 term, seen);
+		KVI_WARN("fenced", "%s", err);
+		return false;
+	}
+	return true;
+}
 
 /* Matches in the compact form of QueryResponse, grown in the arena; with
  * a top_k, the k best are selected in topk first. */
@@ -209,6 +245,13 @@ kvh_handle(void *arg, const Kvindex__Request *req, Kvindex__Response *resp,
 	kvh_shard *s = arg;
 	char err[256] = "";
 	kvi_err rv = KVI_OK;
+	bool command = req->body_case == KVINDEX__REQUEST__BODY_ASSIGN ||
+		       req->body_case == KVINDEX__REQUEST__BODY_UNASSIGN;
+	if (!kvh_fence(s, req, command, err, sizeof(err))) {
+		resp->code = KVI_ESTALE;
+		resp->error = kvp_arena_strdup(a, err);
+		return;
+	}
 	switch (req->body_case) {
 	case KVINDEX__REQUEST__BODY_ASSIGN: {
 		bool existed = false;
@@ -248,6 +291,8 @@ kvh_handle(void *arg, const Kvindex__Request *req, Kvindex__Response *resp,
 		Kvindex__StatusResponse *out = kvp_arena_alloc(a, sizeof(*out));
 		kvindex__status_response__init(out);
 		rv = kvg_status(s->ingest, req->status->key, a, out);
+		out->has_term = true;
+		out->term = atomic_load(&s->term);
 		if (rv == KVI_OK) {
 			resp->body_case = KVINDEX__RESPONSE__BODY_STATUS;
 			resp->status = out;
@@ -312,6 +357,15 @@ kvh_shard_alloc(kvx_index *idx, kvg_ingest *ingest, kvi_metrics *metrics)
 		    bounds, sizeof(bounds) / sizeof(bounds[0]), &s->h_query);
 		kvi_metrics_counter_add(metrics, "kvindex_shard_queries_total",
 					"Queries answered.", &s->c_queries);
+		kvi_metrics_gauge_add(metrics, "kvindex_shard_leader_term",
+				      "The newest coordinator leadership term "
+				      "seen (fencing).",
+				      KVI_GAUGE_INT, &s->g_term);
+		kvi_metrics_counter_add(
+		    metrics, "kvindex_shard_fenced_commands_total",
+		    "Assign and unassign commands refused for an older "
+		    "leadership term.",
+		    &s->c_fenced);
 	}
 	return s;
 }
