@@ -141,6 +141,7 @@ kvc_remove(kvc_assigner *a, const char *name, uint64_t id, int rank, size_t *n)
 			    .assign = false, .shard = s, .key = keys[i]};
 		}
 		kvc_retry_clear(a, keys[i]);
+		kvc_removed_note(a, keys[i], true);
 		KVI_INFO("listener_removed", "listener=%s", keys[i]);
 	}
 	if (name != NULL) {
@@ -185,6 +186,7 @@ kvc_do_register(kvc_assigner *a, kvc_cmd *c)
 			kvc_err_body(err));
 		return;
 	}
+
 	if (!existed && a->store != NULL &&
 	    kvc_cstore_pod_put(a->store, p, err, sizeof(err)) != KVI_OK) {
 		KVI_ERROR("store_put_failed", "instance=%" PRIu64 " err=%s",
@@ -204,6 +206,9 @@ kvc_do_register(kvc_assigner *a, kvc_cmd *c)
 	kvc_lview *lv = kvc_reg_listeners(a->reg, &n);
 	size_t nr;
 	kvc_rank *ranks = kvc_pod_ranks(p, &nr);
+	for (size_t k = 0; k < nr; k++) {
+		kvc_removed_note(a, ranks[k].key, false); /* registered again */
+	}
 	const kvc_lview **mine = kvi_calloc(nr + 1, sizeof(*mine));
 	size_t m = 0;
 	json_t *ls = json_array();
@@ -694,6 +699,10 @@ kvc_assigner_stop(kvc_assigner *a)
 		kvi_free(a->retries[i].unit);
 	}
 	kvi_free(a->retries);
+	for (size_t i = 0; i < a->n_removed; i++) {
+		kvi_free(a->removed[i]);
+	}
+	kvi_free(a->removed);
 	kvc_rdv_pins_free(a->pins);
 	kvc_admin_fini(a);
 	kvi_metrics_free(a->own_metrics);

@@ -65,6 +65,14 @@ typedef struct kvc_op {
  * the term its commands carry (0 without leader election). */
 bool kvc_leading(kvc_assigner *a, uint64_t *term);
 
+/* kvc_adopt_http rebuilds, after a poll, the HTTP registrations the
+ * shards hold that the registry lacks (adopt_http.c). */
+void kvc_adopt_http(kvc_assigner *a);
+
+/* kvc_removed_note remembers (on true) or forgets a removed key. */
+void kvc_removed_note(kvc_assigner *a, const char *key, bool removed);
+bool kvc_removed_has(const kvc_assigner *a, const char *key);
+
 struct kvc_assigner {
 	kvc_registry *reg;
 	kvc_shardset *shards;
@@ -95,6 +103,11 @@ struct kvc_assigner {
 
 	kvc_retry *retries;
 	size_t n_retries;
+
+	/* listeners this coordinator removed, not to be rebuilt from a shard
+	 * that missed the removal (kvc_adopt_http); oldest dropped first */
+	char **removed;
+	size_t n_removed;
 
 	/* metrics, in the caller's registry or own_metrics */
 	kvi_metrics *own_metrics;

@@ -42,9 +42,11 @@ struct kvc_lease {
 	int64_t seen_at;         /* when it was first seen, kvc_now_ms */
 	_Atomic bool leading;    /* this replica won and renews */
 	_Atomic int64_t renewed; /* start of the last good try, ms */
-	_Atomic uint64_t term;   /* leaseTransitions of the leadership */
-	pthread_mutex_t view_mu; /* guards view */
+	_Atomic uint64_t term;   /* leaseTransitions + 1 of the leadership */
+	pthread_mutex_t view_mu; /* guards view and the two below */
 	kvc_lease_view view;
+	int64_t view_seen_at;     /* when view's record was first seen */
+	int64_t view_duration_ms; /* its holder's lease duration */
 	kvi_gauge *g_leader;
 	kvi_counter *c_errors, *c_conflicts, *c_transitions;
 };
@@ -241,6 +243,8 @@ kvc_lease_publish(kvc_lease *l)
 	kvc_lease_copy(l->view.holder_url, sizeof(l->view.holder_url),
 		       l->seen.url);
 	l->view.epoch = l->seen.exists ? l->seen.transitions + 1 : 0;
+	l->view_seen_at = l->seen_at;
+	l->view_duration_ms = l->seen.duration_s * 1000;
 	pthread_mutex_unlock(&l->view_mu);
 }
 
@@ -555,6 +559,13 @@ kvc_lease_view_get(kvc_lease *l, kvc_lease_view *v)
 {
 	pthread_mutex_lock(&l->view_mu);
 	*v = l->view;
+	bool expired = kvc_now_ms() >= l->view_seen_at + l->view_duration_ms;
 	pthread_mutex_unlock(&l->view_mu);
 	v->is_leader = kvc_lease_leading(l, NULL);
+	if (!v->is_leader && expired) {
+		/* not renewed for its duration, as far as this replica saw:
+		 * nobody holds it */
+		v->holder[0] = '\0';
+		v->holder_url[0] = '\0';
+	}
 }

@@ -84,7 +84,9 @@ void kvc_lease_set_url(kvc_lease *l, const char *url);
 /* What GET /leader shows. */
 typedef struct kvc_lease_view {
 	char identity[KVC_LEASE_IDENTITY_MAX];
-	char holder[KVC_LEASE_IDENTITY_MAX]; /* "": nobody holds it */
+	char holder[KVC_LEASE_IDENTITY_MAX]; /* "": nobody holds it, or its
+						record was not renewed for
+						its duration */
 	char holder_url[KVC_LEASE_URL_MAX];  /* "": not known */
 	bool is_leader;
 	uint64_t epoch; /* the holder's term: leaseTransitions + 1 as last

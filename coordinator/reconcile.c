@@ -276,6 +276,7 @@ kvc_run_ops(kvc_assigner *a, const kvc_op *ops, size_t n, bool *ok,
 		size_t end = base + chunk < n ? base + chunk : n;
 		kvc_fanout f;
 		kvc_fanout_init(&f);
+		uint8_t **recs = kvi_calloc(end - base, sizeof(*recs));
 		for (size_t i = base; i < end; i++) {
 			Kvindex__Request req = KVINDEX__REQUEST__INIT;
 			req.has_term = term > 0;
@@ -287,6 +288,12 @@ kvc_run_ops(kvc_assigner *a, const kvc_op *ops, size_t n, bool *ok,
 			Kvindex__Listener spec;
 			if (ops[i].assign) {
 				kvc_spec_fill(&spec, ops[i].lv);
+				size_t rlen = 0;
+				recs[i - base] = kvc_reg_http_record(
+				    a->reg, ops[i].lv->r.key, &rlen);
+				spec.has_registration = recs[i - base] != NULL;
+				spec.registration.data = recs[i - base];
+				spec.registration.len = rlen;
 				ar.listener = &spec;
 				if (ops[i].handoff) {
 					ar.handoff_from =
@@ -303,6 +310,10 @@ kvc_run_ops(kvc_assigner *a, const kvc_op *ops, size_t n, bool *ok,
 					 &req, a->cfg.rpc_timeout_ms, NULL);
 		}
 		kvc_fanout_wait(&f);
+		for (size_t i = base; i < end; i++) {
+			kvi_free(recs[i - base]);
+		}
+		kvi_free(recs);
 		for (size_t i = base; i < end; i++) {
 			const kvc_call *c = &f.calls[i - base];
 			const kvc_op *op = &ops[i];
@@ -680,6 +691,7 @@ void
 kvc_tick(kvc_assigner *a)
 {
 	kvc_poll(a);
+	kvc_adopt_http(a);
 	int64_t now = kvc_now_ms();
 	size_t n;
 	kvc_lview *lv = kvc_reg_listeners(a->reg, &n);

@@ -9,6 +9,7 @@
 #include <xxhash.h>
 
 #include "alloc.h"
+#include "cstore.h"
 #include "wire_json.h"
 
 #define KVC_BUCKETS 4096 /* listener key buckets; chains stay short */
@@ -557,6 +558,33 @@ kvc_reg_set_owner(kvc_registry *r, const char *key, const char *shard,
 		kvc_set_str(&l->moving_to, moving_to);
 	}
 	pthread_mutex_unlock(&r->mu);
+}
+
+bool
+kvc_reg_has(kvc_registry *r, const char *key)
+{
+	pthread_mutex_lock(&r->mu);
+	bool has = kvc_lis_find(r, key) != NULL;
+	pthread_mutex_unlock(&r->mu);
+	return has;
+}
+
+uint8_t *
+kvc_reg_http_record(kvc_registry *r, const char *key, size_t *len)
+{
+	uint8_t *rec = NULL;
+	pthread_mutex_lock(&r->mu);
+	kvc_lis *l = kvc_lis_find(r, key);
+	if (l != NULL && l->inst->source == KVC_SOURCE_HTTP) {
+		const kvc_inst *i = l->inst;
+		for (size_t k = 0; k < i->n_pods && rec == NULL; k++) {
+			if (i->name != NULL || i->pods[k].rank == l->r.rank) {
+				rec = kvc_cstore_pod_encode(&i->pods[k], len);
+			}
+		}
+	}
+	pthread_mutex_unlock(&r->mu);
+	return rec;
 }
 
 void

@@ -93,6 +93,14 @@ char *kvc_reg_pod_names(kvc_registry *r, const uint64_t *ids, size_t n,
 kvc_pod *kvc_reg_pods(kvc_registry *r, kvc_source source, size_t *n);
 void kvc_pods_free(kvc_pod *p, size_t n);
 
+/* kvc_reg_has says whether the listener key is registered. */
+bool kvc_reg_has(kvc_registry *r, const char *key);
+
+/* kvc_reg_http_record returns the coordinator store's record
+ * (kvc_cstore_pod_encode; kvi_free it) of the HTTP registration that
+ * listener key comes from, or NULL when key comes from another source. */
+uint8_t *kvc_reg_http_record(kvc_registry *r, const char *key, size_t *len);
+
 /* kvc_reg_listeners returns a copy of every listener. */
 kvc_lview *kvc_reg_listeners(kvc_registry *r, size_t *n);
 void kvc_lviews_free(kvc_lview *v, size_t n);

@@ -8,8 +8,9 @@
  *    /query finds each rank's prefill on that rank alone; a write on a
  *    follower is redirected to the leader; kill -9 of the leader: another
  *    leads within the lease duration and a retry period, assigns a pod
- *    that appeared in the discovery file meanwhile, and its prefills
- *    match through every replica;
+ *    that appeared in the discovery file meanwhile, keeps the pod that
+ *    was registered over HTTP on a follower (rebuilt from the shards),
+ *    and the prefills of both match through every replica;
  *  - two replicas, the leader SIGSTOPped past the lease: the follower
  *    takes over and moves a listener; the old leader, continued, steps
  *    down without touching the shards and the move stays; a command of
@@ -35,12 +36,13 @@
 #include "coord_check.h"
 #include "kvt_kubeapi.h"
 
-#define PODS     3 /* the simulator's; the file lists PODS - 1 at first */
-#define DP       2
-#define NTOK     64
-#define LEASE_MS 3000
-#define RETRY_MS 500
-#define MAX_REPS 3
+#define PODS      4 /* the simulator's: the file lists FILE_PODS at first, */
+#define FILE_PODS 2 /* then one more; the last pod registers over HTTP */
+#define DP        2
+#define NTOK      64
+#define LEASE_MS  3000
+#define RETRY_MS  500
+#define MAX_REPS  3
 
 typedef struct replica {
 	kvt_proc *proc;
@@ -59,7 +61,7 @@ typedef struct world {
 	int n;
 } world;
 
-static const char *const sim_flags[] = {"--pods", "3", "--dp", "2", NULL};
+static const char *const sim_flags[] = {"--pods", "4", "--dp", "2", NULL};
 
 /* write_dfile writes the layout with its first pods pods. */
 static void
@@ -155,7 +157,7 @@ world_start(world *w, int replicas)
 	clu_shards(c, 2);
 	assert_int_equal(kvt_tmpdir_make("kvi-replicas", &c->dir), KVI_OK);
 	w->dfile = kvt_path(c->dir, "pods.json");
-	write_dfile(w, PODS - 1);
+	write_dfile(w, FILE_PODS);
 	w->n = replicas;
 	for (int i = 0; i < replicas; i++) {
 		rep_start(w, i);
@@ -313,20 +315,34 @@ test_three_replicas(void **state)
 	world_start(w, 3);
 	int l = leader(w, 10000);
 	assert_true(l >= 0);
-	clu_wait_active(on(w, l), (PODS - 1) * DP, CLU_WAIT_MS);
+	clu_wait_active(on(w, l), FILE_PODS * DP, CLU_WAIT_MS);
 	const int first[] = {0, 1, 2, 3};
 	prefill_and_check(w, first, 4, 1);
 
-	/* a write on a follower goes to the leader */
+	/* a write on a follower goes to the leader: the last pod registered
+	 * there, following the redirect as a client does */
 	int f = (l + 1) % w->n;
 	long st = 0;
-	json_t *ans = clu_post(on(w, f), "/register", "{}", &st);
+	char body[512];
+	int http_pod = PODS - 1, i0 = http_pod * DP;
+	snprintf(body, sizeof(body),
+		 "{\"name\":\"sim/pod-%d\",\"ip\":\"127.0.0.1\","
+		 "\"zmq_port\":%d,\"recover_port\":%d,\"replay_port\":%d,"
+		 "\"dp_size\":%d,\"model_name\":\"sim-model\","
+		 "\"block_size\":16}",
+		 http_pod, w->c.sim.zmq_port[i0], w->c.sim.recover_port[i0],
+		 w->c.sim.replay_port[i0], DP);
+	json_t *ans = clu_post(on(w, f), "/register", body, &st);
 	assert_int_equal(st, 307);
 	char want[128];
 	snprintf(want, sizeof(want), "%s/register", w->r[l].base);
 	assert_string_equal(json_string_value(json_object_get(ans, "location")),
 			    want);
 	json_decref(ans);
+	json_decref(clu_post(on(w, l), "/register", body, &st));
+	assert_int_equal(st, 201);
+	const int reg[] = {i0, i0 + 1};
+	prefill_and_check(w, reg, 2, 1);
 
 	/* the leader killed: another leads, and assigns a new pod */
 	int64_t t0 = kvt_now_ms();
@@ -339,10 +355,30 @@ test_three_replicas(void **state)
 	assert_true(nl >= 0 && nl != l);
 	fprintf(stderr, "new leader after %" PRId64 " ms\n", took);
 	assert_true(took <= LEASE_MS + 2 * RETRY_MS + 3000);
-	write_dfile(w, PODS);
+	write_dfile(w, FILE_PODS + 1);
 	clu_wait_active(on(w, nl), PODS * DP, CLU_WAIT_MS);
-	const int all[] = {0, 1, 2, 3, 4, 5};
-	prefill_and_check(w, all, 6, 2);
+	const int all[] = {0, 1, 2, 3, 4, 5, 6, 7};
+	prefill_and_check(w, all, 8, 2);
+	/* the HTTP pod is a registration of the new leader now, and stays */
+	json_t *ws = clu_get(on(w, nl), "/workers", &st);
+	size_t k;
+	json_t *pod;
+	bool found = false;
+	json_array_foreach(ws, k, pod)
+	{
+		const char *name =
+		    json_string_value(json_object_get(pod, "name"));
+		if (name != NULL && strcmp(name, "sim/pod-3") == 0) {
+			found = true;
+			assert_string_equal(
+			    json_string_value(json_object_get(pod, "source")),
+			    "http");
+		}
+	}
+	json_decref(ws);
+	assert_true(found);
+	kvt_sleep_ms(1000); /* ticks of the new leader: nothing dropped */
+	prefill_and_check(w, reg, 2, 3);
 	world_stop(w);
 }
 
@@ -372,7 +408,7 @@ test_paused_leader(void **state)
 	int l = leader(w, 10000);
 	assert_true(l >= 0);
 	int f = 1 - l;
-	clu_wait_active(on(w, l), (PODS - 1) * DP, CLU_WAIT_MS);
+	clu_wait_active(on(w, l), FILE_PODS * DP, CLU_WAIT_MS);
 	long st = 0;
 	json_t *lj = clu_get(on(w, l), "/leader", &st);
 	uint64_t old_term =
@@ -432,7 +468,7 @@ test_paused_leader(void **state)
 	assert_int_equal(shard_of(w, f, 0), to);
 	assert_int_equal(shard_of(w, l, 0), to);
 	const int idx[] = {0, 1, 2, 3};
-	prefill_and_check(w, idx, 4, 3);
+	prefill_and_check(w, idx, 4, 4);
 
 	/* a command of the old term is refused by the shard */
 	Kvindex__UnassignRequest ur = KVINDEX__UNASSIGN_REQUEST__INIT;
@@ -458,9 +494,9 @@ test_lease_api_down(void **state)
 	world_start(w, 2);
 	int l = leader(w, 10000);
 	assert_true(l >= 0);
-	clu_wait_active(on(w, l), (PODS - 1) * DP, CLU_WAIT_MS);
+	clu_wait_active(on(w, l), FILE_PODS * DP, CLU_WAIT_MS);
 	const int idx[] = {0, 1, 2, 3};
-	prefill_and_check(w, idx, 4, 4);
+	prefill_and_check(w, idx, 4, 5);
 
 	kvt_http_resp r;
 	json_t *on_body = json_pack("{s:b}", "on", 1);
@@ -487,7 +523,7 @@ test_lease_api_down(void **state)
 	/* queries still answered everywhere; writes wait for a leader (a
 	 * follower redirects to the last holder until its record is a lease
 	 * duration old) */
-	prefill_and_check(w, idx, 4, 5);
+	prefill_and_check(w, idx, 4, 6);
 	for (int i = 0; i < w->n; i++) {
 		deadline = kvt_now_ms() + LEASE_MS + 2000;
 		for (;;) {

@@ -1,0 +1,138 @@
+/*
+ * adopt_http.c - HTTP registrations kept in the shards (assigner.h,
+ * "Replicas"): every listener registered over HTTP is assigned with its
+ * registration's store record, so that a follower, or the next leader,
+ * rebuilds the registration from the shards that own it.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "assigner_int.h"
+#include "log.h"
+
+#define KVC_REMOVED_MAX 65536
+
+void
+kvc_removed_note(kvc_assigner *a, const char *key, bool removed)
+{
+	for (size_t i = 0; i < a->n_removed; i++) {
+		if (strcmp(a->removed[i], key) == 0) {
+			if (!removed) {
+				kvi_free(a->removed[i]);
+				a->removed[i] = a->removed[--a->n_removed];
+			}
+			return;
+		}
+	}
+	if (!removed) {
+		return;
+	}
+	if (a->n_removed == KVC_REMOVED_MAX) {
+		kvi_free(a->removed[0]);
+		memmove(a->removed, a->removed + 1,
+			(a->n_removed - 1) * sizeof(*a->removed));
+		a->n_removed--;
+	}
+	a->removed =
+	    kvi_reallocarray(a->removed, a->n_removed + 1, sizeof(*a->removed));
+	a->removed[a->n_removed++] = kvi_strdup(key);
+}
+
+bool
+kvc_removed_has(const kvc_assigner *a, const char *key)
+{
+	for (size_t i = 0; i < a->n_removed; i++) {
+		if (strcmp(a->removed[i], key) == 0) {
+			return true;
+		}
+	}
+	return false;
+}
+
+/* kvc_follow_http drops, on a follower, the HTTP registrations that no
+ * shard owns any more (the leader removed them), once every shard has
+ * answered: a follower's HTTP pods are what the shards hold. */
+static void
+kvc_follow_http(kvc_assigner *a)
+{
+	for (size_t s = 0; s < a->n_snap; s++) {
+		if (!a->answered[s]) {
+			return;
+		}
+	}
+	size_t n;
+	kvc_pod *pods = kvc_reg_pods(a->reg, KVC_SOURCE_HTTP, &n);
+	for (size_t i = 0; i < n; i++) {
+		size_t nr, cnt;
+		kvc_rank *ranks = kvc_pod_ranks(&pods[i], &nr);
+		bool owned = false;
+		for (size_t k = 0; k < nr && !owned; k++) {
+			owned = kvc_owned_find(a, ranks[k].key, &cnt) != NULL &&
+				cnt > 0;
+		}
+		kvc_ranks_free(ranks, nr);
+		if (!owned) {
+			char **keys, **shards;
+			size_t m;
+			if (kvc_reg_remove(
+				a->reg, pods[i].name, pods[i].instance_id,
+				pods[i].name ? -1 : (int)pods[i].rank, &keys,
+				&shards, &m) == KVI_OK) {
+				for (size_t k = 0; k < m; k++) {
+					kvi_free(keys[k]);
+					kvi_free(shards[k]);
+				}
+				kvi_free(keys);
+				kvi_free(shards);
+			}
+		}
+	}
+	kvc_pods_free(pods, n);
+}
+
+/* kvc_adopt_http rebuilds the HTTP registrations the shards hold that
+ * this coordinator does not know: another replica took them, or the
+ * leader before this one. The leader also keeps them in its store, and
+ * never rebuilds what it removed itself (a shard that was away when it
+ * did still holds it, until the leader drops it as an orphan). */
+void
+kvc_adopt_http(kvc_assigner *a)
+{
+	uint64_t term;
+	bool leading = kvc_leading(a, &term);
+	if (!leading) {
+		kvc_follow_http(a);
+	}
+	for (size_t i = 0; i < a->n_owned; i++) {
+		const Kvindex__Listener *sp = a->owned[i].st->listener;
+		if (!sp->has_registration || kvc_reg_has(a->reg, sp->key) ||
+		    (leading && kvc_removed_has(a, sp->key))) {
+			continue;
+		}
+		kvc_pod p;
+		char err[256];
+		if (kvc_cstore_pod_decode(sp->registration.data,
+					  sp->registration.len, &p, err,
+					  sizeof(err)) != KVI_OK) {
+			KVI_WARN("registration_unreadable",
+				 "listener=%s shard=%s err=\"%s\"", sp->key,
+				 a->ids[a->owned[i].shard], err);
+			continue;
+		}
+		bool existed = false;
+		if (kvc_reg_add(a->reg, &p, &existed, err, sizeof(err)) ==
+			KVI_OK &&
+		    !existed) {
+			KVI_INFO("registration_adopted", "listener=%s shard=%s",
+				 sp->key, a->ids[a->owned[i].shard]);
+			if (a->store != NULL && leading &&
+			    kvc_cstore_pod_put(a->store, &p, err,
+					       sizeof(err)) != KVI_OK) {
+				KVI_WARN("registration_not_kept", "err=\"%s\"",
+					 err);
+			}
+		}
+		kvc_pod_fini(&p);
+	}
+}
