@@ -97,6 +97,15 @@ lease_store(kube_leases *l, struct evhttp_request *req, const char *ns,
 	kube_reply_json(req, code, lease_out(stored));
 }
 
+static void
+lease_not_found(struct evhttp_request *req, const char *name)
+{
+	char msg[600];
+	snprintf(msg, sizeof(msg),
+		 "leases.coordination.k8s.io \"%s\" not found", name);
+	kube_reply_status(req, 404, "NotFound", msg);
+}
+
 void
 kube_lease_handle(kube_http *h, struct evhttp_request *req, char **segs, int n)
 {
@@ -151,10 +160,7 @@ kube_lease_handle(kube_http *h, struct evhttp_request *req, char **segs, int n)
 	char msg[800];
 	if (cmd == EVHTTP_REQ_GET) {
 		if (stored == NULL) {
-			snprintf(msg, sizeof(msg),
-				 "leases.coordination.k8s.io \"%s\" not found",
-				 name);
-			kube_reply_status(req, 404, "NotFound", msg);
+			lease_not_found(req, name);
 		} else {
 			kube_reply_json(req, 200, lease_out(stored));
 		}
@@ -174,10 +180,7 @@ kube_lease_handle(kube_http *h, struct evhttp_request *req, char **segs, int n)
 		const char *have = json_string_value(json_object_get(
 		    json_object_get(stored, "metadata"), "resourceVersion"));
 		if (stored == NULL) {
-			snprintf(msg, sizeof(msg),
-				 "leases.coordination.k8s.io \"%s\" not found",
-				 name);
-			kube_reply_status(req, 404, "NotFound", msg);
+			lease_not_found(req, name);
 		} else if (want != NULL && strcmp(want, have) != 0) {
 			l->conflicts++;
 			snprintf(msg, sizeof(msg),
