@@ -69,6 +69,10 @@ bool kvc_leading(kvc_assigner *a, uint64_t *term);
  * shards hold that the registry lacks (adopt_http.c). */
 void kvc_adopt_http(kvc_assigner *a);
 
+/* kvc_share_shards writes the leader's shard set into the Lease, or on a
+ * follower adds the shards the leader has (adopt_http.c). */
+void kvc_share_shards(kvc_assigner *a, bool leading);
+
 /* kvc_removed_note remembers (on true) or forgets a removed key. */
 void kvc_removed_note(kvc_assigner *a, const char *key, bool removed);
 bool kvc_removed_has(const kvc_assigner *a, const char *key);

@@ -24,6 +24,7 @@ typedef struct kvc_lease_rec {
 	char rv[64];
 	char holder[KVC_LEASE_IDENTITY_MAX];
 	char url[KVC_LEASE_URL_MAX];
+	char *shards; /* the kvindex.io/shards annotation, or NULL */
 	int64_t duration_s;
 	char acquire[40];
 	uint64_t transitions;
@@ -33,6 +34,8 @@ typedef struct kvc_lease_rec {
 struct kvc_lease {
 	kvc_lease_config cfg;
 	char *api, *token_file, *ca_file, *ns, *name, *identity, *url;
+	char *shards;      /* written while leading; under view_mu */
+	char *seen_shards; /* last seen in the Lease; under view_mu */
 	pthread_t thread;
 	bool started;
 	pthread_mutex_t mu;
@@ -152,6 +155,7 @@ static void
 kvc_lease_rec_fini(kvc_lease_rec *r)
 {
 	kvi_free(r->raw);
+	kvi_free(r->shards);
 	*r = (kvc_lease_rec){0};
 }
 
@@ -173,6 +177,9 @@ kvc_lease_parse(const json_t *o, kvc_lease_rec *r)
 	kvc_lease_copy(
 	    r->url, sizeof(r->url),
 	    json_string_value(json_object_get(ann, KVC_LEASE_URL_ANNOTATION)));
+	const char *sh = json_string_value(
+	    json_object_get(ann, KVC_LEASE_SHARDS_ANNOTATION));
+	r->shards = sh != NULL ? kvi_strdup(sh) : NULL;
 	kvc_lease_copy(r->acquire, sizeof(r->acquire),
 		       json_string_value(json_object_get(spec, "acquireTime")));
 	json_t *d = json_object_get(spec, "leaseDurationSeconds");
@@ -213,10 +220,17 @@ kvc_lease_body(kvc_lease *l, const char *rv, const char *holder,
 		json_object_set_new(meta, "resourceVersion", json_string(rv));
 	}
 	pthread_mutex_lock(&l->view_mu);
-	if (l->url != NULL && holder != NULL) {
-		json_object_set_new(
-		    meta, "annotations",
-		    json_pack("{s:s}", KVC_LEASE_URL_ANNOTATION, l->url));
+	if (holder != NULL && (l->url != NULL || l->shards != NULL)) {
+		json_t *ann = json_object();
+		if (l->url != NULL) {
+			json_object_set_new(ann, KVC_LEASE_URL_ANNOTATION,
+					    json_string(l->url));
+		}
+		if (l->shards != NULL) {
+			json_object_set_new(ann, KVC_LEASE_SHARDS_ANNOTATION,
+					    json_string(l->shards));
+		}
+		json_object_set_new(meta, "annotations", ann);
 	}
 	pthread_mutex_unlock(&l->view_mu);
 	json_t *spec =
@@ -244,6 +258,9 @@ kvc_lease_publish(kvc_lease *l)
 		       l->seen.url);
 	l->view.epoch = l->seen.exists ? l->seen.transitions + 1 : 0;
 	l->view_seen_at = l->seen_at;
+	kvi_free(l->seen_shards);
+	l->seen_shards =
+	    l->seen.shards != NULL ? kvi_strdup(l->seen.shards) : NULL;
 	l->view_duration_ms = l->seen.duration_s * 1000;
 	pthread_mutex_unlock(&l->view_mu);
 }
@@ -542,6 +559,8 @@ kvc_lease_free(kvc_lease *l)
 	kvi_free(l->name);
 	kvi_free(l->identity);
 	kvi_free(l->url);
+	kvi_free(l->shards);
+	kvi_free(l->seen_shards);
 	kvi_free(l);
 }
 
@@ -551,6 +570,23 @@ kvc_lease_set_url(kvc_lease *l, const char *url)
 	pthread_mutex_lock(&l->view_mu);
 	kvi_free(l->url);
 	l->url = kvc_lease_dup(url);
+	pthread_mutex_unlock(&l->view_mu);
+}
+
+void
+kvc_lease_set_shards(kvc_lease *l, const char *shards)
+{
+	pthread_mutex_lock(&l->view_mu);
+	kvi_free(l->shards);
+	l->shards = kvc_lease_dup(shards);
+	pthread_mutex_unlock(&l->view_mu);
+}
+
+void
+kvc_lease_shards(kvc_lease *l, char *out, size_t len)
+{
+	pthread_mutex_lock(&l->view_mu);
+	snprintf(out, len, "%s", l->seen_shards != NULL ? l->seen_shards : "");
 	pthread_mutex_unlock(&l->view_mu);
 }
 

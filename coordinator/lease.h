@@ -42,9 +42,10 @@
 #include "error.h"
 #include "metrics.h"
 
-#define KVC_LEASE_URL_ANNOTATION "kvindex.io/leader-url"
-#define KVC_LEASE_IDENTITY_MAX   256
-#define KVC_LEASE_URL_MAX        512
+#define KVC_LEASE_URL_ANNOTATION    "kvindex.io/leader-url"
+#define KVC_LEASE_SHARDS_ANNOTATION "kvindex.io/shards"
+#define KVC_LEASE_IDENTITY_MAX      256
+#define KVC_LEASE_URL_MAX           512
 
 typedef struct kvc_lease_config {
 	const char *api;        /* API server base URL */
@@ -80,6 +81,14 @@ bool kvc_lease_leading(kvc_lease *l, uint64_t *term);
 /* kvc_lease_set_url sets the URL this replica writes into the Lease
  * while it leads (once its HTTP port is known). */
 void kvc_lease_set_url(kvc_lease *l, const char *url);
+
+/* kvc_lease_set_shards sets the shard set ("id=url,id=url") this
+ * replica writes into the Lease's annotation kvindex.io/shards while it
+ * leads, so that followers query the shards it added over the admin API.
+ * kvc_lease_shards writes the set last seen in the Lease ("" when none)
+ * into out. */
+void kvc_lease_set_shards(kvc_lease *l, const char *shards);
+void kvc_lease_shards(kvc_lease *l, char *out, size_t len);
 
 /* What GET /leader shows. */
 typedef struct kvc_lease_view {

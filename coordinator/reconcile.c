@@ -704,7 +704,9 @@ kvc_tick(kvc_assigner *a)
 	bool all_synced = (a->synced & a->expected) == a->expected;
 	pthread_mutex_unlock(&a->mu);
 	uint64_t term;
-	if (!kvc_leading(a, &term)) {
+	bool leading = kvc_leading(a, &term);
+	kvc_share_shards(a, leading);
+	if (!leading) {
 		/* a follower: it learnt the owners, and changes nothing */
 		kvi_free(ops.v);
 		kvi_free(unowned);

@@ -14,7 +14,8 @@
  *  - two replicas, the leader SIGSTOPped past the lease: the follower
  *    takes over and moves a listener; the old leader, continued, steps
  *    down without touching the shards and the move stays; a command of
- *    the old term sent to a shard is refused (fencing);
+ *    the old term sent to a shard is refused (fencing); a shard added
+ *    over the new leader's admin API is queried by the follower too;
  *  - the lease API answering 503: the leader steps down within the renew
  *    deadline, every replica goes on answering queries, writes get 503;
  *    once the API is back a replica leads again.
@@ -484,6 +485,37 @@ test_paused_leader(void **state)
 	assert_int_equal(shard_of(w, f, 0), to);
 	assert_true(shc_metric(&w->c.shards[to],
 			       "kvindex_shard_fenced_commands_total") >= 1);
+
+	/* a shard added over the leader's admin API: the follower learns it
+	 * from the Lease and queries it too */
+	shc_start(&w->c.shards[2], NULL);
+	w->c.n_shards = 3;
+	char add[256];
+	snprintf(add, sizeof(add),
+		 "{\"id\": \"shard-2\", \"endpoint\": \"%s\"}",
+		 w->c.shards[2].url);
+	json_decref(clu_post(on(w, f), "/admin/shards", add, &st));
+	assert_int_equal(st, 201);
+	deadline = kvt_now_ms() + CLU_WAIT_MS;
+	for (;;) {
+		bool moved = false;
+		for (int i = 1; i < FILE_PODS * DP && !moved; i++) {
+			moved = shard_of(w, f, i) == 2;
+		}
+		if (moved) {
+			break;
+		}
+		assert_true(kvt_now_ms() < deadline);
+		kvt_sleep_ms(100);
+	}
+	deadline = kvt_now_ms() + CLU_WAIT_MS;
+	while (clu_metric(on(w, l),
+			  "kvindex_coord_shard_up{shard=\"shard-2\"}") != 1) {
+		assert_true(kvt_now_ms() < deadline);
+		kvt_sleep_ms(100);
+	}
+	const int again[] = {1, 2, 3};
+	prefill_and_check(w, again, 3, 7);
 	world_stop(w);
 }
 
