@@ -79,12 +79,8 @@ kvc_follow_http(kvc_assigner *a)
 				a->reg, pods[i].name, pods[i].instance_id,
 				pods[i].name ? -1 : (int)pods[i].rank, &keys,
 				&shards, &m) == KVI_OK) {
-				for (size_t k = 0; k < m; k++) {
-					kvi_free(keys[k]);
-					kvi_free(shards[k]);
-				}
-				kvi_free(keys);
-				kvi_free(shards);
+				kvc_strv_free(keys, m);
+				kvc_strv_free(shards, m);
 			}
 		}
 	}
@@ -97,10 +93,8 @@ kvc_follow_http(kvc_assigner *a)
  * never rebuilds what it removed itself (a shard that was away when it
  * did still holds it, until the leader drops it as an orphan). */
 void
-kvc_adopt_http(kvc_assigner *a)
+kvc_adopt_http(kvc_assigner *a, bool leading)
 {
-	uint64_t term;
-	bool leading = kvc_leading(a, &term);
 	if (!leading) {
 		kvc_follow_http(a);
 	}

@@ -96,7 +96,7 @@ kvc_keys_json(char **keys, size_t n)
 	return arr;
 }
 
-static void
+void
 kvc_strv_free(char **v, size_t n)
 {
 	for (size_t i = 0; v != NULL && i < n; i++) {

@@ -65,9 +65,13 @@ typedef struct kvc_op {
  * the term its commands carry (0 without leader election). */
 bool kvc_leading(kvc_assigner *a, uint64_t *term);
 
+/* kvc_strv_free frees n strings and their array (NULL ok). */
+void kvc_strv_free(char **v, size_t n);
+
 /* kvc_adopt_http rebuilds, after a poll, the HTTP registrations the
- * shards hold that the registry lacks (adopt_http.c). */
-void kvc_adopt_http(kvc_assigner *a);
+ * shards hold that the registry lacks, as leader or follower
+ * (adopt_http.c). */
+void kvc_adopt_http(kvc_assigner *a, bool leading);
 
 /* kvc_share_shards writes the leader's shard set into the Lease, or on a
  * follower adds the shards the leader has (adopt_http.c). */

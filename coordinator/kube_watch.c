@@ -329,14 +329,6 @@ kvc_kw_write(char *data, size_t size, size_t nmemb, void *arg)
 
 /* ---- requests ------------------------------------------------------ */
 
-/* kvc_kw_token reads the bearer token (again for each request: a
- * projected service account token rotates). */
-static bool
-kvc_kw_token(kvc_kube_watch *w, char *out, size_t len, char *err, size_t errlen)
-{
-	return kvc_kube_read_token(w->token_file, out, len, err, errlen);
-}
-
 static void
 kvc_kw_url(kvc_kube_watch *w, kvc_kw_ns *n, bool list, char *url, size_t len)
 {
@@ -377,7 +369,8 @@ kvc_kw_start(kvc_kube_watch *w, kvc_kw_ns *n, int64_t now)
 {
 	char token[8192], err[400];
 	n->code = 0;
-	if (!kvc_kw_token(w, token, sizeof(token), err, sizeof(err))) {
+	if (!kvc_kube_read_token(w->token_file, token, sizeof(token), err,
+				 sizeof(err))) {
 		kvc_kw_fail(n, now, err);
 		return;
 	}

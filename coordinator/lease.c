@@ -33,9 +33,10 @@ typedef struct kvc_lease_rec {
 
 struct kvc_lease {
 	kvc_lease_config cfg;
-	char *api, *token_file, *ca_file, *ns, *name, *identity, *url;
-	char *shards;      /* written while leading; under view_mu */
-	char *seen_shards; /* last seen in the Lease; under view_mu */
+	char *token_file, *ca_file, *ns, *name, *identity, *url;
+	char *coll_url, *item_url; /* the namespace's Leases, and this one */
+	char *shards;              /* written while leading; under view_mu */
+	char *seen_shards;         /* last seen in the Lease; under view_mu */
 	pthread_t thread;
 	bool started;
 	pthread_mutex_t mu;
@@ -285,24 +286,18 @@ kvc_lease_saw(kvc_lease *l, const json_t *o, int64_t now)
 static bool
 kvc_lease_try(kvc_lease *l, int64_t now)
 {
-	char url[1024], err[600];
-	snprintf(url, sizeof(url),
-		 "%s/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s",
-		 l->api, l->ns, l->name);
+	const char *url = l->item_url;
+	char err[600];
 	int64_t duration_s = (l->cfg.lease_duration_ms + 999) / 1000;
 	json_t *o = NULL;
 	long st = kvc_lease_http(l, "GET", url, NULL, &o, err, sizeof(err));
 	bool ok = false;
 	if (st == 404) {
 		json_decref(o);
-		char coll[1024];
-		snprintf(coll, sizeof(coll),
-			 "%s/apis/coordination.k8s.io/v1/namespaces/%s/leases",
-			 l->api, l->ns);
 		char *body =
 		    kvc_lease_body(l, NULL, l->identity, duration_s, NULL, 0);
-		st =
-		    kvc_lease_http(l, "POST", coll, body, &o, err, sizeof(err));
+		st = kvc_lease_http(l, "POST", l->coll_url, body, &o, err,
+				    sizeof(err));
 		kvi_free(body);
 		if (st == 201) {
 			kvc_lease_saw(l, o, now);
@@ -368,14 +363,12 @@ kvc_lease_leading(kvc_lease *l, uint64_t *term)
 static void
 kvc_lease_release(kvc_lease *l)
 {
-	char url[1024], err[600];
-	snprintf(url, sizeof(url),
-		 "%s/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s",
-		 l->api, l->ns, l->name);
+	char err[600];
 	char *body =
 	    kvc_lease_body(l, l->seen.rv, NULL, 1, NULL, l->seen.transitions);
 	json_t *o = NULL;
-	long st = kvc_lease_http(l, "PUT", url, body, &o, err, sizeof(err));
+	long st =
+	    kvc_lease_http(l, "PUT", l->item_url, body, &o, err, sizeof(err));
 	kvi_free(body);
 	json_decref(o);
 	KVI_INFO("lease_released", "identity=%s status=%ld", l->identity, st);
@@ -427,9 +420,6 @@ kvc_lease_main(void *arg)
 				 l->seen.holder);
 		}
 		kvi_gauge_set(l->g_leader, now ? 1 : 0);
-		pthread_mutex_lock(&l->view_mu);
-		l->view.is_leader = now;
-		pthread_mutex_unlock(&l->view_mu);
 		/* followers jitter their tries, as client-go does (x1.2) */
 		int64_t wait = l->cfg.retry_period_ms;
 		if (!now) {
@@ -484,7 +474,13 @@ kvc_lease_start(const kvc_lease_config *cfg, kvi_metrics *m, kvc_lease **out,
 		return KVI_EINVAL;
 	}
 	kvc_lease *l = kvi_calloc(1, sizeof(*l));
-	l->api = kvc_lease_dup(c.api);
+	size_t ulen = strlen(c.api) + strlen(c.ns) + strlen(c.name) + 64;
+	l->coll_url = kvi_malloc(ulen);
+	snprintf(l->coll_url, ulen,
+		 "%s/apis/coordination.k8s.io/v1/namespaces/%s/leases", c.api,
+		 c.ns);
+	l->item_url = kvi_malloc(ulen);
+	snprintf(l->item_url, ulen, "%s/%s", l->coll_url, c.name);
 	l->token_file = kvc_lease_dup(c.token_file);
 	l->ca_file = kvc_lease_dup(c.ca_file);
 	l->ns = kvc_lease_dup(c.ns);
@@ -552,7 +548,8 @@ kvc_lease_free(kvc_lease *l)
 	pthread_cond_destroy(&l->cv);
 	pthread_mutex_destroy(&l->mu);
 	pthread_mutex_destroy(&l->view_mu);
-	kvi_free(l->api);
+	kvi_free(l->coll_url);
+	kvi_free(l->item_url);
 	kvi_free(l->token_file);
 	kvi_free(l->ca_file);
 	kvi_free(l->ns);

@@ -585,9 +585,13 @@ main(int argc, char **argv)
 	    (token = coord_read_token(o.admin_token_file)) == NULL) {
 		goto out;
 	}
-	if (o.kube.n_namespaces > 0 &&
-	    kvc_kube_config_resolve(&o.kube, &kube_bufs, err, sizeof(err)) !=
-		KVI_OK) {
+	/* the pod watcher and the lease share one API server and token */
+	if ((o.kube.n_namespaces > 0 &&
+	     kvc_kube_config_resolve(&o.kube, &kube_bufs, err, sizeof(err)) !=
+		 KVI_OK) ||
+	    (o.kube.n_namespaces == 0 && o.lease != NULL &&
+	     kvc_kube_api_resolve(&o.kube, &kube_bufs, err, sizeof(err)) !=
+		 KVI_OK)) {
 		fprintf(stderr, "kvindex-coordinator: kubernetes: %s\n", err);
 		goto out;
 	}

@@ -691,7 +691,11 @@ void
 kvc_tick(kvc_assigner *a)
 {
 	kvc_poll(a);
-	kvc_adopt_http(a);
+	/* one answer for the whole tick: leading or following */
+	uint64_t term;
+	bool leading = kvc_leading(a, &term);
+	kvc_adopt_http(a, leading);
+	kvc_share_shards(a, leading);
 	int64_t now = kvc_now_ms();
 	size_t n;
 	kvc_lview *lv = kvc_reg_listeners(a->reg, &n);
@@ -703,9 +707,6 @@ kvc_tick(kvc_assigner *a)
 	pthread_mutex_lock(&a->mu);
 	bool all_synced = (a->synced & a->expected) == a->expected;
 	pthread_mutex_unlock(&a->mu);
-	uint64_t term;
-	bool leading = kvc_leading(a, &term);
-	kvc_share_shards(a, leading);
 	if (!leading) {
 		/* a follower: it learnt the owners, and changes nothing */
 		kvi_free(ops.v);

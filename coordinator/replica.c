@@ -58,18 +58,12 @@ kvc_replica_url(const kvc_replica_flags *o, int port, const char *identity,
 
 /* kvc_replica_start starts leader election (--leader-election-lease). */
 kvi_err
-kvc_replica_start(const kvc_replica_flags *o, kvc_kube_config *kube,
+kvc_replica_start(const kvc_replica_flags *o, const kvc_kube_config *kube,
 		  kvi_metrics *metrics, kvc_lease **out, char *identity,
 		  size_t ilen, char *url, size_t ulen)
 {
 	char err[512];
-	static kvc_kube_bufs bufs;
-	if (kvc_kube_api_resolve(kube, &bufs, err, sizeof(err)) != KVI_OK) {
-		fprintf(stderr, "kvindex-coordinator: leader election: %s\n",
-			err);
-		return KVI_EINVAL;
-	}
-	static char ns[254], name[254];
+	char ns[254], name[254]; /* the lease keeps copies */
 	const char *slash = strchr(o->lease, '/');
 	if (slash == NULL || slash == o->lease || slash[1] == '\0' ||
 	    (size_t)(slash - o->lease) >= sizeof(ns) ||

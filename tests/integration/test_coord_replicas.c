@@ -165,10 +165,10 @@ world_start(world *w, int replicas)
 	}
 }
 
-/* world_stop stops what runs; a replica that exits with an error (a leak
- * under ASan) fails the test. */
-static void
-world_stop(world *w)
+/* world_halt stops what runs and returns a replica that exited with an
+ * error (a leak under ASan), or -1. Safe to call twice. */
+static int
+world_halt(world *w)
 {
 	int bad = -1;
 	for (int i = 0; i < w->n; i++) {
@@ -195,6 +195,15 @@ world_stop(world *w)
 	w->dfile = NULL;
 	clu_cleanup(&w->c);
 	w->n = 0;
+	return bad;
+}
+
+/* world_stop is world_halt at the end of a test: a replica that did not
+ * exit cleanly fails it. */
+static void
+world_stop(world *w)
+{
+	int bad = world_halt(w);
 	if (bad >= 0) {
 		fail_msg("replica %d did not exit cleanly", bad);
 	}
@@ -599,21 +608,8 @@ setup(void **state)
 static int
 teardown(void **state)
 {
-	world *w = *state;
-	for (int i = 0; i < w->n; i++) {
-		if (w->r[i].proc != NULL) {
-			kill(kvt_proc_pid(w->r[i].proc), SIGCONT);
-			kvt_proc_stop(w->r[i].proc, 10000, NULL);
-			kvt_proc_free(w->r[i].proc);
-		}
-		free(w->r[i].log);
-	}
-	if (w->kube_started) {
-		kvt_kube_stop(&w->kube, NULL);
-	}
-	free(w->dfile);
-	clu_cleanup(&w->c);
-	free(w);
+	world_halt(*state); /* after a failure, what is still running */
+	free(*state);
 	return 0;
 }
 

@@ -98,6 +98,14 @@ lease_store(kube_leases *l, struct evhttp_request *req, const char *ns,
 }
 
 static void
+lease_method_not_allowed(struct evhttp_request *req)
+{
+	kube_reply_status(req, 405, "MethodNotAllowed",
+			  "the server does not allow this method on the "
+			  "requested resource");
+}
+
+static void
 lease_not_found(struct evhttp_request *req, const char *name)
 {
 	char msg[600];
@@ -143,9 +151,7 @@ kube_lease_handle(kube_http *h, struct evhttp_request *req, char **segs, int n)
 	if ((n == 6 && cmd != EVHTTP_REQ_POST) ||
 	    (n == 7 && cmd == EVHTTP_REQ_POST)) {
 		json_decref(body);
-		kube_reply_status(req, 405, "MethodNotAllowed",
-				  "the server does not allow this method on "
-				  "the requested resource");
+		lease_method_not_allowed(req);
 		return;
 	}
 	if (name == NULL || *name == '\0') {
@@ -194,9 +200,7 @@ kube_lease_handle(kube_http *h, struct evhttp_request *req, char **segs, int n)
 			lease_store(l, req, ns, name, key, body, 200);
 		}
 	} else {
-		kube_reply_status(req, 405, "MethodNotAllowed",
-				  "the server does not allow this method on "
-				  "the requested resource");
+		lease_method_not_allowed(req);
 	}
 	json_decref(body);
 }
