@@ -4,8 +4,9 @@
  * server (tests/kubeapi), with short durations (lease 3 s, renew deadline
  * 2 s, retry 0.5 s):
  *
- *  - three replicas: exactly one leads and all name it; every replica's
- *    /query finds each rank's prefill on that rank alone; a write on a
+ *  - three replicas: exactly one leads and all name it; every replica is
+ *    healthy and ready, and its /query finds each rank's prefill on that
+ *    rank alone; a write on a
  *    follower is redirected to the leader; kill -9 of the leader: another
  *    leads within the lease duration and a retry period, assigns a pod
  *    that appeared in the discovery file meanwhile, keeps the pod that
@@ -328,6 +329,21 @@ test_three_replicas(void **state)
 	clu_wait_active(on(w, l), FILE_PODS * DP, CLU_WAIT_MS);
 	const int first[] = {0, 1, 2, 3};
 	prefill_and_check(w, first, 4, 1);
+	/* every replica is healthy and ready, the followers too */
+	for (int i = 0; i < w->n; i++) {
+		long hs = 0, rs = 0;
+		json_decref(clu_get(on(w, i), "/health", &hs));
+		int64_t until = kvt_now_ms() + CLU_WAIT_MS;
+		for (;;) {
+			json_decref(clu_get(on(w, i), "/ready", &rs));
+			if (rs == 200 || kvt_now_ms() > until) {
+				break;
+			}
+			kvt_sleep_ms(100);
+		}
+		assert_int_equal(hs, 200);
+		assert_int_equal(rs, 200);
+	}
 
 	/* a write on a follower goes to the leader: the last pod registered
 	 * there, following the redirect as a client does */
