@@ -212,16 +212,37 @@ range_free(int base, int n)
 	return bound == n;
 }
 
+/* ports_top returns where the kernel's ephemeral ports start (outgoing
+ * connections take their local ports there, and one may take a port a
+ * test gave a server it is about to restart), or PORT_MAX. */
+static int
+ports_top(void)
+{
+	int lo = PORT_MAX, hi = 0;
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+	if (f != NULL) {
+		if (fscanf(f, "%d %d", &lo, &hi) != 2) {
+			lo = PORT_MAX;
+		}
+		fclose(f);
+	}
+	return lo > PORT_MIN && lo < PORT_MAX ? lo : PORT_MAX;
+}
+
 kvi_err
 kvt_ports_pick(int n, int *base)
 {
-	if (n <= 0 || n >= PORT_MAX - PORT_MIN) {
+	int top = ports_top();
+	if (n >= top - PORT_MIN) {
+		top = PORT_MAX; /* too many for below the ephemeral range */
+	}
+	if (n <= 0 || n >= top - PORT_MIN) {
 		return KVI_EINVAL;
 	}
 	unsigned seed = (unsigned)kvt_now_ms() ^ (unsigned)getpid() << 8;
 	for (int attempt = 0; attempt < PORT_ATTEMPTS; attempt++) {
-		int b = PORT_MIN + (int)(rand_r(&seed) %
-					 (unsigned)(PORT_MAX - PORT_MIN - n));
+		int b = PORT_MIN +
+			(int)(rand_r(&seed) % (unsigned)(top - PORT_MIN - n));
 		if (range_free(b, n)) {
 			*base = b;
 			return KVI_OK;

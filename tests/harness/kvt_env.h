@@ -46,9 +46,11 @@ bool kvt_wait_until(bool (*pred)(void *arg), void *arg, int timeout_ms);
 bool kvt_wait_file(const char *path, int timeout_ms);
 
 /* kvt_ports_pick finds n consecutive TCP ports that all bind on 127.0.0.1,
- * trying random bases in [20000, 60000), and writes the first into *base.
- * The ports are released again: a race with other processes is possible
- * but unlikely. Returns KVI_EEXIST if no range was found. */
+ * trying random bases in [20000, 60000) below the kernel's ephemeral
+ * ports (ip_local_port_range), so that no outgoing connection takes one
+ * while a server restarts on it, and writes the first into *base. The
+ * ports are released again: a race with other tests is possible but
+ * unlikely. Returns KVI_EEXIST if no range was found. */
 kvi_err kvt_ports_pick(int n, int *base);
 
 #endif /* KVI_TESTS_KVT_ENV_H */
