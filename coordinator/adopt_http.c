@@ -52,7 +52,8 @@ kvc_removed_has(const kvc_assigner *a, const char *key)
 
 /* kvc_follow_http drops, on a follower, the HTTP registrations that no
  * shard owns any more (the leader removed them), once every shard has
- * answered: a follower's HTTP pods are what the shards hold. */
+ * answered: a follower's HTTP pods are what the shards hold, and what the
+ * leader shares as pending (share.c). */
 static void
 kvc_follow_http(kvc_assigner *a)
 {
@@ -72,7 +73,7 @@ kvc_follow_http(kvc_assigner *a)
 				cnt > 0;
 		}
 		kvc_ranks_free(ranks, nr);
-		if (!owned) {
+		if (!owned && !kvc_share_pending_has(a, &pods[i])) {
 			char **keys, **shards;
 			size_t m;
 			if (kvc_reg_remove(
@@ -129,63 +130,4 @@ kvc_adopt_http(kvc_assigner *a, bool leading)
 		}
 		kvc_pod_fini(&p);
 	}
-}
-
-/* kvc_share_shards shares the shard set through the Lease: the leader
- * writes the one it polled ("id=url,..."), and a follower adds the shards
- * it lacks (added over the leader's admin API), so that its queries fan
- * out to every shard. A follower does not forget shards: one drained and
- * forgotten by the leader goes when the follower restarts. */
-void
-kvc_share_shards(kvc_assigner *a, bool leading)
-{
-	if (a->lease == NULL) {
-		return;
-	}
-	if (leading) {
-		size_t cap = 64, len = 0;
-		char *text = kvi_malloc(cap);
-		text[0] = '\0';
-		for (size_t i = 0; i < a->n_snap; i++) {
-			size_t need = strlen(a->snap[i]->id) +
-				      strlen(a->snap[i]->url) + 3;
-			while (len + need >= cap) {
-				cap *= 2;
-				text = kvi_realloc(text, cap);
-			}
-			len += (size_t)snprintf(
-			    text + len, cap - len, "%s%s=%s", i ? "," : "",
-			    a->snap[i]->id, a->snap[i]->url);
-		}
-		kvc_lease_set_shards(a->lease, text);
-		kvi_free(text);
-		return;
-	}
-	size_t cap = 1 << 16;
-	char *text = kvi_malloc(cap);
-	kvc_lease_shards(a->lease, text, cap);
-	char *save = NULL;
-	for (char *tok = strtok_r(text, ",", &save); tok != NULL;
-	     tok = strtok_r(NULL, ",", &save)) {
-		char *eq = strchr(tok, '=');
-		if (eq == NULL) {
-			continue;
-		}
-		*eq = '\0';
-		kvc_shard *sh = kvc_shardset_find(a->shards, tok);
-		if (sh != NULL) {
-			kvc_shard_unref(sh);
-			continue;
-		}
-		char err[256];
-		if (kvc_shardset_add(a->shards, tok, eq + 1, err,
-				     sizeof(err)) == KVI_OK) {
-			KVI_INFO("shard_added", "shard=%s url=%s from=leader",
-				 tok, eq + 1);
-		} else {
-			KVI_WARN("shard_not_added", "shard=%s err=\"%s\"", tok,
-				 err);
-		}
-	}
-	kvi_free(text);
 }

@@ -504,6 +504,11 @@ kvc_assigner_flush(kvc_assigner *a)
 static void
 kvc_run_cmd(kvc_assigner *a, kvc_cmd *c)
 {
+	uint64_t term;
+	if (kvc_leading(a, &term)) {
+		kvc_share_take(a,
+			       true); /* before a new leader's first change */
+	}
 	switch (c->kind) {
 	case KVC_CMD_REGISTER:
 		kvc_do_register(a, c);
@@ -703,6 +708,7 @@ kvc_assigner_stop(kvc_assigner *a)
 		kvi_free(a->removed[i]);
 	}
 	kvi_free(a->removed);
+	kvc_pods_free(a->pending, a->n_pending);
 	kvc_rdv_pins_free(a->pins);
 	kvc_admin_fini(a);
 	kvi_metrics_free(a->own_metrics);

@@ -44,7 +44,10 @@
  * Replicas: with a lease (kvc_assigner_set_lease), only the leader
  * commands shards (steps 3-6, and commands); a follower runs steps 1 and 2
  * on every tick, so that its registry knows the owners and states the
- * leader's work produced, and answers /workers and queries alike.
+ * leader's work produced, and answers /workers and queries alike. HTTP
+ * registrations travel with their listeners to the shards (adopt_http.c);
+ * the shard set, pins, drains and registrations no shard holds yet travel
+ * in the Lease (share.c).
  *
  * Durability: pods registered over HTTP are written to the coordinator
  * store (cstore.h) before they are acknowledged, and loaded from it at

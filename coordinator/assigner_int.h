@@ -73,9 +73,15 @@ void kvc_strv_free(char **v, size_t n);
  * (adopt_http.c). */
 void kvc_adopt_http(kvc_assigner *a, bool leading);
 
-/* kvc_share_shards writes the leader's shard set into the Lease, or on a
- * follower adds the shards the leader has (adopt_http.c). */
-void kvc_share_shards(kvc_assigner *a, bool leading);
+/* kvc_share_state writes what the leader shares through the Lease (its
+ * shards, pins, drains and pending registrations), or on a follower
+ * takes it from the Lease (share.c). kvc_share_take only takes it: on a
+ * follower, and once on a new leader, before its first tick or command
+ * changes anything. kvc_share_pending_has says whether p is a pending
+ * registration taken from the Lease. */
+void kvc_share_state(kvc_assigner *a, bool leading);
+void kvc_share_take(kvc_assigner *a, bool leading);
+bool kvc_share_pending_has(const kvc_assigner *a, const kvc_pod *p);
 
 /* kvc_removed_note remembers (on true) or forgets a removed key. */
 void kvc_removed_note(kvc_assigner *a, const char *key, bool removed);
@@ -116,6 +122,13 @@ struct kvc_assigner {
 	 * that missed the removal (kvc_adopt_http); oldest dropped first */
 	char **removed;
 	size_t n_removed;
+
+	/* the pending registrations last taken from the Lease, and whether
+	 * this replica took the Lease's state since it began leading
+	 * (share.c) */
+	kvc_pod *pending;
+	size_t n_pending;
+	bool took_shared;
 
 	/* metrics, in the caller's registry or own_metrics */
 	kvi_metrics *own_metrics;

@@ -24,7 +24,7 @@ typedef struct kvc_lease_rec {
 	char rv[64];
 	char holder[KVC_LEASE_IDENTITY_MAX];
 	char url[KVC_LEASE_URL_MAX];
-	char *shards; /* the kvindex.io/shards annotation, or NULL */
+	json_t *ann; /* its annotations, or NULL */
 	int64_t duration_s;
 	char acquire[40];
 	uint64_t transitions;
@@ -35,13 +35,15 @@ struct kvc_lease {
 	kvc_lease_config cfg;
 	char *token_file, *ca_file, *ns, *name, *identity, *url;
 	char *coll_url, *item_url; /* the namespace's Leases, and this one */
-	char *shards;              /* written while leading; under view_mu */
-	char *seen_shards;         /* last seen in the Lease; under view_mu */
+	json_t *shared;            /* annotations written while leading, by
+				      kvc_lease_share; under view_mu */
+	json_t *seen_ann;          /* last seen in the Lease; under view_mu */
 	pthread_t thread;
 	bool started;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	bool stopping;           /* under mu */
+	bool nudged;             /* under mu: write now, shared changed */
 	kvc_lease_rec seen;      /* the record last seen; elector thread */
 	int64_t seen_at;         /* when it was first seen, kvc_now_ms */
 	_Atomic bool leading;    /* this replica won and renews */
@@ -156,7 +158,7 @@ static void
 kvc_lease_rec_fini(kvc_lease_rec *r)
 {
 	kvi_free(r->raw);
-	kvi_free(r->shards);
+	json_decref(r->ann);
 	*r = (kvc_lease_rec){0};
 }
 
@@ -178,9 +180,7 @@ kvc_lease_parse(const json_t *o, kvc_lease_rec *r)
 	kvc_lease_copy(
 	    r->url, sizeof(r->url),
 	    json_string_value(json_object_get(ann, KVC_LEASE_URL_ANNOTATION)));
-	const char *sh = json_string_value(
-	    json_object_get(ann, KVC_LEASE_SHARDS_ANNOTATION));
-	r->shards = sh != NULL ? kvi_strdup(sh) : NULL;
+	r->ann = json_is_object(ann) ? json_deep_copy(ann) : NULL;
 	kvc_lease_copy(r->acquire, sizeof(r->acquire),
 		       json_string_value(json_object_get(spec, "acquireTime")));
 	json_t *d = json_object_get(spec, "leaseDurationSeconds");
@@ -220,20 +220,24 @@ kvc_lease_body(kvc_lease *l, const char *rv, const char *holder,
 	if (rv != NULL) {
 		json_object_set_new(meta, "resourceVersion", json_string(rv));
 	}
+	/* the annotations as read, kept (this replica's shared state was
+	 * written by the leader before it, and others may be anyone's),
+	 * with this replica's own over them: what it shares while it leads,
+	 * and at the release its last state */
+	json_t *ann =
+	    l->seen.ann != NULL ? json_deep_copy(l->seen.ann) : json_object();
 	pthread_mutex_lock(&l->view_mu);
-	if (holder != NULL && (l->url != NULL || l->shards != NULL)) {
-		json_t *ann = json_object();
-		if (l->url != NULL) {
-			json_object_set_new(ann, KVC_LEASE_URL_ANNOTATION,
-					    json_string(l->url));
-		}
-		if (l->shards != NULL) {
-			json_object_set_new(ann, KVC_LEASE_SHARDS_ANNOTATION,
-					    json_string(l->shards));
-		}
-		json_object_set_new(meta, "annotations", ann);
+	if (holder != NULL && l->url != NULL) {
+		json_object_set_new(ann, KVC_LEASE_URL_ANNOTATION,
+				    json_string(l->url));
 	}
+	json_object_update(ann, l->shared); /* empty unless it led */
 	pthread_mutex_unlock(&l->view_mu);
+	if (json_object_size(ann) > 0) {
+		json_object_set_new(meta, "annotations", ann);
+	} else {
+		json_decref(ann);
+	}
 	json_t *spec =
 	    json_pack("{s:s,s:I,s:s,s:s,s:I}", "holderIdentity",
 		      holder != NULL ? holder : "", "leaseDurationSeconds",
@@ -259,9 +263,8 @@ kvc_lease_publish(kvc_lease *l)
 		       l->seen.url);
 	l->view.epoch = l->seen.exists ? l->seen.transitions + 1 : 0;
 	l->view_seen_at = l->seen_at;
-	kvi_free(l->seen_shards);
-	l->seen_shards =
-	    l->seen.shards != NULL ? kvi_strdup(l->seen.shards) : NULL;
+	json_decref(l->seen_ann);
+	l->seen_ann = l->seen.ann != NULL ? json_deep_copy(l->seen.ann) : NULL;
 	l->view_duration_ms = l->seen.duration_s * 1000;
 	pthread_mutex_unlock(&l->view_mu);
 }
@@ -387,9 +390,10 @@ kvc_lease_wait(kvc_lease *l, int64_t ms)
 		until.tv_nsec -= 1000000000;
 	}
 	pthread_mutex_lock(&l->mu);
-	while (!l->stopping &&
+	while (!l->stopping && !l->nudged &&
 	       pthread_cond_timedwait(&l->cv, &l->mu, &until) == 0) {
 	}
+	l->nudged = false;
 	bool stop = l->stopping;
 	pthread_mutex_unlock(&l->mu);
 	return stop;
@@ -487,6 +491,7 @@ kvc_lease_start(const kvc_lease_config *cfg, kvi_metrics *m, kvc_lease **out,
 	l->name = kvc_lease_dup(c.name);
 	l->identity = kvc_lease_dup(c.identity);
 	l->url = kvc_lease_dup(c.url);
+	l->shared = json_object();
 	l->cfg = c;
 	kvc_lease_copy(l->view.identity, sizeof(l->view.identity), c.identity);
 	pthread_mutex_init(&l->mu, NULL);
@@ -556,8 +561,8 @@ kvc_lease_free(kvc_lease *l)
 	kvi_free(l->name);
 	kvi_free(l->identity);
 	kvi_free(l->url);
-	kvi_free(l->shards);
-	kvi_free(l->seen_shards);
+	json_decref(l->shared);
+	json_decref(l->seen_ann);
 	kvi_free(l);
 }
 
@@ -571,20 +576,34 @@ kvc_lease_set_url(kvc_lease *l, const char *url)
 }
 
 void
-kvc_lease_set_shards(kvc_lease *l, const char *shards)
+kvc_lease_share(kvc_lease *l, const char *name, const char *value)
 {
 	pthread_mutex_lock(&l->view_mu);
-	kvi_free(l->shards);
-	l->shards = kvc_lease_dup(shards);
+	const char *was = json_string_value(json_object_get(l->shared, name));
+	bool changed = value != NULL ? was == NULL || strcmp(was, value) != 0
+				     : json_object_get(l->shared, name) != NULL;
+	if (value != NULL) {
+		json_object_set_new(l->shared, name, json_string(value));
+	} else {
+		json_object_del(l->shared, name);
+	}
 	pthread_mutex_unlock(&l->view_mu);
+	if (changed && kvc_lease_leading(l, NULL)) {
+		pthread_mutex_lock(&l->mu);
+		l->nudged = true;
+		pthread_cond_signal(&l->cv);
+		pthread_mutex_unlock(&l->mu);
+	}
 }
 
-void
-kvc_lease_shards(kvc_lease *l, char *out, size_t len)
+char *
+kvc_lease_shared(kvc_lease *l, const char *name)
 {
 	pthread_mutex_lock(&l->view_mu);
-	snprintf(out, len, "%s", l->seen_shards != NULL ? l->seen_shards : "");
+	const char *v = json_string_value(json_object_get(l->seen_ann, name));
+	char *out = v != NULL ? kvi_strdup(v) : NULL;
 	pthread_mutex_unlock(&l->view_mu);
+	return out;
 }
 
 void

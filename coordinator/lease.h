@@ -42,10 +42,13 @@
 #include "error.h"
 #include "metrics.h"
 
-#define KVC_LEASE_URL_ANNOTATION    "kvindex.io/leader-url"
-#define KVC_LEASE_SHARDS_ANNOTATION "kvindex.io/shards"
-#define KVC_LEASE_IDENTITY_MAX      256
-#define KVC_LEASE_URL_MAX           512
+#define KVC_LEASE_URL_ANNOTATION     "kvindex.io/leader-url"
+#define KVC_LEASE_SHARDS_ANNOTATION  "kvindex.io/shards"
+#define KVC_LEASE_PINS_ANNOTATION    "kvindex.io/pins"
+#define KVC_LEASE_DRAINS_ANNOTATION  "kvindex.io/drains"
+#define KVC_LEASE_PENDING_ANNOTATION "kvindex.io/pending"
+#define KVC_LEASE_IDENTITY_MAX       256
+#define KVC_LEASE_URL_MAX            512
 
 typedef struct kvc_lease_config {
 	const char *api;        /* API server base URL */
@@ -82,13 +85,17 @@ bool kvc_lease_leading(kvc_lease *l, uint64_t *term);
  * while it leads (once its HTTP port is known). */
 void kvc_lease_set_url(kvc_lease *l, const char *url);
 
-/* kvc_lease_set_shards sets the shard set ("id=url,id=url") this
- * replica writes into the Lease's annotation kvindex.io/shards while it
- * leads, so that followers query the shards it added over the admin API.
- * kvc_lease_shards writes the set last seen in the Lease ("" when none)
- * into out. */
-void kvc_lease_set_shards(kvc_lease *l, const char *shards);
-void kvc_lease_shards(kvc_lease *l, char *out, size_t len);
+/* kvc_lease_share sets the annotation name to value (NULL: no longer
+ * written by this replica) in what this replica writes into the Lease
+ * while it leads: the state a leader shares with its followers and its
+ * successor (KVC_LEASE_SHARDS_ANNOTATION and the others below). A change
+ * is written at once, not at the next renewal. The annotations a replica
+ * does not set are written back as it read them, so the state of the
+ * leader before it survives until it sets its own. kvc_lease_shared
+ * returns the value of annotation name in the Lease as last seen, or
+ * NULL; the caller frees it. */
+void kvc_lease_share(kvc_lease *l, const char *name, const char *value);
+char *kvc_lease_shared(kvc_lease *l, const char *name);
 
 /* What GET /leader shows. */
 typedef struct kvc_lease_view {

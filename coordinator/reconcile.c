@@ -694,8 +694,8 @@ kvc_tick(kvc_assigner *a)
 	/* one answer for the whole tick: leading or following */
 	uint64_t term;
 	bool leading = kvc_leading(a, &term);
+	kvc_share_state(a, leading);
 	kvc_adopt_http(a, leading);
-	kvc_share_shards(a, leading);
 	int64_t now = kvc_now_ms();
 	size_t n;
 	kvc_lview *lv = kvc_reg_listeners(a->reg, &n);

@@ -151,6 +151,14 @@ kvc_rdv_pins_count(const kvc_rdv_pins *p)
 	return p->n;
 }
 
+void
+kvc_rdv_pins_at(const kvc_rdv_pins *p, size_t i, const char **key,
+		const char **shard_id)
+{
+	*key = p->v[i].key;
+	*shard_id = p->v[i].shard_id;
+}
+
 size_t
 kvc_rdv_assign(const kvc_rdv_pins *pins, const char *const *shard_ids, size_t n,
 	       const bool *eligible, const char *key, bool *pinned)

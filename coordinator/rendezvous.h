@@ -74,6 +74,11 @@ const char *kvc_rdv_pins_get(const kvc_rdv_pins *p, const char *key);
 
 size_t kvc_rdv_pins_count(const kvc_rdv_pins *p);
 
+/* kvc_rdv_pins_at sets *key and *shard_id to pin i (0 <= i < count), in
+ * key order. */
+void kvc_rdv_pins_at(const kvc_rdv_pins *p, size_t i, const char **key,
+		     const char **shard_id);
+
 /* kvc_rdv_assign returns the index of the shard that owns key: its pinned
  * shard when pins (may be NULL) pins it to a shard of the list that is
  * eligible, else kvc_rdv_pick_index(). *pinned (may be NULL) says which.

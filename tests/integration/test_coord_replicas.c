@@ -19,7 +19,14 @@
  *    over the new leader's admin API is queried by the follower too;
  *  - the lease API answering 503: the leader steps down within the renew
  *    deadline, every replica goes on answering queries, writes get 503;
- *    once the API is back a replica leads again.
+ *    once the API is back a replica leads again;
+ *  - what the leader shares through the Lease: a pin (a listener moved
+ *    off its shard) and a registration left pending while both shards
+ *    are paused are known to the follower; kill -9 of the leader: the
+ *    follower leads, keeps the pin through its ticks, and assigns the
+ *    pending pod once the shards are back (its prefills match); the pin
+ *    moved again, the old leader restarted with its old store follows
+ *    the Lease's state, and keeps it when it leads after a second kill.
  *
  * The discovery file is the simulator's layout, written by the test with
  * fewer pods than the simulator runs, so that a pod can appear.
@@ -50,7 +57,7 @@ typedef struct replica {
 	kvt_proc *proc;
 	int port;
 	char base[64];
-	char *log;
+	char *log, *store;
 	char identity[16];
 } replica;
 
@@ -98,6 +105,9 @@ rep_start(world *w, int i)
 			 r->port);
 		snprintf(r->identity, sizeof(r->identity), "rep-%d", i);
 		r->log = kvt_path(c->dir, r->identity);
+		char name[32];
+		snprintf(name, sizeof(name), "store-%d", i);
+		r->store = kvt_path(c->dir, name);
 	}
 	snprintf(http, sizeof(http), "127.0.0.1:%d", r->port);
 	snprintf(lease, sizeof(lease), "%d", LEASE_MS);
@@ -126,6 +136,8 @@ rep_start(world *w, int i)
 			      renew,
 			      "--leader-election-retry-period-ms",
 			      retry,
+			      "--data-dir",
+			      r->store,
 			      NULL};
 	assert_int_equal(kvt_proc_start(argv, r->log, &r->proc), KVI_OK);
 	int64_t deadline = kvt_now_ms() + CLU_WAIT_MS;
@@ -186,7 +198,9 @@ world_halt(world *w)
 			}
 		}
 		free(w->r[i].log);
+		free(w->r[i].store);
 		w->r[i].log = NULL;
+		w->r[i].store = NULL;
 	}
 	if (w->kube_started) {
 		kvt_kube_stop(&w->kube, NULL);
@@ -208,6 +222,16 @@ world_stop(world *w)
 	if (bad >= 0) {
 		fail_msg("replica %d did not exit cleanly", bad);
 	}
+}
+
+/* rep_kill kills replica i with SIGKILL. */
+static void
+rep_kill(world *w, int i)
+{
+	kvt_proc_kill(w->r[i].proc);
+	kvt_proc_wait(w->r[i].proc, 5000, NULL);
+	kvt_proc_free(w->r[i].proc);
+	w->r[i].proc = NULL;
 }
 
 /* on points the cluster's HTTP helpers at replica i. */
@@ -319,6 +343,20 @@ prefill_and_check(world *w, const int *idx, int n, int round)
 	}
 }
 
+/* reg_body writes the /register body of the simulator's pod. */
+static void
+reg_body(world *w, int pod, char *body, size_t len)
+{
+	int i0 = pod * DP;
+	snprintf(body, len,
+		 "{\"name\":\"sim/pod-%d\",\"ip\":\"127.0.0.1\","
+		 "\"zmq_port\":%d,\"recover_port\":%d,\"replay_port\":%d,"
+		 "\"dp_size\":%d,\"model_name\":\"sim-model\","
+		 "\"block_size\":16}",
+		 pod, w->c.sim.zmq_port[i0], w->c.sim.recover_port[i0],
+		 w->c.sim.replay_port[i0], DP);
+}
+
 static void
 test_three_replicas(void **state)
 {
@@ -351,13 +389,7 @@ test_three_replicas(void **state)
 	long st = 0;
 	char body[512];
 	int http_pod = PODS - 1, i0 = http_pod * DP;
-	snprintf(body, sizeof(body),
-		 "{\"name\":\"sim/pod-%d\",\"ip\":\"127.0.0.1\","
-		 "\"zmq_port\":%d,\"recover_port\":%d,\"replay_port\":%d,"
-		 "\"dp_size\":%d,\"model_name\":\"sim-model\","
-		 "\"block_size\":16}",
-		 http_pod, w->c.sim.zmq_port[i0], w->c.sim.recover_port[i0],
-		 w->c.sim.replay_port[i0], DP);
+	reg_body(w, http_pod, body, sizeof(body));
 	json_t *ans = clu_post(on(w, f), "/register", body, &st);
 	assert_int_equal(st, 307);
 	char want[128];
@@ -372,10 +404,7 @@ test_three_replicas(void **state)
 
 	/* the leader killed: another leads, and assigns a new pod */
 	int64_t t0 = kvt_now_ms();
-	kvt_proc_kill(w->r[l].proc);
-	kvt_proc_wait(w->r[l].proc, 5000, NULL);
-	kvt_proc_free(w->r[l].proc);
-	w->r[l].proc = NULL;
+	rep_kill(w, l);
 	int nl = leader(w, LEASE_MS + 2 * RETRY_MS + 3000);
 	int64_t took = kvt_now_ms() - t0;
 	assert_true(nl >= 0 && nl != l);
@@ -426,6 +455,37 @@ shard_of(world *w, int i, int idx)
 	return k;
 }
 
+/* move_to moves rank idx to shard-`to` over replica i's admin API (which
+ * pins it there). */
+static void
+move_to(world *w, int i, int idx, int to)
+{
+	char key[64], path[128], body[64];
+	shc_key(&w->c.sim, idx, key, sizeof(key));
+	char *hash = strchr(key, '#');
+	*hash = '\0'; /* '#' is escaped in the path */
+	snprintf(path, sizeof(path), "/admin/listeners/%s%%23%s/move", key,
+		 hash + 1);
+	snprintf(body, sizeof(body), "{\"to\": \"shard-%d\"}", to);
+	long st = 0;
+	json_decref(clu_post(on(w, i), path, body, &st));
+	assert_true(st == 200 || st == 202);
+}
+
+/* wait_shard waits until replica i sees rank idx active on shard-`to`. */
+static void
+wait_shard(world *w, int i, int idx, int to)
+{
+	int64_t deadline = kvt_now_ms() + CLU_WAIT_MS;
+	while (shard_of(w, i, idx) != to) {
+		if (kvt_now_ms() > deadline) {
+			fail_msg("replica %d: rank %d not on shard-%d", i, idx,
+				 to);
+		}
+		kvt_sleep_ms(100);
+	}
+}
+
 static void
 test_paused_leader(void **state)
 {
@@ -469,21 +529,10 @@ test_paused_leader(void **state)
 		kvt_sleep_ms(100);
 	}
 	int to = 1 - from;
-	char key[64], path[128], body[64];
+	char key[64];
 	shc_key(&w->c.sim, 0, key, sizeof(key));
-	char *hash = strchr(key, '#');
-	*hash = '\0'; /* '#' is escaped in the path */
-	snprintf(path, sizeof(path), "/admin/listeners/%s%%23%s/move", key,
-		 hash + 1);
-	*hash = '#';
-	snprintf(body, sizeof(body), "{\"to\": \"shard-%d\"}", to);
-	json_decref(clu_post(on(w, f), path, body, &st));
-	assert_true(st == 200 || st == 202);
-	deadline = kvt_now_ms() + CLU_WAIT_MS;
-	while (shard_of(w, f, 0) != to) {
-		assert_true(kvt_now_ms() < deadline);
-		kvt_sleep_ms(100);
-	}
+	move_to(w, f, 0, to);
+	wait_shard(w, f, 0, to);
 
 	/* the old leader wakes: it steps down and undoes nothing */
 	kill(kvt_proc_pid(w->r[l].proc), SIGCONT);
@@ -614,6 +663,94 @@ test_lease_api_down(void **state)
 	world_stop(w);
 }
 
+/* workers_has says whether replica i's /workers lists pod name. */
+static bool
+workers_has(world *w, int i, const char *name)
+{
+	long st = 0;
+	json_t *ws = clu_get(on(w, i), "/workers", &st);
+	size_t k;
+	json_t *pod;
+	bool found = false;
+	json_array_foreach(ws, k, pod)
+	{
+		const char *n = json_string_value(json_object_get(pod, "name"));
+		found = found || (n != NULL && strcmp(n, name) == 0);
+	}
+	json_decref(ws);
+	return found;
+}
+
+static void
+test_shared_state(void **state)
+{
+	world *w = *state;
+	world_start(w, 2);
+	int l = leader(w, 10000);
+	assert_true(l >= 0);
+	int f = 1 - l;
+	clu_wait_active(on(w, l), FILE_PODS * DP, CLU_WAIT_MS);
+
+	/* a pin: rank 0 moved off the shard the hash gives it */
+	int from = shard_of(w, l, 0), to = 1 - from;
+	assert_true(from >= 0);
+	move_to(w, l, 0, to);
+	wait_shard(w, l, 0, to);
+	wait_shard(w, f, 0, to);
+
+	/* a registration no shard can take yet (both paused): pending, and
+	 * the follower knows it from the Lease */
+	for (int k = 0; k < 2; k++) {
+		kill(kvt_proc_pid(w->c.shards[k].proc), SIGSTOP);
+	}
+	char body[512];
+	int http_pod = PODS - 1, i0 = http_pod * DP;
+	reg_body(w, http_pod, body, sizeof(body));
+	long st = 0;
+	json_t *ans = clu_post(on(w, l), "/register", body, &st);
+	assert_int_equal(st, 202);
+	assert_string_equal(json_string_value(json_object_get(ans, "status")),
+			    "pending");
+	json_decref(ans);
+	int64_t deadline = kvt_now_ms() + CLU_WAIT_MS;
+	while (!workers_has(w, f, "sim/pod-3")) {
+		if (kvt_now_ms() > deadline) {
+			fail_msg("the follower never listed the pending pod");
+		}
+		kvt_sleep_ms(100);
+	}
+
+	/* the leader killed: the follower leads, with the pin and the
+	 * registration, and assigns the pod once the shards are back */
+	rep_kill(w, l);
+	for (int k = 0; k < 2; k++) {
+		kill(kvt_proc_pid(w->c.shards[k].proc), SIGCONT);
+	}
+	assert_int_equal(leader(w, LEASE_MS + 2 * RETRY_MS + 3000), f);
+	clu_wait_active(on(w, f), (FILE_PODS + 1) * DP, CLU_WAIT_MS);
+	const int reg[] = {i0, i0 + 1};
+	prefill_and_check(w, reg, 2, 5);
+	kvt_sleep_ms(1500); /* ticks of the new leader: the pin holds */
+	assert_int_equal(shard_of(w, f, 0), to);
+
+	/* the pin changed while the old leader is down; restarted with its
+	 * old store, it follows the Lease, and keeps the Lease's state when
+	 * it leads again */
+	move_to(w, f, 0, from);
+	wait_shard(w, f, 0, from);
+	rep_start(w, l);
+	assert_int_equal(leader(w, 10000), f);
+	wait_shard(w, l, 0, from);
+	assert_true(workers_has(w, l, "sim/pod-3"));
+	rep_kill(w, f);
+	assert_int_equal(leader(w, LEASE_MS + 2 * RETRY_MS + 3000), l);
+	kvt_sleep_ms(1500);
+	assert_int_equal(shard_of(w, l, 0), from);
+	const int idx[] = {0, 1, i0, i0 + 1};
+	prefill_and_check(w, idx, 4, 6);
+	world_stop(w);
+}
+
 static int
 setup(void **state)
 {
@@ -639,6 +776,7 @@ main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_lease_api_down, setup,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_shared_state, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
