@@ -4,9 +4,10 @@
  * registration left pending while both shards are paused are known to the
  * follower; kill -9 of the leader: the follower leads, keeps the pin
  * through its ticks, and assigns the pending pod once the shards are back
- * (its prefills match); the pin moved again, the old leader restarted with
- * its old store follows the Lease's state, and keeps it when it leads
- * after a second kill.
+ * (its prefills match); a shard that never answers is added and drained;
+ * the pin moved again, the old leader restarted with its old store (which
+ * has neither) follows the Lease's state, and keeps the pin and the drain
+ * when it leads after a second kill.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -14,10 +15,34 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
 
 #include "replica_check.h"
+
+/* shard_draining says whether leader i lists shard id as draining. */
+static bool
+shard_draining(world *w, int i, const char *id)
+{
+	json_t *arr = NULL;
+	assert_int_equal(
+	    clu_admin(on(w, i), "GET", "/admin/shards", NULL, &arr), 200);
+	bool draining = false;
+	size_t k;
+	json_t *sh;
+	json_array_foreach(arr, k, sh)
+	{
+		const char *sid = json_string_value(json_object_get(sh, "id"));
+		const char *st =
+		    json_string_value(json_object_get(sh, "status"));
+		draining = draining ||
+			   (sid != NULL && st != NULL && strcmp(sid, id) == 0 &&
+			    strcmp(st, "draining") == 0);
+	}
+	json_decref(arr);
+	return draining;
+}
 
 static void
 test_shared_state(void **state)
@@ -68,6 +93,22 @@ test_shared_state(void **state)
 	kvt_sleep_ms(1500); /* ticks of the new leader: the pin holds */
 	assert_int_equal(shard_of(w, f, 0), to);
 
+	/* a drain: of a shard added with nothing behind it, which never
+	 * answers, so the drain stays until the end */
+	int dead;
+	assert_int_equal(kvt_ports_pick(1, &dead), KVI_OK);
+	char add[128];
+	snprintf(add, sizeof(add),
+		 "{\"id\": \"shard-2\", \"endpoint\": "
+		 "\"tcp://127.0.0.1:%d\"}",
+		 dead);
+	assert_int_equal(
+	    clu_admin(on(w, f), "POST", "/admin/shards", add, NULL), 201);
+	long ds =
+	    clu_admin(on(w, f), "DELETE", "/admin/shards/shard-2", NULL, NULL);
+	assert_true(ds == 200 || ds == 202);
+	assert_true(shard_draining(w, f, "shard-2"));
+
 	/* the pin changed while the old leader is down; restarted with its
 	 * old store, it follows the Lease, and keeps the Lease's state when
 	 * it leads again */
@@ -81,6 +122,7 @@ test_shared_state(void **state)
 	assert_int_equal(leader(w, LEASE_MS + 2 * RETRY_MS + 3000), l);
 	kvt_sleep_ms(1500);
 	assert_int_equal(shard_of(w, l, 0), from);
+	assert_true(shard_draining(w, l, "shard-2"));
 	const int idx[] = {0, 1, i0, i0 + 1};
 	prefill_and_check(w, idx, 4, 6);
 	world_stop(w);
