@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/queue.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -176,6 +177,42 @@ no_delay(struct evhttp_request *ev)
 	}
 }
 
+/* framing_error returns why the request's framing is ambiguous, or NULL.
+ * Two Content-Length headers that differ, a Content-Length that is not
+ * one number, or one beside Transfer-Encoding: evhttp reads the body by
+ * one of them, and a proxy in front may have read it by another, so the
+ * rest of the connection would be parsed as a request it never saw
+ * (request smuggling). RFC 9112 6.3: answer 400 and close. */
+static const char *
+framing_error(struct evhttp_request *ev)
+{
+	const struct evkeyvalq *hs = evhttp_request_get_input_headers(ev);
+	const char *len = NULL;
+	bool te = false;
+	for (const struct evkeyval *kv = TAILQ_FIRST(hs); kv != NULL;
+	     kv = TAILQ_NEXT(kv, next)) {
+		if (evutil_ascii_strcasecmp(kv->key, "Transfer-Encoding") ==
+		    0) {
+			te = true;
+			continue;
+		}
+		if (evutil_ascii_strcasecmp(kv->key, "Content-Length") != 0) {
+			continue;
+		}
+		const char *v = kv->value;
+		size_t n = strspn(v, "0123456789");
+		if (n == 0 || v[n + strspn(v + n, " \t")] != '\0') {
+			return "Content-Length is not one number";
+		}
+		if (len != NULL && strcmp(len, v) != 0) {
+			return "two Content-Length headers that differ";
+		}
+		len = v;
+	}
+	return te && len != NULL ? "both Content-Length and Transfer-Encoding"
+				 : NULL;
+}
+
 static void
 loop_on_request(struct evhttp_request *ev, void *arg)
 {
@@ -184,6 +221,14 @@ loop_on_request(struct evhttp_request *ev, void *arg)
 	if (loop->stopping) {
 		kvi_http_send_error_now(loop, ev, 503,
 					"server is shutting down", NULL);
+		return;
+	}
+	const char *bad = framing_error(ev);
+	if (bad != NULL) {
+		/* what follows on the connection is not to be trusted */
+		evhttp_add_header(evhttp_request_get_output_headers(ev),
+				  "Connection", "close");
+		kvi_http_send_error_now(loop, ev, 400, bad, NULL);
 		return;
 	}
 	const char *method = method_name(evhttp_request_get_command(ev));

@@ -1,9 +1,10 @@
 /*
  * test_httpd.c - the HTTP server over real loopback sockets, with libcurl
  * as the client: routing, errors, bodies, limits and deferred replies from
- * other threads. Concurrency over two loops, clients that leave early and
- * stopping with requests in flight are test_httpd_threads.c; the client
- * and the server's routes both use are in httpd_fixture.h.
+ * other threads, and requests framed two ways (smuggling). Concurrency over two
+ * loops, clients that leave early and stopping with requests in flight are
+ * test_httpd_threads.c; the client and the server's routes both use are in
+ * httpd_fixture.h.
  */
 #include <curl/curl.h>
 #include <jansson.h>
@@ -19,6 +20,11 @@
 #include <strings.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 
 #include <cmocka.h>
 
@@ -370,6 +376,77 @@ test_deferred_reply(void **state)
 	kvi_httpd_free(h);
 }
 
+/* raw_exchange sends req as it is on a new connection and reads what comes
+ * back until the server closes it (or 3 s pass) into out. */
+static size_t
+raw_exchange(uint16_t port, const char *req, char *out, size_t cap)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(fd >= 0);
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+				 .sin_port = htons(port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	struct timeval tv = {3, 0};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+	size_t n = 0;
+	ssize_t r;
+	while (n + 1 < cap && (r = read(fd, out + n, cap - 1 - n)) > 0) {
+		n += (size_t)r;
+	}
+	out[n] = '\0';
+	close(fd);
+	return n;
+}
+
+/* count_of returns how many times needle occurs in hay. */
+static int
+count_of(const char *hay, const char *needle)
+{
+	int n = 0;
+	for (const char *p = hay; (p = strstr(p, needle)) != NULL; p++) {
+		n++;
+	}
+	return n;
+}
+
+static void
+test_smuggling(void **state)
+{
+	(void)state;
+	kvi_httpd *h = server_new(NULL, 1);
+	uint16_t port = kvi_httpd_port(h);
+	char out[8192];
+	/* each hides a second request in what its first header gives as
+	 * the body's end: one 400, the connection closed, nothing else */
+	static const char *const bad[] = {
+	    "POST /count HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+	    "Content-Length: 44\r\n\r\nhelloPOST /count HTTP/1.1\r\n"
+	    "Host: x\r\nContent-Length: 0\r\n\r\n",
+	    "POST /count HTTP/1.1\r\nHost: x\r\nContent-Length: 5, 44\r\n"
+	    "\r\nhelloGET /hello HTTP/1.1\r\nHost: x\r\n\r\n",
+	    "POST /count HTTP/1.1\r\nHost: x\r\nContent-Length: 44\r\n"
+	    "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
+	    "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		raw_exchange(port, bad[i], out, sizeof(out));
+		assert_int_equal(count_of(out, "HTTP/1.1 "), 1);
+		assert_non_null(strstr(out, "HTTP/1.1 400 "));
+		assert_non_null(strcasestr(out, "Connection: close"));
+	}
+	assert_int_equal(hold.calls, 0);
+	/* the same length twice is one length */
+	raw_exchange(port,
+		     "POST /count HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+		     "Content-Length: 5\r\nConnection: close\r\n\r\nhello",
+		     out, sizeof(out));
+	assert_non_null(strstr(out, "HTTP/1.1 200 "));
+	assert_int_equal(hold.calls, 1);
+	kvi_httpd_free(h);
+}
+
 int
 main(void)
 {
@@ -382,6 +459,7 @@ main(void)
 	    cmocka_unit_test(test_json_echo),
 	    cmocka_unit_test(test_body_limit),
 	    cmocka_unit_test(test_deferred_reply),
+	    cmocka_unit_test(test_smuggling),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	curl_global_cleanup();
