@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 
 int
 kvi_cli_long(const char *prog, const char *flag, const char *s, long min,
@@ -18,4 +19,15 @@ kvi_cli_long(const char *prog, const char *flag, const char *s, long min,
 	}
 	*out = v;
 	return 0;
+}
+
+void
+kvi_nofile_raise(void)
+{
+	struct rlimit nofile;
+	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 &&
+	    nofile.rlim_cur < nofile.rlim_max) {
+		nofile.rlim_cur = nofile.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &nofile);
+	}
 }

@@ -323,6 +323,16 @@ kvi_httpd_port(const kvi_httpd *h)
 	return h->started ? h->port : 0;
 }
 
+uint64_t
+kvi_httpd_accept_pauses(const kvi_httpd *h)
+{
+	uint64_t n = 0;
+	for (int i = 0; h->started && i < h->n_loops; i++) {
+		n += atomic_load(&h->loops[i]->accept_pauses);
+	}
+	return n;
+}
+
 void
 kvi_httpd_stop(kvi_httpd *h)
 {

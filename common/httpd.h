@@ -111,6 +111,12 @@ kvi_err kvi_httpd_start(kvi_httpd *h, const char *host_port, int threads,
 /* kvi_httpd_port returns the bound port, 0 before a successful start. */
 uint16_t kvi_httpd_port(const kvi_httpd *h);
 
+/* kvi_httpd_accept_pauses returns how many times a loop stopped accepting
+ * for a moment because accept() failed (out of descriptors): the server
+ * then serves what it has instead of spinning on the listening socket.
+ * Any thread, after a successful start. */
+uint64_t kvi_httpd_accept_pauses(const kvi_httpd *h);
+
 /* kvi_httpd_stop drains, closes and joins as described above. It is
  * idempotent, and a no-op on a server that never started or on NULL. */
 void kvi_httpd_stop(kvi_httpd *h);

@@ -11,6 +11,7 @@
 
 #include <event2/http.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -75,6 +76,8 @@ struct kvi_http_loop {
 	struct evhttp_bound_socket *bound;
 	struct event *wake_ev;
 	struct event *drain_ev;
+	struct event *pause_ev; /* accepting again after a failed accept */
+	_Atomic uint64_t accept_pauses;
 	int wake_fd;
 	pthread_t tid;
 	bool running;

@@ -12,7 +12,9 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -22,13 +24,16 @@
 #include <sys/eventfd.h>
 #include <sys/queue.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "alloc.h"
 #include "httpd_int.h"
+#include "log.h"
 
-#define HEADERS_MAX  (64 * 1024)
-#define LISTEN_QUEUE 1024
+#define HEADERS_MAX     (64 * 1024)
+#define LISTEN_QUEUE    1024
+#define ACCEPT_PAUSE_MS 100
 
 /* The loop this thread runs, if it is a loop thread. */
 static _Thread_local kvi_http_loop *loop_current;
@@ -413,6 +418,10 @@ loop_fini(kvi_http_loop *loop)
 		event_free(loop->drain_ev);
 		loop->drain_ev = NULL;
 	}
+	if (loop->pause_ev != NULL) {
+		event_free(loop->pause_ev);
+		loop->pause_ev = NULL;
+	}
 	if (loop->base != NULL) {
 		event_base_free(loop->base);
 		loop->base = NULL;
@@ -482,6 +491,49 @@ listen_again(int listen_fd)
 	return kvi_httpd_listen_reuse(&ss, sl, v6only);
 }
 
+/* loop_on_accept_error pauses accepting for ACCEPT_PAUSE_MS when accept()
+ * fails (out of descriptors, mostly): the listening socket stays readable,
+ * and accepting again at once would spin the loop and log each failure.
+ * What is being served goes on meanwhile; a warning per pause, at most one
+ * a second. */
+static void
+loop_on_accept_error(struct evconnlistener *lev, void *arg)
+{
+	(void)arg;
+	int e = EVUTIL_SOCKET_ERROR();
+	kvi_http_loop *loop = loop_current;
+	if (loop == NULL || loop->bound == NULL) {
+		return;
+	}
+	evconnlistener_disable(lev);
+	struct timeval tv = {0, ACCEPT_PAUSE_MS * 1000};
+	evtimer_add(loop->pause_ev, &tv);
+	uint64_t n = atomic_fetch_add(&loop->accept_pauses, 1) + 1;
+	static _Atomic int64_t last_warned;
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	int64_t s = (int64_t)now.tv_sec;
+	if (atomic_exchange(&last_warned, s) != s) {
+		KVI_WARN("accept_paused",
+			 "loop=%d pauses=%" PRIu64 " err=\"%s\": not accepting "
+			 "for %d ms",
+			 loop->index, n, evutil_socket_error_to_string(e),
+			 ACCEPT_PAUSE_MS);
+	}
+}
+
+static void
+loop_on_pause_end(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	kvi_http_loop *loop = arg;
+	if (loop->bound != NULL && !loop->stopping) {
+		evconnlistener_enable(
+		    evhttp_bound_socket_get_listener(loop->bound));
+	}
+}
+
 kvi_err
 kvi_http_loop_init(kvi_http_loop *loop, int listen_fd, char *err, size_t errlen)
 {
@@ -528,6 +580,14 @@ kvi_http_loop_init(kvi_http_loop *loop, int listen_fd, char *err, size_t errlen)
 		kvi_msgf(err, errlen, "evhttp_accept_socket failed");
 		return KVI_EIO;
 	}
+	loop->pause_ev = evtimer_new(loop->base, loop_on_pause_end, loop);
+	if (loop->pause_ev == NULL) {
+		kvi_msgf(err, errlen, "event_new failed");
+		return KVI_EIO;
+	}
+	evconnlistener_set_error_cb(
+	    evhttp_bound_socket_get_listener(loop->bound),
+	    loop_on_accept_error);
 	loop->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (loop->wake_fd < 0) {
 		kvi_msgf(err, errlen, "eventfd: %s", strerror(errno));

@@ -560,6 +560,7 @@ main(int argc, char **argv)
 	sigaddset(&sigs, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	kvi_nofile_raise(); /* a descriptor per client connection */
 
 	int status = 1;
 	char err[512] = "";

@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -290,12 +289,7 @@ main(int argc, char **argv)
 	kvi_log_setup(o.id, o.log_level, log_fd);
 	/* Every listener holds a few descriptors (sockets, their mailboxes,
 	 * its TCP connection): take all the descriptors the system allows. */
-	struct rlimit nofile;
-	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 &&
-	    nofile.rlim_cur < nofile.rlim_max) {
-		nofile.rlim_cur = nofile.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &nofile);
-	}
+	kvi_nofile_raise();
 	sigset_t sigs;
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGINT);

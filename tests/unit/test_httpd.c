@@ -1,7 +1,8 @@
 /*
  * test_httpd.c - the HTTP server over real loopback sockets, with libcurl
  * as the client: routing, errors, bodies, limits and deferred replies from
- * other threads, and requests framed two ways (smuggling). Concurrency over two
+ * other threads, requests framed two ways (smuggling), and a process
+ * out of descriptors. Concurrency over two
  * loops, clients that leave early and stopping with requests in flight are
  * test_httpd_threads.c; the client and the server's routes both use are in
  * httpd_fixture.h.
@@ -23,6 +24,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 
@@ -447,6 +449,60 @@ test_smuggling(void **state)
 	kvi_httpd_free(h);
 }
 
+/* connect_raw opens a connection to port, or returns -1 when this process
+ * is out of descriptors. */
+static int
+connect_raw(uint16_t port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0) {
+		return -1;
+	}
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+				 .sin_port = htons(port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+static void
+test_out_of_descriptors(void **state)
+{
+	(void)state;
+	kvi_httpd *h = server_new(NULL, 1);
+	uint16_t port = kvi_httpd_port(h);
+	struct rlimit was, low;
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &was), 0);
+	int probe = dup(0);
+	assert_true(probe >= 0);
+	close(probe);
+	low = was;
+	low.rlim_cur = (rlim_t)probe + 16;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	/* connections until this process (client and server alike) has no
+	 * descriptor left: the rest wait in the backlog, unaccepted */
+	int fds[64], n = 0;
+	while (n < 64 && (fds[n] = connect_raw(port)) >= 0) {
+		n++;
+		sleep_ms(5);
+	}
+	assert_true(n > 0 && n < 64);
+	sleep_ms(600);
+	/* the loop paused and tried again, rather than spinning */
+	uint64_t pauses = kvi_httpd_accept_pauses(h);
+	assert_true(pauses >= 1);
+	assert_true(pauses <= 12);
+	for (int i = 0; i < n; i++) {
+		close(fds[i]);
+	}
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &was), 0);
+	fetch f;
+	do_fetch("GET", port, "/hello", NULL, 0, NULL, 5000, &f);
+	assert_int_equal(f.status, 200);
+	fetch_fini(&f);
+	kvi_httpd_free(h);
+}
+
 int
 main(void)
 {
@@ -460,6 +516,7 @@ main(void)
 	    cmocka_unit_test(test_body_limit),
 	    cmocka_unit_test(test_deferred_reply),
 	    cmocka_unit_test(test_smuggling),
+	    cmocka_unit_test(test_out_of_descriptors),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	curl_global_cleanup();
