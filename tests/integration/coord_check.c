@@ -646,6 +646,28 @@ clu_admin(cluster *c, const char *method, const char *path, const char *body,
 	return st;
 }
 
+/* clu_shard_status_is says whether /admin/shards gives shard id status. */
+bool
+clu_shard_status_is(cluster *c, const char *id, const char *status)
+{
+	long st;
+	json_t *arr = clu_get(c, "/admin/shards", &st);
+	assert_int_equal(st, 200);
+	bool is = false;
+	size_t i;
+	json_t *s;
+	json_array_foreach(arr, i, s)
+	{
+		const char *sid = json_string_value(json_object_get(s, "id"));
+		const char *ss =
+		    json_string_value(json_object_get(s, "status"));
+		is |= sid != NULL && ss != NULL && strcmp(sid, id) == 0 &&
+		      strcmp(ss, status) == 0;
+	}
+	json_decref(arr);
+	return is;
+}
+
 void
 clu_wait_converged(cluster *c, int n)
 {

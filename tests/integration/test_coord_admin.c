@@ -93,28 +93,6 @@ shard_listed(cluster *c, const char *id)
 	return found;
 }
 
-/* shard_status_is says whether /admin/shards gives shard id status. */
-static bool
-shard_status_is(cluster *c, const char *id, const char *status)
-{
-	long st;
-	json_t *arr = clu_get(c, "/admin/shards", &st);
-	assert_int_equal(st, 200);
-	bool is = false;
-	size_t i;
-	json_t *s;
-	json_array_foreach(arr, i, s)
-	{
-		const char *sid = json_string_value(json_object_get(s, "id"));
-		const char *ss =
-		    json_string_value(json_object_get(s, "status"));
-		is |= sid != NULL && ss != NULL && strcmp(sid, id) == 0 &&
-		      strcmp(ss, status) == 0;
-	}
-	json_decref(arr);
-	return is;
-}
-
 static void
 wait_converged(cluster *c)
 {
@@ -276,7 +254,7 @@ test_admin_rebalancing(void **state)
 	assert_int_equal(
 	    admin(c, "DELETE", "/admin/shards/shard-1", NULL, NULL), 409);
 	clu_coord_restart(c);
-	assert_true(shard_status_is(c, "shard-0", "draining"));
+	assert_true(clu_shard_status_is(c, "shard-0", "draining"));
 	assert_int_equal(kill(pid1, SIGCONT), 0);
 	deadline = kvt_now_ms() + CLU_WAIT_MS;
 	while (shard_listed(c, "shard-0")) {

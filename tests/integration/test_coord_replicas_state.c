@@ -15,34 +15,10 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include <cmocka.h>
 
 #include "replica_check.h"
-
-/* shard_draining says whether leader i lists shard id as draining. */
-static bool
-shard_draining(world *w, int i, const char *id)
-{
-	json_t *arr = NULL;
-	assert_int_equal(
-	    clu_admin(on(w, i), "GET", "/admin/shards", NULL, &arr), 200);
-	bool draining = false;
-	size_t k;
-	json_t *sh;
-	json_array_foreach(arr, k, sh)
-	{
-		const char *sid = json_string_value(json_object_get(sh, "id"));
-		const char *st =
-		    json_string_value(json_object_get(sh, "status"));
-		draining = draining ||
-			   (sid != NULL && st != NULL && strcmp(sid, id) == 0 &&
-			    strcmp(st, "draining") == 0);
-	}
-	json_decref(arr);
-	return draining;
-}
 
 static void
 test_shared_state(void **state)
@@ -107,7 +83,7 @@ test_shared_state(void **state)
 	long ds =
 	    clu_admin(on(w, f), "DELETE", "/admin/shards/shard-2", NULL, NULL);
 	assert_true(ds == 200 || ds == 202);
-	assert_true(shard_draining(w, f, "shard-2"));
+	assert_true(clu_shard_status_is(on(w, f), "shard-2", "draining"));
 
 	/* the pin changed while the old leader is down; restarted with its
 	 * old store, it follows the Lease, and keeps the Lease's state when
@@ -122,7 +98,7 @@ test_shared_state(void **state)
 	assert_int_equal(leader(w, LEASE_MS + 2 * RETRY_MS + 3000), l);
 	kvt_sleep_ms(1500);
 	assert_int_equal(shard_of(w, l, 0), from);
-	assert_true(shard_draining(w, l, "shard-2"));
+	assert_true(clu_shard_status_is(on(w, l), "shard-2", "draining"));
 	const int idx[] = {0, 1, i0, i0 + 1};
 	prefill_and_check(w, idx, 4, 6);
 	world_stop(w);
