@@ -328,6 +328,19 @@ kvc_tok(kvc_out *o, uint32_t blocks, uint32_t bs)
 	kvc_putu(o, (uint64_t)blocks * bs);
 }
 
+/* kvc_tiers writes m's tokens in each tier as the members gpu, cpu and
+ * disk, each after a comma (room reserved by the caller). */
+static void
+kvc_tiers(kvc_out *o, const kvc_api_match *m, uint32_t bs)
+{
+	kvc_rawlit(o, ",\"gpu\":");
+	kvc_rawu(o, (uint64_t)m->gpu * bs);
+	kvc_rawlit(o, ",\"cpu\":");
+	kvc_rawu(o, (uint64_t)m->cpu * bs);
+	kvc_rawlit(o, ",\"disk\":");
+	kvc_rawu(o, (uint64_t)m->disk * bs);
+}
+
 /* kvc_per_instance writes "scores" (full false) or "instances" from rows
  * sorted by listener: one entry per instance with its ranks' matched
  * tokens; an instance's own figures are those of its best rank. */
@@ -353,12 +366,7 @@ kvc_per_instance(kvc_out *o, const kvc_row *rows, size_t n, uint32_t bs,
 			const kvc_api_match *b = rows[best].m;
 			kvc_rawlit(o, "\"longest_matched\":");
 			kvc_rawu(o, (uint64_t)b->longest * bs);
-			kvc_rawlit(o, ",\"gpu\":");
-			kvc_rawu(o, (uint64_t)b->gpu * bs);
-			kvc_rawlit(o, ",\"cpu\":");
-			kvc_rawu(o, (uint64_t)b->cpu * bs);
-			kvc_rawlit(o, ",\"disk\":");
-			kvc_rawu(o, (uint64_t)b->disk * bs);
+			kvc_tiers(o, b, bs);
 			kvc_rawlit(o, ",\"dp\":{");
 		}
 		for (size_t k = i; k < j; k++) {
@@ -394,12 +402,7 @@ kvc_worker(kvc_out *o, const kvc_row *row, uint32_t bs)
 	kvc_rawu(o, m->longest);
 	kvc_rawlit(o, ",\"matched_tokens\":");
 	kvc_rawu(o, (uint64_t)m->longest * bs);
-	kvc_rawlit(o, ",\"gpu\":");
-	kvc_rawu(o, (uint64_t)m->gpu * bs);
-	kvc_rawlit(o, ",\"cpu\":");
-	kvc_rawu(o, (uint64_t)m->cpu * bs);
-	kvc_rawlit(o, ",\"disk\":");
-	kvc_rawu(o, (uint64_t)m->disk * bs);
+	kvc_tiers(o, m, bs);
 	kvc_rawlit(o, "}");
 }
 

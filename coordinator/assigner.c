@@ -10,6 +10,7 @@
 
 #include "alloc.h"
 #include "assigner_int.h"
+#include "clock.h"
 #include "log.h"
 
 /* ---- metrics ------------------------------------------------------- */
@@ -504,10 +505,10 @@ kvc_assigner_flush(kvc_assigner *a)
 static void
 kvc_run_cmd(kvc_assigner *a, kvc_cmd *c)
 {
+	/* a new leader takes the Lease's state before its first change */
 	uint64_t term;
 	if (kvc_leading(a, &term)) {
-		kvc_share_take(a,
-			       true); /* before a new leader's first change */
+		kvc_share_take(a, true);
 	}
 	switch (c->kind) {
 	case KVC_CMD_REGISTER:
@@ -544,14 +545,8 @@ kvc_main(void *arg)
 		pthread_mutex_lock(&a->mu);
 		a->tick_done = a->tick_started;
 		pthread_cond_broadcast(&a->cv);
-		struct timespec dl;
-		clock_gettime(CLOCK_MONOTONIC, &dl);
-		dl.tv_sec += a->cfg.tick_ms / 1000;
-		dl.tv_nsec += (long)(a->cfg.tick_ms % 1000) * 1000000L;
-		if (dl.tv_nsec >= 1000000000L) {
-			dl.tv_sec++;
-			dl.tv_nsec -= 1000000000L;
-		}
+		struct timespec dl =
+		    kvi_deadline_ms(CLOCK_MONOTONIC, a->cfg.tick_ms);
 		while (!a->stop && a->head == NULL && a->flushers == 0) {
 			if (pthread_cond_timedwait(&a->cv, &a->mu, &dl) ==
 			    ETIMEDOUT) {
@@ -654,11 +649,7 @@ kvc_assigner_start(kvc_registry *reg, kvc_shardset *shards, kvc_cstore *store,
 		}
 	}
 	pthread_mutex_init(&a->mu, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&a->cv, &ca);
-	pthread_condattr_destroy(&ca);
+	kvi_cond_init_monotonic(&a->cv);
 	if (pthread_create(&a->thread, NULL, kvc_main, a) != 0) {
 		snprintf(err, errlen, "cannot start the assigner thread");
 		pthread_mutex_destroy(&a->mu);

@@ -17,6 +17,7 @@
 #include <xxhash.h>
 
 #include "alloc.h"
+#include "clock.h"
 #include "log.h"
 
 /* A change younger than this is re-read even if stat looks the same:
@@ -522,11 +523,8 @@ kvc_df_main(void *arg)
 		pthread_mutex_unlock(&w->mu);
 		kvc_df_poll(w);
 		pthread_mutex_lock(&w->mu);
-		struct timespec at;
-		clock_gettime(CLOCK_MONOTONIC, &at);
-		int64_t ns = kvc_df_ns(&at) + (int64_t)w->interval_ms * 1000000;
-		at.tv_sec = (time_t)(ns / 1000000000);
-		at.tv_nsec = (long)(ns % 1000000000);
+		struct timespec at =
+		    kvi_deadline_ms(CLOCK_MONOTONIC, w->interval_ms);
 		while (!w->stop &&
 		       pthread_cond_timedwait(&w->cv, &w->mu, &at) == 0) {
 		}
@@ -550,11 +548,7 @@ kvc_dfile_watch_start(const char *path, uint32_t default_dp_size,
 	w->cb = cb;
 	w->arg = arg;
 	pthread_mutex_init(&w->mu, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&w->cv, &ca);
-	pthread_condattr_destroy(&ca);
+	kvi_cond_init_monotonic(&w->cv);
 	if (pthread_create(&w->thread, NULL, kvc_df_main, w) != 0) {
 		pthread_cond_destroy(&w->cv);
 		pthread_mutex_destroy(&w->mu);

@@ -1,6 +1,8 @@
 #include "kube_config.h"
 
+#include <curl/curl.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,4 +116,18 @@ kvc_kube_read_token(const char *path, char *out, size_t len, char *err,
 		out[--n] = '\0';
 	}
 	return true;
+}
+
+static pthread_once_t kvc_curl_once = PTHREAD_ONCE_INIT;
+
+static void
+kvc_curl_init_once(void)
+{
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+void
+kvc_kube_curl_init(void)
+{
+	pthread_once(&kvc_curl_once, kvc_curl_init_once);
 }

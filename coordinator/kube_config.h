@@ -60,4 +60,8 @@ kvi_err kvc_kube_api_resolve(kvc_kube_config *cfg, kvc_kube_bufs *bufs,
 bool kvc_kube_read_token(const char *path, char *out, size_t len, char *err,
 			 size_t errlen);
 
+/* kvc_kube_curl_init initialises libcurl once for the process, for the
+ * API clients of the pod watcher and the lease, whichever starts first. */
+void kvc_kube_curl_init(void);
+
 #endif /* KVI_COORDINATOR_KUBE_CONFIG_H */

@@ -628,7 +628,7 @@ kvi_err
 kvc_kube_watch_start(const kvc_kube_config *cfg, kvi_metrics *m, kvc_kube_cb cb,
 		     void *arg, kvc_kube_watch **out, char *err, size_t errlen)
 {
-	curl_global_init(CURL_GLOBAL_DEFAULT);
+	kvc_kube_curl_init();
 	kvc_kube_watch *w = kvi_calloc(1, sizeof(*w));
 	w->cfg = *cfg;
 	kvc_kube_config *c = &w->cfg;

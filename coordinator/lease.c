@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "alloc.h"
+#include "clock.h"
 #include "kube_config.h"
 #include "log.h"
 #include "shardset.h"
@@ -381,14 +382,7 @@ kvc_lease_release(kvc_lease *l)
 static bool
 kvc_lease_wait(kvc_lease *l, int64_t ms)
 {
-	struct timespec until;
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += ms / 1000;
-	until.tv_nsec += (ms % 1000) * 1000000;
-	if (until.tv_nsec >= 1000000000) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000;
-	}
+	struct timespec until = kvi_deadline_ms(CLOCK_MONOTONIC, ms);
 	pthread_mutex_lock(&l->mu);
 	while (!l->stopping && !l->nudged &&
 	       pthread_cond_timedwait(&l->cv, &l->mu, &until) == 0) {
@@ -496,11 +490,7 @@ kvc_lease_start(const kvc_lease_config *cfg, kvi_metrics *m, kvc_lease **out,
 	kvc_lease_copy(l->view.identity, sizeof(l->view.identity), c.identity);
 	pthread_mutex_init(&l->mu, NULL);
 	pthread_mutex_init(&l->view_mu, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&l->cv, &ca);
-	pthread_condattr_destroy(&ca);
+	kvi_cond_init_monotonic(&l->cv);
 	if (m != NULL) {
 		kvi_metrics_gauge_add(m, "kvindex_coordinator_leader",
 				      "1 while this replica leads",
@@ -517,7 +507,7 @@ kvc_lease_start(const kvc_lease_config *cfg, kvi_metrics *m, kvc_lease **out,
 		    "leases this replica took from another holder",
 		    &l->c_transitions);
 	}
-	curl_global_init(CURL_GLOBAL_DEFAULT);
+	kvc_kube_curl_init();
 	if (pthread_create(&l->thread, NULL, kvc_lease_main, l) != 0) {
 		snprintf(err, errlen, "cannot start the lease thread");
 		kvc_lease_free(l);

@@ -27,6 +27,21 @@
  * (a Lease's annotations hold 256 KiB at most). */
 #define KVC_SHARE_PENDING_MAX (128u << 10)
 
+/* kvc_shared_json parses the text of annotation, which must be a JSON
+ * value of type want; NULL (and a warning) when it is not. */
+static json_t *
+kvc_shared_json(const char *text, const char *annotation, json_type want)
+{
+	json_t *v = json_loads(text, 0, NULL);
+	if (v == NULL || json_typeof(v) != want) {
+		KVI_WARN("shared_state_unreadable", "annotation=%s",
+			 annotation);
+		json_decref(v);
+		return NULL;
+	}
+	return v;
+}
+
 /* ---- shards ----------------------------------------------------------- */
 
 static char *
@@ -113,11 +128,9 @@ kvc_pin_store(kvc_assigner *a, const char *key, const char *shard)
 static void
 kvc_take_pins(kvc_assigner *a, char *text)
 {
-	json_t *o = json_loads(text, 0, NULL);
-	if (!json_is_object(o)) {
-		KVI_WARN("shared_state_unreadable", "annotation=%s",
-			 KVC_LEASE_PINS_ANNOTATION);
-		json_decref(o);
+	json_t *o =
+	    kvc_shared_json(text, KVC_LEASE_PINS_ANNOTATION, JSON_OBJECT);
+	if (o == NULL) {
 		return;
 	}
 	/* gone from the Lease: unpinned (back to front, as it shrinks) */
@@ -167,11 +180,9 @@ kvc_drains_text(const kvc_assigner *a)
 static void
 kvc_take_drains(kvc_assigner *a, char *text)
 {
-	json_t *arr = json_loads(text, 0, NULL);
-	if (!json_is_array(arr)) {
-		KVI_WARN("shared_state_unreadable", "annotation=%s",
-			 KVC_LEASE_DRAINS_ANNOTATION);
-		json_decref(arr);
+	json_t *arr =
+	    kvc_shared_json(text, KVC_LEASE_DRAINS_ANNOTATION, JSON_ARRAY);
+	if (arr == NULL) {
 		return;
 	}
 	size_t n;
@@ -278,11 +289,9 @@ kvc_unhex(const char *hex, uint8_t *out, size_t len)
 static void
 kvc_take_pending(kvc_assigner *a, char *text)
 {
-	json_t *arr = json_loads(text, 0, NULL);
-	if (!json_is_array(arr)) {
-		KVI_WARN("shared_state_unreadable", "annotation=%s",
-			 KVC_LEASE_PENDING_ANNOTATION);
-		json_decref(arr);
+	json_t *arr =
+	    kvc_shared_json(text, KVC_LEASE_PENDING_ANNOTATION, JSON_ARRAY);
+	if (arr == NULL) {
 		return;
 	}
 	kvc_pods_free(a->pending, a->n_pending);

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "alloc.h"
+#include "clock.h"
 #include "log.h"
 
 #define KVW_BACKOFF_MIN_MS 100
@@ -168,14 +169,8 @@ kvw_commit(kvw_writer *w, kvw_job *j)
 		snprintf(w->last_error, sizeof(w->last_error), "%s", j->err);
 		atomic_store(&w->failing, true);
 		if (!w->stop) {
-			struct timespec until;
-			clock_gettime(CLOCK_REALTIME, &until);
-			until.tv_sec += backoff / 1000;
-			until.tv_nsec += (long)(backoff % 1000) * 1000000L;
-			if (until.tv_nsec >= 1000000000L) {
-				until.tv_sec++;
-				until.tv_nsec -= 1000000000L;
-			}
+			struct timespec until =
+			    kvi_deadline_ms(CLOCK_REALTIME, backoff);
 			pthread_cond_timedwait(&w->cv, &w->mu, &until);
 		}
 		bool stop = w->stop;

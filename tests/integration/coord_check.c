@@ -646,7 +646,8 @@ clu_admin(cluster *c, const char *method, const char *path, const char *body,
 	return st;
 }
 
-/* clu_shard_status_is says whether /admin/shards gives shard id status. */
+/* clu_shard_status_is says whether /admin/shards gives shard id status
+ * (NULL: lists it at all). */
 bool
 clu_shard_status_is(cluster *c, const char *id, const char *status)
 {
@@ -661,8 +662,9 @@ clu_shard_status_is(cluster *c, const char *id, const char *status)
 		const char *sid = json_string_value(json_object_get(s, "id"));
 		const char *ss =
 		    json_string_value(json_object_get(s, "status"));
-		is |= sid != NULL && ss != NULL && strcmp(sid, id) == 0 &&
-		      strcmp(ss, status) == 0;
+		is |=
+		    sid != NULL && strcmp(sid, id) == 0 &&
+		    (status == NULL || (ss != NULL && strcmp(ss, status) == 0));
 	}
 	json_decref(arr);
 	return is;

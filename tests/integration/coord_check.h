@@ -95,7 +95,8 @@ shardproc *clu_shard_of(cluster *c, int pod, int rank);
 long clu_admin(cluster *c, const char *method, const char *path,
 	       const char *body, json_t **out);
 
-/* clu_shard_status_is says whether /admin/shards gives shard id status. */
+/* clu_shard_status_is says whether /admin/shards gives shard id status
+ * (NULL: lists it at all). */
 bool clu_shard_status_is(cluster *c, const char *id, const char *status);
 
 /* clu_wait_converged waits until a dry-run rebalance lists no move and

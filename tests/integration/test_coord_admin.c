@@ -74,25 +74,6 @@ wait_owner(cluster *c, const char *key, const char *shard)
 	clu_wait_active(c, NLIS, CLU_WAIT_MS);
 }
 
-/* shard_listed says whether /admin/shards lists id. */
-static bool
-shard_listed(cluster *c, const char *id)
-{
-	long st;
-	json_t *arr = clu_get(c, "/admin/shards", &st);
-	assert_int_equal(st, 200);
-	bool found = false;
-	size_t i;
-	json_t *s;
-	json_array_foreach(arr, i, s)
-	{
-		found |= strcmp(json_string_value(json_object_get(s, "id")),
-				id) == 0;
-	}
-	json_decref(arr);
-	return found;
-}
-
 static void
 wait_converged(cluster *c)
 {
@@ -192,7 +173,7 @@ test_admin_rebalancing(void **state)
 	}
 	/* the added shard survives a coordinator restart, and nothing moves */
 	clu_coord_restart(c);
-	assert_true(shard_listed(c, "shard-2"));
+	assert_true(clu_shard_status_is(c, "shard-2", NULL));
 	wait_converged(c);
 	json_t *again = clu_owner_map(c);
 	assert_true(json_equal(map, again));
@@ -237,7 +218,7 @@ test_admin_rebalancing(void **state)
 	assert_int_equal(
 	    admin(c, "DELETE", "/admin/shards/shard-2", NULL, NULL), 202);
 	deadline = kvt_now_ms() + CLU_WAIT_MS;
-	while (shard_listed(c, "shard-2")) {
+	while (clu_shard_status_is(c, "shard-2", NULL)) {
 		assert_true(kvt_now_ms() < deadline);
 		kvt_sleep_ms(100);
 	}
@@ -257,7 +238,7 @@ test_admin_rebalancing(void **state)
 	assert_true(clu_shard_status_is(c, "shard-0", "draining"));
 	assert_int_equal(kill(pid1, SIGCONT), 0);
 	deadline = kvt_now_ms() + CLU_WAIT_MS;
-	while (shard_listed(c, "shard-0")) {
+	while (clu_shard_status_is(c, "shard-0", NULL)) {
 		assert_true(kvt_now_ms() < deadline);
 		kvt_sleep_ms(100);
 	}

@@ -26,28 +26,6 @@
 
 #define DP8 8
 
-static bool
-shard_down(cluster *c, const char *id)
-{
-	long st;
-	json_t *arr = clu_get(c, "/admin/shards", &st);
-	assert_int_equal(st, 200);
-	bool down = false;
-	size_t i;
-	json_t *s;
-	json_array_foreach(arr, i, s)
-	{
-		if (strcmp(json_string_value(json_object_get(s, "id")), id) ==
-		    0) {
-			down = strcmp(json_string_value(
-					  json_object_get(s, "status")),
-				      "down") == 0;
-		}
-	}
-	json_decref(arr);
-	return down;
-}
-
 /* coord_metric reads one unlabelled sample of the coordinator's
  * /metrics; -1 when absent. */
 static double
@@ -140,7 +118,7 @@ test_register_shard_down(void **state)
 
 	/* once it is seen down, the registration is refused up front */
 	int64_t deadline = kvt_now_ms() + CLU_WAIT_MS;
-	while (!shard_down(c, "shard-1")) {
+	while (!clu_shard_status_is(c, "shard-1", "down")) {
 		if (kvt_now_ms() > deadline) {
 			fail_msg("the coordinator did not see shard-1 down");
 		}
@@ -227,7 +205,7 @@ test_register_shard_down(void **state)
 	 * back, and nothing brings the pod back */
 	assert_int_equal(shc_stop(&c->shards[1]), 0);
 	deadline = kvt_now_ms() + CLU_WAIT_MS;
-	while (!shard_down(c, "shard-1")) {
+	while (!clu_shard_status_is(c, "shard-1", "down")) {
 		if (kvt_now_ms() > deadline) {
 			fail_msg("the coordinator did not see shard-1 down");
 		}

@@ -378,17 +378,29 @@ test_deferred_reply(void **state)
 	kvi_httpd_free(h);
 }
 
+/* connect_raw opens a connection to port, or returns -1 when this process
+ * is out of descriptors. */
+static int
+connect_raw(uint16_t port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0) {
+		return -1;
+	}
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+				 .sin_port = htons(port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
 /* raw_exchange sends req as it is on a new connection and reads what comes
  * back until the server closes it (or 3 s pass) into out. */
 static size_t
 raw_exchange(uint16_t port, const char *req, char *out, size_t cap)
 {
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	int fd = connect_raw(port);
 	assert_true(fd >= 0);
-	struct sockaddr_in sa = {.sin_family = AF_INET,
-				 .sin_port = htons(port),
-				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	struct timeval tv = {3, 0};
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
@@ -447,22 +459,6 @@ test_smuggling(void **state)
 	assert_non_null(strstr(out, "HTTP/1.1 200 "));
 	assert_int_equal(hold.calls, 1);
 	kvi_httpd_free(h);
-}
-
-/* connect_raw opens a connection to port, or returns -1 when this process
- * is out of descriptors. */
-static int
-connect_raw(uint16_t port)
-{
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	if (fd < 0) {
-		return -1;
-	}
-	struct sockaddr_in sa = {.sin_family = AF_INET,
-				 .sin_port = htons(port),
-				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	return fd;
 }
 
 static void

@@ -1,0 +1,20 @@
+/*
+ * clock.h - timed waits on condition variables: one whose waits run on the
+ * monotonic clock (not moved by a change of the wall clock), and the
+ * absolute deadline a wait takes.
+ */
+#ifndef KVI_COMMON_CLOCK_H
+#define KVI_COMMON_CLOCK_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <time.h>
+
+/* kvi_cond_init_monotonic initialises cv for waits against
+ * CLOCK_MONOTONIC deadlines. */
+void kvi_cond_init_monotonic(pthread_cond_t *cv);
+
+/* kvi_deadline_ms returns the time ms milliseconds from now on clock. */
+struct timespec kvi_deadline_ms(clockid_t clock, int64_t ms);
+
+#endif /* KVI_COMMON_CLOCK_H */
