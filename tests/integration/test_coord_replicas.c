@@ -15,9 +15,12 @@
  *    down without touching the shards and the move stays; a command of
  *    the old term sent to a shard is refused (fencing); a shard added
  *    over the new leader's admin API is queried by the follower too;
- *  - the lease API answering 503: the leader steps down within the renew
- *    deadline, every replica goes on answering queries, writes get 503;
- *    once the API is back a replica leads again.
+ *  - two of the leader's renewals losing a race with another writer
+ *    (409 Conflict): it reads again, renews and leads on in the same
+ *    term; then the lease API answering 503: the leader steps down
+ *    within the renew deadline, every replica goes on answering
+ *    queries, writes get 503; once the API is back a replica leads
+ *    again.
  *
  * What the leader shares through the Lease is test_coord_replicas_state's.
  */
@@ -230,7 +233,33 @@ test_lease_api_down(void **state)
 	const int idx[] = {0, 1, 2, 3};
 	prefill_and_check(w, idx, 4, 5);
 
+	/* two renewals lose a race with another writer (409): the leader
+	 * reads again and renews, and stays the leader of the same term */
 	kvt_http_resp r;
+	json_t *tj = clu_get(on(w, l), "/leader", &(long){0});
+	json_int_t term = json_integer_value(json_object_get(tj, "epoch"));
+	json_decref(tj);
+	json_t *races = json_pack("{s:i}", "n", 2);
+	assert_int_equal(kvt_kube_request(&w->kube, "POST",
+					  "/control/lease-races", races, NULL,
+					  5000, &r),
+			 KVI_OK);
+	assert_int_equal(r.status, 200);
+	kvt_http_resp_fini(&r);
+	json_decref(races);
+	int64_t until = kvt_now_ms() + 5000;
+	while (clu_metric(on(w, l),
+			  "kvindex_coordinator_lease_conflicts_total") < 2) {
+		assert_true(kvt_now_ms() < until);
+		kvt_sleep_ms(100);
+	}
+	kvt_sleep_ms(2 * RETRY_MS);
+	assert_int_equal(leader(w, 1000), l);
+	tj = clu_get(on(w, l), "/leader", &(long){0});
+	assert_int_equal(json_integer_value(json_object_get(tj, "epoch")),
+			 term);
+	json_decref(tj);
+
 	json_t *on_body = json_pack("{s:b}", "on", 1);
 	assert_int_equal(kvt_kube_request(&w->kube, "POST",
 					  "/control/block-leases", on_body,

@@ -180,6 +180,15 @@ handle_action(kube_http *h, struct evhttp_request *req,
 			    req, 200,
 			    json_pack("{s:b}", "on", json_is_true(on)));
 		}
+	} else if (strcmp(what, "lease-races") == 0 && post) {
+		json_t *n = json_object_get(body, "n");
+		if (!json_is_integer(n) || json_integer_value(n) < 0) {
+			reply_error(req, 400, "n must be a count");
+		} else {
+			kube_leases_set_races(h->leases,
+					      (uint64_t)json_integer_value(n));
+			kube_reply_json(req, 200, json_pack("{s:O}", "n", n));
+		}
 	} else if (strcmp(what, "leases") == 0 && cmd == EVHTTP_REQ_GET) {
 		kube_reply_json(req, 200, kube_leases_stats(h->leases));
 	} else if (strcmp(what, "token") == 0 && cmd == EVHTTP_REQ_PUT) {

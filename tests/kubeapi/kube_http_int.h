@@ -30,6 +30,9 @@ kube_leases *kube_leases_alloc(void);
 void kube_leases_free(kube_leases *l);
 /* kube_leases_set_down makes the lease API answer 503 (true) or not. */
 void kube_leases_set_down(kube_leases *l, bool down);
+/* kube_leases_set_races makes the next n updates of a Lease find it
+ * written by someone else since they read it: 409 Conflict. */
+void kube_leases_set_races(kube_leases *l, uint64_t n);
 /* kube_leases_stats: {"leases", "updates", "conflicts", "down"}. */
 json_t *kube_leases_stats(const kube_leases *l);
 

@@ -10,7 +10,8 @@
  *
  * Leases live in memory only; their resourceVersions come from a counter
  * of their own. The control API can make the lease API answer 503 (as an
- * API server that lost etcd does) to test a leader that cannot renew.
+ * API server that lost etcd does) to test a leader that cannot renew, and
+ * make the next updates lose a race with another writer (409 Conflict).
  */
 #include <event2/http.h>
 #include <inttypes.h>
@@ -25,6 +26,7 @@ struct kube_leases {
 	json_t *by_key; /* "ns/name" -> the stored Lease */
 	uint64_t rv;
 	bool down;
+	uint64_t races; /* updates still to lose a race (set_races) */
 	uint64_t conflicts, updates;
 };
 
@@ -51,6 +53,12 @@ void
 kube_leases_set_down(kube_leases *l, bool down)
 {
 	l->down = down;
+}
+
+void
+kube_leases_set_races(kube_leases *l, uint64_t n)
+{
+	l->races = n;
 }
 
 json_t *
@@ -181,6 +189,15 @@ kube_lease_handle(kube_http *h, struct evhttp_request *req, char **segs, int n)
 			lease_store(l, req, ns, name, key, body, 201);
 		}
 	} else if (cmd == EVHTTP_REQ_PUT) {
+		if (stored != NULL && l->races > 0) {
+			/* another writer got there between this client's
+			 * read and its write: the Lease has a new version */
+			l->races--;
+			char rv[24];
+			snprintf(rv, sizeof(rv), "%" PRIu64, ++l->rv);
+			json_object_set_new(json_object_get(stored, "metadata"),
+					    "resourceVersion", json_string(rv));
+		}
 		const char *want = json_string_value(json_object_get(
 		    json_object_get(body, "metadata"), "resourceVersion"));
 		const char *have = json_string_value(json_object_get(
