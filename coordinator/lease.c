@@ -418,11 +418,22 @@ kvc_lease_main(void *arg)
 				 l->seen.holder);
 		}
 		kvi_gauge_set(l->g_leader, now ? 1 : 0);
-		/* followers jitter their tries, as client-go does (x1.2) */
+		/* followers jitter their tries, as client-go does (x1.2),
+		 * and try at the moment another's record expires when that
+		 * comes first, so that a takeover waits one observation of
+		 * the last renewal, not two */
 		int64_t wait = l->cfg.retry_period_ms;
 		if (!now) {
 			wait +=
 			    rand_r(&seed) % (l->cfg.retry_period_ms / 5 + 1);
+			const kvc_lease_rec *r = &l->seen;
+			int64_t left =
+			    l->seen_at + r->duration_s * 1000 - kvc_now_ms();
+			if (r->holder[0] != '\0' &&
+			    strcmp(r->holder, l->identity) != 0 && left >= 0 &&
+			    left < wait) {
+				wait = left + 1;
+			}
 		}
 		if (kvc_lease_wait(l, wait)) {
 			break;
