@@ -10,7 +10,9 @@
  * again). A Lease held by another identity is taken over only once its
  * record has stayed unchanged for the holder's leaseDurationSeconds, as
  * measured by this replica's own monotonic clock from the moment it first
- * saw that record (clocks of different machines are never compared). A
+ * saw that record (clocks of different machines are never compared); a
+ * follower tries again at that moment when it comes before its next
+ * (jittered) retry. A
  * change of holder increments leaseTransitions and sets acquireTime; every
  * write sets renewTime. A leader that has not renewed within the renew
  * deadline (counted from the start of its last successful renewal, which
