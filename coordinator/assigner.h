@@ -9,7 +9,11 @@
  *
  *  1. Poll. Every shard is asked for its status, in parallel. A shard that
  *     answers is up; what it reports tells which listeners it owns, in
- *     what state. Those states are what /workers shows.
+ *     what state. Those states are what /workers shows. A shard that
+ *     missed a poll is not waited for again: it is probed in the
+ *     background, and polled with the others once a probe is answered, so
+ *     that a dead shard delays no tick and no command. The owners found
+ *     here tell the registry which shards each model's queries ask.
  *  2. Adopt. A listener a shard already owns with the same spec is simply
  *     recorded as owned: this is how a restarted coordinator finds its
  *     assignments again without making any shard re-ingest anything. A

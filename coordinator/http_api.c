@@ -318,8 +318,9 @@ kvc_collect_shards(void *arg, kvi_metrics_out *out)
 	     "1 when the shard answered the last status poll.",
 	     KVI_METRIC_GAUGE},
 	    {"kvindex_coord_fanout_errors_total",
-	     "Query fan-out calls to the shard that failed or missed the "
-	     "deadline.",
+	     "Queries the shard was needed for and did not answer: calls "
+	     "that failed or missed the deadline, and queries not sent "
+	     "while it was down.",
 	     KVI_METRIC_COUNTER},
 	    {"kvindex_coord_shard_listeners",
 	     "Listeners the shard reported owning.", KVI_METRIC_GAUGE},

@@ -274,6 +274,27 @@ kvc_check_restriction(kvc_query *q, const kvc_api_query *qq, kvc_api_error *e)
 	return KVI_OK;
 }
 
+/* kvc_route returns model's block size, or 0 with e set when no
+ * registered pod serves it, and which of the n shards to ask. */
+static uint32_t
+kvc_route(kvc_query *q, const char *model, kvc_shard *const *shards, size_t n,
+	  bool *ask, kvc_api_error *e)
+{
+	const char **ids = kvi_calloc(n + 1, sizeof(*ids));
+	for (size_t i = 0; i < n; i++) {
+		ids[i] = shards[i]->id;
+	}
+	uint32_t bs = kvc_reg_route(q->reg, model, ids, n, ask);
+	kvi_free(ids);
+	if (bs == 0) {
+		kvc_api_error_set(e, KVI_ENOENT, 404,
+				  "model %s is not served by any registered "
+				  "pod",
+				  model);
+	}
+	return bs;
+}
+
 static void
 kvc_handle(kvc_query *q, kvi_http_req *req, int ep)
 {
@@ -292,17 +313,13 @@ kvc_handle(kvc_query *q, kvi_http_req *req, int ep)
 		kvc_fail(q, ep, &t0, req, &e);
 		return;
 	}
-	uint32_t bs = kvc_reg_model(q->reg, qq.model);
-	if (bs == 0) {
-		kvc_api_error_set(&e, KVI_ENOENT, 404,
-				  "model %s is not served by any registered "
-				  "pod",
-				  qq.model);
-		kvc_api_query_fini(&qq);
-		kvc_fail(q, ep, &t0, req, &e);
-		return;
-	}
-	if (kvc_check_restriction(q, &qq, &e) != KVI_OK) {
+	size_t total;
+	kvc_shard **shards = kvc_shardset_snapshot(q->shards, &total);
+	bool *ask = kvi_calloc(total + 1, sizeof(*ask));
+	uint32_t bs = kvc_route(q, qq.model, shards, total, ask, &e);
+	if (bs == 0 || kvc_check_restriction(q, &qq, &e) != KVI_OK) {
+		kvc_shardset_release(shards, total);
+		kvi_free(ask);
 		kvc_api_query_fini(&qq);
 		kvc_fail(q, ep, &t0, req, &e);
 		return;
@@ -352,16 +369,31 @@ kvc_handle(kvc_query *q, kvi_http_req *req, int ep)
 	qq.model = NULL;
 	qq.instances = NULL;
 	kvc_api_query_fini(&qq);
-	c->shards = kvc_shardset_snapshot(q->shards, &c->total);
+	c->shards = shards;
+	c->total = total;
 	c->slots = kvi_calloc(c->total + 1, sizeof(*c->slots));
-	/* no full block: nothing can match, every shard's answer is known */
-	size_t ask = nb > 0 ? c->total : 0;
-	c->answered = c->total - ask;
+	/* The answers known without asking count as given: a shard that owns
+	 * none of the model's listeners has none to give, and with no full
+	 * block nothing can match. A shard known down that owns some is not
+	 * waited for: it is missing from the answer, which says partial. */
+	size_t asked = 0;
+	for (size_t i = 0; i < total; i++) {
+		ask[i] = ask[i] && nb > 0;
+		c->answered += !ask[i];
+		if (ask[i] && kvc_shard_known_down(shards[i])) {
+			ask[i] = false;
+			atomic_fetch_add(&shards[i]->fanout_errors, 1);
+		}
+		asked += ask[i];
+	}
 
 	/* one extra count holds the context until every call has started */
-	c->pending = ask + 1;
+	c->pending = asked + 1;
 	int64_t deadline = kvc_now_ms() + q->cfg.deadline_ms;
-	for (size_t i = 0; i < ask; i++) {
+	for (size_t i = 0; i < total; i++) {
+		if (!ask[i]) {
+			continue;
+		}
 		kvc_qslot *sl = &c->slots[i];
 		sl->c = c;
 		sl->idx = i;
@@ -373,6 +405,7 @@ kvc_handle(kvc_query *q, kvi_http_req *req, int ep)
 		};
 		kvc_qbatch_submit(c->shards[i]->qbatch, &sl->item);
 	}
+	kvi_free(ask);
 	kvc_qctx_unhold(c);
 }
 

@@ -7,15 +7,17 @@
  * against the registry (an unknown instance, or a rank the instance does
  * not have, is a 400 that lists the instance's connected ranks), and its
  * tokens hashed once into local then sequence hashes (hash.h) with the
- * block size of the model. One QueryRequest then goes to every shard at
- * once through the shard's batcher (qbatch.h: alone when the shard has
- * room, else coalesced with the queries that wait for it), each bounded by
- * the query deadline; the shards answer for the listeners they own (with
- * top_k, only their k best), each answer is added to the query's matches
+ * block size of the model. One QueryRequest then goes at once to every
+ * shard that owns one of the model's listeners (registry_route.c) and has
+ * not missed a status poll, through the shard's batcher (qbatch.h: alone when
+ * the shard has room, else coalesced with the queries that wait for it), each
+ * bounded by the query deadline; the shards answer for the listeners they own
+ * (with top_k, only their k best), each answer is added to the query's matches
  * as it arrives, and the last one (on an nng thread) merges and replies. A
  * shard that does not answer in time is left out and the answer says
- * `partial: true`, so no query ever waits past its deadline; when no shard
- * answers it is a 503.
+ * `partial: true`, so no query ever waits past its deadline; a shard known
+ * down that owns some of the model's listeners is left out the same way,
+ * without waiting. When no shard answers it is a 503.
  *
  * The HTTP loop thread only parses and hashes; it never waits.
  *
@@ -23,7 +25,7 @@
  * request's arrival at the handler to the reply),
  * kvindex_coord_queries_total{code} and kvindex_coord_hash_queries_total{code},
  * and kvindex_coord_fanout_errors_total{shard} (calls that failed or missed the
- * deadline).
+ * deadline, and queries not sent to it while it was down).
  */
 #ifndef KVI_COORDINATOR_QUERY_H
 #define KVI_COORDINATOR_QUERY_H

@@ -108,6 +108,42 @@ kvc_shard_silent(kvc_shard *sh, const kvc_call *c, int64_t now)
 	}
 }
 
+/* kvc_probe_done ends a probe: a shard that answered is polled, and
+ * waited for, again at the next tick. On an nng thread; closing the
+ * client waits for it, so sh is valid. */
+static void
+kvc_probe_done(void *arg, kvi_err rv, Kvindex__Response *resp, const char *err)
+{
+	(void)err;
+	kvc_shard *sh = arg;
+	if (rv == KVI_OK && resp != NULL) {
+		atomic_store(&sh->probe_ok, true);
+	}
+	if (resp != NULL) {
+		kvindex__response__free_unpacked(resp, NULL);
+	}
+	atomic_store(&sh->probing, false);
+}
+
+/* kvc_poll_waits says whether this tick's poll waits for sh: not for a
+ * shard known down, which is probed in the background instead until it
+ * answers, so that a dead shard delays no tick (and no command queued
+ * behind one). */
+static bool
+kvc_poll_waits(kvc_assigner *a, kvc_shard *sh, const Kvindex__Request *req)
+{
+	if (!kvc_shard_known_down(sh) ||
+	    atomic_exchange(&sh->probe_ok, false)) {
+		return true;
+	}
+	if (!atomic_exchange(&sh->probing, true) &&
+	    kvp_call_async(sh->client, req, a->cfg.poll_timeout_ms,
+			   kvc_probe_done, sh) != KVI_OK) {
+		atomic_store(&sh->probing, false);
+	}
+	return false;
+}
+
 static void
 kvc_poll(kvc_assigner *a)
 {
@@ -130,17 +166,21 @@ kvc_poll(kvc_assigner *a)
 	req.term = term;
 	kvc_fanout f;
 	kvc_fanout_init(&f);
+	size_t *call = kvi_calloc(n + 1, sizeof(*call));
 	for (size_t i = 0; i < n; i++) {
 		a->ids[i] = a->snap[i]->id;
-		kvc_fanout_start(&f, a->snap[i]->client, &req,
-				 a->cfg.poll_timeout_ms, NULL);
+		call[i] = kvc_poll_waits(a, a->snap[i], &req)
+			      ? kvc_fanout_start(&f, a->snap[i]->client, &req,
+						 a->cfg.poll_timeout_ms, NULL)
+			      : SIZE_MAX;
 	}
 	kvc_fanout_wait(&f);
 	int64_t now = kvc_now_ms();
 	size_t total = 0;
 	for (size_t i = 0; i < n; i++) {
-		kvc_call *c = &f.calls[i];
-		if (c->rv == KVI_OK && c->resp != NULL &&
+		kvc_call *c = call[i] != SIZE_MAX ? &f.calls[call[i]] : NULL;
+		/* c == NULL: known down, and its probe has not answered */
+		if (c != NULL && c->rv == KVI_OK && c->resp != NULL &&
 		    c->resp->body_case == KVINDEX__RESPONSE__BODY_STATUS) {
 			a->resps[i] = c->resp;
 			c->resp = NULL;
@@ -148,7 +188,7 @@ kvc_poll(kvc_assigner *a)
 			kvc_shard_answered(a->snap[i], a->resps[i]->status,
 					   now);
 			total += a->resps[i]->status->n_listeners;
-		} else {
+		} else if (c != NULL) {
 			kvc_shard_silent(a->snap[i], c, now);
 		}
 		int64_t down = atomic_load(&a->snap[i]->down_since_ms);
@@ -157,6 +197,7 @@ kvc_poll(kvc_assigner *a)
 		a->eligible[i] = grace && !atomic_load(&a->snap[i]->draining);
 	}
 	kvc_fanout_fini(&f);
+	kvi_free(call);
 
 	a->owned = kvi_calloc(total + 1, sizeof(*a->owned));
 	for (size_t i = 0; i < n; i++) {
@@ -687,6 +728,22 @@ kvc_units(kvc_assigner *a, const kvc_lview *lv, size_t n, const bool *unowned,
 	return pending;
 }
 
+/* kvc_routes tells the registry which shards each model's queries ask:
+ * its owners, and every shard that reported one of its listeners. */
+static void
+kvc_routes(kvc_assigner *a)
+{
+	const char **models = kvi_calloc(a->n_owned + 1, sizeof(*models));
+	const char **shards = kvi_calloc(a->n_owned + 1, sizeof(*shards));
+	for (size_t i = 0; i < a->n_owned; i++) {
+		models[i] = a->owned[i].st->listener->model;
+		shards[i] = a->ids[a->owned[i].shard];
+	}
+	kvc_reg_routes_set(a->reg, models, shards, a->n_owned);
+	kvi_free(models);
+	kvi_free(shards);
+}
+
 void
 kvc_tick(kvc_assigner *a)
 {
@@ -704,6 +761,7 @@ kvc_tick(kvc_assigner *a)
 	for (size_t i = 0; i < n; i++) {
 		unowned[i] = kvc_listener_step(a, &lv[i], &ops, now);
 	}
+	kvc_routes(a);
 	pthread_mutex_lock(&a->mu);
 	bool all_synced = (a->synced & a->expected) == a->expected;
 	pthread_mutex_unlock(&a->mu);

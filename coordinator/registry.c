@@ -10,48 +10,8 @@
 
 #include "alloc.h"
 #include "cstore.h"
+#include "registry_int.h"
 #include "wire_json.h"
-
-#define KVC_BUCKETS 4096 /* listener key buckets; chains stay short */
-
-typedef struct kvc_inst kvc_inst;
-
-typedef struct kvc_lis {
-	kvc_rank r;
-	char *shard, *moving_to;
-	kvc_lstatus st;
-	kvc_inst *inst;
-	struct kvc_lis *hnext; /* key bucket chain */
-} kvc_lis;
-
-struct kvc_inst {
-	uint64_t id;
-	char *name; /* NULL: ranks registered one by one */
-	char *model;
-	uint32_t block_size;
-	kvc_source source;
-	kvc_pod *pods; /* a named pod, or one pod per rank */
-	size_t n_pods;
-	kvc_lis **lis; /* sorted by rank */
-	size_t n_lis;
-	kvc_inst *next;
-	kvc_inst *hnext; /* id bucket chain */
-};
-
-typedef struct kvc_model {
-	char *name;
-	uint32_t block_size;
-	size_t refs;
-	struct kvc_model *next;
-} kvc_model;
-
-struct kvc_registry {
-	pthread_mutex_t mu;
-	kvc_inst *insts;
-	kvc_model *models;
-	kvc_lis *buckets[KVC_BUCKETS];
-	kvc_inst *ibuckets[KVC_BUCKETS];
-};
 
 static size_t
 kvc_bucket(const char *key)
@@ -100,7 +60,7 @@ kvc_inst_by_name(kvc_registry *r, const char *name)
 	return NULL;
 }
 
-static kvc_model *
+kvc_model *
 kvc_model_find(kvc_registry *r, const char *name)
 {
 	for (kvc_model *m = r->models; m != NULL; m = m->next) {
@@ -133,6 +93,7 @@ kvc_model_unref(kvc_registry *r, const char *name)
 		if (strcmp(m->name, name) == 0) {
 			if (--m->refs == 0) {
 				*pm = m->next;
+				kvc_route_free(m);
 				kvi_free(m->name);
 				kvi_free(m);
 			}
@@ -191,6 +152,7 @@ kvc_reg_free(kvc_registry *r)
 	while (r->models != NULL) {
 		kvc_model *m = r->models;
 		r->models = m->next;
+		kvc_route_free(m);
 		kvi_free(m->name);
 		kvi_free(m);
 	}
@@ -556,6 +518,9 @@ kvc_reg_set_owner(kvc_registry *r, const char *key, const char *shard,
 		}
 		kvc_set_str(&l->shard, shard);
 		kvc_set_str(&l->moving_to, moving_to);
+		kvc_model *m = kvc_model_find(r, l->inst->model);
+		kvc_route_add(m, shard);
+		kvc_route_add(m, moving_to);
 	}
 	pthread_mutex_unlock(&r->mu);
 }

@@ -117,6 +117,19 @@ void kvc_reg_set_status(kvc_registry *r, const char *key,
 /* kvc_reg_model returns the block size of model (0: unknown model). */
 uint32_t kvc_reg_model(kvc_registry *r, const char *model);
 
+/* kvc_reg_routes_set rebuilds the shards each model's queries ask
+ * (registry_route.c): the owners and move targets of its listeners, and
+ * shards[k] for models[k], k < n (what the shards reported owning). */
+void kvc_reg_routes_set(kvc_registry *r, const char *const *models,
+			const char *const *shards, size_t n);
+
+/* kvc_reg_route returns the block size of model (0: unknown model) and
+ * sets ask[i] when a query of it must ask shard ids[i], i < n: the shard
+ * owns or is taking one of its listeners (every shard, before the first
+ * kvc_reg_routes_set). */
+uint32_t kvc_reg_route(kvc_registry *r, const char *model,
+		       const char *const *ids, size_t n, bool *ask);
+
 /* kvc_reg_ranks writes the ranks of instance id (n at most max) and
  * returns how many it has; connected_only counts only active listeners.
  * Returns -1 when the instance is unknown. */

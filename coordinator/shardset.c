@@ -212,6 +212,12 @@ kvc_shardset_find(kvc_shardset *s, const char *id)
 	return found;
 }
 
+bool
+kvc_shard_known_down(const kvc_shard *sh)
+{
+	return !atomic_load(&sh->up) && atomic_load(&sh->down_since_ms) != 0;
+}
+
 size_t
 kvc_shardset_count(kvc_shardset *s)
 {

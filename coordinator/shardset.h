@@ -4,10 +4,10 @@
  *
  * Each shard has an id (what consistent hashing hashes), the nng address
  * of its service and a client to it. The assigner polls every shard's
- * status each tick and records here whether it answered; queries fan out
- * to every shard listed. A shard that has not answered for a while is
- * down; after the failover grace its listeners are reassigned (see
- * assigner.h).
+ * status each tick and records here whether it answered. A shard that
+ * missed a poll is down: queries do not wait for it, and polls only probe
+ * it without waiting until it answers again; after the failover grace its
+ * listeners are reassigned (see assigner.h).
  *
  * Thread safety: a read-write lock guards the list (queries read it, the
  * admin API changes it); health fields are atomics or under the lock.
@@ -39,6 +39,9 @@ typedef struct kvc_shard {
 	_Atomic int64_t down_since_ms;
 	_Atomic uint64_t listeners, entries, store_bytes;
 	_Atomic bool draining;
+	/* a status call to a shard known down, which no poll waits for */
+	_Atomic bool probing;  /* in flight */
+	_Atomic bool probe_ok; /* it answered: the next poll waits for it */
 	/* query fan-out calls that failed or missed the deadline */
 	_Atomic uint64_t fanout_errors;
 } kvc_shard;
@@ -78,6 +81,11 @@ kvc_shard *kvc_shardset_find(kvc_shardset *s, const char *id);
 void kvc_shard_unref(kvc_shard *sh);
 
 size_t kvc_shardset_count(kvc_shardset *s);
+
+/* kvc_shard_known_down says whether sh has missed a poll since it last
+ * answered one (a shard not polled yet is not known down). Queries skip
+ * such a shard, and polls do not wait for it. */
+bool kvc_shard_known_down(const kvc_shard *sh);
 
 /* kvc_now_ms returns monotonic milliseconds. */
 int64_t kvc_now_ms(void);

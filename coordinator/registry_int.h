@@ -1,0 +1,67 @@
+/*
+ * registry_int.h - the registry's structures, shared by registry.c (the
+ * instances and listeners) and registry_route.c (which shards a model's
+ * queries ask). Everything here is under the registry's lock.
+ */
+#ifndef KVI_COORDINATOR_REGISTRY_INT_H
+#define KVI_COORDINATOR_REGISTRY_INT_H
+
+#include <pthread.h>
+
+#include "registry.h"
+
+#define KVC_BUCKETS 4096 /* listener key buckets; chains stay short */
+
+typedef struct kvc_inst kvc_inst;
+
+typedef struct kvc_lis {
+	kvc_rank r;
+	char *shard, *moving_to;
+	kvc_lstatus st;
+	kvc_inst *inst;
+	struct kvc_lis *hnext; /* key bucket chain */
+} kvc_lis;
+
+struct kvc_inst {
+	uint64_t id;
+	char *name; /* NULL: ranks registered one by one */
+	char *model;
+	uint32_t block_size;
+	kvc_source source;
+	kvc_pod *pods; /* a named pod, or one pod per rank */
+	size_t n_pods;
+	kvc_lis **lis; /* sorted by rank */
+	size_t n_lis;
+	kvc_inst *next;
+	kvc_inst *hnext; /* id bucket chain */
+};
+
+typedef struct kvc_model {
+	char *name;
+	uint32_t block_size;
+	size_t refs;
+	/* the shards its queries ask (registry_route.c) */
+	char **shards;
+	size_t n_shards, cap_shards;
+	struct kvc_model *next;
+} kvc_model;
+
+struct kvc_registry {
+	pthread_mutex_t mu;
+	kvc_inst *insts;
+	kvc_model *models;
+	kvc_lis *buckets[KVC_BUCKETS];
+	kvc_inst *ibuckets[KVC_BUCKETS];
+	bool routes_known; /* kvc_reg_routes_set has run */
+};
+
+/* kvc_model_find returns model name, or NULL. */
+kvc_model *kvc_model_find(kvc_registry *r, const char *name);
+
+/* kvc_route_add adds shard (NULL: none) to the shards m's queries ask. */
+void kvc_route_add(kvc_model *m, const char *shard);
+
+/* kvc_route_free frees m's list of shards. */
+void kvc_route_free(kvc_model *m);
+
+#endif /* KVI_COORDINATOR_REGISTRY_INT_H */

@@ -1,0 +1,303 @@
+/*
+ * test_coord_dead_shard.c - what a shard that cannot help costs queries
+ * and registrations: nothing. Three DP=2 pods from the simulator, two
+ * shards, the coordinator with a fan-out deadline of 3 s, so that a query
+ * that waited for a shard would show it.
+ *
+ * test_model_asks_its_shards: a query of a model asks only the shards
+ * that own its listeners. A shard that owns none of them gets none of its
+ * queries (its own query counter says so) and, stopped, delays none.
+ *
+ * test_dead_shard_costs_nothing: with a shard killed, once the poll has
+ * seen it down, a query answers at once, partial, from the other shard;
+ * registrations are answered at once (201 or 202), since no poll waits
+ * for the dead shard any more; and once failover has moved every
+ * listener away from it, answers are whole again.
+ */
+#include <inttypes.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "coord_check.h"
+
+#define PODS     3
+#define DP       2
+#define N        (PODS * DP)
+#define NTOK     64
+#define DEADLINE 3000
+/* well under the deadline, with room for a busy host */
+#define FAST_MS 1500
+
+static const char *const sim_flags[] = {"--pods", "3", "--dp", "2", NULL};
+
+static void
+make_tokens(uint32_t *t, uint32_t seed)
+{
+	for (uint32_t i = 0; i < NTOK; i++) {
+		t[i] = seed * 1000u + i + 1;
+	}
+}
+
+/* query_of posts a /query of model for NTOK tokens of seed; returns the
+ * answer and the time it took. */
+static json_t *
+query_of(cluster *c, const char *model, uint32_t seed, int64_t *took)
+{
+	uint32_t t[NTOK];
+	make_tokens(t, seed);
+	char body[2048];
+	int off = snprintf(body, sizeof(body),
+			   "{\"model_name\":\"%s\",\"token_ids\":[", model);
+	for (int i = 0; i < NTOK; i++) {
+		off += snprintf(body + off, sizeof(body) - (size_t)off, "%s%u",
+				i ? "," : "", t[i]);
+	}
+	snprintf(body + off, sizeof(body) - (size_t)off, "]}");
+	long st;
+	int64_t t0 = kvt_now_ms();
+	json_t *ans = clu_post(c, "/query", body, &st);
+	*took = kvt_now_ms() - t0;
+	assert_int_equal(st, 200);
+	return ans;
+}
+
+/* score returns what ans gives rank idx of the simulator (0: nothing). */
+static long
+score(const json_t *ans, int idx)
+{
+	char id[24], r[8];
+	snprintf(id, sizeof(id), "%" PRIu64, clu_instance_id(idx / DP));
+	snprintf(r, sizeof(r), "%d", idx % DP);
+	return (long)json_integer_value(json_object_get(
+	    json_object_get(json_object_get(ans, "scores"), id), r));
+}
+
+static bool
+partial(const json_t *ans)
+{
+	return json_is_true(json_object_get(ans, "partial"));
+}
+
+/* start brings the cluster up with one prefill per rank (seed 10+idx). */
+static void
+start(cluster *c, const char *const *coord_extra)
+{
+	clu_sim(c, sim_flags);
+	clu_shards(c, 2);
+	clu_coord(c, true, coord_extra);
+	uint32_t t[NTOK];
+	for (int i = 0; i < N; i++) {
+		make_tokens(t, 10 + (uint32_t)i);
+		clu_prefill(c, i / DP, i % DP, t, NTOK);
+	}
+	clu_wait_active(c, N, CLU_WAIT_MS);
+	for (int i = 0; i < N; i++) {
+		int64_t until = kvt_now_ms() + CLU_WAIT_MS, took;
+		for (;;) {
+			json_t *ans =
+			    query_of(c, "sim-model", 10 + (uint32_t)i, &took);
+			long s = score(ans, i);
+			json_decref(ans);
+			if (s == NTOK) {
+				break;
+			}
+			assert_true(kvt_now_ms() < until);
+			kvt_sleep_ms(50);
+		}
+	}
+}
+
+/* rank_on returns a rank of the simulator that shard k owns, or -1. */
+static int
+rank_on(cluster *c, int k)
+{
+	for (int i = 0; i < N; i++) {
+		if (clu_shard_of(c, i / DP, i % DP) == &c->shards[k]) {
+			return i;
+		}
+	}
+	return -1;
+}
+
+/* register_rank registers one rank of model (instance id) whose engine
+ * is not there, and returns the status and how long the answer took. */
+static long
+register_rank(cluster *c, const char *model, uint64_t id, int64_t *took)
+{
+	char body[256];
+	snprintf(body, sizeof(body),
+		 "{\"instance_id\":%" PRIu64 ",\"endpoint\":\"tcp://"
+		 "127.0.0.1:1\",\"model_name\":\"%s\",\"block_size\":16}",
+		 id, model);
+	long st;
+	int64_t t0 = kvt_now_ms();
+	json_t *j = clu_post(c, "/register", body, &st);
+	*took = kvt_now_ms() - t0;
+	json_decref(j);
+	return st;
+}
+
+/* owner_of returns the index of the shard /workers names for rank 0 of
+ * instance id, or -1. */
+static int
+owner_of(cluster *c, uint64_t id)
+{
+	long st;
+	json_t *ws = clu_get(c, "/workers", &st);
+	assert_int_equal(st, 200);
+	char want[24];
+	snprintf(want, sizeof(want), "%" PRIu64, id);
+	int k = -1;
+	size_t i;
+	json_t *w;
+	json_array_foreach(ws, i, w)
+	{
+		const char *wid =
+		    json_string_value(json_object_get(w, "instance_id"));
+		if (wid == NULL || strcmp(wid, want) != 0) {
+			continue;
+		}
+		const char *sh = json_string_value(json_object_get(
+		    json_object_get(json_object_get(w, "listeners"), "0"),
+		    "shard"));
+		if (sh != NULL) {
+			sscanf(sh, "shard-%d", &k);
+		}
+	}
+	json_decref(ws);
+	return k;
+}
+
+static void
+test_model_asks_its_shards(void **state)
+{
+	cluster *c = *state;
+	const char *extra[] = {"--query-deadline-ms", "3000", NULL};
+	start(c, extra);
+	int64_t took;
+	assert_int_equal(register_rank(c, "solo", 9001, &took), 201);
+	int k = owner_of(c, 9001);
+	assert_true(k == 0 || k == 1);
+	shardproc *owner = &c->shards[k], *other = &c->shards[1 - k];
+
+	const char *q = "kvindex_shard_queries_total";
+	double own0 = shc_metric(owner, q), oth0 = shc_metric(other, q);
+	for (int i = 0; i < 20; i++) {
+		json_decref(query_of(c, "solo", 500 + (uint32_t)i, &took));
+	}
+	assert_true(shc_metric(owner, q) >= own0 + 20);
+	assert_true(shc_metric(other, q) == oth0);
+	/* both own listeners of the simulator's model: both are asked */
+	json_decref(query_of(c, "sim-model", 10, &took));
+	assert_true(shc_metric(other, q) > oth0);
+
+	/* stopped, it delays no query of a model it has no part in */
+	pid_t pid = kvt_proc_pid(other->proc);
+	clu_sigstop(pid);
+	for (int i = 0; i < 3; i++) {
+		json_t *ans = query_of(c, "solo", 600 + (uint32_t)i, &took);
+		assert_false(partial(ans));
+		assert_true(took < FAST_MS);
+		json_decref(ans);
+	}
+	assert_int_equal(kill(pid, SIGCONT), 0);
+}
+
+/* all_on_shard0 says whether /workers puts every listener on shard-0. */
+static bool
+all_on_shard0(void *arg)
+{
+	cluster *c = arg;
+	json_t *m = clu_owner_map(c);
+	bool all = json_object_size(m) > 0;
+	const char *key;
+	json_t *v;
+	json_object_foreach(m, key, v)
+	{
+		const char *sh = json_string_value(v);
+		all = all && sh != NULL && strcmp(sh, "shard-0") == 0;
+	}
+	json_decref(m);
+	return all;
+}
+
+static bool
+shard1_down(void *arg)
+{
+	return clu_shard_status_is(arg, "shard-1", "down");
+}
+
+static void
+test_dead_shard_costs_nothing(void **state)
+{
+	cluster *c = *state;
+	const char *extra[] = {"--query-deadline-ms", "3000",
+			       "--failover-grace-ms", "6000", NULL};
+	start(c, extra);
+	int on0 = rank_on(c, 0), on1 = rank_on(c, 1);
+	assert_true(on0 >= 0 && on1 >= 0);
+
+	shc_kill9(&c->shards[1]);
+	assert_true(kvt_wait_until(shard1_down, c, CLU_WAIT_MS));
+	int64_t took;
+	for (int i = 0; i < 3; i++) {
+		json_t *ans =
+		    query_of(c, "sim-model", 10 + (uint32_t)on0, &took);
+		assert_true(took < FAST_MS);
+		assert_true(partial(ans)); /* it owns listeners of the model */
+		assert_int_equal(score(ans, on0), NTOK);
+		json_decref(ans);
+	}
+	/* Before, every tick's poll waited a second for the dead shard, and
+	 * a registration queued behind it: most of these took 0.3-1 s. */
+	for (uint64_t id = 9101; id < 9109; id++) {
+		long st = register_rank(c, "sim-model", id, &took);
+		assert_true(st == 201 || st == 202);
+		if (took >= 400) {
+			fail_msg("registration %" PRIu64 " took %" PRId64 " ms",
+				 id, took);
+		}
+	}
+
+	/* failover: nothing is left on the dead shard, nothing is missing */
+	assert_true(kvt_wait_until(all_on_shard0, c, CLU_WAIT_MS));
+	int64_t until = kvt_now_ms() + CLU_WAIT_MS;
+	for (;;) {
+		json_t *ans =
+		    query_of(c, "sim-model", 10 + (uint32_t)on1, &took);
+		bool whole = !partial(ans) && score(ans, on1) == NTOK;
+		json_decref(ans);
+		if (whole) {
+			break;
+		}
+		assert_true(kvt_now_ms() < until);
+		kvt_sleep_ms(100);
+	}
+	for (int i = 0; i < 3; i++) {
+		json_t *ans =
+		    query_of(c, "sim-model", 10 + (uint32_t)on0, &took);
+		assert_true(took < FAST_MS);
+		assert_false(partial(ans));
+		assert_int_equal(score(ans, on0), NTOK);
+		json_decref(ans);
+	}
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_model_asks_its_shards,
+					    clu_test_setup, clu_test_teardown),
+	    cmocka_unit_test_setup_teardown(test_dead_shard_costs_nothing,
+					    clu_test_setup, clu_test_teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
