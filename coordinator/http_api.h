@@ -31,6 +31,9 @@
 struct kvc_api;
 
 /* A route that only the leader serves (filled by kvc_api_routes). */
+/* The longest admin token accepted, in bytes. */
+#define KVC_TOKEN_MAX 4096
+
 typedef struct kvc_write_route {
 	struct kvc_api *api;
 	kvi_http_handler fn;

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli.h"
+
 static bool
 kvc_kube_ns_valid(const char *s)
 {
@@ -102,18 +104,10 @@ kvc_kube_read_token(const char *path, char *out, size_t len, char *err,
 	if (path == NULL) {
 		return true;
 	}
-	FILE *f = fopen(path, "r");
-	if (f == NULL) {
-		snprintf(err, errlen, "cannot read the token file %s: %s", path,
-			 strerror(errno));
+	char why[600];
+	if (kvi_secret_read(path, out, len, why, sizeof(why)) != KVI_OK) {
+		snprintf(err, errlen, "the token file %s", why);
 		return false;
-	}
-	size_t n = fread(out, 1, len - 1, f);
-	fclose(f);
-	out[n] = '\0';
-	while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == '\r' ||
-			 out[n - 1] == ' ' || out[n - 1] == '\t')) {
-		out[--n] = '\0';
 	}
 	return true;
 }

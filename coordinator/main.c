@@ -454,24 +454,15 @@ coord_parse(int argc, char **argv, coord_opts *o)
 	return 0;
 }
 
-/* coord_read_token reads the admin token (first line, trimmed). */
+/* coord_read_token reads the admin token (kvi_secret_read). */
 static char *
 coord_read_token(const char *path)
 {
-	FILE *f = fopen(path, "r");
-	if (f == NULL) {
-		fprintf(stderr, "kvindex-coordinator: %s: %s\n", path,
-			strerror(errno));
-		return NULL;
-	}
-	char buf[512] = "";
-	char *ok = fgets(buf, sizeof(buf), f);
-	fclose(f);
-	size_t n = ok ? strcspn(buf, "\r\n") : 0;
-	buf[n] = '\0';
-	if (n == 0) {
-		fprintf(stderr, "kvindex-coordinator: %s: empty admin token\n",
-			path);
+	char buf[KVC_TOKEN_MAX + 1], err[600];
+	if (kvi_secret_read(path, buf, sizeof(buf), err, sizeof(err)) !=
+	    KVI_OK) {
+		fprintf(stderr, "kvindex-coordinator: --admin-token-file %s\n",
+			err);
 		return NULL;
 	}
 	return kvi_strdup(buf);

@@ -12,6 +12,10 @@
  * wrong method (405) and an unknown path (404). Afterwards the
  * coordinator is healthy and has lost nothing: the pods, their listeners
  * and what was indexed before are all still there.
+ *
+ * test_admin_token: the admin token file as people write it (a trailing
+ * space and newline, 600 bytes) is read exactly, and one that is not a
+ * token stops the coordinator at start with the reason.
  */
 #include <inttypes.h>
 #include <setjmp.h>
@@ -405,11 +409,97 @@ test_bad_input(void **state)
 	wait_match(c, after, 1, 1);
 }
 
+/* admin_status sends GET /admin/shards with the bearer token (NULL:
+ * none) and returns the status. */
+static long
+admin_status(cluster *c, const char *token)
+{
+	char url[128];
+	snprintf(url, sizeof(url), "%s/admin/shards", c->base);
+	size_t len = (token ? strlen(token) : 0) + 32;
+	char *h = kvi_malloc(len);
+	snprintf(h, len, "Authorization: Bearer %s", token ? token : "");
+	kvt_http_resp r;
+	assert_int_equal(
+	    kvt_http_request("GET", url, NULL, token ? h : NULL, 10000, &r),
+	    KVI_OK);
+	long st = r.status;
+	if (st != 200) {
+		assert_non_null(
+		    json_string_value(json_object_get(r.json, "error")));
+	}
+	kvt_http_resp_fini(&r);
+	kvi_free(h);
+	return st;
+}
+
+/* test_admin_token: a token file's newline and trailing space are not
+ * part of the token, and a long token is compared whole (it was cut at
+ * 511 bytes, so that its first 511 were enough). A token file with two
+ * words is refused at start, saying so. */
+static void
+test_admin_token(void **state)
+{
+	cluster *c = *state;
+	char *dir;
+	assert_int_equal(kvt_tmpdir_make("kvi-token", &dir), KVI_OK);
+	char *path = kvt_path(dir, "token");
+	char token[601];
+	for (int i = 0; i < 600; i++) {
+		token[i] = "abcdefghijklmnopqrstuvwxyz0123456789"[i % 36];
+	}
+	token[600] = '\0';
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fprintf(f, "%s \n", token);
+	fclose(f);
+
+	const char *sim[] = {"--pods", "1", "--dp", "2", NULL};
+	clu_sim(c, sim);
+	clu_shards(c, 1);
+	const char *extra[] = {"--admin-token-file", path, NULL};
+	clu_coord(c, true, extra);
+	assert_int_equal(admin_status(c, NULL), 401);
+	assert_int_equal(admin_status(c, token), 200);
+	char cut[512];
+	snprintf(cut, sizeof(cut), "%.511s", token);
+	assert_int_equal(admin_status(c, cut), 403);
+	char more[700];
+	snprintf(more, sizeof(more), "%sx", token);
+	assert_int_equal(admin_status(c, more), 403);
+
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fprintf(f, "two words\n");
+	fclose(f);
+	char *log = kvt_path(dir, "coord.log");
+	const char *argv[] = {
+	    KVI_COORD_BIN, "--shards",    "s=tcp://127.0.0.1:1",
+	    "--http",      "127.0.0.1:0", "--admin-token-file",
+	    path,          NULL};
+	kvt_proc *p;
+	assert_int_equal(kvt_proc_start(argv, log, &p), KVI_OK);
+	int status;
+	assert_int_equal(kvt_proc_wait(p, 10000, &status), KVI_OK);
+	assert_true(status > 0 && status < 128); /* an exit, not a crash */
+	kvt_proc_free(p);
+	char *text = kvt_file_read(log, NULL);
+	assert_non_null(text);
+	assert_non_null(strstr(text, "white space"));
+	kvi_free(text);
+	kvi_free(log);
+	kvi_free(path);
+	kvt_tmpdir_remove(dir);
+	kvi_free(dir);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_bad_input, clu_test_setup,
+					    clu_test_teardown),
+	    cmocka_unit_test_setup_teardown(test_admin_token, clu_test_setup,
 					    clu_test_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
