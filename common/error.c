@@ -21,6 +21,7 @@ static const char *const kvi_err_text[KVI_ERR_COUNT] = {
     [KVI_ETOOBIG] = "request too large",
     [KVI_EINTERNAL] = "internal error",
     [KVI_ESTALE] = "stale leadership term",
+    [KVI_EAUTH] = "not authenticated",
 };
 
 const char *

@@ -30,6 +30,7 @@ typedef enum kvi_err {
 	KVI_ETOOBIG,      /* a request exceeds a configured limit */
 	KVI_EINTERNAL,    /* a broken invariant; a bug */
 	KVI_ESTALE,       /* a command of a leadership term already passed */
+	KVI_EAUTH,        /* a request without the credentials asked for */
 	KVI_ERR_COUNT
 } kvi_err;
 

@@ -31,6 +31,7 @@
 #include "query.h"
 #include "registry.h"
 #include "replica.h"
+#include "rpc.h"
 #include "shardset.h"
 
 #define COORD_MAX_SHARDS 256
@@ -45,6 +46,7 @@ typedef struct coord_opts {
 	uint32_t dp_size;
 	const char *data_dir;
 	const char *admin_token_file;
+	const char *rpc_secret_file;
 	const char *log_file;
 	kvi_log_level log_level;
 	size_t max_body;
@@ -66,6 +68,7 @@ enum {
 	COORD_OPT_RENEW_DEADLINE,
 	COORD_OPT_RETRY_PERIOD,
 	COORD_OPT_ADVERTISE,
+	COORD_OPT_RPC_SECRET,
 };
 
 static void
@@ -115,6 +118,8 @@ coord_usage(FILE *f)
 	    "  --tick-ms N              status poll period (500)\n"
 	    "  --rpc-timeout-ms N       assign/unassign deadline (3000)\n"
 	    "  --admin-token-file PATH  bearer token for /admin paths\n"
+	    "  --rpc-secret-file PATH   the shards' RPC secret, sent with\n"
+	    "                           every request\n"
 	    "\n"
 	    "  Replicas (leader election with a Kubernetes Lease; the API\n"
 	    "  server, token and CA of the pod watcher):\n"
@@ -285,6 +290,7 @@ coord_parse(int argc, char **argv, coord_opts *o)
 	     COORD_OPT_RENEW_DEADLINE},
 	    {"leader-election-retry-period-ms", required_argument, NULL,
 	     COORD_OPT_RETRY_PERIOD},
+	    {"rpc-secret-file", required_argument, NULL, COORD_OPT_RPC_SECRET},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -415,6 +421,9 @@ coord_parse(int argc, char **argv, coord_opts *o)
 			break;
 		case 'a':
 			o->admin_token_file = optarg;
+			break;
+		case COORD_OPT_RPC_SECRET:
+			o->rpc_secret_file = optarg;
 			break;
 		case 'L':
 			if (kvi_log_parse_level(optarg, &o->log_level) !=
@@ -575,6 +584,13 @@ main(int argc, char **argv)
 
 	if (o.admin_token_file != NULL &&
 	    (token = coord_read_token(o.admin_token_file)) == NULL) {
+		goto out;
+	}
+	if (o.rpc_secret_file != NULL &&
+	    kvp_secret_load(o.rpc_secret_file, err, sizeof(err)) != KVI_OK) {
+		fprintf(stderr, "kvindex-coordinator: --rpc-secret-file %s\n",
+			err);
+		rv = KVI_EINVAL;
 		goto out;
 	}
 	/* the pod watcher and the lease share one API server and token */

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "alloc.h"
+#include "cli.h"
 
 struct kvp_client {
 	nng_socket sock;
@@ -219,6 +220,48 @@ kvp_request_has_body(const Kvindex__Request *req)
 	}
 }
 
+static char *kvp_secret;
+static size_t kvp_secret_len;
+
+void
+kvp_secret_set(const char *secret)
+{
+	kvi_free(kvp_secret);
+	kvp_secret = NULL;
+	kvp_secret_len = 0;
+	if (secret != NULL && secret[0] != '\0') {
+		kvp_secret = kvi_strdup(secret);
+		kvp_secret_len = strlen(secret);
+	}
+}
+
+kvi_err
+kvp_secret_load(const char *path, char *err, size_t errlen)
+{
+	char buf[KVP_SECRET_MAX + 1];
+	kvi_err rv = kvi_secret_read(path, buf, sizeof(buf), err, errlen);
+	if (rv == KVI_OK) {
+		kvp_secret_set(buf);
+	}
+	return rv;
+}
+
+bool
+kvp_request_authentic(const Kvindex__Request *req)
+{
+	if (kvp_secret == NULL) {
+		return true;
+	}
+	/* constant time over the secret: what differs, not where */
+	size_t n = req->has_auth ? req->auth.len : 0;
+	unsigned diff = n != kvp_secret_len;
+	for (size_t i = 0; i < kvp_secret_len; i++) {
+		unsigned char got = i < n ? req->auth.data[i] : 0;
+		diff |= got ^ (unsigned char)kvp_secret[i];
+	}
+	return diff == 0;
+}
+
 kvi_err
 kvp_request_pack(const Kvindex__Request *req, nng_msg **out, char *err,
 		 size_t errlen)
@@ -230,6 +273,11 @@ kvp_request_pack(const Kvindex__Request *req, nng_msg **out, char *err,
 	Kvindex__Request copy = *req;
 	if (copy.version == 0) {
 		copy.version = KVP_VERSION;
+	}
+	if (kvp_secret != NULL) {
+		copy.has_auth = true;
+		copy.auth.data = (uint8_t *)kvp_secret;
+		copy.auth.len = kvp_secret_len;
 	}
 	return kvp_message_pack(&copy.base, "request", out, err, errlen);
 }

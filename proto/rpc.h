@@ -65,6 +65,31 @@ kvi_err kvp_envelope_version(const void *buf, size_t len, uint32_t *out);
  * in err (which may be NULL). */
 kvi_err kvp_version_check(uint32_t peer, char *err, size_t errlen);
 
+/*
+ * Authentication. A cluster may share a secret (--rpc-secret-file): every
+ * request a process sends then carries it, and a shard refuses a request
+ * that does not (KVI_EAUTH) before anything else, the leadership term
+ * included. The secret travels in the clear, so it keeps out whoever can
+ * reach a shard's port but not read the cluster's traffic; it is compared
+ * in constant time.
+ */
+
+/* kvp_secret_set makes secret (copied; NULL or "": none) the one this
+ * process sends and requires. Call once at start, before any client or
+ * service exists. */
+void kvp_secret_set(const char *secret);
+
+/* The longest secret, in bytes. */
+#define KVP_SECRET_MAX 4096
+
+/* kvp_secret_load reads the secret from the file at path
+ * (kvi_secret_read) and sets it; err says why it could not. */
+kvi_err kvp_secret_load(const char *path, char *err, size_t errlen);
+
+/* kvp_request_authentic says whether req carries the secret (always true
+ * without one). */
+bool kvp_request_authentic(const Kvindex__Request *req);
+
 /* kvp_request_pack packs req into a new nng message, setting the version to
  * KVP_VERSION when req's is 0 (req itself is not modified). Returns
  * KVI_EINVAL when req has no body or lacks a required field, KVI_ETOOBIG

@@ -8,6 +8,7 @@
 
 #include "alloc.h"
 #include "log.h"
+#include "rpc.h"
 #include "topk.h"
 
 struct kvh_shard {
@@ -15,6 +16,7 @@ struct kvh_shard {
 	kvg_ingest *ingest;
 	kvi_histogram *h_query;
 	kvi_counter *c_queries;
+	kvi_counter *c_unauthenticated;
 	_Atomic uint64_t term; /* the newest leadership term seen */
 	kvi_gauge *g_term;
 	kvi_counter *c_fenced;
@@ -247,6 +249,14 @@ kvh_handle(void *arg, const Kvindex__Request *req, Kvindex__Response *resp,
 	kvi_err rv = KVI_OK;
 	bool command = req->body_case == KVINDEX__REQUEST__BODY_ASSIGN ||
 		       req->body_case == KVINDEX__REQUEST__BODY_UNASSIGN;
+	/* before anything, the term included: an outsider's must not fence */
+	if (!kvp_request_authentic(req)) {
+		kvi_counter_inc(s->c_unauthenticated);
+		resp->code = KVI_EAUTH;
+		resp->error = "the request does not carry this cluster's RPC "
+			      "secret (--rpc-secret-file)";
+		return;
+	}
 	if (!kvh_fence(s, req, command, err, sizeof(err))) {
 		resp->code = KVI_ESTALE;
 		resp->error = kvp_arena_strdup(a, err);
@@ -357,6 +367,10 @@ kvh_shard_alloc(kvx_index *idx, kvg_ingest *ingest, kvi_metrics *metrics)
 		    bounds, sizeof(bounds) / sizeof(bounds[0]), &s->h_query);
 		kvi_metrics_counter_add(metrics, "kvindex_shard_queries_total",
 					"Queries answered.", &s->c_queries);
+		kvi_metrics_counter_add(
+		    metrics, "kvindex_shard_unauthenticated_requests_total",
+		    "Requests refused for lacking the RPC secret.",
+		    &s->c_unauthenticated);
 		kvi_metrics_gauge_add(metrics, "kvindex_shard_leader_term",
 				      "The newest coordinator leadership term "
 				      "seen (fencing).",

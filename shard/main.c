@@ -26,6 +26,7 @@
 #include "ingest.h"
 #include "log.h"
 #include "metrics.h"
+#include "rpc.h"
 #include "service.h"
 #include "store.h"
 
@@ -34,6 +35,7 @@ typedef struct shard_opts {
 	const char *listen;
 	const char *data_dir;
 	const char *metrics;
+	const char *rpc_secret_file;
 	const char *log_file;
 	kvi_log_level log_level;
 	bool fail_on_corrupt;
@@ -71,6 +73,8 @@ shard_usage(FILE *f)
 	    "                          not power loss)\n"
 	    "  --fail-on-corrupt       exit on a corrupt store instead of\n"
 	    "                          moving it aside and starting empty\n"
+	    "  --rpc-secret-file PATH  require this secret in every request,\n"
+	    "                          and send it to other shards\n"
 	    "  --log-level LEVEL       debug, info, warn, error (info)\n"
 	    "  --log-file PATH         log there instead of standard error\n",
 	    f);
@@ -97,6 +101,7 @@ shard_parse(int argc, char **argv, shard_opts *o)
 	    {"fail-on-corrupt", no_argument, NULL, 'F'},
 	    {"log-level", required_argument, NULL, 'L'},
 	    {"log-file", required_argument, NULL, 'f'},
+	    {"rpc-secret-file", required_argument, NULL, 'S'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -186,6 +191,9 @@ shard_parse(int argc, char **argv, shard_opts *o)
 					optarg);
 				rc = -1;
 			}
+			break;
+		case 'S':
+			o->rpc_secret_file = optarg;
 			break;
 		case 'h':
 			shard_usage(stdout);
@@ -287,6 +295,12 @@ main(int argc, char **argv)
 		return 2;
 	}
 	kvi_log_setup(o.id, o.log_level, log_fd);
+	char why[600];
+	if (o.rpc_secret_file != NULL &&
+	    kvp_secret_load(o.rpc_secret_file, why, sizeof(why)) != KVI_OK) {
+		fprintf(stderr, "kvindex-shard: --rpc-secret-file %s\n", why);
+		return 2;
+	}
 	/* Every listener holds a few descriptors (sockets, their mailboxes,
 	 * its TCP connection): take all the descriptors the system allows. */
 	kvi_nofile_raise();

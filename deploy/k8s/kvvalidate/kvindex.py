@@ -125,6 +125,7 @@ def check_kvindex(rep, r, binaries):
     shard_sets = [(o, c, flags) for o, _, _, _, c, _, b, flags in parsed
                   if b == "kvindex-shard" and o.get("kind") == "StatefulSet"]
     for o, meta, spec, path, c, cpath, binary, flags in parsed:
+        check_rpc_secret(rep, r.where(o), cpath, c, spec, flags)
         if binary != "kvindex-coordinator":
             continue
         where = r.where(o)
@@ -189,17 +190,28 @@ def check_shards_flag(rep, where, cpath, flags, shard_sets):
                     f"listen on port {listen}")
 
 
-def check_admin_token(rep, where, cpath, c, spec, flags):
-    files = flags.get("--admin-token-file") or []
+def check_secret_file(rep, where, cpath, c, spec, flags, flag, open_what):
+    files = flags.get(flag) or []
     if not files:
-        rep.err(where, f"{cpath}: no --admin-token-file: /admin paths would "
-                "be open to anything that reaches the HTTP port")
+        rep.err(where, f"{cpath}: no {flag}: {open_what}")
         return
     m = mount_for(c, files[-1])
     vols = {v.get("name"): v for v in spec.get("volumes") or []}
     if m is None or "secret" not in vols.get(m[1].get("name"), {}):
-        rep.err(where, f"{cpath}: --admin-token-file {files[-1]} is not on "
+        rep.err(where, f"{cpath}: {flag} {files[-1]} is not on "
                 "a volume mounted from a Secret")
+
+
+def check_admin_token(rep, where, cpath, c, spec, flags):
+    check_secret_file(rep, where, cpath, c, spec, flags,
+                      "--admin-token-file", "/admin paths would be open to "
+                      "anything that reaches the HTTP port")
+
+
+def check_rpc_secret(rep, where, cpath, c, spec, flags):
+    check_secret_file(rep, where, cpath, c, spec, flags, "--rpc-secret-file",
+                      "the shards' RPC would obey anything that reaches "
+                      "their port")
 
 
 def check_watch_rbac(rep, r, o, spec, cpath, flags):
