@@ -677,6 +677,13 @@ kvg_start_recovery(kvg_ingest *g, kvl_listener *l)
 		l->want_full = true;
 	}
 	bool full = l->want_full || !l->mark.has_wm;
+	if (!full && l->gap_seq > 0 && l->mark.wm + 1 >= l->gap_seq) {
+		/* Nothing is missing: a replay cut short (the engine's ROUTER
+		 * drops past its high-water mark) had already passed the
+		 * gap, and the batches held since take it from here. */
+		kvg_finish_recovery(g, l);
+		return;
+	}
 	if (!l->replay_tried && l->replay_ep != NULL &&
 	    (!full || !l->mark.has_wm)) {
 		/* A gap: replay from the watermark. No state at all: the

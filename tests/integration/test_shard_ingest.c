@@ -186,6 +186,78 @@ test_gap_beyond_buffer_events(void **state)
 	assert_true(COUNTER(f, 0, recoveries_events) >= 1);
 }
 
+/* published returns how many batches rank `rank` of pod 0 has published
+ * (/status). */
+static long
+published(fixture *f, int rank)
+{
+	kvt_http_resp r;
+	assert_int_equal(kvt_sim_call(&f->sim, "GET", "/status", NULL, &r),
+			 KVI_OK);
+	assert_int_equal(r.status, 200);
+	long n = -1;
+	size_t i;
+	json_t *rk;
+	json_array_foreach(json_object_get(r.json, "ranks"), i, rk)
+	{
+		if (json_integer_value(json_object_get(rk, "pod")) == 0 &&
+		    json_integer_value(json_object_get(rk, "rank")) == rank) {
+			n = (long)json_integer_value(
+			    json_object_get(rk, "published"));
+		}
+	}
+	kvt_http_resp_fini(&r);
+	return n;
+}
+
+/* 3d. A replay cut short after it passed the gap (the engine's ROUTER
+ * drops what exceeds its high-water mark of 1,000 messages): nothing is
+ * missing, so the listener carries on from the batches it held. It asked
+ * /kv_recover for a range that ended before it started instead (an
+ * InvalidRange, then a tree dump). */
+static void
+test_replay_cut_past_gap(void **state)
+{
+	fixture *f = fixture_new(state);
+	const char *sim[] = {"--pods",
+			     "1",
+			     "--dp",
+			     "2",
+			     "--trace",
+			     TRACE,
+			     "--rate",
+			     "3000",
+			     "--cache-blocks",
+			     "1024",
+			     "--replay-buffer",
+			     "20000",
+			     "--paused",
+			     NULL};
+	const char *shard[] = {"--replay-timeout-ms", "1000", NULL};
+	sim_start(f, sim);
+	shc_start(&f->shard, shard);
+	shc_assign(&f->shard, &f->sim, 0, true, true, 0);
+	shc_assign(&f->shard, &f->sim, 1, true, true, 0);
+	run_load(f, 300);
+	shc_wait_truth(&f->shard, &f->sim, all4, 2, SHC_WAIT_MS);
+	/* one batch lost, then 1,500 or more held back: the replay asked
+	 * for at the next live batch has more than the ROUTER passes */
+	sim_post(f, "/fault/skip", "{\"pod\":0,\"rank\":1,\"count\":1}");
+	sim_post(f, "/fault/stall", "{\"pod\":0,\"rank\":1,\"ms\":6000}");
+	int64_t until = kvt_now_ms() + 5000;
+	sim_post(f, "/resume", "{}");
+	while (published(f, 1) < 2500 && kvt_now_ms() < until) {
+		kvt_sleep_ms(100);
+	}
+	sim_post(f, "/pause", "{}");
+	assert_true(published(f, 1) >= 2500);
+	shc_wait_truth(&f->shard, &f->sim, all4, 2, SHC_WAIT_MS);
+	assert_true(COUNTER(f, 1, gaps) >= 1);
+	assert_true(COUNTER(f, 1, replays_failed) >= 1); /* it was cut */
+	assert_int_equal(COUNTER(f, 1, recoveries_failed), 0);
+	assert_int_equal(COUNTER(f, 1, recoveries_treedump), 0);
+}
+
 /* 3c. Batches lost to an unreadable envelope: a replay would return the
  * same bytes, so the listener resyncs from a tree dump. */
 static void
@@ -318,6 +390,7 @@ main(void)
 	    cmocka_unit_test_teardown(test_steady_ingest, teardown),
 	    cmocka_unit_test_teardown(test_gap_repaired_by_replay, teardown),
 	    cmocka_unit_test_teardown(test_gap_beyond_buffer_events, teardown),
+	    cmocka_unit_test_teardown(test_replay_cut_past_gap, teardown),
 	    cmocka_unit_test_teardown(test_lost_batch_resync, teardown),
 	    cmocka_unit_test_teardown(test_gap_recover_only_with_faults,
 				      teardown),
