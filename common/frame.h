@@ -38,14 +38,18 @@ typedef struct kvi_msg {
 } kvi_msg;
 
 /* kvi_frame_parse_live parses the n frames of a live message.
- * Returns KVI_EPROTO when there are not exactly 3 frames or the seq frame
- * is not 8 bytes; *out is written only on success. */
-kvi_err kvi_frame_parse_live(const kvi_frame *frames, size_t n, kvi_msg *out);
+ * Returns KVI_EPROTO when there are not exactly 3 frames, the seq frame
+ * is not 8 bytes or the message is a replay end marker, with err (may be
+ * NULL) saying which; *out is written only on success. */
+kvi_err kvi_frame_parse_live(const kvi_frame *frames, size_t n, kvi_msg *out,
+			     char *err, size_t errlen);
 
 /* kvi_frame_parse_replay parses the n frames of a replay reply as a DEALER
  * receives it (leading empty frame included), in either shape. The end marker
- * yields out->end = true. Returns KVI_EPROTO for anything else. */
-kvi_err kvi_frame_parse_replay(const kvi_frame *frames, size_t n, kvi_msg *out);
+ * yields out->end = true. Returns KVI_EPROTO for anything else, with err
+ * (may be NULL) saying what. */
+kvi_err kvi_frame_parse_replay(const kvi_frame *frames, size_t n, kvi_msg *out,
+			       char *err, size_t errlen);
 
 /* kvi_seq_get reads a big-endian seq from 8 bytes; kvi_seq_put writes one. */
 uint64_t kvi_seq_get(const void *p);

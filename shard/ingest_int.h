@@ -135,7 +135,15 @@ void kvg_commit(kvg_ingest *g);
 void kvg_commit_done(kvg_ingest *g, kvw_job *done);
 void kvg_on_wake(evutil_socket_t fd, short what, void *arg);
 void kvg_on_commit_timer(evutil_socket_t fd, short what, void *arg);
-void kvg_wake(kvg_ingest *g); /* any thread */
+void kvg_wake(kvg_ingest *g); /* ZeroMQ sockets the ingest context may hold
+				 (ZMQ_MAX_SOCKETS). */
+#define KVG_MAX_SOCKETS 65536
+
+/* kvg_error sets l's last_error, what /workers and status show. */
+void kvg_error(kvl_listener *l, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* any thread */
 void kvg_log_listener(kvl_listener *l, const char *event, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <zmq.h>
 
 #include "alloc.h"
@@ -176,16 +177,14 @@ kvg_drain_sub(kvg_ingest *g, kvg_io *io)
 			return false;
 		}
 		kvi_msg msg;
-		if (kvi_frame_parse_live(m.frames, (size_t)m.n, &msg) ==
-		    KVI_OK) {
+		char why[128];
+		if (kvi_frame_parse_live(m.frames, (size_t)m.n, &msg, why,
+					 sizeof(why)) == KVI_OK) {
 			kvg_on_live(g, l, msg.seq, msg.payload.ptr,
 				    msg.payload.len);
 		} else {
 			l->c.malformed++;
-			snprintf(l->last_error, sizeof(l->last_error),
-				 "live message of %d frames, expected [topic, "
-				 "seq, payload]",
-				 m.n);
+			kvg_error(l, "%s", why);
 		}
 		kvg_msg_close(&m);
 		if (io->sub == NULL || g->paused) {
@@ -226,10 +225,14 @@ kvg_drain_dealer(kvg_ingest *g, kvg_io *io)
 			return false;
 		}
 		kvi_msg msg;
-		if (kvi_frame_parse_replay(m.frames, (size_t)m.n, &msg) ==
-		    KVI_OK) {
+		char why[128];
+		if (kvi_frame_parse_replay(m.frames, (size_t)m.n, &msg, why,
+					   sizeof(why)) == KVI_OK) {
 			kvg_on_replay(g, io->l, msg.seq, msg.end,
 				      msg.payload.ptr, msg.payload.len);
+		} else {
+			io->l->c.malformed++;
+			kvg_error(io->l, "%s", why);
 		}
 		kvg_msg_close(&m);
 	}
@@ -323,7 +326,10 @@ kvg_io_watch(kvg_ingest *g, void *sock, event_callback_fn cb, kvg_io *io)
 		return NULL;
 	}
 	struct event *ev = event_new(g->base, fd, EV_READ | EV_PERSIST, cb, io);
-	event_add(ev, NULL);
+	if (ev != NULL && event_add(ev, NULL) != 0) {
+		event_free(ev);
+		ev = NULL;
+	}
 	return ev;
 }
 
@@ -339,6 +345,29 @@ kvg_io_setopts(void *sock)
 	zmq_setsockopt(sock, ZMQ_RECONNECT_IVL_MAX, &ivl_max, sizeof(ivl_max));
 }
 
+static void kvg_io_sock_close(void **sock, struct event **ev);
+
+/* kvg_io_failed says in l's last_error why what failed with errno err:
+ * a shard out of descriptors (or of ZeroMQ sockets) says so, with its
+ * limit. Returns KVI_EFULL for that, else KVI_EINVAL. */
+static kvi_err
+kvg_io_failed(kvl_listener *l, const char *what, int err)
+{
+	if (err == EMFILE || err == ENFILE) {
+		struct rlimit lim = {0};
+		getrlimit(RLIMIT_NOFILE, &lim);
+		kvg_error(l,
+			  "%s: the shard is out of file descriptors or ZeroMQ "
+			  "sockets (%s; open-file limit %llu, ZMQ_MAX_SOCKETS "
+			  "%d)",
+			  what, zmq_strerror(err),
+			  (unsigned long long)lim.rlim_cur, KVG_MAX_SOCKETS);
+		return KVI_EFULL;
+	}
+	kvg_error(l, "%s: %s", what, zmq_strerror(err));
+	return KVI_EINVAL;
+}
+
 kvi_err
 kvg_io_open(kvg_ingest *g, kvl_listener *l)
 {
@@ -346,7 +375,13 @@ kvg_io_open(kvg_ingest *g, kvl_listener *l)
 	kvg_io *io = kvi_calloc(1, sizeof(*io));
 	io->g = g;
 	io->l = l;
-	io->sub = zmq_socket(g->zctx, ZMQ_SUB);
+	char what[320];
+	snprintf(what, sizeof(what), "cannot subscribe to %s", l->endpoint);
+	kvi_err rv = KVI_OK;
+	if ((io->sub = zmq_socket(g->zctx, ZMQ_SUB)) == NULL) {
+		rv = kvg_io_failed(l, what, errno);
+		goto fail;
+	}
 	kvg_io_setopts(io->sub);
 	const char *topic = l->topic != NULL ? l->topic : "";
 	zmq_setsockopt(io->sub, ZMQ_SUBSCRIBE, topic, strlen(topic));
@@ -355,28 +390,36 @@ kvg_io_open(kvg_ingest *g, kvl_listener *l)
 	char addr[64];
 	snprintf(addr, sizeof(addr), "inproc://kvi-mon-%u-%lu", l->lid,
 		 ++monitor_seq);
-	zmq_socket_monitor(io->sub, addr,
-			   ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED);
-	io->mon = zmq_socket(g->zctx, ZMQ_PAIR);
 	int zero = 0;
-	zmq_setsockopt(io->mon, ZMQ_LINGER, &zero, sizeof(zero));
-	zmq_connect(io->mon, addr);
-	if (zmq_connect(io->sub, l->endpoint) != 0) {
-		snprintf(l->last_error, sizeof(l->last_error),
-			 "cannot subscribe to %s: %s", l->endpoint,
-			 zmq_strerror(errno));
-		zmq_socket_monitor(io->sub, NULL, 0);
-		zmq_close(io->mon);
-		zmq_close(io->sub);
-		kvi_free(io);
-		return KVI_EINVAL;
+	if (zmq_socket_monitor(io->sub, addr,
+			       ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) !=
+		0 ||
+	    (io->mon = zmq_socket(g->zctx, ZMQ_PAIR)) == NULL ||
+	    zmq_setsockopt(io->mon, ZMQ_LINGER, &zero, sizeof(zero)) != 0 ||
+	    zmq_connect(io->mon, addr) != 0 ||
+	    zmq_connect(io->sub, l->endpoint) != 0) {
+		rv = kvg_io_failed(l, what, errno);
+		goto fail;
 	}
-	io->ev_sub = kvg_io_watch(g, io->sub, kvg_on_sub_fd, io);
-	io->ev_mon = kvg_io_watch(g, io->mon, kvg_on_mon_fd, io);
+	if ((io->ev_sub = kvg_io_watch(g, io->sub, kvg_on_sub_fd, io)) ==
+		NULL ||
+	    (io->ev_mon = kvg_io_watch(g, io->mon, kvg_on_mon_fd, io)) ==
+		NULL) {
+		rv = kvg_io_failed(l, what, errno);
+		goto fail;
+	}
 	io->ev_timer = evtimer_new(g->base, kvg_on_timer_ev, io);
 	l->io = io;
 	kvg_io_ready(g, io, KVG_SUB | KVG_MON);
 	return KVI_OK;
+fail:
+	if (io->sub != NULL) {
+		zmq_socket_monitor(io->sub, NULL, 0);
+	}
+	kvg_io_sock_close(&io->sub, &io->ev_sub);
+	kvg_io_sock_close(&io->mon, &io->ev_mon);
+	kvi_free(io);
+	return rv;
 }
 
 static void
@@ -421,21 +464,29 @@ kvg_io_replay_start(kvg_ingest *g, kvl_listener *l, uint64_t seq)
 		return KVI_ECLOSED; /* fed in process: no sockets */
 	}
 	kvg_io_replay_stop(g, l);
-	io->dealer = zmq_socket(g->zctx, ZMQ_DEALER);
+	char what[320];
+	snprintf(what, sizeof(what), "cannot connect to replay %s",
+		 l->replay_ep);
+	if ((io->dealer = zmq_socket(g->zctx, ZMQ_DEALER)) == NULL) {
+		return kvg_io_failed(l, what, errno);
+	}
 	kvg_io_setopts(io->dealer);
 	if (zmq_connect(io->dealer, l->replay_ep) != 0) {
-		snprintf(l->last_error, sizeof(l->last_error),
-			 "cannot connect to replay %s: %s", l->replay_ep,
-			 zmq_strerror(errno));
+		kvi_err rv = kvg_io_failed(l, what, errno);
 		kvg_io_sock_close(&io->dealer, &io->ev_dealer);
-		return KVI_EINVAL;
+		return rv;
 	}
 	uint8_t seq8[8];
 	kvi_seq_put(seq8, seq);
 	/* DEALER sends queue until the connection is up. */
 	zmq_send(io->dealer, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
 	zmq_send(io->dealer, seq8, sizeof(seq8), ZMQ_DONTWAIT);
-	io->ev_dealer = kvg_io_watch(g, io->dealer, kvg_on_dealer_fd, io);
+	if ((io->ev_dealer =
+		 kvg_io_watch(g, io->dealer, kvg_on_dealer_fd, io)) == NULL) {
+		kvi_err rv = kvg_io_failed(l, what, errno);
+		kvg_io_sock_close(&io->dealer, &io->ev_dealer);
+		return rv;
+	}
 	kvg_io_ready(g, io, KVG_DEALER);
 	return KVI_OK;
 }

@@ -12,8 +12,6 @@
 #include "ingest_int.h"
 #include "log.h"
 
-#define KVG_MAX_SOCKETS 65536
-
 /* ---- loading ------------------------------------------------------- */
 
 static kvi_err

@@ -70,10 +70,7 @@ kvg_state_of(const kvl_listener *l)
 	}
 }
 
-static void kvg_error(kvl_listener *l, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void
+void
 kvg_error(kvl_listener *l, const char *fmt, ...)
 {
 	va_list ap;

@@ -179,7 +179,8 @@ tap_replay(tap *t, uint64_t start)
 			break;
 		}
 		kvi_msg m;
-		kvi_err rv = kvi_frame_parse_replay(frames, (size_t)n, &m);
+		kvi_err rv =
+		    kvi_frame_parse_replay(frames, (size_t)n, &m, NULL, 0);
 		bool end = rv == KVI_OK && m.end;
 		if (rv != KVI_OK) {
 			fprintf(stderr,
@@ -258,7 +259,8 @@ tap_run_live(tap *t)
 			continue;
 		}
 		kvi_msg m;
-		if (kvi_frame_parse_live(frames, (size_t)n, &m) == KVI_OK) {
+		if (kvi_frame_parse_live(frames, (size_t)n, &m, NULL, 0) ==
+		    KVI_OK) {
 			tap_on_live(t, &m);
 		} else {
 			json_t *o = json_object();

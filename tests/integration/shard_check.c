@@ -56,6 +56,13 @@ shc_launch(shardproc *s)
 	int n = 0;
 	char id[32];
 	snprintf(id, sizeof(id), "shard-t%d", s->starts++);
+	char nofile[48];
+	if (s->nofile > 0) {
+		snprintf(nofile, sizeof(nofile), "--nofile=%d:%d", s->nofile,
+			 s->nofile);
+		argv[n++] = "/usr/bin/prlimit";
+		argv[n++] = nofile;
+	}
 	argv[n++] = KVI_SHARD_BIN;
 	argv[n++] = "--id";
 	argv[n++] = "shard-test";
@@ -107,8 +114,15 @@ shc_launch(shardproc *s)
 void
 shc_start(shardproc *s, const char *const *extra)
 {
+	shc_start_limited(s, extra, 0);
+}
+
+void
+shc_start_limited(shardproc *s, const char *const *extra, int nofile)
+{
 	memset(s, 0, sizeof(*s));
 	s->extra = extra;
+	s->nofile = nofile;
 	assert_int_equal(kvt_tmpdir_make("kvi-shard", &s->dir), KVI_OK);
 	s->data_dir = kvt_path(s->dir, "data");
 	s->log_path = kvt_path(s->dir, "shard.log");

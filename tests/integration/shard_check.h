@@ -31,6 +31,7 @@ typedef struct shardproc {
 	char url[96];     /* nng address, tcp://127.0.0.1:port or ipc:// */
 	char metrics[64]; /* 127.0.0.1:port */
 	const char *const *extra;
+	int nofile; /* > 0: run under this open-file limit (prlimit) */
 	kvt_proc *proc;
 	kvp_client *client;
 	int starts;
@@ -39,6 +40,10 @@ typedef struct shardproc {
 /* shc_start starts a shard in a new temporary directory with the extra
  * flags (NULL-terminated, kept by pointer) and waits until it answers. */
 void shc_start(shardproc *s, const char *const *extra);
+
+/* shc_start_limited is shc_start under an open-file limit of nofile
+ * (soft and hard: the shard cannot raise it). */
+void shc_start_limited(shardproc *s, const char *const *extra, int nofile);
 
 /* shc_restart starts the shard again on the same directory and ports. */
 void shc_restart(shardproc *s);

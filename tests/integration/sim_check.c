@@ -269,7 +269,8 @@ simc_recv_replay(simproc *s, int idx, bool with_topic, const char *topic,
 		frames[i] = (kvi_frame){f->data[i], f->len[i]};
 	}
 	kvi_msg m;
-	assert_int_equal(kvi_frame_parse_replay(frames, f->n, &m), KVI_OK);
+	assert_int_equal(kvi_frame_parse_replay(frames, f->n, &m, NULL, 0),
+			 KVI_OK);
 	if (m.end) {
 		assert_int_equal(f->n, 3); /* [b"", END, b""] */
 	} else {

@@ -179,6 +179,38 @@ wait_watermark(uint64_t wm, Kvindex__Response **resp)
 	}
 }
 
+/* frame_error publishes the frames given (as a live message, none of them
+ * a valid seq) and returns when the listener has counted it malformed;
+ * its last_error must name what was wrong. */
+static void
+frame_error(const char *const *frames, const size_t *lens, int n,
+	    uint64_t malformed, const char *why)
+{
+	for (int i = 0; i < n; i++) {
+		assert_true(zmq_send(pub, frames[i], lens[i],
+				     i + 1 < n ? ZMQ_SNDMORE : 0) >= 0);
+	}
+	int64_t deadline = kvt_now_ms() + 10000;
+	for (;;) {
+		Kvindex__Response *resp;
+		Kvindex__ListenerStatus *st =
+		    shc_status(&shard, "bad/pod#0", &resp);
+		assert_non_null(st);
+		bool counted = st->counters->malformed == malformed;
+		if (counted && (st->last_error == NULL ||
+				strstr(st->last_error, why) == NULL)) {
+			fail_msg("last_error \"%s\", expected \"%s\"",
+				 st->last_error ? st->last_error : "", why);
+		}
+		kvindex__response__free_unpacked(resp, NULL);
+		if (counted) {
+			return;
+		}
+		assert_true(kvt_now_ms() < deadline);
+		kvt_sleep_ms(20);
+	}
+}
+
 static void
 test_bad_input_is_counted(void **state)
 {
@@ -335,6 +367,82 @@ test_bad_input_is_counted(void **state)
 				    5000) == 1);
 	assert_true(shc_wait_metric(&shard, "kvindex_shard_malformed_total", 3,
 				    5000) == 3);
+
+	/* frames that are not [topic, seq8, payload], each named as it is */
+	const char *fr[] = {"", "\x01\0\0\0", "x"};
+	size_t short_seq[] = {0, 4, 1};
+	frame_error(fr, short_seq, 3, 4, "a seq frame of 4 bytes, expected 8");
+	size_t two[] = {0, 4};
+	frame_error(fr, two, 2, 5, "a live message of 2 frames, expected 3");
+	const char *end[] = {"", "\xff\xff\xff\xff\xff\xff\xff\xff", ""};
+	size_t end_lens[] = {0, 8, 0};
+	frame_error(end, end_lens, 3, 6, "a replay end marker on the live");
+	assert_int_equal(shc_stop(&shard), 0);
+}
+
+/* assign_far assigns listener i of an engine that is not there and
+ * returns the answer's code and error. */
+static unsigned
+assign_far(int i, char *err, size_t len)
+{
+	char key[32];
+	snprintf(key, sizeof(key), "far/pod#%d", i);
+	Kvindex__Listener l = KVINDEX__LISTENER__INIT;
+	l.key = key;
+	l.instance_id = 100;
+	l.pod = "far/pod";
+	l.dp_rank = (uint32_t)i;
+	l.model = "m";
+	l.block_size = BS;
+	l.endpoint = "tcp://127.0.0.1:1";
+	Kvindex__AssignRequest a = KVINDEX__ASSIGN_REQUEST__INIT;
+	a.listener = &l;
+	Kvindex__Request req = KVINDEX__REQUEST__INIT;
+	req.body_case = KVINDEX__REQUEST__BODY_ASSIGN;
+	req.assign = &a;
+	Kvindex__Response *resp = shc_call(&shard, &req);
+	unsigned code = resp->code;
+	snprintf(err, len, "%s", resp->error ? resp->error : "");
+	kvindex__response__free_unpacked(resp, NULL);
+	return code;
+}
+
+/* test_out_of_descriptors: a shard that cannot raise its open-file limit
+ * refuses the assignment that would need more, saying so, and goes on
+ * serving the listeners it has. It used to report "Socket operation on
+ * non-socket". */
+static void
+test_out_of_descriptors(void **state)
+{
+	(void)state;
+	shc_start_limited(&shard, NULL, 96);
+	char err[512] = "";
+	int ok = 0;
+	unsigned code = 0;
+	for (int i = 0; i < 200; i++) {
+		if ((code = assign_far(i, err, sizeof(err))) != 0) {
+			break;
+		}
+		ok++;
+	}
+	assert_true(ok > 0);
+	if (code == 0) {
+		fail_msg("200 listeners under a limit of 96 descriptors");
+	}
+	assert_int_equal(code, KVI_EFULL);
+	if (strstr(err, "out of file descriptors") == NULL ||
+	    strstr(err, "limit 96") == NULL) {
+		fail_msg("error \"%s\"", err);
+	}
+	/* nothing half-assigned, and the rest is served */
+	Kvindex__Response *resp;
+	char key[32];
+	snprintf(key, sizeof(key), "far/pod#%d", ok);
+	assert_null(shc_status(&shard, key, &resp));
+	kvindex__response__free_unpacked(resp, NULL);
+	snprintf(key, sizeof(key), "far/pod#%d", ok - 1);
+	assert_non_null(shc_status(&shard, key, &resp));
+	kvindex__response__free_unpacked(resp, NULL);
 	assert_int_equal(shc_stop(&shard), 0);
 }
 
@@ -343,6 +451,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_teardown(test_bad_input_is_counted, teardown),
+	    cmocka_unit_test_teardown(test_out_of_descriptors, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
