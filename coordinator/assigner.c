@@ -547,7 +547,8 @@ kvc_main(void *arg)
 		pthread_cond_broadcast(&a->cv);
 		struct timespec dl =
 		    kvi_deadline_ms(CLOCK_MONOTONIC, a->cfg.tick_ms);
-		while (!a->stop && a->head == NULL && a->flushers == 0) {
+		while (!a->stop && a->head == NULL && a->flushers == 0 &&
+		       !a->probe_answer) {
 			if (pthread_cond_timedwait(&a->cv, &a->mu, &dl) ==
 			    ETIMEDOUT) {
 				break;
@@ -555,6 +556,7 @@ kvc_main(void *arg)
 		}
 		kvc_cmd *cmds = a->head;
 		a->head = a->tail = NULL;
+		a->probe_answer = false;
 		bool stop = a->stop;
 		pthread_mutex_unlock(&a->mu);
 
@@ -682,6 +684,11 @@ kvc_assigner_stop(kvc_assigner *a)
 	pthread_cond_broadcast(&a->cv);
 	pthread_mutex_unlock(&a->mu);
 	pthread_join(a->thread, NULL);
+	pthread_mutex_lock(&a->mu);
+	while (a->probes > 0) { /* each ends within the poll timeout */
+		pthread_cond_wait(&a->cv, &a->mu);
+	}
+	pthread_mutex_unlock(&a->mu);
 	while (cmds != NULL) {
 		kvc_cmd *c = cmds;
 		cmds = c->next;

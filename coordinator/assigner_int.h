@@ -102,6 +102,8 @@ struct kvc_assigner {
 	bool stop;
 	uint64_t tick_started, tick_done;
 	int flushers;
+	int probes;        /* probes of down shards in flight (reconcile.c) */
+	bool probe_answer; /* one answered: tick again now */
 	unsigned expected, synced; /* bit per kvc_source */
 
 	/* the last poll (assigner thread) */

@@ -108,21 +108,34 @@ kvc_shard_silent(kvc_shard *sh, const kvc_call *c, int64_t now)
 	}
 }
 
-/* kvc_probe_done ends a probe: a shard that answered is polled, and
- * waited for, again at the next tick. On an nng thread; closing the
- * client waits for it, so sh is valid. */
+typedef struct kvc_probe {
+	kvc_assigner *a;
+	kvc_shard *sh;
+} kvc_probe;
+
+/* kvc_probe_done ends a probe. A shard that answered is polled, and
+ * waited for, again at once: the assigner is woken. On an nng thread;
+ * the shard's client and the assigner both wait for it before they go. */
 static void
 kvc_probe_done(void *arg, kvi_err rv, Kvindex__Response *resp, const char *err)
 {
 	(void)err;
-	kvc_shard *sh = arg;
-	if (rv == KVI_OK && resp != NULL) {
-		atomic_store(&sh->probe_ok, true);
+	kvc_probe *p = arg;
+	kvc_assigner *a = p->a;
+	bool ok = rv == KVI_OK && resp != NULL;
+	if (ok) {
+		atomic_store(&p->sh->probe_ok, true);
 	}
 	if (resp != NULL) {
 		kvindex__response__free_unpacked(resp, NULL);
 	}
-	atomic_store(&sh->probing, false);
+	atomic_store(&p->sh->probing, false);
+	kvi_free(p);
+	pthread_mutex_lock(&a->mu);
+	a->probe_answer = a->probe_answer || ok;
+	a->probes--;
+	pthread_cond_broadcast(&a->cv);
+	pthread_mutex_unlock(&a->mu);
 }
 
 /* kvc_poll_waits says whether this tick's poll waits for sh: not for a
@@ -136,10 +149,22 @@ kvc_poll_waits(kvc_assigner *a, kvc_shard *sh, const Kvindex__Request *req)
 	    atomic_exchange(&sh->probe_ok, false)) {
 		return true;
 	}
-	if (!atomic_exchange(&sh->probing, true) &&
-	    kvp_call_async(sh->client, req, a->cfg.poll_timeout_ms,
-			   kvc_probe_done, sh) != KVI_OK) {
+	if (atomic_exchange(&sh->probing, true)) {
+		return false; /* one in flight */
+	}
+	kvc_probe *p = kvi_calloc(1, sizeof(*p));
+	p->a = a;
+	p->sh = sh;
+	pthread_mutex_lock(&a->mu);
+	a->probes++;
+	pthread_mutex_unlock(&a->mu);
+	if (kvp_call_async(sh->client, req, a->cfg.poll_timeout_ms,
+			   kvc_probe_done, p) != KVI_OK) {
 		atomic_store(&sh->probing, false);
+		kvi_free(p);
+		pthread_mutex_lock(&a->mu);
+		a->probes--;
+		pthread_mutex_unlock(&a->mu);
 	}
 	return false;
 }

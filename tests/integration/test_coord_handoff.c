@@ -476,6 +476,15 @@ kill_during_handoff(cluster *c, bool bare, const int *victims, int n)
 		}
 		json_decref(m);
 		shc_restart(dead);
+		/* settled below means settled with it back, not before the
+		 * coordinator has seen it return */
+		char id[16];
+		snprintf(id, sizeof(id), "shard-%d", victims[v] == 0 ? 0 : 1);
+		int64_t until = kvt_now_ms() + CLU_WAIT_MS;
+		while (!clu_shard_status_is(c, id, "up")) {
+			assert_true(kvt_now_ms() < until);
+			kvt_sleep_ms(20);
+		}
 		const char *targets[NLIS] = {0};
 		targets[idx] = "shard-1";
 		settle(c, NULL, targets);
