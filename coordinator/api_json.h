@@ -224,6 +224,10 @@ typedef struct kvc_api_result {
 	size_t n_matches;
 	uint32_t top_k; /* 0: every listener with a match; else the k best */
 	uint32_t shards_answered, shards_total;
+	/* shards that answered from an index no longer following their
+	 * engines (their store cannot commit): "stale" in the answer */
+	const char *const *stale;
+	size_t n_stale;
 } kvc_api_result;
 
 /* kvc_api_query_response returns a new /query response object (API.md):

@@ -472,11 +472,23 @@ kvc_api_query_response_text(const kvc_api_result *r, size_t *len)
 	} else {
 		kvc_put(&o, "false");
 	}
+	if (r->n_stale > 0) {
+		kvc_put(&o, ",\"stale\":true");
+	} else {
+		kvc_put(&o, ",\"stale\":false");
+	}
 	kvc_put(&o, ",\"shards\":{\"answered\":");
 	kvc_putu(&o, r->shards_answered);
 	kvc_put(&o, ",\"total\":");
 	kvc_putu(&o, r->shards_total);
-	kvc_put(&o, "}}");
+	kvc_put(&o, ",\"stale\":[");
+	for (size_t i = 0; i < r->n_stale; i++) {
+		if (i > 0) {
+			kvc_put(&o, ",");
+		}
+		kvc_puts(&o, r->stale[i], false);
+	}
+	kvc_put(&o, "]}}");
 	o.p[o.len] = '\0';
 	kvi_free(m);
 	kvi_free(tmp);

@@ -21,13 +21,11 @@ kvc_collect_listeners(void *arg, kvi_metrics_out *out)
 	kvc_assigner *a = arg;
 	kvc_reg_stats st;
 	kvc_reg_stats_get(a->reg, &st);
-	static const char *const names[] = {"pending", "active", "recovering",
-					    "failed"};
 	kvi_metrics_out_family(out, "kvindex_coord_listeners",
 			       "Listeners by the state their shard reports.",
 			       KVI_METRIC_GAUGE);
-	for (size_t i = 0; i < 4; i++) {
-		kvi_label l = {"state", names[i]};
+	for (size_t i = 0; i < KVC_STATES; i++) {
+		kvi_label l = {"state", kvc_state_names[i]};
 		kvi_metrics_out_sample(out, "kvindex_coord_listeners", &l, 1,
 				       (double)st.by_state[i]);
 	}
@@ -476,9 +474,16 @@ kvc_assigner_ready(kvc_assigner *a, char *why, size_t len)
 	}
 	for (size_t i = 0; ok && i < n; i++) {
 		int64_t last = atomic_load(&sh[i]->last_ok_ms);
+		char err[256];
 		if (last == 0 || now - last > a->cfg.ready_stale_ms) {
 			snprintf(why, len, "shard %s has not answered %s",
 				 sh[i]->id, last == 0 ? "yet" : "recently");
+			ok = false;
+		} else if (kvc_shard_stale(sh[i], err, sizeof(err))) {
+			snprintf(why, len,
+				 "shard %s answers from an index that no "
+				 "longer follows its engines: %s",
+				 sh[i]->id, err);
 			ok = false;
 		}
 	}

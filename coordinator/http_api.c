@@ -124,7 +124,7 @@ kvc_admin_ok(const kvc_api *api, kvi_http_req *req)
 }
 
 static json_t *
-kvc_shard_json(const kvc_shard *sh, int64_t now)
+kvc_shard_json(kvc_shard *sh, int64_t now)
 {
 	int64_t last = atomic_load(&sh->last_ok_ms);
 	json_t *o = json_object();
@@ -144,6 +144,11 @@ kvc_shard_json(const kvc_shard *sh, int64_t now)
 	    json_integer((json_int_t)atomic_load(&sh->store_bytes)));
 	json_object_set_new(o, "last_heard_ms_ago",
 			    last ? json_integer(now - last) : json_null());
+	char why[256];
+	json_object_set_new(o, "store_error",
+			    kvc_shard_stale(sh, why, sizeof(why))
+				? json_string(why)
+				: json_null());
 	return o;
 }
 

@@ -39,6 +39,7 @@ typedef struct kvc_qslot {
 	kvc_qbatch_item item;
 	kvc_qctx *c;
 	size_t idx;
+	bool answered; /* under c->mu */
 } kvc_qslot;
 
 struct kvc_qctx {
@@ -149,6 +150,15 @@ kvc_merge(kvc_qctx *c)
 	for (size_t i = 0; i < c->n; i++) {
 		c->m[i].pod = pods[i];
 	}
+	/* what came from a shard whose store cannot commit is stale */
+	const char **stale = kvi_calloc(c->total + 1, sizeof(*stale));
+	size_t n_stale = 0;
+	for (size_t i = 0; i < c->total; i++) {
+		if (c->slots[i].answered &&
+		    kvc_shard_stale(c->shards[i], NULL, 0)) {
+			stale[n_stale++] = c->shards[i]->id;
+		}
+	}
 	kvc_api_result r = {
 	    .model = c->qr.model,
 	    .block_size = c->block_size,
@@ -158,12 +168,15 @@ kvc_merge(kvc_qctx *c)
 	    .top_k = c->qr.top_k,
 	    .shards_answered = (uint32_t)c->answered,
 	    .shards_total = (uint32_t)c->total,
+	    .stale = stale,
+	    .n_stale = n_stale,
 	};
 	size_t len;
 	char *text = kvc_api_query_response_text(&r, &len);
 	kvi_free(ids);
 	kvi_free(pods);
 	kvi_free(names);
+	kvi_free(stale);
 	kvi_histogram_observe(c->q->lat[c->ep], kvc_since(&c->t0));
 	kvi_counter_inc(c->q->count[c->ep][KVC_CODE_200]);
 	kvi_http_reply_take(c->req, 200, "application/json", text, len);
@@ -219,6 +232,7 @@ kvc_query_done(void *arg, kvi_err rv, const Kvindex__QueryResponse *qr,
 		pthread_mutex_lock(&c->mu);
 		kvc_qctx_add(c, qr);
 		c->answered++;
+		sl->answered = true;
 		pthread_mutex_unlock(&c->mu);
 	}
 	kvc_qctx_unhold(c);

@@ -93,6 +93,15 @@ kvc_shard_answered(kvc_shard *sh, const Kvindex__StatusResponse *st,
 	atomic_store(&sh->listeners, st->n_listeners);
 	atomic_store(&sh->entries, st->entries);
 	atomic_store(&sh->store_bytes, st->store_bytes);
+	if ((st->store_error != NULL) != atomic_load(&sh->stale)) {
+		if (st->store_error != NULL) {
+			KVI_WARN("shard_stale", "shard=%s err=\"%s\"", sh->id,
+				 st->store_error);
+		} else {
+			KVI_INFO("shard_store_back", "shard=%s", sh->id);
+		}
+	}
+	kvc_shard_set_store_error(sh, st->store_error);
 }
 
 static void

@@ -601,21 +601,23 @@ kvc_reg_ranks(kvc_registry *r, uint64_t id, bool connected_only,
 
 /* ---- /workers ------------------------------------------------------ */
 
-static const char *const kvc_state_names[] = {"pending", "active", "recovering",
-					      "failed"};
+const char *const kvc_state_names[KVC_STATES] = {
+    "pending", "active", "recovering", "failed", "stale"};
 
 /* The badness of a state for a pod's worst-of status. */
 static int
 kvc_state_rank(int state)
 {
-	static const int rank[] = {1, 0, 2, 3}; /* pending, active, ... */
-	return state >= 0 && state < 4 ? rank[state] : 1;
+	/* pending, active, recovering, failed, stale */
+	static const int rank[KVC_STATES] = {1, 0, 2, 4, 3};
+	return state >= 0 && state < KVC_STATES ? rank[state] : 1;
 }
 
 static int
 kvc_lis_state(const kvc_lis *l)
 {
-	return l->shard != NULL && l->st.known ? l->st.state : 0;
+	int s = l->shard != NULL && l->st.known ? l->st.state : 0;
+	return s >= 0 && s < KVC_STATES ? s : 0;
 }
 
 static json_t *

@@ -30,6 +30,11 @@
 #include "error.h"
 #include "pod.h"
 
+/* The listener states a shard reports (Kvindex__ListenerState), by
+ * name: pending, active, recovering, failed, stale. */
+#define KVC_STATES 5
+extern const char *const kvc_state_names[KVC_STATES];
+
 typedef struct kvc_registry kvc_registry;
 
 /* What a shard said of a listener at its last status poll. */
@@ -142,7 +147,7 @@ json_t *kvc_reg_workers(kvc_registry *r, const char *model);
 
 typedef struct kvc_reg_stats {
 	size_t instances, listeners;
-	size_t by_state[4]; /* pending, active, recovering, failed */
+	size_t by_state[KVC_STATES]; /* kvc_state_names */
 	size_t unassigned;
 } kvc_reg_stats;
 

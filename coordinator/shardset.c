@@ -38,6 +38,7 @@ kvc_shard_destroy(kvc_shard *sh)
 {
 	kvp_client_close(sh->client);
 	kvc_qbatch_free(sh->qbatch);
+	pthread_mutex_destroy(&sh->mu);
 	kvi_free(sh->id);
 	kvi_free(sh->url);
 	kvi_free(sh);
@@ -122,6 +123,7 @@ kvc_shardset_add(kvc_shardset *s, const char *id, const char *url, char *err,
 	sh->id = kvi_strdup(id);
 	sh->url = kvi_strdup(url);
 	sh->client = client;
+	pthread_mutex_init(&sh->mu, NULL);
 	pthread_rwlock_rdlock(&s->lock);
 	sh->qbatch = kvc_qbatch_alloc(client, s->batch_inflight, s->batch_max);
 	pthread_rwlock_unlock(&s->lock);
@@ -216,6 +218,30 @@ bool
 kvc_shard_known_down(const kvc_shard *sh)
 {
 	return !atomic_load(&sh->up) && atomic_load(&sh->down_since_ms) != 0;
+}
+
+void
+kvc_shard_set_store_error(kvc_shard *sh, const char *err)
+{
+	pthread_mutex_lock(&sh->mu);
+	snprintf(sh->store_error, sizeof(sh->store_error), "%s",
+		 err != NULL ? err : "");
+	atomic_store(&sh->stale, err != NULL);
+	pthread_mutex_unlock(&sh->mu);
+}
+
+bool
+kvc_shard_stale(kvc_shard *sh, char *why, size_t len)
+{
+	if (!atomic_load(&sh->stale)) {
+		return false;
+	}
+	if (why != NULL) {
+		pthread_mutex_lock(&sh->mu);
+		snprintf(why, len, "%s", sh->store_error);
+		pthread_mutex_unlock(&sh->mu);
+	}
+	return true;
 }
 
 size_t

@@ -18,6 +18,7 @@
 #ifndef KVI_COORDINATOR_SHARDSET_H
 #define KVI_COORDINATOR_SHARDSET_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -44,6 +45,11 @@ typedef struct kvc_shard {
 	_Atomic bool probe_ok; /* it answered: the next poll waits for it */
 	/* query fan-out calls that failed or missed the deadline */
 	_Atomic uint64_t fanout_errors;
+	/* its store cannot commit, as its last poll said: its answers are
+	 * stale (kvc_shard_stale) */
+	_Atomic bool stale;
+	pthread_mutex_t mu;
+	char store_error[256]; /* under mu */
 } kvc_shard;
 
 typedef struct kvc_shardset kvc_shardset;
@@ -86,6 +92,14 @@ size_t kvc_shardset_count(kvc_shardset *s);
  * answered one (a shard not polled yet is not known down). Queries skip
  * such a shard, and polls do not wait for it. */
 bool kvc_shard_known_down(const kvc_shard *sh);
+
+/* kvc_shard_set_store_error records what sh's last poll said of its
+ * store: why it cannot commit, or NULL when it can. */
+void kvc_shard_set_store_error(kvc_shard *sh, const char *err);
+
+/* kvc_shard_stale says whether sh's store cannot commit, and why (why may
+ * be NULL). */
+bool kvc_shard_stale(kvc_shard *sh, char *why, size_t len);
 
 /* kvc_now_ms returns monotonic milliseconds. */
 int64_t kvc_now_ms(void);

@@ -431,21 +431,28 @@ kvg_collect(kvg_ingest *g, kvw_job *job, kvl_listener *l)
 	l->dirty = false;
 }
 
+bool
+kvg_ingest_store_failing(kvg_ingest *g, char *why, size_t len)
+{
+	return g->writer != NULL && kvw_failing(g->writer, why, len);
+}
+
 void
 kvg_publish_totals(kvg_ingest *g, const kvw_job *done)
 {
 	kvg_totals t = {0};
+	t.store_failing = kvg_ingest_store_failing(g, NULL, 0);
 	for (uint32_t i = 0; i < g->next_lid; i++) {
 		kvl_listener *l = g->lis[i];
 		if (l != NULL) {
 			kvg_counters_add(&t.c, &l->c);
-			t.by_state[kvg_state_of(l)]++;
+			t.by_state[t.store_failing ? KVL_STALE
+						   : kvg_state_of(l)]++;
 		}
 	}
 	t.backlog_bytes = g->backlog_bytes;
 	pthread_mutex_lock(&g->stats_mu);
 	t.store = done != NULL ? done->stats : g->totals.store;
-	t.store_failing = g->writer != NULL && kvw_failing(g->writer, NULL, 0);
 	g->totals = t;
 	pthread_mutex_unlock(&g->stats_mu);
 }

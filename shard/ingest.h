@@ -61,6 +61,11 @@ kvi_err kvg_ingest_open(const kvg_config *cfg, kvg_ingest **out, char *err,
  * subscribes and catches up. */
 kvi_err kvg_ingest_start(kvg_ingest *g, char *err, size_t errlen);
 
+/* kvg_ingest_store_failing says whether the store cannot commit what was
+ * applied (disk full, I/O error, map full), and why in why (may be NULL).
+ * Ingest waits for it meanwhile: every listener is stale. Any thread. */
+bool kvg_ingest_store_failing(kvg_ingest *g, char *why, size_t len);
+
 /* kvg_ingest_stop stops reading, commits what was applied, and joins both
  * threads. Idempotent. */
 void kvg_ingest_stop(kvg_ingest *g);

@@ -132,7 +132,7 @@ static const kvg_family kvg_families[] = {
 };
 
 static const char *const kvg_state_names[KVL_STATE_COUNT] = {
-    "pending", "active", "recovering", "failed"};
+    "pending", "active", "recovering", "failed", "stale"};
 
 static void
 kvg_out_labeled(kvi_metrics_out *out, const char *name, const char *help,

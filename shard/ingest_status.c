@@ -50,7 +50,8 @@ kvg_counters_add(kvl_counters *sum, const kvl_counters *c)
 }
 
 static Kvindex__ListenerStatus *
-kvg_status_of(kvg_ingest *g, kvl_listener *l, kvp_arena *a)
+kvg_status_of(kvg_ingest *g, kvl_listener *l, kvp_arena *a,
+	      const char *store_error)
 {
 	Kvindex__ListenerStatus *st = kvp_arena_alloc(a, sizeof(*st));
 	kvindex__listener_status__init(st);
@@ -64,6 +65,11 @@ kvg_status_of(kvg_ingest *g, kvl_listener *l, kvp_arena *a)
 	st->counters = kvg_counters_pb(a, &l->c);
 	if (l->last_error[0] != '\0') {
 		st->last_error = kvp_arena_strdup(a, l->last_error);
+	}
+	if (store_error != NULL) {
+		/* in memory, served, and no longer following the engine */
+		st->state = KVINDEX__LISTENER_STATE__LISTENER_STATE_STALE;
+		st->last_error = (char *)store_error;
 	}
 	if (l->ho.from != NULL) {
 		st->handoff_from = kvp_arena_strdup(a, l->ho.from);
@@ -85,6 +91,14 @@ kvg_do_status(kvg_ingest *g, kvg_cmd *c)
 	out->listeners =
 	    kvp_arena_calloc(a, n ? n : 1, sizeof(*out->listeners));
 	kvl_counters totals = {0};
+	char why[300];
+	const char *store_error = NULL;
+	if (kvg_ingest_store_failing(g, why, sizeof(why))) {
+		size_t len = strlen(why) + 64;
+		char *e = kvp_arena_alloc(a, len);
+		snprintf(e, len, "the store cannot commit: %s", why);
+		store_error = out->store_error = e;
+	}
 	for (uint32_t i = 0; i < g->next_lid; i++) {
 		kvl_listener *l = g->lis[i];
 		if (l == NULL) {
@@ -93,7 +107,7 @@ kvg_do_status(kvg_ingest *g, kvg_cmd *c)
 		kvg_counters_add(&totals, &l->c);
 		if (c->key == NULL || strcmp(c->key, l->key) == 0) {
 			out->listeners[out->n_listeners++] =
-			    kvg_status_of(g, l, a);
+			    kvg_status_of(g, l, a, store_error);
 		}
 	}
 	if (c->key != NULL && out->n_listeners == 0) {

@@ -41,8 +41,9 @@ typedef enum kvl_state {
 	KVL_ACTIVE = 1,
 	KVL_RECOVERING = 2,
 	KVL_FAILED = 3,
+	KVL_STALE = 4, /* the store cannot commit (kvg_state_in) */
 } kvl_state;
-#define KVL_STATE_COUNT 4
+#define KVL_STATE_COUNT 5
 
 /* What a listener is doing about its sequence. */
 typedef enum kvl_phase {

@@ -282,6 +282,22 @@ shard_on_health(void *arg, kvi_http_req *req)
 	kvi_http_reply(req, 200, "application/json", "{\"ok\":true}", 11);
 }
 
+/* shard_on_ready: 503 with the reason while the store cannot commit (the
+ * index is served, and no longer follows the engines). */
+static void
+shard_on_ready(void *arg, kvi_http_req *req)
+{
+	char why[300];
+	if (!kvg_ingest_store_failing(arg, why, sizeof(why))) {
+		shard_on_health(NULL, req);
+		return;
+	}
+	char reason[400];
+	snprintf(reason, sizeof(reason), "the store cannot commit: %s", why);
+	kvi_http_reply_json(
+	    req, 503, json_pack("{s:b,s:s}", "ready", 0, "reason", reason));
+}
+
 int
 main(int argc, char **argv)
 {
@@ -356,8 +372,9 @@ main(int argc, char **argv)
 				metrics);
 		kvi_httpd_route(httpd, "GET", "/health", shard_on_health, NULL);
 		/* this server starts once the index is loaded and the query
-		 * service listens: answering at all means ready */
-		kvi_httpd_route(httpd, "GET", "/ready", shard_on_health, NULL);
+		 * service listens: answering means ready, unless the store
+		 * cannot commit */
+		kvi_httpd_route(httpd, "GET", "/ready", shard_on_ready, ingest);
 		if ((rv = kvi_httpd_start(httpd, o.metrics, 1, err,
 					  sizeof(err))) != KVI_OK) {
 			kvi_log(KVI_LOG_ERROR, "metrics_failed",

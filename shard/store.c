@@ -1,11 +1,13 @@
 #include "store.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <lmdb.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <xxhash.h>
 
@@ -19,6 +21,8 @@
 #define KVS_NONE            UINT64_MAX
 #define KVS_DEFAULT_MAPSIZE ((size_t)1 << 30)
 #define KVS_COMMIT_TRIES    8
+/* less free than this on the filesystem, and an I/O error is a full disk */
+#define KVS_DISK_LOW ((uint64_t)4 << 20)
 
 /* What the store tracks of each listener id. */
 typedef struct kvs_lid {
@@ -644,6 +648,28 @@ kvs_commit_once(kvs_store *s, const kvs_commit *c)
 	return rc;
 }
 
+/* kvs_commit_failed says why a commit failed with rc. LMDB reports a
+ * short write - what a full disk gives - as EIO: with next to nothing free
+ * on the store's filesystem, that is a full disk. */
+static kvi_err
+kvs_commit_failed(kvs_store *s, int rc, char *err, size_t errlen)
+{
+	kvi_err rv = kvi_mdb_err(rc);
+	struct statvfs fs;
+	if (statvfs(s->dir, &fs) != 0) {
+		return kvi_errf(err, errlen, rv, "lmdb commit: %s",
+				mdb_strerror(rc));
+	}
+	uint64_t avail = (uint64_t)fs.f_bavail * fs.f_frsize;
+	if (rv == KVI_EFULL || (rv == KVI_EIO && avail < KVS_DISK_LOW)) {
+		return kvi_errf(err, errlen, KVI_EFULL,
+				"disk full: %s, %" PRIu64
+				" bytes free on the store's filesystem",
+				mdb_strerror(rc), avail);
+	}
+	return kvi_errf(err, errlen, rv, "lmdb commit: %s", mdb_strerror(rc));
+}
+
 kvi_err
 kvs_store_commit(kvs_store *s, const kvs_commit *c, char *err, size_t errlen)
 {
@@ -664,8 +690,7 @@ kvs_store_commit(kvs_store *s, const kvs_commit *c, char *err, size_t errlen)
 			return KVI_OK;
 		}
 		if (rc != MDB_MAP_FULL) {
-			return kvi_errf(err, errlen, kvi_mdb_err(rc),
-					"lmdb commit: %s", mdb_strerror(rc));
+			return kvs_commit_failed(s, rc, err, errlen);
 		}
 		size_t grown = s->map_size * 2;
 		if (s->max_map_size != 0 && grown > s->max_map_size) {

@@ -111,20 +111,16 @@ shc_launch(shardproc *s)
 	fail_msg("kvindex-shard did not answer; see %s", s->log_path);
 }
 
-void
-shc_start(shardproc *s, const char *const *extra)
-{
-	shc_start_limited(s, extra, 0);
-}
-
-void
-shc_start_limited(shardproc *s, const char *const *extra, int nofile)
+static void
+shc_start_with(shardproc *s, const char *const *extra, int nofile,
+	       const char *data_dir)
 {
 	memset(s, 0, sizeof(*s));
 	s->extra = extra;
 	s->nofile = nofile;
 	assert_int_equal(kvt_tmpdir_make("kvi-shard", &s->dir), KVI_OK);
-	s->data_dir = kvt_path(s->dir, "data");
+	s->data_dir = data_dir != NULL ? kvt_path(data_dir, "data")
+				       : kvt_path(s->dir, "data");
 	s->log_path = kvt_path(s->dir, "shard.log");
 	int base;
 	assert_int_equal(kvt_ports_pick(2, &base), KVI_OK);
@@ -140,6 +136,24 @@ shc_start_limited(shardproc *s, const char *const *extra, int nofile)
 	snprintf(s->metrics, sizeof(s->metrics), "127.0.0.1:%d", base + 1);
 	assert_int_equal(kvp_client_open(s->url, &s->client), KVI_OK);
 	shc_launch(s);
+}
+
+void
+shc_start(shardproc *s, const char *const *extra)
+{
+	shc_start_with(s, extra, 0, NULL);
+}
+
+void
+shc_start_limited(shardproc *s, const char *const *extra, int nofile)
+{
+	shc_start_with(s, extra, nofile, NULL);
+}
+
+void
+shc_start_on(shardproc *s, const char *const *extra, const char *dir)
+{
+	shc_start_with(s, extra, 0, dir);
 }
 
 void

@@ -45,6 +45,10 @@ void shc_start(shardproc *s, const char *const *extra);
  * (soft and hard: the shard cannot raise it). */
 void shc_start_limited(shardproc *s, const char *const *extra, int nofile);
 
+/* shc_start_on is shc_start with the store in dir/data (a filesystem of
+ * the test's choosing; dir is left alone at cleanup). */
+void shc_start_on(shardproc *s, const char *const *extra, const char *dir);
+
 /* shc_restart starts the shard again on the same directory and ports. */
 void shc_restart(shardproc *s);
 

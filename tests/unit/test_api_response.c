@@ -122,11 +122,30 @@ test_response_workers_best_partial(void **state)
 		    " 'dp_rank': 0, 'matched_tokens': 192}");
 	assert_true(json_is_true(json_object_get(o, "partial")));
 	assert_json(json_object_get(o, "shards"),
-		    "{'answered': 3, 'total': 4}");
+		    "{'answered': 3, 'total': 4, 'stale': []}");
+	assert_true(json_is_false(json_object_get(o, "stale")));
 	json_decref(o);
 
 	o = build(fixture, N_FIXTURE, 4);
 	assert_true(json_is_false(json_object_get(o, "partial")));
+	json_decref(o);
+
+	/* answers from shards whose store cannot commit are named */
+	const char *stale[] = {"shard-1", "shard-2"};
+	kvc_api_result r = {.model = "m",
+			    .block_size = 16,
+			    .matches = fixture,
+			    .n_matches = N_FIXTURE,
+			    .shards_answered = 4,
+			    .shards_total = 4,
+			    .stale = stale,
+			    .n_stale = 2};
+	o = kvc_api_query_response(&r);
+	assert_true(json_is_false(json_object_get(o, "partial")));
+	assert_true(json_is_true(json_object_get(o, "stale")));
+	assert_json(json_object_get(o, "shards"),
+		    "{'answered': 4, 'total': 4,"
+		    " 'stale': ['shard-1', 'shard-2']}");
 	json_decref(o);
 }
 
@@ -160,8 +179,8 @@ test_response_no_match(void **state)
 	assert_json(o, "{'scores': {}, 'instances': {}, 'frequencies': [],"
 		       " 'model_name': 'm', 'block_size': 16,"
 		       " 'query_blocks': 12, 'workers': [], 'best': null,"
-		       " 'partial': false,"
-		       " 'shards': {'answered': 4, 'total': 4}}");
+		       " 'partial': false, 'stale': false,"
+		       " 'shards': {'answered': 4, 'total': 4, 'stale': []}}");
 	json_decref(o);
 	o = build(NULL, 0, 0);
 	assert_true(json_is_null(json_object_get(o, "best")));
