@@ -419,6 +419,17 @@ kvg_replay_failed(kvg_ingest *g, kvl_listener *l, const char *why)
 		kvg_drain_backlog(g, l);
 		return;
 	}
+	if (l->replay_started && l->mark.has_wm &&
+	    l->mark.wm + 1 > l->replay_from) {
+		/* Cut short after it delivered something - an engine's
+		 * ROUTER drops what passes its high-water mark (1,000
+		 * messages) - : ask again from where it got to. Each round
+		 * moves the watermark on, so this ends. */
+		kvg_log_listener(l, "replay_again", "from=%" PRIu64,
+				 l->mark.wm + 1);
+		kvg_begin_replay(g, l, l->mark.wm + 1);
+		return;
+	}
 	kvg_start_recovery(g, l);
 }
 
@@ -674,10 +685,9 @@ kvg_start_recovery(kvg_ingest *g, kvl_listener *l)
 		l->want_full = true;
 	}
 	bool full = l->want_full || !l->mark.has_wm;
-	if (!full && l->gap_seq > 0 && l->mark.wm + 1 >= l->gap_seq) {
-		/* Nothing is missing: a replay cut short (the engine's ROUTER
-		 * drops past its high-water mark) had already passed the
-		 * gap, and the batches held since take it from here. */
+	if (!full && l->backlog != NULL && l->backlog->seq <= l->mark.wm + 1) {
+		/* Nothing is missing: what was replayed reaches the batches
+		 * held since the gap, which take it from here. */
 		kvg_finish_recovery(g, l);
 		return;
 	}

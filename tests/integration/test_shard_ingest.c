@@ -211,10 +211,10 @@ published(fixture *f, int rank)
 }
 
 /* 3d. A replay cut short after it passed the gap (the engine's ROUTER
- * drops what exceeds its high-water mark of 1,000 messages): nothing is
- * missing, so the listener carries on from the batches it held. It asked
- * /kv_recover for a range that ended before it started instead (an
- * InvalidRange, then a tree dump). */
+ * drops what exceeds its high-water mark of 1,000 messages): the listener
+ * asks again from where the replay got to, and nothing needs a tree dump.
+ * It used to ask /kv_recover for a range that ended before it started
+ * (an InvalidRange, then a tree dump). */
 static void
 test_replay_cut_past_gap(void **state)
 {
