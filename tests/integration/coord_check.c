@@ -128,6 +128,20 @@ clu_coord_restart(cluster *c)
 }
 
 void
+clu_coord_kill9(cluster *c)
+{
+	kvt_proc_kill(c->coord);
+	kvt_proc_free(c->coord);
+	c->coord = NULL;
+}
+
+void
+clu_coord_relaunch(cluster *c)
+{
+	clu_launch(c);
+}
+
+void
 clu_cleanup(cluster *c)
 {
 	if (c->coord != NULL) {

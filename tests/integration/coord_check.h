@@ -56,6 +56,11 @@ void clu_coord(cluster *c, bool with_file, const char *const *extra);
  * with the same flags, directory and port. */
 void clu_coord_restart(cluster *c);
 
+/* clu_coord_kill9 kills the coordinator with SIGKILL (and reaps it);
+ * clu_coord_relaunch starts it again as it was, and waits for /health. */
+void clu_coord_kill9(cluster *c);
+void clu_coord_relaunch(cluster *c);
+
 /* clu_cleanup stops everything and removes the directories. */
 void clu_cleanup(cluster *c);
 
