@@ -303,6 +303,8 @@ kvc_status_from(kvc_lstatus *out, const Kvindex__ListenerStatus *st)
 	out->has_wm = st->has_watermark;
 	out->wm = st->watermark;
 	out->blocks = st->blocks;
+	out->queued_batches = st->queued_batches;
+	out->queued_bytes = st->queued_bytes;
 	if (st->last_error != NULL) {
 		snprintf(out->last_error, sizeof(out->last_error), "%s",
 			 st->last_error);

@@ -644,6 +644,10 @@ kvc_lis_json(const kvc_lis *l)
 				: json_null());
 	json_object_set_new(o, "blocks",
 			    json_integer((json_int_t)l->st.blocks));
+	json_object_set_new(o, "queued_batches",
+			    json_integer((json_int_t)l->st.queued_batches));
+	json_object_set_new(o, "queued_bytes",
+			    json_integer((json_int_t)l->st.queued_bytes));
 	json_object_set_new(o, "last_error",
 			    l->st.last_error[0] ? json_string(l->st.last_error)
 						: json_null());

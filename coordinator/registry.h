@@ -44,6 +44,7 @@ typedef struct kvc_lstatus {
 	bool has_wm;
 	uint64_t wm;
 	uint64_t blocks;
+	uint64_t queued_batches, queued_bytes; /* how far behind */
 	char last_error[160];
 	/* a hand-off into the owner: from that shard's address; taken once
 	 * the state is here (handoff_blocks entries) */

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -24,6 +25,7 @@
 #define KVG_LOG_RECORDS_MAX    100000u
 #define KVG_JOB_MAX_BYTES      ((size_t)64 << 20)
 #define KVG_ENDPOINT_MAX       512
+#define KVG_GIVE_BACK_BYTES    ((size_t)32 << 20)
 
 kvl_listener *
 kvg_listener(kvg_ingest *g, uint32_t lid)
@@ -446,6 +448,10 @@ kvg_publish_totals(kvg_ingest *g, const kvw_job *done)
 		kvl_listener *l = g->lis[i];
 		if (l != NULL) {
 			kvg_counters_add(&t.c, &l->c);
+			t.backlog_batches += l->backlog_len;
+			if (l->backlog_bytes > t.backlog_max_listener) {
+				t.backlog_max_listener = l->backlog_bytes;
+			}
 			t.by_state[t.store_failing ? KVL_STALE
 						   : kvg_state_of(l)]++;
 		}
@@ -475,6 +481,20 @@ kvg_commit_done(kvg_ingest *g, kvw_job *done)
 
 /* kvg_commit hands what was applied since the last commit to the writer,
  * unless the writer is still busy with the previous one. */
+/* kvg_give_back returns to the system the memory a burst of queued
+ * batches took, once the queues are empty again: the allocator would
+ * otherwise keep it. */
+static void
+kvg_give_back(kvg_ingest *g)
+{
+	if (g->backlog_bytes == 0 && g->backlog_peak > KVG_GIVE_BACK_BYTES) {
+		kvi_log(KVI_LOG_INFO, "memory_given_back",
+			"backlog_peak_bytes=%zu", g->backlog_peak);
+		g->backlog_peak = 0;
+		malloc_trim(0);
+	}
+}
+
 void
 kvg_commit(kvg_ingest *g)
 {
@@ -482,6 +502,7 @@ kvg_commit(kvg_ingest *g)
 	if (done != NULL) {
 		kvg_commit_done(g, done);
 	}
+	kvg_give_back(g);
 	if (kvw_busy(g->writer)) {
 		/* Backpressure: stop reading while the store lags too far. */
 		kvg_io_pause(g, g->filling->bytes > KVG_JOB_MAX_BYTES ||

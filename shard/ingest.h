@@ -44,11 +44,14 @@ typedef struct kvg_config {
 	int replay_timeout_ms;    /* silence that ends a replay; default 2000 */
 	int recover_concurrency;  /* parallel /kv_recover fetches; default 4 */
 	long recover_timeout_ms;  /* one fetch, whole; default 120000 */
-	size_t backlog_max_bytes; /* live batches held during recoveries;
-				   * default 256 MiB over all listeners */
-	uint32_t orphan_resync;   /* orphans in a row that resync; default 8 */
-	int backoff_max_ms;       /* recovery retry cap; default 30000 */
-	uint64_t handoff_rate;    /* entries/s a hand-off takes; 0: no cap */
+	size_t backlog_max_bytes; /* live batches queued (recovering, or
+				   * behind): default 256 MiB over all
+				   * listeners */
+	size_t listener_backlog_max_bytes; /* the same for one listener;
+					    * default 64 MiB */
+	uint32_t orphan_resync; /* orphans in a row that resync; default 8 */
+	int backoff_max_ms;     /* recovery retry cap; default 30000 */
+	uint64_t handoff_rate;  /* entries/s a hand-off takes; 0: no cap */
 } kvg_config;
 
 /* kvg_ingest_open loads the durable state of cfg->store into cfg->idx and

@@ -55,7 +55,7 @@ kvg_feed(kvg_ingest *g, uint32_t lid, uint64_t seq, const void *payload,
 {
 	kvl_listener *l = kvg_listener(g, lid);
 	if (l != NULL) {
-		kvg_on_live(g, l, seq, payload, len);
+		kvg_on_live(g, l, seq, payload, len, false);
 	}
 	double now = kvg_now();
 	if (now - g->last_commit < g->cfg.commit_ms / 1000.0) {

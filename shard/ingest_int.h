@@ -24,7 +24,8 @@
 typedef struct kvg_totals {
 	kvl_counters c;
 	uint64_t by_state[KVL_STATE_COUNT];
-	uint64_t backlog_bytes;
+	uint64_t backlog_bytes, backlog_batches;
+	uint64_t backlog_max_listener; /* the largest listener's bytes */
 	kvs_store_stats store;
 	bool store_failing;
 } kvg_totals;
@@ -102,6 +103,7 @@ struct kvg_ingest {
 	pthread_cond_t ho_cv;
 	struct kvg_hojob *ho_jobs, *ho_done;
 	size_t backlog_bytes;
+	size_t backlog_peak; /* since memory was last given back */
 
 	/* group commits */
 	kvw_writer *writer;
@@ -166,9 +168,16 @@ void kvg_io_replay_stop(kvg_ingest *g, kvl_listener *l);
  * ms < 0 disarms it. */
 void kvg_io_timer(kvg_ingest *g, kvl_listener *l, int ms);
 
-/* recovery.c: what the sockets and the fetcher deliver */
+/* recovery.c: what the sockets and the fetcher deliver. A live batch is
+ * applied at once when the listener is in step and nothing is queued
+ * before it, unless defer; else it is queued (bounded: past the budget the
+ * queue is dropped, to be repaired from the watermark). */
 void kvg_on_live(kvg_ingest *g, kvl_listener *l, uint64_t seq,
-		 const void *payload, size_t len);
+		 const void *payload, size_t len, bool defer);
+/* kvg_backlog_apply applies at most max queued batches of a listener in
+ * step, in order (a gap among them starts a recovery); returns how many
+ * it took. */
+size_t kvg_backlog_apply(kvg_ingest *g, kvl_listener *l, size_t max);
 void kvg_on_replay(kvg_ingest *g, kvl_listener *l, uint64_t seq, bool end,
 		   const void *payload, size_t len);
 void kvg_on_disconnect(kvg_ingest *g, kvl_listener *l);

@@ -23,7 +23,8 @@
 #include "ingest_int.h"
 #include "log.h"
 
-#define KVG_BUDGET     64 /* messages per socket per turn */
+#define KVG_BUDGET     64   /* messages applied per socket per turn */
+#define KVG_READ_AHEAD 1024 /* messages read (and queued) per turn */
 #define KVG_MAX_FRAMES 6
 
 enum { KVG_SUB = 1, KVG_MON = 2, KVG_DEALER = 4 };
@@ -167,29 +168,39 @@ kvg_msg_recv(void *sock, kvg_msg *m)
 	}
 }
 
+/* kvg_drain_sub applies what the listener has queued, then reads what the
+ * engine sent: up to KVG_BUDGET batches are applied per turn, and what
+ * arrives beyond that (or while ingest is paused for the store) is read
+ * into the listener's queue rather than left to ZeroMQ, whose receive
+ * queue has no bound (ingest_io.c's kvg_io_setopts): the queue's budget
+ * is ours to enforce. Returns whether to come back next turn. */
 static bool
 kvg_drain_sub(kvg_ingest *g, kvg_io *io)
 {
 	kvl_listener *l = io->l;
-	for (int i = 0; i < KVG_BUDGET; i++) {
+	size_t applied = 0;
+	if (!g->paused && l->phase == KVL_STREAMING) {
+		applied = kvg_backlog_apply(g, l, KVG_BUDGET);
+	}
+	for (int i = 0; i < KVG_READ_AHEAD; i++) {
 		kvg_msg m;
-		if (!kvg_msg_recv(io->sub, &m)) {
-			return false;
+		if (io->sub == NULL || !kvg_msg_recv(io->sub, &m)) {
+			return !g->paused && l->phase == KVL_STREAMING &&
+			       l->backlog != NULL;
 		}
 		kvi_msg msg;
 		char why[128];
 		if (kvi_frame_parse_live(m.frames, (size_t)m.n, &msg, why,
 					 sizeof(why)) == KVI_OK) {
+			bool defer = g->paused || applied >= KVG_BUDGET;
 			kvg_on_live(g, l, msg.seq, msg.payload.ptr,
-				    msg.payload.len);
+				    msg.payload.len, defer);
+			applied += !defer;
 		} else {
 			l->c.malformed++;
 			kvg_error(l, "%s", why);
 		}
 		kvg_msg_close(&m);
-		if (io->sub == NULL || g->paused) {
-			return false;
-		}
 	}
 	return true;
 }
@@ -269,17 +280,12 @@ kvg_io_drain(kvg_ingest *g)
 		    kvg_drain_dealer(g, io)) {
 			again |= KVG_DEALER;
 		}
-		if (want & KVG_SUB) {
-			if (g->paused) {
-				again |= KVG_SUB; /* keep it for later */
-			} else if (io->sub != NULL && kvg_drain_sub(g, io)) {
-				again |= KVG_SUB;
-			}
+		if ((want & KVG_SUB) && io->sub != NULL &&
+		    kvg_drain_sub(g, io)) {
+			again |= KVG_SUB;
 		}
-		if (again != 0 && !(g->paused && again == KVG_SUB)) {
+		if (again != 0) {
 			kvg_io_queue(g, io, again);
-		} else if (again != 0) {
-			io->want |= again; /* resumes with kvg_io_pause() */
 		}
 		if (io == tail) {
 			break;

@@ -103,33 +103,11 @@ typedef struct kvg_family {
 } kvg_family;
 
 #define KVG_FAM(f, h)                                                          \
-	{                                                                      \
-		"kvindex_shard_" #f "_total", h, offsetof(kvl_counters, f)     \
-	}
+	{"kvindex_shard_" #f "_total", h, offsetof(kvl_counters, f)},
 
-static const kvg_family kvg_families[] = {
-    KVG_FAM(batches, "Event batches applied."),
-    KVG_FAM(events, "Events applied."),
-    KVG_FAM(blocks_stored, "Block entries stored."),
-    KVG_FAM(blocks_removed, "Block entries removed."),
-    KVG_FAM(gaps, "Sequence gaps seen on live streams."),
-    KVG_FAM(engine_restarts, "Engine restarts detected (seq went back)."),
-    KVG_FAM(orphans, "BlockStored events whose parent was unknown."),
-    KVG_FAM(rank_mismatches, "Batches of another data-parallel rank."),
-    KVG_FAM(skipped_events, "Events of another KV group or REMOTE."),
-    KVG_FAM(malformed, "Batches whose envelope failed to decode."),
-    KVG_FAM(lost_batches, "Batches lost to an unreadable envelope."),
-    KVG_FAM(handoffs, "Listener states taken over from another shard."),
-    KVG_FAM(handoffs_failed, "Hand-offs that could not take the state."),
-    KVG_FAM(unknown_events, "Events of an unknown type, skipped."),
-    KVG_FAM(unreadable_events, "Events whose fields could not be read, "
-			       "skipped."),
-    KVG_FAM(unknown_extra_keys, "Stores with extra keys of unknown kinds."),
-    KVG_FAM(duplicates, "Batches dropped as already applied."),
-    KVG_FAM(block_size_mismatches, "Stored events of another block size."),
-    KVG_FAM(unknown_removes, "Removals of blocks the listener lacked."),
-    KVG_FAM(unrepaired_gaps, "Gaps no endpoint could repair."),
-};
+/* every counter with a family of its own (help not NULL) */
+static const kvg_family kvg_families[] = {KVL_COUNTERS(KVG_FAM)};
+#undef KVG_FAM
 
 static const char *const kvg_state_names[KVL_STATE_COUNT] = {
     "pending", "active", "recovering", "failed", "stale"};
@@ -166,6 +144,9 @@ kvg_collect_metrics(void *arg, kvi_metrics_out *out)
 	for (size_t i = 0; i < sizeof(kvg_families) / sizeof(kvg_families[0]);
 	     i++) {
 		const kvg_family *f = &kvg_families[i];
+		if (f->help == NULL) {
+			continue;
+		}
 		uint64_t v =
 		    *(const uint64_t *)((const char *)&t.c + f->offset);
 		kvg_out_one(out, f->name, f->help, KVI_METRIC_COUNTER, v);
@@ -193,8 +174,15 @@ kvg_collect_metrics(void *arg, kvi_metrics_out *out)
 		    "Distinct sequence hashes in the index.", KVI_METRIC_GAUGE,
 		    xs.seq_hashes);
 	kvg_out_one(out, "kvindex_shard_backlog_bytes",
-		    "Live batches held while listeners recover.",
+		    "Bytes of live batches queued: listeners recovering, or "
+		    "behind their engines.",
 		    KVI_METRIC_GAUGE, t.backlog_bytes);
+	kvg_out_one(out, "kvindex_shard_backlog_batches",
+		    "Live batches queued (the shard's lag behind its engines).",
+		    KVI_METRIC_GAUGE, t.backlog_batches);
+	kvg_out_one(out, "kvindex_shard_backlog_max_listener_bytes",
+		    "Bytes queued for the listener furthest behind.",
+		    KVI_METRIC_GAUGE, t.backlog_max_listener);
 	kvg_out_one(out, "kvindex_store_bytes", "LMDB file size.",
 		    KVI_METRIC_GAUGE, t.store.file_bytes);
 	kvg_out_one(out, "kvindex_store_map_bytes", "LMDB map size.",
@@ -247,6 +235,9 @@ kvg_config_defaults(kvg_config *c)
 	}
 	if (c->backlog_max_bytes == 0) {
 		c->backlog_max_bytes = (size_t)256 << 20;
+	}
+	if (c->listener_backlog_max_bytes == 0) {
+		c->listener_backlog_max_bytes = (size_t)64 << 20;
 	}
 	if (c->orphan_resync == 0) {
 		c->orphan_resync = 8;

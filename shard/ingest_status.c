@@ -13,28 +13,10 @@ kvg_counters_pb(kvp_arena *a, const kvl_counters *c)
 {
 	Kvindex__Counters *pb = kvp_arena_alloc(a, sizeof(*pb));
 	kvindex__counters__init(pb);
-#define KVG_SET(f)                                                             \
-	do {                                                                   \
-		pb->has_##f = true;                                            \
-		pb->f = c->f;                                                  \
-	} while (0)
-	KVG_SET(batches);
-	KVG_SET(events);
-	KVG_SET(blocks_stored);
-	KVG_SET(blocks_removed);
-	KVG_SET(gaps);
-	KVG_SET(replays_ok);
-	KVG_SET(replays_failed);
-	KVG_SET(recoveries_events);
-	KVG_SET(recoveries_treedump);
-	KVG_SET(recoveries_failed);
-	KVG_SET(engine_restarts);
-	KVG_SET(orphans);
-	KVG_SET(rank_mismatches);
-	KVG_SET(skipped_events);
-	KVG_SET(malformed);
-	KVG_SET(duplicates);
-	KVG_SET(block_size_mismatches);
+#define KVG_SET(f, help)                                                       \
+	pb->has_##f = true;                                                    \
+	pb->f = c->f;
+	KVL_COUNTERS(KVG_SET)
 #undef KVG_SET
 	return pb;
 }
@@ -63,6 +45,9 @@ kvg_status_of(kvg_ingest *g, kvl_listener *l, kvp_arena *a,
 	st->watermark = l->mark.wm;
 	st->blocks = kvx_listener_entries(g->idx, l->lid);
 	st->counters = kvg_counters_pb(a, &l->c);
+	st->has_queued_batches = st->has_queued_bytes = true;
+	st->queued_batches = l->backlog_len;
+	st->queued_bytes = l->backlog_bytes;
 	if (l->last_error[0] != '\0') {
 		st->last_error = kvp_arena_strdup(a, l->last_error);
 	}

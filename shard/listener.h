@@ -78,15 +78,48 @@ typedef struct kvl_handoff {
 	kvl_snapshot *snap;
 } kvl_handoff;
 
+/*
+ * Every per-listener counter, once: its name and the help of its metric
+ * family kvindex_shard_<name>_total (NULL: part of a labelled family,
+ * ingest_load.c). The struct, the status RPC's Counters (kvindex.proto
+ * has a field of the same name for each: one missing does not compile)
+ * and the metrics are all made from this list.
+ */
+// clang-format off
+#define KVL_COUNTERS(X) \
+	X(batches, "Event batches applied.") \
+	X(events, "Events applied.") \
+	X(blocks_stored, "Block entries stored.") \
+	X(blocks_removed, "Block entries removed.") \
+	X(gaps, "Sequence gaps seen on live streams.") \
+	X(replays_ok, NULL) \
+	X(replays_failed, NULL) \
+	X(recoveries_events, NULL) \
+	X(recoveries_treedump, NULL) \
+	X(recoveries_failed, NULL) \
+	X(engine_restarts, "Engine restarts detected (seq went back).") \
+	X(orphans, "BlockStored events whose parent was unknown.") \
+	X(rank_mismatches, "Batches of another data-parallel rank.") \
+	X(skipped_events, "Events of another KV group or REMOTE.") \
+	X(malformed, "Batches whose envelope failed to decode.") \
+	X(duplicates, "Batches dropped as already applied.") \
+	X(block_size_mismatches, "Stored events of another block size.") \
+	X(unknown_removes, "Removals of blocks the listener lacked.") \
+	X(unrepaired_gaps, "Gaps no endpoint could repair.") \
+	X(unknown_events, "Events of an unknown type, skipped.") \
+	X(unreadable_events, "Events whose fields could not be read, skipped.") \
+	X(unknown_extra_keys, "Stores with extra keys of unknown kinds.") \
+	X(lost_batches, "Batches lost to an unreadable envelope.") \
+	X(handoffs, "Listener states taken over from another shard.") \
+	X(handoffs_failed, "Hand-offs that could not take the state.") \
+	X(backlog_overflows, "Times a listener's queued live batches passed " \
+			     "their budget and were dropped for a resync.")
+// clang-format on
+
 typedef struct kvl_counters {
-	uint64_t batches, events, blocks_stored, blocks_removed;
-	uint64_t gaps, replays_ok, replays_failed;
-	uint64_t recoveries_events, recoveries_treedump, recoveries_failed;
-	uint64_t engine_restarts, orphans, rank_mismatches, skipped_events;
-	uint64_t malformed, duplicates, block_size_mismatches;
-	uint64_t unknown_removes, unrepaired_gaps;
-	uint64_t unknown_events, unreadable_events, unknown_extra_keys;
-	uint64_t lost_batches, handoffs, handoffs_failed;
+#define KVL_COUNTER_FIELD(name, help) uint64_t name;
+	KVL_COUNTERS(KVL_COUNTER_FIELD)
+#undef KVL_COUNTER_FIELD
 } kvl_counters;
 
 /* A live batch waiting while the listener recovers. */

@@ -65,8 +65,12 @@ shard_usage(FILE *f)
 	    "  --recover-timeout-ms N  one /kv_recover fetch (120000)\n"
 	    "  --handoff-rate N        entries per second a hand-off takes\n"
 	    "                          from the old owner (0: no limit)\n"
-	    "  --backlog-max-mb N      live batches held during recoveries "
-	    "(256)\n"
+	    "  --backlog-max-mb N      live batches queued, over all "
+	    "listeners\n"
+	    "                          (recovering or behind; 256)\n"
+	    "  --listener-backlog-max-mb N  the same for one listener (64);\n"
+	    "                          past either, its queue is dropped and\n"
+	    "                          repaired from its watermark\n"
 	    "  --map-size-mb N         initial LMDB map (1024; grows)\n"
 	    "  --max-map-size-mb N     LMDB map limit (0: none)\n"
 	    "  --no-sync               no fsync per commit (survives kill -9,\n"
@@ -102,6 +106,7 @@ shard_parse(int argc, char **argv, shard_opts *o)
 	    {"log-level", required_argument, NULL, 'L'},
 	    {"log-file", required_argument, NULL, 'f'},
 	    {"rpc-secret-file", required_argument, NULL, 'S'},
+	    {"listener-backlog-max-mb", required_argument, NULL, 'B'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -194,6 +199,12 @@ shard_parse(int argc, char **argv, shard_opts *o)
 			break;
 		case 'S':
 			o->rpc_secret_file = optarg;
+			break;
+		case 'B':
+			rc = kvi_cli_long("kvindex-shard",
+					  "--listener-backlog-max-mb", optarg,
+					  1, 1 << 20, &v);
+			o->ingest.listener_backlog_max_bytes = (size_t)v << 20;
 			break;
 		case 'h':
 			shard_usage(stdout);

@@ -99,10 +99,24 @@ static void
 kvg_backlog_push(kvg_ingest *g, kvl_listener *l, uint64_t seq,
 		 const void *payload, size_t len)
 {
-	if (g->backlog_bytes + len > g->cfg.backlog_max_bytes) {
-		/* What is dropped becomes a gap the next repair covers. */
-		kvg_log_listener(l, "backlog_overflow", "batches=%zu bytes=%zu",
-				 l->backlog_len, l->backlog_bytes);
+	if (g->backlog_bytes + len > g->cfg.backlog_max_bytes ||
+	    l->backlog_bytes + len > g->cfg.listener_backlog_max_bytes) {
+		/* What is dropped becomes a gap that the next repair covers,
+		 * from the watermark: memory stays bounded, nothing is lost
+		 * for good. */
+		if (l->c.backlog_overflows++ == 0 || l->backlog_len > 0) {
+			kvg_log_listener(
+			    l, "backlog_overflow",
+			    "batches=%zu bytes=%zu shard_bytes=%zu",
+			    l->backlog_len, l->backlog_bytes, g->backlog_bytes);
+		}
+		kvg_error(l,
+			  "%zu live batches (%zu bytes) queued past the "
+			  "budget (%zu per listener, %zu per shard): dropped, "
+			  "to be repaired from the watermark",
+			  l->backlog_len + 1, l->backlog_bytes + len,
+			  g->cfg.listener_backlog_max_bytes,
+			  g->cfg.backlog_max_bytes);
 		kvg_backlog_clear(g, l);
 		return;
 	}
@@ -120,6 +134,9 @@ kvg_backlog_push(kvg_ingest *g, kvl_listener *l, uint64_t seq,
 	l->backlog_len++;
 	l->backlog_bytes += len;
 	g->backlog_bytes += len;
+	if (g->backlog_bytes > g->backlog_peak) {
+		g->backlog_peak = g->backlog_bytes;
+	}
 }
 
 static kvl_pending_msg *
@@ -246,7 +263,7 @@ kvg_decide(kvl_listener *l, uint64_t seq)
 
 void
 kvg_on_live(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
-	    size_t len)
+	    size_t len, bool defer)
 {
 	if ((l->has_live && seq <= l->last_live) ||
 	    (!l->trusted && l->mark.has_wm && seq <= l->mark.wm)) {
@@ -254,7 +271,8 @@ kvg_on_live(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
 	}
 	l->has_live = true;
 	l->last_live = seq;
-	if (l->phase != KVL_STREAMING) {
+	if (l->phase != KVL_STREAMING || l->backlog != NULL || defer) {
+		/* recovering, or behind: after what is queued already */
 		kvg_backlog_push(g, l, seq, payload, len);
 		return;
 	}
@@ -328,9 +346,17 @@ kvg_finish_recovery(kvg_ingest *g, kvl_listener *l)
 static void
 kvg_drain_backlog(kvg_ingest *g, kvl_listener *l)
 {
+	kvg_backlog_apply(g, l, SIZE_MAX);
+}
+
+size_t
+kvg_backlog_apply(kvg_ingest *g, kvl_listener *l, size_t max)
+{
+	size_t n = 0;
 	kvl_pending_msg *m;
-	while (l->phase == KVL_STREAMING &&
+	while (n < max && l->phase == KVL_STREAMING &&
 	       (m = kvg_backlog_pop(g, l)) != NULL) {
+		n++;
 		switch (kvg_decide(l, m->seq)) {
 		case KVG_APPLY:
 			kvg_apply(g, l, m->seq, m->payload, m->len);
@@ -340,10 +366,11 @@ kvg_drain_backlog(kvg_ingest *g, kvl_listener *l)
 		case KVG_RECOVER:
 			kvg_backlog_unpop(g, l, m);
 			kvg_start_recovery(g, l);
-			return;
+			return n;
 		}
 		kvi_free(m);
 	}
+	return n;
 }
 
 /* kvg_give_up steps over a gap nothing can repair. */

@@ -6,6 +6,7 @@
  * watermark included.
  */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -319,6 +320,80 @@ test_gap_recover_only_with_faults(void **state)
 	assert_true(COUNTER(f, 0, recoveries_treedump) >= 1);
 }
 
+/* rss_kib returns the resident set of pid in KiB (VmRSS). */
+static long
+rss_kib(pid_t pid)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *fp = fopen(path, "r");
+	long kib = -1;
+	while (fp != NULL && fgets(line, sizeof(line), fp) != NULL) {
+		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1) {
+			break;
+		}
+	}
+	if (fp != NULL) {
+		fclose(fp);
+	}
+	return kib;
+}
+
+/* 3e. An engine that publishes faster than the shard applies (the shard
+ * stopped for 2 s while the engines run flat out, then flooded): what is
+ * queued stays within --listener-backlog-max-mb / --backlog-max-mb (the
+ * queue is dropped past them), and the dropped batches are repaired from
+ * the watermark, so the index ends equal to the engines. Before, the
+ * queue was ZeroMQ's, unbounded and invisible. */
+static void
+test_flood_stays_bounded(void **state)
+{
+	fixture *f = fixture_new(state);
+	const char *sim[] = {"--pods",  "1",
+			     "--dp",    "2",
+			     "--trace", TRACE,
+			     "--rate",  "0",
+			     "--loop",  "--cache-blocks",
+			     "4096",    "--replay-buffer",
+			     "200000",  "--paused",
+			     NULL};
+	const char *shard[] = {"--listener-backlog-max-mb", "2",
+			       "--backlog-max-mb", "3", NULL};
+	sim_start(f, sim);
+	shc_start(&f->shard, shard);
+	shc_assign(&f->shard, &f->sim, 0, true, true, 0);
+	shc_assign(&f->shard, &f->sim, 1, true, true, 0);
+	run_load(f, 300);
+	shc_wait_truth(&f->shard, &f->sim, all4, 2, SHC_WAIT_MS);
+
+	pid_t pid = kvt_proc_pid(f->shard.proc);
+	long rss0 = rss_kib(pid);
+	assert_int_equal(kill(pid, SIGSTOP), 0);
+	sim_post(f, "/resume", "{}");
+	kvt_sleep_ms(2000);
+	assert_int_equal(kill(pid, SIGCONT), 0);
+	double most = 0;
+	long rss_most = 0;
+	for (int i = 0; i < 40; i++) { /* 2 s more of the flood */
+		double b = shc_metric(&f->shard, "kvindex_shard_backlog_bytes");
+		most = b > most ? b : most;
+		long r = rss_kib(pid);
+		rss_most = r > rss_most ? r : rss_most;
+		kvt_sleep_ms(50);
+	}
+	sim_post(f, "/pause", "{}");
+	shc_wait_truth(&f->shard, &f->sim, all4, 2, SHC_WAIT_MS);
+	double overflows =
+	    COUNTER(f, 0, backlog_overflows) + COUNTER(f, 1, backlog_overflows);
+	print_message("flood: %.0f overflows, queued at most %.0f bytes, RSS "
+		      "%ld -> at most %ld KiB\n",
+		      overflows, most, rss0, rss_most);
+	assert_true(overflows >= 1);
+	assert_true(most <= 3.0 * (1 << 20));
+	assert_true(shc_metric(&f->shard,
+			       "kvindex_shard_backlog_overflows_total") >= 1);
+}
+
 /* 4. An engine rank restarts: that rank is rebuilt, its sibling rank is
  * untouched. */
 static void
@@ -391,6 +466,7 @@ main(void)
 	    cmocka_unit_test_teardown(test_gap_repaired_by_replay, teardown),
 	    cmocka_unit_test_teardown(test_gap_beyond_buffer_events, teardown),
 	    cmocka_unit_test_teardown(test_replay_cut_past_gap, teardown),
+	    cmocka_unit_test_teardown(test_flood_stays_bounded, teardown),
 	    cmocka_unit_test_teardown(test_lost_batch_resync, teardown),
 	    cmocka_unit_test_teardown(test_gap_recover_only_with_faults,
 				      teardown),
