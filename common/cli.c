@@ -1,11 +1,14 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+
+#include "log.h"
 
 int
 kvi_cli_long(const char *prog, const char *flag, const char *s, long min,
@@ -88,13 +91,23 @@ kvi_secret_read(const char *path, char *out, size_t len, char *err,
 	return rv;
 }
 
-void
+long
 kvi_nofile_raise(void)
 {
 	struct rlimit nofile;
-	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 &&
-	    nofile.rlim_cur < nofile.rlim_max) {
-		nofile.rlim_cur = nofile.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &nofile);
+	if (getrlimit(RLIMIT_NOFILE, &nofile) != 0) {
+		return -1;
 	}
+	rlim_t was = nofile.rlim_cur;
+	if (nofile.rlim_cur < nofile.rlim_max) {
+		nofile.rlim_cur = nofile.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &nofile) != 0) {
+			nofile.rlim_cur = was;
+		}
+	}
+	KVI_INFO("open_files_limit", "soft=%llu was=%llu hard=%llu",
+		 (unsigned long long)nofile.rlim_cur, (unsigned long long)was,
+		 (unsigned long long)nofile.rlim_max);
+	return nofile.rlim_cur > (rlim_t)LONG_MAX ? LONG_MAX
+						  : (long)nofile.rlim_cur;
 }

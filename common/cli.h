@@ -30,7 +30,7 @@ kvi_err kvi_secret_read(const char *path, char *out, size_t len, char *err,
 /* kvi_nofile_raise raises the soft limit of open descriptors to the hard
  * one: a server holds a descriptor per client and per engine socket, and
  * the default soft limit (1,024) is a small fraction of what the system
- * allows. */
-void kvi_nofile_raise(void);
+ * allows. It logs both limits and returns the soft one now in force. */
+long kvi_nofile_raise(void);
 
 #endif /* KVI_COMMON_CLI_H */

@@ -334,6 +334,17 @@ kvi_httpd_accept_pauses(const kvi_httpd *h)
 }
 
 void
+kvi_httpd_stats_get(const kvi_httpd *h, kvi_httpd_stats *out)
+{
+	*out = (kvi_httpd_stats){0};
+	for (int i = 0; h->started && i < h->n_loops; i++) {
+		out->accept_pauses += atomic_load(&h->loops[i]->accept_pauses);
+		out->refused += atomic_load(&h->loops[i]->refused);
+		out->timed_out += atomic_load(&h->loops[i]->timed_out);
+	}
+}
+
+void
 kvi_httpd_stop(kvi_httpd *h)
 {
 	if (h == NULL || !h->started || h->stopped) {

@@ -64,9 +64,21 @@
 
 typedef struct kvi_httpd_config {
 	size_t max_body; /* request body limit in bytes; 0: 8 MiB */
-	int timeout_s;   /* idle/read/write timeout per connection; 0: 60 */
+	int timeout_s;   /* idle/read/write timeout per connection, and the
+			  * time a whole request may take to arrive after the
+			  * connection opened or its previous reply, however
+			  * slowly it drips (then it is closed); 0: 60 */
 	int drain_ms;    /* how long stop waits for deferred replies; 0: none */
+	int max_conns;   /* open connections per loop thread; past them a new
+			  * one is answered 503 and closed; 0: no limit */
 } kvi_httpd_config;
+
+/* What a server refused or ended, since it started. */
+typedef struct kvi_httpd_stats {
+	uint64_t accept_pauses; /* accept() failed: accepting paused */
+	uint64_t refused;       /* connections past max_conns, answered 503 */
+	uint64_t timed_out;     /* connections closed for a late request */
+} kvi_httpd_stats;
 
 typedef struct kvi_httpd kvi_httpd;
 typedef struct kvi_http_req kvi_http_req;
@@ -116,6 +128,10 @@ uint16_t kvi_httpd_port(const kvi_httpd *h);
  * then serves what it has instead of spinning on the listening socket.
  * Any thread, after a successful start. */
 uint64_t kvi_httpd_accept_pauses(const kvi_httpd *h);
+
+/* kvi_httpd_stats_get sums the loops' figures (zero before start). Any
+ * thread. */
+void kvi_httpd_stats_get(const kvi_httpd *h, kvi_httpd_stats *out);
 
 /* kvi_httpd_stop drains, closes and joins as described above. It is
  * idempotent, and a no-op on a server that never started or on NULL. */

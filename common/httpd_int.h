@@ -36,6 +36,7 @@ typedef struct reply_header {
 } reply_header;
 
 typedef struct kvi_http_loop kvi_http_loop;
+typedef struct kvi_http_conn kvi_http_conn; /* httpd_conn.c */
 
 struct kvi_http_req {
 	kvi_http_loop *loop;
@@ -78,6 +79,12 @@ struct kvi_http_loop {
 	struct event *drain_ev;
 	struct event *pause_ev; /* accepting again after a failed accept */
 	_Atomic uint64_t accept_pauses;
+	/* the connections (httpd_conn.c; loop thread) */
+	kvi_http_conn *conns;
+	kvi_http_conn **conn_buckets;
+	size_t n_conns;
+	struct event *sweep_ev;
+	_Atomic uint64_t refused, timed_out;
 	int wake_fd;
 	pthread_t tid;
 	bool running;
@@ -125,6 +132,15 @@ void kvi_http_send_now(kvi_http_loop *loop, struct evhttp_request *ev,
 		       int status, const reply_header *headers,
 		       struct evbuffer *out);
 void kvi_http_req_finish(kvi_http_req *req);
+
+/* httpd_conn.c: counting and timing connections */
+kvi_err kvi_http_conns_init(kvi_http_loop *loop);
+/* kvi_http_conn_busy says ev's connection has a request being handled
+ * (busy: not timed) or has just been answered (its next request is due
+ * within the timeout). */
+void kvi_http_conn_busy(kvi_http_loop *loop, struct evhttp_request *ev,
+			bool busy);
+void kvi_http_conns_fini(kvi_http_loop *loop);
 
 /* httpd_req.c */
 void kvi_http_req_free(kvi_http_req *req);

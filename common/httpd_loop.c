@@ -85,6 +85,7 @@ kvi_http_send_now(kvi_http_loop *loop, struct evhttp_request *ev, int status,
 							  loop);
 		}
 	}
+	kvi_http_conn_busy(loop, ev, false); /* its next request is due */
 	evhttp_send_reply(ev, status, NULL, out);
 }
 
@@ -223,6 +224,7 @@ loop_on_request(struct evhttp_request *ev, void *arg)
 {
 	kvi_http_loop *loop = arg;
 	no_delay(ev);
+	kvi_http_conn_busy(loop, ev, true);
 	if (loop->stopping) {
 		kvi_http_send_error_now(loop, ev, 503,
 					"server is shutting down", NULL);
@@ -422,6 +424,7 @@ loop_fini(kvi_http_loop *loop)
 		event_free(loop->pause_ev);
 		loop->pause_ev = NULL;
 	}
+	kvi_http_conns_fini(loop); /* after evhttp let go of them */
 	if (loop->base != NULL) {
 		event_base_free(loop->base);
 		loop->base = NULL;
@@ -556,6 +559,10 @@ kvi_http_loop_init(kvi_http_loop *loop, int listen_fd, char *err, size_t errlen)
 		return KVI_EIO;
 	}
 	evhttp_set_gencb(loop->http, loop_on_request, loop);
+	if (kvi_http_conns_init(loop) != KVI_OK) {
+		kvi_msgf(err, errlen, "event_new failed");
+		return KVI_EIO;
+	}
 	evhttp_set_allowed_methods(
 	    loop->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
 			    EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |

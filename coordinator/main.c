@@ -11,7 +11,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +42,7 @@
 typedef struct coord_opts {
 	const char *http;
 	int http_threads;
+	int max_conns; /* 0: half the open-file limit */
 	char *shard_ids[COORD_MAX_SHARDS], *shard_urls[COORD_MAX_SHARDS];
 	size_t n_shards;
 	const char *discovery_file;
@@ -69,6 +72,7 @@ enum {
 	COORD_OPT_RETRY_PERIOD,
 	COORD_OPT_ADVERTISE,
 	COORD_OPT_RPC_SECRET,
+	COORD_OPT_MAX_CONNS,
 };
 
 static void
@@ -80,6 +84,9 @@ coord_usage(FILE *f)
 	    "  --shards ID=URL,...      shards (nng addresses); repeatable\n"
 	    "  --http HOST:PORT         HTTP API (default 127.0.0.1:8080)\n"
 	    "  --http-threads N         HTTP loop threads (default 2)\n"
+	    "  --max-connections N      open HTTP connections; past them a\n"
+	    "                           new one gets 503 (default: half the\n"
+	    "                           open-file limit)\n"
 	    "  --discovery-file PATH    static pod list, re-read on change\n"
 	    "  --watch-dp-size N        ranks of a pod that gives no dp_size\n"
 	    "                           (default 1)\n"
@@ -291,6 +298,7 @@ coord_parse(int argc, char **argv, coord_opts *o)
 	    {"leader-election-retry-period-ms", required_argument, NULL,
 	     COORD_OPT_RETRY_PERIOD},
 	    {"rpc-secret-file", required_argument, NULL, COORD_OPT_RPC_SECRET},
+	    {"max-connections", required_argument, NULL, COORD_OPT_MAX_CONNS},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -425,6 +433,12 @@ coord_parse(int argc, char **argv, coord_opts *o)
 		case COORD_OPT_RPC_SECRET:
 			o->rpc_secret_file = optarg;
 			break;
+		case COORD_OPT_MAX_CONNS:
+			rc = kvi_cli_long("kvindex-coordinator",
+					  "--max-connections", optarg, 1,
+					  1L << 24, &v);
+			o->max_conns = (int)v;
+			break;
 		case 'L':
 			if (kvi_log_parse_level(optarg, &o->log_level) !=
 			    KVI_OK) {
@@ -461,6 +475,37 @@ coord_parse(int argc, char **argv, coord_opts *o)
 	o->kube.namespaces = (const char *const *)o->namespaces;
 	o->kube.defaults.dp_size = o->dp_size;
 	return 0;
+}
+
+/* coord_http_metrics: what the HTTP server refused or ended. */
+static void
+coord_http_metrics(void *arg, kvi_metrics_out *out)
+{
+	kvi_httpd_stats st;
+	kvi_httpd_stats_get(arg, &st);
+	static const struct {
+		const char *name, *help;
+		size_t off;
+	} f[] = {
+	    {"kvindex_http_accept_pauses_total",
+	     "Times accept() failed (out of descriptors) and accepting paused.",
+	     offsetof(kvi_httpd_stats, accept_pauses)},
+	    {"kvindex_http_connections_refused_total",
+	     "Connections past --max-connections, answered 503.",
+	     offsetof(kvi_httpd_stats, refused)},
+	    {"kvindex_http_requests_timed_out_total",
+	     "Connections closed because a request did not arrive whole in "
+	     "time.",
+	     offsetof(kvi_httpd_stats, timed_out)},
+	};
+	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+		kvi_metrics_out_family(out, f[i].name, f[i].help,
+				       KVI_METRIC_COUNTER);
+		kvi_metrics_out_sample_i64(
+		    out, f[i].name, NULL, 0,
+		    (int64_t) *
+			(const uint64_t *)((const char *)&st + f[i].off));
+	}
 }
 
 /* coord_read_token reads the admin token (kvi_secret_read). */
@@ -560,7 +605,8 @@ main(int argc, char **argv)
 	sigaddset(&sigs, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	kvi_nofile_raise(); /* a descriptor per client connection */
+	/* a descriptor per client connection */
+	long nofile = kvi_nofile_raise();
 
 	int status = 1;
 	char err[512] = "";
@@ -676,7 +722,19 @@ main(int argc, char **argv)
 	    .lease = lease,
 	    .identity = identity,
 	};
-	kvi_httpd_config hc = {.max_body = o.max_body, .drain_ms = 2000};
+	/* past the limit a client gets a fast 503, not a hang: half the
+	 * descriptors for clients, the rest for shards, files and the API
+	 * server */
+	int conns = o.max_conns > 0 ? o.max_conns
+		    : nofile > 0
+			? (int)(nofile / 2 < INT_MAX ? nofile / 2 : INT_MAX)
+			: 0;
+	kvi_httpd_config hc = {
+	    .max_body = o.max_body,
+	    .drain_ms = 2000,
+	    .max_conns =
+		conns > 0 ? (conns + o.http_threads - 1) / o.http_threads : 0,
+	};
 	httpd = kvi_httpd_alloc(&hc);
 	if (kvc_api_routes(httpd, &api) != KVI_OK ||
 	    (rv = kvi_httpd_start(httpd, o.http, o.http_threads, err,
@@ -684,6 +742,7 @@ main(int argc, char **argv)
 		KVI_ERROR("start_failed", "http=%s err=%s", o.http, err);
 		goto out;
 	}
+	kvi_metrics_collector_add(metrics, coord_http_metrics, httpd);
 	if (lease != NULL && advertise[0] == '\0') {
 		int port = (int)kvi_httpd_port(httpd);
 		kvc_replica_url(&rf, port, identity, advertise,

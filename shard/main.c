@@ -378,7 +378,9 @@ main(int argc, char **argv)
 		o.listen, o.data_dir, xs.listeners, xs.entries,
 		shard_now() - t0);
 	if (o.metrics != NULL) {
-		httpd = kvi_httpd_alloc(NULL);
+		/* an operator's scrapes and probes: a few connections */
+		kvi_httpd_config hc = {.max_conns = 256};
+		httpd = kvi_httpd_alloc(&hc);
 		kvi_httpd_route(httpd, "GET", "/metrics", shard_on_metrics,
 				metrics);
 		kvi_httpd_route(httpd, "GET", "/health", shard_on_health, NULL);

@@ -17,13 +17,17 @@
  * space and newline, 600 bytes) is read exactly, and one that is not a
  * token stops the coordinator at start with the reason.
  */
+#include <arpa/inet.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -493,6 +497,60 @@ test_admin_token(void **state)
 	kvi_free(dir);
 }
 
+/* connect_to opens a TCP connection to the coordinator's port. */
+static int
+connect_to(cluster *c)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(fd >= 0);
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+				 .sin_port = htons((uint16_t)c->port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+/* test_max_connections: with --max-connections 4, a fifth connection gets
+ * a 503 at once (and the counter says so); once the four close, the
+ * coordinator serves again. */
+static void
+test_max_connections(void **state)
+{
+	cluster *c = *state;
+	const char *sim[] = {"--pods", "1", "--dp", "1", NULL};
+	clu_sim(c, sim);
+	clu_shards(c, 1);
+	const char *extra[] = {"--max-connections", "4", "--http-threads", "1",
+			       NULL};
+	clu_coord(c, true, extra);
+	kvt_sleep_ms(300); /* the start-up probe's connection is gone */
+	int idle[4];
+	for (int i = 0; i < 4; i++) {
+		idle[i] = connect_to(c);
+	}
+	kvt_sleep_ms(200);
+	int fd = connect_to(c);
+	struct timeval tv = {5, 0};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	const char *req = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+	assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+	char out[1024] = "";
+	ssize_t n = read(fd, out, sizeof(out) - 1);
+	assert_true(n > 0);
+	out[n] = '\0';
+	assert_non_null(strstr(out, "HTTP/1.1 503 "));
+	close(fd);
+	for (int i = 0; i < 4; i++) {
+		close(idle[i]);
+	}
+	kvt_sleep_ms(700);
+	long st;
+	json_decref(clu_get(c, "/health", &st));
+	assert_int_equal(st, 200);
+	assert_true(clu_metric(c, "kvindex_http_connections_refused_total") >=
+		    1);
+}
+
 int
 main(void)
 {
@@ -501,6 +559,8 @@ main(void)
 					    clu_test_teardown),
 	    cmocka_unit_test_setup_teardown(test_admin_token, clu_test_setup,
 					    clu_test_teardown),
+	    cmocka_unit_test_setup_teardown(test_max_connections,
+					    clu_test_setup, clu_test_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,6 +9,7 @@
  */
 #include <curl/curl.h>
 #include <jansson.h>
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -499,6 +500,91 @@ test_out_of_descriptors(void **state)
 	kvi_httpd_free(h);
 }
 
+/* test_max_connections: past max_conns a new connection gets a fast 503
+ * and is closed; once the others close, connections are served again. */
+static void
+test_max_connections(void **state)
+{
+	(void)state;
+	kvi_httpd_config cfg = {.max_conns = 3};
+	kvi_httpd *h = server_new(&cfg, 1);
+	uint16_t port = kvi_httpd_port(h);
+	int idle[3];
+	for (int i = 0; i < 3; i++) {
+		idle[i] = connect_raw(port);
+		assert_true(idle[i] >= 0);
+	}
+	sleep_ms(100); /* accepted */
+	char out[4096];
+	double t0 = now_s();
+	raw_exchange(port, "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n", out,
+		     sizeof(out));
+	assert_true(now_s() - t0 < 2.0); /* not left to wait */
+	assert_non_null(strstr(out, "HTTP/1.1 503 "));
+	assert_non_null(strstr(out, "too many connections"));
+	kvi_httpd_stats st;
+	kvi_httpd_stats_get(h, &st);
+	assert_int_equal(st.refused, 1);
+	for (int i = 0; i < 3; i++) {
+		close(idle[i]);
+	}
+	sleep_ms(700); /* the sweep sees them gone */
+	fetch f;
+	do_fetch("GET", port, "/hello", NULL, 0, NULL, 5000, &f);
+	assert_int_equal(f.status, 200);
+	fetch_fini(&f);
+	kvi_httpd_free(h);
+}
+
+/* test_drip_ends: a request must arrive whole within the timeout, however
+ * it drips: one header line every 300 ms, with a timeout of 1 s, is cut
+ * off within about a second and a half. evhttp's own timeout restarts at
+ * every read, so alone it never ends such a client. */
+static void
+test_drip_ends(void **state)
+{
+	(void)state;
+	kvi_httpd_config cfg = {.timeout_s = 1};
+	kvi_httpd *h = server_new(&cfg, 1);
+	uint16_t port = kvi_httpd_port(h);
+	int fd = connect_raw(port);
+	assert_true(fd >= 0);
+	const char *first = "GET /hello HTTP/1.1\r\nHost: x\r\n";
+	assert_int_equal(write(fd, first, strlen(first)),
+			 (ssize_t)strlen(first));
+	double t0 = now_s(), closed = -1;
+	int lines = 0;
+	while (now_s() - t0 < 5.0) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		if (poll(&p, 1, 300) > 0) {
+			char buf[256];
+			if (read(fd, buf, sizeof(buf)) <= 0) {
+				closed = now_s() - t0;
+				break;
+			}
+		}
+		if (send(fd, "X-Drip: 1\r\n", 11, MSG_NOSIGNAL) != 11) {
+			closed = now_s() - t0;
+			break;
+		}
+		lines++;
+	}
+	close(fd);
+	print_message("closed after %.2f s and %d header lines\n", closed,
+		      lines);
+	assert_true(closed > 0.8 && closed < 3.0);
+	assert_true(lines >= 2);
+	kvi_httpd_stats st;
+	kvi_httpd_stats_get(h, &st);
+	assert_true(st.timed_out >= 1);
+	/* a client that asks in time is served */
+	fetch f;
+	do_fetch("GET", port, "/hello", NULL, 0, NULL, 5000, &f);
+	assert_int_equal(f.status, 200);
+	fetch_fini(&f);
+	kvi_httpd_free(h);
+}
+
 int
 main(void)
 {
@@ -513,6 +599,8 @@ main(void)
 	    cmocka_unit_test(test_deferred_reply),
 	    cmocka_unit_test(test_smuggling),
 	    cmocka_unit_test(test_out_of_descriptors),
+	    cmocka_unit_test(test_max_connections),
+	    cmocka_unit_test(test_drip_ends),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	curl_global_cleanup();
