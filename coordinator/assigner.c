@@ -173,20 +173,38 @@ kvc_store_delete(kvc_assigner *a, const char *name, char **keys, size_t n)
 
 /* ---- commands ------------------------------------------------------ */
 
-static void
-kvc_do_register(kvc_assigner *a, kvc_cmd *c)
+/* Registrations queued together and assigned in one round of calls. */
+#define KVC_REGISTER_BATCH 256
+
+/* One registration on its way: what kvc_register_begin found, for
+ * kvc_register_end to answer. */
+typedef struct kvc_regwork {
+	kvc_cmd *c;
+	bool existed;
+	kvc_rank *ranks;
+	size_t nr;
+	kvc_lview *lv; /* the unit's listeners, nl of them */
+	size_t nl;
+	const kvc_lview **mine; /* those no shard owns, m of them */
+	size_t m;
+	json_t *body;
+} kvc_regwork;
+
+/* kvc_register_begin adds c's pod to the registry and the store; returns
+ * false when that already answered c (refused, or nothing to assign). */
+static bool
+kvc_register_begin(kvc_assigner *a, kvc_cmd *c, kvc_regwork *w)
 {
 	const kvc_pod *p = &c->pod;
 	char err[256] = "";
-	bool existed = false;
-	kvi_err rv = kvc_reg_add(a->reg, p, &existed, err, sizeof(err));
+	*w = (kvc_regwork){.c = c};
+	kvi_err rv = kvc_reg_add(a->reg, p, &w->existed, err, sizeof(err));
 	if (rv != KVI_OK) {
 		c->done(c->arg, rv == KVI_EEXIST ? 409 : 400,
 			kvc_err_body(err));
-		return;
+		return false;
 	}
-
-	if (!existed && a->store != NULL &&
+	if (!w->existed && a->store != NULL &&
 	    kvc_cstore_pod_put(a->store, p, err, sizeof(err)) != KVI_OK) {
 		KVI_ERROR("store_put_failed", "instance=%" PRIu64 " err=%s",
 			  p->instance_id, err);
@@ -198,62 +216,109 @@ kvc_do_register(kvc_assigner *a, kvc_cmd *c)
 		snprintf(msg, sizeof(msg),
 			 "the registration could not be stored: %s", err);
 		c->done(c->arg, 500, kvc_err_body(msg));
-		return;
+		return false;
 	}
-	/* this unit's listeners */
-	size_t n;
-	kvc_lview *lv = kvc_reg_listeners(a->reg, &n);
-	size_t nr;
-	kvc_rank *ranks = kvc_pod_ranks(p, &nr);
-	for (size_t k = 0; k < nr; k++) {
-		kvc_removed_note(a, ranks[k].key, false); /* registered again */
+	/* this unit's listeners, looked up by key */
+	w->ranks = kvc_pod_ranks(p, &w->nr);
+	w->lv = kvc_reg_listeners_of(a->reg, w->ranks, w->nr, &w->nl);
+	for (size_t k = 0; k < w->nr; k++) {
+		kvc_removed_note(a, w->ranks[k].key, false); /* again */
 	}
-	const kvc_lview **mine = kvi_calloc(nr + 1, sizeof(*mine));
-	size_t m = 0;
+	w->mine = kvi_calloc(w->nr + 1, sizeof(*w->mine));
 	json_t *ls = json_array();
-	for (size_t i = 0; i < n; i++) {
-		for (size_t k = 0; k < nr; k++) {
-			if (strcmp(lv[i].r.key, ranks[k].key) != 0) {
-				continue;
-			}
-			if (lv[i].shard == NULL) {
-				mine[m++] = &lv[i];
-			}
-			json_array_append_new(ls, json_string(lv[i].r.key));
+	for (size_t i = 0; i < w->nl; i++) {
+		if (w->lv[i].shard == NULL) {
+			w->mine[w->m++] = &w->lv[i];
 		}
+		json_array_append_new(ls, json_string(w->lv[i].r.key));
 	}
-	const char *unit = p->name != NULL ? p->name : ranks[0].key;
 	char id[24];
 	snprintf(id, sizeof(id), "%" PRIu64, p->instance_id);
-	json_t *body = json_pack("{s:s,s:o,s:o}", "instance_id", id, "name",
-				 p->name ? json_string(p->name) : json_null(),
-				 "listeners", ls);
+	w->body = json_pack("{s:s,s:o,s:o}", "instance_id", id, "name",
+			    p->name ? json_string(p->name) : json_null(),
+			    "listeners", ls);
+	return true;
+}
+
+/* kvc_register_end answers w's command: registered when good, else 202
+ * pending with why. */
+static void
+kvc_register_end(kvc_assigner *a, kvc_regwork *w, bool good, const char *why)
+{
+	const kvc_pod *p = &w->c->pod;
+	const char *unit = p->name != NULL ? p->name : w->ranks[0].key;
 	int status;
-	if (m == 0) {
-		status = existed ? 200 : 201;
-		json_object_set_new(body, "status", json_string("registered"));
-		json_object_set_new(body, "existed", json_boolean(existed));
-	} else if (kvc_unit_attempt(a, mine, m, err, sizeof(err))) {
-		kvc_retry_clear(a, unit);
-		status = existed ? 200 : 201;
-		json_object_set_new(body, "status", json_string("registered"));
-		json_object_set_new(body, "existed", json_boolean(existed));
+	if (good) {
+		if (w->m > 0) {
+			kvc_retry_clear(a, unit);
+		}
+		status = w->existed ? 200 : 201;
+		json_object_set_new(w->body, "status",
+				    json_string("registered"));
+		json_object_set_new(w->body, "existed",
+				    json_boolean(w->existed));
 	} else {
-		kvc_retry_fail(a, unit, err);
+		kvc_retry_fail(a, unit, why);
 		const kvc_retry *r = kvc_retry_get(a, unit, false);
-		KVI_WARN("register_pending", "unit=%s err=%s", unit, err);
+		KVI_WARN("register_pending", "unit=%s err=%s", unit, why);
 		status = 202;
-		json_object_set_new(body, "status", json_string("pending"));
-		json_object_set_new(body, "error", json_string(err));
-		json_object_set_new(body, "retry_in_ms",
+		json_object_set_new(w->body, "status", json_string("pending"));
+		json_object_set_new(w->body, "error", json_string(why));
+		json_object_set_new(w->body, "retry_in_ms",
 				    json_integer(r ? r->backoff_ms : 0));
 	}
-	KVI_INFO("registered", "unit=%s listeners=%zu status=%d", unit, nr,
+	KVI_INFO("registered", "unit=%s listeners=%zu status=%d", unit, w->nr,
 		 status);
-	kvi_free(mine);
-	kvc_ranks_free(ranks, nr);
-	kvc_lviews_free(lv, n);
-	c->done(c->arg, status, body);
+	kvi_free(w->mine);
+	kvc_ranks_free(w->ranks, w->nr);
+	kvc_lviews_free(w->lv, w->nl);
+	w->c->done(w->c->arg, status, w->body);
+}
+
+/* kvc_do_registers registers n pods that arrived together: each is added
+ * on its own, and their listeners are assigned in one round of calls
+ * (kvc_units_attempt), so that the cost of a registration does not grow
+ * with how many wait behind it. */
+static void
+kvc_do_registers(kvc_assigner *a, kvc_cmd *const *cmds, size_t n)
+{
+	kvc_regwork *w = kvi_calloc(n + 1, sizeof(*w));
+	size_t *unit = kvi_calloc(n + 1, sizeof(*unit)); /* w's, by unit */
+	size_t *first = kvi_calloc(n + 2, sizeof(*first));
+	size_t nw = 0, units = 0, total = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!kvc_register_begin(a, cmds[i], &w[nw])) {
+			continue;
+		}
+		if (w[nw].m > 0) {
+			unit[units++] = nw;
+			total += w[nw].m;
+		}
+		nw++;
+	}
+	const kvc_lview **group = kvi_calloc(total + 1, sizeof(*group));
+	size_t g = 0;
+	for (size_t u = 0; u < units; u++) {
+		first[u] = g;
+		for (size_t k = 0; k < w[unit[u]].m; k++) {
+			group[g++] = w[unit[u]].mine[k];
+		}
+	}
+	first[units] = g;
+	bool *good = kvi_calloc(units + 1, sizeof(bool));
+	char(*why)[256] = kvi_calloc(units + 1, sizeof(*why));
+	kvc_units_attempt(a, group, first, units, good, why);
+	for (size_t i = 0, u = 0; i < nw; i++) {
+		bool assigned = w[i].m == 0 || good[u];
+		kvc_register_end(a, &w[i], assigned, w[i].m > 0 ? why[u] : "");
+		u += w[i].m > 0;
+	}
+	kvi_free(why);
+	kvi_free(good);
+	kvi_free(group);
+	kvi_free(first);
+	kvi_free(unit);
+	kvi_free(w);
 }
 
 static void
@@ -507,17 +572,35 @@ kvc_assigner_flush(kvc_assigner *a)
 
 /* ---- the thread ---------------------------------------------------- */
 
-static void
-kvc_run_cmd(kvc_assigner *a, kvc_cmd *c)
+/* kvc_run_cmds runs the first of cmds - with the registrations queued
+ * right behind it when it is one, up to KVC_REGISTER_BATCH, which go
+ * together - and returns the command after those it ran. */
+static kvc_cmd *
+kvc_run_cmds(kvc_assigner *a, kvc_cmd *cmds)
 {
 	/* a new leader takes the Lease's state before its first change */
 	uint64_t term;
 	if (kvc_leading(a, &term)) {
 		kvc_share_take(a, true);
 	}
+	kvc_cmd *c = cmds;
+	if (c->kind == KVC_CMD_REGISTER) {
+		kvc_cmd *batch[KVC_REGISTER_BATCH];
+		size_t n = 0;
+		while (cmds != NULL && cmds->kind == KVC_CMD_REGISTER &&
+		       n < KVC_REGISTER_BATCH) {
+			batch[n++] = cmds;
+			cmds = cmds->next;
+		}
+		kvc_do_registers(a, batch, n);
+		for (size_t i = 0; i < n; i++) {
+			kvc_cmd_free(batch[i]);
+		}
+		return cmds;
+	}
+	cmds = c->next;
 	switch (c->kind) {
 	case KVC_CMD_REGISTER:
-		kvc_do_register(a, c);
 		break;
 	case KVC_CMD_UNREGISTER:
 		kvc_do_unregister(a, c);
@@ -530,53 +613,62 @@ kvc_run_cmd(kvc_assigner *a, kvc_cmd *c)
 		break;
 	}
 	kvc_cmd_free(c);
+	return cmds;
 }
 
+/* The loop: a tick every tick_ms, and at once after a command, a flush
+ * or a probe that a down shard answered - except after registrations,
+ * which assign their own listeners: a fleet registering does not pay a
+ * whole tick (a poll of every listener) per request. */
 static void *
 kvc_main(void *arg)
 {
 	kvc_assigner *a = arg;
+	bool tick_now = true;
+	struct timespec dl = {0};
 	for (;;) {
 		pthread_mutex_lock(&a->mu);
 		if (a->stop) {
 			pthread_mutex_unlock(&a->mu);
 			break;
 		}
-		a->tick_started++;
-		pthread_mutex_unlock(&a->mu);
-
-		kvc_tick(a);
-
-		pthread_mutex_lock(&a->mu);
-		a->tick_done = a->tick_started;
-		pthread_cond_broadcast(&a->cv);
-		struct timespec dl =
-		    kvi_deadline_ms(CLOCK_MONOTONIC, a->cfg.tick_ms);
+		if (tick_now) {
+			a->tick_started++;
+			pthread_mutex_unlock(&a->mu);
+			kvc_tick(a);
+			pthread_mutex_lock(&a->mu);
+			a->tick_done = a->tick_started;
+			pthread_cond_broadcast(&a->cv);
+			dl = kvi_deadline_ms(CLOCK_MONOTONIC, a->cfg.tick_ms);
+		}
+		tick_now = false;
 		while (!a->stop && a->head == NULL && a->flushers == 0 &&
 		       !a->probe_answer) {
 			if (pthread_cond_timedwait(&a->cv, &a->mu, &dl) ==
 			    ETIMEDOUT) {
+				tick_now = true;
 				break;
 			}
 		}
+		tick_now = tick_now || a->flushers > 0 || a->probe_answer;
 		kvc_cmd *cmds = a->head;
 		a->head = a->tail = NULL;
 		a->probe_answer = false;
 		bool stop = a->stop;
 		pthread_mutex_unlock(&a->mu);
 
-		while (cmds != NULL) {
+		while (cmds != NULL && stop) {
 			kvc_cmd *c = cmds;
 			cmds = c->next;
-			if (stop) {
-				if (c->done != NULL) {
-					c->done(c->arg, 503,
-						kvc_err_body("shutting down"));
-				}
-				kvc_cmd_free(c);
-			} else {
-				kvc_run_cmd(a, c);
+			if (c->done != NULL) {
+				c->done(c->arg, 503,
+					kvc_err_body("shutting down"));
 			}
+			kvc_cmd_free(c);
+		}
+		while (cmds != NULL) {
+			tick_now = tick_now || cmds->kind != KVC_CMD_REGISTER;
+			cmds = kvc_run_cmds(a, cmds);
 		}
 	}
 	return NULL;

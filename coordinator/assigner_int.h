@@ -59,7 +59,11 @@ typedef struct kvc_op {
 	const kvc_lview *lv; /* assign */
 	bool handoff;        /* assign: a planned move, state from shard from */
 	size_t from;
+	char err[128]; /* kvc_run_ops: why it failed */
 } kvc_op;
+
+/* kvc_spec_fill fills the Listener spec of lv (pointing into it). */
+void kvc_spec_fill(Kvindex__Listener *sp, const kvc_lview *lv);
 
 /* kvc_leading says whether this coordinator may command shards now, and
  * the term its commands carry (0 without leader election). */
@@ -169,16 +173,24 @@ const kvc_owned *kvc_owned_find(const kvc_assigner *a, const char *key,
 /* kvc_run_ops runs a batch of assigns/unassigns in parallel, at most
  * max_in_flight at a time; ok[i] (may be NULL) and existed[i] (may be
  * NULL) receive each outcome and err the first failure. */
-void kvc_run_ops(kvc_assigner *a, const kvc_op *ops, size_t n, bool *ok,
+void kvc_run_ops(kvc_assigner *a, kvc_op *ops, size_t n, bool *ok,
 		 bool *existed, char *err, size_t errlen);
-/* kvc_unit_attempt tries to assign every listener of one registration
- * unit, all or nothing; err says why on failure. */
+/* kvc_units_attempt assigns n_units registration units at once, unit u
+ * being lvs[first[u] .. first[u + 1]), each all or nothing: one round of
+ * calls for all of them (max_in_flight at a time), so that a thousand
+ * registrations cost about what one does, times their calls. good[u] says
+ * whether unit u is assigned, why[u] why not. */
+void kvc_units_attempt(kvc_assigner *a, const kvc_lview *const *lvs,
+		       const size_t *first, size_t n_units, bool *good,
+		       char (*why)[256]);
+/* kvc_unit_attempt is kvc_units_attempt for one unit. */
 bool kvc_unit_attempt(kvc_assigner *a, const kvc_lview *const *lvs, size_t n,
 		      char *err, size_t errlen);
 /* Retry bookkeeping of registration units. */
 kvc_retry *kvc_retry_get(kvc_assigner *a, const char *unit, bool create);
 void kvc_retry_fail(kvc_assigner *a, const char *unit, const char *err);
 void kvc_retry_clear(kvc_assigner *a, const char *unit);
+bool kvc_retry_due(kvc_assigner *a, const char *unit, int64_t now);
 /* kvc_unit_of writes the registration unit of a listener: its pod name,
  * or its own key for a per-rank registration. */
 const char *kvc_unit_of(const kvc_lview *lv);

@@ -259,7 +259,7 @@ kvc_poll(kvc_assigner *a)
 
 /* ---- specs --------------------------------------------------------- */
 
-static void
+void
 kvc_spec_fill(Kvindex__Listener *sp, const kvc_lview *lv)
 {
 	kvindex__listener__init(sp);
@@ -316,251 +316,6 @@ kvc_status_from(kvc_lstatus *out, const Kvindex__ListenerStatus *st)
 		snprintf(out->handoff_from, sizeof(out->handoff_from), "%s",
 			 st->handoff_from);
 	}
-}
-
-/* ---- batches of assigns and unassigns ------------------------------ */
-
-bool
-kvc_leading(kvc_assigner *a, uint64_t *term)
-{
-	*term = 0;
-	return a->lease == NULL || kvc_lease_leading(a->lease, term);
-}
-
-void
-kvc_run_ops(kvc_assigner *a, const kvc_op *ops, size_t n, bool *ok,
-	    bool *existed, char *err, size_t errlen)
-{
-	size_t chunk = (size_t)a->cfg.max_in_flight;
-	bool failed = false;
-	uint64_t term;
-	if (!kvc_leading(a, &term)) {
-		for (size_t i = 0; i < n; i++) {
-			if (ok != NULL) {
-				ok[i] = false;
-			}
-			if (existed != NULL) {
-				existed[i] = false;
-			}
-		}
-		if (err != NULL && errlen > 0) {
-			snprintf(err, errlen,
-				 "this coordinator no longer leads");
-		}
-		return;
-	}
-	for (size_t base = 0; base < n; base += chunk) {
-		size_t end = base + chunk < n ? base + chunk : n;
-		kvc_fanout f;
-		kvc_fanout_init(&f);
-		uint8_t **recs = kvi_calloc(end - base, sizeof(*recs));
-		for (size_t i = base; i < end; i++) {
-			Kvindex__Request req = KVINDEX__REQUEST__INIT;
-			req.has_term = term > 0;
-			req.term = term;
-			Kvindex__AssignRequest ar =
-			    KVINDEX__ASSIGN_REQUEST__INIT;
-			Kvindex__UnassignRequest ur =
-			    KVINDEX__UNASSIGN_REQUEST__INIT;
-			Kvindex__Listener spec;
-			if (ops[i].assign) {
-				kvc_spec_fill(&spec, ops[i].lv);
-				size_t rlen = 0;
-				recs[i - base] = kvc_reg_http_record(
-				    a->reg, ops[i].lv->r.key, &rlen);
-				spec.has_registration = recs[i - base] != NULL;
-				spec.registration.data = recs[i - base];
-				spec.registration.len = rlen;
-				ar.listener = &spec;
-				if (ops[i].handoff) {
-					ar.handoff_from =
-					    a->snap[ops[i].from]->url;
-				}
-				req.body_case = KVINDEX__REQUEST__BODY_ASSIGN;
-				req.assign = &ar;
-			} else {
-				ur.key = ops[i].key;
-				req.body_case = KVINDEX__REQUEST__BODY_UNASSIGN;
-				req.unassign = &ur;
-			}
-			kvc_fanout_start(&f, a->snap[ops[i].shard]->client,
-					 &req, a->cfg.rpc_timeout_ms, NULL);
-		}
-		kvc_fanout_wait(&f);
-		for (size_t i = base; i < end; i++) {
-			kvi_free(recs[i - base]);
-		}
-		kvi_free(recs);
-		for (size_t i = base; i < end; i++) {
-			const kvc_call *c = &f.calls[i - base];
-			const kvc_op *op = &ops[i];
-			const char *key = op->assign ? op->lv->r.key : op->key;
-			/* unassigning what a shard no longer has is done */
-			bool good = c->rv == KVI_OK ||
-				    (!op->assign && c->rv == KVI_ENOENT);
-			if (ok != NULL) {
-				ok[i] = good;
-			}
-			if (existed != NULL) {
-				existed[i] =
-				    good && c->resp != NULL &&
-				    c->resp->body_case ==
-					KVINDEX__RESPONSE__BODY_ASSIGN &&
-				    c->resp->assign->existed;
-			}
-			if (op->assign) {
-				kvi_counter_inc(good ? a->m_assign_ok
-						     : a->m_assign_failed);
-			} else {
-				kvi_counter_inc(good ? a->m_unassign_ok
-						     : a->m_unassign_failed);
-			}
-			if (good) {
-				KVI_INFO(op->assign ? "assigned" : "unassigned",
-					 "listener=%s shard=%s", key,
-					 a->ids[op->shard]);
-				continue;
-			}
-			KVI_WARN(
-			    op->assign ? "assign_failed" : "unassign_failed",
-			    "listener=%s shard=%s err=%s: %s", key,
-			    a->ids[op->shard], kvi_strerror(c->rv), c->err);
-			if (!failed && err != NULL) {
-				snprintf(err, errlen, "shard %s %s %s: %s",
-					 a->ids[op->shard],
-					 op->assign ? "did not take"
-						    : "did not drop",
-					 key,
-					 c->err[0] ? c->err
-						   : kvi_strerror(c->rv));
-			}
-			failed = true;
-		}
-		kvc_fanout_fini(&f);
-	}
-}
-
-/* ---- registration units -------------------------------------------- */
-
-const char *
-kvc_unit_of(const kvc_lview *lv)
-{
-	return lv->pod != NULL && lv->pod[0] != '\0' ? lv->pod : lv->r.key;
-}
-
-kvc_retry *
-kvc_retry_get(kvc_assigner *a, const char *unit, bool create)
-{
-	for (size_t i = 0; i < a->n_retries; i++) {
-		if (strcmp(a->retries[i].unit, unit) == 0) {
-			return &a->retries[i];
-		}
-	}
-	if (!create) {
-		return NULL;
-	}
-	a->retries =
-	    kvi_reallocarray(a->retries, a->n_retries + 1, sizeof(*a->retries));
-	kvc_retry *r = &a->retries[a->n_retries++];
-	memset(r, 0, sizeof(*r));
-	r->unit = kvi_strdup(unit);
-	return r;
-}
-
-void
-kvc_retry_fail(kvc_assigner *a, const char *unit, const char *err)
-{
-	kvc_retry *r = kvc_retry_get(a, unit, true);
-	r->backoff_ms =
-	    r->backoff_ms == 0 ? a->cfg.retry_min_ms : r->backoff_ms * 2;
-	if (r->backoff_ms > a->cfg.retry_max_ms) {
-		r->backoff_ms = a->cfg.retry_max_ms;
-	}
-	r->next_ms = kvc_now_ms() + r->backoff_ms;
-	snprintf(r->err, sizeof(r->err), "%s", err);
-	kvi_counter_inc(a->m_reg_retries);
-}
-
-void
-kvc_retry_clear(kvc_assigner *a, const char *unit)
-{
-	for (size_t i = 0; i < a->n_retries; i++) {
-		if (strcmp(a->retries[i].unit, unit) == 0) {
-			kvi_free(a->retries[i].unit);
-			a->retries[i] = a->retries[--a->n_retries];
-			return;
-		}
-	}
-}
-
-static bool
-kvc_retry_due(kvc_assigner *a, const char *unit, int64_t now)
-{
-	kvc_retry *r = kvc_retry_get(a, unit, false);
-	return r == NULL || now >= r->next_ms;
-}
-
-bool
-kvc_unit_attempt(kvc_assigner *a, const kvc_lview *const *lvs, size_t n,
-		 char *err, size_t errlen)
-{
-	kvc_op *ops = kvi_calloc(n + 1, sizeof(*ops));
-	bool good = true;
-	for (size_t i = 0; i < n; i++) {
-		size_t d = kvc_rdv_assign(a->pins, a->ids, a->n_snap,
-					  a->eligible, lvs[i]->r.key, NULL);
-		if (d == KVC_RDV_NONE) {
-			snprintf(err, errlen, "no shard can take %s: %s",
-				 lvs[i]->r.key,
-				 a->n_snap ? "every shard is down or draining"
-					   : "no shards are configured");
-			good = false;
-			break;
-		}
-		if (!a->answered[d]) {
-			snprintf(err, errlen,
-				 "shard %s, which owns %s, is not answering",
-				 a->ids[d], lvs[i]->r.key);
-			good = false;
-			break;
-		}
-		ops[i].assign = true;
-		ops[i].shard = d;
-		ops[i].lv = lvs[i];
-	}
-	if (!good) {
-		kvi_free(ops);
-		return false;
-	}
-	bool *ok = kvi_calloc(n + 1, sizeof(bool));
-	bool *existed = kvi_calloc(n + 1, sizeof(bool));
-	err[0] = '\0';
-	kvc_run_ops(a, ops, n, ok, existed, err, errlen);
-	for (size_t i = 0; i < n; i++) {
-		good = good && ok[i];
-	}
-	if (good) {
-		for (size_t i = 0; i < n; i++) {
-			kvc_reg_set_owner(a->reg, lvs[i]->r.key,
-					  a->ids[ops[i].shard], NULL);
-		}
-	} else {
-		/* all or nothing: take back what this attempt assigned */
-		size_t m = 0;
-		for (size_t i = 0; i < n; i++) {
-			if (ok[i] && !existed[i]) {
-				ops[m].assign = false;
-				ops[m].shard = ops[i].shard;
-				ops[m].key = lvs[i]->r.key;
-				m++;
-			}
-		}
-		kvc_run_ops(a, ops, m, NULL, NULL, NULL, 0);
-	}
-	kvi_free(ok);
-	kvi_free(existed);
-	kvi_free(ops);
-	return good;
 }
 
 /* ---- the tick ------------------------------------------------------ */
@@ -727,39 +482,52 @@ kvc_orphans(kvc_assigner *a, const kvc_lview *lv, size_t n, kvc_opvec *ops)
 	kvi_free(keys);
 }
 
-/* kvc_units attempts the registration units that have unowned
- * listeners and whose retry is due (step 3). */
+/* kvc_units attempts, all at once, the registration units that have
+ * unowned listeners and whose retry is due (step 3). */
 static size_t
 kvc_units(kvc_assigner *a, const kvc_lview *lv, size_t n, const bool *unowned,
 	  int64_t now)
 {
 	const kvc_lview **group = kvi_calloc(n + 1, sizeof(*group));
-	size_t pending = 0;
+	size_t *first = kvi_calloc(n + 2, sizeof(*first));
+	const char **names = kvi_calloc(n + 1, sizeof(*names));
+	size_t pending = 0, units = 0, m = 0;
 	for (size_t i = 0; i < n;) {
 		const char *unit = kvc_unit_of(&lv[i]);
-		size_t j = i, m = 0;
+		size_t j = i, start = m;
 		while (j < n && strcmp(kvc_unit_of(&lv[j]), unit) == 0) {
 			if (unowned[j]) {
 				group[m++] = &lv[j];
 			}
 			j++;
 		}
-		if (m > 0) {
-			char err[256];
-			if (!kvc_retry_due(a, unit, now)) {
-				pending++;
-			} else if (kvc_unit_attempt(a, group, m, err,
-						    sizeof(err))) {
-				kvc_retry_clear(a, unit);
-			} else {
-				KVI_WARN("register_retry", "unit=%s err=%s",
-					 unit, err);
-				kvc_retry_fail(a, unit, err);
-				pending++;
-			}
+		if (m > start && !kvc_retry_due(a, unit, now)) {
+			pending++;
+			m = start;
+		} else if (m > start) {
+			first[units] = start;
+			names[units++] = unit;
 		}
 		i = j;
 	}
+	first[units] = m;
+	bool *good = kvi_calloc(units + 1, sizeof(bool));
+	char(*why)[256] = kvi_calloc(units + 1, sizeof(*why));
+	kvc_units_attempt(a, group, first, units, good, why);
+	for (size_t u = 0; u < units; u++) {
+		if (good[u]) {
+			kvc_retry_clear(a, names[u]);
+		} else {
+			KVI_WARN("register_retry", "unit=%s err=%s", names[u],
+				 why[u]);
+			kvc_retry_fail(a, names[u], why[u]);
+			pending++;
+		}
+	}
+	kvi_free(why);
+	kvi_free(good);
+	kvi_free(names);
+	kvi_free(first);
 	kvi_free(group);
 	return pending;
 }

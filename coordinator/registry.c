@@ -52,8 +52,9 @@ kvc_inst_find(kvc_registry *r, uint64_t id)
 static kvc_inst *
 kvc_inst_by_name(kvc_registry *r, const char *name)
 {
-	for (kvc_inst *i = r->insts; i != NULL; i = i->next) {
-		if (i->name != NULL && strcmp(i->name, name) == 0) {
+	for (kvc_inst *i = r->nbuckets[kvc_bucket(name)]; i != NULL;
+	     i = i->nnext) {
+		if (strcmp(i->name, name) == 0) {
 			return i;
 		}
 	}
@@ -261,9 +262,16 @@ kvc_reg_add(kvc_registry *r, const kvc_pod *p, bool *existed, char *err,
 		i->block_size = p->block_size;
 		i->source = p->source;
 		i->next = r->insts;
+		if (i->next != NULL) {
+			i->next->prev = i;
+		}
 		r->insts = i;
 		i->hnext = r->ibuckets[kvc_ibucket(i->id)];
 		r->ibuckets[kvc_ibucket(i->id)] = i;
+		if (i->name != NULL) {
+			i->nnext = r->nbuckets[kvc_bucket(i->name)];
+			r->nbuckets[kvc_bucket(i->name)] = i;
+		}
 	}
 	i->pods = kvi_reallocarray(i->pods, i->n_pods + 1, sizeof(*i->pods));
 	kvc_pod_copy(&i->pods[i->n_pods++], p);
@@ -308,16 +316,26 @@ kvc_inst_drop_rank(kvc_registry *r, kvc_inst *i, size_t k)
 static void
 kvc_inst_unlink(kvc_registry *r, kvc_inst *i)
 {
-	for (kvc_inst **pi = &r->insts; *pi != NULL; pi = &(*pi)->next) {
-		if (*pi == i) {
-			*pi = i->next;
-			break;
-		}
+	if (i->prev != NULL) {
+		i->prev->next = i->next;
+	} else {
+		r->insts = i->next;
+	}
+	if (i->next != NULL) {
+		i->next->prev = i->prev;
 	}
 	for (kvc_inst **pi = &r->ibuckets[kvc_ibucket(i->id)]; *pi != NULL;
 	     pi = &(*pi)->hnext) {
 		if (*pi == i) {
 			*pi = i->hnext;
+			break;
+		}
+	}
+	for (kvc_inst **pi = i->name != NULL ? &r->nbuckets[kvc_bucket(i->name)]
+					     : NULL;
+	     pi != NULL && *pi != NULL; pi = &(*pi)->nnext) {
+		if (*pi == i) {
+			*pi = i->nnext;
 			break;
 		}
 	}
@@ -445,6 +463,23 @@ kvc_dup(const char *s)
 	return s != NULL ? kvi_strdup(s) : NULL;
 }
 
+static void
+kvc_lview_fill(kvc_lview *v, const kvc_inst *i, const kvc_lis *l)
+{
+	v->r.key = kvi_strdup(l->r.key);
+	v->r.rank = l->r.rank;
+	v->r.endpoint = kvi_strdup(l->r.endpoint);
+	v->r.replay_endpoint = kvc_dup(l->r.replay_endpoint);
+	v->r.recover_endpoint = kvc_dup(l->r.recover_endpoint);
+	v->instance_id = i->id;
+	v->pod = kvi_strdup(i->name ? i->name : "");
+	v->model = kvi_strdup(i->model);
+	v->block_size = i->block_size;
+	v->shard = kvc_dup(l->shard);
+	v->moving_to = kvc_dup(l->moving_to);
+	v->st = l->st;
+}
+
 kvc_lview *
 kvc_reg_listeners(kvc_registry *r, size_t *n)
 {
@@ -456,25 +491,30 @@ kvc_reg_listeners(kvc_registry *r, size_t *n)
 	kvc_lview *v = kvi_calloc(count + 1, sizeof(*v));
 	size_t k = 0;
 	for (kvc_inst *i = r->insts; i != NULL; i = i->next) {
-		for (size_t j = 0; j < i->n_lis; j++, k++) {
-			const kvc_lis *l = i->lis[j];
-			v[k].r.key = kvi_strdup(l->r.key);
-			v[k].r.rank = l->r.rank;
-			v[k].r.endpoint = kvi_strdup(l->r.endpoint);
-			v[k].r.replay_endpoint = kvc_dup(l->r.replay_endpoint);
-			v[k].r.recover_endpoint =
-			    kvc_dup(l->r.recover_endpoint);
-			v[k].instance_id = i->id;
-			v[k].pod = kvi_strdup(i->name ? i->name : "");
-			v[k].model = kvi_strdup(i->model);
-			v[k].block_size = i->block_size;
-			v[k].shard = kvc_dup(l->shard);
-			v[k].moving_to = kvc_dup(l->moving_to);
-			v[k].st = l->st;
+		for (size_t j = 0; j < i->n_lis; j++) {
+			kvc_lview_fill(&v[k++], i, i->lis[j]);
 		}
 	}
 	pthread_mutex_unlock(&r->mu);
 	*n = count;
+	return v;
+}
+
+kvc_lview *
+kvc_reg_listeners_of(kvc_registry *r, const kvc_rank *ranks, size_t n,
+		     size_t *out)
+{
+	kvc_lview *v = kvi_calloc(n + 1, sizeof(*v));
+	size_t k = 0;
+	pthread_mutex_lock(&r->mu);
+	for (size_t j = 0; j < n; j++) {
+		const kvc_lis *l = kvc_lis_find(r, ranks[j].key);
+		if (l != NULL) {
+			kvc_lview_fill(&v[k++], l->inst, l);
+		}
+	}
+	pthread_mutex_unlock(&r->mu);
+	*out = k;
 	return v;
 }
 

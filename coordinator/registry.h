@@ -111,6 +111,12 @@ uint8_t *kvc_reg_http_record(kvc_registry *r, const char *key, size_t *len);
 kvc_lview *kvc_reg_listeners(kvc_registry *r, size_t *n);
 void kvc_lviews_free(kvc_lview *v, size_t n);
 
+/* kvc_reg_listeners_of returns a copy of the listeners of ranks[0..n)
+ * that are registered (*out of them), found by key: what one
+ * registration needs, whatever the registry holds besides. */
+kvc_lview *kvc_reg_listeners_of(kvc_registry *r, const kvc_rank *ranks,
+				size_t n, size_t *out);
+
 /* kvc_reg_set_owner records that shard (NULL: none) owns key, and the
  * shard it is moving to (NULL: none). */
 void kvc_reg_set_owner(kvc_registry *r, const char *key, const char *shard,

@@ -32,8 +32,9 @@ struct kvc_inst {
 	size_t n_pods;
 	kvc_lis **lis; /* sorted by rank */
 	size_t n_lis;
-	kvc_inst *next;
-	kvc_inst *hnext; /* id bucket chain */
+	kvc_inst *next, *prev; /* every instance */
+	kvc_inst *hnext;       /* id bucket chain */
+	kvc_inst *nnext;       /* name bucket chain (named pods) */
 };
 
 typedef struct kvc_model {
@@ -52,7 +53,8 @@ struct kvc_registry {
 	kvc_model *models;
 	kvc_lis *buckets[KVC_BUCKETS];
 	kvc_inst *ibuckets[KVC_BUCKETS];
-	bool routes_known; /* kvc_reg_routes_set has run */
+	kvc_inst *nbuckets[KVC_BUCKETS]; /* named instances, by name */
+	bool routes_known;               /* kvc_reg_routes_set has run */
 };
 
 /* kvc_model_find returns model name, or NULL. */

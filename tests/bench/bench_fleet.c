@@ -1,0 +1,422 @@
+/*
+ * bench_fleet - onboarding a fleet: N pods of DP=2 registered through
+ * POST /register against a real coordinator and two real shards, whose
+ * engines are not there (nothing listens on their ports), as an operator
+ * bringing up a large fleet would see it.
+ *
+ * It prints, for every tenth of the pods, the registration rate and the
+ * latency of one registration (p50, p99) in that tenth - whether one
+ * registration costs more as the fleet grows - then the time until every
+ * listener is assigned, each shard's resident memory and descriptors per
+ * listener (after minus before, over the listeners it owns), the CPU the
+ * three processes spend per second once idle (ZeroMQ reconnecting to the
+ * absent engines), and GET /workers' time and size, whole and one page.
+ * With --plot FILE it also writes the rate per tenth as a gnuplot script
+ * (run it with gnuplot to get FILE.png).
+ *
+ *   bench_fleet [--pods N] [--clients C] [--sync]
+ *
+ * --clients C registers from C threads at once (default 4); --sync runs
+ * the shards with fsync'd commits (default --no-sync).
+ */
+#include <dirent.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "kvitest.h"
+
+#define TENTHS 10
+
+typedef struct fleet {
+	int pods, clients;
+	bool sync;
+	const char *plot;
+	char base[64];
+	_Atomic int next;
+	double *took;    /* seconds each registration took, by pod */
+	double *done_at; /* when it was answered, from t0 */
+	_Atomic int failed;
+	double t0;
+} fleet;
+
+static double
+now_s(void)
+{
+	return (double)kvt_now_ms() / 1000.0;
+}
+
+static void *
+client_main(void *arg)
+{
+	fleet *f = arg;
+	char url[96], body[512];
+	snprintf(url, sizeof(url), "%s/register", f->base);
+	for (int p; (p = atomic_fetch_add(&f->next, 1)) < f->pods;) {
+		/* nothing listens on these ports: engines not there yet */
+		snprintf(body, sizeof(body),
+			 "{\"name\": \"fleet/pod-%d\", \"ip\": \"127.0.0.%d\","
+			 " \"zmq_port\": %d, \"dp_size\": 2,"
+			 " \"model_name\": \"m\", \"block_size\": 16}",
+			 p, 2 + p % 200, 20000 + (p / 200) * 2);
+		double t = now_s();
+		kvt_http_resp r;
+		kvi_err rv = kvt_http_post(url, body, 30000, &r);
+		f->took[p] = now_s() - t;
+		f->done_at[p] = now_s() - f->t0;
+		if (rv != KVI_OK || (r.status != 201 && r.status != 202)) {
+			atomic_fetch_add(&f->failed, 1);
+		}
+		kvt_http_resp_fini(&r);
+	}
+	return NULL;
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* proc_rss_kib returns VmRSS of pid in KiB. */
+static long
+proc_rss_kib(pid_t pid)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *fp = fopen(path, "r");
+	long kib = -1;
+	while (fp != NULL && fgets(line, sizeof(line), fp) != NULL) {
+		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1) {
+			break;
+		}
+	}
+	if (fp != NULL) {
+		fclose(fp);
+	}
+	return kib;
+}
+
+static long
+proc_fds(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	DIR *d = opendir(path);
+	long n = 0;
+	struct dirent *e;
+	while (d != NULL && (e = readdir(d)) != NULL) {
+		n += e->d_name[0] != '.';
+	}
+	if (d != NULL) {
+		closedir(d);
+	}
+	return n;
+}
+
+/* proc_cpu_s returns the CPU seconds pid has used (utime + stime). */
+static double
+proc_cpu_s(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *fp = fopen(path, "r");
+	if (fp == NULL) {
+		return 0;
+	}
+	size_t n = fread(buf, 1, sizeof(buf) - 1, fp);
+	fclose(fp);
+	buf[n] = '\0';
+	const char *p = strrchr(buf, ')');
+	unsigned long ut = 0, st = 0;
+	if (p != NULL) {
+		sscanf(p + 2,
+		       "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+		       &ut, &st);
+	}
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* metric reads one unlabelled sample of url's /metrics (-1: absent). */
+static double
+metric(const char *base, const char *name)
+{
+	char url[128];
+	snprintf(url, sizeof(url), "%s/metrics", base);
+	kvt_http_resp r;
+	double v = -1;
+	if (kvt_http_get(url, 10000, &r) == KVI_OK && r.body != NULL) {
+		size_t n = strlen(name);
+		for (const char *p = r.body; p != NULL && *p != '\0';) {
+			if (strncmp(p, name, n) == 0 && p[n] == ' ') {
+				v = strtod(p + n + 1, NULL);
+				break;
+			}
+			p = strchr(p, '\n');
+			p = p != NULL ? p + 1 : NULL;
+		}
+	}
+	kvt_http_resp_fini(&r);
+	return v;
+}
+
+/* shard_listeners reads a shard's listeners from its /metrics. */
+static double
+shard_listeners(const char *metrics_addr)
+{
+	char base[96];
+	snprintf(base, sizeof(base), "http://%s", metrics_addr);
+	char url[128];
+	snprintf(url, sizeof(url), "%s/metrics", base);
+	kvt_http_resp r;
+	double total = 0;
+	if (kvt_http_get(url, 10000, &r) == KVI_OK && r.body != NULL) {
+		const char *fam = "kvindex_shard_listeners{state=";
+		for (const char *p = strstr(r.body, fam); p != NULL;
+		     p = strstr(p + 1, fam)) {
+			const char *sp = strchr(p, ' ');
+			total += sp != NULL ? strtod(sp + 1, NULL) : 0;
+		}
+	}
+	kvt_http_resp_fini(&r);
+	return total;
+}
+
+static void
+timed_get(const char *base, const char *path, double *secs, size_t *bytes)
+{
+	char url[256];
+	snprintf(url, sizeof(url), "%s%s", base, path);
+	double t = now_s();
+	kvt_http_resp r;
+	kvi_err rv = kvt_http_get(url, 60000, &r);
+	*secs = now_s() - t;
+	*bytes = rv == KVI_OK && r.body != NULL ? strlen(r.body) : 0;
+	kvt_http_resp_fini(&r);
+}
+
+static void
+write_plot(const fleet *f, const double *rate, const int *upto)
+{
+	FILE *fp = fopen(f->plot, "w");
+	if (fp == NULL) {
+		perror(f->plot);
+		return;
+	}
+	fprintf(fp,
+		"set terminal png size 800,480\n"
+		"set output '%s.png'\n"
+		"set title 'Registration rate against pods registered'\n"
+		"set xlabel 'pods registered (DP=2)'\n"
+		"set ylabel 'registrations/s'\n"
+		"set yrange [0:*]\n"
+		"plot '-' with linespoints title 'POST /register, %d "
+		"clients'\n",
+		f->plot, f->clients);
+	for (int t = 0; t < TENTHS; t++) {
+		fprintf(fp, "%d %.1f\n", upto[t], rate[t]);
+	}
+	fprintf(fp, "e\n");
+	fclose(fp);
+}
+
+int
+main(int argc, char **argv)
+{
+	fleet f = {.pods = 2000, .clients = 4};
+	static const struct option opts[] = {
+	    {"pods", required_argument, NULL, 'p'},
+	    {"clients", required_argument, NULL, 'c'},
+	    {"sync", no_argument, NULL, 's'},
+	    {"plot", required_argument, NULL, 'P'},
+	    {NULL, 0, NULL, 0},
+	};
+	for (int o; (o = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
+		switch (o) {
+		case 'p':
+			f.pods = atoi(optarg);
+			break;
+		case 'c':
+			f.clients = atoi(optarg);
+			break;
+		case 's':
+			f.sync = true;
+			break;
+		case 'P':
+			f.plot = optarg;
+			break;
+		default:
+			fprintf(stderr,
+				"usage: bench_fleet [--pods N] "
+				"[--clients C] [--sync] [--plot FILE]\n");
+			return 2;
+		}
+	}
+	if (f.pods < TENTHS || f.clients < 1 || f.clients > 64) {
+		fprintf(stderr, "bench_fleet: --pods >= 10, --clients 1..64\n");
+		return 2;
+	}
+	char *dir;
+	if (kvt_tmpdir_make("kvi-fleet", &dir) != KVI_OK) {
+		return 1;
+	}
+	int base;
+	kvt_ports_pick(5, &base);
+	kvt_proc *shard[2], *coord;
+	char shards[256] = "", metrics[2][32];
+	for (int i = 0; i < 2; i++) {
+		char id[16], listen[64], logn[32];
+		snprintf(id, sizeof(id), "shard-%d", i);
+		snprintf(listen, sizeof(listen), "tcp://127.0.0.1:%d",
+			 base + i);
+		snprintf(metrics[i], sizeof(metrics[i]), "127.0.0.1:%d",
+			 base + 2 + i);
+		snprintf(logn, sizeof(logn), "%s.log", id);
+		char *data = kvt_path(dir, id), *log = kvt_path(dir, logn);
+		const char *av[] = {
+		    KVI_SHARD_BIN, "--id",      id,
+		    "--listen",    listen,      "--data-dir",
+		    data,          "--metrics", metrics[i],
+		    "--log-level", "warn",      f.sync ? NULL : "--no-sync",
+		    NULL};
+		if (kvt_proc_start(av, log, &shard[i]) != KVI_OK) {
+			return 1;
+		}
+		size_t used = strlen(shards);
+		snprintf(shards + used, sizeof(shards) - used, "%s%s=%s",
+			 i ? "," : "", id, listen);
+		kvi_free(data);
+		kvi_free(log);
+	}
+	char http[32];
+	snprintf(http, sizeof(http), "127.0.0.1:%d", base + 4);
+	snprintf(f.base, sizeof(f.base), "http://%s", http);
+	char *cdata = kvt_path(dir, "coord"),
+	     *clog = kvt_path(dir, "coord.log");
+	const char *cav[] = {KVI_COORD_BIN, "--shards",   shards, "--http",
+			     http,          "--data-dir", cdata,  "--log-level",
+			     "warn",        NULL};
+	if (kvt_proc_start(cav, clog, &coord) != KVI_OK) {
+		return 1;
+	}
+	for (int i = 0;
+	     i < 600 && metric(f.base, "kvindex_coordinator_leader") < 0; i++) {
+		kvt_sleep_ms(50);
+	}
+	kvt_sleep_ms(1500); /* shards polled, up */
+	pid_t pids[3] = {kvt_proc_pid(shard[0]), kvt_proc_pid(shard[1]),
+			 kvt_proc_pid(coord)};
+	long rss0[2], fds0[2];
+	for (int i = 0; i < 2; i++) {
+		rss0[i] = proc_rss_kib(pids[i]);
+		fds0[i] = proc_fds(pids[i]);
+	}
+
+	f.took = kvi_calloc((size_t)f.pods, sizeof(double));
+	f.done_at = kvi_calloc((size_t)f.pods, sizeof(double));
+	pthread_t th[64];
+	f.t0 = now_s();
+	for (int i = 0; i < f.clients; i++) {
+		pthread_create(&th[i], NULL, client_main, &f);
+	}
+	for (int i = 0; i < f.clients; i++) {
+		pthread_join(th[i], NULL);
+	}
+	double answered = now_s() - f.t0;
+	/* every listener assigned, or how many are not after a minute */
+	double assigned = -1, un = -1;
+	for (double until = now_s() + 60; now_s() < until;) {
+		un = metric(f.base, "kvindex_coord_listeners_unassigned");
+		if (un == 0) {
+			assigned = now_s() - f.t0;
+			break;
+		}
+		kvt_sleep_ms(100);
+	}
+
+	printf("bench_fleet: %d pods x DP 2 = %d listeners, %d clients, "
+	       "shards %s\n",
+	       f.pods, 2 * f.pods, f.clients, f.sync ? "fsync" : "--no-sync");
+	printf("%-14s %12s %10s %10s\n", "pods", "registers/s", "p50 ms",
+	       "p99 ms");
+	double rate[TENTHS];
+	int upto[TENTHS];
+	/* pods are taken in order, so a tenth of the indexes is a tenth of
+	 * the fleet as it grew */
+	for (int t = 0; t < TENTHS; t++) {
+		int lo = f.pods * t / TENTHS, hi = f.pods * (t + 1) / TENTHS;
+		size_t n = (size_t)(hi - lo);
+		double *lat = kvi_calloc(n, sizeof(double));
+		double first = 1e18, last = 0;
+		for (int p = lo; p < hi; p++) {
+			lat[p - lo] = f.took[p];
+			double start = f.done_at[p] - f.took[p];
+			first = start < first ? start : first;
+			last = f.done_at[p] > last ? f.done_at[p] : last;
+		}
+		qsort(lat, n, sizeof(double), cmp_double);
+		rate[t] = (double)n / (last - first);
+		upto[t] = hi;
+		printf("%6d-%-7d %12.0f %10.1f %10.1f\n", lo, hi, rate[t],
+		       lat[n / 2] * 1e3, lat[n * 99 / 100] * 1e3);
+		kvi_free(lat);
+	}
+	printf("all answered in %.1f s (%.0f/s overall), %d not 201/202; ",
+	       answered, f.pods / answered, atomic_load(&f.failed));
+	if (assigned >= 0) {
+		printf("all assigned after %.1f s\n", assigned);
+	} else {
+		printf("%.0f listeners still unassigned after a minute\n", un);
+	}
+	for (int i = 0; i < 2; i++) {
+		double lis = shard_listeners(metrics[i]);
+		long rss = proc_rss_kib(pids[i]), fds = proc_fds(pids[i]);
+		printf("shard-%d: %.0f listeners, RSS %ld -> %ld MiB (%.1f KiB "
+		       "a listener), descriptors %ld -> %ld (%.2f a "
+		       "listener)\n",
+		       i, lis, rss0[i] / 1024, rss / 1024,
+		       lis > 0 ? (double)(rss - rss0[i]) / lis : 0, fds0[i],
+		       fds, lis > 0 ? (double)(fds - fds0[i]) / lis : 0);
+	}
+	double cpu0 = 0, cpu1 = 0;
+	for (int i = 0; i < 3; i++) {
+		cpu0 += proc_cpu_s(pids[i]);
+	}
+	kvt_sleep_ms(5000);
+	for (int i = 0; i < 3; i++) {
+		cpu1 += proc_cpu_s(pids[i]);
+	}
+	printf("idle: %.1f%% of a core over 5 s (coordinator and shards, "
+	       "engines absent)\n",
+	       (cpu1 - cpu0) / 5.0 * 100);
+	double secs;
+	size_t bytes;
+	timed_get(f.base, "/workers", &secs, &bytes);
+	printf("GET /workers: %.3f s, %zu bytes\n", secs, bytes);
+	timed_get(f.base, "/workers?limit=100", &secs, &bytes);
+	printf("GET /workers?limit=100: %.3f s, %zu bytes\n", secs, bytes);
+	if (f.plot != NULL) {
+		write_plot(&f, rate, upto);
+	}
+	kvt_proc_stop(coord, 10000, NULL);
+	kvt_proc_stop(shard[0], 10000, NULL);
+	kvt_proc_stop(shard[1], 10000, NULL);
+	kvt_proc_free(coord);
+	kvt_proc_free(shard[0]);
+	kvt_proc_free(shard[1]);
+	kvt_tmpdir_remove(dir);
+	kvi_free(dir);
+	kvi_free(cdata);
+	kvi_free(clog);
+	kvi_free(f.took);
+	kvi_free(f.done_at);
+	return atomic_load(&f.failed) > 0 ? 1 : 0;
+}
