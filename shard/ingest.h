@@ -52,6 +52,8 @@ typedef struct kvg_config {
 	uint32_t orphan_resync; /* orphans in a row that resync; default 8 */
 	int backoff_max_ms;     /* recovery retry cap; default 30000 */
 	uint64_t handoff_rate;  /* entries/s a hand-off takes; 0: no cap */
+	int reconnect_max_ms;   /* ceiling of the reconnect back-off to an
+				 * engine; default 30000 */
 } kvg_config;
 
 /* kvg_ingest_open loads the durable state of cfg->store into cfg->idx and

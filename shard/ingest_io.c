@@ -340,9 +340,12 @@ kvg_io_watch(kvg_ingest *g, void *sock, event_callback_fn cb, kvg_io *io)
 }
 
 static void
-kvg_io_setopts(void *sock)
+kvg_io_setopts(kvg_ingest *g, void *sock)
 {
-	int zero = 0, ivl = 100, ivl_max = 5000;
+	/* Reconnecting backs off from 100 ms to the ceiling: a fleet of
+	 * engines that are gone costs connection attempts at listeners /
+	 * ceiling per second, not a core. */
+	int zero = 0, ivl = 100, ivl_max = g->cfg.reconnect_max_ms;
 	/* Unbounded receive queue: libzmq 4.3.4 aborts when a heartbeating
 	 * peer restarts a pipe that hit its HWM (DESIGN.md §7). */
 	zmq_setsockopt(sock, ZMQ_RCVHWM, &zero, sizeof(zero));
@@ -388,7 +391,7 @@ kvg_io_open(kvg_ingest *g, kvl_listener *l)
 		rv = kvg_io_failed(l, what, errno);
 		goto fail;
 	}
-	kvg_io_setopts(io->sub);
+	kvg_io_setopts(g, io->sub);
 	const char *topic = l->topic != NULL ? l->topic : "";
 	zmq_setsockopt(io->sub, ZMQ_SUBSCRIBE, topic, strlen(topic));
 	/* The monitor is listening before the SUB connects, or the first
@@ -476,7 +479,7 @@ kvg_io_replay_start(kvg_ingest *g, kvl_listener *l, uint64_t seq)
 	if ((io->dealer = zmq_socket(g->zctx, ZMQ_DEALER)) == NULL) {
 		return kvg_io_failed(l, what, errno);
 	}
-	kvg_io_setopts(io->dealer);
+	kvg_io_setopts(g, io->dealer);
 	if (zmq_connect(io->dealer, l->replay_ep) != 0) {
 		kvi_err rv = kvg_io_failed(l, what, errno);
 		kvg_io_sock_close(&io->dealer, &io->ev_dealer);

@@ -245,6 +245,9 @@ kvg_config_defaults(kvg_config *c)
 	if (c->backoff_max_ms <= 0) {
 		c->backoff_max_ms = 30000;
 	}
+	if (c->reconnect_max_ms <= 0) {
+		c->reconnect_max_ms = 30000;
+	}
 	if (c->shard_id == NULL) {
 		c->shard_id = "shard";
 	}

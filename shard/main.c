@@ -77,6 +77,9 @@ shard_usage(FILE *f)
 	    "                          not power loss)\n"
 	    "  --fail-on-corrupt       exit on a corrupt store instead of\n"
 	    "                          moving it aside and starting empty\n"
+	    "  --reconnect-max-ms N    ceiling of the back-off reconnecting "
+	    "to\n"
+	    "                          an engine that is gone (30000)\n"
 	    "  --rpc-secret-file PATH  require this secret in every request,\n"
 	    "                          and send it to other shards\n"
 	    "  --log-level LEVEL       debug, info, warn, error (info)\n"
@@ -107,6 +110,7 @@ shard_parse(int argc, char **argv, shard_opts *o)
 	    {"log-file", required_argument, NULL, 'f'},
 	    {"rpc-secret-file", required_argument, NULL, 'S'},
 	    {"listener-backlog-max-mb", required_argument, NULL, 'B'},
+	    {"reconnect-max-ms", required_argument, NULL, 'C'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -199,6 +203,11 @@ shard_parse(int argc, char **argv, shard_opts *o)
 			break;
 		case 'S':
 			o->rpc_secret_file = optarg;
+			break;
+		case 'C':
+			rc = kvi_cli_long("kvindex-shard", "--reconnect-max-ms",
+					  optarg, 100, 3600000, &v);
+			o->ingest.reconnect_max_ms = (int)v;
 			break;
 		case 'B':
 			rc = kvi_cli_long("kvindex-shard",

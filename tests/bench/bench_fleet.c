@@ -14,10 +14,14 @@
  * With --plot FILE it also writes the rate per tenth as a gnuplot script
  * (run it with gnuplot to get FILE.png).
  *
- *   bench_fleet [--pods N] [--clients C] [--sync]
+ *   bench_fleet [--pods N] [--clients C] [--sync] [--idle-wait S]
+ *               [--reconnect-max-ms MS] [--plot FILE]
  *
  * --clients C registers from C threads at once (default 4); --sync runs
- * the shards with fsync'd commits (default --no-sync).
+ * the shards with fsync'd commits (default --no-sync); idle CPU is
+ * measured S seconds after the last registration (default 10: the
+ * reconnect back-off takes that long to reach its ceiling);
+ * --reconnect-max-ms is passed to the shards.
  */
 #include <dirent.h>
 #include <getopt.h>
@@ -38,6 +42,8 @@
 typedef struct fleet {
 	int pods, clients;
 	bool sync;
+	int idle_wait;
+	const char *reconnect_max;
 	const char *plot;
 	char base[64];
 	_Atomic int next;
@@ -231,12 +237,14 @@ write_plot(const fleet *f, const double *rate, const int *upto)
 int
 main(int argc, char **argv)
 {
-	fleet f = {.pods = 2000, .clients = 4};
+	fleet f = {.pods = 2000, .clients = 4, .idle_wait = 10};
 	static const struct option opts[] = {
 	    {"pods", required_argument, NULL, 'p'},
 	    {"clients", required_argument, NULL, 'c'},
 	    {"sync", no_argument, NULL, 's'},
 	    {"plot", required_argument, NULL, 'P'},
+	    {"idle-wait", required_argument, NULL, 'i'},
+	    {"reconnect-max-ms", required_argument, NULL, 'r'},
 	    {NULL, 0, NULL, 0},
 	};
 	for (int o; (o = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
@@ -252,6 +260,12 @@ main(int argc, char **argv)
 			break;
 		case 'P':
 			f.plot = optarg;
+			break;
+		case 'i':
+			f.idle_wait = atoi(optarg);
+			break;
+		case 'r':
+			f.reconnect_max = optarg;
 			break;
 		default:
 			fprintf(stderr,
@@ -281,12 +295,19 @@ main(int argc, char **argv)
 			 base + 2 + i);
 		snprintf(logn, sizeof(logn), "%s.log", id);
 		char *data = kvt_path(dir, id), *log = kvt_path(dir, logn);
-		const char *av[] = {
-		    KVI_SHARD_BIN, "--id",      id,
-		    "--listen",    listen,      "--data-dir",
-		    data,          "--metrics", metrics[i],
-		    "--log-level", "warn",      f.sync ? NULL : "--no-sync",
-		    NULL};
+		const char *av[16] = {KVI_SHARD_BIN, "--id",      id,
+				      "--listen",    listen,      "--data-dir",
+				      data,          "--metrics", metrics[i],
+				      "--log-level", "warn"};
+		int ac = 11;
+		if (!f.sync) {
+			av[ac++] = "--no-sync";
+		}
+		if (f.reconnect_max != NULL) {
+			av[ac++] = "--reconnect-max-ms";
+			av[ac++] = f.reconnect_max;
+		}
+		av[ac] = NULL;
 		if (kvt_proc_start(av, log, &shard[i]) != KVI_OK) {
 			return 1;
 		}
@@ -386,17 +407,23 @@ main(int argc, char **argv)
 		       lis > 0 ? (double)(rss - rss0[i]) / lis : 0, fds0[i],
 		       fds, lis > 0 ? (double)(fds - fds0[i]) / lis : 0);
 	}
-	double cpu0 = 0, cpu1 = 0;
+	kvt_sleep_ms(f.idle_wait * 1000);
+	double c0[3], c1[3], cpu0 = 0, cpu1 = 0;
 	for (int i = 0; i < 3; i++) {
-		cpu0 += proc_cpu_s(pids[i]);
+		c0[i] = proc_cpu_s(pids[i]);
+		cpu0 += c0[i];
 	}
 	kvt_sleep_ms(5000);
 	for (int i = 0; i < 3; i++) {
-		cpu1 += proc_cpu_s(pids[i]);
+		c1[i] = proc_cpu_s(pids[i]);
+		cpu1 += c1[i];
 	}
-	printf("idle: %.1f%% of a core over 5 s (coordinator and shards, "
-	       "engines absent)\n",
-	       (cpu1 - cpu0) / 5.0 * 100);
+	printf("idle: %.1f%% of a core over 5 s (shards %.1f%% + %.1f%%, "
+	       "coordinator %.1f%%), %d s after the last registration, engines "
+	       "absent, reconnect ceiling %s ms\n",
+	       (cpu1 - cpu0) / 5.0 * 100, (c1[0] - c0[0]) / 5.0 * 100,
+	       (c1[1] - c0[1]) / 5.0 * 100, (c1[2] - c0[2]) / 5.0 * 100,
+	       f.idle_wait, f.reconnect_max ? f.reconnect_max : "30000");
 	double secs;
 	size_t bytes;
 	timed_get(f.base, "/workers", &secs, &bytes);
