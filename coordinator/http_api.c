@@ -1,7 +1,9 @@
 #include "http_api.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "admin.h"
@@ -56,12 +58,60 @@ kvc_on_unregister(void *arg, kvi_http_req *req)
 	kvc_api_unregister_fini(&u);
 }
 
+/* kvc_query_u64 reads the query parameter name as a decimal u64 into
+ * *out: false (with a 400 sent) when it is there and is not one. */
+static bool
+kvc_query_u64(kvi_http_req *req, const char *name, bool *has, uint64_t *out)
+{
+	const char *v = kvi_http_req_query(req, name);
+	*has = v != NULL;
+	if (v == NULL) {
+		return true;
+	}
+	char *end;
+	errno = 0;
+	unsigned long long x = strtoull(v, &end, 10);
+	if (v[0] < '0' || v[0] > '9' || *end != '\0' || errno != 0) {
+		kvi_http_reply_error(
+		    req, 400, "%s: %s is not a non-negative integer", name, v);
+		return false;
+	}
+	*out = x;
+	return true;
+}
+
 static void
 kvc_on_workers(void *arg, kvi_http_req *req)
 {
 	kvc_api *api = arg;
-	const char *model = kvi_http_req_query(req, "model_name");
-	kvi_http_reply_json(req, 200, kvc_reg_workers(api->reg, model));
+	kvc_workers_query q = {
+	    .model = kvi_http_req_query(req, "model_name"),
+	    .name = kvi_http_req_query(req, "name"),
+	};
+	bool has_limit;
+	uint64_t limit = 0;
+	if (!kvc_query_u64(req, "limit", &has_limit, &limit) ||
+	    !kvc_query_u64(req, "cursor", &q.has_cursor, &q.cursor)) {
+		return;
+	}
+	if (has_limit && (limit == 0 || limit > 100000)) {
+		kvi_http_reply_error(req, 400,
+				     "limit: %llu is not in 1..100000",
+				     (unsigned long long)limit);
+		return;
+	}
+	q.limit = (size_t)limit;
+	bool more;
+	uint64_t next = 0;
+	json_t *body = kvc_reg_workers(api->reg, &q, &more, &next);
+	if (more) {
+		/* the body stays the array API.md gives: the next page is
+		 * named in a header */
+		char cur[24];
+		snprintf(cur, sizeof(cur), "%" PRIu64, next);
+		kvi_http_reply_header(req, "X-Next-Cursor", cur);
+	}
+	kvi_http_reply_json(req, 200, body);
 }
 
 static void

@@ -148,9 +148,21 @@ uint32_t kvc_reg_route(kvc_registry *r, const char *model,
 int kvc_reg_ranks(kvc_registry *r, uint64_t id, bool connected_only,
 		  uint32_t *ranks, int max);
 
-/* kvc_reg_workers builds the /workers answer (API.md), for one model or
- * all (model NULL). */
-json_t *kvc_reg_workers(kvc_registry *r, const char *model);
+/* Which instances /workers lists. */
+typedef struct kvc_workers_query {
+	const char *model; /* NULL: every model */
+	const char *name;  /* NULL: every pod; else that pod only */
+	size_t limit;      /* 0: all; else at most this many, by instance id */
+	bool has_cursor;   /* only instances with an id above cursor */
+	uint64_t cursor;
+} kvc_workers_query;
+
+/* kvc_reg_workers builds the /workers answer (API.md) of the instances q
+ * selects: all of them in registry order, or with a limit, in instance
+ * id order from after the cursor; *more (may be NULL) then says whether
+ * instances remain past the page, *next being the cursor for them. */
+json_t *kvc_reg_workers(kvc_registry *r, const kvc_workers_query *q, bool *more,
+			uint64_t *next);
 
 typedef struct kvc_reg_stats {
 	size_t instances, listeners;

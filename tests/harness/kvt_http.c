@@ -133,8 +133,10 @@ kvt_http_request(const char *method, const char *url, const char *body,
 	if (c == NULL) {
 		return KVI_EIO;
 	}
-	growbuf got = {0};
+	growbuf got = {0}, hdrs = {0};
 	struct curl_slist *headers = NULL;
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_body);
+	curl_easy_setopt(c, CURLOPT_HEADERDATA, &hdrs);
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
@@ -173,8 +175,13 @@ kvt_http_request(const char *method, const char *url, const char *body,
 		out->body = got.data;
 		out->len = got.len;
 		out->json = kvt_json_loads(got.data, got.len);
+		if (hdrs.data == NULL) {
+			grow_add(&hdrs, "", 0);
+		}
+		out->headers = hdrs.data;
 	} else {
 		kvi_free(got.data);
+		kvi_free(hdrs.data);
 	}
 	curl_slist_free_all(headers);
 	curl_easy_cleanup(c);
@@ -218,6 +225,7 @@ void
 kvt_http_resp_fini(kvt_http_resp *r)
 {
 	kvi_free(r->body);
+	kvi_free(r->headers);
 	json_decref(r->json);
 	memset(r, 0, sizeof(r[0]));
 }

@@ -26,7 +26,8 @@ typedef struct kvt_http_resp {
 	long status;
 	char *body; /* NUL-terminated */
 	size_t len;
-	json_t *json; /* NULL when the body is not JSON */
+	json_t *json;  /* NULL when the body is not JSON */
+	char *headers; /* the response's header lines, NUL-terminated */
 } kvt_http_resp;
 
 /* kvt_http_get performs a GET of url with a total timeout and fills *out

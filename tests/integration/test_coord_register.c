@@ -354,11 +354,106 @@ test_register_forms(void **state)
 	json_decref(wait_match(c, t3, id1, 1));
 }
 
+/* workers_page GETs path and returns its array and the X-Next-Cursor it
+ * named (-1: none). */
+static json_t *
+workers_page(cluster *c, const char *path, long long *next)
+{
+	char url[256];
+	snprintf(url, sizeof(url), "%s%s", c->base, path);
+	kvt_http_resp r;
+	assert_int_equal(kvt_http_get(url, 10000, &r), KVI_OK);
+	assert_int_equal(r.status, 200);
+	assert_true(json_is_array(r.json));
+	const char *h = strcasestr(r.headers, "X-Next-Cursor: ");
+	*next = h != NULL ? atoll(h + 15) : -1;
+	json_t *j = json_incref(r.json);
+	kvt_http_resp_fini(&r);
+	return j;
+}
+
+/* test_workers_pages: /workers?limit=N&cursor=C pages through the pods in
+ * instance id order, each once, the next page named in X-Next-Cursor;
+ * ?name= gives one pod and ?model_name= one model's; bad values are 400. */
+static void
+test_workers_pages(void **state)
+{
+	cluster *c = *state;
+	const char *sim[] = {"--pods", "1", "--dp", "1", NULL};
+	clu_sim(c, sim);
+	clu_shards(c, 2);
+	clu_coord(c, false, NULL);
+	enum { PODS = 23 };
+	for (int p = 0; p < PODS; p++) {
+		char body[384];
+		snprintf(body, sizeof(body),
+			 "{\"name\":\"fleet/pod-%d\",\"ip\":\"127.0.0.1\","
+			 "\"zmq_port\":%d,\"dp_size\":2,\"model_name\":\"%s\","
+			 "\"block_size\":16}",
+			 p, 40000 + 2 * p, p % 2 ? "odd" : "even");
+		json_decref(post_expect(c, "/register", body, 201));
+	}
+	int seen[PODS] = {0}, pages = 0;
+	long long cursor = -1, last_id = -1;
+	do {
+		char path[96];
+		if (cursor < 0) {
+			snprintf(path, sizeof(path), "/workers?limit=5");
+		} else {
+			snprintf(path, sizeof(path),
+				 "/workers?limit=5&cursor=%lld", cursor);
+		}
+		json_t *page = workers_page(c, path, &cursor);
+		assert_true(json_array_size(page) <= 5);
+		size_t i;
+		json_t *w;
+		json_array_foreach(page, i, w)
+		{
+			long long id = atoll(json_string_value(
+			    json_object_get(w, "instance_id")));
+			assert_true(id > last_id); /* in id order */
+			last_id = id;
+			int p = -1;
+			sscanf(json_string_value(json_object_get(w, "name")),
+			       "fleet/pod-%d", &p);
+			assert_true(p >= 0 && p < PODS);
+			seen[p]++;
+		}
+		json_decref(page);
+		pages++;
+	} while (cursor >= 0 && pages < 10);
+	assert_int_equal(pages, 5); /* 5+5+5+5+3 */
+	for (int p = 0; p < PODS; p++) {
+		assert_int_equal(seen[p], 1);
+	}
+	long long none;
+	json_t *one = workers_page(c, "/workers?name=fleet/pod-7", &none);
+	assert_int_equal(json_array_size(one), 1);
+	assert_string_equal(
+	    json_string_value(json_object_get(json_array_get(one, 0), "name")),
+	    "fleet/pod-7");
+	json_decref(one);
+	json_t *odd = workers_page(c, "/workers?model_name=odd", &none);
+	assert_int_equal(json_array_size(odd), PODS / 2);
+	json_decref(odd);
+	json_t *all = workers_page(c, "/workers", &none);
+	assert_int_equal(json_array_size(all), PODS);
+	assert_int_equal(none, -1);
+	json_decref(all);
+	long st;
+	json_decref(clu_get(c, "/workers?limit=0", &st));
+	assert_int_equal(st, 400);
+	json_decref(clu_get(c, "/workers?cursor=x", &st));
+	assert_int_equal(st, 400);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_register_forms, clu_test_setup,
+					    clu_test_teardown),
+	    cmocka_unit_test_setup_teardown(test_workers_pages, clu_test_setup,
 					    clu_test_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
