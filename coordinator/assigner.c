@@ -769,7 +769,7 @@ kvc_assigner_set_lease(kvc_assigner *a, kvc_lease *l)
 }
 
 void
-kvc_assigner_stop(kvc_assigner *a)
+kvc_assigner_free(kvc_assigner *a)
 {
 	if (a == NULL) {
 		return;

@@ -110,9 +110,9 @@ kvi_err kvc_assigner_start(kvc_registry *reg, kvc_shardset *shards,
  * assigner leads alone. */
 void kvc_assigner_set_lease(kvc_assigner *a, kvc_lease *l);
 
-/* kvc_assigner_stop stops the thread (commands still queued are answered
+/* kvc_assigner_free stops the thread (commands still queued are answered
  * 503) and frees a. NULL is a no-op. */
-void kvc_assigner_stop(kvc_assigner *a);
+void kvc_assigner_free(kvc_assigner *a);
 
 /* kvc_assigner_register registers p (valid, source KVC_SOURCE_HTTP): 201
  * when all its listeners are assigned, 200 when the same pod was

@@ -561,7 +561,7 @@ kvc_dfile_watch_start(const char *path, uint32_t default_dp_size,
 }
 
 void
-kvc_dfile_watch_stop(kvc_dfile_watch *w)
+kvc_dfile_watch_free(kvc_dfile_watch *w)
 {
 	if (w == NULL) {
 		return;

@@ -39,7 +39,7 @@
  *
  * Threading: the callback runs on the watcher thread, never two at once;
  * the pods it is given are valid only during the call. It must not call
- * kvc_dfile_watch_stop(). kvc_dfile_watch_stop() waits for a running
+ * kvc_dfile_watch_free(). kvc_dfile_watch_free() waits for a running
  * callback to return, and none runs after it returns.
  */
 #ifndef KVI_COORDINATOR_DISCOVERY_FILE_H
@@ -104,8 +104,8 @@ kvi_err kvc_dfile_watch_start(const char *path, uint32_t default_dp_size,
 			      uint32_t interval_ms, kvc_dfile_cb cb, void *arg,
 			      kvc_dfile_watch **out);
 
-/* kvc_dfile_watch_stop stops the thread and frees w; NULL is allowed. */
-void kvc_dfile_watch_stop(kvc_dfile_watch *w);
+/* kvc_dfile_watch_free stops the thread and frees w; NULL is allowed. */
+void kvc_dfile_watch_free(kvc_dfile_watch *w);
 
 /* kvc_dfile_watch_stats copies the watcher's figures; any thread. */
 void kvc_dfile_watch_stats(kvc_dfile_watch *w, kvc_dfile_stats *out);

@@ -684,12 +684,12 @@ kvc_kube_watch_start(const kvc_kube_config *cfg, kvi_metrics *m, kvc_kube_cb cb,
 	*out = w;
 	return KVI_OK;
 fail:
-	kvc_kube_watch_stop(w);
+	kvc_kube_watch_free(w);
 	return KVI_EIO;
 }
 
 void
-kvc_kube_watch_stop(kvc_kube_watch *w)
+kvc_kube_watch_free(kvc_kube_watch *w)
 {
 	if (w == NULL) {
 		return;

@@ -33,7 +33,7 @@
  * namespace's first list: /ready waits for it.
  *
  * Threading: the callback runs on the watcher thread; the pods it is
- * given are valid only during the call. kvc_kube_watch_stop() waits for
+ * given are valid only during the call. kvc_kube_watch_free() waits for
  * the thread. Stats may be read from any thread.
  */
 #ifndef KVI_COORDINATOR_KUBE_WATCH_H
@@ -74,8 +74,8 @@ kvi_err kvc_kube_watch_start(const kvc_kube_config *cfg, kvi_metrics *m,
 			     kvc_kube_cb cb, void *arg, kvc_kube_watch **out,
 			     char *err, size_t errlen);
 
-/* kvc_kube_watch_stop stops the thread and frees w; NULL is allowed. */
-void kvc_kube_watch_stop(kvc_kube_watch *w);
+/* kvc_kube_watch_free stops the thread and frees w; NULL is allowed. */
+void kvc_kube_watch_free(kvc_kube_watch *w);
 
 void kvc_kube_watch_stats(kvc_kube_watch *w, kvc_kube_stats *out);
 

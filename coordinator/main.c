@@ -760,12 +760,12 @@ main(int argc, char **argv)
 	status = 0;
 out:
 	kvi_httpd_stop(httpd);
-	kvc_dfile_watch_stop(watch);
-	kvc_kube_watch_stop(kube);
+	kvc_dfile_watch_free(watch);
+	kvc_kube_watch_free(kube);
 	/* the lease is released before the assigner goes, so that a
 	 * follower takes over at once */
 	kvc_lease_stop(lease);
-	kvc_assigner_stop(asg);
+	kvc_assigner_free(asg);
 	kvc_lease_free(lease);
 	kvi_httpd_free(httpd);
 	kvc_query_free(query);

@@ -410,7 +410,7 @@ main(int argc, char **argv)
 	status = 0;
 out:
 	kvi_httpd_stop(httpd);
-	kvs_service_stop(svc);
+	kvs_service_free(svc);
 	kvg_ingest_free(ingest);
 	kvh_shard_free(handler);
 	kvi_httpd_free(httpd);

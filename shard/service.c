@@ -435,7 +435,7 @@ kvs_service_start_inline(const char *url, int workers, unsigned inline_kinds,
 	return KVI_OK;
 
 fail:
-	kvs_service_stop(svc);
+	kvs_service_free(svc);
 	return rv;
 }
 
@@ -446,7 +446,7 @@ kvs_service_port(const kvs_service *svc)
 }
 
 void
-kvs_service_stop(kvs_service *svc)
+kvs_service_free(kvs_service *svc)
 {
 	if (svc == NULL) {
 		return;

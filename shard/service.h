@@ -101,10 +101,10 @@ kvi_err kvs_service_start_inline(const char *url, int workers,
  * the url asked for port 0), or 0 for another transport. */
 int kvs_service_port(const kvs_service *svc);
 
-/* kvs_service_stop stops receiving requests, waits for the handlers in
+/* kvs_service_free stops receiving requests, waits for the handlers in
  * progress to return, aborts the replies not yet sent, closes the socket
  * and frees svc. NULL is a no-op. Must not be called from a handler. */
-void kvs_service_stop(kvs_service *svc);
+void kvs_service_free(kvs_service *svc);
 
 /* kvs_service_stats copies svc's counters into *out. */
 void kvs_service_stats(kvs_service *svc, kvs_stats *out);

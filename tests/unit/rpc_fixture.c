@@ -285,7 +285,7 @@ fake_start(fake_shard *f, int port)
 void
 fake_stop(fake_shard *f)
 {
-	kvs_service_stop(f->svc);
+	kvs_service_free(f->svc);
 	f->svc = NULL;
 	pthread_mutex_destroy(&f->mu);
 }

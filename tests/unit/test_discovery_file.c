@@ -469,7 +469,7 @@ test_watcher(void **state)
 	assert_int_equal(rmdir(path), 0);
 	write_by_rename(path, "{\"pods\": []}");
 	wait_calls(&r, 6, "");
-	kvc_dfile_watch_stop(w);
+	kvc_dfile_watch_free(w);
 
 	/* stop does not wait for the interval */
 	struct timespec t0, t1;
@@ -477,10 +477,10 @@ test_watcher(void **state)
 	assert_int_equal(kvc_dfile_watch_start(path, 1, 60000, on_pods, &r, &w),
 			 KVI_OK);
 	wait_calls(&r, 7, "");
-	kvc_dfile_watch_stop(w);
+	kvc_dfile_watch_free(w);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	assert_true(t1.tv_sec - t0.tv_sec < 5);
-	kvc_dfile_watch_stop(NULL);
+	kvc_dfile_watch_free(NULL);
 
 	/* bad arguments */
 	assert_int_equal(kvc_dfile_watch_start("", 1, 20, on_pods, &r, &w),

@@ -174,7 +174,7 @@ env_stop(env *e)
 {
 	kvp_client_close(e->client);
 	kvc_qbatch_free(e->b);
-	kvs_service_stop(e->svc);
+	kvs_service_free(e->svc);
 }
 
 #define JOBS 64
