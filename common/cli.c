@@ -1,5 +1,6 @@
 #include "cli.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdbool.h>
@@ -110,4 +111,25 @@ kvi_nofile_raise(void)
 		 (unsigned long long)nofile.rlim_max);
 	return nofile.rlim_cur > (rlim_t)LONG_MAX ? LONG_MAX
 						  : (long)nofile.rlim_cur;
+}
+
+long
+kvi_open_files(long *limit)
+{
+	struct rlimit nofile;
+	*limit = getrlimit(RLIMIT_NOFILE, &nofile) == 0 &&
+			 nofile.rlim_cur <= (rlim_t)LONG_MAX
+		     ? (long)nofile.rlim_cur
+		     : -1;
+	DIR *d = opendir("/proc/self/fd");
+	if (d == NULL) {
+		return -1;
+	}
+	long n = -1; /* the directory's own descriptor */
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		n += e->d_name[0] != '.';
+	}
+	closedir(d);
+	return n;
 }

@@ -302,20 +302,52 @@ shard_on_health(void *arg, kvi_http_req *req)
 	kvi_http_reply(req, 200, "application/json", "{\"ok\":true}", 11);
 }
 
+/* Past this share of the open-file limit the shard says so in /ready:
+ * each listener takes about three descriptors, and the next assignments
+ * would fail. */
+#define SHARD_FILES_HIGH 0.95
+
 /* shard_on_ready: 503 with the reason while the store cannot commit (the
- * index is served, and no longer follows the engines). */
+ * index is served, and no longer follows the engines) or the shard is
+ * about out of descriptors. */
 static void
 shard_on_ready(void *arg, kvi_http_req *req)
 {
-	char why[300];
-	if (!kvg_ingest_store_failing(arg, why, sizeof(why))) {
+	char why[300], reason[400] = "";
+	long limit, open = kvi_open_files(&limit);
+	if (kvg_ingest_store_failing(arg, why, sizeof(why))) {
+		snprintf(reason, sizeof(reason), "the store cannot commit: %s",
+			 why);
+	} else if (limit > 0 && open >= (long)(SHARD_FILES_HIGH * limit)) {
+		snprintf(reason, sizeof(reason),
+			 "%ld of %ld open files used: new listeners would "
+			 "fail; raise the limit (ulimit -n) or add shards",
+			 open, limit);
+	}
+	if (reason[0] == '\0') {
 		shard_on_health(NULL, req);
 		return;
 	}
-	char reason[400];
-	snprintf(reason, sizeof(reason), "the store cannot commit: %s", why);
 	kvi_http_reply_json(
 	    req, 503, json_pack("{s:b,s:s}", "ready", 0, "reason", reason));
+}
+
+/* shard_files_metrics: descriptors in use and the limit. */
+static void
+shard_files_metrics(void *arg, kvi_metrics_out *out)
+{
+	(void)arg;
+	long limit, open = kvi_open_files(&limit);
+	kvi_metrics_out_family(out, "kvindex_shard_open_files",
+			       "Descriptors the shard has open.",
+			       KVI_METRIC_GAUGE);
+	kvi_metrics_out_sample_i64(out, "kvindex_shard_open_files", NULL, 0,
+				   open);
+	kvi_metrics_out_family(out, "kvindex_shard_open_files_limit",
+			       "The shard's open-file limit (soft).",
+			       KVI_METRIC_GAUGE);
+	kvi_metrics_out_sample_i64(out, "kvindex_shard_open_files_limit", NULL,
+				   0, limit);
 }
 
 int
@@ -366,6 +398,7 @@ main(int argc, char **argv)
 			      "and the shard began empty.",
 			      KVI_GAUGE_INT, &g_quarantined);
 	kvi_gauge_set(g_quarantined, quarantined);
+	kvi_metrics_collector_add(metrics, shard_files_metrics, NULL);
 	if (rv != KVI_OK) {
 		goto out;
 	}

@@ -434,6 +434,16 @@ test_out_of_descriptors(void **state)
 	    strstr(err, "limit 96") == NULL) {
 		fail_msg("error \"%s\"", err);
 	}
+	/* it says so before anyone asks: /ready and /metrics */
+	char url[96];
+	snprintf(url, sizeof(url), "http://%s/ready", shard.metrics);
+	kvt_http_resp r;
+	assert_int_equal(kvt_http_get(url, 5000, &r), KVI_OK);
+	assert_int_equal(r.status, 503);
+	assert_non_null(strstr(r.body, "open files used"));
+	kvt_http_resp_fini(&r);
+	assert_true(shc_metric(&shard, "kvindex_shard_open_files_limit") == 96);
+	assert_true(shc_metric(&shard, "kvindex_shard_open_files") >= 90);
 	/* nothing half-assigned, and the rest is served */
 	Kvindex__Response *resp;
 	char key[32];
