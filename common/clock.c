@@ -23,3 +23,11 @@ kvi_deadline_ms(clockid_t clock, int64_t ms)
 	}
 	return t;
 }
+
+int64_t
+kvi_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}

@@ -17,4 +17,7 @@ void kvi_cond_init_monotonic(pthread_cond_t *cv);
 /* kvi_deadline_ms returns the time ms milliseconds from now on clock. */
 struct timespec kvi_deadline_ms(clockid_t clock, int64_t ms);
 
+/* kvi_now_ms returns the monotonic clock in milliseconds. */
+int64_t kvi_now_ms(void);
+
 #endif /* KVI_COMMON_CLOCK_H */

@@ -30,6 +30,7 @@
 #include <time.h>
 
 #include "alloc.h"
+#include "clock.h"
 #include "httpd_int.h"
 #include "log.h"
 
@@ -42,14 +43,6 @@ struct kvi_http_conn {
 	struct kvi_http_conn *next, *prev; /* every connection of the loop */
 	struct kvi_http_conn *hnext;       /* its bucket */
 };
-
-static int64_t
-conn_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static size_t
 conn_bucket(const struct bufferevent *bev)
@@ -137,7 +130,7 @@ conn_new(struct event_base *base, void *arg)
 	kvi_http_conn *c = kvi_calloc(1, sizeof(*c));
 	c->bev = bev;
 	bufferevent_incref(bev);
-	c->deadline_ms = conn_now_ms() + (int64_t)loop->h->cfg.timeout_s * 1000;
+	c->deadline_ms = kvi_now_ms() + (int64_t)loop->h->cfg.timeout_s * 1000;
 	size_t b = conn_bucket(bev);
 	c->hnext = loop->conn_buckets[b];
 	loop->conn_buckets[b] = c;
@@ -169,7 +162,7 @@ conn_sweep(evutil_socket_t unused, short what, void *arg)
 	(void)unused;
 	(void)what;
 	kvi_http_loop *loop = arg;
-	int64_t now = conn_now_ms();
+	int64_t now = kvi_now_ms();
 	kvi_http_conn *next;
 	for (kvi_http_conn *c = loop->conns; c != NULL; c = next) {
 		next = c->next;
@@ -210,9 +203,9 @@ kvi_http_conn_busy(kvi_http_loop *loop, struct evhttp_request *ev, bool busy)
 		: NULL;
 	if (c != NULL) {
 		c->deadline_ms =
-		    busy ? 0
-			 : conn_now_ms() +
-			       (int64_t)loop->h->cfg.timeout_s * 1000;
+		    busy
+			? 0
+			: kvi_now_ms() + (int64_t)loop->h->cfg.timeout_s * 1000;
 	}
 }
 

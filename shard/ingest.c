@@ -17,6 +17,7 @@
 
 #include "alloc.h"
 #include "apply.h"
+#include "clock.h"
 #include "handoff.h"
 #include "ingest_int.h"
 #include "log.h"
@@ -431,6 +432,13 @@ kvg_collect(kvg_ingest *g, kvw_job *job, kvl_listener *l)
 	}
 	kvo_rec_reset(&l->rec);
 	l->dirty = false;
+}
+
+bool
+kvg_ingest_files_out(kvg_ingest *g, int64_t ms)
+{
+	int64_t at = atomic_load(&g->files_out_ms);
+	return at != 0 && kvi_now_ms() - at < ms;
 }
 
 bool

@@ -71,6 +71,10 @@ kvi_err kvg_ingest_start(kvg_ingest *g, char *err, size_t errlen);
  * Ingest waits for it meanwhile: every listener is stale. Any thread. */
 bool kvg_ingest_store_failing(kvg_ingest *g, char *why, size_t len);
 
+/* kvg_ingest_files_out says whether a listener's socket could not be made
+ * for want of descriptors within the last ms milliseconds. Any thread. */
+bool kvg_ingest_files_out(kvg_ingest *g, int64_t ms);
+
 /* kvg_ingest_stop stops reading, commits what was applied, and joins both
  * threads. Idempotent. */
 void kvg_ingest_stop(kvg_ingest *g);

@@ -115,6 +115,8 @@ struct kvg_ingest {
 
 	/* metrics */
 	pthread_mutex_t stats_mu;
+	_Atomic int64_t files_out_ms; /* a socket could not be made for want
+				       * of descriptors, then (0: never) */
 	kvg_totals totals;
 	kvi_histogram *h_commit;
 	kvi_counter *c_commit_errors;

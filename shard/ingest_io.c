@@ -19,6 +19,7 @@
 #include <zmq.h>
 
 #include "alloc.h"
+#include "clock.h"
 #include "frame.h"
 #include "ingest_int.h"
 #include "log.h"
@@ -360,9 +361,10 @@ static void kvg_io_sock_close(void **sock, struct event **ev);
  * a shard out of descriptors (or of ZeroMQ sockets) says so, with its
  * limit. Returns KVI_EFULL for that, else KVI_EINVAL. */
 static kvi_err
-kvg_io_failed(kvl_listener *l, const char *what, int err)
+kvg_io_failed(kvg_ingest *g, kvl_listener *l, const char *what, int err)
 {
 	if (err == EMFILE || err == ENFILE) {
+		atomic_store(&g->files_out_ms, kvi_now_ms());
 		struct rlimit lim = {0};
 		getrlimit(RLIMIT_NOFILE, &lim);
 		kvg_error(l,
@@ -388,7 +390,7 @@ kvg_io_open(kvg_ingest *g, kvl_listener *l)
 	snprintf(what, sizeof(what), "cannot subscribe to %s", l->endpoint);
 	kvi_err rv = KVI_OK;
 	if ((io->sub = zmq_socket(g->zctx, ZMQ_SUB)) == NULL) {
-		rv = kvg_io_failed(l, what, errno);
+		rv = kvg_io_failed(g, l, what, errno);
 		goto fail;
 	}
 	kvg_io_setopts(g, io->sub);
@@ -407,14 +409,14 @@ kvg_io_open(kvg_ingest *g, kvl_listener *l)
 	    zmq_setsockopt(io->mon, ZMQ_LINGER, &zero, sizeof(zero)) != 0 ||
 	    zmq_connect(io->mon, addr) != 0 ||
 	    zmq_connect(io->sub, l->endpoint) != 0) {
-		rv = kvg_io_failed(l, what, errno);
+		rv = kvg_io_failed(g, l, what, errno);
 		goto fail;
 	}
 	if ((io->ev_sub = kvg_io_watch(g, io->sub, kvg_on_sub_fd, io)) ==
 		NULL ||
 	    (io->ev_mon = kvg_io_watch(g, io->mon, kvg_on_mon_fd, io)) ==
 		NULL) {
-		rv = kvg_io_failed(l, what, errno);
+		rv = kvg_io_failed(g, l, what, errno);
 		goto fail;
 	}
 	io->ev_timer = evtimer_new(g->base, kvg_on_timer_ev, io);
@@ -477,11 +479,11 @@ kvg_io_replay_start(kvg_ingest *g, kvl_listener *l, uint64_t seq)
 	snprintf(what, sizeof(what), "cannot connect to replay %s",
 		 l->replay_ep);
 	if ((io->dealer = zmq_socket(g->zctx, ZMQ_DEALER)) == NULL) {
-		return kvg_io_failed(l, what, errno);
+		return kvg_io_failed(g, l, what, errno);
 	}
 	kvg_io_setopts(g, io->dealer);
 	if (zmq_connect(io->dealer, l->replay_ep) != 0) {
-		kvi_err rv = kvg_io_failed(l, what, errno);
+		kvi_err rv = kvg_io_failed(g, l, what, errno);
 		kvg_io_sock_close(&io->dealer, &io->ev_dealer);
 		return rv;
 	}
@@ -492,7 +494,7 @@ kvg_io_replay_start(kvg_ingest *g, kvl_listener *l, uint64_t seq)
 	zmq_send(io->dealer, seq8, sizeof(seq8), ZMQ_DONTWAIT);
 	if ((io->ev_dealer =
 		 kvg_io_watch(g, io->dealer, kvg_on_dealer_fd, io)) == NULL) {
-		kvi_err rv = kvg_io_failed(l, what, errno);
+		kvi_err rv = kvg_io_failed(g, l, what, errno);
 		kvg_io_sock_close(&io->dealer, &io->ev_dealer);
 		return rv;
 	}

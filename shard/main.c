@@ -318,10 +318,11 @@ shard_on_ready(void *arg, kvi_http_req *req)
 	if (kvg_ingest_store_failing(arg, why, sizeof(why))) {
 		snprintf(reason, sizeof(reason), "the store cannot commit: %s",
 			 why);
-	} else if (limit > 0 && open >= (long)(SHARD_FILES_HIGH * limit)) {
+	} else if ((limit > 0 && open >= (long)(SHARD_FILES_HIGH * limit)) ||
+		   kvg_ingest_files_out(arg, 60000)) {
 		snprintf(reason, sizeof(reason),
-			 "%ld of %ld open files used: new listeners would "
-			 "fail; raise the limit (ulimit -n) or add shards",
+			 "%ld of %ld open files used, and new listeners fail "
+			 "or would: raise the limit (ulimit -n) or add shards",
 			 open, limit);
 	}
 	if (reason[0] == '\0') {

@@ -92,25 +92,6 @@ cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* proc_rss_kib returns VmRSS of pid in KiB. */
-static long
-proc_rss_kib(pid_t pid)
-{
-	char path[64], line[256];
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	FILE *fp = fopen(path, "r");
-	long kib = -1;
-	while (fp != NULL && fgets(line, sizeof(line), fp) != NULL) {
-		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1) {
-			break;
-		}
-	}
-	if (fp != NULL) {
-		fclose(fp);
-	}
-	return kib;
-}
-
 static long
 proc_fds(pid_t pid)
 {
@@ -151,27 +132,14 @@ proc_cpu_s(pid_t pid)
 	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
-/* metric reads one unlabelled sample of url's /metrics (-1: absent). */
+/* metric reads one unlabelled sample of the coordinator's /metrics (-1:
+ * absent). */
 static double
 metric(const char *base, const char *name)
 {
 	char url[128];
 	snprintf(url, sizeof(url), "%s/metrics", base);
-	kvt_http_resp r;
-	double v = -1;
-	if (kvt_http_get(url, 10000, &r) == KVI_OK && r.body != NULL) {
-		size_t n = strlen(name);
-		for (const char *p = r.body; p != NULL && *p != '\0';) {
-			if (strncmp(p, name, n) == 0 && p[n] == ' ') {
-				v = strtod(p + n + 1, NULL);
-				break;
-			}
-			p = strchr(p, '\n');
-			p = p != NULL ? p + 1 : NULL;
-		}
-	}
-	kvt_http_resp_fini(&r);
-	return v;
+	return kvt_http_metric(url, name);
 }
 
 /* shard_listeners reads a shard's listeners from its /metrics. */
@@ -337,7 +305,7 @@ main(int argc, char **argv)
 			 kvt_proc_pid(coord)};
 	long rss0[2], fds0[2];
 	for (int i = 0; i < 2; i++) {
-		rss0[i] = proc_rss_kib(pids[i]);
+		rss0[i] = kvt_pid_rss_kib(pids[i]);
 		fds0[i] = proc_fds(pids[i]);
 	}
 
@@ -399,7 +367,7 @@ main(int argc, char **argv)
 	}
 	for (int i = 0; i < 2; i++) {
 		double lis = shard_listeners(metrics[i]);
-		long rss = proc_rss_kib(pids[i]), fds = proc_fds(pids[i]);
+		long rss = kvt_pid_rss_kib(pids[i]), fds = proc_fds(pids[i]);
 		printf("shard-%d: %.0f listeners, RSS %ld -> %ld MiB (%.1f KiB "
 		       "a listener), descriptors %ld -> %ld (%.2f a "
 		       "listener)\n",

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -226,4 +227,22 @@ kvt_proc_free(kvt_proc *p)
 	}
 	kvt_proc_kill(p);
 	kvi_free(p);
+}
+
+long
+kvt_pid_rss_kib(pid_t pid)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *fp = fopen(path, "r");
+	long kib = -1;
+	while (fp != NULL && fgets(line, sizeof(line), fp) != NULL) {
+		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1) {
+			break;
+		}
+	}
+	if (fp != NULL) {
+		fclose(fp);
+	}
+	return kib;
 }

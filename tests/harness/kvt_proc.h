@@ -56,4 +56,8 @@ void kvt_proc_free(kvt_proc *p);
  * (it only calls kill). */
 void kvt_proc_kill_all(void);
 
+/* kvt_pid_rss_kib returns the resident set of process pid in KiB (VmRSS),
+ * -1 when it cannot be read. */
+long kvt_pid_rss_kib(pid_t pid);
+
 #endif /* KVI_TESTS_KVT_PROC_H */

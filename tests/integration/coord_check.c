@@ -716,3 +716,14 @@ clu_sim_load_done(void *arg)
 	kvt_http_resp_fini(&r);
 	return done;
 }
+
+int
+clu_rank_on(cluster *c, int k, int ranks, int dp)
+{
+	for (int i = 0; i < ranks; i++) {
+		if (clu_shard_of(c, i / dp, i % dp) == &c->shards[k]) {
+			return i;
+		}
+	}
+	return -1;
+}

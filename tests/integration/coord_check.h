@@ -94,6 +94,10 @@ json_t *clu_listener(cluster *c, const char *pod, int rank, json_t **workers);
  * sim/pod-`pod`. */
 shardproc *clu_shard_of(cluster *c, int pod, int rank);
 
+/* clu_rank_on returns the first of the simulator's ranks (0..ranks, dp a
+ * pod) that shard k owns, or -1. */
+int clu_rank_on(cluster *c, int k, int ranks, int dp);
+
 /* clu_admin sends an admin request (body may be NULL), checks that a
  * refusal says why, and returns the status; *out (may be NULL) gets the
  * parsed body, which the caller json_decref()s. */

@@ -114,20 +114,6 @@ start(cluster *c, const char *const *coord_extra)
 	}
 }
 
-/* rank_on returns a rank of the simulator that shard k owns, or -1. */
-static int
-rank_on(cluster *c, int k)
-{
-	for (int i = 0; i < N; i++) {
-		if (clu_shard_of(c, i / DP, i % DP) == &c->shards[k]) {
-			return i;
-		}
-	}
-	return -1;
-}
-
-/* register_rank registers one rank of model (instance id) whose engine
- * is not there, and returns the status and how long the answer took. */
 static long
 register_rank(cluster *c, const char *model, uint64_t id, int64_t *took)
 {
@@ -241,7 +227,7 @@ test_dead_shard_costs_nothing(void **state)
 	const char *extra[] = {"--query-deadline-ms", "3000",
 			       "--failover-grace-ms", "6000", NULL};
 	start(c, extra);
-	int on0 = rank_on(c, 0), on1 = rank_on(c, 1);
+	int on0 = clu_rank_on(c, 0, N, DP), on1 = clu_rank_on(c, 1, N, DP);
 	assert_true(on0 >= 0 && on1 >= 0);
 
 	shc_kill9(&c->shards[1]);

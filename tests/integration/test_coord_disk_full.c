@@ -126,20 +126,6 @@ ready_is(void *arg)
 	return st == a->want && (a->word == NULL || strstr(why, a->word));
 }
 
-/* rank_on returns a rank shard k owns. */
-static int
-rank_on(cluster *c, int k)
-{
-	for (int i = 0; i < N; i++) {
-		if (clu_shard_of(c, i / DP, i % DP) == &c->shards[k]) {
-			return i;
-		}
-	}
-	return -1;
-}
-
-/* listener_is says whether /workers gives rank idx status and, when
- * word is not NULL, a last_error containing it. */
 static bool
 listener_is(cluster *c, int idx, const char *status, const char *word)
 {
@@ -187,7 +173,7 @@ test_disk_full_is_told(void **state)
 	c->n_shards = 2;
 	clu_coord(c, true, NULL);
 	clu_wait_active(c, N, CLU_WAIT_MS);
-	int on1 = rank_on(c, 1);
+	int on1 = clu_rank_on(c, 1, N, DP);
 	assert_true(on1 >= 0);
 	uint32_t t[NTOK];
 	make_tokens(t, 10);

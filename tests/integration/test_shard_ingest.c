@@ -324,25 +324,6 @@ test_gap_recover_only_with_faults(void **state)
 	assert_true(COUNTER(f, 0, recoveries_treedump) >= 1);
 }
 
-/* rss_kib returns the resident set of pid in KiB (VmRSS). */
-static long
-rss_kib(pid_t pid)
-{
-	char path[64], line[256];
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	FILE *fp = fopen(path, "r");
-	long kib = -1;
-	while (fp != NULL && fgets(line, sizeof(line), fp) != NULL) {
-		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1) {
-			break;
-		}
-	}
-	if (fp != NULL) {
-		fclose(fp);
-	}
-	return kib;
-}
-
 /* 3e. An engine that publishes faster than the shard applies (the shard
  * stopped for 2 s while the engines run flat out, then flooded): what is
  * queued stays within --listener-backlog-max-mb / --backlog-max-mb (the
@@ -371,7 +352,7 @@ test_flood_stays_bounded(void **state)
 	shc_wait_truth(&f->shard, &f->sim, all4, 2, SHC_WAIT_MS);
 
 	pid_t pid = kvt_proc_pid(f->shard.proc);
-	long rss0 = rss_kib(pid);
+	long rss0 = kvt_pid_rss_kib(pid);
 	assert_int_equal(kill(pid, SIGSTOP), 0);
 	sim_post(f, "/resume", "{}");
 	kvt_sleep_ms(2000);
@@ -381,7 +362,7 @@ test_flood_stays_bounded(void **state)
 	for (int i = 0; i < 40; i++) { /* 2 s more of the flood */
 		double b = shc_metric(&f->shard, "kvindex_shard_backlog_bytes");
 		most = b > most ? b : most;
-		long r = rss_kib(pid);
+		long r = kvt_pid_rss_kib(pid);
 		rss_most = r > rss_most ? r : rss_most;
 		kvt_sleep_ms(50);
 	}
