@@ -123,7 +123,8 @@ kvi_open_files(long *limit)
 		     : -1;
 	DIR *d = opendir("/proc/self/fd");
 	if (d == NULL) {
-		return -1;
+		/* no descriptor left even to count them: all are in use */
+		return errno == EMFILE ? *limit : -1;
 	}
 	long n = -1; /* the directory's own descriptor */
 	struct dirent *e;

@@ -33,7 +33,8 @@ kvi_err kvi_secret_read(const char *path, char *out, size_t len, char *err,
  * allows. It logs both limits and returns the soft one now in force. */
 long kvi_nofile_raise(void);
 
-/* kvi_open_files returns how many descriptors this process has open and
+/* kvi_open_files returns how many descriptors this process has open (the
+ * limit when none is left even to count them; -1 when unknown) and
  * writes its soft limit into *limit (-1 when unknown). */
 long kvi_open_files(long *limit);
 
