@@ -294,7 +294,7 @@ kvc_admin_note_move(kvc_assigner *a, const char *key,
 		    const char *to)
 {
 	kvc_move_rec r = {kvi_strdup(key),        kvi_strdup(from),
-			  kvi_strdup(to),         kvc_now_ms(),
+			  kvi_strdup(to),         kvi_now_ms(),
 			  st->has_handoff_blocks, st->handoff_blocks};
 	pthread_mutex_lock(&a->mu);
 	if (a->n_moves == KVC_ADMIN_MOVES_KEPT) {
@@ -363,7 +363,7 @@ kvc_do_moves(kvc_assigner *a, kvc_cmd *c)
 		}
 	}
 	kvc_lviews_free(lv, n);
-	int64_t now = kvc_now_ms();
+	int64_t now = kvi_now_ms();
 	pthread_mutex_lock(&a->mu);
 	for (size_t i = a->n_moves; i-- > 0;) {
 		const kvc_move_rec *r = &a->moves[i];

@@ -62,6 +62,16 @@ typedef struct kvc_op {
 	char err[128]; /* kvc_run_ops: why it failed */
 } kvc_op;
 
+/* commands.c: what the commands do, on the assigner thread. */
+/* Registrations queued together and assigned in one round of calls. */
+#define KVC_REGISTER_BATCH 256
+/* kvc_err_body returns {"error": msg}. */
+json_t *kvc_err_body(const char *msg);
+/* kvc_do_registers registers n pods that arrived together. */
+void kvc_do_registers(kvc_assigner *a, kvc_cmd *const *cmds, size_t n);
+void kvc_do_unregister(kvc_assigner *a, kvc_cmd *c);
+void kvc_do_sync(kvc_assigner *a, kvc_cmd *c);
+
 /* kvc_spec_fill fills the Listener spec of lv (pointing into it). */
 void kvc_spec_fill(Kvindex__Listener *sp, const kvc_lview *lv);
 

@@ -211,7 +211,7 @@ kvc_on_admin_shards(void *arg, kvi_http_req *req)
 	}
 	size_t n;
 	kvc_shard **sh = kvc_shardset_snapshot(api->shards, &n);
-	int64_t now = kvc_now_ms();
+	int64_t now = kvi_now_ms();
 	json_t *arr = json_array();
 	for (size_t i = 0; i < n; i++) {
 		json_array_append_new(arr, kvc_shard_json(sh[i], now));

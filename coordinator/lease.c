@@ -46,7 +46,7 @@ struct kvc_lease {
 	bool stopping;           /* under mu */
 	bool nudged;             /* under mu: write now, shared changed */
 	kvc_lease_rec seen;      /* the record last seen; elector thread */
-	int64_t seen_at;         /* when it was first seen, kvc_now_ms */
+	int64_t seen_at;         /* when it was first seen, kvi_now_ms */
 	_Atomic bool leading;    /* this replica won and renews */
 	_Atomic int64_t renewed; /* start of the last good try, ms */
 	_Atomic uint64_t term;   /* leaseTransitions + 1 of the leadership */
@@ -353,7 +353,7 @@ bool
 kvc_lease_leading(kvc_lease *l, uint64_t *term)
 {
 	if (!atomic_load(&l->leading) ||
-	    kvc_now_ms() >=
+	    kvi_now_ms() >=
 		atomic_load(&l->renewed) + l->cfg.renew_deadline_ms) {
 		return false;
 	}
@@ -397,16 +397,16 @@ static void *
 kvc_lease_main(void *arg)
 {
 	kvc_lease *l = arg;
-	unsigned seed = (unsigned)kvc_now_ms() ^ (unsigned)(uintptr_t)l;
+	unsigned seed = (unsigned)kvi_now_ms() ^ (unsigned)(uintptr_t)l;
 	for (;;) {
-		int64_t start = kvc_now_ms();
+		int64_t start = kvi_now_ms();
 		bool got = kvc_lease_try(l, start);
 		bool was = atomic_load(&l->leading);
 		if (got) {
 			atomic_store(&l->renewed, start);
 			atomic_store(&l->leading, true);
 		} else if (was &&
-			   kvc_now_ms() >= atomic_load(&l->renewed) +
+			   kvi_now_ms() >= atomic_load(&l->renewed) +
 					       l->cfg.renew_deadline_ms) {
 			atomic_store(&l->leading, false);
 		}
@@ -428,7 +428,7 @@ kvc_lease_main(void *arg)
 			    rand_r(&seed) % (l->cfg.retry_period_ms / 5 + 1);
 			const kvc_lease_rec *r = &l->seen;
 			int64_t left =
-			    l->seen_at + r->duration_s * 1000 - kvc_now_ms();
+			    l->seen_at + r->duration_s * 1000 - kvi_now_ms();
 			if (r->holder[0] != '\0' &&
 			    strcmp(r->holder, l->identity) != 0 && left >= 0 &&
 			    left < wait) {
@@ -612,7 +612,7 @@ kvc_lease_view_get(kvc_lease *l, kvc_lease_view *v)
 {
 	pthread_mutex_lock(&l->view_mu);
 	*v = l->view;
-	bool expired = kvc_now_ms() >= l->view_seen_at + l->view_duration_ms;
+	bool expired = kvi_now_ms() >= l->view_seen_at + l->view_duration_ms;
 	pthread_mutex_unlock(&l->view_mu);
 	v->is_leader = kvc_lease_leading(l, NULL);
 	if (!v->is_leader && expired) {

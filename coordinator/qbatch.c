@@ -97,7 +97,7 @@ static size_t
 kvc_qbatch_live(kvc_qbatch_item **list, kvc_qbatch_item **failed,
 		int64_t *deadline)
 {
-	int64_t now = kvc_now_ms();
+	int64_t now = kvi_now_ms();
 	size_t n = 0;
 	*deadline = INT64_MAX;
 	for (kvc_qbatch_item **p = list; *p != NULL;) {
@@ -141,7 +141,7 @@ kvc_qbatch_start(kvc_qbatch *b, kvc_qbatch_item *list, size_t n,
 	Kvindex__Request r = KVINDEX__REQUEST__INIT;
 	r.body_case = KVINDEX__REQUEST__BODY_QUERY_BATCH;
 	r.query_batch = &qb;
-	int64_t left = deadline - kvc_now_ms();
+	int64_t left = deadline - kvi_now_ms();
 	kvi_err rv = kvp_call_async(b->client, &r, left > 0 ? (int)left : 1,
 				    kvc_qbatch_reply, s);
 	/* once sent, s and the items may be answered already: hands off */

@@ -54,7 +54,7 @@ typedef void (*kvc_qbatch_done)(void *arg, kvi_err rv,
  * from submit until its done callback. */
 typedef struct kvc_qbatch_item {
 	const Kvindex__QueryRequest *query; /* valid until done */
-	int64_t deadline_ms;                /* on kvc_now_ms()'s clock */
+	int64_t deadline_ms;                /* on kvi_now_ms()'s clock */
 	kvc_qbatch_done done;
 	void *arg;
 	/* the batcher's */

@@ -403,7 +403,7 @@ kvc_handle(kvc_query *q, kvi_http_req *req, int ep)
 
 	/* one extra count holds the context until every call has started */
 	c->pending = asked + 1;
-	int64_t deadline = kvc_now_ms() + q->cfg.deadline_ms;
+	int64_t deadline = kvi_now_ms() + q->cfg.deadline_ms;
 	for (size_t i = 0; i < total; i++) {
 		if (!ask[i]) {
 			continue;

@@ -209,7 +209,7 @@ kvc_poll(kvc_assigner *a)
 			      : SIZE_MAX;
 	}
 	kvc_fanout_wait(&f);
-	int64_t now = kvc_now_ms();
+	int64_t now = kvi_now_ms();
 	size_t total = 0;
 	for (size_t i = 0; i < n; i++) {
 		kvc_call *c = call[i] != SIZE_MAX ? &f.calls[call[i]] : NULL;
@@ -557,7 +557,7 @@ kvc_tick(kvc_assigner *a)
 	bool leading = kvc_leading(a, &term);
 	kvc_share_state(a, leading);
 	kvc_adopt_http(a, leading);
-	int64_t now = kvc_now_ms();
+	int64_t now = kvi_now_ms();
 	size_t n;
 	kvc_lview *lv = kvc_reg_listeners(a->reg, &n);
 	bool *unowned = kvi_calloc(n + 1, sizeof(bool));

@@ -57,6 +57,13 @@ struct kvc_registry {
 	bool routes_known;               /* kvc_reg_routes_set has run */
 };
 
+/* kvc_inst_by_name returns the named instance name, or NULL. */
+kvc_inst *kvc_inst_by_name(kvc_registry *r, const char *name);
+
+/* kvc_lis_state returns the state l's owner last reported (registry_workers.c).
+ */
+int kvc_lis_state(const kvc_lis *l);
+
 /* kvc_model_find returns model name, or NULL. */
 kvc_model *kvc_model_find(kvc_registry *r, const char *name);
 

@@ -15,14 +15,6 @@ struct kvc_shardset {
 	size_t batch_max;
 };
 
-int64_t
-kvc_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 kvc_shardset *
 kvc_shardset_alloc(void)
 {

@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "clock.h"
 #include "error.h"
 #include "qbatch.h"
 #include "rpc.h"
@@ -100,8 +101,5 @@ void kvc_shard_set_store_error(kvc_shard *sh, const char *err);
 /* kvc_shard_stale says whether sh's store cannot commit, and why (why may
  * be NULL). */
 bool kvc_shard_stale(kvc_shard *sh, char *why, size_t len);
-
-/* kvc_now_ms returns monotonic milliseconds. */
-int64_t kvc_now_ms(void);
 
 #endif /* KVI_COORDINATOR_SHARDSET_H */

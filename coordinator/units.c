@@ -173,7 +173,7 @@ kvc_retry_fail(kvc_assigner *a, const char *unit, const char *err)
 	if (r->backoff_ms > a->cfg.retry_max_ms) {
 		r->backoff_ms = a->cfg.retry_max_ms;
 	}
-	r->next_ms = kvc_now_ms() + r->backoff_ms;
+	r->next_ms = kvi_now_ms() + r->backoff_ms;
 	snprintf(r->err, sizeof(r->err), "%s", err);
 	kvi_counter_inc(a->m_reg_retries);
 }

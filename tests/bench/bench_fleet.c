@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "bench_query_proc.h"
 #include "kvitest.h"
 
 #define TENTHS 10
@@ -109,27 +110,11 @@ proc_fds(pid_t pid)
 	return n;
 }
 
-/* proc_cpu_s returns the CPU seconds pid has used (utime + stime). */
+/* proc_cpu_s returns the CPU seconds pid has used. */
 static double
 proc_cpu_s(pid_t pid)
 {
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	FILE *fp = fopen(path, "r");
-	if (fp == NULL) {
-		return 0;
-	}
-	size_t n = fread(buf, 1, sizeof(buf) - 1, fp);
-	fclose(fp);
-	buf[n] = '\0';
-	const char *p = strrchr(buf, ')');
-	unsigned long ut = 0, st = 0;
-	if (p != NULL) {
-		sscanf(p + 2,
-		       "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
-		       &ut, &st);
-	}
-	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+	return (double)bq_cpu_ns(pid) / 1e9;
 }
 
 /* metric reads one unlabelled sample of the coordinator's /metrics (-1:

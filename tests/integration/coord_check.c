@@ -727,3 +727,13 @@ clu_rank_on(cluster *c, int k, int ranks, int dp)
 	}
 	return -1;
 }
+
+long
+clu_score(const json_t *ans, int idx, int dp)
+{
+	char id[24], r[16];
+	snprintf(id, sizeof(id), "%" PRIu64, clu_instance_id(idx / dp));
+	snprintf(r, sizeof(r), "%d", idx % dp);
+	return (long)json_integer_value(json_object_get(
+	    json_object_get(json_object_get(ans, "scores"), id), r));
+}

@@ -94,6 +94,10 @@ json_t *clu_listener(cluster *c, const char *pod, int rank, json_t **workers);
  * sim/pod-`pod`. */
 shardproc *clu_shard_of(cluster *c, int pod, int rank);
 
+/* clu_score returns what the /query answer ans scores for rank idx of
+ * the simulator (dp ranks a pod), in tokens; 0 when it names none. */
+long clu_score(const json_t *ans, int idx, int dp);
+
 /* clu_rank_on returns the first of the simulator's ranks (0..ranks, dp a
  * pod) that shard k owns, or -1. */
 int clu_rank_on(cluster *c, int k, int ranks, int dp);

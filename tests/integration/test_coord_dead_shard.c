@@ -68,17 +68,6 @@ query_of(cluster *c, const char *model, uint32_t seed, int64_t *took)
 	return ans;
 }
 
-/* score returns what ans gives rank idx of the simulator (0: nothing). */
-static long
-score(const json_t *ans, int idx)
-{
-	char id[24], r[8];
-	snprintf(id, sizeof(id), "%" PRIu64, clu_instance_id(idx / DP));
-	snprintf(r, sizeof(r), "%d", idx % DP);
-	return (long)json_integer_value(json_object_get(
-	    json_object_get(json_object_get(ans, "scores"), id), r));
-}
-
 static bool
 partial(const json_t *ans)
 {
@@ -103,7 +92,7 @@ start(cluster *c, const char *const *coord_extra)
 		for (;;) {
 			json_t *ans =
 			    query_of(c, "sim-model", 10 + (uint32_t)i, &took);
-			long s = score(ans, i);
+			long s = clu_score(ans, i, DP);
 			json_decref(ans);
 			if (s == NTOK) {
 				break;
@@ -238,7 +227,7 @@ test_dead_shard_costs_nothing(void **state)
 		    query_of(c, "sim-model", 10 + (uint32_t)on0, &took);
 		assert_true(took < FAST_MS);
 		assert_true(partial(ans)); /* it owns listeners of the model */
-		assert_int_equal(score(ans, on0), NTOK);
+		assert_int_equal(clu_score(ans, on0, DP), NTOK);
 		json_decref(ans);
 	}
 	/* Before, every tick's poll waited a second for the dead shard, and
@@ -258,7 +247,7 @@ test_dead_shard_costs_nothing(void **state)
 	for (;;) {
 		json_t *ans =
 		    query_of(c, "sim-model", 10 + (uint32_t)on1, &took);
-		bool whole = !partial(ans) && score(ans, on1) == NTOK;
+		bool whole = !partial(ans) && clu_score(ans, on1, DP) == NTOK;
 		json_decref(ans);
 		if (whole) {
 			break;
@@ -271,7 +260,7 @@ test_dead_shard_costs_nothing(void **state)
 		    query_of(c, "sim-model", 10 + (uint32_t)on0, &took);
 		assert_true(took < FAST_MS);
 		assert_false(partial(ans));
-		assert_int_equal(score(ans, on0), NTOK);
+		assert_int_equal(clu_score(ans, on0, DP), NTOK);
 		json_decref(ans);
 	}
 }

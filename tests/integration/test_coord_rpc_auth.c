@@ -47,11 +47,7 @@ matched(cluster *c, uint32_t seed, int idx)
 	uint32_t t[NTOK];
 	make_tokens(t, seed);
 	json_t *ans = clu_query(c, t, NTOK, NULL);
-	char id[24], r[8];
-	snprintf(id, sizeof(id), "%" PRIu64, clu_instance_id(idx / DP));
-	snprintf(r, sizeof(r), "%d", idx % DP);
-	long v = (long)json_integer_value(json_object_get(
-	    json_object_get(json_object_get(ans, "scores"), id), r));
+	long v = clu_score(ans, idx, DP);
 	json_decref(ans);
 	return v;
 }

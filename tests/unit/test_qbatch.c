@@ -100,7 +100,7 @@ job_done(void *arg, kvi_err rv, const Kvindex__QueryResponse *qr,
 	pthread_mutex_lock(&j->mu);
 	j->done++;
 	j->rv = rv;
-	j->at_ms = kvc_now_ms();
+	j->at_ms = kvi_now_ms();
 	if (rv == KVI_OK) {
 		j->answer = qr->n_m_instance == 1 ? qr->m_instance[0] : 0;
 	} else {
@@ -122,7 +122,7 @@ job_init(job *j, uint64_t hash, int deadline_ms)
 	j->q.seq_hashes = &j->hash;
 	j->q.n_seq_hashes = 1;
 	j->item = (kvc_qbatch_item){.query = &j->q,
-				    .deadline_ms = kvc_now_ms() + deadline_ms,
+				    .deadline_ms = kvi_now_ms() + deadline_ms,
 				    .done = job_done,
 				    .arg = j};
 }
@@ -250,7 +250,7 @@ test_deadlines_hold_behind_a_stall(void **state)
 	env_start(&e, 1, 0);
 	atomic_store(&stall_ms, 1500);
 	job a, b, c;
-	int64_t t0 = kvc_now_ms();
+	int64_t t0 = kvi_now_ms();
 	job_init(&a, 1, 150); /* in flight, stalled */
 	kvc_qbatch_submit(e.b, &a.item);
 	job_init(&b, 2, 100); /* queued; its deadline passes in the queue */
@@ -315,7 +315,7 @@ test_shard_down(void **state)
 	assert_int_equal(kvp_client_open("tcp://127.0.0.1:1", &client), KVI_OK);
 	kvc_qbatch *b = kvc_qbatch_alloc(client, 1, 0);
 	job j[4];
-	int64_t t0 = kvc_now_ms();
+	int64_t t0 = kvi_now_ms();
 	for (int i = 0; i < 4; i++) {
 		job_init(&j[i], 1, 100);
 		kvc_qbatch_submit(b, &j[i].item);

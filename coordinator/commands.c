@@ -1,0 +1,359 @@
+/*
+ * commands.c - what the assigner's commands do, on its thread: register
+ * (many at once), unregister, and take a discovery source's pod set.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "assigner_int.h"
+#include "log.h"
+
+/* ---- JSON helpers -------------------------------------------------- */
+
+json_t *
+kvc_err_body(const char *msg)
+{
+	return json_pack("{s:s}", "error", msg);
+}
+
+static json_t *
+kvc_keys_json(char **keys, size_t n)
+{
+	json_t *arr = json_array();
+	for (size_t i = 0; i < n; i++) {
+		json_array_append_new(arr, json_string(keys[i]));
+	}
+	return arr;
+}
+
+void
+kvc_strv_free(char **v, size_t n)
+{
+	for (size_t i = 0; v != NULL && i < n; i++) {
+		kvi_free(v[i]);
+	}
+	kvi_free(v);
+}
+
+/* ---- removal ------------------------------------------------------- */
+
+/* kvc_remove takes a pod or an instance's ranks out of the registry and
+ * unassigns them from every shard known to own them. Returns the keys
+ * removed (kvc_strv_free) or NULL when nothing matched. */
+static char **
+kvc_remove(kvc_assigner *a, const char *name, uint64_t id, int rank, size_t *n)
+{
+	char **keys, **shards;
+	if (kvc_reg_remove(a->reg, name, id, rank, &keys, &shards, n) !=
+	    KVI_OK) {
+		return NULL;
+	}
+	kvc_op *ops = NULL;
+	size_t m = 0, cap = 0;
+	for (size_t i = 0; i < *n; i++) {
+		size_t cnt;
+		const kvc_owned *o = kvc_owned_find(a, keys[i], &cnt);
+		size_t reg = kvc_shard_index(a, shards[i]);
+		for (size_t k = 0; k <= cnt; k++) {
+			size_t s = k < cnt ? o[k].shard : reg;
+			bool dup = s == SIZE_MAX;
+			for (size_t j = 0; j < k && !dup; j++) {
+				dup = o[j].shard == s;
+			}
+			if (dup) {
+				continue;
+			}
+			if (m == cap) {
+				cap = cap ? cap * 2 : 16;
+				ops = kvi_reallocarray(ops, cap, sizeof(*ops));
+			}
+			ops[m++] = (kvc_op){
+			    .assign = false, .shard = s, .key = keys[i]};
+		}
+		kvc_retry_clear(a, keys[i]);
+		kvc_removed_note(a, keys[i], true);
+		KVI_INFO("listener_removed", "listener=%s", keys[i]);
+	}
+	if (name != NULL) {
+		kvc_retry_clear(a, name);
+	}
+	/* a shard that is away gets it dropped as an orphan on return */
+	kvc_run_ops(a, ops, m, NULL, NULL, NULL, 0);
+	kvi_free(ops);
+	kvc_strv_free(shards, *n);
+	return keys;
+}
+
+static void
+kvc_store_delete(kvc_assigner *a, const char *name, char **keys, size_t n)
+{
+	if (a->store == NULL) {
+		return;
+	}
+	char err[256];
+	for (size_t i = 0; i < (name != NULL ? 1 : n); i++) {
+		const char *k = name != NULL ? name : keys[i];
+		kvi_err rv =
+		    kvc_cstore_pod_delete(a->store, k, err, sizeof(err));
+		if (rv != KVI_OK && rv != KVI_ENOENT) {
+			KVI_ERROR("store_delete_failed", "pod=%s err=%s", k,
+				  err);
+		}
+	}
+}
+
+/* ---- commands ------------------------------------------------------ */
+
+/* One registration on its way: what kvc_register_begin found, for
+ * kvc_register_end to answer. */
+typedef struct kvc_regwork {
+	kvc_cmd *c;
+	bool existed;
+	kvc_rank *ranks;
+	size_t nr;
+	kvc_lview *lv; /* the unit's listeners, nl of them */
+	size_t nl;
+	const kvc_lview **mine; /* those no shard owns, m of them */
+	size_t m;
+	json_t *body;
+} kvc_regwork;
+
+/* kvc_register_begin adds c's pod to the registry and the store; returns
+ * false when that already answered c (refused, or nothing to assign). */
+static bool
+kvc_register_begin(kvc_assigner *a, kvc_cmd *c, kvc_regwork *w)
+{
+	const kvc_pod *p = &c->pod;
+	char err[256] = "";
+	*w = (kvc_regwork){.c = c};
+	kvi_err rv = kvc_reg_add(a->reg, p, &w->existed, err, sizeof(err));
+	if (rv != KVI_OK) {
+		c->done(c->arg, rv == KVI_EEXIST ? 409 : 400,
+			kvc_err_body(err));
+		return false;
+	}
+	if (!w->existed && a->store != NULL &&
+	    kvc_cstore_pod_put(a->store, p, err, sizeof(err)) != KVI_OK) {
+		KVI_ERROR("store_put_failed", "instance=%" PRIu64 " err=%s",
+			  p->instance_id, err);
+		size_t n = 0;
+		char **keys = kvc_remove(a, p->name, p->instance_id,
+					 p->name ? -1 : (int)p->rank, &n);
+		kvc_strv_free(keys, n);
+		char msg[320];
+		snprintf(msg, sizeof(msg),
+			 "the registration could not be stored: %s", err);
+		c->done(c->arg, 500, kvc_err_body(msg));
+		return false;
+	}
+	/* this unit's listeners, looked up by key */
+	w->ranks = kvc_pod_ranks(p, &w->nr);
+	w->lv = kvc_reg_listeners_of(a->reg, w->ranks, w->nr, &w->nl);
+	for (size_t k = 0; k < w->nr; k++) {
+		kvc_removed_note(a, w->ranks[k].key, false); /* again */
+	}
+	w->mine = kvi_calloc(w->nr + 1, sizeof(*w->mine));
+	json_t *ls = json_array();
+	for (size_t i = 0; i < w->nl; i++) {
+		if (w->lv[i].shard == NULL) {
+			w->mine[w->m++] = &w->lv[i];
+		}
+		json_array_append_new(ls, json_string(w->lv[i].r.key));
+	}
+	char id[24];
+	snprintf(id, sizeof(id), "%" PRIu64, p->instance_id);
+	w->body = json_pack("{s:s,s:o,s:o}", "instance_id", id, "name",
+			    p->name ? json_string(p->name) : json_null(),
+			    "listeners", ls);
+	return true;
+}
+
+/* kvc_register_end answers w's command: registered when good, else 202
+ * pending with why. */
+static void
+kvc_register_end(kvc_assigner *a, kvc_regwork *w, bool good, const char *why)
+{
+	const kvc_pod *p = &w->c->pod;
+	const char *unit = p->name != NULL ? p->name : w->ranks[0].key;
+	int status;
+	if (good) {
+		if (w->m > 0) {
+			kvc_retry_clear(a, unit);
+		}
+		status = w->existed ? 200 : 201;
+		json_object_set_new(w->body, "status",
+				    json_string("registered"));
+		json_object_set_new(w->body, "existed",
+				    json_boolean(w->existed));
+	} else {
+		kvc_retry_fail(a, unit, why);
+		const kvc_retry *r = kvc_retry_get(a, unit, false);
+		KVI_WARN("register_pending", "unit=%s err=%s", unit, why);
+		status = 202;
+		json_object_set_new(w->body, "status", json_string("pending"));
+		json_object_set_new(w->body, "error", json_string(why));
+		json_object_set_new(w->body, "retry_in_ms",
+				    json_integer(r ? r->backoff_ms : 0));
+	}
+	KVI_INFO("registered", "unit=%s listeners=%zu status=%d", unit, w->nr,
+		 status);
+	kvi_free(w->mine);
+	kvc_ranks_free(w->ranks, w->nr);
+	kvc_lviews_free(w->lv, w->nl);
+	w->c->done(w->c->arg, status, w->body);
+}
+
+/* kvc_do_registers registers n pods that arrived together: each is added
+ * on its own, and their listeners are assigned in one round of calls
+ * (kvc_units_attempt), so that the cost of a registration does not grow
+ * with how many wait behind it. */
+void
+kvc_do_registers(kvc_assigner *a, kvc_cmd *const *cmds, size_t n)
+{
+	kvc_regwork *w = kvi_calloc(n + 1, sizeof(*w));
+	size_t *unit = kvi_calloc(n + 1, sizeof(*unit)); /* w's, by unit */
+	size_t *first = kvi_calloc(n + 2, sizeof(*first));
+	size_t nw = 0, units = 0, total = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!kvc_register_begin(a, cmds[i], &w[nw])) {
+			continue;
+		}
+		if (w[nw].m > 0) {
+			unit[units++] = nw;
+			total += w[nw].m;
+		}
+		nw++;
+	}
+	const kvc_lview **group = kvi_calloc(total + 1, sizeof(*group));
+	size_t g = 0;
+	for (size_t u = 0; u < units; u++) {
+		first[u] = g;
+		for (size_t k = 0; k < w[unit[u]].m; k++) {
+			group[g++] = w[unit[u]].mine[k];
+		}
+	}
+	first[units] = g;
+	bool *good = kvi_calloc(units + 1, sizeof(bool));
+	char(*why)[256] = kvi_calloc(units + 1, sizeof(*why));
+	kvc_units_attempt(a, group, first, units, good, why);
+	for (size_t i = 0, u = 0; i < nw; i++) {
+		bool assigned = w[i].m == 0 || good[u];
+		kvc_register_end(a, &w[i], assigned, w[i].m > 0 ? why[u] : "");
+		u += w[i].m > 0;
+	}
+	kvi_free(why);
+	kvi_free(good);
+	kvi_free(group);
+	kvi_free(first);
+	kvi_free(unit);
+	kvi_free(w);
+}
+
+void
+kvc_do_unregister(kvc_assigner *a, kvc_cmd *c)
+{
+	kvc_source src;
+	bool named;
+	char *model = NULL;
+	char msg[320];
+	if (!kvc_reg_lookup(a->reg, c->name, c->id, &src, &named, &model)) {
+		if (c->name != NULL) {
+			snprintf(msg, sizeof(msg), "pod %s is not registered",
+				 c->name);
+		} else {
+			snprintf(msg, sizeof(msg),
+				 "instance %" PRIu64 " is not registered",
+				 c->id);
+		}
+		c->done(c->arg, 404, kvc_err_body(msg));
+		return;
+	}
+	int status = 0;
+	if (src != KVC_SOURCE_HTTP) {
+		snprintf(msg, sizeof(msg),
+			 "this pod comes from the %s source; remove it there",
+			 kvc_source_name(src));
+		status = 409;
+	} else if (c->model != NULL && strcmp(c->model, model) != 0) {
+		snprintf(msg, sizeof(msg),
+			 "instance %" PRIu64 " serves model %s, not %s", c->id,
+			 model, c->model);
+		status = 404;
+	} else if (named && c->rank >= 0) {
+		snprintf(msg, sizeof(msg),
+			 "the ranks of a pod registered with its name go "
+			 "together: unregister it without dp_rank");
+		status = 409;
+	}
+	kvi_free(model);
+	if (status != 0) {
+		c->done(c->arg, status, kvc_err_body(msg));
+		return;
+	}
+	size_t n;
+	char **keys = kvc_remove(a, named ? c->name : NULL, c->id, c->rank, &n);
+	if (keys == NULL) {
+		snprintf(msg, sizeof(msg),
+			 "instance %" PRIu64 " has no rank %d registered",
+			 c->id, c->rank);
+		c->done(c->arg, 404, kvc_err_body(msg));
+		return;
+	}
+	kvc_store_delete(a, named ? c->name : NULL, keys, n);
+	c->done(c->arg, 200,
+		json_pack("{s:o}", "unregistered", kvc_keys_json(keys, n)));
+	kvc_strv_free(keys, n);
+}
+
+static const kvc_pod *
+kvc_pod_named(const kvc_pod *pods, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (pods[i].name != NULL && strcmp(pods[i].name, name) == 0) {
+			return &pods[i];
+		}
+	}
+	return NULL;
+}
+
+void
+kvc_do_sync(kvc_assigner *a, kvc_cmd *c)
+{
+	size_t n_cur;
+	kvc_pod *cur = kvc_reg_pods(a->reg, c->source, &n_cur);
+	size_t removed = 0, added = 0, rejected = 0;
+	for (size_t i = 0; i < n_cur; i++) {
+		const kvc_pod *np =
+		    kvc_pod_named(c->pods, c->n_pods, cur[i].name);
+		if (np == NULL || !kvc_pod_equal(np, &cur[i])) {
+			size_t n = 0;
+			/* two statements: an argument list has no order */
+			char **keys = kvc_remove(a, cur[i].name, 0, -1, &n);
+			kvc_strv_free(keys, n);
+			removed++;
+		}
+	}
+	for (size_t i = 0; i < c->n_pods; i++) {
+		const kvc_pod *p = &c->pods[i];
+		char err[256];
+		bool existed;
+		if (kvc_reg_add(a->reg, p, &existed, err, sizeof(err)) !=
+		    KVI_OK) {
+			KVI_ERROR("pod_rejected", "source=%s pod=%s err=%s",
+				  kvc_source_name(c->source), p->name, err);
+			rejected++;
+		} else if (!existed) {
+			added++;
+		}
+	}
+	kvc_pods_free(cur, n_cur);
+	KVI_INFO("source_synced",
+		 "source=%s pods=%zu added=%zu removed=%zu rejected=%zu",
+		 kvc_source_name(c->source), c->n_pods, added, removed,
+		 rejected);
+	pthread_mutex_lock(&a->mu);
+	a->synced |= 1u << c->source;
+	pthread_mutex_unlock(&a->mu);
+}

@@ -1,0 +1,166 @@
+/*
+ * registry_workers.c - GET /workers: the registry's instances and their
+ * listeners as API.md gives them, whole or in pages by instance id, and
+ * the names of the listener states.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "registry_int.h"
+
+/* ---- /workers ------------------------------------------------------ */
+
+const char *const kvc_state_names[KVC_STATES] = {
+    "pending", "active", "recovering", "failed", "stale"};
+
+/* The badness of a state for a pod's worst-of status. */
+static int
+kvc_state_rank(int state)
+{
+	/* pending, active, recovering, failed, stale */
+	static const int rank[KVC_STATES] = {1, 0, 2, 4, 3};
+	return state >= 0 && state < KVC_STATES ? rank[state] : 1;
+}
+
+int
+kvc_lis_state(const kvc_lis *l)
+{
+	int s = l->shard != NULL && l->st.known ? l->st.state : 0;
+	return s >= 0 && s < KVC_STATES ? s : 0;
+}
+
+static json_t *
+kvc_str_or_null(const char *s)
+{
+	return s != NULL ? json_string(s) : json_null();
+}
+
+static json_t *
+kvc_lis_json(const kvc_lis *l)
+{
+	json_t *o = json_object();
+	json_object_set_new(o, "endpoint", json_string(l->r.endpoint));
+	json_object_set_new(o, "recover_endpoint",
+			    kvc_str_or_null(l->r.recover_endpoint));
+	json_object_set_new(o, "replay_endpoint",
+			    kvc_str_or_null(l->r.replay_endpoint));
+	json_object_set_new(o, "shard", kvc_str_or_null(l->shard));
+	json_object_set_new(o, "status",
+			    json_string(kvc_state_names[kvc_lis_state(l)]));
+	json_object_set_new(o, "last_seq",
+			    l->st.known && l->st.has_wm
+				? json_integer((json_int_t)l->st.wm)
+				: json_null());
+	json_object_set_new(o, "blocks",
+			    json_integer((json_int_t)l->st.blocks));
+	json_object_set_new(o, "queued_batches",
+			    json_integer((json_int_t)l->st.queued_batches));
+	json_object_set_new(o, "queued_bytes",
+			    json_integer((json_int_t)l->st.queued_bytes));
+	json_object_set_new(o, "last_error",
+			    l->st.last_error[0] ? json_string(l->st.last_error)
+						: json_null());
+	if (l->moving_to != NULL) {
+		json_object_set_new(o, "moving_to", json_string(l->moving_to));
+	}
+	return o;
+}
+
+static json_t *
+kvc_inst_json(const kvc_inst *i)
+{
+	json_t *o = json_object();
+	char id[24];
+	snprintf(id, sizeof(id), "%" PRIu64, i->id);
+	json_object_set_new(o, "instance_id", json_string(id));
+	json_object_set_new(o, "name", kvc_str_or_null(i->name));
+	json_object_set_new(o, "model_name", json_string(i->model));
+	json_object_set_new(o, "block_size", json_integer(i->block_size));
+	json_object_set_new(o, "source",
+			    json_string(kvc_source_name(i->source)));
+	json_t *ls = json_object();
+	int worst = 0, worst_state = 1;
+	for (size_t k = 0; k < i->n_lis; k++) {
+		char rank[8];
+		snprintf(rank, sizeof(rank), "%u", i->lis[k]->r.rank);
+		json_object_set_new(ls, rank, kvc_lis_json(i->lis[k]));
+		int st = kvc_lis_state(i->lis[k]);
+		if (k == 0 || kvc_state_rank(st) > worst) {
+			worst = kvc_state_rank(st);
+			worst_state = st;
+		}
+	}
+	json_object_set_new(o, "status",
+			    json_string(kvc_state_names[worst_state]));
+	json_object_set_new(o, "listeners", ls);
+	return o;
+}
+
+static int
+kvc_inst_id_cmp(const void *x, const void *y)
+{
+	uint64_t a = (*(const kvc_inst *const *)x)->id;
+	uint64_t b = (*(const kvc_inst *const *)y)->id;
+	return a < b ? -1 : a > b;
+}
+
+static bool
+kvc_inst_selected(const kvc_inst *i, const kvc_workers_query *q)
+{
+	return (q->model == NULL || strcmp(q->model, i->model) == 0) &&
+	       (q->name == NULL ||
+		(i->name != NULL && strcmp(q->name, i->name) == 0)) &&
+	       (!q->has_cursor || i->id > q->cursor);
+}
+
+json_t *
+kvc_reg_workers(kvc_registry *r, const kvc_workers_query *q, bool *more,
+		uint64_t *next)
+{
+	json_t *arr = json_array();
+	if (more != NULL) {
+		*more = false;
+	}
+	pthread_mutex_lock(&r->mu);
+	if (q->name != NULL) {
+		kvc_inst *i = kvc_inst_by_name(r, q->name);
+		if (i != NULL && kvc_inst_selected(i, q)) {
+			json_array_append_new(arr, kvc_inst_json(i));
+		}
+	} else if (q->limit == 0 && !q->has_cursor) {
+		for (kvc_inst *i = r->insts; i != NULL; i = i->next) {
+			if (kvc_inst_selected(i, q)) {
+				json_array_append_new(arr, kvc_inst_json(i));
+			}
+		}
+	} else {
+		/* a page: the selected instances by id, from the cursor on */
+		size_t n = 0, cap = 64;
+		const kvc_inst **sel = kvi_calloc(cap, sizeof(*sel));
+		for (kvc_inst *i = r->insts; i != NULL; i = i->next) {
+			if (!kvc_inst_selected(i, q)) {
+				continue;
+			}
+			if (n == cap) {
+				cap *= 2;
+				sel = kvi_reallocarray(sel, cap, sizeof(*sel));
+			}
+			sel[n++] = i;
+		}
+		qsort(sel, n, sizeof(*sel), kvc_inst_id_cmp);
+		size_t take = q->limit > 0 && q->limit < n ? q->limit : n;
+		for (size_t k = 0; k < take; k++) {
+			json_array_append_new(arr, kvc_inst_json(sel[k]));
+		}
+		if (take < n && more != NULL) {
+			*more = true;
+			*next = sel[take - 1]->id;
+		}
+		kvi_free(sel);
+	}
+	pthread_mutex_unlock(&r->mu);
+	return arr;
+}
