@@ -4,8 +4,8 @@
  * A move is a hand-off, not a drop. The coordinator assigns the listener
  * to its new owner naming the old one (AssignRequest.handoff_from). The new
  * owner subscribes at once and holds the live batches in the listener's
- * backlog (phase KVL_HANDOFF); once its SUB is connected (and a moment
- * more, for the subscription to reach the engine: a batch published
+ * backlog (KVL_R_HANDOFF_ARMED, recovery.h); once its SUB is connected (and a
+ * moment more, for the subscription to reach the engine: a batch published
  * before that reaches neither the backlog nor, if the snapshot were older,
  * the state) it takes the listener's state from the old owner over nng:
  * HandoffRequest chunks of a snapshot the old owner takes of the listener,
@@ -42,7 +42,6 @@
 
 #define KVG_HANDOFF_CHUNK      65536u
 #define KVG_HANDOFF_TIMEOUT_MS 10000
-#define KVG_HANDOFF_TRIES      50 /* snapshots per move, for gaps */
 #define KVG_HANDOFF_RETRY_MS   20
 #define KVG_HANDOFF_FAILS      5 /* failed fetches before giving up */
 
@@ -343,7 +342,7 @@ kvg_handoff_stop(kvg_ingest *g)
 /* ---- the new owner -------------------------------------------------- */
 
 void
-kvg_begin_handoff(kvg_ingest *g, kvl_listener *l)
+kvg_handoff_ask(kvg_ingest *g, kvl_listener *l)
 {
 	kvg_hojob *j = kvi_calloc(1, sizeof(*j));
 	l->ho.token = ((uint64_t)l->lid << 32) | (++g->fetch_gen & 0xffffffffu);
@@ -356,7 +355,6 @@ kvg_begin_handoff(kvg_ingest *g, kvl_listener *l)
 		     : l->ho.tries > 0 ? KVG_HANDOFF_RETRY_MS
 				       : 0;
 	l->ho.tries++;
-	l->phase = KVL_HANDOFF;
 	kvg_log_listener(l, "handoff_begin", "from=%s try=%d", l->ho.from,
 			 l->ho.tries);
 	pthread_mutex_lock(&g->ho_mu);
@@ -370,46 +368,10 @@ kvg_begin_handoff(kvg_ingest *g, kvl_listener *l)
 }
 
 void
-kvg_handoff_arm(kvg_ingest *g, kvl_listener *l, int ms)
-{
-	l->phase = KVL_HANDOFF;
-	l->ho.armed = true;
-	kvg_io_timer(g, l, ms);
-}
-
-bool
-kvg_handoff_armed_event(kvg_ingest *g, kvl_listener *l, bool connected)
-{
-	if (l->phase != KVL_HANDOFF || !l->ho.armed) {
-		return false;
-	}
-	if (connected) {
-		/* give the subscription a moment to reach the engine */
-		kvg_io_timer(g, l, KVG_HANDOFF_SUB_MS);
-		return true;
-	}
-	l->ho.armed = false;
-	kvg_begin_handoff(g, l);
-	return true;
-}
-
-bool
-kvg_handoff_again(kvg_ingest *g, kvl_listener *l)
-{
-	if (l->ho.from == NULL || !l->ho.taken ||
-	    l->ho.tries >= KVG_HANDOFF_TRIES) {
-		return false;
-	}
-	kvg_begin_handoff(g, l);
-	return true;
-}
-
-void
 kvg_handoff_forget(kvl_listener *l)
 {
 	kvi_free(l->ho.from);
 	l->ho.from = NULL;
-	l->ho.armed = false;
 	kvg_snapshot_free(l->ho.snap);
 	l->ho.snap = NULL;
 }
@@ -419,31 +381,24 @@ static void
 kvg_on_handoff(kvg_ingest *g, kvg_hojob *j)
 {
 	kvl_listener *l = kvg_listener(g, (uint32_t)(j->token >> 32));
-	if (l == NULL || l->phase != KVL_HANDOFF || l->ho.token != j->token) {
+	if (l == NULL || l->recovery.state != KVL_R_HANDOFF ||
+	    l->ho.token != j->token) {
 		return; /* a listener gone, or an answer to an older ask */
 	}
-	l->phase = KVL_STREAMING;
 	if (j->rv != KVI_OK) {
 		l->c.handoffs_failed++;
-		snprintf(l->last_error, sizeof(l->last_error),
-			 "hand-off from %.100s: %s (%.100s)", l->ho.from,
-			 kvi_strerror(j->rv), j->err);
+		kvg_error(l, "hand-off from %.100s: %s (%.100s)", l->ho.from,
+			  kvi_strerror(j->rv), j->err);
 		kvg_log_listener(l, "handoff_failed", "from=%s error=\"%s\"",
 				 l->ho.from, l->last_error);
 		if (++l->ho.fails < KVG_HANDOFF_FAILS && j->rv != KVI_ENOENT) {
 			/* The old owner may be restarting: ask again. */
-			kvg_begin_handoff(g, l);
+			kvg_handoff_ask(g, l);
 			return;
 		}
-		bool taken = l->ho.taken;
 		kvg_handoff_forget(l);
-		if (taken) {
-			/* A gap after a snapshot: the usual repairs. */
-			kvg_start_recovery(g, l);
-		} else {
-			/* Start as any new listener does. */
-			kvg_catch_up(g, l);
-		}
+		kvg_recovery_on(g, l,
+				&(kvg_event){.kind = KVG_EV_HANDOFF_FAILED});
 		return;
 	}
 	kva_handoff(g->idx, l, j->ext, j->seq, j->tiers, j->n, &j->mark);
@@ -453,7 +408,7 @@ kvg_on_handoff(kvg_ingest *g, kvg_hojob *j)
 	kvg_log_listener(l, "handoff_applied",
 			 "from=%s entries=%zu watermark=%" PRIu64, l->ho.from,
 			 j->n, j->mark.wm);
-	kvg_finish_recovery(g, l);
+	kvg_recovery_on(g, l, &(kvg_event){.kind = KVG_EV_HANDOFF_TAKEN});
 }
 
 void

@@ -20,27 +20,28 @@ kvi_err kvg_do_handoff(kvg_ingest *g, kvg_cmd *c);
 kvi_err kvg_handoff_start(kvg_ingest *g);
 void kvg_handoff_stop(kvg_ingest *g);
 
-/* kvg_begin_handoff asks l->ho.from for l's state; l waits in
- * KVL_HANDOFF, its live batches in the backlog. */
-void kvg_begin_handoff(kvg_ingest *g, kvl_listener *l);
-
-/* kvg_handoff_arm puts l in KVL_HANDOFF and asks for its state once its
- * SUB is connected (kvg_handoff_armed_event), or after ms at the latest. */
-void kvg_handoff_arm(kvg_ingest *g, kvl_listener *l, int ms);
-
-/* kvg_handoff_armed_event takes the SUB's connection (connected) or the
- * listener's timer for an armed hand-off; false when l is not armed. */
-bool kvg_handoff_armed_event(kvg_ingest *g, kvl_listener *l, bool connected);
+/* kvg_handoff_ask asks l->ho.from for l's state (the hand-off thread
+ * fetches it; kvg_handoff_results gives it back); l waits in
+ * KVL_R_HANDOFF, its live batches in the backlog. */
+void kvg_handoff_ask(kvg_ingest *g, kvl_listener *l);
 
 /* The wait for the SUB before a hand-off asks anyway, and the moment
  * given to a connected SUB's subscription to reach the engine, in ms. */
 #define KVG_HANDOFF_CONNECT_WAIT_MS 2000
 #define KVG_HANDOFF_SUB_MS          100
 
-/* kvg_handoff_again takes a newer snapshot to close a gap that no engine
- * endpoint can, when the listener came by a hand-off; false when it
- * cannot. */
-bool kvg_handoff_again(kvg_ingest *g, kvl_listener *l);
+/* Snapshots a move may take, the later ones to close gaps that no engine
+ * endpoint can. */
+#define KVG_HANDOFF_TRIES 50
+
+/* kvg_handoff_can_retry says whether a newer snapshot may close a gap of
+ * l: it came by a hand-off and has tries left. */
+static inline bool
+kvg_handoff_can_retry(const kvl_listener *l)
+{
+	return l->ho.from != NULL && l->ho.taken &&
+	       l->ho.tries < KVG_HANDOFF_TRIES;
+}
 
 /* kvg_handoff_forget drops both sides' hand-off state of l. */
 void kvg_handoff_forget(kvl_listener *l);

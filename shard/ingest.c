@@ -211,13 +211,15 @@ kvg_do_assign(kvg_ingest *g, kvg_cmd *c)
 		if (c->handoff_from != NULL && c->handoff_from[0] != '\0' &&
 		    g->ho_started && l->ho.from == NULL && !l->ho.taken &&
 		    !l->mark.has_wm &&
-		    (l->phase == KVL_STREAMING || l->phase == KVL_BACKOFF) &&
+		    (l->recovery.state == KVL_R_STREAMING ||
+		     l->recovery.state == KVL_R_BACKOFF ||
+		     l->recovery.state == KVL_R_AWAIT_HANDOFF) &&
 		    kvx_listener_entries(g->idx, l->lid) == 0) {
 			/* Owned with no state yet, say after a restart in
 			 * the middle of a hand-off: take it now. */
 			l->ho.from = kvi_strdup(c->handoff_from);
-			kvg_handoff_arm(g, l,
-					KVG_HANDOFF_SUB_MS); /* its SUB is up */
+			kvg_recovery_move_in(g, l,
+					     KVG_HANDOFF_SUB_MS); /* SUB up */
 		}
 		return KVI_OK;
 	}
@@ -246,7 +248,7 @@ kvg_do_assign(kvg_ingest *g, kvg_cmd *c)
 	    g->ho_started) {
 		/* A planned move: the state comes from the old owner. */
 		l->ho.from = kvi_strdup(c->handoff_from);
-		kvg_handoff_arm(g, l, KVG_HANDOFF_CONNECT_WAIT_MS);
+		kvg_recovery_move_in(g, l, KVG_HANDOFF_CONNECT_WAIT_MS);
 	}
 	return KVI_OK;
 }

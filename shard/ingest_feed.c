@@ -55,7 +55,11 @@ kvg_feed(kvg_ingest *g, uint32_t lid, uint64_t seq, const void *payload,
 {
 	kvl_listener *l = kvg_listener(g, lid);
 	if (l != NULL) {
-		kvg_on_live(g, l, seq, payload, len, false);
+		kvg_recovery_on(g, l,
+				&(kvg_event){.kind = KVG_EV_LIVE,
+					     .seq = seq,
+					     .payload = payload,
+					     .len = len});
 	}
 	double now = kvg_now();
 	if (now - g->last_commit < g->cfg.commit_ms / 1000.0) {

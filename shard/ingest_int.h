@@ -2,8 +2,8 @@
  * ingest_int.h - what the ingest thread's modules share (not a public
  * header): ingest.c (the thread, requests, group commits, loading),
  * ingest_io.c (ZeroMQ sockets and the loop's readiness handling) and
- * recovery.c (sequencing and gap repair). Everything here runs on the
- * ingest thread unless a comment says otherwise.
+ * recovery.c (sequencing and gap repair, recovery.h). Everything here runs on
+ * the ingest thread unless a comment says otherwise.
  */
 #ifndef KVI_SHARD_INGEST_INT_H
 #define KVI_SHARD_INGEST_INT_H
@@ -16,6 +16,7 @@
 #include "ingest.h"
 #include "listener.h"
 #include "recover_fetch.h"
+#include "recovery.h"
 #include "wire.h"
 #include "writer.h"
 
@@ -169,31 +170,5 @@ void kvg_io_replay_stop(kvg_ingest *g, kvl_listener *l);
 /* kvg_io_timer arms the listener's one timer (replay silence, backoff);
  * ms < 0 disarms it. */
 void kvg_io_timer(kvg_ingest *g, kvl_listener *l, int ms);
-
-/* recovery.c: what the sockets and the fetcher deliver. A live batch is
- * applied at once when the listener is in step and nothing is queued
- * before it, unless defer; else it is queued (bounded: past the budget the
- * queue is dropped, to be repaired from the watermark). */
-void kvg_on_live(kvg_ingest *g, kvl_listener *l, uint64_t seq,
-		 const void *payload, size_t len, bool defer);
-/* kvg_backlog_apply applies at most max queued batches of a listener in
- * step, in order (a gap among them starts a recovery); returns how many
- * it took. */
-size_t kvg_backlog_apply(kvg_ingest *g, kvl_listener *l, size_t max);
-void kvg_on_replay(kvg_ingest *g, kvl_listener *l, uint64_t seq, bool end,
-		   const void *payload, size_t len);
-void kvg_on_disconnect(kvg_ingest *g, kvl_listener *l);
-void kvg_on_connect(kvg_ingest *g, kvl_listener *l);
-void kvg_on_timer(kvg_ingest *g, kvl_listener *l);
-void kvg_on_fetched(kvg_ingest *g, kvr_result *r);
-/* kvg_start_recovery picks the next repair of a gap; kvg_finish_recovery
- * ends one and applies the backlog; kvg_catch_up starts a listener that
- * has no state as a new one does. */
-void kvg_start_recovery(kvg_ingest *g, kvl_listener *l);
-void kvg_finish_recovery(kvg_ingest *g, kvl_listener *l);
-void kvg_catch_up(kvg_ingest *g, kvl_listener *l);
-/* kvg_recovery_reset drops the listener's recovery and backlog. */
-void kvg_recovery_reset(kvg_ingest *g, kvl_listener *l);
-kvl_state kvg_state_of(const kvl_listener *l);
 
 #endif /* KVI_SHARD_INGEST_INT_H */

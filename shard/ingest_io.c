@@ -118,7 +118,7 @@ kvg_on_timer_ev(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	kvg_io *io = arg;
-	kvg_on_timer(io->g, io->l);
+	kvg_recovery_on(io->g, io->l, &(kvg_event){.kind = KVG_EV_TIMER});
 }
 
 /* ---- receiving ----------------------------------------------------- */
@@ -180,13 +180,14 @@ kvg_drain_sub(kvg_ingest *g, kvg_io *io)
 {
 	kvl_listener *l = io->l;
 	size_t applied = 0;
-	if (!g->paused && l->phase == KVL_STREAMING) {
+	if (!g->paused && l->recovery.state == KVL_R_STREAMING) {
 		applied = kvg_backlog_apply(g, l, KVG_BUDGET);
 	}
 	for (int i = 0; i < KVG_READ_AHEAD; i++) {
 		kvg_msg m;
 		if (io->sub == NULL || !kvg_msg_recv(io->sub, &m)) {
-			return !g->paused && l->phase == KVL_STREAMING &&
+			return !g->paused &&
+			       l->recovery.state == KVL_R_STREAMING &&
 			       l->backlog != NULL;
 		}
 		kvi_msg msg;
@@ -194,8 +195,12 @@ kvg_drain_sub(kvg_ingest *g, kvg_io *io)
 		if (kvi_frame_parse_live(m.frames, (size_t)m.n, &msg, why,
 					 sizeof(why)) == KVI_OK) {
 			bool defer = g->paused || applied >= KVG_BUDGET;
-			kvg_on_live(g, l, msg.seq, msg.payload.ptr,
-				    msg.payload.len, defer);
+			kvg_recovery_on(g, l,
+					&(kvg_event){.kind = KVG_EV_LIVE,
+						     .seq = msg.seq,
+						     .payload = msg.payload.ptr,
+						     .len = msg.payload.len,
+						     .defer = defer});
 			applied += !defer;
 		} else {
 			l->c.malformed++;
@@ -218,9 +223,13 @@ kvg_drain_mon(kvg_ingest *g, kvg_io *io)
 			uint16_t ev;
 			memcpy(&ev, m.frames[0].ptr, sizeof(ev));
 			if (ev == ZMQ_EVENT_DISCONNECTED) {
-				kvg_on_disconnect(g, io->l);
+				kvg_recovery_on(
+				    g, io->l,
+				    &(kvg_event){.kind = KVG_EV_DISCONNECTED});
 			} else if (ev == ZMQ_EVENT_CONNECTED) {
-				kvg_on_connect(g, io->l);
+				kvg_recovery_on(
+				    g, io->l,
+				    &(kvg_event){.kind = KVG_EV_CONNECTED});
 			}
 		}
 		kvg_msg_close(&m);
@@ -240,8 +249,13 @@ kvg_drain_dealer(kvg_ingest *g, kvg_io *io)
 		char why[128];
 		if (kvi_frame_parse_replay(m.frames, (size_t)m.n, &msg, why,
 					   sizeof(why)) == KVI_OK) {
-			kvg_on_replay(g, io->l, msg.seq, msg.end,
-				      msg.payload.ptr, msg.payload.len);
+			kvg_recovery_on(
+			    g, io->l,
+			    &(kvg_event){.kind = msg.end ? KVG_EV_REPLAY_END
+							 : KVG_EV_REPLAY,
+					 .seq = msg.seq,
+					 .payload = msg.payload.ptr,
+					 .len = msg.payload.len});
 		} else {
 			io->l->c.malformed++;
 			kvg_error(io->l, "%s", why);

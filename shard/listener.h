@@ -7,24 +7,17 @@
  * counters. Listeners belong to the ingest thread: only that thread reads
  * or writes them (status requests are answered on it).
  *
- * States (what status reports):
+ * States (what status reports; kvg_state_of gives it from the recovery
+ * state, recovery.h):
  *
  *   PENDING     assigned and subscribed, not yet known to be in step
  *   ACTIVE      applying the live stream in order
- *   RECOVERING  closing a gap: a replay or a /kv_recover fetch is in
- *               flight; live batches wait in the listener's backlog
+ *   RECOVERING  closing a gap: a replay, a /kv_recover fetch or a
+ *               hand-off is in flight; live batches wait in the
+ *               listener's backlog
  *   FAILED      the last recovery attempt failed; the next one is
  *               scheduled with backoff; live batches keep waiting
- *
- * A listener assigned by a planned move starts RECOVERING too, taking its
- * state from the shard that owns it (a hand-off) before catching up.
- *
- * PENDING -> ACTIVE on the first batch applied, or once the catch-up at
- * connect found that the engine has published nothing yet; ACTIVE -> RECOVERING
- * on a gap, an engine restart that needs history, or a resync; RECOVERING ->
- * ACTIVE once the gap is closed and the backlog applied; RECOVERING ->
- * FAILED on a failed attempt; FAILED -> RECOVERING when the backoff
- * expires.
+ *   STALE       the store cannot commit (kvg_state_in)
  */
 #ifndef KVI_SHARD_LISTENER_H
 #define KVI_SHARD_LISTENER_H
@@ -45,14 +38,64 @@ typedef enum kvl_state {
 } kvl_state;
 #define KVL_STATE_COUNT 5
 
-/* What a listener is doing about its sequence. */
-typedef enum kvl_phase {
-	KVL_STREAMING = 0, /* no recovery in progress */
-	KVL_REPLAYING,     /* a replay request is being answered */
-	KVL_FETCHING,      /* a /kv_recover fetch is in flight */
-	KVL_BACKOFF,       /* waiting to retry a failed recovery */
-	KVL_HANDOFF,       /* taking the state from the shard that owns it */
-} kvl_phase;
+/*
+ * Where a listener's recovery stands: one state at a time, changed only by
+ * recovery.c (its header draws the transitions).
+ */
+typedef enum kvl_rstate {
+	/* Live batches are judged as they come (kvg_judge): applied in
+	 * order, duplicates dropped, a gap starts a repair. */
+	KVL_R_STREAMING = 0,
+	/* A replay from the watermark is in flight to compare its batch
+	 * with the fingerprint of the one applied: is the engine behind
+	 * this connection the process we followed? */
+	KVL_R_VERIFYING,
+	/* A replay is in flight from the start of the gap (0 without a
+	 * state); its batches are applied in order. */
+	KVL_R_REPLAYING,
+	/* /kv_recover?start=&end= for the gap is in flight. */
+	KVL_R_FETCH_EVENTS,
+	/* /kv_recover for the engine's whole state is in flight. */
+	KVL_R_FETCH_DUMP,
+	/* A repair failed; the timer tries again (backoff). */
+	KVL_R_BACKOFF,
+	/* No state and nothing to take one from: a hand-off may be on its
+	 * way (this shard restarted in one), so it waits once, a moment. */
+	KVL_R_AWAIT_HANDOFF,
+	/* A planned move: waiting for the SUB to connect (and a moment for
+	 * the subscription to reach the engine) before asking the old
+	 * owner, so that no batch falls between its snapshot and ours. */
+	KVL_R_HANDOFF_ARMED,
+	/* The old owner's snapshot is being fetched (handoff.c). */
+	KVL_R_HANDOFF,
+} kvl_rstate;
+#define KVL_RSTATE_COUNT 9
+
+/* A listener's recovery: its state and what it knows on the way. */
+typedef struct kvl_recovery {
+	kvl_rstate state;
+	/* Continuity with the engine process behind the current connection
+	 * is established: a batch at the watermark, or a whole state, came
+	 * from it. Lost with the connection. */
+	bool trusted;
+	/* Checking continuity failed on this connection: batches are judged
+	 * as if the rank had no replay socket. Lost with the connection. */
+	bool unverifiable;
+	/* The gap: the live seq that revealed it (the repair must reach
+	 * it), whether only the engine's whole state repairs it, and
+	 * whether the replay socket already failed to. */
+	uint64_t gap_seq;
+	bool need_full;
+	bool replay_spent;
+	/* The replay in flight: where it started, the next seq it owes,
+	 * whether it has delivered its first batch, how many it has. */
+	uint64_t replay_from, replay_expect, replay_got;
+	bool replay_started;
+	/* The fetch in flight, failed attempts (the backoff), and TooNew
+	 * answers in a row (enough of them ask for a dump). */
+	uint64_t fetch_token;
+	int attempts, too_new;
+} kvl_recovery;
 
 /* A snapshot of a listener's entries, exact at mark, read in chunks by the
  * shard that takes the listener over. */
@@ -74,7 +117,6 @@ typedef struct kvl_handoff {
 	int fails;       /* fetches that failed */
 	bool taken;      /* a snapshot was applied */
 	bool waited;     /* gave a hand-off time to come, once */
-	bool armed;      /* waiting for the SUB before asking */
 	kvl_snapshot *snap;
 } kvl_handoff;
 
@@ -145,27 +187,10 @@ typedef struct kvl_listener {
 	kvs_mark mark; /* watermark and fingerprint of the state */
 	bool has_live; /* a live batch has arrived */
 	uint64_t last_live;
-	/* Continuity with the engine process behind the current connection
-	 * is established: a batch at the watermark, or a whole state, came
-	 * from it. Lost with the connection. */
-	bool trusted;
-	bool verify_skip; /* checking failed on this connection: don't retry */
-
-	/* recovery */
-	kvl_state state;
-	kvl_phase phase;
-	bool want_full;   /* the next recovery must rebuild everything */
-	bool verify;      /* check the fingerprint before continuing */
-	uint64_t gap_seq; /* the live seq that revealed the gap */
-	uint64_t replay_from, replay_expect;
-	bool replay_started;
-	uint64_t replay_got; /* batches this replay delivered */
-	bool replay_tried;   /* the replay could not repair this gap */
-	bool fetch_full;     /* the fetch in flight asks for a tree dump */
-	int attempts;
-	int too_new;
-	uint64_t fetch_token;
 	uint32_t orphan_streak;
+
+	kvl_recovery recovery;
+	/* live batches waiting for the recovery (backlog.c) */
 	kvl_pending_msg *backlog, *backlog_tail;
 	size_t backlog_len, backlog_bytes;
 

@@ -29,6 +29,10 @@
  *
  * Repairs that fail are retried with exponential backoff (FAILED state);
  * a gap no endpoint can repair is counted, logged, and stepped over.
+ *
+ * recovery.h draws the states and their transitions; kvg_recovery_on
+ * takes every event, and each state's handling is below under its name.
+ * The choices (what a batch is, which repair) are recovery_rules.c's.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -46,29 +50,13 @@
 #define KVG_BACKOFF_MIN_MS 100
 #define KVG_TOO_NEW_FULL   3 /* TooNew answers before asking for a dump */
 
-static void kvg_drain_backlog(kvg_ingest *g, kvl_listener *l);
-static void kvg_begin_fetch(kvg_ingest *g, kvl_listener *l, bool full);
-
 /* How long a listener with no state and no engine to repair it from waits
  * for a hand-off before it takes the stream as it comes. */
 #define KVG_HANDOFF_WAIT_MS 3000
 
-kvl_state
-kvg_state_of(const kvl_listener *l)
-{
-	switch (l->phase) {
-	case KVL_REPLAYING:
-	case KVL_FETCHING:
-	case KVL_HANDOFF:
-		return KVL_RECOVERING;
-	case KVL_BACKOFF:
-		return KVL_FAILED;
-	default:
-		/* in step with the engine: something applied, or a
-		 * catch-up that found it has published nothing yet */
-		return l->mark.has_wm || l->trusted ? KVL_ACTIVE : KVL_PENDING;
-	}
-}
+static void kvg_repair_gap(kvg_ingest *g, kvl_listener *l, bool verify);
+static void kvg_finish(kvg_ingest *g, kvl_listener *l);
+static void kvg_begin_fetch(kvg_ingest *g, kvl_listener *l, bool full);
 
 void
 kvg_error(kvl_listener *l, const char *fmt, ...)
@@ -79,96 +67,20 @@ kvg_error(kvl_listener *l, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* ---- backlog ------------------------------------------------------- */
-
-static void
-kvg_backlog_clear(kvg_ingest *g, kvl_listener *l)
-{
-	while (l->backlog != NULL) {
-		kvl_pending_msg *m = l->backlog;
-		l->backlog = m->next;
-		kvi_free(m);
-	}
-	l->backlog_tail = NULL;
-	g->backlog_bytes -= l->backlog_bytes;
-	l->backlog_bytes = 0;
-	l->backlog_len = 0;
-}
-
-static void
-kvg_backlog_push(kvg_ingest *g, kvl_listener *l, uint64_t seq,
-		 const void *payload, size_t len)
-{
-	if (g->backlog_bytes + len > g->cfg.backlog_max_bytes ||
-	    l->backlog_bytes + len > g->cfg.listener_backlog_max_bytes) {
-		/* What is dropped becomes a gap that the next repair covers,
-		 * from the watermark: memory stays bounded, nothing is lost
-		 * for good. */
-		if (l->c.backlog_overflows++ == 0 || l->backlog_len > 0) {
-			kvg_log_listener(
-			    l, "backlog_overflow",
-			    "batches=%zu bytes=%zu shard_bytes=%zu",
-			    l->backlog_len, l->backlog_bytes, g->backlog_bytes);
-		}
-		kvg_error(l,
-			  "%zu live batches (%zu bytes) queued past the "
-			  "budget (%zu per listener, %zu per shard): dropped, "
-			  "to be repaired from the watermark",
-			  l->backlog_len + 1, l->backlog_bytes + len,
-			  g->cfg.listener_backlog_max_bytes,
-			  g->cfg.backlog_max_bytes);
-		kvg_backlog_clear(g, l);
-		return;
-	}
-	kvl_pending_msg *m = kvi_malloc(sizeof(*m) + len);
-	m->next = NULL;
-	m->seq = seq;
-	m->len = len;
-	memcpy(m->payload, payload, len);
-	if (l->backlog_tail != NULL) {
-		l->backlog_tail->next = m;
-	} else {
-		l->backlog = m;
-	}
-	l->backlog_tail = m;
-	l->backlog_len++;
-	l->backlog_bytes += len;
-	g->backlog_bytes += len;
-	if (g->backlog_bytes > g->backlog_peak) {
-		g->backlog_peak = g->backlog_bytes;
-	}
-}
-
-static kvl_pending_msg *
-kvg_backlog_pop(kvg_ingest *g, kvl_listener *l)
-{
-	kvl_pending_msg *m = l->backlog;
-	if (m != NULL) {
-		l->backlog = m->next;
-		if (l->backlog == NULL) {
-			l->backlog_tail = NULL;
-		}
-		l->backlog_len--;
-		l->backlog_bytes -= m->len;
-		g->backlog_bytes -= m->len;
-	}
-	return m;
-}
-
-static void
-kvg_backlog_unpop(kvg_ingest *g, kvl_listener *l, kvl_pending_msg *m)
-{
-	m->next = l->backlog;
-	l->backlog = m;
-	if (l->backlog_tail == NULL) {
-		l->backlog_tail = m;
-	}
-	l->backlog_len++;
-	l->backlog_bytes += m->len;
-	g->backlog_bytes += m->len;
-}
-
 /* ---- applying ------------------------------------------------------ */
+
+/* kvg_resync asks for the engine's whole state: a batch was lost or
+ * orphans keep coming. At once when streaming; a repair in flight
+ * fetches it when it ends. */
+static void
+kvg_resync(kvg_ingest *g, kvl_listener *l, uint64_t seq)
+{
+	l->recovery.need_full = true;
+	if (l->recovery.state == KVL_R_STREAMING) {
+		l->recovery.gap_seq = seq + 1;
+		kvg_repair_gap(g, l, false);
+	}
+}
 
 static void
 kvg_apply(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
@@ -179,30 +91,80 @@ kvg_apply(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
 		/* A replay would return the same bytes: only the engine's
 		 * whole state repairs a lost batch. */
 		kvg_log_listener(l, "lost_batch_resync", "seq=%" PRIu64, seq);
-		l->want_full = true;
-		if (l->phase == KVL_STREAMING) {
-			l->gap_seq = seq + 1;
-			kvg_start_recovery(g, l);
-		}
+		kvg_resync(g, l, seq);
 		return;
 	}
 	if (l->orphan_streak >= g->cfg.orphan_resync && l->recover_ep != NULL) {
 		kvg_log_listener(l, "orphan_resync", "orphans=%u",
 				 l->orphan_streak);
 		l->orphan_streak = 0;
-		l->want_full = true;
-		if (l->phase == KVL_STREAMING) {
-			l->gap_seq = seq + 1;
-			kvg_start_recovery(g, l);
-		}
+		kvg_resync(g, l, seq);
 	}
+}
+
+/* kvg_take applies or drops a batch while streaming, as kvg_judge says;
+ * any other verdict is returned for the caller to hold the batch and
+ * start the repair, after noting what the repair must reach. */
+static kvg_verdict
+kvg_take(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
+	 size_t len)
+{
+	kvl_recovery *r = &l->recovery;
+	kvg_verdict v = kvg_judge(l, seq);
+	switch (v) {
+	case KVG_APPLY:
+		r->trusted = true;
+		kvg_apply(g, l, seq, payload, len);
+		break;
+	case KVG_DROP:
+		l->c.duplicates++;
+		break;
+	case KVG_NEED_HISTORY:
+	case KVG_VERIFY:
+		r->gap_seq = seq;
+		break;
+	case KVG_GAP:
+		l->c.gaps++;
+		r->gap_seq = seq;
+		r->need_full = r->need_full || !r->trusted;
+		kvg_log_listener(
+		    l, "gap", "watermark=%" PRIu64 " seq=%" PRIu64 " full=%d",
+		    l->mark.wm, seq, r->need_full);
+		break;
+	}
+	return v;
+}
+
+static bool
+kvg_taken(kvg_verdict v)
+{
+	return v == KVG_APPLY || v == KVG_DROP;
+}
+
+size_t
+kvg_backlog_apply(kvg_ingest *g, kvl_listener *l, size_t max)
+{
+	size_t n = 0;
+	kvl_pending_msg *m;
+	while (n < max && l->recovery.state == KVL_R_STREAMING &&
+	       (m = kvg_backlog_pop(g, l)) != NULL) {
+		n++;
+		kvg_verdict v = kvg_take(g, l, m->seq, m->payload, m->len);
+		if (!kvg_taken(v)) {
+			kvg_backlog_unpop(g, l, m);
+			kvg_repair_gap(g, l, v == KVG_VERIFY);
+			return n;
+		}
+		kvi_free(m);
+	}
+	return n;
 }
 
 static void
 kvg_engine_restart(kvg_ingest *g, kvl_listener *l, uint64_t seq)
 {
 	l->c.engine_restarts++;
-	l->trusted = false;
+	l->recovery.trusted = false;
 	kvg_log_listener(l, "engine_restart",
 			 "watermark=%" PRIu64 " last_live=%" PRIu64
 			 " seq=%" PRIu64,
@@ -212,287 +174,190 @@ kvg_engine_restart(kvg_ingest *g, kvl_listener *l, uint64_t seq)
 	l->has_live = false;
 }
 
-/* kvg_can_verify says whether continuity can be checked by replaying the
- * batch at the watermark. */
-static bool
-kvg_can_verify(const kvl_listener *l)
+/* kvg_restarted clears a listener whose engine turned out to be another
+ * process (reason), and repairs it from nothing. */
+static void
+kvg_restarted(kvg_ingest *g, kvl_listener *l, const char *reason)
 {
-	return l->mark.has_wm && l->mark.has_fp && l->replay_ep != NULL;
+	l->c.engine_restarts++;
+	kvg_log_listener(l, "engine_restart", "watermark=%" PRIu64 " reason=%s",
+			 l->mark.wm, reason);
+	kva_clear(g->idx, l);
+	l->recovery.state = KVL_R_STREAMING;
+	kvg_repair_gap(g, l, false);
 }
 
-typedef enum kvg_action {
-	KVG_APPLY,
-	KVG_DROP,    /* a duplicate */
-	KVG_RECOVER, /* hold it: a recovery must come first */
-} kvg_action;
+/* ---- the end of a repair -------------------------------------------- */
 
-/* kvg_decide says what to do with batch seq while streaming, noting in l
- * what a recovery must do when that is the answer. */
-static kvg_action
-kvg_decide(kvl_listener *l, uint64_t seq)
+/* kvg_finish ends a repair: the listener is in step (unless a batch on the
+ * way asked for a whole state, which comes first), and what it held
+ * meanwhile is applied. */
+static void
+kvg_finish(kvg_ingest *g, kvl_listener *l)
 {
-	if (!l->mark.has_wm) {
-		if (seq == 0) {
-			l->trusted = true;
-			return KVG_APPLY;
-		}
-		l->gap_seq = seq;
-		return KVG_RECOVER;
-	}
-	if (!l->trusted && !l->verify_skip && kvg_can_verify(l)) {
-		l->gap_seq = seq;
-		l->verify = true;
-		return KVG_RECOVER;
-	}
-	if (seq <= l->mark.wm) {
-		l->c.duplicates++;
-		return KVG_DROP;
-	}
-	if (seq == l->mark.wm + 1) {
-		l->trusted = true;
-		return KVG_APPLY;
-	}
-	l->c.gaps++;
-	l->gap_seq = seq;
-	l->want_full = l->want_full || !l->trusted;
-	kvg_log_listener(l, "gap",
-			 "watermark=%" PRIu64 " seq=%" PRIu64 " full=%d",
-			 l->mark.wm, seq, l->want_full);
-	return KVG_RECOVER;
-}
-
-void
-kvg_on_live(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
-	    size_t len, bool defer)
-{
-	if ((l->has_live && seq <= l->last_live) ||
-	    (!l->trusted && l->mark.has_wm && seq <= l->mark.wm)) {
-		kvg_engine_restart(g, l, seq);
-	}
-	l->has_live = true;
-	l->last_live = seq;
-	if (l->phase != KVL_STREAMING || l->backlog != NULL || defer) {
-		/* recovering, or behind: after what is queued already */
-		kvg_backlog_push(g, l, seq, payload, len);
-		return;
-	}
-	switch (kvg_decide(l, seq)) {
-	case KVG_APPLY:
-		kvg_apply(g, l, seq, payload, len);
-		break;
-	case KVG_DROP:
-		break;
-	case KVG_RECOVER:
-		kvg_backlog_push(g, l, seq, payload, len);
-		kvg_start_recovery(g, l);
-		break;
-	}
-}
-
-void
-kvg_on_disconnect(kvg_ingest *g, kvl_listener *l)
-{
-	(void)g;
-	l->trusted = false;
-	l->verify_skip = false;
-}
-
-void
-kvg_on_connect(kvg_ingest *g, kvl_listener *l)
-{
-	if (kvg_handoff_armed_event(g, l, true)) {
-		return;
-	}
-	/* Check the process behind the new connection, and catch up, now
-	 * rather than at its next batch: an idle engine may not publish
-	 * for a long time. */
-	if (l->trusted || l->phase != KVL_STREAMING) {
-		return;
-	}
-	if (!l->verify_skip && kvg_can_verify(l)) {
-		l->verify = true;
-		l->gap_seq = l->mark.wm + 1;
-		kvg_start_recovery(g, l);
-	} else if (!l->mark.has_wm &&
-		   (l->replay_ep != NULL || l->recover_ep != NULL)) {
-		/* No state yet: fetch the engine's current one. */
-		l->gap_seq = 0;
-		kvg_start_recovery(g, l);
-	}
-}
-
-/* ---- the end of a recovery ------------------------------------------ */
-
-void
-kvg_finish_recovery(kvg_ingest *g, kvl_listener *l)
-{
+	kvl_recovery *r = &l->recovery;
 	kvg_io_timer(g, l, -1);
-	if (l->want_full && l->recover_ep != NULL) {
+	r->state = KVL_R_STREAMING;
+	if (r->need_full && l->recover_ep != NULL) {
 		/* A batch applied on the way was lost or orphaned: only
 		 * the engine's whole state repairs it. */
-		l->phase = KVL_STREAMING;
 		kvg_begin_fetch(g, l, true);
 		return;
 	}
-	l->phase = KVL_STREAMING;
-	l->trusted = true; /* what was applied came from this engine */
-	l->attempts = 0;
-	l->too_new = 0;
-	l->replay_tried = false;
-	l->verify = false;
-	kvg_drain_backlog(g, l);
-}
-
-static void
-kvg_drain_backlog(kvg_ingest *g, kvl_listener *l)
-{
+	r->trusted = true; /* what was applied came from this engine */
+	r->attempts = 0;
+	r->too_new = 0;
+	r->replay_spent = false;
 	kvg_backlog_apply(g, l, SIZE_MAX);
-}
-
-size_t
-kvg_backlog_apply(kvg_ingest *g, kvl_listener *l, size_t max)
-{
-	size_t n = 0;
-	kvl_pending_msg *m;
-	while (n < max && l->phase == KVL_STREAMING &&
-	       (m = kvg_backlog_pop(g, l)) != NULL) {
-		n++;
-		switch (kvg_decide(l, m->seq)) {
-		case KVG_APPLY:
-			kvg_apply(g, l, m->seq, m->payload, m->len);
-			break;
-		case KVG_DROP:
-			break;
-		case KVG_RECOVER:
-			kvg_backlog_unpop(g, l, m);
-			kvg_start_recovery(g, l);
-			return n;
-		}
-		kvi_free(m);
-	}
-	return n;
 }
 
 /* kvg_give_up steps over a gap nothing can repair. */
 static void
 kvg_give_up(kvg_ingest *g, kvl_listener *l)
 {
+	kvl_recovery *r = &l->recovery;
 	l->c.unrepaired_gaps++;
 	kvg_error(l, "gap before seq %" PRIu64 " cannot be repaired: %s",
-		  l->gap_seq,
+		  r->gap_seq,
 		  l->replay_ep == NULL && l->recover_ep == NULL
 		      ? "no replay or recover endpoint"
 		      : "the replay buffer does not reach back far enough");
-	kvg_log_listener(l, "gap_unrepaired", "seq=%" PRIu64, l->gap_seq);
-	if (l->gap_seq > 0) {
-		l->mark = (kvs_mark){.has_wm = true, .wm = l->gap_seq - 1};
+	kvg_log_listener(l, "gap_unrepaired", "seq=%" PRIu64, r->gap_seq);
+	if (r->gap_seq > 0) {
+		l->mark = (kvs_mark){.has_wm = true, .wm = r->gap_seq - 1};
 	}
-	l->want_full = false;
-	kvg_finish_recovery(g, l);
+	r->need_full = false;
+	kvg_finish(g, l);
 }
 
 static void
 kvg_backoff(kvg_ingest *g, kvl_listener *l)
 {
-	l->attempts++;
+	kvl_recovery *r = &l->recovery;
+	r->attempts++;
 	long ms = KVG_BACKOFF_MIN_MS;
-	for (int i = 1; i < l->attempts && ms < g->cfg.backoff_max_ms; i++) {
+	for (int i = 1; i < r->attempts && ms < g->cfg.backoff_max_ms; i++) {
 		ms *= 2;
 	}
 	if (ms > g->cfg.backoff_max_ms) {
 		ms = g->cfg.backoff_max_ms;
 	}
-	l->phase = KVL_BACKOFF;
+	r->state = KVL_R_BACKOFF;
 	kvg_io_timer(g, l, (int)ms);
 }
 
-/* ---- replay -------------------------------------------------------- */
+/* ---- VERIFYING and REPLAYING ------------------------------------------ */
 
 static void
-kvg_begin_replay(kvg_ingest *g, kvl_listener *l, uint64_t from)
+kvg_begin_replay(kvg_ingest *g, kvl_listener *l, uint64_t from, bool verify)
 {
-	l->phase = KVL_REPLAYING;
-	l->replay_from = from;
-	l->replay_expect = from;
-	l->replay_started = false;
-	l->replay_got = 0;
+	kvl_recovery *r = &l->recovery;
+	r->state = verify ? KVL_R_VERIFYING : KVL_R_REPLAYING;
+	r->replay_from = from;
+	r->replay_expect = from;
+	r->replay_started = false;
+	r->replay_got = 0;
 	if (kvg_io_replay_start(g, l, from) != KVI_OK) {
 		l->c.replays_failed++;
-		l->replay_tried = true;
-		l->phase = KVL_STREAMING;
-		kvg_start_recovery(g, l);
+		r->replay_spent = true;
+		r->state = KVL_R_STREAMING;
+		kvg_repair_gap(g, l, verify);
 		return;
 	}
 	kvg_io_timer(g, l, g->cfg.replay_timeout_ms);
 }
 
+/* kvg_replay_failed ends a replay that did not repair the gap. unchecked:
+ * it was checking continuity, which stays unknown on this connection, so
+ * batches are judged from here as without a replay socket. */
 static void
-kvg_replay_failed(kvg_ingest *g, kvl_listener *l, const char *why)
+kvg_replay_failed(kvg_ingest *g, kvl_listener *l, bool unchecked,
+		  const char *why)
 {
+	kvl_recovery *r = &l->recovery;
 	kvg_io_replay_stop(g, l);
 	kvg_io_timer(g, l, -1);
 	l->c.replays_failed++;
-	l->replay_tried = true;
-	kvg_error(l, "replay from %" PRIu64 ": %s", l->replay_from, why);
+	r->replay_spent = true;
+	kvg_error(l, "replay from %" PRIu64 ": %s", r->replay_from, why);
 	kvg_log_listener(l, "replay_failed", "from=%" PRIu64 " reason=\"%s\"",
-			 l->replay_from, why);
-	l->phase = KVL_STREAMING;
-	if (l->verify) {
-		/* Continuity stays unchecked on this connection: batches are
-		 * judged as without a replay socket. */
-		l->verify = false;
-		l->verify_skip = true;
-		l->replay_tried = false;
-		kvg_drain_backlog(g, l);
+			 r->replay_from, why);
+	r->state = KVL_R_STREAMING;
+	if (unchecked) {
+		r->unverifiable = true;
+		r->replay_spent = false;
+		kvg_backlog_apply(g, l, SIZE_MAX);
 		return;
 	}
-	if (l->replay_started && l->mark.has_wm &&
-	    l->mark.wm + 1 > l->replay_from) {
+	if (r->replay_started && l->mark.has_wm &&
+	    l->mark.wm + 1 > r->replay_from) {
 		/* Cut short after it delivered something - an engine's
 		 * ROUTER drops what passes its high-water mark (1,000
 		 * messages) - : ask again from where it got to. Each round
 		 * moves the watermark on, so this ends. */
 		kvg_log_listener(l, "replay_again", "from=%" PRIu64,
 				 l->mark.wm + 1);
-		kvg_begin_replay(g, l, l->mark.wm + 1);
+		kvg_begin_replay(g, l, l->mark.wm + 1, false);
 		return;
 	}
-	kvg_start_recovery(g, l);
+	kvg_repair_gap(g, l, false);
 }
 
-/* kvg_verify checks the replayed batch at the watermark against the
- * fingerprint of the one applied. */
+/* kvg_verified takes the replayed batch a VERIFYING listener asked for:
+ * the one at the watermark, compared with the fingerprint of the one
+ * applied. */
 static void
-kvg_verify(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
-	   size_t len)
+kvg_verified(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
+	     size_t len)
 {
+	kvl_recovery *r = &l->recovery;
 	if (seq != l->mark.wm) {
 		/* The buffer no longer reaches back to the watermark: with
 		 * continuity unknown, rebuild from a tree dump. */
-		l->verify = false;
-		l->want_full = true;
-		kvg_replay_failed(g, l,
+		r->need_full = true;
+		kvg_replay_failed(g, l, false,
 				  "the watermark's batch is no longer "
 				  "buffered, continuity unknown");
 		return;
 	}
 	if (XXH3_64bits(payload, len) == l->mark.fp) {
-		l->verify = false;
-		l->trusted = true;
-		l->replay_started = true;
-		l->replay_expect = seq + 1;
+		/* The same engine: the replay goes on as a catch-up. */
+		r->trusted = true;
+		r->state = KVL_R_REPLAYING;
+		r->replay_started = true;
+		r->replay_expect = seq + 1;
 		return;
 	}
 	/* Same seq, other payload: another engine process. */
 	kvg_io_replay_stop(g, l);
-	l->verify = false;
-	l->c.engine_restarts++;
-	kvg_log_listener(l, "engine_restart",
-			 "watermark=%" PRIu64 " reason=fingerprint",
-			 l->mark.wm);
-	kva_clear(g->idx, l);
-	l->phase = KVL_STREAMING;
-	kvg_start_recovery(g, l);
+	kvg_restarted(g, l, "fingerprint");
+}
+
+/* kvg_replayed takes a replayed batch of a REPLAYING listener. */
+static void
+kvg_replayed(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
+	     size_t len)
+{
+	kvl_recovery *r = &l->recovery;
+	if (!r->replay_started) {
+		r->replay_started = true;
+		if (seq > r->replay_expect) {
+			char why[96];
+			snprintf(why, sizeof(why),
+				 "the buffer starts at %" PRIu64, seq);
+			kvg_replay_failed(g, l, false, why);
+			return;
+		}
+	}
+	if (seq < r->replay_expect) {
+		return;
+	}
+	if (seq > r->replay_expect) {
+		kvg_replay_failed(g, l, false, "replay skipped batches");
+		return;
+	}
+	r->replay_expect = seq + 1;
+	kvg_apply(g, l, seq, payload, len);
 }
 
 /* kvg_replay_end judges a replay by what it delivered before its end
@@ -500,81 +365,37 @@ kvg_verify(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
 static void
 kvg_replay_end(kvg_ingest *g, kvl_listener *l)
 {
+	kvl_recovery *r = &l->recovery;
 	kvg_io_replay_stop(g, l);
-	bool empty = l->replay_got == 0;
-	if (l->verify && empty) {
+	bool empty = r->replay_got == 0;
+	if (r->state == KVL_R_VERIFYING && empty) {
 		/* The engine has no batch at all, not even the one at the
 		 * watermark it published to us: a new process. */
-		l->verify = false;
-		l->c.engine_restarts++;
-		kvg_log_listener(l, "engine_restart",
-				 "watermark=%" PRIu64 " reason=empty_replay",
-				 l->mark.wm);
-		kva_clear(g->idx, l);
-		l->phase = KVL_STREAMING;
-		kvg_start_recovery(g, l);
-	} else if (l->verify) {
-		l->verify = false;
-		l->want_full = true;
-		kvg_replay_failed(g, l,
+		kvg_restarted(g, l, "empty_replay");
+	} else if (r->state == KVL_R_VERIFYING) {
+		r->need_full = true;
+		kvg_replay_failed(g, l, false,
 				  "the watermark's batch was not "
 				  "replayed, continuity unknown");
 	} else if (!l->mark.has_wm && empty) {
 		/* From seq 0 and nothing: the engine has published nothing;
 		 * the next batch is seq 0. */
 		l->c.replays_ok++;
-		kvg_finish_recovery(g, l);
-	} else if (l->mark.has_wm && l->mark.wm + 1 >= l->gap_seq) {
+		kvg_finish(g, l);
+	} else if (l->mark.has_wm && l->mark.wm + 1 >= r->gap_seq) {
 		l->c.replays_ok++;
-		kvg_finish_recovery(g, l);
+		kvg_finish(g, l);
 	} else {
-		kvg_replay_failed(g, l, "ended before the gap closed");
+		kvg_replay_failed(g, l, false, "ended before the gap closed");
 	}
 }
 
-void
-kvg_on_replay(kvg_ingest *g, kvl_listener *l, uint64_t seq, bool end,
-	      const void *payload, size_t len)
-{
-	if (l->phase != KVL_REPLAYING) {
-		return;
-	}
-	kvg_io_timer(g, l, g->cfg.replay_timeout_ms);
-	if (end) {
-		kvg_replay_end(g, l);
-		return;
-	}
-	l->replay_got++;
-	if (l->verify) {
-		kvg_verify(g, l, seq, payload, len);
-		return;
-	}
-	if (!l->replay_started) {
-		l->replay_started = true;
-		if (seq > l->replay_expect) {
-			char why[96];
-			snprintf(why, sizeof(why),
-				 "the buffer starts at %" PRIu64, seq);
-			kvg_replay_failed(g, l, why);
-			return;
-		}
-	}
-	if (seq < l->replay_expect) {
-		return;
-	}
-	if (seq > l->replay_expect) {
-		kvg_replay_failed(g, l, "replay skipped batches");
-		return;
-	}
-	l->replay_expect = seq + 1;
-	kvg_apply(g, l, seq, payload, len);
-}
-
-/* ---- /kv_recover --------------------------------------------------- */
+/* ---- FETCH_EVENTS and FETCH_DUMP ------------------------------------ */
 
 static void
 kvg_begin_fetch(kvg_ingest *g, kvl_listener *l, bool full)
 {
+	kvl_recovery *r = &l->recovery;
 	char url[1024];
 	size_t n = strlen(l->recover_ep);
 	while (n > 0 && l->recover_ep[n - 1] == '/') {
@@ -586,13 +407,12 @@ kvg_begin_fetch(kvg_ingest *g, kvl_listener *l, bool full)
 	} else {
 		snprintf(url, sizeof(url),
 			 "%.*s/kv_recover?start=%" PRIu64 "&end=%" PRIu64,
-			 (int)n, l->recover_ep, l->mark.wm + 1, l->gap_seq);
+			 (int)n, l->recover_ep, l->mark.wm + 1, r->gap_seq);
 	}
-	l->fetch_token =
+	r->fetch_token =
 	    (uint64_t)l->lid << 32 | (++g->fetch_gen & 0xffffffffu);
-	l->fetch_full = full;
-	l->phase = KVL_FETCHING;
-	kvi_err rv = kvr_fetcher_submit(g->fetcher, l->fetch_token, url);
+	r->state = full ? KVL_R_FETCH_DUMP : KVL_R_FETCH_EVENTS;
+	kvi_err rv = kvr_fetcher_submit(g->fetcher, r->fetch_token, url);
 	if (rv != KVI_OK) {
 		l->c.recoveries_failed++;
 		kvg_error(l, "cannot fetch %s: %s", url, kvi_strerror(rv));
@@ -612,69 +432,71 @@ kvg_fetch_failed(kvg_ingest *g, kvl_listener *l, const char *fmt, ...)
 	va_end(ap);
 	l->c.recoveries_failed++;
 	kvg_log_listener(l, "recover_failed", "attempt=%d error=\"%s\"",
-			 l->attempts + 1, l->last_error);
+			 l->recovery.attempts + 1, l->last_error);
 	kvg_backoff(g, l);
 }
 
 static void
-kvg_fetched_events(kvg_ingest *g, kvl_listener *l, const kvr_response *r)
+kvg_fetched_events(kvg_ingest *g, kvl_listener *l, const kvr_response *resp)
 {
-	if (l->fetch_full || !l->mark.has_wm) {
+	kvl_recovery *r = &l->recovery;
+	if (r->state == KVL_R_FETCH_DUMP || !l->mark.has_wm) {
 		kvg_fetch_failed(g, l, "asked for a tree dump, got Events");
 		return;
 	}
-	if (r->n_events > 0 && r->events[0].event_id > l->mark.wm + 1) {
+	if (resp->n_events > 0 && resp->events[0].event_id > l->mark.wm + 1) {
 		/* The engine no longer has the start of the gap. */
-		l->want_full = true;
+		r->need_full = true;
 		l->c.recoveries_failed++;
-		l->phase = KVL_STREAMING;
-		kvg_start_recovery(g, l);
+		r->state = KVL_R_STREAMING;
+		kvg_repair_gap(g, l, false);
 		return;
 	}
-	if (r->last_event_id + 1 < l->gap_seq) {
+	if (resp->last_event_id + 1 < r->gap_seq) {
 		kvg_fetch_failed(
 		    g, l, "Events end at %" PRIu64 ", the gap at %" PRIu64,
-		    r->last_event_id, l->gap_seq);
+		    resp->last_event_id, r->gap_seq);
 		return;
 	}
-	kva_recover(g->idx, &g->scratch, l, r);
+	kva_recover(g->idx, &g->scratch, l, resp);
 	l->c.recoveries_events++;
-	kvg_finish_recovery(g, l);
+	kvg_finish(g, l);
 }
 
-void
-kvg_on_fetched(kvg_ingest *g, kvr_result *r)
+/* kvg_fetched takes a fetching listener's answer (r, freed here). */
+static void
+kvg_fetched(kvg_ingest *g, kvl_listener *l, kvr_result *res)
 {
-	kvl_listener *l = kvg_listener(g, (uint32_t)(r->token >> 32));
-	if (l == NULL || l->phase != KVL_FETCHING ||
-	    l->fetch_token != r->token) {
-		kvr_result_free(r);
-		return; /* a listener gone, or an answer to an older ask */
+	kvl_recovery *r = &l->recovery;
+	if ((r->state != KVL_R_FETCH_EVENTS && r->state != KVL_R_FETCH_DUMP) ||
+	    r->fetch_token != res->token) {
+		kvr_result_free(res);
+		return; /* an answer to an older ask */
 	}
-	if (r->err != KVI_OK) {
+	if (res->err != KVI_OK) {
 		kvg_fetch_failed(g, l, "/kv_recover: %s (%s)",
-				 kvi_strerror(r->err), r->message);
-		kvr_result_free(r);
+				 kvi_strerror(res->err), res->message);
+		kvr_result_free(res);
 		return;
 	}
-	const kvr_response *resp = kvr_parser_result(r->parser);
+	const kvr_response *resp = kvr_parser_result(res->parser);
 	switch (resp->kind) {
 	case KVR_KIND_TREE_DUMP:
 		kva_recover(g->idx, &g->scratch, l, resp);
 		l->c.recoveries_treedump++;
-		l->want_full = false;
+		r->need_full = false;
 		l->orphan_streak = 0;
 		kvg_log_listener(l, "recovered",
 				 "kind=tree_dump events=%zu watermark=%" PRIu64,
 				 resp->n_events, resp->last_event_id);
-		kvg_finish_recovery(g, l);
+		kvg_finish(g, l);
 		break;
 	case KVR_KIND_EVENTS:
 		kvg_fetched_events(g, l, resp);
 		break;
 	case KVR_KIND_TOO_NEW:
-		if (++l->too_new >= KVG_TOO_NEW_FULL) {
-			l->want_full = true;
+		if (++r->too_new >= KVG_TOO_NEW_FULL) {
+			r->need_full = true;
 		}
 		kvg_fetch_failed(g, l,
 				 "TooNew: asked %" PRIu64 "..%" PRIu64
@@ -683,7 +505,7 @@ kvg_on_fetched(kvg_ingest *g, kvr_result *r)
 				 resp->newest_available);
 		break;
 	case KVR_KIND_INVALID_RANGE:
-		l->want_full = true;
+		r->need_full = true;
 		kvg_fetch_failed(g, l, "InvalidRange %" PRIu64 "..%" PRIu64,
 				 resp->start_id, resp->end_id);
 		break;
@@ -694,96 +516,238 @@ kvg_on_fetched(kvg_ingest *g, kvr_result *r)
 		    resp->message != NULL ? resp->message : "");
 		break;
 	}
-	kvr_result_free(r);
+	kvr_result_free(res);
+}
+
+void
+kvg_on_fetched(kvg_ingest *g, kvr_result *r)
+{
+	kvl_listener *l = kvg_listener(g, (uint32_t)(r->token >> 32));
+	if (l == NULL) {
+		kvr_result_free(r);
+		return; /* a listener gone */
+	}
+	kvg_recovery_on(g, l,
+			&(kvg_event){.kind = KVG_EV_FETCHED, .fetched = r});
 }
 
 /* ---- choosing a repair --------------------------------------------- */
 
-void
-kvg_start_recovery(kvg_ingest *g, kvl_listener *l)
+/* kvg_repair_gap starts the repair kvg_plan_repair chooses. */
+static void
+kvg_repair_gap(kvg_ingest *g, kvl_listener *l, bool verify)
 {
+	kvl_recovery *r = &l->recovery;
 	kvg_io_timer(g, l, -1);
-	if (l->verify) {
-		if (!l->replay_tried) {
-			kvg_begin_replay(g, l, l->mark.wm);
-			return;
-		}
-		l->verify = false;
-		l->want_full = true;
-	}
-	bool full = l->want_full || !l->mark.has_wm;
-	if (!full && l->backlog != NULL && l->backlog->seq <= l->mark.wm + 1) {
-		/* Nothing is missing: what was replayed reaches the batches
-		 * held since the gap, which take it from here. */
-		kvg_finish_recovery(g, l);
-		return;
-	}
-	if (!l->replay_tried && l->replay_ep != NULL &&
-	    (!full || !l->mark.has_wm)) {
-		/* A gap: replay from the watermark. No state at all: the
-		 * buffer may still hold the engine's whole history. */
-		kvg_begin_replay(g, l, l->mark.has_wm ? l->mark.wm + 1 : 0);
-		return;
-	}
-	if (l->recover_ep != NULL) {
-		kvg_begin_fetch(g, l, full);
-		return;
-	}
-	if (kvg_handoff_again(g, l)) {
-		return; /* the old owner, still applying, is newer by now */
-	}
-	if (!l->mark.has_wm && !l->ho.taken && !l->ho.waited) {
-		/* No state at all and nothing to repair it from: a hand-off
-		 * may be on its way (this shard restarted in the middle of
-		 * one). Not in step meanwhile, so ownership stays put. */
+	kvg_plan p = kvg_plan_repair(l, verify);
+	r->need_full = p.need_full;
+	switch (p.repair) {
+	case KVG_REPAIR_VERIFY:
+		kvg_begin_replay(g, l, l->mark.wm, true);
+		break;
+	case KVG_REPAIR_NONE:
+		kvg_finish(g, l);
+		break;
+	case KVG_REPAIR_REPLAY:
+		kvg_begin_replay(g, l, l->mark.has_wm ? l->mark.wm + 1 : 0,
+				 false);
+		break;
+	case KVG_REPAIR_EVENTS:
+	case KVG_REPAIR_DUMP:
+		kvg_begin_fetch(g, l, p.repair == KVG_REPAIR_DUMP);
+		break;
+	case KVG_REPAIR_HANDOFF:
+		r->state = KVL_R_HANDOFF;
+		kvg_handoff_ask(g, l);
+		break;
+	case KVG_REPAIR_AWAIT_HANDOFF:
 		l->ho.waited = true;
-		l->phase = KVL_BACKOFF;
+		r->state = KVL_R_AWAIT_HANDOFF;
 		kvg_io_timer(g, l, KVG_HANDOFF_WAIT_MS);
-		return;
+		break;
+	case KVG_REPAIR_GIVE_UP:
+		kvg_give_up(g, l);
+		break;
 	}
-	kvg_give_up(g, l);
 }
 
 void
-kvg_catch_up(kvg_ingest *g, kvl_listener *l)
+kvg_recovery_start(kvg_ingest *g, kvl_listener *l)
 {
 	if (!l->mark.has_wm &&
 	    (l->replay_ep != NULL || l->recover_ep != NULL)) {
-		l->gap_seq = 0;
-		kvg_start_recovery(g, l);
+		l->recovery.gap_seq = 0;
+		kvg_repair_gap(g, l, false);
 	} else {
-		kvg_finish_recovery(g, l);
+		kvg_finish(g, l);
 	}
 }
 
 void
-kvg_on_timer(kvg_ingest *g, kvl_listener *l)
+kvg_recovery_move_in(kvg_ingest *g, kvl_listener *l, int ms)
 {
-	if (kvg_handoff_armed_event(g, l, false)) {
-		return;
-	}
-	if (l->phase == KVL_REPLAYING) {
-		kvg_replay_failed(g, l, "no answer in time");
-	} else if (l->phase == KVL_BACKOFF) {
-		l->phase = KVL_STREAMING;
-		l->replay_tried = false;
-		kvg_start_recovery(g, l);
-	}
+	l->recovery.state = KVL_R_HANDOFF_ARMED;
+	kvg_io_timer(g, l, ms);
 }
 
 void
 kvg_recovery_reset(kvg_ingest *g, kvl_listener *l)
 {
+	kvl_recovery *r = &l->recovery;
 	kvg_io_replay_stop(g, l);
 	kvg_io_timer(g, l, -1);
-	if (l->phase == KVL_FETCHING) {
-		kvr_fetcher_cancel(g->fetcher, l->fetch_token);
+	if (r->state == KVL_R_FETCH_EVENTS || r->state == KVL_R_FETCH_DUMP) {
+		kvr_fetcher_cancel(g->fetcher, r->fetch_token);
 	}
-	l->phase = KVL_STREAMING;
-	l->verify = false;
-	l->want_full = false;
-	l->replay_tried = false;
-	l->attempts = 0;
-	l->too_new = 0;
+	r->state = KVL_R_STREAMING;
+	r->need_full = false;
+	r->replay_spent = false;
+	r->attempts = 0;
+	r->too_new = 0;
 	kvg_backlog_clear(g, l);
+}
+
+/* ---- the transition function ----------------------------------------- */
+
+static void
+kvg_on_live(kvg_ingest *g, kvl_listener *l, const kvg_event *ev)
+{
+	if (kvg_is_restart(l, ev->seq)) {
+		kvg_engine_restart(g, l, ev->seq);
+	}
+	l->has_live = true;
+	l->last_live = ev->seq;
+	if (l->recovery.state != KVL_R_STREAMING || l->backlog != NULL ||
+	    ev->defer) {
+		/* repairing, or behind: after what is queued already */
+		kvg_backlog_push(g, l, ev->seq, ev->payload, ev->len);
+		return;
+	}
+	kvg_verdict v = kvg_take(g, l, ev->seq, ev->payload, ev->len);
+	if (!kvg_taken(v)) {
+		kvg_backlog_push(g, l, ev->seq, ev->payload, ev->len);
+		kvg_repair_gap(g, l, v == KVG_VERIFY);
+	}
+}
+
+static void
+kvg_on_connected(kvg_ingest *g, kvl_listener *l)
+{
+	kvl_recovery *r = &l->recovery;
+	if (r->state == KVL_R_HANDOFF_ARMED) {
+		/* give the subscription a moment to reach the engine */
+		kvg_io_timer(g, l, KVG_HANDOFF_SUB_MS);
+		return;
+	}
+	/* Check the process behind the new connection, and catch up, now
+	 * rather than at its next batch: an idle engine may not publish
+	 * for a long time. */
+	if (r->trusted || r->state != KVL_R_STREAMING) {
+		return;
+	}
+	if (!r->unverifiable && kvg_can_verify(l)) {
+		r->gap_seq = l->mark.wm + 1;
+		kvg_repair_gap(g, l, true);
+	} else if (!l->mark.has_wm &&
+		   (l->replay_ep != NULL || l->recover_ep != NULL)) {
+		/* No state yet: fetch the engine's current one. */
+		r->gap_seq = 0;
+		kvg_repair_gap(g, l, false);
+	}
+}
+
+static void
+kvg_on_timer(kvg_ingest *g, kvl_listener *l)
+{
+	kvl_recovery *r = &l->recovery;
+	switch (r->state) {
+	case KVL_R_HANDOFF_ARMED:
+		r->state = KVL_R_HANDOFF;
+		kvg_handoff_ask(g, l);
+		break;
+	case KVL_R_VERIFYING:
+	case KVL_R_REPLAYING:
+		kvg_replay_failed(g, l, r->state == KVL_R_VERIFYING,
+				  "no answer in time");
+		break;
+	case KVL_R_BACKOFF:
+	case KVL_R_AWAIT_HANDOFF:
+		r->state = KVL_R_STREAMING;
+		r->replay_spent = false;
+		kvg_repair_gap(g, l, false);
+		break;
+	default:
+		break;
+	}
+}
+
+static void
+kvg_on_replay(kvg_ingest *g, kvl_listener *l, const kvg_event *ev)
+{
+	kvl_recovery *r = &l->recovery;
+	if (r->state != KVL_R_VERIFYING && r->state != KVL_R_REPLAYING) {
+		return;
+	}
+	kvg_io_timer(g, l, g->cfg.replay_timeout_ms);
+	if (ev->kind == KVG_EV_REPLAY_END) {
+		kvg_replay_end(g, l);
+		return;
+	}
+	r->replay_got++;
+	if (r->state == KVL_R_VERIFYING) {
+		kvg_verified(g, l, ev->seq, ev->payload, ev->len);
+	} else {
+		kvg_replayed(g, l, ev->seq, ev->payload, ev->len);
+	}
+}
+
+static void
+kvg_on_handoff_end(kvg_ingest *g, kvl_listener *l, bool taken)
+{
+	if (l->recovery.state != KVL_R_HANDOFF) {
+		return;
+	}
+	if (taken) {
+		kvg_finish(g, l);
+		return;
+	}
+	l->recovery.state = KVL_R_STREAMING;
+	if (l->ho.taken) {
+		/* A gap after a snapshot: the usual repairs. */
+		kvg_repair_gap(g, l, false);
+	} else {
+		/* Start as any new listener does. */
+		kvg_recovery_start(g, l);
+	}
+}
+
+void
+kvg_recovery_on(kvg_ingest *g, kvl_listener *l, const kvg_event *ev)
+{
+	switch (ev->kind) {
+	case KVG_EV_LIVE:
+		kvg_on_live(g, l, ev);
+		break;
+	case KVG_EV_CONNECTED:
+		kvg_on_connected(g, l);
+		break;
+	case KVG_EV_DISCONNECTED:
+		l->recovery.trusted = false;
+		l->recovery.unverifiable = false;
+		break;
+	case KVG_EV_REPLAY:
+	case KVG_EV_REPLAY_END:
+		kvg_on_replay(g, l, ev);
+		break;
+	case KVG_EV_FETCHED:
+		kvg_fetched(g, l, ev->fetched);
+		break;
+	case KVG_EV_TIMER:
+		kvg_on_timer(g, l);
+		break;
+	case KVG_EV_HANDOFF_TAKEN:
+	case KVG_EV_HANDOFF_FAILED:
+		kvg_on_handoff_end(g, l, ev->kind == KVG_EV_HANDOFF_TAKEN);
+		break;
+	}
 }

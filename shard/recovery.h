@@ -1,0 +1,160 @@
+/*
+ * recovery.h - a listener's sequence as one state machine (recovery.c),
+ * with its choices as pure functions (recovery_rules.c) and its queue of
+ * waiting live batches (backlog.c).
+ *
+ * The states are kvl_rstate (listener.h, a comment each). The events that
+ * drive them are kvg_event_kind; kvg_recovery_on is the one transition
+ * function. What changes state, in short:
+ *
+ *   STREAMING      --live batch past a gap / no state--> a repair
+ *                  --connected, continuity checkable--> VERIFYING
+ *                  --connected, no state--> a repair from seq 0
+ *   VERIFYING      --the watermark's batch, same payload--> REPLAYING
+ *                  --another payload, or nothing--> (engine restart,
+ *                    cleared) a repair
+ *                  --no answer in time--> STREAMING, unverifiable
+ *   REPLAYING      --end, gap closed--> STREAMING (backlog applied)
+ *                  --cut short after progress--> REPLAYING again
+ *                  --failed--> a repair, the replay spent
+ *   FETCH_EVENTS,  --answer applied--> STREAMING (backlog applied)
+ *   FETCH_DUMP     --failed--> BACKOFF
+ *   BACKOFF,       --timer--> a repair
+ *   AWAIT_HANDOFF
+ *   HANDOFF_ARMED  --connected--> (a moment) --timer--> HANDOFF
+ *   HANDOFF        --taken--> STREAMING   --failed--> a repair or a start
+ *
+ * "A repair" is what kvg_plan_repair chooses: verify, replay, fetch the
+ * gap's events or a whole dump, a newer hand-off snapshot, wait for a
+ * hand-off, nothing (the backlog reaches the watermark), or give up (the
+ * gap is counted and stepped over). A live batch that reveals a restart
+ * (its seq went back) clears the listener first, in any state.
+ *
+ * Ingest thread only, like the listeners.
+ */
+#ifndef KVI_SHARD_RECOVERY_H
+#define KVI_SHARD_RECOVERY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "listener.h"
+#include "recover_fetch.h"
+
+typedef struct kvg_ingest kvg_ingest;
+
+/* ---- the transition function (recovery.c) --------------------------- */
+
+typedef enum kvg_event_kind {
+	KVG_EV_LIVE,           /* a live batch: seq, payload, len, defer */
+	KVG_EV_CONNECTED,      /* the SUB connected to the engine */
+	KVG_EV_DISCONNECTED,   /* the SUB lost it */
+	KVG_EV_REPLAY,         /* a replayed batch: seq, payload, len */
+	KVG_EV_REPLAY_END,     /* the replay's end marker */
+	KVG_EV_FETCHED,        /* a /kv_recover answer: fetched */
+	KVG_EV_TIMER,          /* the listener's one timer */
+	KVG_EV_HANDOFF_TAKEN,  /* the old owner's snapshot was applied */
+	KVG_EV_HANDOFF_FAILED, /* the old owner gave no snapshot, for good */
+} kvg_event_kind;
+
+typedef struct kvg_event {
+	kvg_event_kind kind;
+	uint64_t seq;
+	const void *payload;
+	size_t len;
+	/* KVG_EV_LIVE: queue the batch rather than apply it now (the store
+	 * is paused, or this turn's budget is spent) */
+	bool defer;
+	/* KVG_EV_FETCHED: the answer, taken (freed) by the call */
+	kvr_result *fetched;
+} kvg_event;
+
+/* kvg_recovery_on takes one event of listener l. */
+void kvg_recovery_on(kvg_ingest *g, kvl_listener *l, const kvg_event *ev);
+
+/* kvg_on_fetched finds the listener a fetcher result is for (none: a
+ * listener gone) and gives it the result. */
+void kvg_on_fetched(kvg_ingest *g, kvr_result *r);
+
+/* kvg_recovery_start starts a listener that has just been assigned or
+ * loaded: without a state it fetches the engine's current one when it
+ * can; otherwise it takes the stream as it comes. */
+void kvg_recovery_start(kvg_ingest *g, kvl_listener *l);
+
+/* kvg_recovery_move_in starts a planned move: the listener asks the old
+ * owner (l->ho.from) for its state once its SUB is connected, or after ms
+ * at the latest. */
+void kvg_recovery_move_in(kvg_ingest *g, kvl_listener *l, int ms);
+
+/* kvg_recovery_reset drops the listener's recovery and backlog. */
+void kvg_recovery_reset(kvg_ingest *g, kvl_listener *l);
+
+/* kvg_backlog_apply applies at most max queued batches of a listener in
+ * step, in order (a gap among them starts a repair); returns how many it
+ * took. */
+size_t kvg_backlog_apply(kvg_ingest *g, kvl_listener *l, size_t max);
+
+/* ---- the rules, pure (recovery_rules.c) ------------------------------ */
+
+/* What to do with a live batch while streaming. */
+typedef enum kvg_verdict {
+	KVG_APPLY,        /* the next one: apply it */
+	KVG_DROP,         /* at or below the watermark: a duplicate */
+	KVG_NEED_HISTORY, /* no state, and not seq 0: the engine's history */
+	KVG_VERIFY,       /* continuity unknown and checkable: check first */
+	KVG_GAP,          /* past the next one: repair the gap */
+} kvg_verdict;
+
+/* kvg_judge says what batch seq is to l, streaming. */
+kvg_verdict kvg_judge(const kvl_listener *l, uint64_t seq);
+
+/* kvg_is_restart says whether live batch seq shows the engine restarted:
+ * its seq went back on one connection, or, continuity unknown, it is at
+ * or below the watermark. */
+bool kvg_is_restart(const kvl_listener *l, uint64_t seq);
+
+/* kvg_can_verify says whether continuity can be checked by replaying the
+ * batch at the watermark. */
+bool kvg_can_verify(const kvl_listener *l);
+
+typedef enum kvg_repair {
+	KVG_REPAIR_VERIFY,        /* replay from the watermark, comparing */
+	KVG_REPAIR_NONE,          /* the backlog reaches the watermark */
+	KVG_REPAIR_REPLAY,        /* replay from watermark + 1 (or 0) */
+	KVG_REPAIR_EVENTS,        /* /kv_recover the gap's events */
+	KVG_REPAIR_DUMP,          /* /kv_recover the whole state */
+	KVG_REPAIR_HANDOFF,       /* a newer snapshot from the old owner */
+	KVG_REPAIR_AWAIT_HANDOFF, /* wait once for a hand-off */
+	KVG_REPAIR_GIVE_UP,       /* step over the gap, counted */
+} kvg_repair;
+
+typedef struct kvg_plan {
+	kvg_repair repair;
+	bool need_full; /* what l->recovery.need_full becomes */
+} kvg_plan;
+
+/* kvg_plan_repair chooses the next repair of l's gap; verify: its
+ * continuity is to be checked first. */
+kvg_plan kvg_plan_repair(const kvl_listener *l, bool verify);
+
+/* kvg_state_of is what status reports for l's recovery state. */
+kvl_state kvg_state_of(const kvl_listener *l);
+
+/* kvg_rstate_name names a recovery state, for logs and tests. */
+const char *kvg_rstate_name(kvl_rstate s);
+
+/* ---- the backlog (backlog.c) ----------------------------------------- */
+
+/* kvg_backlog_push queues a live batch; past the listener's or the
+ * shard's budget it drops the whole queue instead (counted, logged, to
+ * be repaired from the watermark). */
+void kvg_backlog_push(kvg_ingest *g, kvl_listener *l, uint64_t seq,
+		      const void *payload, size_t len);
+/* kvg_backlog_pop takes the oldest queued batch (NULL: none); the caller
+ * frees it or gives it back with kvg_backlog_unpop. */
+kvl_pending_msg *kvg_backlog_pop(kvg_ingest *g, kvl_listener *l);
+void kvg_backlog_unpop(kvg_ingest *g, kvl_listener *l, kvl_pending_msg *m);
+void kvg_backlog_clear(kvg_ingest *g, kvl_listener *l);
+
+#endif /* KVI_SHARD_RECOVERY_H */

@@ -1,0 +1,716 @@
+/*
+ * test_recovery.c - a listener's recovery as a state machine, without
+ * sockets: recovery.c, recovery_rules.c and backlog.c linked against the
+ * stubs below, which stand for the index (kva_*), the sockets (kvg_io_*),
+ * the /kv_recover fetcher (kvr_*) and the hand-off thread, and record what
+ * the machine asked of them. Each test drives one listener through events
+ * and checks its state and those requests.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "handoff.h"
+#include "ingest_int.h"
+#include "recovery.h"
+
+/* ---- stubs: what recovery asked for ------------------------------- */
+
+static struct {
+	uint64_t applied[64];
+	int n_applied;
+	uint64_t lose_seq; /* kva_batch reports this one lost */
+	int clears;
+	int timer_ms; /* the last kvg_io_timer: < 0 disarmed */
+	int replays;  /* kvg_io_replay_start calls */
+	uint64_t replay_from;
+	bool replay_open;
+	kvi_err replay_rv;
+	int fetches;
+	char url[512];
+	int cancels;
+	int asks; /* kvg_handoff_ask */
+	kvr_response resp;
+	kvl_listener *l;
+} st;
+
+bool
+kva_batch(kvx_index *idx, kvi_decoder *dec, kva_scratch *scratch,
+	  kvl_listener *l, uint64_t seq, const void *payload, size_t len)
+{
+	(void)idx, (void)dec, (void)scratch;
+	if (st.n_applied < 64) {
+		st.applied[st.n_applied++] = seq;
+	}
+	l->mark = (kvs_mark){.has_wm = true,
+			     .wm = seq,
+			     .has_fp = true,
+			     .fp = XXH3_64bits(payload, len)};
+	return seq != st.lose_seq;
+}
+
+void
+kva_clear(kvx_index *idx, kvl_listener *l)
+{
+	(void)idx;
+	st.clears++;
+	l->mark = (kvs_mark){0};
+}
+
+void
+kva_recover(kvx_index *idx, kva_scratch *scratch, kvl_listener *l,
+	    const kvr_response *r)
+{
+	(void)idx, (void)scratch;
+	l->mark = (kvs_mark){.has_wm = true, .wm = r->last_event_id};
+}
+
+void
+kvg_io_timer(kvg_ingest *g, kvl_listener *l, int ms)
+{
+	(void)g, (void)l;
+	st.timer_ms = ms;
+}
+
+kvi_err
+kvg_io_replay_start(kvg_ingest *g, kvl_listener *l, uint64_t seq)
+{
+	(void)g, (void)l;
+	st.replays++;
+	st.replay_from = seq;
+	st.replay_open = st.replay_rv == KVI_OK;
+	return st.replay_rv;
+}
+
+void
+kvg_io_replay_stop(kvg_ingest *g, kvl_listener *l)
+{
+	(void)g, (void)l;
+	st.replay_open = false;
+}
+
+kvi_err
+kvr_fetcher_submit(kvr_fetcher *f, uint64_t token, const char *url)
+{
+	(void)f, (void)token;
+	st.fetches++;
+	snprintf(st.url, sizeof(st.url), "%s", url);
+	return KVI_OK;
+}
+
+void
+kvr_fetcher_cancel(kvr_fetcher *f, uint64_t token)
+{
+	(void)f, (void)token;
+	st.cancels++;
+}
+
+const kvr_response *
+kvr_parser_result(const kvr_parser *p)
+{
+	(void)p;
+	return &st.resp;
+}
+
+void
+kvr_result_free(kvr_result *r)
+{
+	free(r);
+}
+
+kvl_listener *
+kvg_listener(kvg_ingest *g, uint32_t lid)
+{
+	(void)g;
+	return st.l != NULL && st.l->lid == lid ? st.l : NULL;
+}
+
+void
+kvg_log_listener(kvl_listener *l, const char *event, const char *fmt, ...)
+{
+	(void)l, (void)event, (void)fmt;
+}
+
+void
+kvg_handoff_ask(kvg_ingest *g, kvl_listener *l)
+{
+	(void)g;
+	st.asks++;
+	l->ho.tries++;
+}
+
+/* ---- fixture -------------------------------------------------------- */
+
+typedef struct fx {
+	kvg_ingest *g;
+	kvl_listener l;
+} fx;
+
+static int
+setup(void **state)
+{
+	memset(&st, 0, sizeof(st));
+	fx *f = calloc(1, sizeof(*f));
+	f->g = calloc(1, sizeof(*f->g));
+	f->g->cfg.replay_timeout_ms = 2000;
+	f->g->cfg.backoff_max_ms = 30000;
+	f->g->cfg.orphan_resync = 8;
+	f->g->cfg.backlog_max_bytes = 1 << 20;
+	f->g->cfg.listener_backlog_max_bytes = 1 << 20;
+	f->l.lid = 7;
+	f->l.key = "pod-a#0";
+	f->l.replay_ep = "tcp://127.0.0.1:5558";
+	f->l.recover_ep = "http://127.0.0.1:8100/";
+	st.l = &f->l;
+	st.timer_ms = -1;
+	st.lose_seq = UINT64_MAX;
+	*state = f;
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	fx *f = *state;
+	kvg_backlog_clear(f->g, &f->l);
+	free(f->g);
+	free(f);
+	return 0;
+}
+
+/* Payloads are the seq's decimal text: the fingerprint of batch s. */
+static void
+ev(fx *f, kvg_event_kind kind, uint64_t seq)
+{
+	char payload[24];
+	int n = snprintf(payload, sizeof(payload), "batch-%llu",
+			 (unsigned long long)seq);
+	kvg_recovery_on(f->g, &f->l,
+			&(kvg_event){.kind = kind,
+				     .seq = seq,
+				     .payload = payload,
+				     .len = (size_t)n});
+}
+
+static void
+live(fx *f, uint64_t from, uint64_t to)
+{
+	for (uint64_t s = from; s <= to; s++) {
+		ev(f, KVG_EV_LIVE, s);
+	}
+}
+
+static void
+fetched(fx *f, kvr_kind kind, uint64_t last)
+{
+	kvr_result *r = calloc(1, sizeof(*r));
+	r->token = f->l.recovery.fetch_token;
+	st.resp = (kvr_response){.kind = kind, .last_event_id = last};
+	kvg_on_fetched(f->g, r);
+}
+
+#define assert_rstate(f, s)                                                    \
+	assert_string_equal(kvg_rstate_name((f)->l.recovery.state),            \
+			    kvg_rstate_name(s))
+
+/* A listener in step at watermark wm on a trusted connection. */
+static void
+in_step(fx *f, uint64_t wm)
+{
+	f->l.recovery.trusted = true;
+	f->l.recovery.gap_seq = 0;
+	live(f, 0, wm);
+	assert_rstate(f, KVL_R_STREAMING);
+	assert_int_equal(f->l.mark.wm, wm);
+	st.n_applied = 0;
+}
+
+/* ---- the rules ------------------------------------------------------ */
+
+static void
+test_judge(void **state)
+{
+	fx *f = *state;
+	kvl_listener *l = &f->l;
+	assert_int_equal(kvg_judge(l, 0), KVG_APPLY);
+	assert_int_equal(kvg_judge(l, 5), KVG_NEED_HISTORY);
+	l->mark = (kvs_mark){.has_wm = true, .wm = 10, .has_fp = true};
+	/* continuity unknown and checkable: verify, whatever the seq */
+	assert_int_equal(kvg_judge(l, 11), KVG_VERIFY);
+	l->recovery.unverifiable = true;
+	assert_int_equal(kvg_judge(l, 11), KVG_APPLY);
+	l->recovery.unverifiable = false;
+	l->recovery.trusted = true;
+	assert_int_equal(kvg_judge(l, 10), KVG_DROP);
+	assert_int_equal(kvg_judge(l, 3), KVG_DROP);
+	assert_int_equal(kvg_judge(l, 11), KVG_APPLY);
+	assert_int_equal(kvg_judge(l, 12), KVG_GAP);
+	assert_int_equal(kvg_judge(l, 13), KVG_GAP);
+	/* without a replay socket there is nothing to verify with */
+	l->recovery.trusted = false;
+	l->replay_ep = NULL;
+	assert_int_equal(kvg_judge(l, 11), KVG_APPLY);
+}
+
+static void
+test_is_restart(void **state)
+{
+	fx *f = *state;
+	kvl_listener *l = &f->l;
+	assert_false(kvg_is_restart(l, 0));
+	l->has_live = true;
+	l->last_live = 9;
+	assert_true(kvg_is_restart(l, 9));
+	assert_false(kvg_is_restart(l, 10));
+	l->has_live = false;
+	l->mark = (kvs_mark){.has_wm = true, .wm = 20};
+	assert_true(kvg_is_restart(l, 20)); /* continuity unknown */
+	l->recovery.trusted = true;
+	assert_false(kvg_is_restart(l, 20)); /* a duplicate, then */
+}
+
+static void
+test_plan(void **state)
+{
+	fx *f = *state;
+	kvl_listener *l = &f->l;
+	/* no state: replay from 0, else a dump */
+	assert_int_equal(kvg_plan_repair(l, false).repair, KVG_REPAIR_REPLAY);
+	l->recovery.replay_spent = true;
+	assert_int_equal(kvg_plan_repair(l, false).repair, KVG_REPAIR_DUMP);
+	/* a gap with a state: replay, then the gap's events */
+	l->recovery.replay_spent = false;
+	l->mark = (kvs_mark){.has_wm = true, .wm = 10, .has_fp = true};
+	assert_int_equal(kvg_plan_repair(l, false).repair, KVG_REPAIR_REPLAY);
+	assert_int_equal(kvg_plan_repair(l, true).repair, KVG_REPAIR_VERIFY);
+	l->recovery.replay_spent = true;
+	kvg_plan p = kvg_plan_repair(l, false);
+	assert_int_equal(p.repair, KVG_REPAIR_EVENTS);
+	assert_false(p.need_full);
+	/* verification impossible: only a whole state will do */
+	p = kvg_plan_repair(l, true);
+	assert_int_equal(p.repair, KVG_REPAIR_DUMP);
+	assert_true(p.need_full);
+	/* a whole state is not replayed */
+	l->recovery.replay_spent = false;
+	l->recovery.need_full = true;
+	assert_int_equal(kvg_plan_repair(l, false).repair, KVG_REPAIR_DUMP);
+	/* neither endpoint: a newer snapshot if it came by a hand-off */
+	l->recovery.need_full = false;
+	l->replay_ep = l->recover_ep = NULL;
+	assert_int_equal(kvg_plan_repair(l, false).repair, KVG_REPAIR_GIVE_UP);
+	l->ho.from = "tcp://old";
+	l->ho.taken = true;
+	assert_int_equal(kvg_plan_repair(l, false).repair, KVG_REPAIR_HANDOFF);
+	l->ho.tries = KVG_HANDOFF_TRIES;
+	assert_int_equal(kvg_plan_repair(l, false).repair, KVG_REPAIR_GIVE_UP);
+	/* no state and nothing at all: wait for a hand-off, once */
+	l->ho = (kvl_handoff){0};
+	l->mark = (kvs_mark){0};
+	assert_int_equal(kvg_plan_repair(l, false).repair,
+			 KVG_REPAIR_AWAIT_HANDOFF);
+	l->ho.waited = true;
+	assert_int_equal(kvg_plan_repair(l, false).repair, KVG_REPAIR_GIVE_UP);
+}
+
+static void
+test_state_of(void **state)
+{
+	fx *f = *state;
+	kvl_listener *l = &f->l;
+	assert_int_equal(kvg_state_of(l), KVL_PENDING);
+	l->recovery.trusted = true;
+	assert_int_equal(kvg_state_of(l), KVL_ACTIVE);
+	static const kvl_state want[KVL_RSTATE_COUNT] = {
+	    [KVL_R_STREAMING] = KVL_ACTIVE,
+	    [KVL_R_VERIFYING] = KVL_RECOVERING,
+	    [KVL_R_REPLAYING] = KVL_RECOVERING,
+	    [KVL_R_FETCH_EVENTS] = KVL_RECOVERING,
+	    [KVL_R_FETCH_DUMP] = KVL_RECOVERING,
+	    [KVL_R_BACKOFF] = KVL_FAILED,
+	    [KVL_R_AWAIT_HANDOFF] = KVL_FAILED,
+	    [KVL_R_HANDOFF_ARMED] = KVL_RECOVERING,
+	    [KVL_R_HANDOFF] = KVL_RECOVERING,
+	};
+	for (int s = 0; s < KVL_RSTATE_COUNT; s++) {
+		l->recovery.state = (kvl_rstate)s;
+		assert_int_equal(kvg_state_of(l), want[s]);
+		assert_string_not_equal(kvg_rstate_name((kvl_rstate)s), "?");
+	}
+}
+
+/* ---- the transitions ------------------------------------------------ */
+
+/* A new listener that connects replays the engine's history from seq 0;
+ * an empty buffer means the engine has published nothing yet. */
+static void
+test_connect_without_state(void **state)
+{
+	fx *f = *state;
+	ev(f, KVG_EV_CONNECTED, 0);
+	assert_rstate(f, KVL_R_REPLAYING);
+	assert_int_equal(st.replay_from, 0);
+	assert_int_equal(st.timer_ms, 2000);
+	assert_int_equal(kvg_state_of(&f->l), KVL_RECOVERING);
+	ev(f, KVG_EV_REPLAY_END, 0);
+	assert_rstate(f, KVL_R_STREAMING);
+	assert_int_equal(kvg_state_of(&f->l), KVL_ACTIVE);
+	assert_int_equal(f->l.c.replays_ok, 1);
+	live(f, 0, 2);
+	assert_int_equal(st.n_applied, 3);
+	assert_int_equal(f->l.mark.wm, 2);
+}
+
+/* A gap is replayed from the watermark while the live batches wait; the
+ * held batches follow the replay in order. */
+static void
+test_gap_replayed(void **state)
+{
+	fx *f = *state;
+	in_step(f, 5);
+	live(f, 8, 9);
+	assert_rstate(f, KVL_R_REPLAYING);
+	assert_int_equal(st.replay_from, 6);
+	assert_int_equal(f->l.c.gaps, 1);
+	assert_int_equal(f->l.backlog_len, 2);
+	ev(f, KVG_EV_REPLAY, 6);
+	ev(f, KVG_EV_REPLAY, 7);
+	ev(f, KVG_EV_REPLAY, 8); /* the replay reaches into the backlog */
+	ev(f, KVG_EV_REPLAY_END, 0);
+	assert_rstate(f, KVL_R_STREAMING);
+	assert_int_equal(f->l.mark.wm, 9);
+	assert_int_equal(st.n_applied, 4); /* 6 7 8, then 9; 8 dropped */
+	assert_int_equal(st.applied[3], 9);
+	assert_int_equal(f->l.c.duplicates, 1);
+	assert_int_equal(f->l.backlog_len, 0);
+	assert_false(st.replay_open);
+}
+
+/* A replay that does not answer gives way to /kv_recover for the gap's
+ * events; a failed fetch backs off, and the timer tries again. */
+static void
+test_replay_silent_then_fetch(void **state)
+{
+	fx *f = *state;
+	in_step(f, 5);
+	live(f, 9, 9);
+	ev(f, KVG_EV_TIMER, 0); /* the replay's silence */
+	assert_rstate(f, KVL_R_FETCH_EVENTS);
+	assert_int_equal(f->l.c.replays_failed, 1);
+	assert_string_equal(st.url,
+			    "http://127.0.0.1:8100/kv_recover?start=6&end=9");
+	kvr_result *r = calloc(1, sizeof(*r));
+	r->token = f->l.recovery.fetch_token;
+	r->err = KVI_EIO;
+	kvg_on_fetched(f->g, r);
+	assert_rstate(f, KVL_R_BACKOFF);
+	assert_int_equal(kvg_state_of(&f->l), KVL_FAILED);
+	assert_int_equal(st.timer_ms, 100);
+	/* an answer to an older ask is ignored */
+	r = calloc(1, sizeof(*r));
+	r->token = f->l.recovery.fetch_token + 1;
+	kvg_on_fetched(f->g, r);
+	assert_rstate(f, KVL_R_BACKOFF);
+	ev(f, KVG_EV_TIMER, 0); /* backoff over: the replay again first */
+	assert_rstate(f, KVL_R_REPLAYING);
+	ev(f, KVG_EV_REPLAY_END, 0); /* nothing: the gap stays */
+	assert_rstate(f, KVL_R_FETCH_EVENTS);
+	fetched(f, KVR_KIND_EVENTS, 8);
+	assert_rstate(f, KVL_R_STREAMING);
+	assert_int_equal(f->l.c.recoveries_events, 1);
+	assert_int_equal(f->l.mark.wm, 9); /* 8 fetched, then 9 held */
+}
+
+/* TooNew three times in a row asks for the whole state. */
+static void
+test_too_new_asks_for_dump(void **state)
+{
+	fx *f = *state;
+	f->l.replay_ep = NULL;
+	in_step(f, 5);
+	live(f, 9, 9);
+	for (int i = 0; i < 3; i++) {
+		assert_rstate(f, KVL_R_FETCH_EVENTS);
+		fetched(f, KVR_KIND_TOO_NEW, 0);
+		assert_rstate(f, KVL_R_BACKOFF);
+		ev(f, KVG_EV_TIMER, 0);
+	}
+	assert_rstate(f, KVL_R_FETCH_DUMP);
+	assert_string_equal(st.url, "http://127.0.0.1:8100/kv_recover");
+	fetched(f, KVR_KIND_TREE_DUMP, 12);
+	assert_rstate(f, KVL_R_STREAMING);
+	assert_int_equal(f->l.c.recoveries_treedump, 1);
+	assert_int_equal(f->l.recovery.attempts, 0);
+	assert_int_equal(f->l.mark.wm, 12); /* 9 held: a duplicate now */
+}
+
+/* On a new connection the engine is checked: the same batch at the
+ * watermark is the same process, and the replay goes on as a catch-up. */
+static void
+test_reconnect_verified(void **state)
+{
+	fx *f = *state;
+	in_step(f, 5);
+	ev(f, KVG_EV_DISCONNECTED, 0);
+	assert_false(f->l.recovery.trusted);
+	ev(f, KVG_EV_CONNECTED, 0);
+	assert_rstate(f, KVL_R_VERIFYING);
+	assert_int_equal(st.replay_from, 5);
+	ev(f, KVG_EV_REPLAY, 5);
+	assert_rstate(f, KVL_R_REPLAYING);
+	assert_true(f->l.recovery.trusted);
+	ev(f, KVG_EV_REPLAY, 6);
+	ev(f, KVG_EV_REPLAY_END, 0);
+	assert_rstate(f, KVL_R_STREAMING);
+	assert_int_equal(f->l.mark.wm, 6);
+	assert_int_equal(f->l.c.engine_restarts, 0);
+}
+
+/* Another payload at the watermark is another engine process: the
+ * listener is cleared and rebuilt from seq 0. */
+static void
+test_reconnect_other_engine(void **state)
+{
+	fx *f = *state;
+	in_step(f, 5);
+	ev(f, KVG_EV_DISCONNECTED, 0);
+	ev(f, KVG_EV_CONNECTED, 0);
+	char other[] = "another process";
+	kvg_recovery_on(f->g, &f->l,
+			&(kvg_event){.kind = KVG_EV_REPLAY,
+				     .seq = 5,
+				     .payload = other,
+				     .len = sizeof(other)});
+	assert_int_equal(f->l.c.engine_restarts, 1);
+	assert_int_equal(st.clears, 1);
+	assert_rstate(f, KVL_R_REPLAYING);
+	assert_int_equal(st.replay_from, 0);
+}
+
+/* A check that gets no answer leaves continuity unknown on this
+ * connection: the held batches are judged as without a replay socket. */
+static void
+test_verify_silent(void **state)
+{
+	fx *f = *state;
+	in_step(f, 5);
+	ev(f, KVG_EV_DISCONNECTED, 0);
+	live(f, 6, 7);
+	assert_rstate(f, KVL_R_VERIFYING);
+	ev(f, KVG_EV_TIMER, 0);
+	assert_rstate(f, KVL_R_STREAMING);
+	assert_true(f->l.recovery.unverifiable);
+	assert_int_equal(f->l.mark.wm, 7);
+	assert_int_equal(st.n_applied, 2);
+	/* a new connection may be checked again */
+	ev(f, KVG_EV_DISCONNECTED, 0);
+	assert_false(f->l.recovery.unverifiable);
+}
+
+/* A gap that nothing can repair is counted and stepped over. */
+static void
+test_unrepairable_gap(void **state)
+{
+	fx *f = *state;
+	f->l.replay_ep = f->l.recover_ep = NULL;
+	in_step(f, 5);
+	live(f, 9, 10);
+	assert_rstate(f, KVL_R_STREAMING);
+	assert_int_equal(f->l.c.unrepaired_gaps, 1);
+	assert_int_equal(f->l.mark.wm, 10);
+	assert_int_equal(st.n_applied, 2);
+}
+
+/* A seq that goes back on one connection is an engine restart, in any
+ * state: the repair in flight is dropped and the listener cleared. */
+static void
+test_live_restart(void **state)
+{
+	fx *f = *state;
+	in_step(f, 5);
+	live(f, 9, 9);
+	assert_rstate(f, KVL_R_REPLAYING);
+	live(f, 0, 0);
+	assert_int_equal(f->l.c.engine_restarts, 1);
+	assert_int_equal(st.clears, 1);
+	assert_false(st.replay_open);
+	assert_rstate(f, KVL_R_STREAMING);
+	assert_int_equal(f->l.mark.wm, 0);
+	assert_int_equal(f->l.backlog_len, 0);
+}
+
+/* A batch lost to an unreadable envelope asks for the whole state. */
+static void
+test_lost_batch_resyncs(void **state)
+{
+	fx *f = *state;
+	in_step(f, 5);
+	st.lose_seq = 6;
+	live(f, 6, 7);
+	assert_rstate(f, KVL_R_FETCH_DUMP);
+	assert_int_equal(f->l.backlog_len, 1);
+	fetched(f, KVR_KIND_TREE_DUMP, 7);
+	assert_rstate(f, KVL_R_STREAMING);
+	assert_false(f->l.recovery.need_full);
+}
+
+/* A planned move waits for the SUB, then a moment, then asks the old
+ * owner; the live batches wait meanwhile and follow the snapshot. */
+static void
+test_move_in(void **state)
+{
+	fx *f = *state;
+	f->l.replay_ep = f->l.recover_ep = NULL;
+	f->l.ho.from = "tcp://127.0.0.1:9001";
+	kvg_recovery_move_in(f->g, &f->l, KVG_HANDOFF_CONNECT_WAIT_MS);
+	assert_rstate(f, KVL_R_HANDOFF_ARMED);
+	assert_int_equal(st.timer_ms, KVG_HANDOFF_CONNECT_WAIT_MS);
+	ev(f, KVG_EV_CONNECTED, 0);
+	assert_int_equal(st.timer_ms, KVG_HANDOFF_SUB_MS);
+	assert_int_equal(st.asks, 0);
+	live(f, 4, 5);
+	ev(f, KVG_EV_TIMER, 0);
+	assert_rstate(f, KVL_R_HANDOFF);
+	assert_int_equal(st.asks, 1);
+	assert_int_equal(kvg_state_of(&f->l), KVL_RECOVERING);
+	/* the snapshot, exact at 3 */
+	f->l.mark = (kvs_mark){.has_wm = true, .wm = 3};
+	f->l.ho.taken = true;
+	ev(f, KVG_EV_HANDOFF_TAKEN, 0);
+	assert_rstate(f, KVL_R_STREAMING);
+	assert_int_equal(f->l.mark.wm, 5);
+	assert_int_equal(st.n_applied, 2);
+	/* a gap later: a newer snapshot, as no engine endpoint can */
+	live(f, 8, 8);
+	assert_rstate(f, KVL_R_HANDOFF);
+	assert_int_equal(st.asks, 2);
+}
+
+/* A hand-off that never came starts the listener as a new one. */
+static void
+test_move_in_failed(void **state)
+{
+	fx *f = *state;
+	f->l.ho.from = "tcp://127.0.0.1:9001";
+	kvg_recovery_move_in(f->g, &f->l, KVG_HANDOFF_CONNECT_WAIT_MS);
+	ev(f, KVG_EV_TIMER, 0);
+	assert_rstate(f, KVL_R_HANDOFF);
+	f->l.ho.from = NULL; /* handoff.c forgets it, then says so */
+	ev(f, KVG_EV_HANDOFF_FAILED, 0);
+	assert_rstate(f, KVL_R_REPLAYING);
+	assert_int_equal(st.replay_from, 0);
+}
+
+/* With no state and nothing to repair it from, a listener waits once
+ * for a hand-off, then takes the stream as it comes. */
+static void
+test_await_handoff(void **state)
+{
+	fx *f = *state;
+	f->l.replay_ep = f->l.recover_ep = NULL;
+	live(f, 7, 7);
+	assert_rstate(f, KVL_R_AWAIT_HANDOFF);
+	assert_int_equal(kvg_state_of(&f->l), KVL_FAILED);
+	assert_int_equal(st.timer_ms, 3000);
+	ev(f, KVG_EV_TIMER, 0);
+	assert_rstate(f, KVL_R_STREAMING);
+	assert_int_equal(f->l.c.unrepaired_gaps, 1);
+	assert_int_equal(f->l.mark.wm, 7);
+}
+
+/* A replay socket that cannot be opened is spent at once. */
+static void
+test_replay_cannot_open(void **state)
+{
+	fx *f = *state;
+	in_step(f, 5);
+	st.replay_rv = KVI_EIO;
+	live(f, 9, 9);
+	assert_int_equal(f->l.c.replays_failed, 1);
+	assert_rstate(f, KVL_R_FETCH_EVENTS);
+}
+
+/* A replay cut short after it delivered something is asked again from
+ * where it got to. */
+static void
+test_replay_cut_short(void **state)
+{
+	fx *f = *state;
+	in_step(f, 5);
+	live(f, 12, 12);
+	ev(f, KVG_EV_REPLAY, 6);
+	ev(f, KVG_EV_REPLAY, 7);
+	ev(f, KVG_EV_REPLAY_END, 0);
+	assert_rstate(f, KVL_R_REPLAYING);
+	assert_int_equal(st.replays, 2);
+	assert_int_equal(st.replay_from, 8);
+}
+
+/* Reset drops a fetch in flight and the backlog. */
+static void
+test_reset(void **state)
+{
+	fx *f = *state;
+	f->l.replay_ep = NULL;
+	in_step(f, 5);
+	live(f, 9, 11);
+	assert_rstate(f, KVL_R_FETCH_EVENTS);
+	kvg_recovery_reset(f->g, &f->l);
+	assert_rstate(f, KVL_R_STREAMING);
+	assert_int_equal(st.cancels, 1);
+	assert_int_equal(f->l.backlog_len, 0);
+	assert_int_equal(f->g->backlog_bytes, 0);
+}
+
+/* Past its budget the backlog is dropped whole, to be repaired. */
+static void
+test_backlog_budget(void **state)
+{
+	fx *f = *state;
+	f->g->cfg.listener_backlog_max_bytes = 40;
+	in_step(f, 5);
+	live(f, 9, 14); /* 39 bytes by 13: the sixth passes 40 */
+	assert_int_equal(f->l.c.backlog_overflows, 1);
+	assert_true(f->l.backlog_bytes <= 40);
+	assert_rstate(f, KVL_R_REPLAYING);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+#define T(t) cmocka_unit_test_setup_teardown(t, setup, teardown)
+	    T(test_judge),
+	    T(test_is_restart),
+	    T(test_plan),
+	    T(test_state_of),
+	    T(test_connect_without_state),
+	    T(test_gap_replayed),
+	    T(test_replay_silent_then_fetch),
+	    T(test_too_new_asks_for_dump),
+	    T(test_reconnect_verified),
+	    T(test_reconnect_other_engine),
+	    T(test_verify_silent),
+	    T(test_unrepairable_gap),
+	    T(test_live_restart),
+	    T(test_lost_batch_resyncs),
+	    T(test_move_in),
+	    T(test_move_in_failed),
+	    T(test_await_handoff),
+	    T(test_replay_cannot_open),
+	    T(test_replay_cut_short),
+	    T(test_reset),
+	    T(test_backlog_budget),
+#undef T
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
