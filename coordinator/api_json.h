@@ -199,9 +199,10 @@ void kvc_api_unregister_fini(kvc_api_unregister *u);
 
 /* ---- the /query response ------------------------------------------------- */
 
-/* One listener's match as a shard reports it (Kvindex__ListenerMatch).
- * Counts are in blocks: gpu is the device-tier prefix, cpu and disk how far
- * lower tiers extend it, longest the whole match. Strings are borrowed. */
+/* One listener's match: a shard's compact answer (QueryResponse's m_*
+ * arrays) with the key and pod the registry knows it by. Counts are in blocks:
+ * gpu is the device-tier prefix, cpu and disk how far lower tiers extend it,
+ * longest the whole match. Strings are borrowed. */
 typedef struct kvc_api_match {
 	const char *key; /* listener key */
 	uint64_t instance_id;

@@ -167,7 +167,7 @@ kvc_assigner_ready(kvc_assigner *a, char *why, size_t len)
 {
 	pthread_mutex_lock(&a->mu);
 	unsigned missing = a->expected & ~a->synced;
-	bool polled = a->tick_done > 0;
+	bool polled = a->ticks > 0;
 	pthread_mutex_unlock(&a->mu);
 	for (int s = 0; s <= KVC_SOURCE_KUBERNETES; s++) {
 		if (missing & (1u << s)) {
@@ -204,20 +204,6 @@ kvc_assigner_ready(kvc_assigner *a, char *why, size_t len)
 	}
 	kvc_shardset_release(sh, n);
 	return ok;
-}
-
-void
-kvc_assigner_flush(kvc_assigner *a)
-{
-	pthread_mutex_lock(&a->mu);
-	uint64_t want = a->tick_started + 1;
-	a->flushers++;
-	pthread_cond_broadcast(&a->cv);
-	while (a->tick_done < want && !a->stop) {
-		pthread_cond_wait(&a->cv, &a->mu);
-	}
-	a->flushers--;
-	pthread_mutex_unlock(&a->mu);
 }
 
 /* ---- the thread ---------------------------------------------------- */
@@ -266,10 +252,10 @@ kvc_run_cmds(kvc_assigner *a, kvc_cmd *cmds)
 	return cmds;
 }
 
-/* The loop: a tick every tick_ms, and at once after a command, a flush
- * or a probe that a down shard answered - except after registrations,
- * which assign their own listeners: a fleet registering does not pay a
- * whole tick (a poll of every listener) per request. */
+/* The loop: a tick every tick_ms, and at once after a command or a probe that a
+ * down shard answered - except after registrations, which assign their own
+ * listeners: a fleet registering does not pay a whole tick (a poll of every
+ * listener) per request. */
 static void *
 kvc_main(void *arg)
 {
@@ -283,24 +269,21 @@ kvc_main(void *arg)
 			break;
 		}
 		if (tick_now) {
-			a->tick_started++;
 			pthread_mutex_unlock(&a->mu);
 			kvc_tick(a);
 			pthread_mutex_lock(&a->mu);
-			a->tick_done = a->tick_started;
-			pthread_cond_broadcast(&a->cv);
+			a->ticks++;
 			dl = kvi_deadline_ms(CLOCK_MONOTONIC, a->cfg.tick_ms);
 		}
 		tick_now = false;
-		while (!a->stop && a->head == NULL && a->flushers == 0 &&
-		       !a->probe_answer) {
+		while (!a->stop && a->head == NULL && !a->probe_answer) {
 			if (pthread_cond_timedwait(&a->cv, &a->mu, &dl) ==
 			    ETIMEDOUT) {
 				tick_now = true;
 				break;
 			}
 		}
-		tick_now = tick_now || a->flushers > 0 || a->probe_answer;
+		tick_now = tick_now || a->probe_answer;
 		kvc_cmd *cmds = a->head;
 		a->head = a->tail = NULL;
 		a->probe_answer = false;

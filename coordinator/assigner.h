@@ -144,8 +144,4 @@ void kvc_assigner_sync(kvc_assigner *a, kvc_source source, const kvc_pod *pods,
  * every shard answered recently; when not, why says what is missing. */
 bool kvc_assigner_ready(kvc_assigner *a, char *why, size_t len);
 
-/* kvc_assigner_flush blocks until the assigner has run a full tick that
- * started after this call (tests, and the admin API). */
-void kvc_assigner_flush(kvc_assigner *a);
-
 #endif /* KVI_COORDINATOR_ASSIGNER_H */

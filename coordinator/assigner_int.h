@@ -114,8 +114,7 @@ struct kvc_assigner {
 	pthread_cond_t cv;
 	kvc_cmd *head, *tail;
 	bool stop;
-	uint64_t tick_started, tick_done;
-	int flushers;
+	uint64_t ticks;    /* ticks run; under mu */
 	int probes;        /* probes of down shards in flight (reconcile.c) */
 	bool probe_answer; /* one answered: tick again now */
 	unsigned expected, synced; /* bit per kvc_source */

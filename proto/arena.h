@@ -2,10 +2,10 @@
  * arena.h - a bump allocator for building and decoding protobuf-c messages.
  *
  * A shard answers each request with a tree of protobuf-c structs (a
- * QueryResponse holds an array of pointers to ListenerMatch, each with its
- * strings). Freeing such a tree field by field is error-prone, so everything
- * a response or a decoded request needs is taken from an arena and released
- * at once by kvp_arena_reset() when the reply has been packed.
+ * StatusResponse holds an array of pointers to ListenerStatus, each with
+ * its strings and counters). Freeing such a tree field by field is error-prone,
+ * so everything a response or a decoded request needs is taken from an arena
+ * and released at once by kvp_arena_reset() when the reply has been packed.
  *
  * Design: memory comes in chunks; an allocation bumps an offset in the newest
  * chunk, and a new chunk (at least twice the previous one, up to 1 MiB, or

@@ -130,34 +130,6 @@ kvh_match_flush(kvh_matches *ms)
 	}
 }
 
-typedef struct kvh_ranks {
-	kvp_arena *arena;
-	Kvindex__ListenerRank **items;
-	size_t n, cap;
-} kvh_ranks;
-
-static void
-kvh_rank_add(void *arg, const kvx_listener_info *info, const kvx_match *m)
-{
-	(void)m;
-	kvh_ranks *rs = arg;
-	if (rs->n == rs->cap) {
-		size_t cap = rs->cap ? rs->cap * 2 : 16;
-		Kvindex__ListenerRank **items =
-		    kvp_arena_alloc(rs->arena, cap * sizeof(*items));
-		if (rs->n > 0) {
-			memcpy(items, rs->items, rs->n * sizeof(*items));
-		}
-		rs->items = items;
-		rs->cap = cap;
-	}
-	Kvindex__ListenerRank *pb = kvp_arena_alloc(rs->arena, sizeof(*pb));
-	kvindex__listener_rank__init(pb);
-	pb->instance_id = info->instance_id;
-	pb->dp_rank = info->dp_rank;
-	rs->items[rs->n++] = pb;
-}
-
 static double
 kvh_now(void)
 {
@@ -196,11 +168,7 @@ kvh_query(kvh_shard *s, const Kvindex__QueryRequest *q, kvp_arena *a)
 	kvi_err rv = kvx_query(s->idx, q->model, q->seq_hashes, q->n_seq_hashes,
 			       &f, kvh_match_add, &ms, &bs);
 	kvh_match_flush(&ms);
-	out->has_model_known = true;
-	out->model_known = rv == KVI_OK;
 	if (rv == KVI_OK) {
-		out->has_block_size = true;
-		out->block_size = bs;
 		out->m_instance = ms.instance;
 		out->n_m_instance = ms.n;
 		out->m_rank = ms.rank;
@@ -211,12 +179,6 @@ kvh_query(kvh_shard *s, const Kvindex__QueryRequest *q, kvp_arena *a)
 		out->n_m_cpu = ms.n;
 		out->m_disk = ms.disk;
 		out->n_m_disk = ms.n;
-	}
-	if (rv == KVI_OK && q->n_instances > 0) {
-		kvh_ranks rs = {.arena = a};
-		kvx_instance_ranks(s->idx, q->model, &f, kvh_rank_add, &rs);
-		out->ranks = rs.items;
-		out->n_ranks = rs.n;
 	}
 	if (s->h_query != NULL) {
 		kvi_histogram_observe(s->h_query, kvh_now() - t0);

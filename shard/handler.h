@@ -1,11 +1,13 @@
 /*
  * handler.h - the shard's answers to coordinator requests.
  *
- * Queries are answered on the service's worker threads straight from the
- * index; assignments, status and dumps are requests to the ingest thread,
- * which owns the listeners. A query for a model the shard has no listener
- * of is not an error: the answer says model_known = false, and the
- * coordinator decides (404 when no shard knows the model).
+ * Queries (and batches of them) are answered on the service thread that
+ * received them, straight from the index, in the compact form of
+ * QueryResponse; assignments, status, dumps and hand-off chunks are
+ * requests to the ingest thread, which owns the listeners and may make
+ * them wait, so the service's worker threads carry them. A query for a
+ * model the shard has no listener of is not an error: it matches nothing
+ * (the coordinator knows the fleet's models and answers 404 for others).
  */
 #ifndef KVI_SHARD_HANDLER_H
 #define KVI_SHARD_HANDLER_H

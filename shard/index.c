@@ -563,33 +563,6 @@ kvx_query(kvx_index *idx, const char *model, const uint64_t *seq, size_t n,
 	return KVI_OK;
 }
 
-kvi_err
-kvx_instance_ranks(kvx_index *idx, const char *model, const kvx_filter *filter,
-		   kvx_match_fn fn, void *arg)
-{
-	kvx_filter instances_only = {0};
-	if (filter != NULL) {
-		instances_only.instances = filter->instances;
-		instances_only.n_instances = filter->n_instances;
-	}
-	pthread_rwlock_rdlock(&idx->meta);
-	kvx_part *p = kvx_part_find(idx, model);
-	if (p == NULL) {
-		pthread_rwlock_unlock(&idx->meta);
-		return KVI_ENOENT;
-	}
-	const kvx_match none = {0};
-	for (uint32_t i = 0; i < idx->cap_lis; i++) {
-		kvx_lis *l = idx->lis[i];
-		if (l != NULL && l->part == p &&
-		    kvx_filter_pass(&instances_only, &l->info)) {
-			fn(arg, &l->info, &none);
-		}
-	}
-	pthread_rwlock_unlock(&idx->meta);
-	return KVI_OK;
-}
-
 void
 kvx_index_stats(kvx_index *idx, kvx_stats *out)
 {

@@ -140,13 +140,6 @@ kvi_err kvx_query(kvx_index *idx, const char *model, const uint64_t *seq,
 		  size_t n, const kvx_filter *filter, kvx_match_fn fn,
 		  void *arg, uint32_t *block_size);
 
-/* kvx_instance_ranks calls fn (with a zero match) for every listener of
- * model whose instance is among filter's instances: the ranks that are
- * connected, for error messages. */
-kvi_err kvx_instance_ranks(kvx_index *idx, const char *model,
-			   const kvx_filter *filter, kvx_match_fn fn,
-			   void *arg);
-
 /*
  * Bulk loading, for start-up: kvx_bulk_begin(), then for listeners that
  * exist and hold nothing yet, one kvx_bulk_add() per snapshot entry (ext

@@ -426,10 +426,12 @@ static void kvg_fetch_failed(kvg_ingest *g, kvl_listener *l, const char *fmt,
 static void
 kvg_fetch_failed(kvg_ingest *g, kvl_listener *l, const char *fmt, ...)
 {
+	char why[sizeof(l->last_error)];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(l->last_error, sizeof(l->last_error), fmt, ap);
+	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
+	kvg_error(l, "%s", why);
 	l->c.recoveries_failed++;
 	kvg_log_listener(l, "recover_failed", "attempt=%d error=\"%s\"",
 			 l->recovery.attempts + 1, l->last_error);

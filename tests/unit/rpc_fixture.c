@@ -114,42 +114,29 @@ fake_unassign(const Kvindex__UnassignRequest *ur, Kvindex__Response *resp,
 	}
 }
 
-/* A match per seq hash, whose instance_id is that hash, and a rank per
- * instance asked for. */
+/* A match per seq hash, in compact form: listener i is (that hash, rank
+ * i), with i blocks on the device, 1 on the host, 2 on disk. */
 static void
 fake_query(const Kvindex__QueryRequest *qr, Kvindex__Response *resp,
 	   kvp_arena *a)
 {
 	Kvindex__QueryResponse *body = kvp_arena_alloc(a, sizeof(*body));
 	kvindex__query_response__init(body);
-	body->n_matches = qr->n_seq_hashes;
-	body->matches = kvp_arena_calloc(a, qr->n_seq_hashes, sizeof(void *));
-	for (size_t i = 0; i < qr->n_seq_hashes; i++) {
-		Kvindex__ListenerMatch *m = kvp_arena_alloc(a, sizeof(*m));
-		kvindex__listener_match__init(m);
-		m->key = arena_printf(a, "m%zu", i);
-		m->instance_id = qr->seq_hashes[i];
-		m->pod = arena_printf(a, "ns/pod-%zu", i);
-		m->dp_rank = (uint32_t)i;
-		m->gpu = (uint32_t)i;
-		m->cpu = 1;
-		m->disk = 2;
-		m->longest = (uint32_t)i + 3;
-		body->matches[i] = m;
+	size_t n = qr->n_seq_hashes;
+	body->m_instance = kvp_arena_calloc(a, n, sizeof(uint64_t));
+	body->m_rank = kvp_arena_calloc(a, n, sizeof(uint32_t));
+	body->m_gpu = kvp_arena_calloc(a, n, sizeof(uint32_t));
+	body->m_cpu = kvp_arena_calloc(a, n, sizeof(uint32_t));
+	body->m_disk = kvp_arena_calloc(a, n, sizeof(uint32_t));
+	for (size_t i = 0; i < n; i++) {
+		body->m_instance[i] = qr->seq_hashes[i];
+		body->m_rank[i] = (uint32_t)i;
+		body->m_gpu[i] = (uint32_t)i;
+		body->m_cpu[i] = 1;
+		body->m_disk[i] = 2;
 	}
-	body->n_ranks = qr->n_instances;
-	body->ranks = kvp_arena_calloc(a, qr->n_instances, sizeof(void *));
-	for (size_t i = 0; i < qr->n_instances; i++) {
-		Kvindex__ListenerRank *r = kvp_arena_alloc(a, sizeof(*r));
-		kvindex__listener_rank__init(r);
-		r->instance_id = qr->instances[i];
-		r->dp_rank = qr->has_dp_rank ? qr->dp_rank : 0;
-		body->ranks[i] = r;
-	}
-	body->has_block_size = 1;
-	body->block_size = 16;
-	body->has_model_known = 1;
-	body->model_known = strcmp(qr->model, "llama") == 0;
+	body->n_m_instance = body->n_m_rank = body->n_m_gpu = n;
+	body->n_m_cpu = body->n_m_disk = n;
 	resp->body_case = KVINDEX__RESPONSE__BODY_QUERY;
 	resp->query = body;
 }

@@ -250,12 +250,6 @@ test_listeners_and_filters(void **state)
 	memset(&g, 0, sizeof(g));
 	kvx_query(idx, "m", seq, 3, &f, on_match, &g, &bs);
 	assert_true(!g.seen[0] && !g.seen[1] && g.seen[2]);
-	/* connected ranks of instance 7 */
-	f = (kvx_filter){.instances = &inst7, .n_instances = 1};
-	memset(&g, 0, sizeof(g));
-	assert_int_equal(kvx_instance_ranks(idx, "m", &f, on_match, &g),
-			 KVI_OK);
-	assert_true(g.seen[0] && g.seen[1] && !g.seen[2]);
 	/* removing a listener drops its entries from queries */
 	kvx_listener_remove(idx, 2);
 	assert_false(kvx_listener_exists(idx, 2));

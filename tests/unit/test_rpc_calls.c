@@ -97,27 +97,16 @@ test_roundtrip_query(void **state)
 	    kvp_call(g_client, &req, 2000, &resp, err, sizeof(err)), KVI_OK);
 	assert_int_equal(resp->body_case, KVINDEX__RESPONSE__BODY_QUERY);
 	const Kvindex__QueryResponse *q = resp->query;
-	assert_int_equal(q->n_matches, 5);
+	assert_int_equal(q->n_m_instance, 5);
+	assert_int_equal(q->n_m_rank, 5);
+	assert_int_equal(q->n_m_disk, 5);
 	for (size_t i = 0; i < 5; i++) {
-		const Kvindex__ListenerMatch *m = q->matches[i];
-		char key[16], pod[16];
-		snprintf(key, sizeof(key), "m%zu", i);
-		snprintf(pod, sizeof(pod), "ns/pod-%zu", i);
-		assert_string_equal(m->key, key);
-		assert_string_equal(m->pod, pod);
-		assert_true(m->instance_id == query_hashes[i]);
-		assert_int_equal(m->dp_rank, i);
-		assert_int_equal(m->gpu, i);
-		assert_int_equal(m->cpu, 1);
-		assert_int_equal(m->disk, 2);
-		assert_int_equal(m->longest, i + 3);
+		assert_true(q->m_instance[i] == query_hashes[i]);
+		assert_int_equal(q->m_rank[i], i);
+		assert_int_equal(q->m_gpu[i], i);
+		assert_int_equal(q->m_cpu[i], 1);
+		assert_int_equal(q->m_disk[i], 2);
 	}
-	assert_int_equal(q->n_ranks, 2);
-	assert_true(q->ranks[1]->instance_id == query_instances[1]);
-	assert_int_equal(q->ranks[1]->dp_rank, 3);
-	assert_true(q->has_block_size);
-	assert_int_equal(q->block_size, 16);
-	assert_true(q->has_model_known && q->model_known);
 	kvindex__response__free_unpacked(resp, NULL);
 
 	Kvindex__Request *got = fake_last(&g_shard);

@@ -235,7 +235,7 @@ fan_done(void *arg, kvi_err rv, Kvindex__Response *resp, const char *err)
 	long n = -1;
 	if (resp != NULL) {
 		n = resp->body_case == KVINDEX__RESPONSE__BODY_QUERY
-			? (long)resp->query->n_matches
+			? (long)resp->query->n_m_instance
 			: -2;
 		kvindex__response__free_unpacked(resp, NULL);
 	}
