@@ -7,6 +7,8 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "bytes.h"
+
 uint64_t
 kvi_local_seed(const char *lora_name, size_t lora_len, const char *cache_salt,
 	       size_t salt_len)
@@ -48,14 +50,6 @@ kvi_local_hashes(const uint32_t *tokens, size_t n, size_t bs, uint64_t seed,
 		out[i] = kvi_local_hash(tokens + i * bs, bs, seed);
 	}
 	return blocks;
-}
-
-static inline void
-kvi_put_le64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++) {
-		p[i] = (uint8_t)(v >> (8 * i));
-	}
 }
 
 uint64_t
@@ -103,14 +97,6 @@ kvi_xbuf_grow(kvi_xbuf *x, size_t n)
 	uint8_t *at = x->p + x->len;
 	x->len += n;
 	return at;
-}
-
-static void
-kvi_put_le32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++) {
-		p[i] = (uint8_t)(v >> (8 * i));
-	}
 }
 
 void

@@ -15,7 +15,8 @@
 #include <xxhash.h>
 
 #include "alloc.h"
-#include "lmdb_err.h"
+#include "bytes.h"
+#include "lmdb_util.h"
 
 #define KVC_CS_FORMAT       1u
 #define KVC_CS_POD_VERSION  1u
@@ -37,41 +38,6 @@ kvc_cs_mdb_fail(char *err, size_t errlen, int rc, const char *what)
 {
 	return kvi_errf(err, errlen, kvi_mdb_err(rc), "lmdb %s: %s", what,
 			mdb_strerror(rc));
-}
-
-static void
-kvc_cs_le32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++) {
-		p[i] = (uint8_t)(v >> (8 * i));
-	}
-}
-
-static uint32_t
-kvc_cs_get_le32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-
-static void
-kvc_cs_le64(uint8_t *p, uint64_t v)
-{
-	kvc_cs_le32(p, (uint32_t)v);
-	kvc_cs_le32(p + 4, (uint32_t)(v >> 32));
-}
-
-/* Checksummed values: [xxh32 of the rest, LE][rest]. */
-static void
-kvc_cs_seal(uint8_t *v, size_t len)
-{
-	kvc_cs_le32(v, XXH32(v + 4, len - 4, 0));
-}
-
-static bool
-kvc_cs_sealed(const uint8_t *v, size_t len)
-{
-	return len >= 4 && kvc_cs_get_le32(v) == XXH32(v + 4, len - 4, 0);
 }
 
 /* kvc_cs_mkdirs creates dir and its missing parents. */
@@ -125,18 +91,18 @@ kvc_cs_init_dbs(kvc_cstore *s, char *err, size_t errlen)
 	MDB_val k = {6, "format"}, v;
 	rc = mdb_get(txn, s->meta, &k, &v);
 	if (rc == MDB_NOTFOUND) {
-		kvc_cs_le32(fresh, KVC_CS_FORMAT);
+		kvi_put_le32(fresh, KVC_CS_FORMAT);
 		v = (MDB_val){sizeof(fresh), fresh};
 		rc = mdb_put(txn, s->meta, &k, &v, 0);
 	}
 	if (rc != 0) {
 		goto fail;
 	}
-	if (v.mv_size != 4 || kvc_cs_get_le32(v.mv_data) == 0) {
+	if (v.mv_size != 4 || kvi_get_le32(v.mv_data) == 0) {
 		mdb_txn_abort(txn);
 		return kvi_errf(err, errlen, KVI_ECORRUPT, "bad format record");
 	}
-	uint32_t fmt = kvc_cs_get_le32(v.mv_data);
+	uint32_t fmt = kvi_get_le32(v.mv_data);
 	if (fmt > KVC_CS_FORMAT) {
 		mdb_txn_abort(txn);
 		return kvi_errf(err, errlen, KVI_EVERSION,
@@ -203,16 +169,6 @@ kvc_cstore_close(kvc_cstore *s)
 	kvi_free(s);
 }
 
-kvi_err
-kvc_cstore_quarantine(const char *dir, char *moved_to, size_t len)
-{
-	snprintf(moved_to, len, "%s.corrupt-%lld", dir, (long long)time(NULL));
-	if (rename(dir, moved_to) != 0) {
-		return KVI_EIO;
-	}
-	return KVI_OK;
-}
-
 static kvi_err
 kvc_cs_check_key(const char *what, const char *key, char *err, size_t errlen)
 {
@@ -246,8 +202,7 @@ kvc_cs_write(kvc_cstore *s, MDB_dbi dbi, const char *key, const uint8_t *val,
 				     : (mdb_txn_abort(txn), rc);
 		}
 		if (rc == MDB_MAP_FULL && tries < KVC_CS_GROWTHS &&
-		    mdb_env_set_mapsize(s->env, s->map_size * 2) == 0) {
-			s->map_size *= 2;
+		    kvi_mdb_grow(s->env, &s->map_size, 0) == 0) {
 			continue;
 		}
 		if (rc == MDB_NOTFOUND) {
@@ -296,7 +251,7 @@ kvc_cs_list(kvc_cstore *s, MDB_dbi dbi, kvc_cs_visit_fn visit, void *ctx,
 		}
 		memcpy(key, k.mv_data, k.mv_size);
 		key[k.mv_size] = '\0';
-		if (!kvc_cs_sealed(v.mv_data, v.mv_size)) {
+		if (!kvi_sealed(v.mv_data, v.mv_size)) {
 			rv = kvi_errf(err, errlen, KVI_ECORRUPT,
 				      "bad checksum for %s", key);
 			goto out;
@@ -353,7 +308,7 @@ static uint32_t
 kvc_cs_u32(kvc_cs_reader *r)
 {
 	const uint8_t *p = kvc_cs_take(r, 4);
-	return p != NULL ? kvc_cs_get_le32(p) : 0;
+	return p != NULL ? kvi_get_le32(p) : 0;
 }
 
 static uint64_t
@@ -390,11 +345,11 @@ static uint8_t *
 kvc_cs_put_str(uint8_t *p, const char *s)
 {
 	if (s == NULL) {
-		kvc_cs_le32(p, KVC_CS_NULL_STR);
+		kvi_put_le32(p, KVC_CS_NULL_STR);
 		return p + 4;
 	}
 	size_t n = strlen(s);
-	kvc_cs_le32(p, (uint32_t)n);
+	kvi_put_le32(p, (uint32_t)n);
 	memcpy(p + 4, s, n);
 	return p + 4 + n;
 }
@@ -419,17 +374,17 @@ kvc_cstore_pod_encode(const kvc_pod *p, size_t *len)
 	*w++ = (uint8_t)p->source;
 	*w++ = (uint8_t)((p->has_recover_port ? KVC_CS_FLAG_RECOVER : 0) |
 			 (p->has_replay_port ? KVC_CS_FLAG_REPLAY : 0));
-	kvc_cs_le64(w, p->instance_id);
+	kvi_put_le64(w, p->instance_id);
 	const uint32_t nums[] = {p->block_size,  p->zmq_port, p->recover_port,
 				 p->replay_port, p->dp_size,  p->rank};
 	for (size_t i = 0; i < 6; i++) {
-		kvc_cs_le32(w + 8 + 4 * i, nums[i]);
+		kvi_put_le32(w + 8 + 4 * i, nums[i]);
 	}
 	w += 8 + 6 * 4;
 	for (size_t i = 0; i < 6; i++) {
 		w = kvc_cs_put_str(w, strs[i]);
 	}
-	kvc_cs_seal(buf, n);
+	kvi_seal(buf, n);
 	*len = n;
 	return buf;
 }
@@ -487,7 +442,7 @@ kvi_err
 kvc_cstore_pod_decode(const void *val, size_t len, kvc_pod *out, char *err,
 		      size_t errlen)
 {
-	if (!kvc_cs_sealed(val, len)) {
+	if (!kvi_sealed(val, len)) {
 		return kvi_errf(err, errlen, KVI_ECORRUPT,
 				"pod record: bad checksum");
 	}
@@ -581,7 +536,7 @@ kvc_cs_put_pair(kvc_cstore *s, MDB_dbi dbi, const char *what, const char *key,
 	}
 	uint8_t *val = kvi_malloc(4 + n);
 	memcpy(val + 4, value != NULL ? value : "", n);
-	kvc_cs_seal(val, 4 + n);
+	kvi_seal(val, 4 + n);
 	rv = kvc_cs_write(s, dbi, key, val, 4 + n, err, errlen);
 	kvi_free(val);
 	return rv;

@@ -32,8 +32,8 @@
  * re-validate what they load. A bad checksum, a malformed value, an
  * unknown format or a file LMDB cannot read is KVI_ECORRUPT (an unknown
  * newer format is KVI_EVERSION); the caller may move the directory aside
- * with kvc_cstore_quarantine() and start empty, at the price of losing
- * HTTP registrations (routers re-register) and admin overrides.
+ * with kvi_store_quarantine() (lmdb_util.h) and start empty, at the price of
+ * losing HTTP registrations (routers re-register) and admin overrides.
  *
  * Writes are rare (registrations, admin calls), so each put or delete is
  * its own write transaction, synced to disk before it returns. A full map
@@ -68,11 +68,6 @@ kvi_err kvc_cstore_open(const char *dir, kvc_cstore **out, char *err,
 
 /* kvc_cstore_close closes s; NULL is allowed. */
 void kvc_cstore_close(kvc_cstore *s);
-
-/* kvc_cstore_quarantine renames dir to dir.corrupt-<unix time> so a fresh
- * store can be created in its place; moved_to receives the new name.
- * The store must be closed. Returns KVI_EIO if the rename fails. */
-kvi_err kvc_cstore_quarantine(const char *dir, char *moved_to, size_t len);
 
 /* kvc_cstore_pod_key writes p's key (its name, or "instance_id#rank")
  * into buf and returns buf, or NULL when it does not fit in len. */

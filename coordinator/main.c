@@ -28,6 +28,7 @@
 #include "httpd.h"
 #include "kube_watch.h"
 #include "lease.h"
+#include "lmdb_util.h"
 #include "log.h"
 #include "metrics.h"
 #include "query.h"
@@ -535,7 +536,7 @@ coord_open_store(const char *dir, kvc_cstore **out)
 		return rv;
 	}
 	char moved[1024];
-	if (kvc_cstore_quarantine(dir, moved, sizeof(moved)) != KVI_OK) {
+	if (kvi_store_quarantine(dir, moved, sizeof(moved)) != KVI_OK) {
 		KVI_ERROR("store_corrupt",
 			  "dir=%s err=%s: cannot move it aside", dir, err);
 		return rv;

@@ -24,6 +24,7 @@
 #include "httpd.h"
 #include "index.h"
 #include "ingest.h"
+#include "lmdb_util.h"
 #include "log.h"
 #include "metrics.h"
 #include "rpc.h"
@@ -272,7 +273,7 @@ shard_open_state(shard_opts *o, kvs_store **store, kvx_index **idx,
 			return rv;
 		}
 		char moved[4200];
-		if (kvs_store_quarantine(o->data_dir, moved, sizeof(moved)) !=
+		if (kvi_store_quarantine(o->data_dir, moved, sizeof(moved)) !=
 		    KVI_OK) {
 			return rv;
 		}

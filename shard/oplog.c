@@ -3,24 +3,7 @@
 #include <string.h>
 
 #include "alloc.h"
-
-static void
-kvo_put64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++) {
-		p[i] = (uint8_t)(v >> (8 * i));
-	}
-}
-
-static uint64_t
-kvo_get64(const uint8_t *p)
-{
-	uint64_t v = 0;
-	for (int i = 7; i >= 0; i--) {
-		v = (v << 8) | p[i];
-	}
-	return v;
-}
+#include "bytes.h"
 
 static uint8_t *
 kvo_grow(kvo_rec *r, size_t n)
@@ -65,8 +48,8 @@ kvo_rec_store(kvo_rec *r, uint64_t ext, uint64_t seq, uint8_t tier)
 {
 	uint8_t *p = kvo_grow(r, 18);
 	p[0] = KVO_STORE;
-	kvo_put64(p + 1, ext);
-	kvo_put64(p + 9, seq);
+	kvi_put_le64(p + 1, ext);
+	kvi_put_le64(p + 9, seq);
 	p[17] = tier;
 	r->n_ops++;
 }
@@ -76,7 +59,7 @@ kvo_rec_remove(kvo_rec *r, uint64_t ext, uint8_t tier)
 {
 	uint8_t *p = kvo_grow(r, 10);
 	p[0] = KVO_REMOVE;
-	kvo_put64(p + 1, ext);
+	kvi_put_le64(p + 1, ext);
 	p[9] = tier;
 	r->n_ops++;
 }
@@ -92,8 +75,8 @@ void
 kvo_rec_finish(kvo_rec *r, const kvs_mark *mark)
 {
 	r->buf[0] = (uint8_t)((mark->has_wm ? 1 : 0) | (mark->has_fp ? 2 : 0));
-	kvo_put64(r->buf + 1, mark->has_wm ? mark->wm : 0);
-	kvo_put64(r->buf + 9, mark->has_fp ? mark->fp : 0);
+	kvi_put_le64(r->buf + 1, mark->has_wm ? mark->wm : 0);
+	kvi_put_le64(r->buf + 9, mark->has_fp ? mark->fp : 0);
 }
 
 kvi_err
@@ -105,8 +88,8 @@ kvo_iter_init(kvo_iter *it, const void *payload, size_t len, kvs_mark *mark)
 	}
 	mark->has_wm = p[0] & 1;
 	mark->has_fp = (p[0] & 2) != 0;
-	mark->wm = kvo_get64(p + 1);
-	mark->fp = kvo_get64(p + 9);
+	mark->wm = kvi_get_le64(p + 1);
+	mark->fp = kvi_get_le64(p + 9);
 	*it = (kvo_iter){.p = p, .len = len, .off = KVO_HEADER_SIZE};
 	return KVI_OK;
 }
@@ -125,8 +108,8 @@ kvo_iter_next(kvo_iter *it, kvo_op *op)
 		if (left < 18 || p[17] > 2) {
 			return KVI_ECORRUPT;
 		}
-		op->ext = kvo_get64(p + 1);
-		op->seq = kvo_get64(p + 9);
+		op->ext = kvi_get_le64(p + 1);
+		op->seq = kvi_get_le64(p + 9);
 		op->tier = p[17];
 		it->off += 18;
 		return KVI_OK;
@@ -134,7 +117,7 @@ kvo_iter_next(kvo_iter *it, kvo_op *op)
 		if (left < 10 || p[9] > 2) {
 			return KVI_ECORRUPT;
 		}
-		op->ext = kvo_get64(p + 1);
+		op->ext = kvi_get_le64(p + 1);
 		op->tier = p[9];
 		it->off += 10;
 		return KVI_OK;

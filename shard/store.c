@@ -12,7 +12,8 @@
 #include <xxhash.h>
 
 #include "alloc.h"
-#include "lmdb_err.h"
+#include "bytes.h"
+#include "lmdb_util.h"
 
 #define KVS_FORMAT          1u
 #define KVS_CHUNK_ENTRIES   4096
@@ -44,92 +45,20 @@ struct kvs_store {
 	uint64_t commits, truncated, map_growths, log_records;
 };
 
-static void
-kvs_be32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 24);
-	p[1] = (uint8_t)(v >> 16);
-	p[2] = (uint8_t)(v >> 8);
-	p[3] = (uint8_t)v;
-}
-
-static uint32_t
-kvs_get_be32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
-	       (uint32_t)p[2] << 8 | p[3];
-}
-
-static void
-kvs_be64(uint8_t *p, uint64_t v)
-{
-	kvs_be32(p, (uint32_t)(v >> 32));
-	kvs_be32(p + 4, (uint32_t)v);
-}
-
-static uint64_t
-kvs_get_be64(const uint8_t *p)
-{
-	return (uint64_t)kvs_get_be32(p) << 32 | kvs_get_be32(p + 4);
-}
-
-static void
-kvs_le32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++) {
-		p[i] = (uint8_t)(v >> (8 * i));
-	}
-}
-
-static uint32_t
-kvs_get_le32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-
-static void
-kvs_le64(uint8_t *p, uint64_t v)
-{
-	kvs_le32(p, (uint32_t)v);
-	kvs_le32(p + 4, (uint32_t)(v >> 32));
-}
-
-static uint64_t
-kvs_get_le64(const uint8_t *p)
-{
-	return (uint64_t)kvs_get_le32(p) | (uint64_t)kvs_get_le32(p + 4) << 32;
-}
-
 void
 kvs_entry_put(uint8_t *p, uint64_t ext, uint64_t seq, uint8_t tiers)
 {
-	kvs_le64(p, ext);
-	kvs_le64(p + 8, seq);
+	kvi_put_le64(p, ext);
+	kvi_put_le64(p + 8, seq);
 	p[16] = tiers;
 }
 
 void
 kvs_entry_get(const uint8_t *p, uint64_t *ext, uint64_t *seq, uint8_t *tiers)
 {
-	*ext = kvs_get_le64(p);
-	*seq = kvs_get_le64(p + 8);
+	*ext = kvi_get_le64(p);
+	*seq = kvi_get_le64(p + 8);
 	*tiers = p[16];
-}
-
-/* Checksummed values: [xxh32 of the rest, LE][rest]. */
-static void
-kvs_seal(uint8_t *v, size_t len)
-{
-	kvs_le32(v, XXH32(v + 4, len - 4, 0));
-}
-
-static bool
-kvs_sealed_ok(const MDB_val *v)
-{
-	return v->mv_size >= 4 &&
-	       kvs_get_le32(v->mv_data) ==
-		   XXH32((const uint8_t *)v->mv_data + 4, v->mv_size - 4, 0);
 }
 
 /* ---- live listeners ------------------------------------------------ */
@@ -194,15 +123,15 @@ kvs_open_dbs(kvs_store *s, char *err, size_t errlen)
 	rc = mdb_get(txn, s->meta, &k, &v);
 	if (rc == MDB_NOTFOUND) {
 		uint8_t f[4];
-		kvs_le32(f, KVS_FORMAT);
+		kvi_put_le32(f, KVS_FORMAT);
 		v = (MDB_val){4, f};
 		rc = mdb_put(txn, s->meta, &k, &v, 0);
 	} else if (rc == 0 &&
-		   (v.mv_size != 4 || kvs_get_le32(v.mv_data) != KVS_FORMAT)) {
+		   (v.mv_size != 4 || kvi_get_le32(v.mv_data) != KVS_FORMAT)) {
 		mdb_txn_abort(txn);
 		return kvi_errf(err, errlen, KVI_ECORRUPT,
 				"store format %u, this build reads %u",
-				v.mv_size == 4 ? kvs_get_le32(v.mv_data) : 0,
+				v.mv_size == 4 ? kvi_get_le32(v.mv_data) : 0,
 				KVS_FORMAT);
 	}
 	if (rc != 0) {
@@ -211,7 +140,7 @@ kvs_open_dbs(kvs_store *s, char *err, size_t errlen)
 	k = (MDB_val){8, "next_lsn"};
 	rc = mdb_get(txn, s->meta, &k, &v);
 	if (rc == 0 && v.mv_size == 8) {
-		s->next_lsn = kvs_get_le64(v.mv_data);
+		s->next_lsn = kvi_get_le64(v.mv_data);
 	} else if (rc != MDB_NOTFOUND) {
 		rc = rc == 0 ? MDB_CORRUPTED : rc;
 		goto fail;
@@ -306,7 +235,7 @@ kvs_load_listeners(kvs_store *s, MDB_txn *txn, const kvs_load_cb *cb, char *err,
 				      "listener key of %zu bytes", k.mv_size);
 			break;
 		}
-		uint32_t lid = kvs_get_be32(k.mv_data);
+		uint32_t lid = kvi_get_be32(k.mv_data);
 		*kvs_lid_at(s, lid) = (kvs_lid){.live = true, .need = KVS_NONE};
 		if ((rv = cb->listener(cb->arg, lid, v.mv_data, v.mv_size)) !=
 		    KVI_OK) {
@@ -326,19 +255,20 @@ kvs_load_snap_header(kvs_store *s, const kvs_load_cb *cb, uint32_t lid,
 		     const MDB_val *v, char *err, size_t errlen)
 {
 	const uint8_t *p = v->mv_data;
-	if (v->mv_size != KVS_HEADER_LEN || !kvs_sealed_ok(v) ||
-	    kvs_get_le32(p + 4) != KVS_FORMAT || p[16] > 3) {
+	if (v->mv_size != KVS_HEADER_LEN ||
+	    !kvi_sealed(v->mv_data, v->mv_size) ||
+	    kvi_get_le32(p + 4) != KVS_FORMAT || p[16] > 3) {
 		return kvi_errf(err, errlen, KVI_ECORRUPT,
 				"listener %u: bad snapshot header", lid);
 	}
-	kvs_lid_at(s, lid)->snap_lsn = kvs_get_le64(p + 8);
+	kvs_lid_at(s, lid)->snap_lsn = kvi_get_le64(p + 8);
 	kvs_mark mark = {
 	    .has_wm = p[16] & 1,
 	    .has_fp = (p[16] & 2) != 0,
-	    .wm = kvs_get_le64(p + 17),
-	    .fp = kvs_get_le64(p + 25),
+	    .wm = kvi_get_le64(p + 17),
+	    .fp = kvi_get_le64(p + 25),
 	};
-	return cb->snapshot(cb->arg, lid, &mark, kvs_get_le64(p + 33));
+	return cb->snapshot(cb->arg, lid, &mark, kvi_get_le64(p + 33));
 }
 
 static kvi_err
@@ -357,14 +287,14 @@ kvs_load_snaps(kvs_store *s, MDB_txn *txn, const kvs_load_cb *cb, char *err,
 				      "snapshot key of %zu bytes", k.mv_size);
 			break;
 		}
-		uint32_t lid = kvs_get_be32(k.mv_data);
-		uint32_t chunk = kvs_get_be32((uint8_t *)k.mv_data + 4);
+		uint32_t lid = kvi_get_be32(k.mv_data);
+		uint32_t chunk = kvi_get_be32((uint8_t *)k.mv_data + 4);
 		if (!kvs_lid_live(s, lid)) {
 			continue; /* a deleted listener's leftovers */
 		}
 		if (chunk == 0) {
 			rv = kvs_load_snap_header(s, cb, lid, &v, err, errlen);
-		} else if (!kvs_sealed_ok(&v) ||
+		} else if (!kvi_sealed(v.mv_data, v.mv_size) ||
 			   (v.mv_size - 4) % KVS_ENTRY_SIZE != 0) {
 			rv = kvi_errf(err, errlen, KVI_ECORRUPT,
 				      "listener %u: bad snapshot chunk %u", lid,
@@ -396,17 +326,18 @@ kvs_load_log(kvs_store *s, MDB_txn *txn, const kvs_load_cb *cb, char *err,
 	 * read it all. */
 	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0 && rv == KVI_OK;
 	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-		if (k.mv_size != 8 || v.mv_size < 8 || !kvs_sealed_ok(&v)) {
+		if (k.mv_size != 8 || v.mv_size < 8 ||
+		    !kvi_sealed(v.mv_data, v.mv_size)) {
 			uint64_t lsn =
-			    k.mv_size == 8 ? kvs_get_be64(k.mv_data) : 0;
+			    k.mv_size == 8 ? kvi_get_be64(k.mv_data) : 0;
 			rv = kvi_errf(err, errlen, KVI_ECORRUPT,
 				      "log record %llu: bad checksum or size",
 				      (unsigned long long)lsn);
 			break;
 		}
-		uint64_t lsn = kvs_get_be64(k.mv_data);
+		uint64_t lsn = kvi_get_be64(k.mv_data);
 		const uint8_t *p = v.mv_data;
-		uint32_t lid = kvs_get_le32(p + 4);
+		uint32_t lid = kvi_get_le32(p + 4);
 		if (!kvs_lid_live(s, lid) || lsn < s->lids[lid].snap_lsn) {
 			continue;
 		}
@@ -452,13 +383,13 @@ kvs_del_snapshot(kvs_store *s, MDB_txn *txn, uint32_t lid)
 {
 	MDB_cursor *c;
 	uint8_t key[8];
-	kvs_be32(key, lid);
-	kvs_be32(key + 4, 0);
+	kvi_put_be32(key, lid);
+	kvi_put_be32(key + 4, 0);
 	int rc = mdb_cursor_open(txn, s->snap, &c);
 	while (rc == 0) {
 		MDB_val k = {8, key}, v;
 		rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
-		if (rc != 0 || kvs_get_be32(k.mv_data) != lid) {
+		if (rc != 0 || kvi_get_be32(k.mv_data) != lid) {
 			break;
 		}
 		rc = mdb_cursor_del(c, 0);
@@ -476,17 +407,17 @@ kvs_put_snapshot(kvs_store *s, MDB_txn *txn, const kvs_snap *sn)
 	uint32_t chunks =
 	    (uint32_t)((sn->n + KVS_CHUNK_ENTRIES - 1) / KVS_CHUNK_ENTRIES);
 	uint8_t key[8], hdr[KVS_HEADER_LEN];
-	kvs_be32(key, sn->lid);
-	kvs_be32(key + 4, 0);
-	kvs_le32(hdr + 4, KVS_FORMAT);
-	kvs_le64(hdr + 8, s->next_lsn);
+	kvi_put_be32(key, sn->lid);
+	kvi_put_be32(key + 4, 0);
+	kvi_put_le32(hdr + 4, KVS_FORMAT);
+	kvi_put_le64(hdr + 8, s->next_lsn);
 	hdr[16] =
 	    (uint8_t)((sn->mark.has_wm ? 1 : 0) | (sn->mark.has_fp ? 2 : 0));
-	kvs_le64(hdr + 17, sn->mark.has_wm ? sn->mark.wm : 0);
-	kvs_le64(hdr + 25, sn->mark.has_fp ? sn->mark.fp : 0);
-	kvs_le64(hdr + 33, sn->n);
-	kvs_le32(hdr + 41, chunks);
-	kvs_seal(hdr, sizeof(hdr));
+	kvi_put_le64(hdr + 17, sn->mark.has_wm ? sn->mark.wm : 0);
+	kvi_put_le64(hdr + 25, sn->mark.has_fp ? sn->mark.fp : 0);
+	kvi_put_le64(hdr + 33, sn->n);
+	kvi_put_le32(hdr + 41, chunks);
+	kvi_seal(hdr, sizeof(hdr));
 	MDB_val k = {8, key}, v = {sizeof(hdr), hdr};
 	if (rc == 0) {
 		rc = mdb_put(txn, s->snap, &k, &v, 0);
@@ -496,7 +427,7 @@ kvs_put_snapshot(kvs_store *s, MDB_txn *txn, const kvs_snap *sn)
 		size_t n = sn->n - first < KVS_CHUNK_ENTRIES
 			       ? sn->n - first
 			       : KVS_CHUNK_ENTRIES;
-		kvs_be32(key + 4, c + 1);
+		kvi_put_be32(key + 4, c + 1);
 		v = (MDB_val){4 + n * KVS_ENTRY_SIZE, NULL};
 		if ((rc = mdb_put(txn, s->snap, &k, &v, MDB_RESERVE)) != 0) {
 			break;
@@ -504,7 +435,7 @@ kvs_put_snapshot(kvs_store *s, MDB_txn *txn, const kvs_snap *sn)
 		memcpy((uint8_t *)v.mv_data + 4,
 		       sn->entries + first * KVS_ENTRY_SIZE,
 		       n * KVS_ENTRY_SIZE);
-		kvs_seal(v.mv_data, v.mv_size);
+		kvi_seal(v.mv_data, v.mv_size);
 	}
 	return rc;
 }
@@ -513,16 +444,16 @@ static int
 kvs_put_record(kvs_store *s, MDB_txn *txn, const kvs_rec *r)
 {
 	uint8_t key[8];
-	kvs_be64(key, s->next_lsn);
+	kvi_put_be64(key, s->next_lsn);
 	MDB_val k = {8, key}, v = {8 + r->len, NULL};
 	int rc = mdb_put(txn, s->log, &k, &v, MDB_APPEND | MDB_RESERVE);
 	if (rc != 0) {
 		return rc;
 	}
 	uint8_t *p = v.mv_data;
-	kvs_le32(p + 4, r->lid);
+	kvi_put_le32(p + 4, r->lid);
 	memcpy(p + 8, r->payload, r->len);
-	kvs_seal(p, v.mv_size);
+	kvi_seal(p, v.mv_size);
 	s->next_lsn++;
 	s->log_records++;
 	return 0;
@@ -539,7 +470,7 @@ kvs_truncate(kvs_store *s, MDB_txn *txn, uint64_t below, uint64_t *n)
 	while (rc == 0 && *n < KVS_TRUNCATE_MAX) {
 		MDB_val k, v;
 		rc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
-		if (rc != 0 || kvs_get_be64(k.mv_data) >= below) {
+		if (rc != 0 || kvi_get_be64(k.mv_data) >= below) {
 			break;
 		}
 		if ((rc = mdb_cursor_del(c, 0)) == 0) {
@@ -558,7 +489,7 @@ kvs_apply_puts(kvs_store *s, MDB_txn *txn, const kvs_commit *c)
 	int rc = 0;
 	for (size_t i = 0; rc == 0 && i < c->n_puts; i++) {
 		uint8_t key[4];
-		kvs_be32(key, c->puts[i].lid);
+		kvi_put_be32(key, c->puts[i].lid);
 		MDB_val k = {4, key},
 			v = {c->puts[i].len, (void *)c->puts[i].val};
 		if (c->puts[i].val != NULL) {
@@ -626,7 +557,7 @@ kvs_commit_once(kvs_store *s, const kvs_commit *c)
 	}
 	if (rc == 0) {
 		uint8_t next[8];
-		kvs_le64(next, s->next_lsn);
+		kvi_put_le64(next, s->next_lsn);
 		MDB_val k = {8, "next_lsn"}, v = {8, next};
 		rc = mdb_put(txn, s->meta, &k, &v, 0);
 	}
@@ -692,19 +623,13 @@ kvs_store_commit(kvs_store *s, const kvs_commit *c, char *err, size_t errlen)
 		if (rc != MDB_MAP_FULL) {
 			return kvs_commit_failed(s, rc, err, errlen);
 		}
-		size_t grown = s->map_size * 2;
-		if (s->max_map_size != 0 && grown > s->max_map_size) {
-			grown = s->max_map_size;
-		}
-		if (grown <= s->map_size ||
-		    (rc = mdb_env_set_mapsize(s->env, grown)) != 0) {
+		if (kvi_mdb_grow(s->env, &s->map_size, s->max_map_size) != 0) {
 			return kvi_errf(
 			    err, errlen, KVI_EFULL,
 			    "store full: the map reached its limit of "
 			    "%zu bytes",
 			    s->map_size);
 		}
-		s->map_size = grown;
 		s->map_growths++;
 	}
 	return kvi_errf(err, errlen, KVI_EFULL, "store full after %d growths",
@@ -744,14 +669,4 @@ kvs_store_oldest(const kvs_store *s, uint32_t *lid, uint64_t *need)
 		}
 	}
 	return found;
-}
-
-kvi_err
-kvs_store_quarantine(const char *dir, char *moved_to, size_t len)
-{
-	snprintf(moved_to, len, "%s.corrupt-%lld", dir, (long long)time(NULL));
-	if (rename(dir, moved_to) != 0) {
-		return KVI_EIO;
-	}
-	return KVI_OK;
 }

@@ -27,10 +27,10 @@
  *
  * Values carry a checksum: a bad one, a bad format or an unreadable file is
  * KVI_ECORRUPT, for which the caller may move the directory aside with
- * kvs_store_quarantine() and start empty rather than fail forever. A full
- * map is grown (doubling, up to max_map_size) and the commit retried; a
- * full disk is KVI_EFULL and the commit is not applied, so the caller keeps
- * its records and retries.
+ * kvi_store_quarantine() (lmdb_util.h) and start empty rather than fail
+ * forever. A full map is grown (doubling, up to max_map_size) and the commit
+ * retried; a full disk is KVI_EFULL and the commit is not applied, so the
+ * caller keeps its records and retries.
  *
  * Threading: open, load and commit from one thread at a time (the shard's
  * writer thread after start-up); stats from any thread.
@@ -144,10 +144,6 @@ void kvs_store_stats_get(kvs_store *s, kvs_store_stats *out);
  * start earliest, the one whose snapshot would let the log shrink most.
  * Returns false when no listener needs the log. Committing thread only. */
 bool kvs_store_oldest(const kvs_store *s, uint32_t *lid, uint64_t *need);
-
-/* kvs_store_quarantine renames dir to dir.corrupt-<unix time> so a fresh
- * store can be created in its place; *moved_to receives the new name. */
-kvi_err kvs_store_quarantine(const char *dir, char *moved_to, size_t len);
 
 /* Entry codec for snapshot buffers. */
 void kvs_entry_put(uint8_t *p, uint64_t ext, uint64_t seq, uint8_t tiers);

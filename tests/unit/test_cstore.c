@@ -23,6 +23,7 @@
 
 #include "alloc.h"
 #include "cstore.h"
+#include "lmdb_util.h"
 
 static char dir[256];
 
@@ -453,7 +454,7 @@ test_corruption_is_reported(void **state)
 			 KVI_ECORRUPT);
 	/* quarantine moves it aside; a fresh store opens empty */
 	char moved[600];
-	assert_int_equal(kvc_cstore_quarantine(dir, moved, sizeof(moved)),
+	assert_int_equal(kvi_store_quarantine(dir, moved, sizeof(moved)),
 			 KVI_OK);
 	struct stat st;
 	assert_int_equal(stat(moved, &st), 0);

@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "lmdb_util.h"
 #include "oplog.h"
 #include "store.h"
 
@@ -354,7 +355,7 @@ test_corruption_is_reported(void **state)
 			 KVI_ECORRUPT);
 	/* quarantine moves it aside; a fresh store opens empty */
 	char moved[600];
-	assert_int_equal(kvs_store_quarantine(dir, moved, sizeof(moved)),
+	assert_int_equal(kvi_store_quarantine(dir, moved, sizeof(moved)),
 			 KVI_OK);
 	struct stat st;
 	assert_int_equal(stat(moved, &st), 0);
