@@ -309,6 +309,20 @@ coord_parse(int argc, char **argv, coord_opts *o)
 	return 0;
 }
 
+/* coord_opts_fini frees the shards and namespaces the flags made, also
+ * after a parse that failed half-way. */
+static void
+coord_opts_fini(coord_opts *o)
+{
+	for (size_t i = 0; i < o->n_shards; i++) {
+		kvi_free(o->shard_ids[i]);
+		kvi_free(o->shard_urls[i]);
+	}
+	for (size_t i = 0; i < o->kube.n_namespaces; i++) {
+		kvi_free(o->namespaces[i]);
+	}
+}
+
 /* coord_http_metrics: what the HTTP server refused or ended. */
 static void
 coord_http_metrics(void *arg, kvi_metrics_out *out)
@@ -427,6 +441,7 @@ main(int argc, char **argv)
 		if (rc < 0) {
 			kvi_flags_usage(stderr, &coord_flags);
 		}
+		coord_opts_fini(&o);
 		return rc < 0 ? 2 : 0;
 	}
 	int log_fd = kvi_log_open_fd(o.log_file);
@@ -609,12 +624,6 @@ out:
 	kvc_cstore_close(store);
 	kvi_metrics_free(metrics);
 	kvi_free(token);
-	for (size_t i = 0; i < o.n_shards; i++) {
-		kvi_free(o.shard_ids[i]);
-		kvi_free(o.shard_urls[i]);
-	}
-	for (size_t i = 0; i < o.kube.n_namespaces; i++) {
-		kvi_free(o.namespaces[i]);
-	}
+	coord_opts_fini(&o);
 	return status;
 }
