@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "alloc.h"
 #include "log.h"
 
 int
@@ -25,6 +27,274 @@ kvi_cli_long(const char *prog, const char *flag, const char *s, long min,
 	}
 	*out = v;
 	return 0;
+}
+
+int
+kvi_flag_number(const char *prog, const kvi_flag *f, const char *arg, long *out)
+{
+	char flag[128];
+	snprintf(flag, sizeof(flag), "--%s", f->name);
+	return kvi_cli_long(prog, flag, arg, f->min, f->max, out);
+}
+
+int
+kvi_flag_log_level(const char *prog, const kvi_flag *f, const char *arg,
+		   void *opts)
+{
+	if (kvi_log_parse_level(
+		arg, (kvi_log_level *)((char *)opts + f->off)) != KVI_OK) {
+		fprintf(stderr,
+			"%s: --%s: %s is not debug, info, warn or error\n",
+			prog, f->name, arg);
+		return -1;
+	}
+	return 0;
+}
+
+/* getopt_long's value for --help, and for the table's flag i, this plus
+ * 1 plus i: above every character, so that none is taken for a flag. */
+#define FLAGS_HELP 256
+
+/* flags_store writes v << f->shift into the integer member at p. The
+ * range of the flag is within the member's type. */
+static void
+flags_store(const kvi_flag *f, void *p, long v)
+{
+	long long x = (long long)v * (1LL << f->shift);
+	switch (f->kind) {
+	case KVI_FLAG_KIND_INT:
+		*(int *)p = (int)x;
+		break;
+	case KVI_FLAG_KIND_LONG:
+		*(long *)p = (long)x;
+		break;
+	case KVI_FLAG_KIND_LLONG:
+		*(long long *)p = x;
+		break;
+	case KVI_FLAG_KIND_UINT:
+		*(unsigned *)p = (unsigned)x;
+		break;
+	case KVI_FLAG_KIND_ULONG:
+		*(unsigned long *)p = (unsigned long)x;
+		break;
+	default:
+		*(unsigned long long *)p = (unsigned long long)x;
+		break;
+	}
+}
+
+/* flags_load reads the integer member at p, in the flag's unit. */
+static long long
+flags_load(const kvi_flag *f, const void *p)
+{
+	long long x;
+	switch (f->kind) {
+	case KVI_FLAG_KIND_INT:
+		x = *(const int *)p;
+		break;
+	case KVI_FLAG_KIND_LONG:
+		x = *(const long *)p;
+		break;
+	case KVI_FLAG_KIND_LLONG:
+		x = *(const long long *)p;
+		break;
+	case KVI_FLAG_KIND_UINT:
+		x = *(const unsigned *)p;
+		break;
+	case KVI_FLAG_KIND_ULONG:
+		x = (long long)*(const unsigned long *)p;
+		break;
+	default:
+		x = (long long)*(const unsigned long long *)p;
+		break;
+	}
+	return x / (1LL << f->shift);
+}
+
+/* flags_take takes arg, the value of flag f, into opts: 0, or -1 having
+ * said why. */
+static int
+flags_take(const kvi_flags *fl, const kvi_flag *f, const char *arg, void *opts)
+{
+	char *p = (char *)opts + f->off;
+	long v;
+	switch (f->kind) {
+	case KVI_FLAG_KIND_STRING:
+		*(const char **)p = arg;
+		return 0;
+	case KVI_FLAG_KIND_BOOL:
+		*(bool *)p = true;
+		return 0;
+	case KVI_FLAG_KIND_FN:
+		return f->fn(fl->prog, f, arg, opts);
+	case KVI_FLAG_KIND_SECTION:
+	case KVI_FLAG_KIND_NOTE:
+		return -1; /* never an option */
+	default:
+		if (kvi_flag_number(fl->prog, f, arg, &v) != 0) {
+			return -1;
+		}
+		flags_store(f, p, v);
+		return 0;
+	}
+}
+
+/* flags_longopts makes getopt_long's table of fl's flags and --help. */
+static struct option *
+flags_longopts(const kvi_flags *fl)
+{
+	struct option *lo = kvi_calloc(fl->n + 2, sizeof(*lo));
+	size_t k = 0;
+	for (size_t i = 0; i < fl->n; i++) {
+		const kvi_flag *f = &fl->flag[i];
+		if (f->name != NULL) {
+			lo[k++] = (struct option){
+			    f->name,
+			    f->kind == KVI_FLAG_KIND_BOOL ? no_argument
+							  : required_argument,
+			    NULL, FLAGS_HELP + 1 + (int)i};
+		}
+	}
+	lo[k] = (struct option){"help", no_argument, NULL, FLAGS_HELP};
+	return lo;
+}
+
+int
+kvi_flags_parse(const kvi_flags *fl, void *opts, int argc, char **argv)
+{
+	memcpy(opts, fl->defaults, fl->size);
+	struct option *lo = flags_longopts(fl);
+	int rc = 0, c;
+	optind = 0; /* glibc and musl: start again, from argv[1] */
+	while (rc == 0 && (c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		size_t i = (size_t)(c - FLAGS_HELP - 1);
+		if (c == FLAGS_HELP) {
+			kvi_flags_usage(stdout, fl);
+			rc = 1;
+		} else if (c > FLAGS_HELP && i < fl->n) {
+			rc = flags_take(fl, &fl->flag[i], optarg, opts);
+		} else {
+			rc = -1; /* getopt_long said what */
+		}
+	}
+	kvi_free(lo);
+	if (rc == 0 && optind < argc) {
+		fprintf(stderr, "%s: unexpected argument %s\n", fl->prog,
+			argv[optind]);
+		rc = -1;
+	}
+	return rc;
+}
+
+/* Where a flag's help starts, and the width it is wrapped to. */
+#define FLAGS_HELP_COL 27
+#define FLAGS_WIDTH    79
+
+/* flags_put prints the w bytes of word at column col, first going to a
+ * new line at column indent when it does not fit on this one before
+ * FLAGS_WIDTH; returns the column after it. */
+static int
+flags_put(FILE *f, int col, int indent, const char *word, int w)
+{
+	bool fresh = col <= indent; /* no word yet on this line */
+	if (!fresh && col + 1 + w > FLAGS_WIDTH) {
+		fprintf(f, "\n%*s", indent, "");
+		col = indent;
+		fresh = true;
+	}
+	fprintf(f, "%s%.*s", fresh ? "" : " ", w, word);
+	return col + w + !fresh;
+}
+
+/* flags_wrap prints the words of text from column col, as flags_put
+ * does, and returns the column after them. With whole, text that fits on
+ * a line is one word: "(default: 30000)" is not cut in two. */
+static int
+flags_wrap(FILE *f, int col, int indent, const char *text, bool whole)
+{
+	int len = (int)strlen(text);
+	if (whole && indent + len <= FLAGS_WIDTH) {
+		return flags_put(f, col, indent, text, len);
+	}
+	for (const char *p = text; *p != '\0';) {
+		if (*p == ' ') {
+			p++;
+			continue;
+		}
+		int w = (int)strcspn(p, " ");
+		col = flags_put(f, col, indent, p, w);
+		p += w;
+	}
+	return col;
+}
+
+/* flags_default writes the default of f that the help shows into buf:
+ * false when there is none. */
+static bool
+flags_default(const kvi_flags *fl, const kvi_flag *f, char *buf, size_t len)
+{
+	const char *p = (const char *)fl->defaults + f->off;
+	if (f->def != NULL) {
+		snprintf(buf, len, "%s", f->def);
+	} else if (f->kind == KVI_FLAG_KIND_STRING) {
+		const char *s = *(const char *const *)p;
+		if (s == NULL) {
+			return false;
+		}
+		snprintf(buf, len, "%s", s);
+	} else if (f->kind >= KVI_FLAG_KIND_INT &&
+		   f->kind <= KVI_FLAG_KIND_ULLONG) {
+		long long v = flags_load(f, p);
+		if (v == 0) {
+			return false;
+		}
+		snprintf(buf, len, "%lld", v);
+	} else {
+		return false;
+	}
+	return true;
+}
+
+/* flags_usage_flag prints the lines of flag f. */
+static void
+flags_usage_flag(FILE *out, const kvi_flags *fl, const kvi_flag *f)
+{
+	int col = fprintf(out, "  --%s%s%s", f->name, f->metavar ? " " : "",
+			  f->metavar ? f->metavar : "");
+	if (col + 2 > FLAGS_HELP_COL) {
+		fputc('\n', out);
+		col = 0;
+	}
+	fprintf(out, "%*s", FLAGS_HELP_COL - col, "");
+	col = flags_wrap(out, FLAGS_HELP_COL, FLAGS_HELP_COL,
+			 f->help != NULL ? f->help : "", false);
+	char def[256], text[300];
+	if (flags_default(fl, f, def, sizeof(def))) {
+		snprintf(text, sizeof(text), "(default: %s)", def);
+		flags_wrap(out, col, FLAGS_HELP_COL, text, true);
+	}
+	fputc('\n', out);
+}
+
+void
+kvi_flags_usage(FILE *out, const kvi_flags *fl)
+{
+	fprintf(out, "usage: %s %s\n\n", fl->prog, fl->synopsis);
+	for (size_t i = 0; i < fl->n; i++) {
+		const kvi_flag *f = &fl->flag[i];
+		if (f->kind == KVI_FLAG_KIND_SECTION) {
+			fputc('\n', out);
+		}
+		if (f->name != NULL) {
+			flags_usage_flag(out, fl, f);
+		} else if (f->help != NULL) {
+			fputs("  ", out);
+			flags_wrap(out, 2, 2, f->help, false);
+			fputc('\n', out);
+		}
+	}
+	fprintf(out, "  --help%*s%s\n", FLAGS_HELP_COL - 8, "",
+		"print this help and exit");
 }
 
 static bool

@@ -1,13 +1,47 @@
 /*
- * cli.h - what the kvindex programs share on their command lines: integer
- * flag values checked against their range, with one message when they
- * are not; secrets read from files; and at their start, the descriptors
- * they may open.
+ * cli.h - what the kvindex programs share on their command lines: one
+ * table of flags per program, from which come its getopt_long options, its
+ * --help and the checks of its values; integer flag values checked
+ * against their range, with one message when they are not; secrets read
+ * from files; and at their start, the descriptors they may open.
+ *
+ * A flag is written once, as one kvi_flag in a constant array: its name,
+ * the word standing for its value in --help (the metavar), its help, and
+ * where its value goes. The value goes into the program's options struct
+ * at an offset (offsetof), not through a pointer: the table then names no
+ * object, fills any instance of the struct (a test's as well as main's),
+ * and --help reads the defaults from a second, constant instance.
+ * kvi_flags_parse starts from a copy of that instance, so that what --help
+ * calls a flag's default is the value in force when the flag is not given.
+ *
+ * The macros that fill an entry take the struct type and the member, and
+ * pick the kind from the member's C type (_Generic): an int member is
+ * stored as an int, a size_t one as a size_t, and a member of a type the
+ * table does not know does not compile. Integer values are decimal, in
+ * min..max (longs), refused with kvi_cli_long's message, and stored
+ * shifted left by shift bits (a flag in MiB, a member in bytes). A flag
+ * that needs code - one that accumulates when repeated, sets two members
+ * or translates its value - has a callback that gets the whole struct;
+ * the others, given twice, keep the last value.
+ *
+ * Entries without a name are text of the help: a section (a blank line,
+ * then its heading if it has one) or a note (a paragraph). A flag's help
+ * ends with "(default: X)", where X is the entry's def when set, else the
+ * member's value in the defaults unless it is 0 or NULL (an integer in the
+ * flag's unit): a default that a module applies to a member left 0 is
+ * quoted in def.
+ *
+ * Parsing is getopt_long's: --flag=value is --flag value, and a flag may
+ * be shortened to a prefix that no other flag has. Its state is global:
+ * one thread at a time. String values point into argv. --help is
+ * returned to the caller rather than exiting, so that a test can see it.
  */
 #ifndef KVI_COMMON_CLI_H
 #define KVI_COMMON_CLI_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "error.h"
 
@@ -16,6 +50,106 @@
  * in min..max" to standard error and returns -1 (*out unchanged). */
 int kvi_cli_long(const char *prog, const char *flag, const char *s, long min,
 		 long max, long *out);
+
+typedef enum kvi_flag_kind {
+	KVI_FLAG_KIND_SECTION, /* help text: a blank line, then help if any */
+	KVI_FLAG_KIND_NOTE,    /* help text: a paragraph */
+	KVI_FLAG_KIND_STRING,  /* const char *, pointing into argv */
+	KVI_FLAG_KIND_BOOL,    /* bool, set true; the flag takes no value */
+	KVI_FLAG_KIND_INT,     /* the integers, by the member's C type */
+	KVI_FLAG_KIND_LONG,
+	KVI_FLAG_KIND_LLONG,
+	KVI_FLAG_KIND_UINT,
+	KVI_FLAG_KIND_ULONG,
+	KVI_FLAG_KIND_ULLONG,
+	KVI_FLAG_KIND_FN, /* the callback fn takes the value */
+} kvi_flag_kind;
+
+typedef struct kvi_flag kvi_flag;
+
+/* A kvi_flag_fn takes arg, the value of flag f, into opts, the options
+ * struct, and returns 0; or it prints "prog: --name: why" to standard
+ * error and returns -1. f->off, min and max are the callback's to use. */
+typedef int (*kvi_flag_fn)(const char *prog, const kvi_flag *f, const char *arg,
+			   void *opts);
+
+struct kvi_flag {
+	const char *name;    /* without the dashes; NULL: help text */
+	const char *metavar; /* its value in --help ("N"); NULL: a bool */
+	const char *help;    /* what it does, without the default */
+	kvi_flag_kind kind;
+	size_t off;     /* of the member in the options struct */
+	long min, max;  /* of an integer value */
+	unsigned shift; /* an integer is stored as value << shift */
+	kvi_flag_fn fn;
+	const char *def; /* the default --help shows; NULL: the member's */
+};
+
+/* The kind of an integer member m (an expression never evaluated). */
+// clang-format off
+#define KVI_FLAG_INT_KIND(m)                                                   \
+	_Generic((m),                                                          \
+	    int: KVI_FLAG_KIND_INT,                                            \
+	    long: KVI_FLAG_KIND_LONG,                                          \
+	    long long: KVI_FLAG_KIND_LLONG,                                    \
+	    unsigned: KVI_FLAG_KIND_UINT,                                      \
+	    unsigned long: KVI_FLAG_KIND_ULONG,                                \
+	    unsigned long long: KVI_FLAG_KIND_ULLONG)
+
+/* The rest of an entry after its name, metavar and help, for a member of
+ * struct type T: {"workers", "N", "requests at once", KVI_FLAG_INT(opts,
+ * workers, 1, 256)}; more fields (.def, .shift) may follow. */
+#define KVI_FLAG_INT(T, member, lo, hi)                                        \
+	.kind = KVI_FLAG_INT_KIND(((T *)0)->member),                           \
+	.off = offsetof(T, member), .min = (lo), .max = (hi)
+#define KVI_FLAG_STR(T, member)                                                \
+	.kind = _Generic(((T *)0)->member, const char *: KVI_FLAG_KIND_STRING), \
+	.off = offsetof(T, member)
+#define KVI_FLAG_BOOL(T, member)                                               \
+	.kind = _Generic(((T *)0)->member, bool: KVI_FLAG_KIND_BOOL),          \
+	.off = offsetof(T, member)
+#define KVI_FLAG_FN(callback) .kind = KVI_FLAG_KIND_FN, .fn = (callback)
+
+/* Whole entries of help text; a section's heading may be NULL. */
+#define KVI_FLAG_SECTION(h) {.kind = KVI_FLAG_KIND_SECTION, .help = (h)}
+#define KVI_FLAG_NOTE(text)    {.kind = KVI_FLAG_KIND_NOTE, .help = (text)}
+// clang-format on
+
+/* A program's flags. */
+typedef struct kvi_flags {
+	const char *prog;     /* begins every message */
+	const char *synopsis; /* "usage: prog synopsis" */
+	const kvi_flag *flag;
+	size_t n;
+	const void *defaults; /* an options struct holding the defaults */
+	size_t size;          /* the size of an options struct */
+} kvi_flags;
+
+/* kvi_flags_parse copies fl->defaults into opts, then takes the flags of
+ * argv into it. It returns 0; or 1 after --help, having printed the help
+ * to standard output (the program should exit 0); or -1 for a flag it
+ * does not know or without its value (getopt_long says which), a value
+ * refused (not a number in range, or by its callback) or an argument that
+ * is not a flag, having said so on standard error. Flags after --help or
+ * after the first error are not read. opts may then be half-filled (the
+ * strings a callback made are its own to free). It resets getopt_long,
+ * and may be called again. */
+int kvi_flags_parse(const kvi_flags *fl, void *opts, int argc, char **argv);
+
+/* kvi_flags_usage prints fl's help to f: the synopsis, then each entry of
+ * the table, the help of every flag from the same column and wrapped
+ * before the 80th, then --help. */
+void kvi_flags_usage(FILE *f, const kvi_flags *fl);
+
+/* kvi_flag_number parses arg, the value of flag f, as kvi_cli_long does
+ * with f's name and range; for callbacks. */
+int kvi_flag_number(const char *prog, const kvi_flag *f, const char *arg,
+		    long *out);
+
+/* kvi_flag_log_level is the callback of a --log-level flag: "debug",
+ * "info", "warn" or "error" into the kvi_log_level at f->off. */
+int kvi_flag_log_level(const char *prog, const kvi_flag *f, const char *arg,
+		       void *opts);
 
 /* kvi_secret_read reads a secret (a bearer token, a shared key) from the
  * file at path into out (room for len bytes with the NUL), without the

@@ -10,7 +10,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <limits.h>
 #include <signal.h>
 #include <stddef.h>
@@ -65,107 +64,25 @@ typedef struct coord_opts {
 	kvc_lease_config le;
 } coord_opts;
 
-enum {
-	COORD_OPT_LEASE = 1000,
-	COORD_OPT_IDENTITY,
-	COORD_OPT_LEASE_DURATION,
-	COORD_OPT_RENEW_DEADLINE,
-	COORD_OPT_RETRY_PERIOD,
-	COORD_OPT_ADVERTISE,
-	COORD_OPT_RPC_SECRET,
-	COORD_OPT_MAX_CONNS,
-};
-
-static void
-coord_usage(FILE *f)
-{
-	fputs(
-	    "usage: kvindex-coordinator --shards ID=URL[,ID=URL...] [options]\n"
-	    "\n"
-	    "  --shards ID=URL,...      shards (nng addresses); repeatable\n"
-	    "  --http HOST:PORT         HTTP API (default 127.0.0.1:8080)\n"
-	    "  --http-threads N         HTTP loop threads (default 2)\n"
-	    "  --max-connections N      open HTTP connections; past them a\n"
-	    "                           new one gets 503 (default: half the\n"
-	    "                           open-file limit)\n"
-	    "  --discovery-file PATH    static pod list, re-read on change\n"
-	    "  --watch-dp-size N        ranks of a pod that gives no dp_size\n"
-	    "                           (default 1)\n"
-	    "\n"
-	    "  Kubernetes (pods Ready, with an IP, not terminating):\n"
-	    "  --watch-namespace NS     watch pods there; repeatable\n"
-	    "  --watch-label SELECTOR   label selector (default: every pod)\n"
-	    "  --watch-zmq-port N       event port of rank 0 (5557)\n"
-	    "  --watch-replay-port N    replay port of rank 0 (none)\n"
-	    "  --watch-recover-port N   /kv_recover port of rank 0 (none)\n"
-	    "  --watch-model-label L    label naming the model\n"
-	    "                           (kvindex.io/model)\n"
-	    "  --watch-block-size N     tokens per block (16)\n"
-	    "  --watch-not-ready-grace-ms N\n"
-	    "                           NotReady time before a pod is\n"
-	    "                           deregistered (30000)\n"
-	    "  --kube-api URL           API server (default: in-cluster)\n"
-	    "  --kube-token-file PATH   bearer token (default: the service\n"
-	    "                           account's)\n"
-	    "  --kube-ca-file PATH      CA bundle for the API server\n"
-	    "  Pod annotations override: kvindex.io/dp-size, zmq-port,\n"
-	    "  replay-port, recover-port, block-size, model.\n"
-	    "\n"
-	    "  --data-dir DIR           coordinator store (HTTP "
-	    "registrations,\n"
-	    "                           pins); without it they are not kept\n"
-	    "  --query-deadline-ms N    fan-out deadline per query (100)\n"
-	    "  --query-batch-max N      queries per message to a shard (64;\n"
-	    "                           1: every query alone)\n"
-	    "  --query-inflight N       messages in flight per shard before\n"
-	    "                           queries wait to be coalesced (2)\n"
-	    "  --max-body-bytes N       request body limit (8388608)\n"
-	    "  --max-tokens N           token ids per query (1048576)\n"
-	    "  --failover-grace-ms N    silence before a shard's listeners\n"
-	    "                           move (60000; -1: never)\n"
-	    "  --tick-ms N              status poll period (500)\n"
-	    "  --rpc-timeout-ms N       assign/unassign deadline (3000)\n"
-	    "  --admin-token-file PATH  bearer token for /admin paths\n"
-	    "  --rpc-secret-file PATH   the shards' RPC secret, sent with\n"
-	    "                           every request\n"
-	    "\n"
-	    "  Replicas (leader election with a Kubernetes Lease; the API\n"
-	    "  server, token and CA of the pod watcher):\n"
-	    "  --leader-election-lease NAMESPACE/NAME\n"
-	    "                           lead only while holding it; without\n"
-	    "                           it this coordinator leads alone\n"
-	    "  --identity NAME          this replica (default: host name)\n"
-	    "  --advertise-url URL      where followers redirect writes\n"
-	    "                           (default: http://$POD_IP:PORT, else\n"
-	    "                           the --http address or host name)\n"
-	    "  --leader-election-lease-duration-ms N   (15000)\n"
-	    "  --leader-election-renew-deadline-ms N   (10000)\n"
-	    "  --leader-election-retry-period-ms N     (2000)\n"
-	    "  --log-level LEVEL        debug, info, warn, error (info)\n"
-	    "  --log-file PATH          log there instead of standard error\n",
-	    f);
-}
-
-/* coord_shards adds the shards of one --shards value. */
+/* coord_shards adds the shards of one --shards value: ID=URL,... */
 static int
-coord_shards(coord_opts *o, const char *arg)
+coord_shards(const char *prog, const kvi_flag *f, const char *arg, void *opts)
 {
+	coord_opts *o = opts;
 	char *copy = kvi_strdup(arg), *save = NULL;
 	int rc = 0;
 	for (char *tok = strtok_r(copy, ",", &save); tok != NULL;
 	     tok = strtok_r(NULL, ",", &save)) {
 		char *eq = strchr(tok, '=');
 		if (eq == NULL || eq == tok || eq[1] == '\0') {
-			fprintf(stderr,
-				"kvindex-coordinator: --shards: %s is not "
-				"ID=URL\n",
-				tok);
+			fprintf(stderr, "%s: --%s: %s is not ID=URL\n", prog,
+				f->name, tok);
 			rc = -1;
 			break;
 		}
 		if (o->n_shards == COORD_MAX_SHARDS) {
-			fprintf(stderr, "kvindex-coordinator: --shards: more "
-					"than 256 shards\n");
+			fprintf(stderr, "%s: --%s: more than %d shards\n", prog,
+				f->name, COORD_MAX_SHARDS);
 			rc = -1;
 			break;
 		}
@@ -180,16 +97,18 @@ coord_shards(coord_opts *o, const char *arg)
 
 /* coord_namespaces adds the namespaces of one --watch-namespace value. */
 static int
-coord_namespaces(coord_opts *o, const char *arg)
+coord_namespaces(const char *prog, const kvi_flag *f, const char *arg,
+		 void *opts)
 {
+	(void)f;
+	coord_opts *o = opts;
 	char *copy = kvi_strdup(arg), *save = NULL;
 	int rc = 0;
 	for (char *tok = strtok_r(copy, ",", &save); tok != NULL;
 	     tok = strtok_r(NULL, ",", &save)) {
 		if (o->kube.n_namespaces == COORD_MAX_NS) {
 			fprintf(stderr,
-				"kvindex-coordinator: more than %d "
-				"namespaces to watch\n",
+				"%s: more than %d namespaces to watch\n", prog,
 				COORD_MAX_NS);
 			rc = -1;
 			break;
@@ -200,274 +119,187 @@ coord_namespaces(coord_opts *o, const char *arg)
 	return rc;
 }
 
-/* coord_kube_opt takes one of the Kubernetes watcher's flags. */
+/* coord_replay_port: a pod without the annotation has this replay port
+ * (without the flag, none). */
 static int
-coord_kube_opt(coord_opts *o, int c, const char *arg)
+coord_replay_port(const char *prog, const kvi_flag *f, const char *arg,
+		  void *opts)
 {
-	kvc_kube_config *k = &o->kube;
-	long v = 0;
-	int rc = 0;
-	switch (c) {
-	case 'n':
-		return coord_namespaces(o, arg);
-	case 'l':
-		k->label_selector = arg;
-		break;
-	case 'z':
-		rc = kvi_cli_long("kvindex-coordinator", "--watch-zmq-port",
-				  arg, 1, 65535, &v);
-		k->defaults.zmq_port = (uint32_t)v;
-		break;
-	case 'R':
-		rc = kvi_cli_long("kvindex-coordinator", "--watch-replay-port",
-				  arg, 1, 65535, &v);
-		k->defaults.replay_port = (uint32_t)v;
-		k->defaults.has_replay_port = true;
-		break;
-	case 'V':
-		rc = kvi_cli_long("kvindex-coordinator", "--watch-recover-port",
-				  arg, 1, 65535, &v);
-		k->defaults.recover_port = (uint32_t)v;
-		k->defaults.has_recover_port = true;
-		break;
-	case 'm':
-		k->defaults.model_label = arg;
-		break;
-	case 'B':
-		rc = kvi_cli_long("kvindex-coordinator", "--watch-block-size",
-				  arg, 1, 1L << 20, &v);
-		k->defaults.block_size = (uint32_t)v;
-		break;
-	case 'G':
-		rc = kvi_cli_long("kvindex-coordinator",
-				  "--watch-not-ready-grace-ms", arg, 1,
-				  86400000L, &v);
-		k->not_ready_grace_ms = v;
-		break;
-	case 'A':
-		k->api = arg;
-		break;
-	case 'K':
-		k->token_file = arg;
-		break;
-	case 'C':
-		k->ca_file = arg;
-		break;
+	coord_opts *o = opts;
+	long v;
+	if (kvi_flag_number(prog, f, arg, &v) != 0) {
+		return -1;
 	}
-	return rc;
+	o->kube.defaults.replay_port = (uint32_t)v;
+	o->kube.defaults.has_replay_port = true;
+	return 0;
 }
 
+/* coord_recover_port: the same for the /kv_recover port. */
+static int
+coord_recover_port(const char *prog, const kvi_flag *f, const char *arg,
+		   void *opts)
+{
+	coord_opts *o = opts;
+	long v;
+	if (kvi_flag_number(prog, f, arg, &v) != 0) {
+		return -1;
+	}
+	o->kube.defaults.recover_port = (uint32_t)v;
+	o->kube.defaults.has_recover_port = true;
+	return 0;
+}
+
+/* coord_failover_grace: 0, like -1, is never (to the assigner 0 is its
+ * default). */
+static int
+coord_failover_grace(const char *prog, const kvi_flag *f, const char *arg,
+		     void *opts)
+{
+	coord_opts *o = opts;
+	long v;
+	if (kvi_flag_number(prog, f, arg, &v) != 0) {
+		return -1;
+	}
+	o->assign.failover_grace_ms = v == 0 ? -1 : (int)v;
+	return 0;
+}
+
+/* What a flag not given leaves; 0 in a module's config is its default,
+ * quoted in the table's def. */
+static const coord_opts coord_defaults = {
+    .http = "127.0.0.1:8080",
+    .http_threads = 2,
+    .dp_size = 1,
+    .log_level = KVI_LOG_INFO,
+    .max_body = KVI_HTTPD_DEFAULT_MAX_BODY,
+    .kube = {.defaults = {.zmq_port = 5557,
+			  .block_size = 16,
+			  .model_label = KVC_KUBE_ANN_MODEL},
+	     .not_ready_grace_ms = 30000},
+};
+
+static const kvi_flag coord_flag[] = {
+    {"shards", "ID=URL,...", "shards (nng addresses); repeatable",
+     KVI_FLAG_FN(coord_shards)},
+    {"http", "HOST:PORT", "HTTP API", KVI_FLAG_STR(coord_opts, http)},
+    {"http-threads", "N", "HTTP loop threads",
+     KVI_FLAG_INT(coord_opts, http_threads, 1, KVI_HTTPD_MAX_THREADS)},
+    {"max-connections", "N",
+     "open HTTP connections; past them a new one gets 503",
+     KVI_FLAG_INT(coord_opts, max_conns, 1, 1L << 24),
+     .def = "half the open-file limit"},
+    {"discovery-file", "PATH", "static pod list, re-read on change",
+     KVI_FLAG_STR(coord_opts, discovery_file)},
+    {"watch-dp-size", "N", "ranks of a pod that gives no dp_size",
+     KVI_FLAG_INT(coord_opts, dp_size, 1, 65536)},
+
+    KVI_FLAG_SECTION("Kubernetes (pods Ready, with an IP, not terminating):"),
+    {"watch-namespace", "NS", "watch pods there; repeatable",
+     KVI_FLAG_FN(coord_namespaces)},
+    {"watch-label", "SELECTOR", "label selector",
+     KVI_FLAG_STR(coord_opts, kube.label_selector), .def = "every pod"},
+    {"watch-zmq-port", "N", "event port of rank 0",
+     KVI_FLAG_INT(coord_opts, kube.defaults.zmq_port, 1, 65535)},
+    {"watch-replay-port", "N", "replay port of rank 0",
+     KVI_FLAG_FN(coord_replay_port), .min = 1, .max = 65535, .def = "none"},
+    {"watch-recover-port", "N", "/kv_recover port of rank 0",
+     KVI_FLAG_FN(coord_recover_port), .min = 1, .max = 65535, .def = "none"},
+    {"watch-model-label", "L", "label naming the model",
+     KVI_FLAG_STR(coord_opts, kube.defaults.model_label)},
+    {"watch-block-size", "N", "tokens per block",
+     KVI_FLAG_INT(coord_opts, kube.defaults.block_size, 1, 1L << 20)},
+    {"watch-not-ready-grace-ms", "N",
+     "NotReady time before a pod is deregistered",
+     KVI_FLAG_INT(coord_opts, kube.not_ready_grace_ms, 1, 86400000L)},
+    {"kube-api", "URL", "API server", KVI_FLAG_STR(coord_opts, kube.api),
+     .def = "in-cluster"},
+    {"kube-token-file", "PATH", "bearer token",
+     KVI_FLAG_STR(coord_opts, kube.token_file), .def = "the service account's"},
+    {"kube-ca-file", "PATH", "CA bundle for the API server",
+     KVI_FLAG_STR(coord_opts, kube.ca_file)},
+    KVI_FLAG_NOTE("Pod annotations override: kvindex.io/dp-size, zmq-port, "
+		  "replay-port, recover-port, block-size, model."),
+
+    KVI_FLAG_SECTION(NULL),
+    {"data-dir", "DIR",
+     "coordinator store (HTTP registrations, pins); without it they are "
+     "not kept",
+     KVI_FLAG_STR(coord_opts, data_dir)},
+    {"query-deadline-ms", "N", "fan-out deadline per query",
+     KVI_FLAG_INT(coord_opts, query.deadline_ms, 1, 60000), .def = "100"},
+    {"query-batch-max", "N",
+     "queries per message to a shard; 1: every query alone",
+     KVI_FLAG_INT(coord_opts, query_batch, 1, 4096), .def = "64"},
+    {"query-inflight", "N",
+     "messages in flight per shard before queries wait to be coalesced",
+     KVI_FLAG_INT(coord_opts, query_inflight, 1, 1024), .def = "2"},
+    {"max-body-bytes", "N", "request body limit",
+     KVI_FLAG_INT(coord_opts, max_body, 1024, 1L << 30)},
+    {"max-tokens", "N", "token ids per query",
+     KVI_FLAG_INT(coord_opts, query.max_tokens, 1, 1L << 26), .def = "1048576"},
+    {"failover-grace-ms", "N",
+     "silence before a shard's listeners move; 0 or -1: never",
+     KVI_FLAG_FN(coord_failover_grace), .min = -1, .max = 86400000L,
+     .def = "60000"},
+    {"tick-ms", "N", "status poll period",
+     KVI_FLAG_INT(coord_opts, assign.tick_ms, 10, 60000), .def = "500"},
+    {"rpc-timeout-ms", "N", "assign/unassign deadline",
+     KVI_FLAG_INT(coord_opts, assign.rpc_timeout_ms, 10, 600000),
+     .def = "3000"},
+    {"admin-token-file", "PATH", "bearer token for /admin paths",
+     KVI_FLAG_STR(coord_opts, admin_token_file)},
+    {"rpc-secret-file", "PATH",
+     "the shards' RPC secret, sent with every request",
+     KVI_FLAG_STR(coord_opts, rpc_secret_file)},
+
+    KVI_FLAG_SECTION("Replicas (leader election with a Kubernetes Lease; the "
+		     "API server, token and CA of the pod watcher):"),
+    {"leader-election-lease", "NAMESPACE/NAME",
+     "lead only while holding it; without it this coordinator leads alone",
+     KVI_FLAG_STR(coord_opts, lease)},
+    {"identity", "NAME", "this replica", KVI_FLAG_STR(coord_opts, identity),
+     .def = "host name"},
+    {"advertise-url", "URL", "where followers redirect writes",
+     KVI_FLAG_STR(coord_opts, advertise),
+     .def = "http://$POD_IP:PORT, else the --http address or host name"},
+    {"leader-election-lease-duration-ms", "N",
+     "how long a Lease not renewed keeps its holder",
+     KVI_FLAG_INT(coord_opts, le.lease_duration_ms, 1, 3600000),
+     .def = "15000"},
+    {"leader-election-renew-deadline-ms", "N",
+     "a leader that has not renewed for this long stops leading",
+     KVI_FLAG_INT(coord_opts, le.renew_deadline_ms, 1, 3600000),
+     .def = "10000"},
+    {"leader-election-retry-period-ms", "N",
+     "how often a replica tries to take or renew the Lease",
+     KVI_FLAG_INT(coord_opts, le.retry_period_ms, 1, 3600000), .def = "2000"},
+
+    KVI_FLAG_SECTION(NULL),
+    {"log-level", "LEVEL", "debug, info, warn, error",
+     KVI_FLAG_FN(kvi_flag_log_level), .off = offsetof(coord_opts, log_level),
+     .def = "info"},
+    {"log-file", "PATH", "log there instead of standard error",
+     KVI_FLAG_STR(coord_opts, log_file)},
+};
+
+static const kvi_flags coord_flags = {
+    .prog = "kvindex-coordinator",
+    .synopsis = "--shards ID=URL[,ID=URL...] [options]",
+    .flag = coord_flag,
+    .n = sizeof(coord_flag) / sizeof(coord_flag[0]),
+    .defaults = &coord_defaults,
+    .size = sizeof(coord_opts),
+};
+
+/* coord_parse fills o from the command line as kvi_flags_parse does (0,
+ * 1 after --help, -1), and requires a shard. */
 static int
 coord_parse(int argc, char **argv, coord_opts *o)
 {
-	static const struct option longopts[] = {
-	    {"shards", required_argument, NULL, 's'},
-	    {"http", required_argument, NULL, 'H'},
-	    {"http-threads", required_argument, NULL, 't'},
-	    {"discovery-file", required_argument, NULL, 'D'},
-	    {"watch-dp-size", required_argument, NULL, 'p'},
-	    {"watch-namespace", required_argument, NULL, 'n'},
-	    {"watch-label", required_argument, NULL, 'l'},
-	    {"watch-zmq-port", required_argument, NULL, 'z'},
-	    {"watch-replay-port", required_argument, NULL, 'R'},
-	    {"watch-recover-port", required_argument, NULL, 'V'},
-	    {"watch-model-label", required_argument, NULL, 'm'},
-	    {"watch-block-size", required_argument, NULL, 'B'},
-	    {"watch-not-ready-grace-ms", required_argument, NULL, 'G'},
-	    {"kube-api", required_argument, NULL, 'A'},
-	    {"kube-token-file", required_argument, NULL, 'K'},
-	    {"kube-ca-file", required_argument, NULL, 'C'},
-	    {"data-dir", required_argument, NULL, 'd'},
-	    {"query-deadline-ms", required_argument, NULL, 'q'},
-	    {"query-batch-max", required_argument, NULL, 'Q'},
-	    {"query-inflight", required_argument, NULL, 'I'},
-	    {"max-body-bytes", required_argument, NULL, 'b'},
-	    {"max-tokens", required_argument, NULL, 'k'},
-	    {"failover-grace-ms", required_argument, NULL, 'g'},
-	    {"tick-ms", required_argument, NULL, 'T'},
-	    {"rpc-timeout-ms", required_argument, NULL, 'r'},
-	    {"admin-token-file", required_argument, NULL, 'a'},
-	    {"log-level", required_argument, NULL, 'L'},
-	    {"log-file", required_argument, NULL, 'f'},
-	    {"leader-election-lease", required_argument, NULL, COORD_OPT_LEASE},
-	    {"identity", required_argument, NULL, COORD_OPT_IDENTITY},
-	    {"advertise-url", required_argument, NULL, COORD_OPT_ADVERTISE},
-	    {"leader-election-lease-duration-ms", required_argument, NULL,
-	     COORD_OPT_LEASE_DURATION},
-	    {"leader-election-renew-deadline-ms", required_argument, NULL,
-	     COORD_OPT_RENEW_DEADLINE},
-	    {"leader-election-retry-period-ms", required_argument, NULL,
-	     COORD_OPT_RETRY_PERIOD},
-	    {"rpc-secret-file", required_argument, NULL, COORD_OPT_RPC_SECRET},
-	    {"max-connections", required_argument, NULL, COORD_OPT_MAX_CONNS},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
-	memset(o, 0, sizeof(*o));
-	o->http = "127.0.0.1:8080";
-	o->http_threads = 2;
-	o->dp_size = 1;
-	o->log_level = KVI_LOG_INFO;
-	o->max_body = KVI_HTTPD_DEFAULT_MAX_BODY;
-	o->kube.defaults.zmq_port = 5557;
-	o->kube.defaults.block_size = 16;
-	o->kube.defaults.model_label = KVC_KUBE_ANN_MODEL;
-	o->kube.not_ready_grace_ms = 30000;
-	int c;
-	long v = 0;
-	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-		int rc = 0;
-		switch (c) {
-		case 's':
-			rc = coord_shards(o, optarg);
-			break;
-		case 'H':
-			o->http = optarg;
-			break;
-		case 't':
-			rc = kvi_cli_long("kvindex-coordinator",
-					  "--http-threads", optarg, 1,
-					  KVI_HTTPD_MAX_THREADS, &v);
-			o->http_threads = (int)v;
-			break;
-		case 'D':
-			o->discovery_file = optarg;
-			break;
-		case 'p':
-			rc = kvi_cli_long("kvindex-coordinator",
-					  "--watch-dp-size", optarg, 1, 65536,
-					  &v);
-			o->dp_size = (uint32_t)v;
-			break;
-		case 'd':
-			o->data_dir = optarg;
-			break;
-		case 'n':
-		case 'l':
-		case 'z':
-		case 'R':
-		case 'V':
-		case 'm':
-		case 'B':
-		case 'G':
-		case 'A':
-		case 'K':
-		case 'C':
-			rc = coord_kube_opt(o, c, optarg);
-			break;
-		case COORD_OPT_LEASE:
-			o->lease = optarg;
-			break;
-		case COORD_OPT_IDENTITY:
-			o->identity = optarg;
-			break;
-		case COORD_OPT_ADVERTISE:
-			o->advertise = optarg;
-			break;
-		case COORD_OPT_LEASE_DURATION:
-			rc = kvi_cli_long("kvindex-coordinator",
-					  "--leader-election-lease-duration-ms",
-					  optarg, 1, 3600000, &v);
-			o->le.lease_duration_ms = (int)v;
-			break;
-		case COORD_OPT_RENEW_DEADLINE:
-			rc = kvi_cli_long("kvindex-coordinator",
-					  "--leader-election-renew-deadline-ms",
-					  optarg, 1, 3600000, &v);
-			o->le.renew_deadline_ms = (int)v;
-			break;
-		case COORD_OPT_RETRY_PERIOD:
-			rc = kvi_cli_long("kvindex-coordinator",
-					  "--leader-election-retry-period-ms",
-					  optarg, 1, 3600000, &v);
-			o->le.retry_period_ms = (int)v;
-			break;
-		case 'q':
-			rc = kvi_cli_long("kvindex-coordinator",
-					  "--query-deadline-ms", optarg, 1,
-					  60000, &v);
-			o->query.deadline_ms = (int)v;
-			break;
-		case 'Q':
-			rc = kvi_cli_long("kvindex-coordinator",
-					  "--query-batch-max", optarg, 1, 4096,
-					  &v);
-			o->query_batch = (int)v;
-			break;
-		case 'I':
-			rc = kvi_cli_long("kvindex-coordinator",
-					  "--query-inflight", optarg, 1, 1024,
-					  &v);
-			o->query_inflight = (int)v;
-			break;
-		case 'b':
-			rc = kvi_cli_long("kvindex-coordinator",
-					  "--max-body-bytes", optarg, 1024,
-					  1L << 30, &v);
-			o->max_body = (size_t)v;
-			break;
-		case 'k':
-			rc = kvi_cli_long("kvindex-coordinator", "--max-tokens",
-					  optarg, 1, 1L << 26, &v);
-			o->query.max_tokens = (size_t)v;
-			break;
-		case 'g':
-			rc = kvi_cli_long("kvindex-coordinator",
-					  "--failover-grace-ms", optarg, -1,
-					  86400000L, &v);
-			o->assign.failover_grace_ms = v == 0 ? -1 : (int)v;
-			break;
-		case 'T':
-			rc = kvi_cli_long("kvindex-coordinator", "--tick-ms",
-					  optarg, 10, 60000, &v);
-			o->assign.tick_ms = (int)v;
-			break;
-		case 'r':
-			rc = kvi_cli_long("kvindex-coordinator",
-					  "--rpc-timeout-ms", optarg, 10,
-					  600000, &v);
-			o->assign.rpc_timeout_ms = (int)v;
-			break;
-		case 'a':
-			o->admin_token_file = optarg;
-			break;
-		case COORD_OPT_RPC_SECRET:
-			o->rpc_secret_file = optarg;
-			break;
-		case COORD_OPT_MAX_CONNS:
-			rc = kvi_cli_long("kvindex-coordinator",
-					  "--max-connections", optarg, 1,
-					  1L << 24, &v);
-			o->max_conns = (int)v;
-			break;
-		case 'L':
-			if (kvi_log_parse_level(optarg, &o->log_level) !=
-			    KVI_OK) {
-				fprintf(stderr,
-					"kvindex-coordinator: --log-level: "
-					"%s is not debug, info, warn or "
-					"error\n",
-					optarg);
-				rc = -1;
-			}
-			break;
-		case 'f':
-			o->log_file = optarg;
-			break;
-		case 'h':
-			coord_usage(stdout);
-			exit(0);
-		default:
-			rc = -1;
-		}
-		if (rc != 0) {
-			return -1;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "kvindex-coordinator: unexpected argument %s\n",
-			argv[optind]);
-		return -1;
+	int rc = kvi_flags_parse(&coord_flags, o, argc, argv);
+	if (rc != 0) {
+		return rc;
 	}
 	if (o->n_shards == 0) {
 		fprintf(stderr, "kvindex-coordinator: --shards is required\n");
@@ -476,6 +308,20 @@ coord_parse(int argc, char **argv, coord_opts *o)
 	o->kube.namespaces = (const char *const *)o->namespaces;
 	o->kube.defaults.dp_size = o->dp_size;
 	return 0;
+}
+
+/* coord_opts_fini frees the shards and namespaces the flags made, also
+ * after a parse that failed half-way. */
+static void
+coord_opts_fini(coord_opts *o)
+{
+	for (size_t i = 0; i < o->n_shards; i++) {
+		kvi_free(o->shard_ids[i]);
+		kvi_free(o->shard_urls[i]);
+	}
+	for (size_t i = 0; i < o->kube.n_namespaces; i++) {
+		kvi_free(o->namespaces[i]);
+	}
 }
 
 /* coord_http_metrics: what the HTTP server refused or ended. */
@@ -591,9 +437,13 @@ int
 main(int argc, char **argv)
 {
 	coord_opts o;
-	if (coord_parse(argc, argv, &o) != 0) {
-		coord_usage(stderr);
-		return 2;
+	int rc = coord_parse(argc, argv, &o);
+	if (rc != 0) {
+		if (rc < 0) {
+			kvi_flags_usage(stderr, &coord_flags);
+		}
+		coord_opts_fini(&o);
+		return rc < 0 ? 2 : 0;
 	}
 	int log_fd = kvi_log_open_fd(o.log_file);
 	if (log_fd < 0) {
@@ -775,12 +625,6 @@ out:
 	kvc_cstore_close(store);
 	kvi_metrics_free(metrics);
 	kvi_free(token);
-	for (size_t i = 0; i < o.n_shards; i++) {
-		kvi_free(o.shard_ids[i]);
-		kvi_free(o.shard_urls[i]);
-	}
-	for (size_t i = 0; i < o.kube.n_namespaces; i++) {
-		kvi_free(o.namespaces[i]);
-	}
+	coord_opts_fini(&o);
 	return status;
 }

@@ -9,7 +9,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -45,189 +44,94 @@ typedef struct shard_opts {
 	kvg_config ingest;
 } shard_opts;
 
-static void
-shard_usage(FILE *f)
-{
-	fputs(
-	    "usage: kvindex-shard --data-dir DIR [options]\n"
-	    "\n"
-	    "  --id NAME               shard name in status and logs "
-	    "(default shard-0)\n"
-	    "  --listen URL            nng address for the coordinator\n"
-	    "                          (default tcp://127.0.0.1:7001; on\n"
-	    "                          the coordinator's host also\n"
-	    "                          ipc:///path)\n"
-	    "  --data-dir DIR          LMDB directory (created if missing)\n"
-	    "  --metrics HOST:PORT     serve /metrics, /health and /ready\n"
-	    "  --workers N             concurrent requests (default 4)\n"
-	    "  --commit-ms N           group commit interval (default 20)\n"
-	    "  --replay-timeout-ms N   replay silence that fails it (2000)\n"
-	    "  --recover-concurrency N parallel /kv_recover fetches (4)\n"
-	    "  --recover-timeout-ms N  one /kv_recover fetch (120000)\n"
-	    "  --handoff-rate N        entries per second a hand-off takes\n"
-	    "                          from the old owner (0: no limit)\n"
-	    "  --backlog-max-mb N      live batches queued, over all "
-	    "listeners\n"
-	    "                          (recovering or behind; 256)\n"
-	    "  --listener-backlog-max-mb N  the same for one listener (64);\n"
-	    "                          past either, its queue is dropped and\n"
-	    "                          repaired from its watermark\n"
-	    "  --map-size-mb N         initial LMDB map (1024; grows)\n"
-	    "  --max-map-size-mb N     LMDB map limit (0: none)\n"
-	    "  --no-sync               no fsync per commit (survives kill -9,\n"
-	    "                          not power loss)\n"
-	    "  --fail-on-corrupt       exit on a corrupt store instead of\n"
-	    "                          moving it aside and starting empty\n"
-	    "  --reconnect-max-ms N    ceiling of the back-off reconnecting "
-	    "to\n"
-	    "                          an engine that is gone (30000)\n"
-	    "  --rpc-secret-file PATH  require this secret in every request,\n"
-	    "                          and send it to other shards\n"
-	    "  --log-level LEVEL       debug, info, warn, error (info)\n"
-	    "  --log-file PATH         log there instead of standard error\n",
-	    f);
-}
+/* What a flag not given leaves; 0 in the store's or the ingest thread's
+ * config is its default, quoted in the table's def. */
+static const shard_opts shard_defaults = {
+    .id = "shard-0",
+    .listen = "tcp://127.0.0.1:7001",
+    .log_level = KVI_LOG_INFO,
+    .workers = 4,
+};
 
+static const kvi_flag shard_flag[] = {
+    {"id", "NAME", "shard name in status and logs",
+     KVI_FLAG_STR(shard_opts, id)},
+    {"listen", "URL",
+     "nng address for the coordinator (on its host, ipc:///path too)",
+     KVI_FLAG_STR(shard_opts, listen)},
+    {"data-dir", "DIR", "LMDB directory (created if missing)",
+     KVI_FLAG_STR(shard_opts, data_dir)},
+    {"metrics", "HOST:PORT", "serve /metrics, /health and /ready",
+     KVI_FLAG_STR(shard_opts, metrics)},
+    {"workers", "N", "concurrent requests",
+     KVI_FLAG_INT(shard_opts, workers, 1, 256)},
+    {"commit-ms", "N", "group commit interval",
+     KVI_FLAG_INT(shard_opts, ingest.commit_ms, 1, 10000), .def = "20"},
+    {"replay-timeout-ms", "N", "replay silence that fails it",
+     KVI_FLAG_INT(shard_opts, ingest.replay_timeout_ms, 1, 600000),
+     .def = "2000"},
+    {"recover-concurrency", "N", "parallel /kv_recover fetches",
+     KVI_FLAG_INT(shard_opts, ingest.recover_concurrency, 1, 256), .def = "4"},
+    {"recover-timeout-ms", "N", "one /kv_recover fetch",
+     KVI_FLAG_INT(shard_opts, ingest.recover_timeout_ms, 1, 3600000),
+     .def = "120000"},
+    {"handoff-rate", "N",
+     "entries per second a hand-off takes from the old owner; 0: no limit",
+     KVI_FLAG_INT(shard_opts, ingest.handoff_rate, 0, 1L << 40), .def = "0"},
+    {"backlog-max-mb", "N",
+     "live batches queued over all listeners, recovering or behind",
+     KVI_FLAG_INT(shard_opts, ingest.backlog_max_bytes, 1, 1 << 20),
+     .shift = 20, .def = "256"},
+    {"listener-backlog-max-mb", "N",
+     "the same for one listener; past either, its queue is dropped and "
+     "repaired from its watermark",
+     KVI_FLAG_INT(shard_opts, ingest.listener_backlog_max_bytes, 1, 1 << 20),
+     .shift = 20, .def = "64"},
+    {"map-size-mb", "N", "initial LMDB map; grows",
+     KVI_FLAG_INT(shard_opts, store.map_size, 1, 1 << 24), .shift = 20,
+     .def = "1024"},
+    {"max-map-size-mb", "N", "LMDB map limit; 0: none",
+     KVI_FLAG_INT(shard_opts, store.max_map_size, 0, 1 << 24), .shift = 20,
+     .def = "0"},
+    {"no-sync", NULL, "no fsync per commit (survives kill -9, not power loss)",
+     KVI_FLAG_BOOL(shard_opts, store.no_sync)},
+    {"fail-on-corrupt", NULL,
+     "exit on a corrupt store instead of moving it aside and starting "
+     "empty",
+     KVI_FLAG_BOOL(shard_opts, fail_on_corrupt)},
+    {"reconnect-max-ms", "N",
+     "ceiling of the back-off reconnecting to an engine that is gone",
+     KVI_FLAG_INT(shard_opts, ingest.reconnect_max_ms, 100, 3600000),
+     .def = "30000"},
+    {"rpc-secret-file", "PATH",
+     "require this secret in every request, and send it to other shards",
+     KVI_FLAG_STR(shard_opts, rpc_secret_file)},
+    {"log-level", "LEVEL", "debug, info, warn, error",
+     KVI_FLAG_FN(kvi_flag_log_level), .off = offsetof(shard_opts, log_level),
+     .def = "info"},
+    {"log-file", "PATH", "log there instead of standard error",
+     KVI_FLAG_STR(shard_opts, log_file)},
+};
+
+static const kvi_flags shard_flags = {
+    .prog = "kvindex-shard",
+    .synopsis = "--data-dir DIR [options]",
+    .flag = shard_flag,
+    .n = sizeof(shard_flag) / sizeof(shard_flag[0]),
+    .defaults = &shard_defaults,
+    .size = sizeof(shard_opts),
+};
+
+/* shard_parse fills o from the command line as kvi_flags_parse does (0,
+ * 1 after --help, -1), and requires --data-dir. */
 static int
 shard_parse(int argc, char **argv, shard_opts *o)
 {
-	static const struct option longopts[] = {
-	    {"id", required_argument, NULL, 'i'},
-	    {"listen", required_argument, NULL, 'l'},
-	    {"data-dir", required_argument, NULL, 'd'},
-	    {"metrics", required_argument, NULL, 'm'},
-	    {"workers", required_argument, NULL, 'w'},
-	    {"commit-ms", required_argument, NULL, 'c'},
-	    {"replay-timeout-ms", required_argument, NULL, 'r'},
-	    {"recover-concurrency", required_argument, NULL, 'R'},
-	    {"recover-timeout-ms", required_argument, NULL, 'T'},
-	    {"backlog-max-mb", required_argument, NULL, 'b'},
-	    {"handoff-rate", required_argument, NULL, 'H'},
-	    {"map-size-mb", required_argument, NULL, 'M'},
-	    {"max-map-size-mb", required_argument, NULL, 'X'},
-	    {"no-sync", no_argument, NULL, 'n'},
-	    {"fail-on-corrupt", no_argument, NULL, 'F'},
-	    {"log-level", required_argument, NULL, 'L'},
-	    {"log-file", required_argument, NULL, 'f'},
-	    {"rpc-secret-file", required_argument, NULL, 'S'},
-	    {"listener-backlog-max-mb", required_argument, NULL, 'B'},
-	    {"reconnect-max-ms", required_argument, NULL, 'C'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
-	*o = (shard_opts){.id = "shard-0",
-			  .listen = "tcp://127.0.0.1:7001",
-			  .log_level = KVI_LOG_INFO,
-			  .workers = 4};
-	int c;
-	long v;
-	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-		int rc = 0;
-		switch (c) {
-		case 'i':
-			o->id = optarg;
-			break;
-		case 'l':
-			o->listen = optarg;
-			break;
-		case 'd':
-			o->data_dir = optarg;
-			break;
-		case 'm':
-			o->metrics = optarg;
-			break;
-		case 'f':
-			o->log_file = optarg;
-			break;
-		case 'n':
-			o->store.no_sync = true;
-			break;
-		case 'F':
-			o->fail_on_corrupt = true;
-			break;
-		case 'w':
-			rc = kvi_cli_long("kvindex-shard", "--workers", optarg,
-					  1, 256, &v);
-			o->workers = (int)v;
-			break;
-		case 'c':
-			rc = kvi_cli_long("kvindex-shard", "--commit-ms",
-					  optarg, 1, 10000, &v);
-			o->ingest.commit_ms = (int)v;
-			break;
-		case 'r':
-			rc =
-			    kvi_cli_long("kvindex-shard", "--replay-timeout-ms",
-					 optarg, 1, 600000, &v);
-			o->ingest.replay_timeout_ms = (int)v;
-			break;
-		case 'R':
-			rc = kvi_cli_long("kvindex-shard",
-					  "--recover-concurrency", optarg, 1,
-					  256, &v);
-			o->ingest.recover_concurrency = (int)v;
-			break;
-		case 'T':
-			rc = kvi_cli_long("kvindex-shard",
-					  "--recover-timeout-ms", optarg, 1,
-					  3600000, &v);
-			o->ingest.recover_timeout_ms = v;
-			break;
-		case 'H':
-			rc = kvi_cli_long("kvindex-shard", "--handoff-rate",
-					  optarg, 0, 1L << 40, &v);
-			o->ingest.handoff_rate = (uint64_t)v;
-			break;
-		case 'b':
-			rc = kvi_cli_long("kvindex-shard", "--backlog-max-mb",
-					  optarg, 1, 1 << 20, &v);
-			o->ingest.backlog_max_bytes = (size_t)v << 20;
-			break;
-		case 'M':
-			rc = kvi_cli_long("kvindex-shard", "--map-size-mb",
-					  optarg, 1, 1 << 24, &v);
-			o->store.map_size = (size_t)v << 20;
-			break;
-		case 'X':
-			rc = kvi_cli_long("kvindex-shard", "--max-map-size-mb",
-					  optarg, 0, 1 << 24, &v);
-			o->store.max_map_size = (size_t)v << 20;
-			break;
-		case 'L':
-			if (kvi_log_parse_level(optarg, &o->log_level) !=
-			    KVI_OK) {
-				fprintf(stderr,
-					"kvindex-shard: bad log level %s\n",
-					optarg);
-				rc = -1;
-			}
-			break;
-		case 'S':
-			o->rpc_secret_file = optarg;
-			break;
-		case 'C':
-			rc = kvi_cli_long("kvindex-shard", "--reconnect-max-ms",
-					  optarg, 100, 3600000, &v);
-			o->ingest.reconnect_max_ms = (int)v;
-			break;
-		case 'B':
-			rc = kvi_cli_long("kvindex-shard",
-					  "--listener-backlog-max-mb", optarg,
-					  1, 1 << 20, &v);
-			o->ingest.listener_backlog_max_bytes = (size_t)v << 20;
-			break;
-		case 'h':
-			shard_usage(stdout);
-			exit(0);
-		default:
-			rc = -1;
-			break;
-		}
-		if (rc != 0) {
-			return -1;
-		}
+	int rc = kvi_flags_parse(&shard_flags, o, argc, argv);
+	if (rc != 0) {
+		return rc;
 	}
-	if (optind != argc || o->data_dir == NULL) {
+	if (o->data_dir == NULL) {
 		fprintf(stderr, "kvindex-shard: --data-dir is required\n");
 		return -1;
 	}
@@ -356,9 +260,12 @@ int
 main(int argc, char **argv)
 {
 	shard_opts o;
-	if (shard_parse(argc, argv, &o) != 0) {
-		shard_usage(stderr);
-		return 2;
+	int rc = shard_parse(argc, argv, &o);
+	if (rc != 0) {
+		if (rc < 0) {
+			kvi_flags_usage(stderr, &shard_flags);
+		}
+		return rc < 0 ? 2 : 0;
 	}
 	int log_fd = kvi_log_open_fd(o.log_file);
 	if (log_fd < 0) {
