@@ -37,8 +37,8 @@
  * meant to be embedded: about 4.5 kB) and allocates nothing; the handler and
  * its context are borrowed for the lexer's life. One thread at a time.
  */
-#ifndef KVI_SHARD_JSON_LEX_H
-#define KVI_SHARD_JSON_LEX_H
+#ifndef KVI_COMMON_JSON_LEX_H
+#define KVI_COMMON_JSON_LEX_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -164,4 +164,4 @@ const char *kvj_lexer_number_text(const kvj_lexer *lx, char *buf, size_t size);
  * "null". */
 const char *kvj_token_name(kvj_token tok);
 
-#endif /* KVI_SHARD_JSON_LEX_H */
+#endif /* KVI_COMMON_JSON_LEX_H */
