@@ -346,6 +346,11 @@ main(int argc, char **argv)
 			goto out;
 		}
 	}
+	/* The ports bound, given port 0 or not: what a supervisor or a test
+	 * that let the kernel choose reads. */
+	kvi_log(KVI_LOG_INFO, "listening", "rpc=%s rpc_port=%d metrics_port=%u",
+		o.listen, kvs_service_port(svc),
+		httpd != NULL ? kvi_httpd_port(httpd) : 0);
 	int sig = 0;
 	sigwait(&sigs, &sig);
 	kvi_log(KVI_LOG_INFO, "stopping", "signal=%d", sig);

@@ -246,3 +246,74 @@ kvt_pid_rss_kib(pid_t pid)
 	}
 	return kib;
 }
+
+long
+kvt_file_size(const char *path)
+{
+	FILE *fp = fopen(path, "r");
+	if (fp == NULL) {
+		return 0;
+	}
+	fseek(fp, 0, SEEK_END);
+	long n = ftell(fp);
+	fclose(fp);
+	return n < 0 ? 0 : n;
+}
+
+/* kvt_line_field finds key=VALUE in a log line of event; true when found,
+ * VALUE copied into out. */
+static bool
+kvt_line_field(const char *line, const char *event, const char *key, char *out,
+	       size_t len)
+{
+	char want[128];
+	snprintf(want, sizeof(want), " event=%s ", event);
+	if (strstr(line, want) == NULL) {
+		return false;
+	}
+	snprintf(want, sizeof(want), " %s=", key);
+	const char *v = strstr(line, want);
+	if (v == NULL) {
+		return false;
+	}
+	v += strlen(want);
+	size_t n = strcspn(v, " \n");
+	snprintf(out, len, "%.*s", (int)n, v);
+	return true;
+}
+
+kvi_err
+kvt_log_field(const char *path, long from, const char *event, const char *key,
+	      char *out, size_t len, kvt_proc *p, int timeout_ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	long long deadline =
+	    (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + timeout_ms;
+	for (;;) {
+		FILE *fp = fopen(path, "r");
+		if (fp != NULL) {
+			char line[2048];
+			bool found = false;
+			fseek(fp, from, SEEK_SET);
+			while (!found &&
+			       fgets(line, sizeof(line), fp) != NULL) {
+				found =
+				    kvt_line_field(line, event, key, out, len);
+			}
+			fclose(fp);
+			if (found) {
+				return KVI_OK;
+			}
+		}
+		if (p != NULL && !kvt_proc_alive(p)) {
+			return KVI_ECLOSED;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		if ((long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 >=
+		    deadline) {
+			return KVI_ETIMEDOUT;
+		}
+		nanosleep(&(struct timespec){.tv_nsec = 20000000}, NULL);
+	}
+}

@@ -60,4 +60,18 @@ void kvt_proc_kill_all(void);
  * -1 when it cannot be read. */
 long kvt_pid_rss_kib(pid_t pid);
 
+/* kvt_file_size returns the size of the file at path, 0 when absent: where
+ * a child's lines will start in a log it appends to. */
+long kvt_file_size(const char *path);
+
+/* kvt_log_field waits up to timeout_ms for the log at path to hold, past
+ * byte from, a line of event (event=NAME) with field key (key=VALUE), and
+ * copies VALUE into out. This is how a test learns what a child chose for
+ * itself, such as the port it bound when given port 0. Returns
+ * KVI_ECLOSED when p (may be NULL) exits first, KVI_ETIMEDOUT when no
+ * such line comes. */
+kvi_err kvt_log_field(const char *path, long from, const char *event,
+		      const char *key, char *out, size_t len, kvt_proc *p,
+		      int timeout_ms);
+
 #endif /* KVI_TESTS_KVT_PROC_H */

@@ -56,7 +56,9 @@ clu_launch(cluster *c)
 		snprintf(shards + used, sizeof(shards) - used, "%sshard-%d=%s",
 			 i ? "," : "", i, c->shards[i].url);
 	}
-	snprintf(http, sizeof(http), "127.0.0.1:%d", c->port);
+	/* port 0: the coordinator's HTTP port is its own choice at each
+	 * start, read back from its log */
+	snprintf(http, sizeof(http), "127.0.0.1:0");
 	argv[n++] = KVI_COORD_BIN;
 	argv[n++] = "--shards";
 	argv[n++] = shards;
@@ -76,10 +78,21 @@ clu_launch(cluster *c)
 		argv[n++] = c->coord_extra[i];
 	}
 	argv[n] = NULL;
+	long from = kvt_file_size(c->log_path);
 	if (kvt_proc_start(argv, c->log_path, &c->coord) != KVI_OK) {
 		fail_msg("cannot start %s", KVI_COORD_BIN);
 	}
 	int64_t deadline = kvt_now_ms() + CLU_WAIT_MS;
+	char port[16];
+	kvi_err lrv = kvt_log_field(c->log_path, from, "serving", "port", port,
+				    sizeof(port), c->coord, CLU_WAIT_MS);
+	if (lrv != KVI_OK) {
+		fail_msg("kvindex-coordinator did not say where it listens "
+			 "(%s); see %s",
+			 kvi_strerror(lrv), c->log_path);
+	}
+	c->port = atoi(port);
+	snprintf(c->base, sizeof(c->base), "http://127.0.0.1:%d", c->port);
 	while (kvt_now_ms() < deadline) {
 		kvt_http_resp r;
 		char url[96];
@@ -105,8 +118,6 @@ clu_coord(cluster *c, bool with_file, const char *const *extra)
 	assert_int_equal(kvt_tmpdir_make("kvi-coord", &c->dir), KVI_OK);
 	c->data_dir = kvt_path(c->dir, "data");
 	c->log_path = kvt_path(c->dir, "coord.log");
-	assert_int_equal(kvt_ports_pick(1, &c->port), KVI_OK);
-	snprintf(c->base, sizeof(c->base), "http://127.0.0.1:%d", c->port);
 	c->with_file = with_file;
 	int n = 0;
 	for (int i = 0; extra != NULL && extra[i] != NULL && n < 31; i++) {

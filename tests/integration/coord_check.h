@@ -34,7 +34,7 @@ typedef struct cluster {
 	char *dir; /* coordinator: data/, coord.log */
 	char *data_dir;
 	char *log_path;
-	int port;
+	int port;      /* HTTP, as bound at the coordinator's last start */
 	char base[64]; /* "http://127.0.0.1:port" */
 	kvt_proc *coord;
 	const char *coord_extra[32];
@@ -53,7 +53,8 @@ void clu_shards(cluster *c, int n);
 void clu_coord(cluster *c, bool with_file, const char *const *extra);
 
 /* clu_coord_restart stops the coordinator (SIGTERM) and starts it again
- * with the same flags, directory and port. */
+ * with the same flags and directory (its HTTP port is chosen anew: port
+ * and base change). */
 void clu_coord_restart(cluster *c);
 
 /* clu_coord_kill9 kills the coordinator with SIGKILL (and reaps it);

@@ -71,7 +71,7 @@ shc_launch(shardproc *s)
 	argv[n++] = "--data-dir";
 	argv[n++] = s->data_dir;
 	argv[n++] = "--metrics";
-	argv[n++] = s->metrics;
+	argv[n++] = "127.0.0.1:0"; /* the port it bound is in its log */
 	argv[n++] = "--log-level";
 	argv[n++] = "debug";
 	argv[n++] = "--no-sync";
@@ -81,11 +81,23 @@ shc_launch(shardproc *s)
 	}
 	argv[n] = NULL;
 	(void)id;
+	long from = kvt_file_size(s->log_path);
 	if (kvt_proc_start(argv, s->log_path, &s->proc) != KVI_OK) {
 		fail_msg("cannot start %s", KVI_SHARD_BIN);
 	}
-	/* Answering a status request means loaded and serving. */
 	int64_t deadline = kvt_now_ms() + SHC_WAIT_MS;
+	char port[16];
+	kvi_err lrv =
+	    kvt_log_field(s->log_path, from, "listening", "metrics_port", port,
+			  sizeof(port), s->proc, SHC_WAIT_MS);
+	if (lrv != KVI_OK) {
+		shc_log_tail(s);
+		fail_msg("kvindex-shard did not say where it listens (%s); "
+			 "see %s",
+			 kvi_strerror(lrv), s->log_path);
+	}
+	snprintf(s->metrics, sizeof(s->metrics), "127.0.0.1:%s", port);
+	/* Answering a status request means loaded and serving. */
 	Kvindex__StatusRequest st = KVINDEX__STATUS_REQUEST__INIT;
 	Kvindex__Request req = KVINDEX__REQUEST__INIT;
 	req.body_case = KVINDEX__REQUEST__BODY_STATUS;
@@ -122,8 +134,12 @@ shc_start_with(shardproc *s, const char *const *extra, int nofile,
 	s->data_dir = data_dir != NULL ? kvt_path(data_dir, "data")
 				       : kvt_path(s->dir, "data");
 	s->log_path = kvt_path(s->dir, "shard.log");
+	/* The RPC port stays the shard's across restarts (the coordinator
+	 * is told it), so it is picked below the ephemeral range, where no
+	 * outgoing connection takes it while the shard is down; the metrics
+	 * port is the kernel's choice at each start. */
 	int base;
-	assert_int_equal(kvt_ports_pick(2, &base), KVI_OK);
+	assert_int_equal(kvt_ports_pick(1, &base), KVI_OK);
 	if (getenv("KVI_TEST_SHARD_IPC") != NULL) {
 		/* same host: nng's ipc transport, a socket in the shard's
 		 * directory */
@@ -133,7 +149,6 @@ shc_start_with(shardproc *s, const char *const *extra, int nofile,
 	} else {
 		snprintf(s->url, sizeof(s->url), "tcp://127.0.0.1:%d", base);
 	}
-	snprintf(s->metrics, sizeof(s->metrics), "127.0.0.1:%d", base + 1);
 	assert_int_equal(kvp_client_open(s->url, &s->client), KVI_OK);
 	shc_launch(s);
 }

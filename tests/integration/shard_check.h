@@ -2,8 +2,10 @@
  * shard_check.h - cmocka checks for tests that drive a real kvindex-shard.
  *
  * A shardproc is a running kvindex-shard with its own temporary data
- * directory, an ephemeral nng port and metrics port, and an nng client the
- * test drives it with (the shard's real interface). With
+ * directory, an nng port of its own (kept across restarts), a metrics
+ * port the shard picks itself at each start (port 0; the harness reads the
+ * one it bound from its log), and an nng client the test drives it with
+ * (the shard's real interface). With
  * KVI_TEST_SHARD_IPC set in the environment the shard listens on nng's
  * ipc:// transport (a socket in its directory) instead of TCP. The comparisons
  * here hold a shard to the engine simulator's ground truth: for a rank, the
@@ -29,7 +31,7 @@ typedef struct shardproc {
 	char *data_dir;
 	char *log_path;
 	char url[96];     /* nng address, tcp://127.0.0.1:port or ipc:// */
-	char metrics[64]; /* 127.0.0.1:port */
+	char metrics[64]; /* 127.0.0.1:port, as bound at the last start */
 	const char *const *extra;
 	int nofile; /* > 0: run under this open-file limit (prlimit) */
 	kvt_proc *proc;
@@ -49,7 +51,8 @@ void shc_start_limited(shardproc *s, const char *const *extra, int nofile);
  * the test's choosing; dir is left alone at cleanup). */
 void shc_start_on(shardproc *s, const char *const *extra, const char *dir);
 
-/* shc_restart starts the shard again on the same directory and ports. */
+/* shc_restart starts the shard again on the same directory and nng
+ * address (metrics on a new port). */
 void shc_restart(shardproc *s);
 
 /* shc_kill9 kills the shard with SIGKILL and reaps it. */
