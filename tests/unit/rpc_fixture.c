@@ -89,6 +89,7 @@ fake_assign(fake_shard *f, const Kvindex__AssignRequest *ar,
 	if (strcmp(key, "slow") == 0) {
 		atomic_store(&f->slow_started, 1);
 		sleep_ms(SLOW_MS);
+		atomic_store(&f->slow_done, 1);
 	}
 	if (strcmp(key, "fail") == 0) {
 		resp->code = KVI_EEXIST;

@@ -40,6 +40,7 @@ typedef struct fake_shard {
 	size_t last_len;
 	atomic_int calls;
 	atomic_int slow_started;
+	atomic_int slow_done; /* the slow assign has answered */
 } fake_shard;
 
 extern fake_shard g_shard;

@@ -72,7 +72,8 @@ test_connection_lost(void **state)
 	int64_t t0 = now_ms();
 	assert_int_equal(kvp_call(c, &req, 3000, NULL, err, sizeof(err)),
 			 KVI_EUNREACHABLE);
-	assert_true(now_ms() - t0 < 1000);
+	/* ended by the loss, well before its 3 s deadline */
+	assert_true(now_ms() - t0 < 2500);
 	assert_non_null(strstr(err, "lost before the reply"));
 	pthread_join(ds.thread, NULL);
 	assert_int_equal(ds.received, 1);
@@ -131,8 +132,10 @@ test_slow_assign_does_not_block_query(void **state)
 	bool assign_in_flight = !atomic_load(&sc.done);
 	pthread_join(t, NULL);
 
+	/* the query did not wait behind the assign: it was answered while
+	 * the assign was still being served */
 	assert_true(assign_in_flight);
-	assert_true(query_ms < 200);
+	assert_true(query_ms < SLOW_MS);
 	assert_int_equal(sc.rv, KVI_OK);
 	assert_true(sc.elapsed_ms >= SLOW_MS - 20);
 }
@@ -143,6 +146,7 @@ test_timeout_slow_reply(void **state)
 {
 	(void)state;
 	atomic_store(&g_shard.slow_started, 0);
+	atomic_store(&g_shard.slow_done, 0);
 	Kvindex__Request req;
 	Kvindex__AssignRequest ar;
 	Kvindex__Listener l;
@@ -154,7 +158,10 @@ test_timeout_slow_reply(void **state)
 			 KVI_ETIMEDOUT);
 	int64_t ms = now_ms() - t0;
 	assert_null(resp);
-	assert_true(ms >= 190 && ms < 350);
+	/* not before the deadline, and before the reply came: ordering, not
+	 * a window that a loaded host could miss */
+	assert_true(ms >= 190);
+	assert_false(atomic_load(&g_shard.slow_done));
 	assert_non_null(strstr(err, "no reply from"));
 	assert_true(atomic_load(&g_shard.slow_started));
 }
@@ -176,7 +183,9 @@ test_timeout_nothing_listening(void **state)
 			 KVI_ETIMEDOUT);
 	int64_t ms = now_ms() - t0;
 	assert_null(resp);
-	assert_true(ms >= 290 && ms < 450);
+	/* at the deadline, not before; the upper bound only says it did not
+	 * wait for anything else (a connection that never comes) */
+	assert_true(ms >= 290 && ms < 300 + 2000);
 	assert_non_null(strstr(err, "no connection to"));
 	kvp_client_close(c);
 }
@@ -295,7 +304,7 @@ test_fanout_one_shard_down(void **state)
 	pthread_mutex_unlock(&fo.mu);
 	int64_t all_ms = now_ms() - t0;
 	assert_int_equal(fo.finished, 3);
-	assert_true(all_ms < deadline + 150);
+	assert_true(all_ms < deadline + 2000); /* nothing outlived it */
 
 	assert_int_equal(fo.slots[0].rv, KVI_OK);
 	assert_int_equal(fo.slots[0].n_matches, 5);
@@ -310,8 +319,9 @@ test_fanout_one_shard_down(void **state)
 	} else {
 		assert_int_equal(fo.slots[1].rv, KVI_EUNREACHABLE);
 	}
-	/* the live shards answered long before the deadline */
-	assert_true(fo.slots[0].at_ms - t0 < 200);
+	/* the live shards answered without waiting for the dead one */
+	assert_true(fo.slots[0].at_ms - t0 < deadline);
+	assert_true(fo.slots[2].at_ms - t0 < deadline);
 
 	sleep_ms(100); /* no callback runs twice */
 	pthread_mutex_lock(&fo.mu);
