@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -256,6 +257,63 @@ shard_files_metrics(void *arg, kvi_metrics_out *out)
 				   0, limit);
 }
 
+/* shard_rpc_metrics: the request service's counters (service.h), by
+ * request kind, and the requests it refused before any handler. */
+static void
+shard_rpc_metrics(void *arg, kvi_metrics_out *out)
+{
+	kvs_stats st;
+	kvs_service_stats(arg, &st);
+	static const struct {
+		const char *name, *help;
+		size_t off;
+		double scale;
+	} by_kind[] = {
+	    {"kvindex_shard_rpc_requests_total",
+	     "Coordinator requests handled, by kind.",
+	     offsetof(kvs_stats, requests), 1},
+	    {"kvindex_shard_rpc_errors_total",
+	     "Coordinator requests answered with an error, by kind.",
+	     offsetof(kvs_stats, errors), 1},
+	    {"kvindex_shard_rpc_handler_seconds_total",
+	     "Time spent answering coordinator requests, by kind.",
+	     offsetof(kvs_stats, handler_us), 1e-6},
+	};
+	for (size_t f = 0; f < sizeof(by_kind) / sizeof(by_kind[0]); f++) {
+		const uint64_t *v =
+		    (const uint64_t *)((const char *)&st + by_kind[f].off);
+		kvi_metrics_out_family(out, by_kind[f].name, by_kind[f].help,
+				       KVI_METRIC_COUNTER);
+		for (int k = 0; k < KVS_KIND_COUNT; k++) {
+			kvi_label l = {"kind", kvs_kind_name((kvs_kind)k)};
+			kvi_metrics_out_sample(out, by_kind[f].name, &l, 1,
+					       (double)v[k] * by_kind[f].scale);
+		}
+	}
+	const struct {
+		const char *reason;
+		uint64_t n;
+	} refused[] = {
+	    {"malformed", st.malformed},
+	    {"version_mismatch", st.version_mismatches},
+	    {"no_body", st.no_body},
+	    {"bad_response", st.bad_responses},
+	    {"send_failure", st.send_failures},
+	};
+	const char *name = "kvindex_shard_rpc_refused_total";
+	kvi_metrics_out_family(out, name,
+			       "Requests refused or lost outside any handler: "
+			       "undecodable, of another protocol version, "
+			       "without a body, answers that could not be "
+			       "packed, replies that could not be sent.",
+			       KVI_METRIC_COUNTER);
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		kvi_label l = {"reason", refused[i].reason};
+		kvi_metrics_out_sample_i64(out, name, &l, 1,
+					   (int64_t)refused[i].n);
+	}
+}
+
 int
 main(int argc, char **argv)
 {
@@ -323,6 +381,7 @@ main(int argc, char **argv)
 			kvi_strerror(rv), err);
 		goto out;
 	}
+	kvi_metrics_collector_add(metrics, shard_rpc_metrics, svc);
 	kvi_log(KVI_LOG_INFO, "serving",
 		"listen=%s data_dir=%s listeners=%" PRIu64 " entries=%" PRIu64
 		" load_seconds=%.3f",

@@ -106,7 +106,8 @@ int kvs_service_port(const kvs_service *svc);
  * and frees svc. NULL is a no-op. Must not be called from a handler. */
 void kvs_service_free(kvs_service *svc);
 
-/* kvs_service_stats copies svc's counters into *out. */
+/* kvs_service_stats copies svc's counters into *out (the shard exports
+ * them as kvindex_shard_rpc_*). */
 void kvs_service_stats(kvs_service *svc, kvs_stats *out);
 
 /* kvs_kind_name returns "assign", "unassign", "query", "status", "dump"

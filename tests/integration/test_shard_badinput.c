@@ -446,6 +446,13 @@ test_out_of_descriptors(void **state)
 	/* most of them in use (some come back as failed sockets close) */
 	double open = shc_metric(&shard, "kvindex_shard_open_files");
 	assert_true(open > 48 && open <= 96);
+	/* the request service counted every assignment, and the refusal */
+	assert_true(shc_metric(&shard, "kvindex_shard_rpc_requests_total{"
+				       "kind=\"assign\"}") == ok + 1);
+	assert_true(shc_metric(&shard, "kvindex_shard_rpc_errors_total{"
+				       "kind=\"assign\"}") == 1);
+	assert_true(shc_metric(&shard, "kvindex_shard_rpc_refused_total{"
+				       "reason=\"malformed\"}") == 0);
 	/* nothing half-assigned, and the rest is served */
 	Kvindex__Response *resp;
 	char key[32];
