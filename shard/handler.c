@@ -262,30 +262,24 @@ kvh_handle(void *arg, const Kvindex__Request *req, Kvindex__Response *resp,
 	case KVINDEX__REQUEST__BODY_STATUS: {
 		Kvindex__StatusResponse *out = kvp_arena_alloc(a, sizeof(*out));
 		kvindex__status_response__init(out);
-		rv = kvg_status(s->ingest, req->status->key, a, out);
+		rv = kvg_status(s->ingest, req->status->key, a, out, err,
+				sizeof(err));
 		out->has_term = true;
 		out->term = atomic_load(&s->term);
 		if (rv == KVI_OK) {
 			resp->body_case = KVINDEX__RESPONSE__BODY_STATUS;
 			resp->status = out;
-		} else {
-			snprintf(err, sizeof(err),
-				 "listener %s is not owned here",
-				 req->status->key);
 		}
 		break;
 	}
 	case KVINDEX__REQUEST__BODY_DUMP: {
 		Kvindex__DumpResponse *out = kvp_arena_alloc(a, sizeof(*out));
 		kvindex__dump_response__init(out);
-		rv = kvg_dump(s->ingest, req->dump->key, a, out);
+		rv = kvg_dump(s->ingest, req->dump->key, a, out, err,
+			      sizeof(err));
 		if (rv == KVI_OK) {
 			resp->body_case = KVINDEX__RESPONSE__BODY_DUMP;
 			resp->dump = out;
-		} else {
-			snprintf(err, sizeof(err),
-				 "listener %s is not owned here",
-				 req->dump->key);
 		}
 		break;
 	}

@@ -354,29 +354,27 @@ kvg_unassign(kvg_ingest *g, const char *key, char *err, size_t errlen)
 
 kvi_err
 kvg_status(kvg_ingest *g, const char *key, kvp_arena *a,
-	   Kvindex__StatusResponse *out)
+	   Kvindex__StatusResponse *out, char *err, size_t errlen)
 {
-	char err[256];
 	kvg_cmd c = {.kind = KVG_CMD_STATUS,
 		     .key = key,
 		     .arena = a,
 		     .status = out,
 		     .err = err,
-		     .errlen = sizeof(err)};
+		     .errlen = errlen};
 	return kvg_request(g, &c);
 }
 
 kvi_err
 kvg_dump(kvg_ingest *g, const char *key, kvp_arena *a,
-	 Kvindex__DumpResponse *out)
+	 Kvindex__DumpResponse *out, char *err, size_t errlen)
 {
-	char err[256];
 	kvg_cmd c = {.kind = KVG_CMD_DUMP,
 		     .key = key,
 		     .arena = a,
 		     .dump = out,
 		     .err = err,
-		     .errlen = sizeof(err)};
+		     .errlen = errlen};
 	return kvg_request(g, &c);
 }
 

@@ -96,13 +96,14 @@ kvi_err kvg_assign(kvg_ingest *g, const Kvindex__Listener *spec,
 kvi_err kvg_unassign(kvg_ingest *g, const char *key, char *err, size_t errlen);
 
 /* kvg_status fills out (allocating from a) for one listener (key) or all
- * (key NULL); KVI_ENOENT for an unknown key. */
+ * (key NULL); KVI_ENOENT for an unknown key. err says why it failed. */
 kvi_err kvg_status(kvg_ingest *g, const char *key, kvp_arena *a,
-		   Kvindex__StatusResponse *out);
+		   Kvindex__StatusResponse *out, char *err, size_t errlen);
 
-/* kvg_dump fills out with the exact state of the listener with key. */
+/* kvg_dump fills out with the exact state of the listener with key;
+ * KVI_ENOENT for an unknown key. err says why it failed. */
 kvi_err kvg_dump(kvg_ingest *g, const char *key, kvp_arena *a,
-		 Kvindex__DumpResponse *out);
+		 Kvindex__DumpResponse *out, char *err, size_t errlen);
 
 /* kvg_handoff_chunk answers one chunk of a hand-off of req->key (the old
  * owner's side, handoff.h). */
