@@ -1,9 +1,12 @@
 /*
  * ingest_int.h - what the ingest thread's modules share (not a public
- * header): ingest.c (the thread, requests, group commits, loading),
- * ingest_io.c (ZeroMQ sockets and the loop's readiness handling) and
- * recovery.c (sequencing and gap repair, recovery.h). Everything here runs on
- * the ingest thread unless a comment says otherwise.
+ * header): ingest.c (the thread, requests, group commits), ingest_load.c
+ * (building it: the store's state into the index), ingest_io.c (ZeroMQ
+ * sockets and the loop's readiness handling), ingest_status.c (status and
+ * dumps), ingest_feed.c (feeding it in process), recovery*.c and
+ * backlog.c (sequencing and gap repair, recovery.h) and handoff.c (planned
+ * moves). Everything here runs on the ingest thread unless a comment says
+ * otherwise.
  */
 #ifndef KVI_SHARD_INGEST_INT_H
 #define KVI_SHARD_INGEST_INT_H
@@ -103,6 +106,8 @@ struct kvg_ingest {
 	pthread_mutex_t ho_mu;
 	pthread_cond_t ho_cv;
 	struct kvg_hojob *ho_jobs, *ho_done;
+
+	/* live batches queued by every listener (backlog.c) */
 	size_t backlog_bytes;
 	size_t backlog_peak; /* since memory was last given back */
 

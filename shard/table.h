@@ -4,7 +4,8 @@
  * kvx_extmap: external hash -> kvx_extval (sequence hash and tiers), one per
  *             listener; 17 bytes a slot.
  * kvx_seqmap: sequence hash -> holder word, one per stripe of a partition;
- *             12 bytes a slot; slots in key order (see below).
+ *             12 bytes a slot; keys are uniform, so a key's bits after
+ *             the stripe's are its slot: slots are in key order (below).
  * kvx_aliasmap: sequence hash -> per-tier reference counts, one per
  *             listener, only for the rare sequence hashes that two external
  *             hashes of one listener share (identical tokens whose engine
@@ -41,7 +42,7 @@ typedef struct __attribute__((packed)) kvx_extval {
 	uint8_t tiers; /* bit per kvi_tier */
 } kvx_extval;
 
-/* A holder word (see index.c). Values are packed structs so that pointers
+/* A holder word (see holders.h). Values are packed structs so that pointers
  * to them inside packed slots are well-defined. */
 typedef struct __attribute__((packed)) kvx_holder {
 	uint32_t w;
