@@ -341,6 +341,8 @@ kvi_httpd_stats_get(const kvi_httpd *h, kvi_httpd_stats *out)
 		out->accept_pauses += atomic_load(&h->loops[i]->accept_pauses);
 		out->refused += atomic_load(&h->loops[i]->refused);
 		out->timed_out += atomic_load(&h->loops[i]->timed_out);
+		out->reserve_answers +=
+		    atomic_load(&h->loops[i]->reserve_answers);
 	}
 }
 

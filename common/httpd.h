@@ -33,7 +33,10 @@
  * that the client sees the 413 rather than a reset; a client that sent
  * "Expect: 100-continue" therefore gets it after its own expect timeout
  * (curl: 1 s). Headers past 64 KiB are answered 400. A connection idle or
- * stalled for timeout_s is closed.
+ * stalled for timeout_s is closed. Out of descriptors, accepting pauses
+ * for a moment rather than spin, and each loop's one reserve descriptor
+ * is given up to accept and answer a few waiting connections: the health
+ * path 200, anything else 503 with Retry-After.
  *
  * Stop. kvi_httpd_stop() closes the listening socket, then gives deferred
  * requests up to drain_ms to be answered and written (a reply whose write
@@ -71,13 +74,17 @@ typedef struct kvi_httpd_config {
 	int drain_ms;    /* how long stop waits for deferred replies; 0: none */
 	int max_conns;   /* open connections per loop thread; past them a new
 			  * one is answered 503 and closed; 0: no limit */
+	const char *health_path; /* answered 200 even when the process is
+				  * out of descriptors; NULL: "/health" */
 } kvi_httpd_config;
 
 /* What a server refused or ended, since it started. */
 typedef struct kvi_httpd_stats {
-	uint64_t accept_pauses; /* accept() failed: accepting paused */
-	uint64_t refused;       /* connections past max_conns, answered 503 */
-	uint64_t timed_out;     /* connections closed for a late request */
+	uint64_t accept_pauses;   /* accept() failed: accepting paused */
+	uint64_t refused;         /* connections past max_conns, answered 503 */
+	uint64_t timed_out;       /* connections closed for a late request */
+	uint64_t reserve_answers; /* connections answered from the reserve
+				   * descriptor while out of descriptors */
 } kvi_httpd_stats;
 
 typedef struct kvi_httpd kvi_httpd;

@@ -79,6 +79,10 @@ struct kvi_http_loop {
 	struct event *drain_ev;
 	struct event *pause_ev; /* accepting again after a failed accept */
 	_Atomic uint64_t accept_pauses;
+	/* a descriptor held back for when none is left: closed to accept
+	 * and answer a connection, then opened again (httpd_loop.c) */
+	int reserve_fd;
+	_Atomic uint64_t reserve_answers;
 	/* the connections (httpd_conn.c; loop thread) */
 	kvi_http_conn *conns;
 	kvi_http_conn **conn_buckets;

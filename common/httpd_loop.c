@@ -17,6 +17,7 @@
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -34,6 +35,10 @@
 #define HEADERS_MAX     (64 * 1024)
 #define LISTEN_QUEUE    1024
 #define ACCEPT_PAUSE_MS 100
+/* Out of descriptors, connections answered from the reserve per failed
+ * accept, and how long each may take to send its request line. */
+#define RESERVE_ANSWERS 4
+#define RESERVE_WAIT_MS 50
 
 /* The loop this thread runs, if it is a loop thread. */
 static _Thread_local kvi_http_loop *loop_current;
@@ -397,6 +402,7 @@ kvi_http_loop_alloc(kvi_httpd *h, int index)
 	loop->h = h;
 	loop->index = index;
 	loop->wake_fd = -1;
+	loop->reserve_fd = -1;
 	loop->done_tail = &loop->done;
 	pthread_mutex_init(&loop->mu, NULL);
 	return loop;
@@ -432,6 +438,10 @@ loop_fini(kvi_http_loop *loop)
 	if (loop->wake_fd >= 0) {
 		close(loop->wake_fd);
 		loop->wake_fd = -1;
+	}
+	if (loop->reserve_fd >= 0) {
+		close(loop->reserve_fd);
+		loop->reserve_fd = -1;
 	}
 }
 
@@ -494,11 +504,81 @@ listen_again(int listen_fd)
 	return kvi_httpd_listen_reuse(&ss, sl, v6only);
 }
 
+/* reserve_is_health says whether the request in buf[0..n) asks for the
+ * health path: "GET /health " or "HEAD /health?...". */
+static bool
+reserve_is_health(const char *buf, size_t n, const char *path)
+{
+	size_t m = strlen(path);
+	size_t at = n >= 4 && memcmp(buf, "GET ", 4) == 0    ? 4
+		    : n >= 5 && memcmp(buf, "HEAD ", 5) == 0 ? 5
+							     : 0;
+	return at > 0 && n > at + m && memcmp(buf + at, path, m) == 0 &&
+	       (buf[at + m] == ' ' || buf[at + m] == '?');
+}
+
+/* reserve_answer answers one connection accepted on the reserve
+ * descriptor: 200 for the health path, so that a liveness probe still
+ * sees a live process, else 503, and closes it. */
+static void
+reserve_answer(kvi_http_loop *loop, int fd)
+{
+	static const char ok[] = "HTTP/1.1 200 OK\r\n"
+				 "Content-Type: application/json\r\n"
+				 "Content-Length: 11\r\n"
+				 "Connection: close\r\n"
+				 "\r\n"
+				 "{\"ok\":true}";
+	static const char busy[] =
+	    "HTTP/1.1 503 Service Unavailable\r\n"
+	    "Content-Type: application/json\r\n"
+	    "Content-Length: 48\r\n"
+	    "Connection: close\r\n"
+	    "Retry-After: 1\r\n"
+	    "\r\n"
+	    "{\"error\":\"out of file descriptors; try again\"}";
+	char buf[512];
+	struct pollfd pfd = {.fd = fd, .events = POLLIN};
+	ssize_t n = -1;
+	if (poll(&pfd, 1, RESERVE_WAIT_MS) == 1) {
+		n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+	}
+	const char *path = loop->h->cfg.health_path != NULL
+			       ? loop->h->cfg.health_path
+			       : "/health";
+	bool health = n > 0 && reserve_is_health(buf, (size_t)n, path);
+	const char *reply = health ? ok : busy;
+	ssize_t w = send(fd, reply, health ? sizeof(ok) - 1 : sizeof(busy) - 1,
+			 MSG_NOSIGNAL | MSG_DONTWAIT);
+	(void)w;
+	shutdown(fd, SHUT_RDWR);
+	close(fd);
+	atomic_fetch_add(&loop->reserve_answers, 1);
+}
+
+/* reserve_use gives the reserve descriptor up to accept and answer a few
+ * of the connections waiting on listen_fd, then takes it back. */
+static void
+reserve_use(kvi_http_loop *loop, int listen_fd)
+{
+	close(loop->reserve_fd);
+	loop->reserve_fd = -1;
+	for (int i = 0; i < RESERVE_ANSWERS; i++) {
+		int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0) {
+			break;
+		}
+		reserve_answer(loop, fd);
+	}
+	loop->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
 /* loop_on_accept_error pauses accepting for ACCEPT_PAUSE_MS when accept()
  * fails (out of descriptors, mostly): the listening socket stays readable,
  * and accepting again at once would spin the loop and log each failure.
  * What is being served goes on meanwhile; a warning per pause, at most one
- * a second. */
+ * a second. Out of descriptors, the reserve answers a few of the waiting
+ * connections first (reserve_use). */
 static void
 loop_on_accept_error(struct evconnlistener *lev, void *arg)
 {
@@ -507,6 +587,9 @@ loop_on_accept_error(struct evconnlistener *lev, void *arg)
 	kvi_http_loop *loop = loop_current;
 	if (loop == NULL || loop->bound == NULL) {
 		return;
+	}
+	if ((e == EMFILE || e == ENFILE) && loop->reserve_fd >= 0) {
+		reserve_use(loop, evconnlistener_get_fd(lev));
 	}
 	evconnlistener_disable(lev);
 	struct timeval tv = {0, ACCEPT_PAUSE_MS * 1000};
@@ -595,6 +678,7 @@ kvi_http_loop_init(kvi_http_loop *loop, int listen_fd, char *err, size_t errlen)
 	evconnlistener_set_error_cb(
 	    evhttp_bound_socket_get_listener(loop->bound),
 	    loop_on_accept_error);
+	loop->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	loop->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (loop->wake_fd < 0) {
 		kvi_msgf(err, errlen, "eventfd: %s", strerror(errno));

@@ -344,6 +344,10 @@ coord_http_metrics(void *arg, kvi_metrics_out *out)
 	     "Connections closed because a request did not arrive whole in "
 	     "time.",
 	     offsetof(kvi_httpd_stats, timed_out)},
+	    {"kvindex_http_reserve_answers_total",
+	     "Connections answered from the reserve descriptor while out of "
+	     "descriptors (/health 200, the rest 503).",
+	     offsetof(kvi_httpd_stats, reserve_answers)},
 	};
 	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
 		kvi_metrics_out_family(out, f[i].name, f[i].help,

@@ -489,8 +489,42 @@ test_out_of_descriptors(void **state)
 	uint64_t pauses = kvi_httpd_accept_pauses(h);
 	assert_true(pauses >= 1);
 	assert_true(pauses <= 12);
+	/* and the connections it could not take were answered from its
+	 * reserve descriptor: 503, with the reason */
+	int told = 0, answered = -1;
 	for (int i = 0; i < n; i++) {
-		close(fds[i]);
+		char buf[512];
+		ssize_t r = recv(fds[i], buf, sizeof(buf) - 1, MSG_DONTWAIT);
+		if (r > 0) {
+			buf[r] = '\0';
+			if (strstr(buf, "HTTP/1.1 503") != NULL &&
+			    strstr(buf, "out of file descriptors") != NULL) {
+				told++;
+				answered = i;
+			}
+		}
+	}
+	assert_true(told >= 1);
+	kvi_httpd_stats st;
+	kvi_httpd_stats_get(h, &st);
+	assert_true(st.reserve_answers >= (uint64_t)told);
+	/* Still out of descriptors: a client descriptor whose server side
+	 * is closed already is freed for a probe, which the server can only
+	 * take on its reserve. /health is answered 200 (this server has no
+	 * such route: only the reserve answers it so). */
+	close(fds[answered]);
+	fds[answered] = -1;
+	char out[1024];
+	raw_exchange(port, "GET /health HTTP/1.1\r\nHost: t\r\n\r\n", out,
+		     sizeof(out));
+	assert_non_null(strstr(out, "HTTP/1.1 200"));
+	assert_non_null(strstr(out, "{\"ok\":true}"));
+	kvi_httpd_stats_get(h, &st);
+	assert_true(st.reserve_answers >= (uint64_t)told + 1);
+	for (int i = 0; i < n; i++) {
+		if (fds[i] >= 0) {
+			close(fds[i]);
+		}
 	}
 	assert_int_equal(setrlimit(RLIMIT_NOFILE, &was), 0);
 	fetch f;
