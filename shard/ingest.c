@@ -27,6 +27,10 @@
 #define KVG_JOB_MAX_BYTES      ((size_t)64 << 20)
 #define KVG_ENDPOINT_MAX       512
 #define KVG_GIVE_BACK_BYTES    ((size_t)32 << 20)
+/* Unassigned listeners that make memory worth giving back, and how long
+ * after the last of them: ZeroMQ's reaper closes their sockets first. */
+#define KVG_GIVE_BACK_LISTENERS 64
+#define KVG_GIVE_BACK_DELAY_MS  500
 
 kvl_listener *
 kvg_listener(kvg_ingest *g, uint32_t lid)
@@ -265,6 +269,9 @@ kvg_do_unassign(kvg_ingest *g, kvg_cmd *c)
 	kvw_job_put(g->filling, l->lid, NULL, 0);
 	kvi_log(KVI_LOG_INFO, "listener_unassigned", "listener=%s", l->key);
 	kvg_listener_free(g, l, true);
+	if (++g->unassigned_since >= KVG_GIVE_BACK_LISTENERS) {
+		g->give_back_at_ms = kvi_now_ms() + KVG_GIVE_BACK_DELAY_MS;
+	}
 	return KVI_OK;
 }
 
@@ -490,8 +497,8 @@ kvg_commit_done(kvg_ingest *g, kvw_job *done)
 /* kvg_commit hands what was applied since the last commit to the writer,
  * unless the writer is still busy with the previous one. */
 /* kvg_give_back returns to the system the memory a burst of queued
- * batches took, once the queues are empty again: the allocator would
- * otherwise keep it. */
+ * batches took, once the queues are empty again, and the memory of many
+ * listeners unassigned: the allocator would otherwise keep it. */
 static void
 kvg_give_back(kvg_ingest *g)
 {
@@ -499,6 +506,13 @@ kvg_give_back(kvg_ingest *g)
 		kvi_log(KVI_LOG_INFO, "memory_given_back",
 			"backlog_peak_bytes=%zu", g->backlog_peak);
 		g->backlog_peak = 0;
+		malloc_trim(0);
+	}
+	if (g->give_back_at_ms != 0 && kvi_now_ms() >= g->give_back_at_ms) {
+		kvi_log(KVI_LOG_INFO, "memory_given_back",
+			"unassigned_listeners=%u", g->unassigned_since);
+		g->unassigned_since = 0;
+		g->give_back_at_ms = 0;
 		malloc_trim(0);
 	}
 }

@@ -110,6 +110,10 @@ struct kvg_ingest {
 	/* live batches queued by every listener (backlog.c) */
 	size_t backlog_bytes;
 	size_t backlog_peak; /* since memory was last given back */
+	/* listeners unassigned since memory was last given back, and when
+	 * to give it back (0: not due) */
+	uint32_t unassigned_since;
+	int64_t give_back_at_ms;
 
 	/* group commits */
 	kvw_writer *writer;
