@@ -100,18 +100,13 @@ conn_refuse(evutil_socket_t unused, short what, void *arg)
 	(void)unused;
 	(void)what;
 	struct bufferevent *bev = arg;
-	static const char reply[] =
-	    "HTTP/1.1 503 Service Unavailable\r\n"
-	    "Content-Type: application/json\r\n"
-	    "Content-Length: 44\r\n"
-	    "Connection: close\r\n"
-	    "Retry-After: 1\r\n"
-	    "\r\n"
-	    "{\"error\":\"too many connections; try again\"}";
+	char reply[256];
+	size_t len = kvi_http_canned(
+	    reply, sizeof(reply), "503 Service Unavailable",
+	    "{\"error\":\"too many connections; try again\"}", true);
 	evutil_socket_t fd = bufferevent_getfd(bev);
 	if (fd >= 0 && !conn_released(bev)) {
-		ssize_t n = send(fd, reply, sizeof(reply) - 1,
-				 MSG_NOSIGNAL | MSG_DONTWAIT);
+		ssize_t n = send(fd, reply, len, MSG_NOSIGNAL | MSG_DONTWAIT);
 		(void)n;
 		shutdown(fd, SHUT_RDWR);
 	}

@@ -15,6 +15,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/socket.h>
 
 #include "httpd.h"
@@ -151,5 +153,26 @@ void kvi_http_req_free(kvi_http_req *req);
 bool kvi_http_token_valid(const char *s);
 void kvi_http_send_error_now(kvi_http_loop *loop, struct evhttp_request *ev,
 			     int status, const char *msg, const char *allow);
+
+/* kvi_http_canned writes into out a whole reply that closes the
+ * connection - status ("503 Service Unavailable"), a JSON body, its
+ * Content-Length counted, and Retry-After: 1 when retry - for answers
+ * written to a socket directly, without evhttp. Returns its length. */
+static inline size_t
+kvi_http_canned(char *out, size_t cap, const char *status, const char *body,
+		bool retry)
+{
+	int n = snprintf(out, cap,
+			 "HTTP/1.1 %s\r\n"
+			 "Content-Type: application/json\r\n"
+			 "Content-Length: %zu\r\n"
+			 "Connection: close\r\n"
+			 "%s"
+			 "\r\n"
+			 "%s",
+			 status, strlen(body),
+			 retry ? "Retry-After: 1\r\n" : "", body);
+	return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
+}
 
 #endif /* KVI_COMMON_HTTPD_INT_H */

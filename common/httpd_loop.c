@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "clock.h"
 #include "httpd_int.h"
 #include "log.h"
 
@@ -523,20 +524,6 @@ reserve_is_health(const char *buf, size_t n, const char *path)
 static void
 reserve_answer(kvi_http_loop *loop, int fd)
 {
-	static const char ok[] = "HTTP/1.1 200 OK\r\n"
-				 "Content-Type: application/json\r\n"
-				 "Content-Length: 11\r\n"
-				 "Connection: close\r\n"
-				 "\r\n"
-				 "{\"ok\":true}";
-	static const char busy[] =
-	    "HTTP/1.1 503 Service Unavailable\r\n"
-	    "Content-Type: application/json\r\n"
-	    "Content-Length: 48\r\n"
-	    "Connection: close\r\n"
-	    "Retry-After: 1\r\n"
-	    "\r\n"
-	    "{\"error\":\"out of file descriptors; try again\"}";
 	char buf[512];
 	struct pollfd pfd = {.fd = fd, .events = POLLIN};
 	ssize_t n = -1;
@@ -547,13 +534,27 @@ reserve_answer(kvi_http_loop *loop, int fd)
 			       ? loop->h->cfg.health_path
 			       : "/health";
 	bool health = n > 0 && reserve_is_health(buf, (size_t)n, path);
-	const char *reply = health ? ok : busy;
-	ssize_t w = send(fd, reply, health ? sizeof(ok) - 1 : sizeof(busy) - 1,
-			 MSG_NOSIGNAL | MSG_DONTWAIT);
-	(void)w;
-	shutdown(fd, SHUT_RDWR);
-	close(fd);
+	char reply[256];
+	size_t len =
+	    health ? kvi_http_canned(reply, sizeof(reply), "200 OK",
+				     "{\"ok\":true}", false)
+		   : kvi_http_canned(reply, sizeof(reply),
+				     "503 Service Unavailable",
+				     "{\"error\":\"out of file descriptors; "
+				     "try again\"}",
+				     true);
 	atomic_fetch_add(&loop->reserve_answers, 1);
+	ssize_t w = send(fd, reply, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	(void)w;
+	/* a lingering close: what the client still sends is read, not left
+	 * unread, which would reset the connection before it reads this */
+	shutdown(fd, SHUT_WR);
+	int64_t until = kvi_now_ms() + RESERVE_WAIT_MS;
+	while (poll(&pfd, 1, (int)(until - kvi_now_ms())) == 1 &&
+	       recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0 &&
+	       kvi_now_ms() < until) {
+	}
+	close(fd);
 }
 
 /* reserve_use gives the reserve descriptor up to accept and answer a few

@@ -415,6 +415,18 @@ raw_exchange(uint16_t port, const char *req, char *out, size_t cap)
 	return n;
 }
 
+/* assert_framed checks that the reply in out carries a body of exactly
+ * its Content-Length: a client reading it would otherwise fail. */
+static void
+assert_framed(const char *out)
+{
+	const char *cl = strstr(out, "Content-Length: ");
+	const char *body = strstr(out, "\r\n\r\n");
+	assert_non_null(cl);
+	assert_non_null(body);
+	assert_int_equal(strtoul(cl + 16, NULL, 10), strlen(body + 4));
+}
+
 /* count_of returns how many times needle occurs in hay. */
 static int
 count_of(const char *hay, const char *needle)
@@ -519,6 +531,7 @@ test_out_of_descriptors(void **state)
 		     sizeof(out));
 	assert_non_null(strstr(out, "HTTP/1.1 200"));
 	assert_non_null(strstr(out, "{\"ok\":true}"));
+	assert_framed(out);
 	kvi_httpd_stats_get(h, &st);
 	assert_true(st.reserve_answers >= (uint64_t)told + 1);
 	for (int i = 0; i < n; i++) {
@@ -556,6 +569,7 @@ test_max_connections(void **state)
 	assert_true(now_s() - t0 < 2.0); /* not left to wait */
 	assert_non_null(strstr(out, "HTTP/1.1 503 "));
 	assert_non_null(strstr(out, "too many connections"));
+	assert_framed(out);
 	kvi_httpd_stats st;
 	kvi_httpd_stats_get(h, &st);
 	assert_int_equal(st.refused, 1);
