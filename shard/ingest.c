@@ -15,6 +15,9 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 #include "alloc.h"
 #include "apply.h"
 #include "clock.h"
@@ -31,6 +34,7 @@
  * after the last of them: ZeroMQ's reaper closes their sockets first. */
 #define KVG_GIVE_BACK_LISTENERS 64
 #define KVG_GIVE_BACK_DELAY_MS  500
+#define KVG_TOTALS_MS           100 /* shard-wide figures, republished */
 
 kvl_listener *
 kvg_listener(kvg_ingest *g, uint32_t lid)
@@ -60,16 +64,71 @@ kvg_wake(kvg_ingest *g)
 	(void)n;
 }
 
+/* ---- listeners by key: a chained hash table ------------------------ */
+
+static size_t
+kvg_key_bucket(const kvg_ingest *g, const char *key)
+{
+	return (size_t)(XXH3_64bits(key, strlen(key)) &
+			(uint64_t)(g->n_buckets - 1));
+}
+
 kvl_listener *
 kvg_listener_find(kvg_ingest *g, const char *key)
 {
-	for (uint32_t i = 0; i < g->next_lid; i++) {
-		kvl_listener *l = g->lis[i];
-		if (l != NULL && strcmp(l->key, key) == 0) {
+	if (g->n_buckets == 0) {
+		return NULL;
+	}
+	for (kvl_listener *l = g->by_key[kvg_key_bucket(g, key)]; l != NULL;
+	     l = l->key_next) {
+		if (strcmp(l->key, key) == 0) {
 			return l;
 		}
 	}
 	return NULL;
+}
+
+/* kvg_key_add files l under its key, growing the table to keep chains
+ * short: an assignment must not cost more as the shard owns more. */
+static void
+kvg_key_add(kvg_ingest *g, kvl_listener *l)
+{
+	if (g->n_keyed + 1 > g->n_buckets) {
+		size_t old = g->n_buckets;
+		kvl_listener **was = g->by_key;
+		g->n_buckets = old != 0 ? old * 2 : 256;
+		g->by_key = kvi_calloc(g->n_buckets, sizeof(*g->by_key));
+		for (size_t b = 0; b < old; b++) {
+			while (was[b] != NULL) {
+				kvl_listener *x = was[b];
+				was[b] = x->key_next;
+				size_t nb = kvg_key_bucket(g, x->key);
+				x->key_next = g->by_key[nb];
+				g->by_key[nb] = x;
+			}
+		}
+		kvi_free(was);
+	}
+	size_t b = kvg_key_bucket(g, l->key);
+	l->key_next = g->by_key[b];
+	g->by_key[b] = l;
+	g->n_keyed++;
+}
+
+static void
+kvg_key_remove(kvg_ingest *g, kvl_listener *l)
+{
+	if (g->n_buckets == 0) {
+		return;
+	}
+	for (kvl_listener **p = &g->by_key[kvg_key_bucket(g, l->key)];
+	     *p != NULL; p = &(*p)->key_next) {
+		if (*p == l) {
+			*p = l->key_next;
+			g->n_keyed--;
+			return;
+		}
+	}
 }
 
 /* ---- listeners ----------------------------------------------------- */
@@ -118,6 +177,7 @@ kvg_listener_create(kvg_ingest *g, uint32_t lid, const Kvindex__Listener *spec,
 		g->cap_lis = cap;
 	}
 	g->lis[lid] = l;
+	kvg_key_add(g, l);
 	if (lid >= g->next_lid) {
 		g->next_lid = lid + 1;
 	}
@@ -135,6 +195,7 @@ kvg_listener_free(kvg_ingest *g, kvl_listener *l, bool unindex)
 		kvx_listener_remove(g->idx, l->lid);
 	}
 	g->lis[l->lid] = NULL;
+	kvg_key_remove(g, l);
 	kvo_rec_fini(&l->rec);
 	kvi_free(l->key);
 	kvi_free(l->pod);
@@ -457,6 +518,16 @@ kvg_ingest_store_failing(kvg_ingest *g, char *why, size_t len)
 void
 kvg_publish_totals(kvg_ingest *g, const kvw_job *done)
 {
+	if (done != NULL) {
+		g->store_stats = done->stats;
+	}
+	/* a sum over every listener: at most every KVG_TOTALS_MS, however
+	 * often commits come, so that it does not grow with the fleet */
+	int64_t now = kvi_now_ms();
+	if (g->totals_at_ms != 0 && now - g->totals_at_ms < KVG_TOTALS_MS) {
+		return;
+	}
+	g->totals_at_ms = now;
 	kvg_totals t = {0};
 	t.store_failing = kvg_ingest_store_failing(g, NULL, 0);
 	for (uint32_t i = 0; i < g->next_lid; i++) {
@@ -473,7 +544,7 @@ kvg_publish_totals(kvg_ingest *g, const kvw_job *done)
 	}
 	t.backlog_bytes = g->backlog_bytes;
 	pthread_mutex_lock(&g->stats_mu);
-	t.store = done != NULL ? done->stats : g->totals.store;
+	t.store = g->store_stats;
 	g->totals = t;
 	pthread_mutex_unlock(&g->stats_mu);
 }
@@ -696,6 +767,7 @@ kvg_ingest_free(kvg_ingest *g)
 		}
 	}
 	kvi_free(g->lis);
+	kvi_free(g->by_key);
 	kvw_free(g->writer);
 	kvr_fetcher_free(g->fetcher);
 	kvw_job_fini(&g->jobs[0]);

@@ -82,6 +82,9 @@ struct kvg_ingest {
 	kvl_listener **lis;
 	uint32_t cap_lis;
 	uint32_t next_lid;
+	/* and by key (kvl_listener.key_next chains; n_buckets a power of 2) */
+	kvl_listener **by_key;
+	size_t n_buckets, n_keyed;
 
 	/* wake-ups from other threads: requests, fetch results, commits */
 	int wake_fd;
@@ -128,6 +131,8 @@ struct kvg_ingest {
 	_Atomic int64_t files_out_ms; /* a socket could not be made for want
 				       * of descriptors, then (0: never) */
 	kvg_totals totals;
+	kvs_store_stats store_stats; /* of the last commit */
+	int64_t totals_at_ms;        /* totals last published */
 	kvi_histogram *h_commit;
 	kvi_counter *c_commit_errors;
 };
@@ -141,6 +146,9 @@ kvi_err kvg_listener_create(kvg_ingest *g, uint32_t lid,
 			    const Kvindex__Listener *spec,
 			    const uint8_t *packed, size_t len,
 			    kvl_listener **out);
+/* kvg_publish_totals republishes the shard-wide figures (at most every
+ * 100 ms: it sums every listener), with the store's figures of done, the
+ * commit just finished (NULL: none). */
 void kvg_publish_totals(kvg_ingest *g, const kvw_job *done);
 kvi_err kvg_do_assign(kvg_ingest *g, kvg_cmd *c);
 /* kvg_commit hands what was applied since the last commit to the writer

@@ -174,6 +174,7 @@ typedef struct kvl_pending_msg {
 
 typedef struct kvl_listener {
 	uint32_t lid;
+	struct kvl_listener *key_next; /* the ingest's table by key */
 	/* assignment (strings owned) */
 	char *key, *pod, *model, *endpoint, *replay_ep, *recover_ep, *topic;
 	char *lora_name;
