@@ -557,21 +557,32 @@ reserve_answer(kvi_http_loop *loop, int fd)
 	close(fd);
 }
 
-/* reserve_use gives the reserve descriptor up to accept and answer a few
- * of the connections waiting on listen_fd, then takes it back. */
+/* reserve_use gives the reserve descriptor up to accept and answer one of
+ * the connections waiting on listen_fd, and takes it back; again, up to
+ * RESERVE_ANSWERS times, while the process is still out of descriptors.
+ * Once one is free again the waiting connections are left to be accepted
+ * and served as usual. */
 static void
 reserve_use(kvi_http_loop *loop, int listen_fd)
 {
-	close(loop->reserve_fd);
-	loop->reserve_fd = -1;
-	for (int i = 0; i < RESERVE_ANSWERS; i++) {
-		int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd < 0) {
-			break;
+	for (int i = 0; i < RESERVE_ANSWERS && loop->reserve_fd >= 0; i++) {
+		int spare =
+		    i > 0 ? fcntl(loop->reserve_fd, F_DUPFD_CLOEXEC, 0) : -1;
+		if (spare >= 0) {
+			close(spare); /* descriptors again: accept as usual */
+			return;
 		}
-		reserve_answer(loop, fd);
+		close(loop->reserve_fd);
+		loop->reserve_fd = -1;
+		int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd >= 0) {
+			reserve_answer(loop, fd);
+		}
+		loop->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			return; /* none waiting */
+		}
 	}
-	loop->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
 
 /* loop_on_accept_error pauses accepting for ACCEPT_PAUSE_MS when accept()
