@@ -11,8 +11,14 @@
  * listener (after minus before, over the listeners it owns), the CPU the
  * three processes spend per second once idle (ZeroMQ reconnecting to the
  * absent engines), and GET /workers' time and size, whole and one page.
- * With --plot FILE it also writes the rate per tenth as a gnuplot script
- * (run it with gnuplot to get FILE.png).
+ * It also measures what a query costs at two fleet sizes in the one run:
+ * the first tenth of the pods is registered before the others, and a
+ * 100-block /query of the fleet's model (which matches no listener: no
+ * engine is there; each on a new connection) is timed then and again once
+ * the whole fleet is in: whether the fan-out and merge grow with the
+ * listeners registered rather than with those that match. With --plot
+ * FILE it also writes the rate per tenth as a gnuplot script (run it with
+ * gnuplot to get FILE.png).
  *
  *   bench_fleet [--pods N] [--clients C] [--sync] [--idle-wait S]
  *               [--reconnect-max-ms MS] [--plot FILE]
@@ -32,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "alloc.h"
@@ -52,6 +59,7 @@ typedef struct fleet {
 	double *done_at; /* when it was answered, from t0 */
 	_Atomic int failed;
 	double t0;
+	int first; /* pods registered before the clients start */
 } fleet;
 
 static double
@@ -60,30 +68,80 @@ now_s(void)
 	return (double)kvt_now_ms() / 1000.0;
 }
 
+static bool register_one(fleet *f, int p);
+
 static void *
 client_main(void *arg)
 {
 	fleet *f = arg;
-	char url[96], body[512];
-	snprintf(url, sizeof(url), "%s/register", f->base);
 	for (int p; (p = atomic_fetch_add(&f->next, 1)) < f->pods;) {
-		/* nothing listens on these ports: engines not there yet */
-		snprintf(body, sizeof(body),
-			 "{\"name\": \"fleet/pod-%d\", \"ip\": \"127.0.0.%d\","
-			 " \"zmq_port\": %d, \"dp_size\": 2,"
-			 " \"model_name\": \"m\", \"block_size\": 16}",
-			 p, 2 + p % 200, 20000 + (p / 200) * 2);
 		double t = now_s();
-		kvt_http_resp r;
-		kvi_err rv = kvt_http_post(url, body, 30000, &r);
+		bool ok = register_one(f, p);
 		f->took[p] = now_s() - t;
 		f->done_at[p] = now_s() - f->t0;
-		if (rv != KVI_OK || (r.status != 201 && r.status != 202)) {
+		if (!ok) {
 			atomic_fetch_add(&f->failed, 1);
 		}
-		kvt_http_resp_fini(&r);
 	}
 	return NULL;
+}
+
+/* register_one posts pod p's registration; true when it was taken. */
+static bool
+register_one(fleet *f, int p)
+{
+	char url[96], body[512];
+	snprintf(url, sizeof(url), "%s/register", f->base);
+	/* nothing listens on these ports: engines not there yet */
+	snprintf(body, sizeof(body),
+		 "{\"name\": \"fleet/pod-%d\", \"ip\": \"127.0.0.%d\","
+		 " \"zmq_port\": %d, \"dp_size\": 2,"
+		 " \"model_name\": \"m\", \"block_size\": 16}",
+		 p, 2 + p % 200, 20000 + (p / 200) * 2);
+	kvt_http_resp r;
+	kvi_err rv = kvt_http_post(url, body, 30000, &r);
+	bool ok = rv == KVI_OK && (r.status == 201 || r.status == 202);
+	kvt_http_resp_fini(&r);
+	return ok;
+}
+
+static int cmp_double(const void *a, const void *b);
+
+/* query_cost times QUERIES 100-block queries of model m, one after the
+ * other, into p50 and p99 (ms); false when one failed. */
+#define QUERIES 500
+static bool
+query_cost(const fleet *f, double *p50, double *p99)
+{
+	char url[96];
+	snprintf(url, sizeof(url), "%s/query", f->base);
+	size_t cap = 1600 * 8 + 64, n = 0;
+	char *body = kvi_malloc(cap);
+	n += (size_t)snprintf(body + n, cap - n,
+			      "{\"model_name\":\"m\",\"token_ids\":[");
+	for (int t = 0; t < 1600; t++) {
+		n += (size_t)snprintf(body + n, cap - n, "%s%d", t ? "," : "",
+				      1000 + t);
+	}
+	snprintf(body + n, cap - n, "]}");
+	double lat[QUERIES];
+	bool ok = true;
+	for (int q = 0; q < QUERIES && ok; q++) {
+		struct timespec a, b;
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		kvt_http_resp r;
+		ok = kvt_http_post(url, body, 10000, &r) == KVI_OK &&
+		     r.status == 200;
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		lat[q] = (double)(b.tv_sec - a.tv_sec) * 1e3 +
+			 (double)(b.tv_nsec - a.tv_nsec) / 1e6;
+		kvt_http_resp_fini(&r);
+	}
+	kvi_free(body);
+	qsort(lat, QUERIES, sizeof(double), cmp_double);
+	*p50 = lat[QUERIES / 2];
+	*p99 = lat[QUERIES * 99 / 100];
+	return ok;
 }
 
 static int
@@ -296,6 +354,21 @@ main(int argc, char **argv)
 
 	f.took = kvi_calloc((size_t)f.pods, sizeof(double));
 	f.done_at = kvi_calloc((size_t)f.pods, sizeof(double));
+	/* the first tenth alone, and a query's cost at that size */
+	f.first = f.pods / TENTHS;
+	for (int p = 0; p < f.first; p++) {
+		if (!register_one(&f, p)) {
+			atomic_fetch_add(&f.failed, 1);
+		}
+	}
+	for (double until = now_s() + 60;
+	     now_s() < until &&
+	     metric(f.base, "kvindex_coord_listeners_unassigned") != 0;) {
+		kvt_sleep_ms(50);
+	}
+	double q50[2], q99[2];
+	bool qok = query_cost(&f, &q50[0], &q99[0]);
+	atomic_store(&f.next, f.first);
 	pthread_t th[64];
 	f.t0 = now_s();
 	for (int i = 0; i < f.clients; i++) {
@@ -305,6 +378,7 @@ main(int argc, char **argv)
 		pthread_join(th[i], NULL);
 	}
 	double answered = now_s() - f.t0;
+	int rest = f.pods - f.first;
 	/* every listener assigned, or how many are not after a minute */
 	double assigned = -1, un = -1;
 	for (double until = now_s() + 60; now_s() < until;) {
@@ -324,9 +398,11 @@ main(int argc, char **argv)
 	double rate[TENTHS];
 	int upto[TENTHS];
 	/* pods are taken in order, so a tenth of the indexes is a tenth of
-	 * the fleet as it grew */
+	 * the fleet as it grew; the first tenth went alone, one at a time,
+	 * before the clock started, so the tenths are of the rest */
 	for (int t = 0; t < TENTHS; t++) {
-		int lo = f.pods * t / TENTHS, hi = f.pods * (t + 1) / TENTHS;
+		int lo = f.first + rest * t / TENTHS;
+		int hi = f.first + rest * (t + 1) / TENTHS;
 		size_t n = (size_t)(hi - lo);
 		double *lat = kvi_calloc(n, sizeof(double));
 		double first = 1e18, last = 0;
@@ -344,7 +420,7 @@ main(int argc, char **argv)
 		kvi_free(lat);
 	}
 	printf("all answered in %.1f s (%.0f/s overall), %d not 201/202; ",
-	       answered, f.pods / answered, atomic_load(&f.failed));
+	       answered, rest / answered, atomic_load(&f.failed));
 	if (assigned >= 0) {
 		printf("all assigned after %.1f s\n", assigned);
 	} else {
@@ -360,6 +436,12 @@ main(int argc, char **argv)
 		       lis > 0 ? (double)(rss - rss0[i]) / lis : 0, fds0[i],
 		       fds, lis > 0 ? (double)(fds - fds0[i]) / lis : 0);
 	}
+	qok = query_cost(&f, &q50[1], &q99[1]) && qok;
+	printf("query (100 blocks, matching none, one at a time): %d "
+	       "listeners registered p50 %.2f ms p99 %.2f ms; %d listeners "
+	       "p50 %.2f ms p99 %.2f ms (%.2fx)%s\n",
+	       2 * f.first, q50[0], q99[0], 2 * f.pods, q50[1], q99[1],
+	       q50[1] / q50[0], qok ? "" : "; some queries FAILED");
 	kvt_sleep_ms(f.idle_wait * 1000);
 	double c0[3], c1[3], cpu0 = 0, cpu1 = 0;
 	for (int i = 0; i < 3; i++) {
@@ -398,5 +480,5 @@ main(int argc, char **argv)
 	kvi_free(clog);
 	kvi_free(f.took);
 	kvi_free(f.done_at);
-	return atomic_load(&f.failed) > 0 ? 1 : 0;
+	return atomic_load(&f.failed) > 0 || !qok ? 1 : 0;
 }
