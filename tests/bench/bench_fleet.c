@@ -16,7 +16,10 @@
  * 100-block /query of the fleet's model (which matches no listener: no
  * engine is there; each on a new connection) is timed then and again once
  * the whole fleet is in: whether the fan-out and merge grow with the
- * listeners registered rather than with those that match. With --plot
+ * listeners registered rather than with those that match. Last, the
+ * coordinator is restarted on its store: the time until it serves, and
+ * until it has every pod and every listener owned again, with the assign
+ * calls the shards saw meanwhile (0: it adopted what they hold). With --plot
  * FILE it also writes the rate per tenth as a gnuplot script (run it with
  * gnuplot to get FILE.png).
  *
@@ -235,6 +238,7 @@ write_plot(const fleet *f, const double *rate, const int *upto)
 		"set xlabel 'pods registered (DP=2)'\n"
 		"set ylabel 'registrations/s'\n"
 		"set yrange [0:*]\n"
+		"set key bottom right\n"
 		"plot '-' with linespoints title 'POST /register, %d "
 		"clients'\n",
 		f->plot, f->clients);
@@ -426,6 +430,14 @@ main(int argc, char **argv)
 	} else {
 		printf("%.0f listeners still unassigned after a minute\n", un);
 	}
+	/* the shards publish their figures every 100 ms: let them catch up
+	 * with the last assignments before reading them */
+	for (double until = now_s() + 3;
+	     now_s() < until &&
+	     shard_listeners(metrics[0]) + shard_listeners(metrics[1]) <
+		 2.0 * f.pods;) {
+		kvt_sleep_ms(50);
+	}
 	for (int i = 0; i < 2; i++) {
 		double lis = shard_listeners(metrics[i]);
 		long rss = kvt_pid_rss_kib(pids[i]), fds = proc_fds(pids[i]);
@@ -467,6 +479,47 @@ main(int argc, char **argv)
 	printf("GET /workers?limit=100: %.3f s, %zu bytes\n", secs, bytes);
 	if (f.plot != NULL) {
 		write_plot(&f, rate, upto);
+	}
+	/* the coordinator restarted on its store: it takes the fleet from
+	 * its records and what the shards hold, without assigning again */
+	const char *assigns =
+	    "kvindex_shard_rpc_requests_total{kind=\"assign\"}";
+	double a0 = 0;
+	for (int i = 0; i < 2; i++) {
+		char mb[64];
+		snprintf(mb, sizeof(mb), "http://%s", metrics[i]);
+		a0 += metric(mb, assigns);
+	}
+	kvt_proc_stop(coord, 10000, NULL);
+	kvt_proc_free(coord);
+	double r0 = now_s(), serving = -1, adopted = -1;
+	if (kvt_proc_start(cav, clog, &coord) != KVI_OK) {
+		return 1;
+	}
+	for (double until = r0 + 60; now_s() < until && adopted < 0;) {
+		double inst = metric(f.base, "kvindex_coord_instances");
+		if (inst >= 0 && serving < 0) {
+			serving = now_s() - r0;
+		}
+		if (inst == f.pods &&
+		    metric(f.base, "kvindex_coord_listeners_unassigned") == 0) {
+			adopted = now_s() - r0;
+		}
+		kvt_sleep_ms(20);
+	}
+	double a1 = 0;
+	for (int i = 0; i < 2; i++) {
+		char mb[64];
+		snprintf(mb, sizeof(mb), "http://%s", metrics[i]);
+		a1 += metric(mb, assigns);
+	}
+	if (adopted >= 0) {
+		printf("coordinator restart: serving after %.2f s, all %d pods "
+		       "and %d listeners owned after %.2f s, %.0f assign calls "
+		       "to the shards meanwhile\n",
+		       serving, f.pods, 2 * f.pods, adopted, a1 - a0);
+	} else {
+		printf("coordinator restart: the fleet not back after 60 s\n");
 	}
 	kvt_proc_stop(coord, 10000, NULL);
 	kvt_proc_stop(shard[0], 10000, NULL);
