@@ -198,6 +198,25 @@ test_shard_killed_partial_then_whole(void **state)
 	clu_wait_active(c, N, CLU_WAIT_MS);
 }
 
+/* print_log_from copies the coordinator's log past byte from to stderr,
+ * but its debug lines. */
+static void
+print_log_from(const char *path, long from)
+{
+	FILE *f = fopen(path, "r");
+	if (f == NULL) {
+		return;
+	}
+	fseek(f, from, SEEK_SET);
+	char line[1024];
+	while (fgets(line, sizeof(line), f) != NULL) {
+		if (strstr(line, "level=debug") == NULL) {
+			fputs(line, stderr);
+		}
+	}
+	fclose(f);
+}
+
 static void
 test_coordinator_restart_adopts(void **state)
 {
@@ -215,13 +234,20 @@ test_coordinator_restart_adopts(void **state)
 		kvindex__response__free_unpacked(resp, NULL);
 	}
 
+	long from = kvt_file_size(c->log_path);
 	clu_coord_restart(c);
 	clu_wait_active(c, N, CLU_WAIT_MS);
 	json_t *after = clu_owner_map(c);
 	assert_true(json_equal(before, after));
 	/* adopted, not assigned again; nothing dropped */
-	assert_int_equal(
-	    clu_metric(c, "kvindex_coord_assign_total{result=\"ok\"}"), 0);
+	double assigned =
+	    clu_metric(c, "kvindex_coord_assign_total{result=\"ok\"}");
+	if (assigned != 0) {
+		/* it failed once under a loaded suite: keep what the new
+		 * coordinator said, for whoever sees it next */
+		print_log_from(c->log_path, from);
+	}
+	assert_int_equal(assigned, 0);
 	assert_int_equal(
 	    clu_metric(c, "kvindex_coord_unassign_total{result=\"ok\"}"), 0);
 	for (int i = 0; i < N; i++) {
