@@ -188,26 +188,22 @@ metric(const char *base, const char *name)
 	return kvt_http_metric(url, name);
 }
 
-/* shard_listeners reads a shard's listeners from its /metrics. */
+/* shard_sum reads a shard's /metrics once and sums the samples that
+ * start with prefix (0 when it cannot be read). */
+static double
+shard_sum(const char *metrics_addr, const char *prefix)
+{
+	char url[128];
+	snprintf(url, sizeof(url), "http://%s/metrics", metrics_addr);
+	double v = kvt_http_metric_sum(url, prefix);
+	return v > 0 ? v : 0;
+}
+
+/* shard_listeners reads a shard's listeners, in every state. */
 static double
 shard_listeners(const char *metrics_addr)
 {
-	char base[96];
-	snprintf(base, sizeof(base), "http://%s", metrics_addr);
-	char url[128];
-	snprintf(url, sizeof(url), "%s/metrics", base);
-	kvt_http_resp r;
-	double total = 0;
-	if (kvt_http_get(url, 10000, &r) == KVI_OK && r.body != NULL) {
-		const char *fam = "kvindex_shard_listeners{state=";
-		for (const char *p = strstr(r.body, fam); p != NULL;
-		     p = strstr(p + 1, fam)) {
-			const char *sp = strchr(p, ' ');
-			total += sp != NULL ? strtod(sp + 1, NULL) : 0;
-		}
-	}
-	kvt_http_resp_fini(&r);
-	return total;
+	return shard_sum(metrics_addr, "kvindex_shard_listeners{state=");
 }
 
 static void
@@ -484,12 +480,8 @@ main(int argc, char **argv)
 	 * its records and what the shards hold, without assigning again */
 	const char *assigns =
 	    "kvindex_shard_rpc_requests_total{kind=\"assign\"}";
-	double a0 = 0;
-	for (int i = 0; i < 2; i++) {
-		char mb[64];
-		snprintf(mb, sizeof(mb), "http://%s", metrics[i]);
-		a0 += metric(mb, assigns);
-	}
+	double a0 =
+	    shard_sum(metrics[0], assigns) + shard_sum(metrics[1], assigns);
 	kvt_proc_stop(coord, 10000, NULL);
 	kvt_proc_free(coord);
 	double r0 = now_s(), serving = -1, adopted = -1;
@@ -507,12 +499,8 @@ main(int argc, char **argv)
 		}
 		kvt_sleep_ms(20);
 	}
-	double a1 = 0;
-	for (int i = 0; i < 2; i++) {
-		char mb[64];
-		snprintf(mb, sizeof(mb), "http://%s", metrics[i]);
-		a1 += metric(mb, assigns);
-	}
+	double a1 =
+	    shard_sum(metrics[0], assigns) + shard_sum(metrics[1], assigns);
 	if (adopted >= 0) {
 		printf("coordinator restart: serving after %.2f s, all %d pods "
 		       "and %d listeners owned after %.2f s, %.0f assign calls "

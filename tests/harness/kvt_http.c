@@ -231,6 +231,27 @@ kvt_http_resp_fini(kvt_http_resp *r)
 }
 
 double
+kvt_http_metric_sum(const char *url, const char *prefix)
+{
+	kvt_http_resp r;
+	double total = -1;
+	if (kvt_http_get(url, 5000, &r) == KVI_OK && r.status == 200) {
+		total = 0;
+		size_t n = strlen(prefix);
+		for (const char *p = r.body; p != NULL && *p != '\0';) {
+			const char *sp = strchr(p, ' ');
+			if (strncmp(p, prefix, n) == 0 && sp != NULL) {
+				total += strtod(sp + 1, NULL);
+			}
+			p = strchr(p, '\n');
+			p = p != NULL ? p + 1 : NULL;
+		}
+	}
+	kvt_http_resp_fini(&r);
+	return total;
+}
+
+double
 kvt_http_metric(const char *url, const char *sample)
 {
 	kvt_http_resp r;

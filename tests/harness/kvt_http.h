@@ -60,6 +60,12 @@ void kvt_http_resp_fini(kvt_http_resp *r);
  * "x_total{result=\"ok\"}"), or -1 when it is absent or the GET fails. */
 double kvt_http_metric(const char *url, const char *sample);
 
+/* kvt_http_metric_sum GETs the Prometheus text at url once and returns the
+ * sum of every sample whose name and labels start with prefix (e.g.
+ * "kvindex_shard_listeners{": a family over all its labels); -1 when the
+ * page cannot be read. */
+double kvt_http_metric_sum(const char *url, const char *prefix);
+
 /* kvt_json_loads parses text (len bytes), unsigned integers above
  * INT64_MAX becoming decimal strings; NULL if it is not JSON. */
 json_t *kvt_json_loads(const char *text, size_t len);

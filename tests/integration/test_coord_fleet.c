@@ -78,21 +78,15 @@ write_file(cluster *c, const char *path, int file_pods)
 	free(buf);
 }
 
-/* listeners returns how many listeners shard s owns, in any state. */
+/* listeners returns how many listeners shard s owns, in any state, from
+ * one read of its /metrics. */
 static long
 listeners(shardproc *s)
 {
-	static const char *const states[] = {"pending", "active", "recovering",
-					     "failed", "stale"};
-	long n = 0;
-	for (size_t i = 0; i < sizeof(states) / sizeof(states[0]); i++) {
-		char sample[96];
-		snprintf(sample, sizeof(sample),
-			 "kvindex_shard_listeners{state=\"%s\"}", states[i]);
-		double v = shc_metric(s, sample);
-		n += v > 0 ? (long)v : 0;
-	}
-	return n;
+	char url[128];
+	snprintf(url, sizeof(url), "http://%s/metrics", s->metrics);
+	double n = kvt_http_metric_sum(url, "kvindex_shard_listeners{state=");
+	return n > 0 ? (long)n : 0;
 }
 
 /* wait_listeners waits until the two shards own want listeners between
