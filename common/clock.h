@@ -17,7 +17,10 @@ void kvi_cond_init_monotonic(pthread_cond_t *cv);
 /* kvi_deadline_ms returns the time ms milliseconds from now on clock. */
 struct timespec kvi_deadline_ms(clockid_t clock, int64_t ms);
 
-/* kvi_now_ms returns the monotonic clock in milliseconds. */
+/* kvi_now_ms, kvi_now_us and kvi_now_s read the monotonic clock, in
+ * milliseconds, microseconds and (fractional) seconds. */
 int64_t kvi_now_ms(void);
+uint64_t kvi_now_us(void);
+double kvi_now_s(void);
 
 #endif /* KVI_COMMON_CLOCK_H */

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "clock.h"
 #include "kube_table.h"
 #include "log.h"
 
@@ -74,14 +75,6 @@ struct kvc_kube_watch {
 	pthread_mutex_t mu; /* st */
 	kvc_kube_stats st;
 };
-
-static int64_t
-kvc_kw_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---- stats and metrics --------------------------------------------- */
 
@@ -246,7 +239,7 @@ kvc_kw_event(void *arg, kvc_kube_ev type, const json_t *obj)
 {
 	kvc_kw_ns *n = arg;
 	kvc_kube_watch *w = n->w;
-	int64_t now = kvc_kw_now();
+	int64_t now = kvi_now_ms();
 	char perr[160];
 	kvc_kube_pod p;
 	switch (type) {
@@ -580,7 +573,7 @@ kvc_kw_main(void *arg)
 {
 	kvc_kube_watch *w = arg;
 	while (!atomic_load(&w->stop)) {
-		int64_t now = kvc_kw_now();
+		int64_t now = kvi_now_ms();
 		for (size_t i = 0; i < w->n_ns; i++) {
 			kvc_kw_ns *n = &w->ns[i];
 			if (n->state == KVC_KW_IDLE && now >= n->next_at) {
@@ -597,9 +590,9 @@ kvc_kw_main(void *arg)
 			}
 			kvc_kw_ns *n = NULL;
 			curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, &n);
-			kvc_kw_done(w, n, m->data.result, kvc_kw_now());
+			kvc_kw_done(w, n, m->data.result, kvi_now_ms());
 		}
-		now = kvc_kw_now();
+		now = kvi_now_ms();
 		kvc_kw_publish(w, now);
 		int64_t timeout = 1000;
 		for (size_t i = 0; i < w->n_ns; i++) {
@@ -655,7 +648,7 @@ kvc_kube_watch_start(const kvc_kube_config *cfg, kvi_metrics *m, kvc_kube_cb cb,
 	w->cb = cb;
 	w->arg = arg;
 	w->grace_next = -1;
-	w->rnd = (unsigned)kvc_kw_now() ^ (unsigned)getpid();
+	w->rnd = (unsigned)kvi_now_ms() ^ (unsigned)getpid();
 	pthread_mutex_init(&w->mu, NULL);
 	w->n_ns = cfg->n_namespaces;
 	w->ns = kvi_calloc(w->n_ns, sizeof(*w->ns));

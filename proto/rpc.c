@@ -10,6 +10,7 @@
 
 #include "alloc.h"
 #include "cli.h"
+#include "clock.h"
 
 struct kvp_client {
 	nng_socket sock;
@@ -45,14 +46,6 @@ typedef struct kvp_waiter {
 	char *err;
 	size_t errlen;
 } kvp_waiter;
-
-static int64_t
-kvp_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 kvi_err
 kvp_err_from_nng(int nng_rv)
@@ -546,7 +539,7 @@ kvp_call_cb(void *arg)
 		return;
 	}
 	st->sending = false;
-	int64_t left = st->deadline - kvp_now_ms();
+	int64_t left = st->deadline - kvi_now_ms();
 	if (left <= 0) {
 		kvp_call_fail(st, NNG_ETIMEDOUT);
 		return;
@@ -584,7 +577,7 @@ kvp_call_start(kvp_client *c, const Kvindex__Request *req, int timeout_ms,
 	st->client = c;
 	st->sending = true;
 	st->timeout_ms = timeout_ms;
-	st->deadline = kvp_now_ms() + timeout_ms;
+	st->deadline = kvi_now_ms() + timeout_ms;
 	st->done = done;
 	st->arg = arg;
 	int nrv = nng_aio_alloc(&st->aio, kvp_call_cb, st);

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "alloc.h"
+#include "clock.h"
 #include "log.h"
 #include "rpc.h"
 #include "topk.h"
@@ -130,20 +131,12 @@ kvh_match_flush(kvh_matches *ms)
 	}
 }
 
-static double
-kvh_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* kvh_query answers one query into a new QueryResponse. A query that
  * cannot be answered gets its code and error set in the answer. */
 static Kvindex__QueryResponse *
 kvh_query(kvh_shard *s, const Kvindex__QueryRequest *q, kvp_arena *a)
 {
-	double t0 = kvh_now();
+	double t0 = kvi_now_s();
 	Kvindex__QueryResponse *out = kvp_arena_alloc(a, sizeof(*out));
 	kvindex__query_response__init(out);
 	if (q->has_dp_rank && q->dp_rank > UINT16_MAX) {
@@ -181,7 +174,7 @@ kvh_query(kvh_shard *s, const Kvindex__QueryRequest *q, kvp_arena *a)
 		out->n_m_disk = ms.n;
 	}
 	if (s->h_query != NULL) {
-		kvi_histogram_observe(s->h_query, kvh_now() - t0);
+		kvi_histogram_observe(s->h_query, kvi_now_s() - t0);
 		kvi_counter_inc(s->c_queries);
 	}
 	return out;

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "clock.h"
 #include "log.h"
 #include "rpc.h"
 
@@ -161,14 +162,6 @@ kvg_do_handoff(kvg_ingest *g, kvg_cmd *c)
 
 /* ---- the hand-off thread -------------------------------------------- */
 
-static double
-kvg_now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* kvg_pace sleeps until `done` entries are within the rate cap, counted
  * from t0. */
 static void
@@ -178,7 +171,7 @@ kvg_pace(const kvg_ingest *g, double t0, uint64_t done)
 	if (rate == 0) {
 		return;
 	}
-	double ahead = (double)done / (double)rate - (kvg_now_s() - t0);
+	double ahead = (double)done / (double)rate - (kvi_now_s() - t0);
 	if (ahead > 0) {
 		usleep((useconds_t)(ahead * 1e6));
 	}
@@ -197,7 +190,7 @@ kvg_fetch_chunks(kvg_ingest *g, kvp_client *cl, kvg_hojob *j)
 			    ? (uint32_t)(g->cfg.handoff_rate / 10)
 			    : 1;
 	}
-	double t0 = kvg_now_s();
+	double t0 = kvi_now_s();
 	do {
 		Kvindex__HandoffRequest hr = KVINDEX__HANDOFF_REQUEST__INIT;
 		hr.key = j->key;

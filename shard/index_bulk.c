@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "alloc.h"
+#include "clock.h"
 #include "index_int.h"
 
 typedef struct kvx_bulk_ent {
@@ -573,19 +574,11 @@ kvx_bulk_aliases(kvx_bulk_job *j)
 	kvi_free(all);
 }
 
-static double
-kvx_bulk_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 void
 kvx_bulk_finish(kvx_bulk *b, int threads, kvx_bulk_stats *stats)
 {
 	kvx_bulk_stats st = {.entries = b->n, .ops = b->n_ops};
-	double t0 = kvx_bulk_now();
+	double t0 = kvi_now_s();
 	if (threads < 1) {
 		threads = 1;
 	}
@@ -598,19 +591,19 @@ kvx_bulk_finish(kvx_bulk *b, int threads, kvx_bulk_stats *stats)
 		w[t] = (kvx_bulk_worker){&j, t};
 	}
 	kvx_bulk_items(&j);
-	st.items_s = kvx_bulk_now() - t0;
+	st.items_s = kvi_now_s() - t0;
 	t0 += st.items_s;
 	kvx_bulk_run_phase(w, threads, kvx_bulk_work_maps);
 	kvi_free(j.items);
 	j.items = NULL;
-	st.maps_s = kvx_bulk_now() - t0;
+	st.maps_s = kvi_now_s() - t0;
 	t0 += st.maps_s;
 	kvx_bulk_sort(&j);
-	st.gather_s = kvx_bulk_now() - t0;
+	st.gather_s = kvi_now_s() - t0;
 	t0 += st.gather_s;
 	kvx_bulk_run_phase(w, threads, kvx_bulk_work_holders);
 	kvx_bulk_aliases(&j);
-	st.holders_s = kvx_bulk_now() - t0;
+	st.holders_s = kvi_now_s() - t0;
 	if (stats != NULL) {
 		*stats = st;
 	}

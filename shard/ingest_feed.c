@@ -6,15 +6,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "ingest_int.h"
-
-static double
-kvg_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 kvi_err
 kvg_feed_start(kvg_ingest *g, char *err, size_t errlen)
@@ -32,7 +25,7 @@ kvg_feed_start(kvg_ingest *g, char *err, size_t errlen)
 		return rv;
 	}
 	g->feeding = true;
-	g->last_commit = kvg_now();
+	g->last_commit = kvi_now_s();
 	return KVI_OK;
 }
 
@@ -61,7 +54,7 @@ kvg_feed(kvg_ingest *g, uint32_t lid, uint64_t seq, const void *payload,
 					     .payload = payload,
 					     .len = len});
 	}
-	double now = kvg_now();
+	double now = kvi_now_s();
 	if (now - g->last_commit < g->cfg.commit_ms / 1000.0) {
 		return;
 	}

@@ -20,6 +20,7 @@
 
 #include "alloc.h"
 #include "cli.h"
+#include "clock.h"
 #include "handler.h"
 #include "httpd.h"
 #include "index.h"
@@ -139,14 +140,6 @@ shard_parse(int argc, char **argv, shard_opts *o)
 	o->store.dir = o->data_dir;
 	o->ingest.shard_id = o->id;
 	return 0;
-}
-
-static double
-shard_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* shard_open_state opens the store and loads it into a fresh index,
@@ -346,7 +339,7 @@ main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	double t0 = shard_now();
+	double t0 = kvi_now_s();
 	kvi_metrics *metrics = kvi_metrics_alloc();
 	kvs_store *store = NULL;
 	kvx_index *idx = NULL;
@@ -386,7 +379,7 @@ main(int argc, char **argv)
 		"listen=%s data_dir=%s listeners=%" PRIu64 " entries=%" PRIu64
 		" load_seconds=%.3f",
 		o.listen, o.data_dir, xs.listeners, xs.entries,
-		shard_now() - t0);
+		kvi_now_s() - t0);
 	if (o.metrics != NULL) {
 		/* an operator's scrapes and probes: a few connections */
 		kvi_httpd_config hc = {.max_conns = 256};

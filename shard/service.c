@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "alloc.h"
+#include "clock.h"
 #include "log.h"
 #include "rpc.h"
 
@@ -88,14 +89,6 @@ kvs_count(_Atomic uint64_t *counter, uint64_t n)
 	atomic_fetch_add_explicit(counter, n, memory_order_relaxed);
 }
 
-static uint64_t
-kvs_now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 /* kvs_kind_of finds the kind of req's body. Returns false when it has none
  * this build knows. */
 static bool
@@ -150,9 +143,9 @@ kvs_service_handle(kvs_service *svc, kvs_slot *sl, const Kvindex__Request *req,
 		   kvs_kind kind)
 {
 	Kvindex__Response resp = KVINDEX__RESPONSE__INIT;
-	uint64_t t0 = kvs_now_us();
+	uint64_t t0 = kvi_now_us();
 	svc->handler(svc->arg, req, &resp, &sl->arena);
-	kvs_count(&svc->handler_us[kind], kvs_now_us() - t0);
+	kvs_count(&svc->handler_us[kind], kvi_now_us() - t0);
 	kvs_count(&svc->requests[kind], 1);
 
 	resp.version = KVP_VERSION;

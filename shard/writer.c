@@ -132,14 +132,6 @@ kvw_job_empty(const kvw_job *j)
 
 /* ---- the thread ---------------------------------------------------- */
 
-static double
-kvw_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* kvw_commit commits j, retrying with backoff while the writer runs.
  * Returns with j->rv set. */
 static void
@@ -149,11 +141,11 @@ kvw_commit(kvw_writer *w, kvw_job *j)
 	kvs_commit c = {j->puts,   j->n_puts, j->recs,
 			j->n_recs, j->snaps,  j->n_snaps};
 	for (;;) {
-		double t0 = kvw_now();
+		double t0 = kvi_now_s();
 		j->attempts++;
 		j->rv = kvs_store_commit(w->store, &c, j->err, sizeof(j->err));
 		if (j->rv == KVI_OK) {
-			j->commit_seconds = kvw_now() - t0;
+			j->commit_seconds = kvi_now_s() - t0;
 			atomic_store(&w->failing, false);
 			break;
 		}
