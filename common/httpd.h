@@ -78,13 +78,14 @@ typedef struct kvi_httpd_config {
 				  * out of descriptors; NULL: "/health" */
 } kvi_httpd_config;
 
-/* What a server refused or ended, since it started. */
+/* What a server refused or ended, since it started, and what it has open. */
 typedef struct kvi_httpd_stats {
 	uint64_t accept_pauses;   /* accept() failed: accepting paused */
 	uint64_t refused;         /* connections past max_conns, answered 503 */
 	uint64_t timed_out;       /* connections closed for a late request */
 	uint64_t reserve_answers; /* connections answered from the reserve
 				   * descriptor while out of descriptors */
+	uint64_t open;            /* connections open now */
 } kvi_httpd_stats;
 
 typedef struct kvi_httpd kvi_httpd;

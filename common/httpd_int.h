@@ -82,13 +82,13 @@ struct kvi_http_loop {
 	struct event *pause_ev; /* accepting again after a failed accept */
 	_Atomic uint64_t accept_pauses;
 	/* a descriptor held back for when none is left: closed to accept
-	 * and answer a connection, then opened again (httpd_loop.c) */
+	 * and answer a connection, then opened again (httpd_reserve.c) */
 	int reserve_fd;
 	_Atomic uint64_t reserve_answers;
 	/* the connections (httpd_conn.c; loop thread) */
 	kvi_http_conn *conns;
 	kvi_http_conn **conn_buckets;
-	size_t n_conns;
+	_Atomic size_t n_conns; /* written by the loop, read by stats */
 	struct event *sweep_ev;
 	_Atomic uint64_t refused, timed_out;
 	int wake_fd;
@@ -138,6 +138,15 @@ void kvi_http_send_now(kvi_http_loop *loop, struct evhttp_request *ev,
 		       int status, const reply_header *headers,
 		       struct evbuffer *out);
 void kvi_http_req_finish(kvi_http_req *req);
+
+/* httpd_reserve.c: out of descriptors. kvi_http_reserve_take opens the
+ * loop's reserve descriptor if it has none; kvi_http_reserve_use gives it
+ * up to accept and answer one of the connections waiting on listen_fd, and
+ * takes it back; again, up to a few times, while the process is still out
+ * of descriptors. Once one is free again the waiting connections are left
+ * to be accepted and served as usual. */
+void kvi_http_reserve_take(kvi_http_loop *loop);
+void kvi_http_reserve_use(kvi_http_loop *loop, int listen_fd);
 
 /* httpd_conn.c: counting and timing connections */
 kvi_err kvi_http_conns_init(kvi_http_loop *loop);

@@ -17,7 +17,6 @@
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -25,7 +24,6 @@
 #include <sys/eventfd.h>
 #include <sys/queue.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "alloc.h"
@@ -36,10 +34,6 @@
 #define HEADERS_MAX     (64 * 1024)
 #define LISTEN_QUEUE    1024
 #define ACCEPT_PAUSE_MS 100
-/* Out of descriptors, connections answered from the reserve per failed
- * accept, and how long each may take to send its request line. */
-#define RESERVE_ANSWERS 4
-#define RESERVE_WAIT_MS 50
 
 /* The loop this thread runs, if it is a loop thread. */
 static _Thread_local kvi_http_loop *loop_current;
@@ -505,92 +499,12 @@ listen_again(int listen_fd)
 	return kvi_httpd_listen_reuse(&ss, sl, v6only);
 }
 
-/* reserve_is_health says whether the request in buf[0..n) asks for the
- * health path: "GET /health " or "HEAD /health?...". */
-static bool
-reserve_is_health(const char *buf, size_t n, const char *path)
-{
-	size_t m = strlen(path);
-	size_t at = n >= 4 && memcmp(buf, "GET ", 4) == 0    ? 4
-		    : n >= 5 && memcmp(buf, "HEAD ", 5) == 0 ? 5
-							     : 0;
-	return at > 0 && n > at + m && memcmp(buf + at, path, m) == 0 &&
-	       (buf[at + m] == ' ' || buf[at + m] == '?');
-}
-
-/* reserve_answer answers one connection accepted on the reserve
- * descriptor: 200 for the health path, so that a liveness probe still
- * sees a live process, else 503, and closes it. */
-static void
-reserve_answer(kvi_http_loop *loop, int fd)
-{
-	char buf[512];
-	struct pollfd pfd = {.fd = fd, .events = POLLIN};
-	ssize_t n = -1;
-	if (poll(&pfd, 1, RESERVE_WAIT_MS) == 1) {
-		n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-	}
-	const char *path = loop->h->cfg.health_path != NULL
-			       ? loop->h->cfg.health_path
-			       : "/health";
-	bool health = n > 0 && reserve_is_health(buf, (size_t)n, path);
-	char reply[256];
-	size_t len =
-	    health ? kvi_http_canned(reply, sizeof(reply), "200 OK",
-				     "{\"ok\":true}", false)
-		   : kvi_http_canned(reply, sizeof(reply),
-				     "503 Service Unavailable",
-				     "{\"error\":\"out of file descriptors; "
-				     "try again\"}",
-				     true);
-	atomic_fetch_add(&loop->reserve_answers, 1);
-	ssize_t w = send(fd, reply, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-	(void)w;
-	/* a lingering close: what the client still sends is read, not left
-	 * unread, which would reset the connection before it reads this */
-	shutdown(fd, SHUT_WR);
-	int64_t until = kvi_now_ms() + RESERVE_WAIT_MS;
-	while (poll(&pfd, 1, (int)(until - kvi_now_ms())) == 1 &&
-	       recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0 &&
-	       kvi_now_ms() < until) {
-	}
-	close(fd);
-}
-
-/* reserve_use gives the reserve descriptor up to accept and answer one of
- * the connections waiting on listen_fd, and takes it back; again, up to
- * RESERVE_ANSWERS times, while the process is still out of descriptors.
- * Once one is free again the waiting connections are left to be accepted
- * and served as usual. */
-static void
-reserve_use(kvi_http_loop *loop, int listen_fd)
-{
-	for (int i = 0; i < RESERVE_ANSWERS && loop->reserve_fd >= 0; i++) {
-		int spare =
-		    i > 0 ? fcntl(loop->reserve_fd, F_DUPFD_CLOEXEC, 0) : -1;
-		if (spare >= 0) {
-			close(spare); /* descriptors again: accept as usual */
-			return;
-		}
-		close(loop->reserve_fd);
-		loop->reserve_fd = -1;
-		int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd >= 0) {
-			reserve_answer(loop, fd);
-		}
-		loop->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-		if (fd < 0) {
-			return; /* none waiting */
-		}
-	}
-}
-
 /* loop_on_accept_error pauses accepting for ACCEPT_PAUSE_MS when accept()
  * fails (out of descriptors, mostly): the listening socket stays readable,
  * and accepting again at once would spin the loop and log each failure.
  * What is being served goes on meanwhile; a warning per pause, at most one
  * a second. Out of descriptors, the reserve answers a few of the waiting
- * connections first (reserve_use). */
+ * connections first (httpd_reserve.c). */
 static void
 loop_on_accept_error(struct evconnlistener *lev, void *arg)
 {
@@ -600,17 +514,15 @@ loop_on_accept_error(struct evconnlistener *lev, void *arg)
 	if (loop == NULL || loop->bound == NULL) {
 		return;
 	}
-	if ((e == EMFILE || e == ENFILE) && loop->reserve_fd >= 0) {
-		reserve_use(loop, evconnlistener_get_fd(lev));
+	uint64_t n = atomic_fetch_add(&loop->accept_pauses, 1) + 1;
+	if (e == EMFILE || e == ENFILE) {
+		kvi_http_reserve_use(loop, evconnlistener_get_fd(lev));
 	}
 	evconnlistener_disable(lev);
 	struct timeval tv = {0, ACCEPT_PAUSE_MS * 1000};
 	evtimer_add(loop->pause_ev, &tv);
-	uint64_t n = atomic_fetch_add(&loop->accept_pauses, 1) + 1;
 	static _Atomic int64_t last_warned;
-	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	int64_t s = (int64_t)now.tv_sec;
+	int64_t s = kvi_now_ms() / 1000;
 	if (atomic_exchange(&last_warned, s) != s) {
 		KVI_WARN("accept_paused",
 			 "loop=%d pauses=%" PRIu64 " err=\"%s\": not accepting "
@@ -626,6 +538,7 @@ loop_on_pause_end(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	kvi_http_loop *loop = arg;
+	kvi_http_reserve_take(loop);
 	if (loop->bound != NULL && !loop->stopping) {
 		evconnlistener_enable(
 		    evhttp_bound_socket_get_listener(loop->bound));
@@ -690,7 +603,7 @@ kvi_http_loop_init(kvi_http_loop *loop, int listen_fd, char *err, size_t errlen)
 	evconnlistener_set_error_cb(
 	    evhttp_bound_socket_get_listener(loop->bound),
 	    loop_on_accept_error);
-	loop->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	kvi_http_reserve_take(loop);
 	loop->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (loop->wake_fd < 0) {
 		kvi_msgf(err, errlen, "eventfd: %s", strerror(errno));

@@ -16,6 +16,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+
 #include <cmocka.h>
 
 #include "alloc.h"
@@ -162,6 +167,56 @@ json_int(const char *body, const char *key)
 	long long n = json_is_integer(v) ? json_integer_value(v) : -1;
 	json_decref(j);
 	return n;
+}
+
+/* ---- raw sockets ---- */
+
+/* connect_raw opens a connection to port, or returns -1 when this process
+ * is out of descriptors. */
+int
+connect_raw(uint16_t port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0) {
+		return -1;
+	}
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+				 .sin_port = htons(port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+/* raw_exchange sends req as it is on a new connection and reads what comes
+ * back until the server closes it (or 3 s pass) into out. */
+size_t
+raw_exchange(uint16_t port, const char *req, char *out, size_t cap)
+{
+	int fd = connect_raw(port);
+	assert_true(fd >= 0);
+	struct timeval tv = {3, 0};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+	size_t n = 0;
+	ssize_t r;
+	while (n + 1 < cap && (r = read(fd, out + n, cap - 1 - n)) > 0) {
+		n += (size_t)r;
+	}
+	out[n] = '\0';
+	close(fd);
+	return n;
+}
+
+/* assert_framed checks that the reply in out carries a body of exactly
+ * its Content-Length: a client reading it would otherwise fail. */
+void
+assert_framed(const char *out)
+{
+	const char *cl = strstr(out, "Content-Length: ");
+	const char *body = strstr(out, "\r\n\r\n");
+	assert_non_null(cl);
+	assert_non_null(body);
+	assert_int_equal(strtoul(cl + 16, NULL, 10), strlen(body + 4));
 }
 
 /* ---- server-side handlers ---- */

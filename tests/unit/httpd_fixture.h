@@ -1,6 +1,6 @@
 /*
  * httpd_fixture.h - what the HTTP server's tests (test_httpd.c,
- * test_httpd_threads.c) share.
+ * test_httpd_threads.c, test_httpd_limits.c) share.
  *
  * The client is libcurl over loopback: do_fetch runs one request to
  * completion into a fetch (status, body, and the few response headers the
@@ -66,6 +66,20 @@ const char *json_field(const char *body, const char *key, char *buf,
 /* json_int returns the integer member key of the JSON object in body, or
  * -1 when absent or not an integer. */
 long long json_int(const char *body, const char *key);
+
+/* ---- raw sockets, for what a well-behaved client would not send ---- */
+
+/* connect_raw opens a connection to port, or returns -1 when this process
+ * is out of descriptors. */
+int connect_raw(uint16_t port);
+
+/* raw_exchange sends req as it is on a new connection and reads what comes
+ * back until the server closes it (or 3 s pass) into out. */
+size_t raw_exchange(uint16_t port, const char *req, char *out, size_t cap);
+
+/* assert_framed checks that the reply in out carries a body of exactly
+ * its Content-Length: a client reading it would otherwise fail. */
+void assert_framed(const char *out);
 
 /* ---- server ---- */
 

@@ -1,11 +1,11 @@
 /*
  * test_httpd.c - the HTTP server over real loopback sockets, with libcurl
  * as the client: routing, errors, bodies, limits and deferred replies from
- * other threads, requests framed two ways (smuggling), and a process
- * out of descriptors. Concurrency over two
- * loops, clients that leave early and stopping with requests in flight are
- * test_httpd_threads.c; the client and the server's routes both use are in
- * httpd_fixture.h.
+ * other threads, and requests framed two ways (smuggling). Concurrency over
+ * two loops, clients that leave early and stopping with requests in flight
+ * are test_httpd_threads.c; a process out of descriptors, too many
+ * connections and clients that drip are test_httpd_limits.c; the client and
+ * the server's routes all three use are in httpd_fixture.h.
  */
 #include <curl/curl.h>
 #include <jansson.h>
@@ -25,7 +25,6 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 
@@ -379,54 +378,6 @@ test_deferred_reply(void **state)
 	kvi_httpd_free(h);
 }
 
-/* connect_raw opens a connection to port, or returns -1 when this process
- * is out of descriptors. */
-static int
-connect_raw(uint16_t port)
-{
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	if (fd < 0) {
-		return -1;
-	}
-	struct sockaddr_in sa = {.sin_family = AF_INET,
-				 .sin_port = htons(port),
-				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	return fd;
-}
-
-/* raw_exchange sends req as it is on a new connection and reads what comes
- * back until the server closes it (or 3 s pass) into out. */
-static size_t
-raw_exchange(uint16_t port, const char *req, char *out, size_t cap)
-{
-	int fd = connect_raw(port);
-	assert_true(fd >= 0);
-	struct timeval tv = {3, 0};
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
-	size_t n = 0;
-	ssize_t r;
-	while (n + 1 < cap && (r = read(fd, out + n, cap - 1 - n)) > 0) {
-		n += (size_t)r;
-	}
-	out[n] = '\0';
-	close(fd);
-	return n;
-}
-
-/* assert_framed checks that the reply in out carries a body of exactly
- * its Content-Length: a client reading it would otherwise fail. */
-static void
-assert_framed(const char *out)
-{
-	const char *cl = strstr(out, "Content-Length: ");
-	const char *body = strstr(out, "\r\n\r\n");
-	assert_non_null(cl);
-	assert_non_null(body);
-	assert_int_equal(strtoul(cl + 16, NULL, 10), strlen(body + 4));
-}
-
 /* count_of returns how many times needle occurs in hay. */
 static int
 count_of(const char *hay, const char *needle)
@@ -474,173 +425,6 @@ test_smuggling(void **state)
 	kvi_httpd_free(h);
 }
 
-static void
-test_out_of_descriptors(void **state)
-{
-	(void)state;
-	kvi_httpd *h = server_new(NULL, 1);
-	uint16_t port = kvi_httpd_port(h);
-	struct rlimit was, low;
-	assert_int_equal(getrlimit(RLIMIT_NOFILE, &was), 0);
-	int probe = dup(0);
-	assert_true(probe >= 0);
-	close(probe);
-	low = was;
-	low.rlim_cur = (rlim_t)probe + 16;
-	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
-	/* connections until this process (client and server alike) has no
-	 * descriptor left: the rest wait in the backlog, unaccepted */
-	int fds[64], n = 0;
-	while (n < 64 && (fds[n] = connect_raw(port)) >= 0) {
-		n++;
-		sleep_ms(5);
-	}
-	assert_true(n > 0 && n < 64);
-	sleep_ms(600);
-	/* the loop paused and tried again, rather than spinning */
-	uint64_t pauses = kvi_httpd_accept_pauses(h);
-	assert_true(pauses >= 1);
-	assert_true(pauses <= 12);
-	/* and the connections it could not take were answered from its
-	 * reserve descriptor: 503, with the reason */
-	int told = 0, answered = -1;
-	for (int i = 0; i < n; i++) {
-		char buf[512];
-		ssize_t r = recv(fds[i], buf, sizeof(buf) - 1, MSG_DONTWAIT);
-		if (r > 0) {
-			buf[r] = '\0';
-			if (strstr(buf, "HTTP/1.1 503") != NULL &&
-			    strstr(buf, "out of file descriptors") != NULL) {
-				told++;
-				answered = i;
-			}
-		}
-	}
-	assert_true(told >= 1);
-	kvi_httpd_stats st;
-	kvi_httpd_stats_get(h, &st);
-	assert_true(st.reserve_answers >= (uint64_t)told);
-	/* Still out of descriptors: a client descriptor whose server side
-	 * is closed already is freed for a probe, which the server can only
-	 * take on its reserve. /health is answered 200 (this server has no
-	 * such route: only the reserve answers it so). */
-	close(fds[answered]);
-	fds[answered] = -1;
-	char out[1024];
-	raw_exchange(port, "GET /health HTTP/1.1\r\nHost: t\r\n\r\n", out,
-		     sizeof(out));
-	assert_non_null(strstr(out, "HTTP/1.1 200"));
-	assert_non_null(strstr(out, "{\"ok\":true}"));
-	assert_framed(out);
-	kvi_httpd_stats_get(h, &st);
-	assert_true(st.reserve_answers >= (uint64_t)told + 1);
-	for (int i = 0; i < n; i++) {
-		if (fds[i] >= 0) {
-			close(fds[i]);
-		}
-	}
-	assert_int_equal(setrlimit(RLIMIT_NOFILE, &was), 0);
-	/* served as usual again, once the loop is back from its reserve */
-	fetch f = {0};
-	for (int i = 0; i < 20; i++) {
-		do_fetch("GET", port, "/hello", NULL, 0, NULL, 5000, &f);
-		if (f.status == 200) {
-			break;
-		}
-		fetch_fini(&f);
-		sleep_ms(100);
-	}
-	assert_int_equal(f.status, 200);
-	fetch_fini(&f);
-	kvi_httpd_free(h);
-}
-
-/* test_max_connections: past max_conns a new connection gets a fast 503
- * and is closed; once the others close, connections are served again. */
-static void
-test_max_connections(void **state)
-{
-	(void)state;
-	kvi_httpd_config cfg = {.max_conns = 3};
-	kvi_httpd *h = server_new(&cfg, 1);
-	uint16_t port = kvi_httpd_port(h);
-	int idle[3];
-	for (int i = 0; i < 3; i++) {
-		idle[i] = connect_raw(port);
-		assert_true(idle[i] >= 0);
-	}
-	sleep_ms(100); /* accepted */
-	char out[4096];
-	double t0 = now_s();
-	raw_exchange(port, "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n", out,
-		     sizeof(out));
-	assert_true(now_s() - t0 < 2.0); /* not left to wait */
-	assert_non_null(strstr(out, "HTTP/1.1 503 "));
-	assert_non_null(strstr(out, "too many connections"));
-	assert_framed(out);
-	kvi_httpd_stats st;
-	kvi_httpd_stats_get(h, &st);
-	assert_int_equal(st.refused, 1);
-	for (int i = 0; i < 3; i++) {
-		close(idle[i]);
-	}
-	sleep_ms(700); /* the sweep sees them gone */
-	fetch f;
-	do_fetch("GET", port, "/hello", NULL, 0, NULL, 5000, &f);
-	assert_int_equal(f.status, 200);
-	fetch_fini(&f);
-	kvi_httpd_free(h);
-}
-
-/* test_drip_ends: a request must arrive whole within the timeout, however
- * it drips: one header line every 300 ms, with a timeout of 1 s, is cut
- * off within about a second and a half. evhttp's own timeout restarts at
- * every read, so alone it never ends such a client. */
-static void
-test_drip_ends(void **state)
-{
-	(void)state;
-	kvi_httpd_config cfg = {.timeout_s = 1};
-	kvi_httpd *h = server_new(&cfg, 1);
-	uint16_t port = kvi_httpd_port(h);
-	int fd = connect_raw(port);
-	assert_true(fd >= 0);
-	const char *first = "GET /hello HTTP/1.1\r\nHost: x\r\n";
-	assert_int_equal(write(fd, first, strlen(first)),
-			 (ssize_t)strlen(first));
-	double t0 = now_s(), closed = -1;
-	int lines = 0;
-	while (now_s() - t0 < 5.0) {
-		struct pollfd p = {.fd = fd, .events = POLLIN};
-		if (poll(&p, 1, 300) > 0) {
-			char buf[256];
-			if (read(fd, buf, sizeof(buf)) <= 0) {
-				closed = now_s() - t0;
-				break;
-			}
-		}
-		if (send(fd, "X-Drip: 1\r\n", 11, MSG_NOSIGNAL) != 11) {
-			closed = now_s() - t0;
-			break;
-		}
-		lines++;
-	}
-	close(fd);
-	print_message("closed after %.2f s and %d header lines\n", closed,
-		      lines);
-	assert_true(closed > 0.8 && closed < 3.0);
-	assert_true(lines >= 2);
-	kvi_httpd_stats st;
-	kvi_httpd_stats_get(h, &st);
-	assert_true(st.timed_out >= 1);
-	/* a client that asks in time is served */
-	fetch f;
-	do_fetch("GET", port, "/hello", NULL, 0, NULL, 5000, &f);
-	assert_int_equal(f.status, 200);
-	fetch_fini(&f);
-	kvi_httpd_free(h);
-}
-
 int
 main(void)
 {
@@ -654,9 +438,6 @@ main(void)
 	    cmocka_unit_test(test_body_limit),
 	    cmocka_unit_test(test_deferred_reply),
 	    cmocka_unit_test(test_smuggling),
-	    cmocka_unit_test(test_out_of_descriptors),
-	    cmocka_unit_test(test_max_connections),
-	    cmocka_unit_test(test_drip_ends),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	curl_global_cleanup();
