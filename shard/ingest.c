@@ -34,7 +34,6 @@
  * after the last of them: ZeroMQ's reaper closes their sockets first. */
 #define KVG_GIVE_BACK_LISTENERS 64
 #define KVG_GIVE_BACK_DELAY_MS  500
-#define KVG_TOTALS_MS           100 /* shard-wide figures, republished */
 
 kvl_listener *
 kvg_listener(kvg_ingest *g, uint32_t lid)
@@ -513,40 +512,6 @@ bool
 kvg_ingest_store_failing(kvg_ingest *g, char *why, size_t len)
 {
 	return g->writer != NULL && kvw_failing(g->writer, why, len);
-}
-
-void
-kvg_publish_totals(kvg_ingest *g, const kvw_job *done)
-{
-	if (done != NULL) {
-		g->store_stats = done->stats;
-	}
-	/* a sum over every listener: at most every KVG_TOTALS_MS, however
-	 * often commits come, so that it does not grow with the fleet */
-	int64_t now = kvi_now_ms();
-	if (g->totals_at_ms != 0 && now - g->totals_at_ms < KVG_TOTALS_MS) {
-		return;
-	}
-	g->totals_at_ms = now;
-	kvg_totals t = {0};
-	t.store_failing = kvg_ingest_store_failing(g, NULL, 0);
-	for (uint32_t i = 0; i < g->next_lid; i++) {
-		kvl_listener *l = g->lis[i];
-		if (l != NULL) {
-			kvg_counters_add(&t.c, &l->c);
-			t.backlog_batches += l->backlog_len;
-			if (l->backlog_bytes > t.backlog_max_listener) {
-				t.backlog_max_listener = l->backlog_bytes;
-			}
-			t.by_state[t.store_failing ? KVL_STALE
-						   : kvg_state_of(l)]++;
-		}
-	}
-	t.backlog_bytes = g->backlog_bytes;
-	pthread_mutex_lock(&g->stats_mu);
-	t.store = g->store_stats;
-	g->totals = t;
-	pthread_mutex_unlock(&g->stats_mu);
 }
 
 void

@@ -2,11 +2,11 @@
  * ingest_int.h - what the ingest thread's modules share (not a public
  * header): ingest.c (the thread, requests, group commits), ingest_load.c
  * (building it: the store's state into the index), ingest_io.c (ZeroMQ
- * sockets and the loop's readiness handling), ingest_status.c (status and
- * dumps), ingest_feed.c (feeding it in process), recovery*.c and
- * backlog.c (sequencing and gap repair, recovery.h) and handoff.c (planned
- * moves). Everything here runs on the ingest thread unless a comment says
- * otherwise.
+ * sockets and the loop's readiness handling), ingest_status.c (status,
+ * dumps and the totals for /metrics), ingest_feed.c (feeding it in process),
+ * recovery*.c and backlog.c (sequencing and gap repair, recovery.h) and
+ * handoff.c (planned moves). Everything here runs on the ingest thread unless a
+ * comment says otherwise.
  */
 #ifndef KVI_SHARD_INGEST_INT_H
 #define KVI_SHARD_INGEST_INT_H
@@ -23,6 +23,15 @@
 #include "wire.h"
 #include "writer.h"
 
+/* A listener behind its engine: live batches queued, waiting to be
+ * applied. Keys are namespace/pod#rank (at most 323 bytes) or an instance
+ * id and rank; a longer one would be cut here, in /metrics only. */
+#define KVG_LAGGING_MAX 16
+typedef struct kvg_lag {
+	char key[400];
+	uint64_t batches, bytes;
+} kvg_lag;
+
 /* Shard-wide figures the ingest thread publishes after each commit, for
  * /metrics (read under stats_mu from the metrics thread). */
 typedef struct kvg_totals {
@@ -30,6 +39,9 @@ typedef struct kvg_totals {
 	uint64_t by_state[KVL_STATE_COUNT];
 	uint64_t backlog_bytes, backlog_batches;
 	uint64_t backlog_max_listener; /* the largest listener's bytes */
+	/* the KVG_LAGGING_MAX listeners with the most bytes queued */
+	kvg_lag lagging[KVG_LAGGING_MAX];
+	size_t n_lagging;
 	kvs_store_stats store;
 	bool store_failing;
 } kvg_totals;
@@ -146,10 +158,6 @@ kvi_err kvg_listener_create(kvg_ingest *g, uint32_t lid,
 			    const Kvindex__Listener *spec,
 			    const uint8_t *packed, size_t len,
 			    kvl_listener **out);
-/* kvg_publish_totals republishes the shard-wide figures (at most every
- * 100 ms: it sums every listener), with the store's figures of done, the
- * commit just finished (NULL: none). */
-void kvg_publish_totals(kvg_ingest *g, const kvw_job *done);
 kvi_err kvg_do_assign(kvg_ingest *g, kvg_cmd *c);
 /* kvg_commit hands what was applied since the last commit to the writer
  * unless it is busy; kvg_commit_done takes back a committed job. */
@@ -169,10 +177,14 @@ void kvg_error(kvl_listener *l, const char *fmt, ...)
 void kvg_log_listener(kvl_listener *l, const char *event, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* ingest_status.c: the status and dump requests */
+/* ingest_status.c: the status and dump requests, and the totals */
 void kvg_counters_add(kvl_counters *sum, const kvl_counters *c);
 kvi_err kvg_do_status(kvg_ingest *g, kvg_cmd *c);
 kvi_err kvg_do_dump(kvg_ingest *g, kvg_cmd *c);
+/* kvg_publish_totals republishes the shard-wide figures (at most every
+ * 100 ms: it sums every listener), with the store's figures of done, the
+ * commit just finished (NULL: none). */
+void kvg_publish_totals(kvg_ingest *g, const kvw_job *done);
 
 /* ingest_io.c */
 void kvg_on_drain(evutil_socket_t fd, short what, void *arg);

@@ -24,9 +24,10 @@
 #include "ingest_int.h"
 #include "log.h"
 
-#define KVG_BUDGET     64   /* messages applied per socket per turn */
-#define KVG_READ_AHEAD 1024 /* messages read (and queued) per turn */
-#define KVG_MAX_FRAMES 6
+#define KVG_BUDGET        64   /* messages applied per socket per turn */
+#define KVG_READ_AHEAD    1024 /* messages read (and queued) per turn */
+#define KVG_MAX_FRAMES    6
+#define KVG_REPLAY_RCVHWM 1000 /* replay batches ZeroMQ queues for us */
 
 enum { KVG_SUB = 1, KVG_MON = 2, KVG_DEALER = 4 };
 
@@ -496,6 +497,13 @@ kvg_io_replay_start(kvg_ingest *g, kvl_listener *l, uint64_t seq)
 		return kvg_io_failed(g, l, what, errno);
 	}
 	kvg_io_setopts(g, io->dealer);
+	/* A replay is bounded, unlike the live stream: an engine streams all
+	 * it holds from seq on, faster than it is applied, and an unbounded
+	 * queue would hold all of it (tens of MB in test_shard_ingest's
+	 * flood). Past ZeroMQ's default the engine's ROUTER drops the rest:
+	 * the replay is cut, and asked again from where it got to. */
+	int hwm = KVG_REPLAY_RCVHWM;
+	zmq_setsockopt(io->dealer, ZMQ_RCVHWM, &hwm, sizeof(hwm));
 	if (zmq_connect(io->dealer, l->replay_ep) != 0) {
 		kvi_err rv = kvg_io_failed(g, l, what, errno);
 		kvg_io_sock_close(&io->dealer, &io->ev_dealer);

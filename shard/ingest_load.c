@@ -133,6 +133,33 @@ kvg_out_one(kvi_metrics_out *out, const char *name, const char *help,
 	kvi_metrics_out_sample_i64(out, name, NULL, 0, (int64_t)v);
 }
 
+/* kvg_out_lagging gives the listeners furthest behind, by name: a series
+ * each for at most KVG_LAGGING_MAX of them, none while none is behind, so
+ * that a fleet of listeners does not make a series each. */
+static void
+kvg_out_lagging(kvi_metrics_out *out, const kvg_totals *t)
+{
+	static const char *const names[] = {
+	    "kvindex_shard_listener_queued_bytes",
+	    "kvindex_shard_listener_queued_batches"};
+	static const char *const helps[] = {
+	    "Bytes of live batches queued for a listener behind its engine "
+	    "(the shard's most behind only).",
+	    "Live batches queued for a listener behind its engine (the "
+	    "shard's most behind only)."};
+	for (int k = 0; k < 2; k++) {
+		kvi_metrics_out_family(out, names[k], helps[k],
+				       KVI_METRIC_GAUGE);
+		for (size_t i = 0; i < t->n_lagging; i++) {
+			const kvg_lag *e = &t->lagging[i];
+			kvi_label lb = {"listener", e->key};
+			kvi_metrics_out_sample_i64(
+			    out, names[k], &lb, 1,
+			    (int64_t)(k == 0 ? e->bytes : e->batches));
+		}
+	}
+}
+
 static void
 kvg_collect_metrics(void *arg, kvi_metrics_out *out)
 {
@@ -183,6 +210,7 @@ kvg_collect_metrics(void *arg, kvi_metrics_out *out)
 	kvg_out_one(out, "kvindex_shard_backlog_max_listener_bytes",
 		    "Bytes queued for the listener furthest behind.",
 		    KVI_METRIC_GAUGE, t.backlog_max_listener);
+	kvg_out_lagging(out, &t);
 	kvg_out_one(out, "kvindex_store_bytes", "LMDB file size.",
 		    KVI_METRIC_GAUGE, t.store.file_bytes);
 	kvg_out_one(out, "kvindex_store_map_bytes", "LMDB map size.",

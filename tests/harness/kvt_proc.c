@@ -229,15 +229,18 @@ kvt_proc_free(kvt_proc *p)
 	kvi_free(p);
 }
 
-long
-kvt_pid_rss_kib(pid_t pid)
+/* pid_status_kib reads one "Field: N kB" line of /proc/pid/status. */
+static long
+pid_status_kib(pid_t pid, const char *field)
 {
 	char path[64], line[256];
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
 	FILE *fp = fopen(path, "r");
 	long kib = -1;
+	size_t n = strlen(field);
 	while (fp != NULL && fgets(line, sizeof(line), fp) != NULL) {
-		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1) {
+		if (strncmp(line, field, n) == 0 && line[n] == ':' &&
+		    sscanf(line + n + 1, "%ld kB", &kib) == 1) {
 			break;
 		}
 	}
@@ -245,6 +248,18 @@ kvt_pid_rss_kib(pid_t pid)
 		fclose(fp);
 	}
 	return kib;
+}
+
+long
+kvt_pid_rss_kib(pid_t pid)
+{
+	return pid_status_kib(pid, "VmRSS");
+}
+
+long
+kvt_pid_anon_kib(pid_t pid)
+{
+	return pid_status_kib(pid, "RssAnon");
 }
 
 long

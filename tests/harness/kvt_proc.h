@@ -60,6 +60,10 @@ void kvt_proc_kill_all(void);
  * -1 when it cannot be read. */
 long kvt_pid_rss_kib(pid_t pid);
 
+/* kvt_pid_anon_kib returns the part of it that is anonymous memory
+ * (RssAnon: the heap, not mapped files such as an LMDB store). */
+long kvt_pid_anon_kib(pid_t pid);
+
 /* kvt_file_size returns the size of the file at path, 0 when absent: where
  * a child's lines will start in a log it appends to. */
 long kvt_file_size(const char *path);
