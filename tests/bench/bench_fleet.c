@@ -1,6 +1,7 @@
 /*
  * bench_fleet - onboarding a fleet: N pods of DP=2 registered through
- * POST /register against a real coordinator and two real shards, whose
+ * POST /register (or, with --source file, appearing at once in the
+ * discovery file) against a real coordinator and two real shards, whose
  * engines are not there (nothing listens on their ports), as an operator
  * bringing up a large fleet would see it.
  *
@@ -25,6 +26,12 @@
  *
  *   bench_fleet [--pods N] [--clients C] [--sync] [--idle-wait S]
  *               [--reconnect-max-ms MS] [--plot FILE]
+ *               [--source register|file]
+ *
+ * --source file writes the first tenth of the pods to the coordinator's
+ * discovery file, then the whole fleet at once, and times the second
+ * write (a rename) to every listener assigned; there is no rate per tenth
+ * then, nor a plot.
  *
  * --clients C registers from C threads at once (default 4); --sync runs
  * the shards with fsync'd commits (default --no-sync); idle CPU is
@@ -56,6 +63,7 @@ typedef struct fleet {
 	int idle_wait;
 	const char *reconnect_max;
 	const char *plot;
+	const char *file; /* --source file: the discovery file */
 	char base[64];
 	_Atomic int next;
 	double *took;    /* seconds each registration took, by pod */
@@ -109,6 +117,47 @@ register_one(fleet *f, int p)
 }
 
 static int cmp_double(const void *a, const void *b);
+static double metric(const char *base, const char *name);
+
+/* write_pods writes pods [0, n) - the pods register_one registers - to
+ * the discovery file, by rename, so the watcher never reads half. */
+static bool
+write_pods(const fleet *f, int n)
+{
+	char tmp[512];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", f->file);
+	FILE *fp = fopen(tmp, "w");
+	if (fp == NULL) {
+		return false;
+	}
+	fprintf(fp, "{\"pods\":[");
+	for (int p = 0; p < n; p++) {
+		fprintf(fp,
+			"%s{\"name\":\"fleet/pod-%d\",\"ip\":\"127.0.0.%d\","
+			"\"zmq_port\":%d,\"dp_size\":2,\"model\":\"m\","
+			"\"block_size\":16}",
+			p ? "," : "", p, 2 + p % 200, 20000 + (p / 200) * 2);
+	}
+	fprintf(fp, "]}\n");
+	return fclose(fp) == 0 && rename(tmp, f->file) == 0;
+}
+
+/* wait_assigned waits (a minute at most) until the coordinator has n
+ * pods and every listener assigned; the seconds it took, or -1. */
+static double
+wait_assigned(const fleet *f, int n)
+{
+	double t0 = now_s();
+	for (double until = t0 + 60; now_s() < until;) {
+		if (metric(f->base, "kvindex_coord_instances") == n &&
+		    metric(f->base, "kvindex_coord_listeners_unassigned") ==
+			0) {
+			return now_s() - t0;
+		}
+		kvt_sleep_ms(20);
+	}
+	return -1;
+}
 
 /* query_cost times QUERIES 100-block queries of model m, one after the
  * other, into p50 and p99 (ms); false when one failed. */
@@ -245,10 +294,76 @@ write_plot(const fleet *f, const double *rate, const int *upto)
 	fclose(fp);
 }
 
+/* register_fleet registers the pods after the first tenth from
+ * f->clients threads, and prints the rate and latency per tenth (into
+ * rate and upto, for the plot) and the time until all are assigned. */
+static void
+register_fleet(fleet *f, double *rate, int *upto)
+{
+	atomic_store(&f->next, f->first);
+	pthread_t th[64];
+	f->t0 = now_s();
+	for (int i = 0; i < f->clients; i++) {
+		pthread_create(&th[i], NULL, client_main, f);
+	}
+	for (int i = 0; i < f->clients; i++) {
+		pthread_join(th[i], NULL);
+	}
+	double answered = now_s() - f->t0;
+	int rest = f->pods - f->first;
+	/* every listener assigned, or how many are not after a minute */
+	double assigned = -1, un = -1;
+	for (double until = now_s() + 60; now_s() < until;) {
+		un = metric(f->base, "kvindex_coord_listeners_unassigned");
+		if (un == 0) {
+			assigned = now_s() - f->t0;
+			break;
+		}
+		kvt_sleep_ms(100);
+	}
+
+	printf("bench_fleet: %d pods x DP 2 = %d listeners, %d clients, "
+	       "shards %s\n",
+	       f->pods, 2 * f->pods, f->clients,
+	       f->sync ? "fsync" : "--no-sync");
+	printf("%-14s %12s %10s %10s\n", "pods", "registers/s", "p50 ms",
+	       "p99 ms");
+	/* pods are taken in order, so a tenth of the indexes is a tenth of
+	 * the fleet as it grew; the first tenth went alone, one at a time,
+	 * before the clock started, so the tenths are of the rest */
+	for (int t = 0; t < TENTHS; t++) {
+		int lo = f->first + rest * t / TENTHS;
+		int hi = f->first + rest * (t + 1) / TENTHS;
+		size_t n = (size_t)(hi - lo);
+		double *lat = kvi_calloc(n, sizeof(double));
+		double first = 1e18, last = 0;
+		for (int p = lo; p < hi; p++) {
+			lat[p - lo] = f->took[p];
+			double start = f->done_at[p] - f->took[p];
+			first = start < first ? start : first;
+			last = f->done_at[p] > last ? f->done_at[p] : last;
+		}
+		qsort(lat, n, sizeof(double), cmp_double);
+		rate[t] = (double)n / (last - first);
+		upto[t] = hi;
+		printf("%6d-%-7d %12.0f %10.1f %10.1f\n", lo, hi, rate[t],
+		       lat[n / 2] * 1e3, lat[n * 99 / 100] * 1e3);
+		kvi_free(lat);
+	}
+	printf("all answered in %.1f s (%.0f/s overall), %d not 201/202; ",
+	       answered, rest / answered, atomic_load(&f->failed));
+	if (assigned >= 0) {
+		printf("all assigned after %.1f s\n", assigned);
+	} else {
+		printf("%.0f listeners still unassigned after a minute\n", un);
+	}
+}
+
 int
 main(int argc, char **argv)
 {
 	fleet f = {.pods = 2000, .clients = 4, .idle_wait = 10};
+	bool by_file = false;
 	static const struct option opts[] = {
 	    {"pods", required_argument, NULL, 'p'},
 	    {"clients", required_argument, NULL, 'c'},
@@ -256,6 +371,7 @@ main(int argc, char **argv)
 	    {"plot", required_argument, NULL, 'P'},
 	    {"idle-wait", required_argument, NULL, 'i'},
 	    {"reconnect-max-ms", required_argument, NULL, 'r'},
+	    {"source", required_argument, NULL, 'S'},
 	    {NULL, 0, NULL, 0},
 	};
 	for (int o; (o = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
@@ -278,10 +394,17 @@ main(int argc, char **argv)
 		case 'r':
 			f.reconnect_max = optarg;
 			break;
+		case 'S':
+			by_file = strcmp(optarg, "file") == 0;
+			if (by_file || strcmp(optarg, "register") == 0) {
+				break;
+			}
+			/* fall through */
 		default:
 			fprintf(stderr,
-				"usage: bench_fleet [--pods N] "
-				"[--clients C] [--sync] [--plot FILE]\n");
+				"usage: bench_fleet [--pods N] [--clients C] "
+				"[--sync] [--idle-wait S] [--reconnect-max-ms "
+				"MS] [--plot FILE] [--source register|file]\n");
 			return 2;
 		}
 	}
@@ -333,9 +456,18 @@ main(int argc, char **argv)
 	snprintf(f.base, sizeof(f.base), "http://%s", http);
 	char *cdata = kvt_path(dir, "coord"),
 	     *clog = kvt_path(dir, "coord.log");
+	char *pods_file = kvt_path(dir, "pods.json");
 	const char *cav[] = {KVI_COORD_BIN, "--shards",   shards, "--http",
 			     http,          "--data-dir", cdata,  "--log-level",
-			     "warn",        NULL};
+			     "warn",        NULL,         NULL,   NULL};
+	if (by_file) {
+		f.file = pods_file;
+		cav[9] = "--discovery-file";
+		cav[10] = pods_file;
+		if (!write_pods(&f, 0)) {
+			return 1;
+		}
+	}
 	if (kvt_proc_start(cav, clog, &coord) != KVI_OK) {
 		return 1;
 	}
@@ -356,75 +488,39 @@ main(int argc, char **argv)
 	f.done_at = kvi_calloc((size_t)f.pods, sizeof(double));
 	/* the first tenth alone, and a query's cost at that size */
 	f.first = f.pods / TENTHS;
-	for (int p = 0; p < f.first; p++) {
+	for (int p = 0; p < f.first && !by_file; p++) {
 		if (!register_one(&f, p)) {
 			atomic_fetch_add(&f.failed, 1);
 		}
 	}
-	for (double until = now_s() + 60;
-	     now_s() < until &&
-	     metric(f.base, "kvindex_coord_listeners_unassigned") != 0;) {
-		kvt_sleep_ms(50);
+	if (by_file && !write_pods(&f, f.first)) {
+		return 1;
 	}
+	wait_assigned(&f, f.first);
 	double q50[2], q99[2];
 	bool qok = query_cost(&f, &q50[0], &q99[0]);
-	atomic_store(&f.next, f.first);
-	pthread_t th[64];
-	f.t0 = now_s();
-	for (int i = 0; i < f.clients; i++) {
-		pthread_create(&th[i], NULL, client_main, &f);
-	}
-	for (int i = 0; i < f.clients; i++) {
-		pthread_join(th[i], NULL);
-	}
-	double answered = now_s() - f.t0;
-	int rest = f.pods - f.first;
-	/* every listener assigned, or how many are not after a minute */
-	double assigned = -1, un = -1;
-	for (double until = now_s() + 60; now_s() < until;) {
-		un = metric(f.base, "kvindex_coord_listeners_unassigned");
-		if (un == 0) {
-			assigned = now_s() - f.t0;
-			break;
-		}
-		kvt_sleep_ms(100);
-	}
-
-	printf("bench_fleet: %d pods x DP 2 = %d listeners, %d clients, "
-	       "shards %s\n",
-	       f.pods, 2 * f.pods, f.clients, f.sync ? "fsync" : "--no-sync");
-	printf("%-14s %12s %10s %10s\n", "pods", "registers/s", "p50 ms",
-	       "p99 ms");
 	double rate[TENTHS];
 	int upto[TENTHS];
-	/* pods are taken in order, so a tenth of the indexes is a tenth of
-	 * the fleet as it grew; the first tenth went alone, one at a time,
-	 * before the clock started, so the tenths are of the rest */
-	for (int t = 0; t < TENTHS; t++) {
-		int lo = f.first + rest * t / TENTHS;
-		int hi = f.first + rest * (t + 1) / TENTHS;
-		size_t n = (size_t)(hi - lo);
-		double *lat = kvi_calloc(n, sizeof(double));
-		double first = 1e18, last = 0;
-		for (int p = lo; p < hi; p++) {
-			lat[p - lo] = f.took[p];
-			double start = f.done_at[p] - f.took[p];
-			first = start < first ? start : first;
-			last = f.done_at[p] > last ? f.done_at[p] : last;
+	if (by_file) {
+		printf("bench_fleet: %d pods x DP 2 = %d listeners, by the "
+		       "discovery file, shards %s\n",
+		       f.pods, 2 * f.pods, f.sync ? "fsync" : "--no-sync");
+		double t = now_s();
+		double took =
+		    write_pods(&f, f.pods) ? wait_assigned(&f, f.pods) : -1;
+		if (took >= 0) {
+			printf("the other %d pods written at once: all %d "
+			       "listeners assigned after %.1f s (%.0f pods/s), "
+			       "%.2f s from the write\n",
+			       f.pods - f.first, 2 * f.pods, took,
+			       (f.pods - f.first) / took, now_s() - t);
+		} else {
+			printf("the fleet not all assigned a minute after the "
+			       "file was written\n");
+			atomic_fetch_add(&f.failed, 1);
 		}
-		qsort(lat, n, sizeof(double), cmp_double);
-		rate[t] = (double)n / (last - first);
-		upto[t] = hi;
-		printf("%6d-%-7d %12.0f %10.1f %10.1f\n", lo, hi, rate[t],
-		       lat[n / 2] * 1e3, lat[n * 99 / 100] * 1e3);
-		kvi_free(lat);
-	}
-	printf("all answered in %.1f s (%.0f/s overall), %d not 201/202; ",
-	       answered, rest / answered, atomic_load(&f.failed));
-	if (assigned >= 0) {
-		printf("all assigned after %.1f s\n", assigned);
 	} else {
-		printf("%.0f listeners still unassigned after a minute\n", un);
+		register_fleet(&f, rate, upto);
 	}
 	/* the shards publish their figures every 100 ms: let them catch up
 	 * with the last assignments before reading them */
@@ -473,7 +569,7 @@ main(int argc, char **argv)
 	printf("GET /workers: %.3f s, %zu bytes\n", secs, bytes);
 	timed_get(f.base, "/workers?limit=100", &secs, &bytes);
 	printf("GET /workers?limit=100: %.3f s, %zu bytes\n", secs, bytes);
-	if (f.plot != NULL) {
+	if (f.plot != NULL && !by_file) {
 		write_plot(&f, rate, upto);
 	}
 	/* the coordinator restarted on its store: it takes the fleet from
@@ -519,6 +615,7 @@ main(int argc, char **argv)
 	kvi_free(dir);
 	kvi_free(cdata);
 	kvi_free(clog);
+	kvi_free(pods_file);
 	kvi_free(f.took);
 	kvi_free(f.done_at);
 	return atomic_load(&f.failed) > 0 || !qok ? 1 : 0;
