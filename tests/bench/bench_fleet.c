@@ -472,7 +472,7 @@ main(int argc, char **argv)
 		return 1;
 	}
 	for (int i = 0;
-	     i < 600 && metric(f.base, "kvindex_coordinator_leader") < 0; i++) {
+	     i < 600 && metric(f.base, "kvindex_coord_instances") < 0; i++) {
 		kvt_sleep_ms(50);
 	}
 	kvt_sleep_ms(1500); /* shards polled, up */
