@@ -344,6 +344,7 @@ kvi_httpd_stats_get(const kvi_httpd *h, kvi_httpd_stats *out)
 		out->reserve_answers +=
 		    atomic_load(&h->loops[i]->reserve_answers);
 		out->open += atomic_load(&h->loops[i]->n_conns);
+		out->reserve_busy += atomic_load(&h->loops[i]->reserve_busy);
 	}
 }
 

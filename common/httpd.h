@@ -86,6 +86,7 @@ typedef struct kvi_httpd_stats {
 	uint64_t reserve_answers; /* connections answered from the reserve
 				   * descriptor while out of descriptors */
 	uint64_t open;            /* connections open now */
+	uint64_t reserve_busy;    /* loops answering from their reserve now */
 } kvi_httpd_stats;
 
 typedef struct kvi_httpd kvi_httpd;

@@ -85,6 +85,7 @@ struct kvi_http_loop {
 	 * and answer a connection, then opened again (httpd_reserve.c) */
 	int reserve_fd;
 	_Atomic uint64_t reserve_answers;
+	atomic_bool reserve_busy; /* in kvi_http_reserve_use */
 	/* the connections (httpd_conn.c; loop thread) */
 	kvi_http_conn *conns;
 	kvi_http_conn **conn_buckets;

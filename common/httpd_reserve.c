@@ -90,8 +90,9 @@ reserve_answer(kvi_http_loop *loop, int fd)
 	close(fd);
 }
 
-void
-kvi_http_reserve_use(kvi_http_loop *loop, int listen_fd)
+/* reserve_answer_waiting is kvi_http_reserve_use's loop. */
+static void
+reserve_answer_waiting(kvi_http_loop *loop, int listen_fd)
 {
 	kvi_http_reserve_take(loop);
 	for (int i = 0; i < RESERVE_ANSWERS && loop->reserve_fd >= 0; i++) {
@@ -113,4 +114,12 @@ kvi_http_reserve_use(kvi_http_loop *loop, int listen_fd)
 			return; /* none waiting */
 		}
 	}
+}
+
+void
+kvi_http_reserve_use(kvi_http_loop *loop, int listen_fd)
+{
+	atomic_store(&loop->reserve_busy, true);
+	reserve_answer_waiting(loop, listen_fd);
+	atomic_store(&loop->reserve_busy, false);
 }
