@@ -13,12 +13,14 @@
  * three processes spend per second once idle (ZeroMQ reconnecting to the
  * absent engines), and GET /workers' time and size, whole and one page.
  * It also measures what a query costs at two fleet sizes in the one run:
- * the first tenth of the pods is registered before the others, and a
- * 100-block /query of the fleet's model (which matches no listener: no
- * engine is there; each on a new connection) is timed then and again once
- * the whole fleet is in: whether the fan-out and merge grow with the
- * listeners registered rather than with those that match. Last, the
- * coordinator is restarted on its store: the time until it serves, and
+ * the first tenth of the pods is registered before the others, and
+ * 100-block /query requests of the fleet's model (each on a new
+ * connection) are timed then and again once the whole fleet is in -
+ * whether the fan-out and merge grow with the listeners registered rather
+ * than with those that match. One prompt matches no listener (no engine
+ * is there); the other matches 8: beside the fleet, from the start, run 4
+ * simulated engines of DP 2 (kvindex-sim), each rank of which holds it. Last,
+ * the coordinator is restarted on its store: the time until it serves, and
  * until it has every pod and every listener owned again, with the assign
  * calls the shards saw meanwhile (0: it adopted what they hold). With --plot
  * FILE it also writes the rate per tenth as a gnuplot script (run it with
@@ -56,6 +58,15 @@
 #include "kvitest.h"
 
 #define TENTHS 10
+/* Simulated engines beside the fleet: 4 pods of DP 2 whose 8 ranks all
+ * hold one 100-block prompt (tokens from MATCH_BASE on), for queries that
+ * match 8 listeners; the fleet's queries (tokens from NONE_BASE) match
+ * none. */
+#define SIM_PODS   4
+#define SIM_RANKS  (2 * SIM_PODS)
+#define MATCH_BASE 500000
+#define NONE_BASE  1000
+#define PROMPT     1600 /* tokens: 100 blocks of 16 */
 
 typedef struct fleet {
 	int pods, clients;
@@ -64,6 +75,8 @@ typedef struct fleet {
 	const char *reconnect_max;
 	const char *plot;
 	const char *file; /* --source file: the discovery file */
+	kvt_sim sim;      /* the simulated engines */
+	int extra_pods;   /* pods beside the fleet's: the simulator's */
 	char base[64];
 	_Atomic int next;
 	double *took;    /* seconds each registration took, by pod */
@@ -142,14 +155,16 @@ write_pods(const fleet *f, int n)
 	return fclose(fp) == 0 && rename(tmp, f->file) == 0;
 }
 
-/* wait_assigned waits (a minute at most) until the coordinator has n
- * pods and every listener assigned; the seconds it took, or -1. */
+/* wait_assigned waits (a minute at most) until the coordinator has n of
+ * the fleet's pods (and the simulator's) and every listener assigned; the
+ * seconds it took, or -1. */
 static double
 wait_assigned(const fleet *f, int n)
 {
 	double t0 = now_s();
 	for (double until = t0 + 60; now_s() < until;) {
-		if (metric(f->base, "kvindex_coord_instances") == n &&
+		if (metric(f->base, "kvindex_coord_instances") ==
+			n + f->extra_pods &&
 		    metric(f->base, "kvindex_coord_listeners_unassigned") ==
 			0) {
 			return now_s() - t0;
@@ -159,23 +174,48 @@ wait_assigned(const fleet *f, int n)
 	return -1;
 }
 
-/* query_cost times QUERIES 100-block queries of model m, one after the
- * other, into p50 and p99 (ms); false when one failed. */
+/* prompt_json writes PROMPT tokens from base on, as a JSON array. */
+static json_t *
+prompt_json(int base)
+{
+	json_t *a = json_array();
+	for (int t = 0; t < PROMPT; t++) {
+		json_array_append_new(a, json_integer(base + t));
+	}
+	return a;
+}
+
+/* query_body returns a /query body for the prompt from base on. */
+static char *
+query_body(int base)
+{
+	json_t *q = json_pack("{s:s,s:o}", "model_name", "m", "token_ids",
+			      prompt_json(base));
+	char *text = json_dumps(q, JSON_COMPACT);
+	json_decref(q);
+	return text;
+}
+
+/* matches returns how many listeners the /query answer in body names. */
+static size_t
+matches(const char *body)
+{
+	json_t *a = json_loads(body, 0, NULL);
+	size_t n = json_array_size(json_object_get(a, "workers"));
+	json_decref(a);
+	return n;
+}
+
+/* query_cost times QUERIES 100-block queries of model m for the prompt
+ * from base on, one after the other, into p50 and p99 (ms); false when
+ * one failed or an answer did not name `want` listeners. */
 #define QUERIES 500
 static bool
-query_cost(const fleet *f, double *p50, double *p99)
+query_cost(const fleet *f, int base, size_t want, double *p50, double *p99)
 {
 	char url[96];
 	snprintf(url, sizeof(url), "%s/query", f->base);
-	size_t cap = 1600 * 8 + 64, n = 0;
-	char *body = kvi_malloc(cap);
-	n += (size_t)snprintf(body + n, cap - n,
-			      "{\"model_name\":\"m\",\"token_ids\":[");
-	for (int t = 0; t < 1600; t++) {
-		n += (size_t)snprintf(body + n, cap - n, "%s%d", t ? "," : "",
-				      1000 + t);
-	}
-	snprintf(body + n, cap - n, "]}");
+	char *body = query_body(base);
 	double lat[QUERIES];
 	bool ok = true;
 	for (int q = 0; q < QUERIES && ok; q++) {
@@ -183,13 +223,13 @@ query_cost(const fleet *f, double *p50, double *p99)
 		clock_gettime(CLOCK_MONOTONIC, &a);
 		kvt_http_resp r;
 		ok = kvt_http_post(url, body, 10000, &r) == KVI_OK &&
-		     r.status == 200;
+		     r.status == 200 && (q > 0 || matches(r.body) == want);
 		clock_gettime(CLOCK_MONOTONIC, &b);
 		lat[q] = (double)(b.tv_sec - a.tv_sec) * 1e3 +
 			 (double)(b.tv_nsec - a.tv_nsec) / 1e6;
 		kvt_http_resp_fini(&r);
 	}
-	kvi_free(body);
+	free(body);
 	qsort(lat, QUERIES, sizeof(double), cmp_double);
 	*p50 = lat[QUERIES / 2];
 	*p99 = lat[QUERIES * 99 / 100];
@@ -292,6 +332,66 @@ write_plot(const fleet *f, const double *rate, const int *upto)
 	}
 	fprintf(fp, "e\n");
 	fclose(fp);
+}
+
+/* sim_join starts the simulated engines, registers their pods and
+ * prefills every rank with the prompt from MATCH_BASE on, and waits until
+ * a query of it names all 8 listeners; false when that fails. */
+static bool
+sim_join(fleet *f)
+{
+	const char *extra[] = {"--pods", "4", "--dp", "2", "--paused", NULL};
+	if (kvt_sim_start(KVI_SIM_BIN, extra, 30000, &f->sim) != KVI_OK) {
+		return false;
+	}
+	char url[96];
+	snprintf(url, sizeof(url), "%s/register", f->base);
+	bool ok = true;
+	for (int p = 0; p < SIM_PODS && ok; p++) {
+		char body[512];
+		int r0 = p * 2;
+		snprintf(body, sizeof(body),
+			 "{\"name\": \"sim/pod-%d\", \"ip\": \"127.0.0.1\", "
+			 "\"zmq_port\": %d, \"replay_port\": %d, "
+			 "\"recover_port\": %d, \"dp_size\": 2, "
+			 "\"model_name\": \"m\", \"block_size\": 16}",
+			 p, f->sim.zmq_port[r0], f->sim.replay_port[r0],
+			 f->sim.recover_port[r0]);
+		kvt_http_resp r;
+		ok = kvt_http_post(url, body, 30000, &r) == KVI_OK &&
+		     (r.status == 201 || r.status == 202);
+		kvt_http_resp_fini(&r);
+	}
+	f->extra_pods = SIM_PODS;
+	ok = ok && wait_assigned(f, 0) >= 0;
+	for (int i = 0; i < SIM_RANKS && ok; i++) {
+		json_t *b =
+		    json_pack("{s:i,s:i,s:o}", "pod", i / 2, "rank", i % 2,
+			      "token_ids", prompt_json(MATCH_BASE));
+		kvt_http_resp r;
+		ok = kvt_sim_call(&f->sim, "POST", "/prefill", b, &r) ==
+			 KVI_OK &&
+		     r.status == 200;
+		kvt_http_resp_fini(&r);
+		json_decref(b);
+	}
+	snprintf(url, sizeof(url), "%s/query", f->base);
+	char *body = query_body(MATCH_BASE);
+	size_t got = 0;
+	for (double until = now_s() + 30; ok && now_s() < until;) {
+		kvt_http_resp r;
+		if (kvt_http_post(url, body, 10000, &r) == KVI_OK &&
+		    r.status == 200) {
+			got = matches(r.body);
+		}
+		kvt_http_resp_fini(&r);
+		if (got == SIM_RANKS) {
+			break;
+		}
+		kvt_sleep_ms(50);
+	}
+	free(body);
+	return ok && got == SIM_RANKS;
 }
 
 /* register_fleet registers the pods after the first tenth from
@@ -476,10 +576,25 @@ main(int argc, char **argv)
 		kvt_sleep_ms(50);
 	}
 	kvt_sleep_ms(1500); /* shards polled, up */
+	if (!sim_join(&f)) {
+		fprintf(stderr,
+			"bench_fleet: the simulated engines' prompt "
+			"was not found (simulator log: %s)\n",
+			f.sim.log_path);
+		return 1;
+	}
 	pid_t pids[3] = {kvt_proc_pid(shard[0]), kvt_proc_pid(shard[1]),
 			 kvt_proc_pid(coord)};
+	for (double until = now_s() + 3;
+	     now_s() < until &&
+	     shard_listeners(metrics[0]) + shard_listeners(metrics[1]) <
+		 SIM_RANKS;) {
+		kvt_sleep_ms(50); /* published every 100 ms */
+	}
 	long rss0[2], fds0[2];
+	double lis0[2];
 	for (int i = 0; i < 2; i++) {
+		lis0[i] = shard_listeners(metrics[i]);
 		rss0[i] = kvt_pid_rss_kib(pids[i]);
 		fds0[i] = proc_fds(pids[i]);
 	}
@@ -497,8 +612,11 @@ main(int argc, char **argv)
 		return 1;
 	}
 	wait_assigned(&f, f.first);
-	double q50[2], q99[2];
-	bool qok = query_cost(&f, &q50[0], &q99[0]);
+	/* [none, 8 matching] x [first tenth, whole fleet] */
+	double q50[2][2], q99[2][2];
+	bool qok =
+	    query_cost(&f, NONE_BASE, 0, &q50[0][0], &q99[0][0]) &&
+	    query_cost(&f, MATCH_BASE, SIM_RANKS, &q50[1][0], &q99[1][0]);
 	double rate[TENTHS];
 	int upto[TENTHS];
 	if (by_file) {
@@ -527,11 +645,12 @@ main(int argc, char **argv)
 	for (double until = now_s() + 3;
 	     now_s() < until &&
 	     shard_listeners(metrics[0]) + shard_listeners(metrics[1]) <
-		 2.0 * f.pods;) {
+		 2.0 * f.pods + SIM_RANKS;) {
 		kvt_sleep_ms(50);
 	}
 	for (int i = 0; i < 2; i++) {
-		double lis = shard_listeners(metrics[i]);
+		/* the fleet's: the simulator's are in the baseline */
+		double lis = shard_listeners(metrics[i]) - lis0[i];
 		long rss = kvt_pid_rss_kib(pids[i]), fds = proc_fds(pids[i]);
 		printf("shard-%d: %.0f listeners, RSS %ld -> %ld MiB (%.1f KiB "
 		       "a listener), descriptors %ld -> %ld (%.2f a "
@@ -540,12 +659,19 @@ main(int argc, char **argv)
 		       lis > 0 ? (double)(rss - rss0[i]) / lis : 0, fds0[i],
 		       fds, lis > 0 ? (double)(fds - fds0[i]) / lis : 0);
 	}
-	qok = query_cost(&f, &q50[1], &q99[1]) && qok;
-	printf("query (100 blocks, matching none, one at a time): %d "
-	       "listeners registered p50 %.2f ms p99 %.2f ms; %d listeners "
-	       "p50 %.2f ms p99 %.2f ms (%.2fx)%s\n",
-	       2 * f.first, q50[0], q99[0], 2 * f.pods, q50[1], q99[1],
-	       q50[1] / q50[0], qok ? "" : "; some queries FAILED");
+	qok = query_cost(&f, NONE_BASE, 0, &q50[0][1], &q99[0][1]) &&
+	      query_cost(&f, MATCH_BASE, SIM_RANKS, &q50[1][1], &q99[1][1]) &&
+	      qok;
+	for (int k = 0; k < 2; k++) {
+		printf("query (100 blocks, matching %s, one at a time): %d "
+		       "listeners registered p50 %.2f ms p99 %.2f ms; %d "
+		       "listeners p50 %.2f ms p99 %.2f ms (%.2fx)%s\n",
+		       k ? "the simulator's 8 listeners" : "none",
+		       2 * f.first + SIM_RANKS, q50[k][0], q99[k][0],
+		       2 * f.pods + SIM_RANKS, q50[k][1], q99[k][1],
+		       q50[k][1] / q50[k][0],
+		       qok ? "" : "; some queries FAILED");
+	}
 	kvt_sleep_ms(f.idle_wait * 1000);
 	double c0[3], c1[3], cpu0 = 0, cpu1 = 0;
 	for (int i = 0; i < 3; i++) {
@@ -589,7 +715,7 @@ main(int argc, char **argv)
 		if (inst >= 0 && serving < 0) {
 			serving = now_s() - r0;
 		}
-		if (inst == f.pods &&
+		if (inst == f.pods + SIM_PODS &&
 		    metric(f.base, "kvindex_coord_listeners_unassigned") == 0) {
 			adopted = now_s() - r0;
 		}
@@ -611,6 +737,7 @@ main(int argc, char **argv)
 	kvt_proc_free(coord);
 	kvt_proc_free(shard[0]);
 	kvt_proc_free(shard[1]);
+	kvt_sim_stop(&f.sim, NULL);
 	kvt_tmpdir_remove(dir);
 	kvi_free(dir);
 	kvi_free(cdata);
