@@ -428,6 +428,7 @@ kvc_assigner_free(kvc_assigner *a)
 		kvc_cmd_free(c);
 	}
 	kvc_poll_free(a);
+	kvc_kept_free(a);
 	for (size_t i = 0; i < a->n_retries; i++) {
 		kvi_free(a->retries[i].unit);
 	}

@@ -36,6 +36,16 @@ typedef struct kvc_cmd {
 	struct kvc_cmd *next;
 } kvc_cmd;
 
+/* The last full status a shard answered, kept across polls: a poll asks
+ * for the listeners only if they changed since (since_digest), and goes
+ * on with these when they did not. */
+typedef struct kvc_kept {
+	char *id; /* the shard's */
+	Kvindex__Response *resp;
+	uint64_t digest;
+	bool has_digest;
+} kvc_kept;
+
 /* One listener a shard reported at the last poll. */
 typedef struct kvc_owned {
 	const char *key;
@@ -125,10 +135,12 @@ struct kvc_assigner {
 	const char **ids; /* snap[i]->id */
 	bool *answered;
 	bool *eligible;
-	Kvindex__Response **resps;
+	Kvindex__Response **resps; /* borrowed from kept */
 	kvc_owned *owned;
 	size_t n_owned;
 	bool polled;
+	kvc_kept *kept; /* a shard's last full status, by shard id */
+	size_t n_kept;
 
 	kvc_retry *retries;
 	size_t n_retries;
@@ -177,6 +189,8 @@ void kvc_tick(kvc_assigner *a);
 void kvc_poll_free(kvc_assigner *a);
 /* kvc_owned_find returns the first entry for key in the poll's owned
  * list and the number of entries for it. */
+/* kvc_kept_free frees every shard's kept status. */
+void kvc_kept_free(kvc_assigner *a);
 const kvc_owned *kvc_owned_find(const kvc_assigner *a, const char *key,
 				size_t *n);
 /* kvc_run_ops runs a batch of assigns/unassigns in parallel, at most

@@ -18,11 +18,6 @@
 void
 kvc_poll_free(kvc_assigner *a)
 {
-	for (size_t i = 0; i < a->n_snap; i++) {
-		if (a->resps[i] != NULL) {
-			kvindex__response__free_unpacked(a->resps[i], NULL);
-		}
-	}
 	kvc_shardset_release(a->snap, a->n_snap);
 	kvi_free(a->ids);
 	kvi_free(a->answered);
@@ -178,6 +173,83 @@ kvc_poll_waits(kvc_assigner *a, kvc_shard *sh, const Kvindex__Request *req)
 	return false;
 }
 
+void
+kvc_kept_free(kvc_assigner *a)
+{
+	for (size_t i = 0; i < a->n_kept; i++) {
+		kvi_free(a->kept[i].id);
+		if (a->kept[i].resp != NULL) {
+			kvindex__response__free_unpacked(a->kept[i].resp, NULL);
+		}
+	}
+	kvi_free(a->kept);
+	a->kept = NULL;
+	a->n_kept = 0;
+}
+
+/* kvc_kept_of returns shard id's kept status, made empty if it has none. */
+static kvc_kept *
+kvc_kept_of(kvc_assigner *a, const char *id)
+{
+	for (size_t i = 0; i < a->n_kept; i++) {
+		if (strcmp(a->kept[i].id, id) == 0) {
+			return &a->kept[i];
+		}
+	}
+	a->kept = kvi_reallocarray(a->kept, a->n_kept + 1, sizeof(*a->kept));
+	kvc_kept *k = &a->kept[a->n_kept++];
+	*k = (kvc_kept){.id = kvi_strdup(id)};
+	return k;
+}
+
+/* kvc_kept_update takes a shard's answer (consuming resp) and returns the
+ * status to go on with: the answer, kept, or - when it says the listeners
+ * are unchanged - the status kept, with the answer's shard-wide figures. */
+static Kvindex__Response *
+kvc_kept_update(kvc_kept *k, Kvindex__Response *resp)
+{
+	const Kvindex__StatusResponse *st = resp->status;
+	if (st->has_unchanged && st->unchanged && k->resp != NULL &&
+	    k->has_digest && st->has_digest && st->digest == k->digest) {
+		Kvindex__StatusResponse *ks = k->resp->status;
+		ks->entries = st->entries;
+		ks->store_bytes = st->store_bytes;
+		ks->has_term = st->has_term;
+		ks->term = st->term;
+		kvindex__response__free_unpacked(resp, NULL);
+		return k->resp;
+	}
+	if (k->resp != NULL) {
+		kvindex__response__free_unpacked(k->resp, NULL);
+	}
+	k->resp = resp;
+	k->has_digest = st->has_digest && !(st->has_unchanged && st->unchanged);
+	k->digest = st->digest;
+	return resp;
+}
+
+/* kvc_kept_prune drops what is kept of shards no longer in the set. */
+static void
+kvc_kept_prune(kvc_assigner *a)
+{
+	size_t w = 0;
+	for (size_t i = 0; i < a->n_kept; i++) {
+		bool in = false;
+		for (size_t j = 0; j < a->n_snap && !in; j++) {
+			in = strcmp(a->ids[j], a->kept[i].id) == 0;
+		}
+		if (in) {
+			a->kept[w++] = a->kept[i];
+			continue;
+		}
+		kvi_free(a->kept[i].id);
+		if (a->kept[i].resp != NULL) {
+			kvindex__response__free_unpacked(a->kept[i].resp, NULL);
+		}
+	}
+	a->n_kept = w;
+}
+
 static void
 kvc_poll(kvc_assigner *a)
 {
@@ -203,6 +275,10 @@ kvc_poll(kvc_assigner *a)
 	size_t *call = kvi_calloc(n + 1, sizeof(*call));
 	for (size_t i = 0; i < n; i++) {
 		a->ids[i] = a->snap[i]->id;
+		/* the request is packed as it is sent: one since each */
+		const kvc_kept *k = kvc_kept_of(a, a->ids[i]);
+		sr.has_since_digest = k->resp != NULL && k->has_digest;
+		sr.since_digest = k->digest;
 		call[i] = kvc_poll_waits(a, a->snap[i], &req)
 			      ? kvc_fanout_start(&f, a->snap[i]->client, &req,
 						 a->cfg.poll_timeout_ms, NULL)
@@ -216,7 +292,8 @@ kvc_poll(kvc_assigner *a)
 		/* c == NULL: known down, and its probe has not answered */
 		if (c != NULL && c->rv == KVI_OK && c->resp != NULL &&
 		    c->resp->body_case == KVINDEX__RESPONSE__BODY_STATUS) {
-			a->resps[i] = c->resp;
+			a->resps[i] =
+			    kvc_kept_update(kvc_kept_of(a, a->ids[i]), c->resp);
 			c->resp = NULL;
 			a->answered[i] = true;
 			kvc_shard_answered(a->snap[i], a->resps[i]->status,
@@ -232,6 +309,7 @@ kvc_poll(kvc_assigner *a)
 	}
 	kvc_fanout_fini(&f);
 	kvi_free(call);
+	kvc_kept_prune(a);
 
 	a->owned = kvi_calloc(total + 1, sizeof(*a->owned));
 	for (size_t i = 0; i < n; i++) {

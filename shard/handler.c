@@ -255,7 +255,7 @@ kvh_handle(void *arg, const Kvindex__Request *req, Kvindex__Response *resp,
 	case KVINDEX__REQUEST__BODY_STATUS: {
 		Kvindex__StatusResponse *out = kvp_arena_alloc(a, sizeof(*out));
 		kvindex__status_response__init(out);
-		rv = kvg_status(s->ingest, req->status->key, a, out, err,
+		rv = kvg_status(s->ingest, req->status, a, out, err,
 				sizeof(err));
 		out->has_term = true;
 		out->term = atomic_load(&s->term);

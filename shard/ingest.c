@@ -420,11 +420,13 @@ kvg_unassign(kvg_ingest *g, const char *key, char *err, size_t errlen)
 }
 
 kvi_err
-kvg_status(kvg_ingest *g, const char *key, kvp_arena *a,
+kvg_status(kvg_ingest *g, const Kvindex__StatusRequest *req, kvp_arena *a,
 	   Kvindex__StatusResponse *out, char *err, size_t errlen)
 {
 	kvg_cmd c = {.kind = KVG_CMD_STATUS,
-		     .key = key,
+		     .key = req->key,
+		     .has_since = req->has_since_digest,
+		     .since = req->since_digest,
 		     .arena = a,
 		     .status = out,
 		     .err = err,

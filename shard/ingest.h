@@ -95,10 +95,13 @@ kvi_err kvg_assign(kvg_ingest *g, const Kvindex__Listener *spec,
  * on disk. KVI_ENOENT when not owned. */
 kvi_err kvg_unassign(kvg_ingest *g, const char *key, char *err, size_t errlen);
 
-/* kvg_status fills out (allocating from a) for one listener (key) or all
- * (key NULL); KVI_ENOENT for an unknown key. err says why it failed. */
-kvi_err kvg_status(kvg_ingest *g, const char *key, kvp_arena *a,
-		   Kvindex__StatusResponse *out, char *err, size_t errlen);
+/* kvg_status fills out (allocating from a) for one listener (req->key)
+ * or all (no key): then with their digest, and none of them when it is
+ * req->since_digest. KVI_ENOENT for an unknown key. err says why it
+ * failed. */
+kvi_err kvg_status(kvg_ingest *g, const Kvindex__StatusRequest *req,
+		   kvp_arena *a, Kvindex__StatusResponse *out, char *err,
+		   size_t errlen);
 
 /* kvg_dump fills out with the exact state of the listener with key;
  * KVI_ENOENT for an unknown key. err says why it failed. */

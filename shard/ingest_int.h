@@ -61,6 +61,8 @@ struct kvg_cmd {
 	kvg_cmd_kind kind;
 	const Kvindex__Listener *spec;
 	const char *key;
+	bool has_since; /* status: the digest the caller holds */
+	uint64_t since;
 	kvp_arena *arena;
 	Kvindex__StatusResponse *status;
 	Kvindex__DumpResponse *dump;

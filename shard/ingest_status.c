@@ -7,6 +7,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 #include "clock.h"
 #include "ingest_int.h"
 
@@ -68,6 +71,46 @@ kvg_status_of(kvg_ingest *g, kvl_listener *l, kvp_arena *a,
 	return st;
 }
 
+/* kvg_hash_str adds s, with its end, to the digest st. */
+static void
+kvg_hash_str(XXH3_state_t *st, const char *s)
+{
+	XXH3_64bits_update(st, s != NULL ? s : "",
+			   s != NULL ? strlen(s) + 1 : 0);
+}
+
+/* kvg_status_digest is a digest of everything kvg_status_of says of every
+ * listener, and of store_error: equal digests, equal answers. */
+static uint64_t
+kvg_status_digest(kvg_ingest *g, const char *store_error)
+{
+	XXH3_state_t st;
+	XXH3_64bits_reset(&st);
+	kvg_hash_str(&st, store_error);
+	for (uint32_t i = 0; i < g->next_lid; i++) {
+		const kvl_listener *l = g->lis[i];
+		if (l == NULL) {
+			continue;
+		}
+		uint64_t v[] = {l->spec_len,
+				(uint64_t)kvg_state_of(l),
+				l->mark.has_wm,
+				l->mark.wm,
+				kvx_listener_entries(g->idx, l->lid),
+				l->backlog_len,
+				l->backlog_bytes,
+				l->ho.from != NULL,
+				l->ho.taken,
+				l->ho.blocks};
+		XXH3_64bits_update(&st, v, sizeof(v));
+		XXH3_64bits_update(&st, l->spec, l->spec_len);
+		XXH3_64bits_update(&st, &l->c, sizeof(l->c));
+		kvg_hash_str(&st, l->last_error);
+		kvg_hash_str(&st, l->ho.from);
+	}
+	return XXH3_64bits_digest(&st);
+}
+
 kvi_err
 kvg_do_status(kvg_ingest *g, kvg_cmd *c)
 {
@@ -88,12 +131,23 @@ kvg_do_status(kvg_ingest *g, kvg_cmd *c)
 		snprintf(e, len, "the store cannot commit: %s", why);
 		store_error = out->store_error = e;
 	}
+	/* every listener, as the caller has them already: none is sent */
+	bool unchanged = false;
+	if (c->key == NULL) {
+		out->has_digest = out->has_unchanged = true;
+		out->digest = kvg_status_digest(g, store_error);
+		out->unchanged = c->has_since && c->since == out->digest;
+		unchanged = out->unchanged;
+	}
 	for (uint32_t i = 0; i < g->next_lid; i++) {
 		kvl_listener *l = g->lis[i];
 		if (l == NULL) {
 			continue;
 		}
 		kvg_counters_add(&totals, &l->c);
+		if (unchanged) {
+			continue;
+		}
 		if (c->key == NULL || strcmp(c->key, l->key) == 0) {
 			out->listeners[out->n_listeners++] =
 			    kvg_status_of(g, l, a, store_error);

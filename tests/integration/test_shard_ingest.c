@@ -133,6 +133,74 @@ test_steady_ingest(void **state)
 	assert_int_equal(shc_stop(&f->shard), 0);
 }
 
+/* status_all asks for every listener's status, with since when has. */
+static Kvindex__Response *
+status_all(fixture *f, bool has, uint64_t since)
+{
+	Kvindex__StatusRequest st = KVINDEX__STATUS_REQUEST__INIT;
+	st.has_since_digest = has;
+	st.since_digest = since;
+	Kvindex__Request req = KVINDEX__REQUEST__INIT;
+	req.body_case = KVINDEX__REQUEST__BODY_STATUS;
+	req.status = &st;
+	Kvindex__Response *resp = shc_call(&f->shard, &req);
+	assert_int_equal(resp->code, 0);
+	assert_non_null(resp->status);
+	assert_true(resp->status->has_digest);
+	return resp;
+}
+
+/* 1b. A status poll that holds the listeners as they are gets none of
+ * them again, only the shard-wide figures; once one changes, all. */
+static void
+test_status_since_digest(void **state)
+{
+	fixture *f = fixture_new(state);
+	const char *sim[] = {"--pods",  "1",   "--dp",     "2",
+			     "--trace", TRACE, "--paused", NULL};
+	sim_start(f, sim);
+	shc_start(&f->shard, NULL);
+	shc_assign(&f->shard, &f->sim, 0, true, true, 0);
+	shc_assign(&f->shard, &f->sim, 1, true, true, 0);
+	run_load(f, 300);
+	shc_wait_truth(&f->shard, &f->sim, all4, 2, SHC_WAIT_MS);
+	Kvindex__Response *full = status_all(f, false, 0);
+	assert_int_equal(full->status->n_listeners, 2);
+	assert_false(full->status->unchanged);
+	uint64_t d = full->status->digest;
+	Kvindex__Response *same = status_all(f, true, d);
+	assert_true(same->status->unchanged);
+	assert_int_equal(same->status->n_listeners, 0);
+	assert_int_equal(same->status->digest, d);
+	assert_int_equal(same->status->entries, full->status->entries);
+	assert_non_null(same->status->totals);
+	assert_int_equal(same->status->totals->batches,
+			 full->status->totals->batches);
+	/* a digest that is not the shard's gets every listener */
+	Kvindex__Response *other = status_all(f, true, d + 1);
+	assert_false(other->status->unchanged);
+	assert_int_equal(other->status->n_listeners, 2);
+	/* one key: no digest, and the listener whatever since says */
+	Kvindex__Response *one;
+	char key[64];
+	shc_key(&f->sim, 0, key, sizeof(key));
+	assert_non_null(shc_status(&f->shard, key, &one));
+	assert_false(one->status->has_digest);
+	/* one more prefill: a listener changed */
+	sim_post(f, "/prefill",
+		 "{\"pod\": 0, \"rank\": 1, \"hash_ids\": [900001, 900002]}");
+	shc_wait_truth(&f->shard, &f->sim, all4, 2, SHC_WAIT_MS);
+	Kvindex__Response *later = status_all(f, true, d);
+	assert_false(later->status->unchanged);
+	assert_int_equal(later->status->n_listeners, 2);
+	assert_true(later->status->digest != d);
+	Kvindex__Response *rs[] = {full, same, other, one, later};
+	for (size_t i = 0; i < sizeof(rs) / sizeof(rs[0]); i++) {
+		kvindex__response__free_unpacked(rs[i], NULL);
+	}
+	assert_int_equal(shc_stop(&f->shard), 0);
+}
+
 /* 2. Seq gaps inside the replay buffer are repaired by replay. */
 static void
 test_gap_repaired_by_replay(void **state)
@@ -471,6 +539,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_teardown(test_steady_ingest, teardown),
+	    cmocka_unit_test_teardown(test_status_since_digest, teardown),
 	    cmocka_unit_test_teardown(test_gap_repaired_by_replay, teardown),
 	    cmocka_unit_test_teardown(test_gap_beyond_buffer_events, teardown),
 	    cmocka_unit_test_teardown(test_replay_cut_past_gap, teardown),
