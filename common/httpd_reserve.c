@@ -82,10 +82,10 @@ reserve_answer(kvi_http_loop *loop, int fd)
 	/* a lingering close: what the client still sends is read, not left
 	 * unread, which would reset the connection before it reads this */
 	shutdown(fd, SHUT_WR);
-	int64_t until = kvi_now_ms() + RESERVE_WAIT_MS;
-	while (poll(&pfd, 1, (int)(until - kvi_now_ms())) == 1 &&
-	       recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0 &&
-	       kvi_now_ms() < until) {
+	int64_t until = kvi_now_ms() + RESERVE_WAIT_MS, left;
+	while ((left = until - kvi_now_ms()) > 0 &&
+	       poll(&pfd, 1, (int)left) == 1 &&
+	       recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0) {
 	}
 	close(fd);
 }

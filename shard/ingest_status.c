@@ -38,6 +38,9 @@ kvg_counters_add(kvl_counters *sum, const kvl_counters *c)
 	}
 }
 
+/* kvg_status_of says what a status answer says of l. Whatever it reads of
+ * l, kvg_status_digest must read too: a poll that holds the digest gets
+ * nothing else. */
 static Kvindex__ListenerStatus *
 kvg_status_of(kvg_ingest *g, kvl_listener *l, kvp_arena *a,
 	      const char *store_error)
@@ -79,8 +82,9 @@ kvg_hash_str(XXH3_state_t *st, const char *s)
 			   s != NULL ? strlen(s) + 1 : 0);
 }
 
-/* kvg_status_digest is a digest of everything kvg_status_of says of every
- * listener, and of store_error: equal digests, equal answers. */
+/* kvg_status_digest is a digest of everything kvg_status_of reads of
+ * every listener, and of store_error: equal digests, equal answers. Keep
+ * the two in step. */
 static uint64_t
 kvg_status_digest(kvg_ingest *g, const char *store_error)
 {

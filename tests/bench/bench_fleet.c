@@ -41,7 +41,6 @@
  * reconnect back-off takes that long to reach its ceiling);
  * --reconnect-max-ms is passed to the shards.
  */
-#include <dirent.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -241,23 +240,6 @@ cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
 	return x < y ? -1 : x > y;
-}
-
-static long
-proc_fds(pid_t pid)
-{
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-	DIR *d = opendir(path);
-	long n = 0;
-	struct dirent *e;
-	while (d != NULL && (e = readdir(d)) != NULL) {
-		n += e->d_name[0] != '.';
-	}
-	if (d != NULL) {
-		closedir(d);
-	}
-	return n;
 }
 
 /* proc_cpu_s returns the CPU seconds pid has used. */
@@ -596,7 +578,7 @@ main(int argc, char **argv)
 	for (int i = 0; i < 2; i++) {
 		lis0[i] = shard_listeners(metrics[i]);
 		rss0[i] = kvt_pid_rss_kib(pids[i]);
-		fds0[i] = proc_fds(pids[i]);
+		fds0[i] = kvt_pid_fds(pids[i]);
 	}
 
 	f.took = kvi_calloc((size_t)f.pods, sizeof(double));
@@ -651,7 +633,7 @@ main(int argc, char **argv)
 	for (int i = 0; i < 2; i++) {
 		/* the fleet's: the simulator's are in the baseline */
 		double lis = shard_listeners(metrics[i]) - lis0[i];
-		long rss = kvt_pid_rss_kib(pids[i]), fds = proc_fds(pids[i]);
+		long rss = kvt_pid_rss_kib(pids[i]), fds = kvt_pid_fds(pids[i]);
 		printf("shard-%d: %.0f listeners, RSS %ld -> %ld MiB (%.1f KiB "
 		       "a listener), descriptors %ld -> %ld (%.2f a "
 		       "listener)\n",

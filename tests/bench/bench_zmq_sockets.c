@@ -26,7 +26,6 @@
  *
  * Defaults: 2,000 sockets, 2 s.
  */
-#include <dirent.h>
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -34,9 +33,10 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 #include <zmq.h>
+
+#include "kvitest.h"
 
 typedef struct variant {
 	const char *name;
@@ -45,39 +45,6 @@ typedef struct variant {
 	int ivl_ms; /* the first reconnect interval */
 } variant;
 
-static long
-status_kib(const char *field)
-{
-	FILE *fp = fopen("/proc/self/status", "r");
-	char line[256];
-	long kib = -1;
-	size_t n = strlen(field);
-	while (fp != NULL && fgets(line, sizeof(line), fp) != NULL) {
-		if (strncmp(line, field, n) == 0 && line[n] == ':') {
-			kib = strtol(line + n + 1, NULL, 10);
-			break;
-		}
-	}
-	if (fp != NULL) {
-		fclose(fp);
-	}
-	return kib;
-}
-
-static long
-open_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	long n = 0;
-	for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) {
-		n += e->d_name[0] != '.';
-	}
-	if (d != NULL) {
-		closedir(d);
-	}
-	return n - 1; /* the directory's own */
-}
-
 static double
 cpu_s(void)
 {
@@ -85,13 +52,6 @@ cpu_s(void)
 	getrusage(RUSAGE_SELF, &ru);
 	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
 	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-}
-
-static void
-sleep_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-	nanosleep(&ts, NULL);
 }
 
 /* measure opens n sockets of variant v, prints their cost, closes them;
@@ -107,8 +67,8 @@ measure(const variant *v, int n, int idle_s)
 	/* the context's own threads and descriptors come with its first
 	 * socket: one socket before the baseline */
 	void *first = zmq_socket(ctx, ZMQ_SUB);
-	sleep_ms(100);
-	long rss0 = status_kib("VmRSS"), fds0 = open_fds();
+	kvt_sleep_ms(100);
+	long rss0 = kvt_pid_rss_kib(getpid()), fds0 = kvt_pid_fds(getpid());
 	bool ok = first != NULL;
 	int zero = 0, ivl_max = 30000;
 	for (int i = 0; i < n && ok; i++) {
@@ -148,10 +108,10 @@ measure(const variant *v, int n, int idle_s)
 				zmq_strerror(zmq_errno()));
 		}
 	}
-	sleep_ms(1000);
-	long rss = status_kib("VmRSS"), fds = open_fds();
+	kvt_sleep_ms(1000);
+	long rss = kvt_pid_rss_kib(getpid()), fds = kvt_pid_fds(getpid());
 	double c0 = cpu_s();
-	sleep_ms(idle_s * 1000);
+	kvt_sleep_ms(idle_s * 1000);
 	double c1 = cpu_s();
 	if (ok) {
 		printf("%-13s %6d sockets: %6.1f KiB and %4.2f descriptors a "

@@ -1,5 +1,6 @@
 #include "kvt_proc.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "kvt_env.h"
 
 #define MAX_CHILDREN 256
 #define POLL_MS      10
@@ -263,6 +265,23 @@ kvt_pid_anon_kib(pid_t pid)
 }
 
 long
+kvt_pid_fds(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	DIR *d = opendir(path);
+	if (d == NULL) {
+		return -1;
+	}
+	long n = 0;
+	for (struct dirent *e; (e = readdir(d)) != NULL;) {
+		n += e->d_name[0] != '.';
+	}
+	closedir(d);
+	return n;
+}
+
+long
 kvt_file_size(const char *path)
 {
 	FILE *fp = fopen(path, "r");
@@ -301,10 +320,7 @@ kvi_err
 kvt_log_field(const char *path, long from, const char *event, const char *key,
 	      char *out, size_t len, kvt_proc *p, int timeout_ms)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	long long deadline =
-	    (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + timeout_ms;
+	int64_t deadline = kvt_now_ms() + timeout_ms;
 	for (;;) {
 		FILE *fp = fopen(path, "r");
 		if (fp != NULL) {
@@ -324,11 +340,9 @@ kvt_log_field(const char *path, long from, const char *event, const char *key,
 		if (p != NULL && !kvt_proc_alive(p)) {
 			return KVI_ECLOSED;
 		}
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		if ((long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 >=
-		    deadline) {
+		if (kvt_now_ms() >= deadline) {
 			return KVI_ETIMEDOUT;
 		}
-		nanosleep(&(struct timespec){.tv_nsec = 20000000}, NULL);
+		kvt_sleep_ms(20);
 	}
 }

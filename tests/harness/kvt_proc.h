@@ -64,6 +64,11 @@ long kvt_pid_rss_kib(pid_t pid);
  * (RssAnon: the heap, not mapped files such as an LMDB store). */
 long kvt_pid_anon_kib(pid_t pid);
 
+/* kvt_pid_fds returns how many descriptors process pid has open (counted
+ * in /proc/pid/fd; for the caller itself, the directory's own is among
+ * them), -1 when it cannot be read. */
+long kvt_pid_fds(pid_t pid);
+
 /* kvt_file_size returns the size of the file at path, 0 when absent: where
  * a child's lines will start in a log it appends to. */
 long kvt_file_size(const char *path);

@@ -274,15 +274,23 @@ shc_assign(shardproc *s, const kvt_sim *sim, int idx, bool replay, bool recover,
 	kvindex__response__free_unpacked(resp, NULL);
 }
 
-Kvindex__ListenerStatus *
-shc_status(shardproc *s, const char *key, Kvindex__Response **resp)
+Kvindex__Response *
+shc_status_call(shardproc *s, const char *key, bool has_since, uint64_t since)
 {
 	Kvindex__StatusRequest st = KVINDEX__STATUS_REQUEST__INIT;
 	st.key = (char *)key;
+	st.has_since_digest = has_since;
+	st.since_digest = since;
 	Kvindex__Request req = KVINDEX__REQUEST__INIT;
 	req.body_case = KVINDEX__REQUEST__BODY_STATUS;
 	req.status = &st;
-	*resp = shc_call(s, &req);
+	return shc_call(s, &req);
+}
+
+Kvindex__ListenerStatus *
+shc_status(shardproc *s, const char *key, Kvindex__Response **resp)
+{
+	*resp = shc_status_call(s, key, false, 0);
 	if ((*resp)->code != 0 || (*resp)->status == NULL ||
 	    (*resp)->status->n_listeners != 1) {
 		return NULL;

@@ -87,6 +87,11 @@ bool shc_matches_truth(shardproc *s, const kvt_sim *sim, int idx, char *why,
 void shc_wait_truth(shardproc *s, const kvt_sim *sim, const int *idx, int n,
 		    int timeout_ms);
 
+/* shc_status_call asks for key's status (NULL: every listener's), with
+ * since_digest when has_since; the response is the caller's to free. */
+Kvindex__Response *shc_status_call(shardproc *s, const char *key,
+				   bool has_since, uint64_t since);
+
 /* shc_status returns the listener's status (NULL when not owned), owned by
  * *resp which the caller frees. */
 Kvindex__ListenerStatus *shc_status(shardproc *s, const char *key,

@@ -137,13 +137,7 @@ test_steady_ingest(void **state)
 static Kvindex__Response *
 status_all(fixture *f, bool has, uint64_t since)
 {
-	Kvindex__StatusRequest st = KVINDEX__STATUS_REQUEST__INIT;
-	st.has_since_digest = has;
-	st.since_digest = since;
-	Kvindex__Request req = KVINDEX__REQUEST__INIT;
-	req.body_case = KVINDEX__REQUEST__BODY_STATUS;
-	req.status = &st;
-	Kvindex__Response *resp = shc_call(&f->shard, &req);
+	Kvindex__Response *resp = shc_status_call(&f->shard, NULL, has, since);
 	assert_int_equal(resp->code, 0);
 	assert_non_null(resp->status);
 	assert_true(resp->status->has_digest);
