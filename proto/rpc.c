@@ -20,7 +20,14 @@ struct kvp_client {
 	pthread_cond_t idle; /* signalled when inflight drops to 0 */
 	unsigned inflight;   /* calls started and not finished */
 	bool closing;
+	/* finished calls kept with their context and aio for the next one,
+	 * so a call opens and reaps neither; under mu */
+	struct kvp_call_state *idle_calls;
+	unsigned n_idle;
 };
+
+/* How many finished calls a client keeps for reuse. */
+#define KVP_IDLE_CALLS_MAX 64
 
 /* One call in flight. It first waits for the request to be handed to a
  * connection (sending), then for the reply; both under one deadline. */
@@ -33,6 +40,7 @@ typedef struct kvp_call_state {
 	int64_t deadline; /* monotonic ms */
 	kvp_call_done done;
 	void *arg;
+	struct kvp_call_state *next; /* in the client's idle_calls */
 	char err[256];
 } kvp_call_state;
 
@@ -416,6 +424,13 @@ kvp_client_close(kvp_client *c)
 		pthread_cond_wait(&c->idle, &c->mu);
 	}
 	pthread_mutex_unlock(&c->mu);
+	while (c->idle_calls != NULL) {
+		kvp_call_state *st = c->idle_calls;
+		c->idle_calls = st->next;
+		/* waits for the end of the callback that kept it */
+		nng_aio_free(st->aio);
+		kvi_free(st);
+	}
 	pthread_cond_destroy(&c->idle);
 	pthread_mutex_destroy(&c->mu);
 	kvi_free(c->url);
@@ -426,6 +441,15 @@ const char *
 kvp_client_url(const kvp_client *c)
 {
 	return c->url;
+}
+
+unsigned
+kvp_client_idle_calls(kvp_client *c)
+{
+	pthread_mutex_lock(&c->mu);
+	unsigned n = c->n_idle;
+	pthread_mutex_unlock(&c->mu);
+	return n;
 }
 
 /* kvp_client_release ends one call's claim on c; after it, c may be
@@ -440,20 +464,34 @@ kvp_client_release(kvp_client *c)
 	pthread_mutex_unlock(&c->mu);
 }
 
-/* kvp_call_finish tells the caller the outcome and frees the call. It runs
+/* kvp_call_finish tells the caller the outcome and keeps the call for the
+ * next one or frees it. It runs
  * on an nng thread, inside the callback of st->aio, which is why the aio is
  * reaped rather than freed. */
 static void
-kvp_call_finish(kvp_call_state *st, kvi_err rv, Kvindex__Response *resp)
+kvp_call_finish(kvp_call_state *st, kvi_err rv, Kvindex__Response *resp,
+		bool replied)
 {
 	kvp_client *c = st->client;
 	if (rv == KVI_OK) {
 		st->err[0] = '\0';
 	}
 	st->done(st->arg, rv, resp, st->err);
-	nng_ctx_close(st->ctx);
-	nng_aio_reap(st->aio);
-	kvi_free(st);
+	/* Only a context that got its reply is done with its request and
+	 * reused; st is not touched once it is kept. */
+	pthread_mutex_lock(&c->mu);
+	bool keep = replied && !c->closing && c->n_idle < KVP_IDLE_CALLS_MAX;
+	if (keep) {
+		st->next = c->idle_calls;
+		c->idle_calls = st;
+		c->n_idle++;
+	}
+	pthread_mutex_unlock(&c->mu);
+	if (!keep) {
+		nng_ctx_close(st->ctx);
+		nng_aio_reap(st->aio);
+		kvi_free(st);
+	}
 	kvp_client_release(c);
 }
 
@@ -489,7 +527,7 @@ kvp_call_fail(kvp_call_state *st, int nng_rv)
 			 nng_strerror(nng_rv));
 		break;
 	}
-	kvp_call_finish(st, rv, NULL);
+	kvp_call_finish(st, rv, NULL, false);
 }
 
 /* kvp_call_reply decodes the reply msg (consuming it) and ends the call. */
@@ -501,7 +539,7 @@ kvp_call_reply(kvp_call_state *st, nng_msg *msg)
 					 &resp, st->err, sizeof(st->err));
 	nng_msg_free(msg);
 	if (rv != KVI_OK) {
-		kvp_call_finish(st, rv, NULL);
+		kvp_call_finish(st, rv, NULL, true);
 		return;
 	}
 	uint32_t code = resp->code;
@@ -517,7 +555,7 @@ kvp_call_reply(kvp_call_state *st, nng_msg *msg)
 					     : kvi_strerror((kvi_err)code));
 		rv = (kvi_err)code;
 	}
-	kvp_call_finish(st, rv, resp);
+	kvp_call_finish(st, rv, resp, true);
 }
 
 static void
@@ -571,29 +609,38 @@ kvp_call_start(kvp_client *c, const Kvindex__Request *req, int timeout_ms,
 		return KVI_ECLOSED;
 	}
 	c->inflight++;
+	kvp_call_state *st = c->idle_calls;
+	if (st != NULL) {
+		c->idle_calls = st->next;
+		c->n_idle--;
+	}
 	pthread_mutex_unlock(&c->mu);
 
-	kvp_call_state *st = kvi_calloc(1, sizeof(*st));
+	if (st == NULL) {
+		st = kvi_calloc(1, sizeof(*st));
+		int nrv = nng_aio_alloc(&st->aio, kvp_call_cb, st);
+		if (nrv != 0) {
+			kvi_oom(sizeof(nng_aio *));
+		}
+		if ((nrv = nng_ctx_open(&st->ctx, c->sock)) != 0) {
+			/* The socket was closed under us. */
+			nng_msg_free(msg);
+			nng_aio_free(st->aio);
+			kvi_free(st);
+			kvp_client_release(c);
+			kvi_msgf(err, errlen, "client for %s: %s", c->url,
+				 nng_strerror(nrv));
+			return kvp_err_from_nng(nrv);
+		}
+	}
 	st->client = c;
 	st->sending = true;
 	st->timeout_ms = timeout_ms;
 	st->deadline = kvi_now_ms() + timeout_ms;
 	st->done = done;
 	st->arg = arg;
-	int nrv = nng_aio_alloc(&st->aio, kvp_call_cb, st);
-	if (nrv != 0) {
-		kvi_oom(sizeof(nng_aio *));
-	}
-	if ((nrv = nng_ctx_open(&st->ctx, c->sock)) != 0) {
-		/* The socket was closed under us. */
-		nng_msg_free(msg);
-		nng_aio_free(st->aio);
-		kvi_free(st);
-		kvp_client_release(c);
-		kvi_msgf(err, errlen, "client for %s: %s", c->url,
-			 nng_strerror(nrv));
-		return kvp_err_from_nng(nrv);
-	}
+	st->next = NULL;
+	st->err[0] = '\0';
 	nng_aio_set_msg(st->aio, msg);
 	nng_aio_set_timeout(st->aio, timeout_ms);
 	nng_ctx_send(st->ctx, st->aio);

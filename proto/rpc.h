@@ -144,6 +144,11 @@ void kvp_client_close(kvp_client *c);
 /* kvp_client_url returns the URL c dials. */
 const char *kvp_client_url(const kvp_client *c);
 
+/* kvp_client_idle_calls returns how many finished calls c keeps, each with
+ * its nng context and aio, for the next calls to reuse: a call answered is
+ * kept (up to 64), one that failed is not. */
+unsigned kvp_client_idle_calls(kvp_client *c);
+
 /* kvp_call sends req and waits at most timeout_ms (> 0) for the reply.
  * Returns:
  *   KVI_ETIMEDOUT     no reply in time (shard down, unreachable or slow);

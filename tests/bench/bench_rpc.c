@@ -4,7 +4,8 @@
  * smallest query there is (one sequence hash of a model the shard does
  * not know), one at a time for latency, then --inflight at a time for
  * calls per second. It is the floor under every /query, which makes one
- * such call to each shard.
+ * such call to each shard. Each line gives the CPU time per call of this
+ * process (the client) and of the shard, from /proc.
  *
  *   bench_rpc [--calls N] [--inflight K]
  */
@@ -14,8 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "alloc.h"
+#include "bench_query_proc.h"
 #include "bench_stream.h"
 #include "kvitest.h"
 #include "rpc.h"
@@ -103,7 +106,9 @@ main(int argc, char **argv)
 		kvt_sleep_ms(50);
 	}
 
+	pid_t spid = kvt_proc_pid(shard), me = getpid();
 	uint64_t *lat = kvi_calloc((size_t)calls, sizeof(*lat));
+	uint64_t c0 = bq_cpu_ns(me), s0 = bq_cpu_ns(spid);
 	uint64_t t0 = bs_now_ns();
 	for (int i = 0; i < calls; i++) {
 		Kvindex__Response *resp = NULL;
@@ -117,13 +122,17 @@ main(int argc, char **argv)
 	double secs = (double)(bs_now_ns() - t0) / 1e9;
 	qsort(lat, (size_t)calls, sizeof(*lat), bs_cmp_u64);
 	printf("rpc: inflight=1 calls=%d calls_per_s=%.0f p50_us=%.0f "
-	       "p99_us=%.0f\n",
+	       "p99_us=%.0f client_cpu_us=%.1f shard_cpu_us=%.1f\n",
 	       calls, calls / secs, lat[calls / 2] / 1e3,
-	       lat[(size_t)calls * 99 / 100] / 1e3);
+	       lat[(size_t)calls * 99 / 100] / 1e3,
+	       (double)(bq_cpu_ns(me) - c0) / 1e3 / calls,
+	       (double)(bq_cpu_ns(spid) - s0) / 1e3 / calls);
 
 	window w = {.inflight = 0};
 	pthread_mutex_init(&w.mu, NULL);
 	pthread_cond_init(&w.cv, NULL);
+	c0 = bq_cpu_ns(me);
+	s0 = bq_cpu_ns(spid);
 	t0 = bs_now_ns();
 	for (int i = 0; i < calls; i++) {
 		pthread_mutex_lock(&w.mu);
@@ -142,8 +151,11 @@ main(int argc, char **argv)
 	}
 	pthread_mutex_unlock(&w.mu);
 	secs = (double)(bs_now_ns() - t0) / 1e9;
-	printf("rpc: inflight=%d calls=%d failed=%llu calls_per_s=%.0f\n",
-	       inflight, calls, (unsigned long long)w.failed, calls / secs);
+	printf("rpc: inflight=%d calls=%d failed=%llu calls_per_s=%.0f "
+	       "client_cpu_us=%.1f shard_cpu_us=%.1f\n",
+	       inflight, calls, (unsigned long long)w.failed, calls / secs,
+	       (double)(bq_cpu_ns(me) - c0) / 1e3 / calls,
+	       (double)(bq_cpu_ns(spid) - s0) / 1e3 / calls);
 
 	kvp_client_close(c);
 	kvt_proc_stop(shard, 30000, NULL);

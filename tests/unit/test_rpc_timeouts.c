@@ -2,9 +2,9 @@
  * test_rpc_timeouts.c - the client over time: a connection lost mid-call, a
  * slow call that does not hold up others, deadlines with a slow shard and
  * with nothing listening, reconnection to a shard that comes up late, a
- * fan-out with one shard down (kvp_call_async), and a close that aborts the
- * calls in flight. Over real nng sockets on loopback, against the fake shard
- * of rpc_fixture.h.
+ * fan-out with one shard down (kvp_call_async), a close that aborts the
+ * calls in flight, and the contexts that answered calls leave for the next.
+ * Over real nng sockets on loopback, against the fake shard of rpc_fixture.h.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -369,6 +369,66 @@ test_client_close_aborts_calls(void **state)
 	pthread_mutex_destroy(&fo.mu);
 }
 
+/* idle_settled returns c's idle calls once they have stopped changing: a
+ * call's callback keeps its context just after it has told the caller. */
+static unsigned
+idle_settled(kvp_client *c)
+{
+	unsigned n = kvp_client_idle_calls(c);
+	for (int i = 0; i < 100; i++) {
+		sleep_ms(2);
+		unsigned m = kvp_client_idle_calls(c);
+		if (m == n && i >= 2) {
+			break;
+		}
+		n = m;
+	}
+	return n;
+}
+
+/* A call answered leaves its context for the next call; one that timed
+ * out does not (its reply may still come), and the calls after it get
+ * their own replies. */
+static void
+test_contexts_reused(void **state)
+{
+	(void)state;
+	kvp_client *c;
+	assert_int_equal(kvp_client_open(g_shard.url, &c), KVI_OK);
+	Kvindex__Request req;
+	Kvindex__DumpRequest dr;
+	req_dump(&req, &dr, "k");
+	assert_int_equal(kvp_client_idle_calls(c), 0);
+	for (int i = 0; i < 50; i++) {
+		assert_int_equal(kvp_call(c, &req, 3000, NULL, NULL, 0),
+				 KVI_OK);
+		assert_int_equal(idle_settled(c), 1);
+	}
+	atomic_store(&g_shard.slow_started, 0);
+	atomic_store(&g_shard.slow_done, 0);
+	Kvindex__Request slow;
+	Kvindex__AssignRequest ar;
+	Kvindex__Listener l;
+	req_assign(&slow, &ar, &l, "slow");
+	assert_int_equal(kvp_call(c, &slow, 100, NULL, NULL, 0), KVI_ETIMEDOUT);
+	assert_int_equal(kvp_client_idle_calls(c), 0);
+	/* the slow reply comes while these run: each gets its own */
+	for (int i = 0; !atomic_load(&g_shard.slow_done) || i < 20; i++) {
+		Kvindex__Response *resp = NULL;
+		assert_int_equal(kvp_call(c, &req, 3000, &resp, NULL, 0),
+				 KVI_OK);
+		assert_int_equal(resp->body_case, KVINDEX__RESPONSE__BODY_DUMP);
+		assert_int_equal(resp->dump->watermark, 99);
+		kvindex__response__free_unpacked(resp, NULL);
+		assert_int_equal(idle_settled(c), 1);
+	}
+	/* a shard's error is a reply: the context is kept */
+	req_dump(&req, &dr, "nomsg");
+	assert_int_equal(kvp_call(c, &req, 3000, NULL, NULL, 0), KVI_ENOENT);
+	assert_int_equal(idle_settled(c), 1);
+	kvp_client_close(c);
+}
+
 int
 main(void)
 {
@@ -380,6 +440,7 @@ main(void)
 	    cmocka_unit_test(test_reconnect),
 	    cmocka_unit_test(test_fanout_one_shard_down),
 	    cmocka_unit_test(test_client_close_aborts_calls),
+	    cmocka_unit_test(test_contexts_reused),
 	};
 	int failed = cmocka_run_group_tests(tests, group_setup, group_teardown);
 	nng_fini();
