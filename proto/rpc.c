@@ -485,10 +485,13 @@ kvp_call_finish(kvp_call_state *st, kvi_err rv, Kvindex__Response *resp,
 		st->next = c->idle_calls;
 		c->idle_calls = st;
 		c->n_idle++;
+	} else if (!c->closing) {
+		/* under mu, so never beside kvp_client_close's nng_close,
+		 * which closes every context of the socket itself */
+		nng_ctx_close(st->ctx);
 	}
 	pthread_mutex_unlock(&c->mu);
 	if (!keep) {
-		nng_ctx_close(st->ctx);
 		nng_aio_reap(st->aio);
 		kvi_free(st);
 	}
