@@ -117,8 +117,8 @@ static struct bufferevent *
 conn_new(struct event_base *base, void *arg)
 {
 	kvi_http_loop *loop = arg;
-	struct bufferevent *bev =
-	    bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+	struct bufferevent *bev = kvi_http_framed_new(
+	    base, loop->h->cfg.max_body, KVI_HTTP_HEADERS_MAX + 1024);
 	if (bev == NULL) {
 		return NULL; /* evhttp makes one itself */
 	}

@@ -158,6 +158,22 @@ void kvi_http_conn_busy(kvi_http_loop *loop, struct evhttp_request *ev,
 			bool busy);
 void kvi_http_conns_fini(kvi_http_loop *loop);
 
+/* httpd_frame.c: each connection reads through a filter that frames its
+ * requests (RFC 9112 6) and passes evhttp each with a Content-Length body,
+ * or its head alone marked with FRAME_ERROR_HEADER ("400 reason"). */
+#define FRAME_ERROR_HEADER "X-Kvindex-Framing-Error"
+/* The longest request head evhttp is let read (evhttp_set_max_headers_size);
+ * the framer passes on longer ones as they are, for evhttp to refuse. */
+#define KVI_HTTP_HEADERS_MAX (64 * 1024)
+/* kvi_http_framed_new returns a new bufferevent for evhttp_set_bevcb: a
+ * socket's, read through the framer, whose chunked bodies may not decode
+ * to more than max_body bytes (0: no limit). */
+struct bufferevent *kvi_http_framed_new(struct event_base *base,
+					size_t max_body, size_t max_head);
+/* kvi_http_frame_error returns the reason the framer refused ev, with the
+ * status to answer in *status, or NULL. */
+const char *kvi_http_frame_error(struct evhttp_request *ev, int *status);
+
 /* httpd_req.c */
 void kvi_http_req_free(kvi_http_req *req);
 bool kvi_http_token_valid(const char *s);

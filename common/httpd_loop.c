@@ -31,7 +31,6 @@
 #include "httpd_int.h"
 #include "log.h"
 
-#define HEADERS_MAX     (64 * 1024)
 #define LISTEN_QUEUE    1024
 #define ACCEPT_PAUSE_MS 100
 
@@ -183,42 +182,6 @@ no_delay(struct evhttp_request *ev)
 	}
 }
 
-/* framing_error returns why the request's framing is ambiguous, or NULL.
- * Two Content-Length headers that differ, a Content-Length that is not
- * one number, or one beside Transfer-Encoding: evhttp reads the body by
- * one of them, and a proxy in front may have read it by another, so the
- * rest of the connection would be parsed as a request it never saw
- * (request smuggling). RFC 9112 6.3: answer 400 and close. */
-static const char *
-framing_error(struct evhttp_request *ev)
-{
-	const struct evkeyvalq *hs = evhttp_request_get_input_headers(ev);
-	const char *len = NULL;
-	bool te = false;
-	for (const struct evkeyval *kv = TAILQ_FIRST(hs); kv != NULL;
-	     kv = TAILQ_NEXT(kv, next)) {
-		if (evutil_ascii_strcasecmp(kv->key, "Transfer-Encoding") ==
-		    0) {
-			te = true;
-			continue;
-		}
-		if (evutil_ascii_strcasecmp(kv->key, "Content-Length") != 0) {
-			continue;
-		}
-		const char *v = kv->value;
-		size_t n = strspn(v, "0123456789");
-		if (n == 0 || v[n + strspn(v + n, " \t")] != '\0') {
-			return "Content-Length is not one number";
-		}
-		if (len != NULL && strcmp(len, v) != 0) {
-			return "two Content-Length headers that differ";
-		}
-		len = v;
-	}
-	return te && len != NULL ? "both Content-Length and Transfer-Encoding"
-				 : NULL;
-}
-
 static void
 loop_on_request(struct evhttp_request *ev, void *arg)
 {
@@ -230,12 +193,13 @@ loop_on_request(struct evhttp_request *ev, void *arg)
 					"server is shutting down", NULL);
 		return;
 	}
-	const char *bad = framing_error(ev);
+	int bad_status;
+	const char *bad = kvi_http_frame_error(ev, &bad_status);
 	if (bad != NULL) {
-		/* what follows on the connection is not to be trusted */
+		/* the framer dropped the rest of the connection */
 		evhttp_add_header(evhttp_request_get_output_headers(ev),
 				  "Connection", "close");
-		kvi_http_send_error_now(loop, ev, 400, bad, NULL);
+		kvi_http_send_error_now(loop, ev, bad_status, bad, NULL);
 		return;
 	}
 	const char *method = method_name(evhttp_request_get_command(ev));
@@ -577,8 +541,11 @@ kvi_http_loop_init(kvi_http_loop *loop, int listen_fd, char *err, size_t errlen)
 			    EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE |
 			    EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
 	evhttp_set_max_body_size(loop->http, (ev_ssize_t)cfg->max_body);
-	evhttp_set_max_headers_size(loop->http, HEADERS_MAX);
-	evhttp_set_timeout(loop->http, cfg->timeout_s);
+	evhttp_set_max_headers_size(loop->http, KVI_HTTP_HEADERS_MAX);
+	/* a request's arrival is timed by httpd_conn.c, which counts what
+	 * it ends; evhttp's own timeout, which restarts whenever the framer
+	 * passes it something, only backs it up */
+	evhttp_set_timeout(loop->http, 2 * cfg->timeout_s);
 	/* read and drop an oversized body so the client sees the 413 */
 	evhttp_set_flags(loop->http, EVHTTP_SERVER_LINGERING_CLOSE);
 

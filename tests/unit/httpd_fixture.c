@@ -207,6 +207,16 @@ raw_exchange(uint16_t port, const char *req, char *out, size_t cap)
 	return n;
 }
 
+int
+count_of(const char *hay, const char *needle)
+{
+	int n = 0;
+	for (const char *p = hay; (p = strstr(p, needle)) != NULL; p++) {
+		n++;
+	}
+	return n;
+}
+
 /* assert_framed checks that the reply in out carries a body of exactly
  * its Content-Length: a client reading it would otherwise fail. */
 void

@@ -77,6 +77,9 @@ int connect_raw(uint16_t port);
  * back until the server closes it (or 3 s pass) into out. */
 size_t raw_exchange(uint16_t port, const char *req, char *out, size_t cap);
 
+/* count_of returns how many times needle occurs in hay. */
+int count_of(const char *hay, const char *needle);
+
 /* assert_framed checks that the reply in out carries a body of exactly
  * its Content-Length: a client reading it would otherwise fail. */
 void assert_framed(const char *out);

@@ -378,17 +378,6 @@ test_deferred_reply(void **state)
 	kvi_httpd_free(h);
 }
 
-/* count_of returns how many times needle occurs in hay. */
-static int
-count_of(const char *hay, const char *needle)
-{
-	int n = 0;
-	for (const char *p = hay; (p = strstr(p, needle)) != NULL; p++) {
-		n++;
-	}
-	return n;
-}
-
 static void
 test_smuggling(void **state)
 {
