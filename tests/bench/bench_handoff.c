@@ -34,22 +34,64 @@ typedef struct bh_shard {
 	kvp_client *client;
 } bh_shard;
 
+/* bh_shard_up says whether s's process is running and answers on its
+ * port: a port picked for it may have been taken meanwhile by another
+ * process, and the shard then exits saying so while the other answers. */
+static bool
+bh_shard_up(bh_shard *s)
+{
+	Kvindex__StatusRequest sr = KVINDEX__STATUS_REQUEST__INIT;
+	Kvindex__Request req = KVINDEX__REQUEST__INIT;
+	req.body_case = KVINDEX__REQUEST__BODY_STATUS;
+	req.status = &sr;
+	for (int64_t t0 = kvt_now_ms(); kvt_now_ms() - t0 < 10000;) {
+		if (!kvt_proc_alive(s->proc)) {
+			return false;
+		}
+		Kvindex__Response *resp = NULL;
+		kvi_err rv = kvp_call(s->client, &req, 500, &resp, NULL, 0);
+		if (resp != NULL) {
+			kvindex__response__free_unpacked(resp, NULL);
+		}
+		if (rv == KVI_OK) {
+			kvt_sleep_ms(100);
+			return kvt_proc_alive(s->proc);
+		}
+		kvt_sleep_ms(20);
+	}
+	return false;
+}
+
 static void
 bh_shard_start(bh_shard *s, const char *name)
 {
 	kvt_tmpdir_make(name, &s->dir);
 	char *data = kvt_path(s->dir, "data"), *log = kvt_path(s->dir, "log");
-	int port;
-	kvt_ports_pick(1, &port);
-	snprintf(s->listen, sizeof(s->listen), "tcp://127.0.0.1:%d", port);
-	const char *argv[] = {KVI_SHARD_BIN, "--listen",  s->listen,
-			      "--data-dir",  data,        "--log-level",
-			      "warn",        "--no-sync", NULL};
-	if (kvt_proc_start(argv, log, &s->proc) != KVI_OK) {
-		fprintf(stderr, "shard did not start\n");
-		exit(1);
+	for (int attempt = 0;; attempt++) {
+		int port;
+		kvt_ports_pick(1, &port);
+		snprintf(s->listen, sizeof(s->listen), "tcp://127.0.0.1:%d",
+			 port);
+		const char *argv[] = {KVI_SHARD_BIN, "--listen",  s->listen,
+				      "--data-dir",  data,        "--log-level",
+				      "warn",        "--no-sync", NULL};
+		if (kvt_proc_start(argv, log, &s->proc) != KVI_OK) {
+			fprintf(stderr, "shard did not start\n");
+			exit(1);
+		}
+		kvp_client_open(s->listen, &s->client);
+		if (bh_shard_up(s)) {
+			break;
+		}
+		kvp_client_close(s->client);
+		kvt_proc_stop(s->proc, 10000, NULL);
+		kvt_proc_free(s->proc);
+		if (attempt == 4) {
+			fprintf(stderr, "shard did not come up (its log: %s)\n",
+				log);
+			exit(1);
+		}
 	}
-	kvp_client_open(s->listen, &s->client);
 	free(data);
 	free(log);
 }
