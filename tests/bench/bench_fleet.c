@@ -1,8 +1,9 @@
 /*
  * bench_fleet - onboarding a fleet: N pods of DP=2 registered through
  * POST /register (or, with --source file, appearing at once in the
- * discovery file) against a real coordinator and two real shards, whose
- * engines are not there (nothing listens on their ports), as an operator
+ * discovery file; with --source kube, created in a Kubernetes API server
+ * the coordinator watches) against a real coordinator and two real shards,
+ * whose engines are not there (nothing listens on their ports), as an operator
  * bringing up a large fleet would see it.
  *
  * It prints, for every tenth of the pods, the registration rate and the
@@ -28,12 +29,16 @@
  *
  *   bench_fleet [--pods N] [--clients C] [--sync] [--idle-wait S]
  *               [--reconnect-max-ms MS] [--plot FILE]
- *               [--source register|file]
+ *               [--source register|file|kube]
  *
  * --source file writes the first tenth of the pods to the coordinator's
  * discovery file, then the whole fleet at once, and times the second
  * write (a rename) to every listener assigned; there is no rate per tenth
- * then, nor a plot.
+ * then, nor a plot. --source kube does the same through a test Kubernetes
+ * API server (tests/kubeapi): the first tenth is created before the rest,
+ * which is then created one PUT after another as fast as the server takes
+ * them, and the time is from the first of those PUTs; the coordinator
+ * lists the pods at its restart.
  *
  * --clients C registers from C threads at once (default 4); --sync runs
  * the shards with fsync'd commits (default --no-sync); idle CPU is
@@ -53,6 +58,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "bench_fleet_kube.h"
 #include "bench_query_proc.h"
 #include "kvitest.h"
 
@@ -445,7 +451,7 @@ int
 main(int argc, char **argv)
 {
 	fleet f = {.pods = 2000, .clients = 4, .idle_wait = 10};
-	bool by_file = false;
+	bool by_file = false, by_kube = false;
 	static const struct option opts[] = {
 	    {"pods", required_argument, NULL, 'p'},
 	    {"clients", required_argument, NULL, 'c'},
@@ -478,7 +484,9 @@ main(int argc, char **argv)
 			break;
 		case 'S':
 			by_file = strcmp(optarg, "file") == 0;
-			if (by_file || strcmp(optarg, "register") == 0) {
+			by_kube = strcmp(optarg, "kube") == 0;
+			if (by_file || by_kube ||
+			    strcmp(optarg, "register") == 0) {
 				break;
 			}
 			/* fall through */
@@ -486,7 +494,8 @@ main(int argc, char **argv)
 			fprintf(stderr,
 				"usage: bench_fleet [--pods N] [--clients C] "
 				"[--sync] [--idle-wait S] [--reconnect-max-ms "
-				"MS] [--plot FILE] [--source register|file]\n");
+				"MS] [--plot FILE] [--source "
+				"register|file|kube]\n");
 			return 2;
 		}
 	}
@@ -539,16 +548,24 @@ main(int argc, char **argv)
 	char *cdata = kvt_path(dir, "coord"),
 	     *clog = kvt_path(dir, "coord.log");
 	char *pods_file = kvt_path(dir, "pods.json");
-	const char *cav[] = {KVI_COORD_BIN, "--shards",   shards, "--http",
-			     http,          "--data-dir", cdata,  "--log-level",
-			     "warn",        NULL,         NULL,   NULL};
+	const char *cav[9 + BFK_COORD_ARGS + 1] = {
+	    KVI_COORD_BIN, "--shards", shards,        "--http", http,
+	    "--data-dir",  cdata,      "--log-level", "warn"};
+	int cac = 9;
+	kvt_kube kube = {0};
 	if (by_file) {
 		f.file = pods_file;
-		cav[9] = "--discovery-file";
-		cav[10] = pods_file;
+		cav[cac++] = "--discovery-file";
+		cav[cac++] = pods_file;
 		if (!write_pods(&f, 0)) {
 			return 1;
 		}
+	}
+	if (by_kube) {
+		if (!bfk_start(&kube)) {
+			return 1;
+		}
+		bfk_coord_args(&kube, cav, &cac);
 	}
 	if (kvt_proc_start(cav, clog, &coord) != KVI_OK) {
 		return 1;
@@ -585,12 +602,13 @@ main(int argc, char **argv)
 	f.done_at = kvi_calloc((size_t)f.pods, sizeof(double));
 	/* the first tenth alone, and a query's cost at that size */
 	f.first = f.pods / TENTHS;
-	for (int p = 0; p < f.first && !by_file; p++) {
+	for (int p = 0; p < f.first && !by_file && !by_kube; p++) {
 		if (!register_one(&f, p)) {
 			atomic_fetch_add(&f.failed, 1);
 		}
 	}
-	if (by_file && !write_pods(&f, f.first)) {
+	if ((by_file && !write_pods(&f, f.first)) ||
+	    (by_kube && !bfk_put(&kube, 0, f.first))) {
 		return 1;
 	}
 	wait_assigned(&f, f.first);
@@ -617,6 +635,28 @@ main(int argc, char **argv)
 		} else {
 			printf("the fleet not all assigned a minute after the "
 			       "file was written\n");
+			atomic_fetch_add(&f.failed, 1);
+		}
+	} else if (by_kube) {
+		printf("bench_fleet: %d pods x DP 2 = %d listeners, through "
+		       "the Kubernetes API, shards %s\n",
+		       f.pods, 2 * f.pods, f.sync ? "fsync" : "--no-sync");
+		double t = now_s();
+		bool put = bfk_put(&kube, f.first, f.pods);
+		double puts = now_s() - t;
+		double took = put ? wait_assigned(&f, f.pods) : -1;
+		if (took >= 0) {
+			double all = now_s() - t;
+			printf("the other %d pods created in %.2f s (%.0f "
+			       "PUTs/s): all %d listeners assigned %.2f s "
+			       "after the first (%.0f pods/s), %.2f s after "
+			       "the last\n",
+			       f.pods - f.first, puts,
+			       (f.pods - f.first) / puts, 2 * f.pods, all,
+			       (f.pods - f.first) / all, took);
+		} else {
+			printf("the fleet not all assigned a minute after its "
+			       "pods were created\n");
 			atomic_fetch_add(&f.failed, 1);
 		}
 	} else {
@@ -720,6 +760,9 @@ main(int argc, char **argv)
 	kvt_proc_free(shard[0]);
 	kvt_proc_free(shard[1]);
 	kvt_sim_stop(&f.sim, NULL);
+	if (by_kube) {
+		kvt_kube_stop(&kube, NULL);
+	}
 	kvt_tmpdir_remove(dir);
 	kvi_free(dir);
 	kvi_free(cdata);
