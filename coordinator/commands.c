@@ -4,6 +4,7 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "alloc.h"
@@ -307,15 +308,39 @@ kvc_do_unregister(kvc_assigner *a, kvc_cmd *c)
 	kvc_strv_free(keys, n);
 }
 
-static const kvc_pod *
-kvc_pod_named(const kvc_pod *pods, size_t n, const char *name)
+static int
+kvc_pod_ptr_cmp(const void *x, const void *y)
 {
-	for (size_t i = 0; i < n; i++) {
-		if (pods[i].name != NULL && strcmp(pods[i].name, name) == 0) {
-			return &pods[i];
+	const kvc_pod *const *a = x, *const *b = y;
+	return strcmp((*a)->name, (*b)->name);
+}
+
+/* kvc_pods_by_name returns pointers to the named pods of pods, sorted by
+ * name, and their number in *n (kvi_free). */
+static const kvc_pod **
+kvc_pods_by_name(const kvc_pod *pods, size_t n_pods, size_t *n)
+{
+	const kvc_pod **by = kvi_calloc(n_pods + 1, sizeof(*by));
+	*n = 0;
+	for (size_t i = 0; i < n_pods; i++) {
+		if (pods[i].name != NULL) {
+			by[(*n)++] = &pods[i];
 		}
 	}
-	return NULL;
+	qsort(by, *n, sizeof(*by), kvc_pod_ptr_cmp);
+	return by;
+}
+
+static const kvc_pod *
+kvc_pod_named(const kvc_pod **by, size_t n, const char *name)
+{
+	if (name == NULL) {
+		return NULL;
+	}
+	kvc_pod key = {.name = (char *)name};
+	const kvc_pod *k = &key;
+	const kvc_pod **hit = bsearch(&k, by, n, sizeof(*by), kvc_pod_ptr_cmp);
+	return hit != NULL ? *hit : NULL;
 }
 
 void
@@ -323,10 +348,11 @@ kvc_do_sync(kvc_assigner *a, kvc_cmd *c)
 {
 	size_t n_cur;
 	kvc_pod *cur = kvc_reg_pods(a->reg, c->source, &n_cur);
-	size_t removed = 0, added = 0, rejected = 0;
+	size_t removed = 0, added = 0, rejected = 0, n_by;
+	/* by name: a source of many pods syncs often (a watch event each) */
+	const kvc_pod **by = kvc_pods_by_name(c->pods, c->n_pods, &n_by);
 	for (size_t i = 0; i < n_cur; i++) {
-		const kvc_pod *np =
-		    kvc_pod_named(c->pods, c->n_pods, cur[i].name);
+		const kvc_pod *np = kvc_pod_named(by, n_by, cur[i].name);
 		if (np == NULL || !kvc_pod_equal(np, &cur[i])) {
 			size_t n = 0;
 			/* two statements: an argument list has no order */
@@ -349,6 +375,7 @@ kvc_do_sync(kvc_assigner *a, kvc_cmd *c)
 		}
 	}
 	kvc_pods_free(cur, n_cur);
+	kvi_free(by);
 	KVI_INFO("source_synced",
 		 "source=%s pods=%zu added=%zu removed=%zu rejected=%zu",
 		 kvc_source_name(c->source), c->n_pods, added, removed,
