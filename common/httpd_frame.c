@@ -20,8 +20,8 @@
  * marked with the status and the reason in FRAME_ERROR_HEADER and no body, and
  * the rest of the connection is dropped: the loop answers the mark and closes.
  *
- * A client's own FRAME_ERROR_HEADER is removed. A head that does not end
- * within its limit is passed on as it is, for evhttp to refuse.
+ * A client's own FRAME_ERROR_HEADER is removed. A head longer than its
+ * limit is refused too (431), with a request line of the framer's own.
  *
  * Replies: evhttp takes a reply as written once the bufferevent it writes
  * to has an empty output buffer, and may then shut the socket. A filter's
@@ -46,6 +46,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "httpd_frame.h"
 #include "httpd_int.h"
 
 #define CHUNK_LINE_MAX 4096
@@ -57,11 +58,10 @@ typedef enum frame_state {
 	FR_CHUNK_DATA, /* left bytes of a chunk */
 	FR_CHUNK_END,  /* the line end after a chunk */
 	FR_TRAILER,    /* trailer lines, up to an empty one */
-	FR_PASS,       /* everything as it comes: evhttp refuses the head */
 	FR_DEAD,       /* everything dropped: the connection is ending */
 } frame_state;
 
-typedef struct framer {
+typedef struct kvi_http_framer {
 	frame_state st;
 	uint64_t left;
 	size_t max_body, max_head;
@@ -141,7 +141,7 @@ head_line(head_info *hi, const char *line, size_t n, bool first_reading)
 	if (n > 0 && (line[0] == ' ' || line[0] == '\t')) {
 		/* RFC 9112 5.2: obsolete line folding, refused */
 		head_fail(hi, 400, "header line folding is not accepted");
-		return true;
+		return false;
 	}
 	const char *colon = memchr(line, ':', n);
 	if (colon == NULL) {
@@ -297,11 +297,17 @@ frame_head(framer *f, struct evbuffer *src, struct evbuffer *dst)
 		}
 	}
 	size_t len = head_end(f, src);
+	if ((len == 0 && evbuffer_get_length(src) > f->max_head) ||
+	    len > f->max_head) {
+		/* what evhttp is handed must be read here first: a request
+		 * line of ours carries the mark */
+		evbuffer_drain(f->head, evbuffer_get_length(f->head));
+		evbuffer_add_printf(f->head, "GET / HTTP/1.1\r\n");
+		f->scan = 0;
+		frame_refuse(f, src, dst, 431, "request head too large");
+		return true;
+	}
 	if (len == 0) {
-		if (evbuffer_get_length(src) > f->max_head) {
-			f->st = FR_PASS;
-			return true;
-		}
 		return false;
 	}
 	head_info hi = {0};
@@ -318,7 +324,10 @@ frame_head(framer *f, struct evbuffer *src, struct evbuffer *dst)
 		if (hi.expect_continue && evbuffer_get_length(src) == 0) {
 			static const char cont[] =
 			    "HTTP/1.1 100 Continue\r\n\r\n";
-			bufferevent_write(f->sock, cont, sizeof(cont) - 1);
+			if (f->sock != NULL) {
+				bufferevent_write(f->sock, cont,
+						  sizeof(cont) - 1);
+			}
 		}
 		f->st = FR_CHUNK_SIZE;
 		return true;
@@ -465,12 +474,6 @@ frame_step(framer *f, struct evbuffer *src, struct evbuffer *dst)
 		evbuffer_add_buffer(dst, f->body);
 		f->st = FR_HEAD;
 		return true;
-	case FR_PASS:
-		if (have == 0) {
-			return false;
-		}
-		evbuffer_add_buffer(dst, src);
-		return true;
 	case FR_DEAD:
 		evbuffer_drain(src, have);
 		return false;
@@ -555,6 +558,35 @@ frame_free(void *arg)
 	kvi_free(f);
 }
 
+kvi_http_framer *
+kvi_http_framer_new(size_t max_body, size_t max_head)
+{
+	framer *f = kvi_calloc(1, sizeof(*f));
+	f->max_body = max_body > 0 ? max_body : SIZE_MAX;
+	f->max_head = max_head;
+	f->head = evbuffer_new();
+	f->body = evbuffer_new();
+	if (f->head == NULL || f->body == NULL) {
+		kvi_oom(sizeof(*f));
+	}
+	return f;
+}
+
+void
+kvi_http_framer_feed(kvi_http_framer *f, struct evbuffer *src,
+		     struct evbuffer *dst)
+{
+	frame_in(src, dst, -1, BEV_NORMAL, f);
+}
+
+void
+kvi_http_framer_free(kvi_http_framer *f)
+{
+	if (f != NULL) {
+		frame_free(f);
+	}
+}
+
 struct bufferevent *
 kvi_http_framed_new(struct event_base *base, size_t max_body, size_t max_head)
 {
@@ -563,15 +595,8 @@ kvi_http_framed_new(struct event_base *base, size_t max_body, size_t max_head)
 	if (sock == NULL) {
 		return NULL;
 	}
-	framer *f = kvi_calloc(1, sizeof(*f));
-	f->max_body = max_body > 0 ? max_body : SIZE_MAX;
-	f->max_head = max_head;
-	f->head = evbuffer_new();
-	f->body = evbuffer_new();
+	framer *f = kvi_http_framer_new(max_body, max_head);
 	f->sock = sock;
-	if (f->head == NULL || f->body == NULL) {
-		kvi_oom(sizeof(*f));
-	}
 	struct bufferevent *bev = bufferevent_filter_new(
 	    sock, frame_in, frame_out, BEV_OPT_CLOSE_ON_FREE, frame_free, f);
 	if (bev == NULL) {

@@ -541,7 +541,7 @@ kvi_http_loop_init(kvi_http_loop *loop, int listen_fd, char *err, size_t errlen)
 			    EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE |
 			    EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
 	evhttp_set_max_body_size(loop->http, (ev_ssize_t)cfg->max_body);
-	evhttp_set_max_headers_size(loop->http, KVI_HTTP_HEADERS_MAX);
+	evhttp_set_max_headers_size(loop->http, KVI_HTTP_HEADERS_MAX + 1024);
 	/* a request's arrival is timed by httpd_conn.c, which counts what
 	 * it ends; evhttp's own timeout, which restarts whenever the framer
 	 * passes it something, only backs it up */

@@ -5,9 +5,9 @@
  * small as a byte, pipelined; every malformed chunked body and coding
  * answered with its status, the connection closed and nothing after it
  * served (a body on HEAD or TRACE, which evhttp would read as the next
- * request, too); Expect: 100-continue before a chunked body; and a
- * client's own copy of the framer's mark. Requests framed two ways are
- * test_httpd.c's test_smuggling.
+ * request, and a head over the limit, too); Expect: 100-continue before a
+ * chunked body; and a client's own copy of the framer's mark. Requests framed
+ * two ways are test_httpd.c's test_smuggling.
  */
 #include <jansson.h>
 #include <poll.h>
@@ -175,6 +175,25 @@ test_bad_framing(void **state)
 			assert_non_null(strstr(out, why));
 			assert_framed(out);
 		}
+	}
+	assert_int_equal(hold.calls, 0);
+	/* a head over the limit, whole or not, with a request after it */
+	for (int whole = 0; whole < 2; whole++) {
+		size_t big = 70 * 1024;
+		char *huge = kvi_malloc(big + 256);
+		int n = snprintf(huge, big + 256,
+				 "POST /count HTTP/1.1\r\nX-Big: ");
+		memset(huge + n, 'b', big);
+		snprintf(huge + n + big, 256, "%s",
+			 whole ? "\r\n\r\nGET /hello HTTP/1.1\r\n\r\n"
+			       : "\r\nX-More: 1\r\n");
+		char reply[4096];
+		raw_exchange(port, huge, reply, sizeof(reply));
+		assert_int_equal(count_of(reply, "HTTP/1.1 "), 1);
+		assert_non_null(strstr(reply, "HTTP/1.1 431 "));
+		assert_non_null(strstr(reply, "request head too large"));
+		assert_non_null(strcasestr(reply, "Connection: close"));
+		kvi_free(huge);
 	}
 	assert_int_equal(hold.calls, 0);
 	/* at the limit is not over it */
