@@ -228,6 +228,12 @@ kvc_query_done(void *arg, kvi_err rv, const Kvindex__QueryResponse *qr,
 		atomic_fetch_add(&c->shards[sl->idx]->fanout_errors, 1);
 		KVI_DEBUG("fanout_failed", "shard=%s err=%s: %s",
 			  c->shards[sl->idx]->id, kvi_strerror(rv), err);
+		if (rv == KVI_EUNREACHABLE) {
+			/* its connection broke under the query: the next
+			 * queries skip it until a poll finds it again */
+			kvc_shard_mark_down(c->shards[sl->idx], rv, err,
+					    kvi_now_ms());
+		}
 	} else {
 		pthread_mutex_lock(&c->mu);
 		kvc_qctx_add(c, qr);

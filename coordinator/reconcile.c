@@ -99,19 +99,6 @@ kvc_shard_answered(kvc_shard *sh, const Kvindex__StatusResponse *st,
 	kvc_shard_set_store_error(sh, st->store_error);
 }
 
-static void
-kvc_shard_silent(kvc_shard *sh, const kvc_call *c, int64_t now)
-{
-	if (atomic_load(&sh->up) || atomic_load(&sh->down_since_ms) == 0) {
-		KVI_WARN("shard_down", "shard=%s url=%s err=%s: %s", sh->id,
-			 sh->url, kvi_strerror(c->rv), c->err);
-	}
-	atomic_store(&sh->up, false);
-	if (atomic_load(&sh->down_since_ms) == 0) {
-		atomic_store(&sh->down_since_ms, now);
-	}
-}
-
 typedef struct kvc_probe {
 	kvc_assigner *a;
 	kvc_shard *sh;
@@ -300,7 +287,7 @@ kvc_poll(kvc_assigner *a)
 					   now);
 			total += a->resps[i]->status->n_listeners;
 		} else if (c != NULL) {
-			kvc_shard_silent(a->snap[i], c, now);
+			kvc_shard_mark_down(a->snap[i], c->rv, c->err, now);
 		}
 		int64_t down = atomic_load(&a->snap[i]->down_since_ms);
 		bool grace = a->cfg.failover_grace_ms < 0 || a->answered[i] ||

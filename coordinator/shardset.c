@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "alloc.h"
+#include "log.h"
 
 struct kvc_shardset {
 	pthread_rwlock_t lock;
@@ -210,6 +211,18 @@ bool
 kvc_shard_known_down(const kvc_shard *sh)
 {
 	return !atomic_load(&sh->up) && atomic_load(&sh->down_since_ms) != 0;
+}
+
+void
+kvc_shard_mark_down(kvc_shard *sh, kvi_err rv, const char *err, int64_t now)
+{
+	if (atomic_exchange(&sh->up, false) ||
+	    atomic_load(&sh->down_since_ms) == 0) {
+		KVI_WARN("shard_down", "shard=%s url=%s err=%s: %s", sh->id,
+			 sh->url, kvi_strerror(rv), err);
+	}
+	int64_t zero = 0;
+	atomic_compare_exchange_strong(&sh->down_since_ms, &zero, now);
 }
 
 void

@@ -89,10 +89,16 @@ void kvc_shard_unref(kvc_shard *sh);
 
 size_t kvc_shardset_count(kvc_shardset *s);
 
-/* kvc_shard_known_down says whether sh has missed a poll since it last
- * answered one (a shard not polled yet is not known down). Queries skip
- * such a shard, and polls do not wait for it. */
+/* kvc_shard_known_down says whether sh has missed a poll, or lost its
+ * connection under a query, since it last answered a poll (a shard not
+ * polled yet is not known down). Queries skip such a shard, and polls do
+ * not wait for it. */
 bool kvc_shard_known_down(const kvc_shard *sh);
+
+/* kvc_shard_mark_down records that sh did not answer (why: rv, err) at
+ * now: down, since now unless it already was; logged once. */
+void kvc_shard_mark_down(kvc_shard *sh, kvi_err rv, const char *err,
+			 int64_t now);
 
 /* kvc_shard_set_store_error records what sh's last poll said of its
  * store: why it cannot commit, or NULL when it can. */

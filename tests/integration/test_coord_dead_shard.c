@@ -8,6 +8,10 @@
  * that own its listeners. A shard that owns none of them gets none of its
  * queries (its own query counter says so) and, stopped, delays none.
  *
+ * test_lost_connection_skips: a shard whose connection breaks under a
+ * query is skipped by the queries after it at once, before any poll has
+ * missed it (the polls are 5 s apart).
+ *
  * test_dead_shard_costs_nothing: with a shard killed, once the poll has
  * seen it down, a query answers at once, partial, from the other shard;
  * registrations are answered at once (201 or 202), since no poll waits
@@ -15,6 +19,7 @@
  * listener away from it, answers are whole again.
  */
 #include <inttypes.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -185,6 +190,79 @@ test_model_asks_its_shards(void **state)
 	assert_int_equal(kill(pid, SIGCONT), 0);
 }
 
+/* A query posted from a thread of its own, timed. */
+typedef struct bg_query {
+	cluster *c;
+	char body[2048];
+	long status;
+	bool partial;
+	int64_t took;
+	pthread_t tid;
+} bg_query;
+
+static void *
+bg_query_main(void *arg)
+{
+	bg_query *q = arg;
+	char url[128];
+	snprintf(url, sizeof(url), "%s/query", q->c->base);
+	kvt_http_resp r;
+	int64_t t0 = kvt_now_ms();
+	if (kvt_http_post(url, q->body, 30000, &r) == KVI_OK) {
+		q->status = r.status;
+		q->partial = r.json != NULL && partial(r.json);
+	}
+	q->took = kvt_now_ms() - t0;
+	kvt_http_resp_fini(&r);
+	return NULL;
+}
+
+static void
+test_lost_connection_skips(void **state)
+{
+	cluster *c = *state;
+	const char *extra[] = {
+	    "--query-deadline-ms", "3000",  "--tick-ms", "5000",
+	    "--failover-grace-ms", "60000", NULL};
+	start(c, extra);
+	int on0 = clu_rank_on(c, 0, N, DP);
+	assert_true(on0 >= 0);
+	/* a query waits for the stopped shard; its connection then breaks */
+	pid_t pid = kvt_proc_pid(c->shards[1].proc);
+	clu_sigstop(pid);
+	bg_query q = {.c = c};
+	uint32_t t[NTOK];
+	make_tokens(t, 10 + (uint32_t)on0);
+	int off = snprintf(q.body, sizeof(q.body),
+			   "{\"model_name\":\"sim-model\",\"token_ids\":[");
+	for (int i = 0; i < NTOK; i++) {
+		off += snprintf(q.body + off, sizeof(q.body) - (size_t)off,
+				"%s%u", i ? "," : "", t[i]);
+	}
+	snprintf(q.body + off, sizeof(q.body) - (size_t)off, "]}");
+	assert_int_equal(pthread_create(&q.tid, NULL, bg_query_main, &q), 0);
+	kvt_sleep_ms(300);
+	shc_kill9(&c->shards[1]);
+	pthread_join(q.tid, NULL);
+	assert_int_equal(q.status, 200);
+	assert_true(q.partial);
+	assert_true(q.took < 300 + FAST_MS);
+	/* no poll has missed it yet: before, each of these waited the whole
+	 * deadline for a shard with no connection */
+	for (int i = 0; i < 3; i++) {
+		int64_t took;
+		json_t *ans =
+		    query_of(c, "sim-model", 10 + (uint32_t)on0, &took);
+		if (took >= FAST_MS) {
+			fail_msg("query %d after the break took %" PRId64 " ms",
+				 i, took);
+		}
+		assert_true(partial(ans));
+		assert_int_equal(clu_score(ans, on0, DP), NTOK);
+		json_decref(ans);
+	}
+}
+
 /* all_on_shard0 says whether /workers puts every listener on shard-0. */
 static bool
 all_on_shard0(void *arg)
@@ -270,6 +348,8 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_model_asks_its_shards,
+					    clu_test_setup, clu_test_teardown),
+	    cmocka_unit_test_setup_teardown(test_lost_connection_skips,
 					    clu_test_setup, clu_test_teardown),
 	    cmocka_unit_test_setup_teardown(test_dead_shard_costs_nothing,
 					    clu_test_setup, clu_test_teardown),
