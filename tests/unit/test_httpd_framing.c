@@ -306,6 +306,63 @@ test_forged_mark(void **state)
 	kvi_httpd_free(h);
 }
 
+/* A chunked 4 MiB body, and its 4 MiB echo to a client that does not
+ * read for a while, on a connection the reply closes: the socket takes
+ * the reply in parts, and all of it arrives before the end. */
+static void
+test_large_reply_slow_reader(void **state)
+{
+	(void)state;
+	kvi_httpd *h = server_new(NULL, 1);
+	size_t big = (size_t)4 << 20, cap = big + 4096;
+	char *req = kvi_malloc(cap + big / 65536 * 16);
+	int n = snprintf(req, cap,
+			 "POST /echo HTTP/1.1\r\nHost: x\r\n"
+			 "Transfer-Encoding: chunked\r\nConnection: close\r\n"
+			 "\r\n7\r\n{\"a\": \"\r\n");
+	size_t off = (size_t)n;
+	for (size_t done = 0; done < big; done += 65536) {
+		off += (size_t)sprintf(req + off, "10000;part\r\n");
+		memset(req + off, 'q', 65536);
+		off += 65536;
+		off += (size_t)sprintf(req + off, "\r\n");
+	}
+	off += (size_t)sprintf(req + off, "2\r\n\"}\r\n0\r\n\r\n");
+	int fd = connect_raw(kvi_httpd_port(h));
+	assert_true(fd >= 0);
+	for (size_t sent = 0; sent < off;) {
+		ssize_t w = send(fd, req + sent, off - sent, MSG_NOSIGNAL);
+		assert_true(w > 0);
+		sent += (size_t)w;
+	}
+	sleep_ms(300);
+	size_t len = 0;
+	for (;;) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		assert_true(poll(&p, 1, 5000) > 0);
+		ssize_t r = read(fd, req + len, cap - 1 - len);
+		assert_true(r >= 0);
+		if (r == 0) {
+			break;
+		}
+		len += (size_t)r;
+		assert_true(len < cap - 1);
+	}
+	req[len] = '\0';
+	close(fd);
+	assert_non_null(strstr(req, "HTTP/1.1 201 "));
+	assert_framed(req);
+	json_t *got = json_loads(strstr(req, "\r\n\r\n") + 4, 0, NULL);
+	assert_non_null(got);
+	const char *a = json_string_value(
+	    json_object_get(json_object_get(got, "echo"), "a"));
+	assert_non_null(a);
+	assert_int_equal(strlen(a), big);
+	json_decref(got);
+	kvi_free(req);
+	kvi_httpd_free(h);
+}
+
 int
 main(void)
 {
@@ -315,6 +372,7 @@ main(void)
 	    cmocka_unit_test(test_chunked_pipelined),
 	    cmocka_unit_test(test_chunked_expect),
 	    cmocka_unit_test(test_forged_mark),
+	    cmocka_unit_test(test_large_reply_slow_reader),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
