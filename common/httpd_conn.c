@@ -118,7 +118,7 @@ conn_new(struct event_base *base, void *arg)
 {
 	kvi_http_loop *loop = arg;
 	struct bufferevent *bev = kvi_http_framed_new(
-	    base, loop->h->cfg.max_body, KVI_HTTP_HEADERS_MAX + 1024);
+	    base, loop->h->cfg.max_body, KVI_HTTP_HEADERS_MAX);
 	if (bev == NULL) {
 		return NULL; /* evhttp makes one itself */
 	}

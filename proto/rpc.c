@@ -465,9 +465,8 @@ kvp_client_release(kvp_client *c)
 }
 
 /* kvp_call_finish tells the caller the outcome and keeps the call for the
- * next one or frees it. It runs
- * on an nng thread, inside the callback of st->aio, which is why the aio is
- * reaped rather than freed. */
+ * next one or frees it. It runs on an nng thread, inside the callback of
+ * st->aio, which is why the aio is reaped rather than freed. */
 static void
 kvp_call_finish(kvp_call_state *st, kvi_err rv, Kvindex__Response *resp,
 		bool replied)

@@ -196,6 +196,17 @@ test_bad_framing(void **state)
 		kvi_free(huge);
 	}
 	assert_int_equal(hold.calls, 0);
+	/* a head just under the limit, chunked: taken */
+	size_t near = 63 * 1024;
+	char *under = kvi_malloc(near + 256);
+	int k = snprintf(under, near + 256, "%sX-Big: ", chunked_head);
+	memset(under + k, 'u', near);
+	snprintf(under + k + near, 256,
+		 "\r\nConnection: close\r\n\r\n2\r\nok\r\n0\r\n\r\n");
+	raw_exchange(port, under, out, cap);
+	assert_non_null(strstr(out, "HTTP/1.1 200 "));
+	assert_int_equal(json_int(strstr(out, "\r\n\r\n") + 4, "len"), 2);
+	kvi_free(under);
 	/* at the limit is not over it */
 	snprintf(req, cap, "%sConnection: close\r\n\r\n%x\r\n", chunked_head,
 		 1024);
