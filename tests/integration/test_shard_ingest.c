@@ -455,10 +455,14 @@ test_flood_stays_bounded(void **state)
 	assert_true(shc_wait_metric(&f->shard, sample, -1, SHC_WAIT_MS) < 0);
 #ifndef __SANITIZE_ADDRESS__
 	/* the heap grew by what is bounded: the budgets (3 MB), the replay
-	 * queue (1,000 batches) and the write-behind commit (the heap grew
-	 * 4-30 MB; 38-80 MB while the replay queue was unbounded). Not under
-	 * ASan, whose allocator keeps what is freed, in quarantine. */
-	assert_true(anon_most - anon0 < 64 * 1024);
+	 * queue (1,000 batches), the write-behind commit (two jobs of up to
+	 * 64 MB) and, just after SIGCONT, what ZeroMQ reads off the sockets
+	 * before ingest takes it (the live queue, unbounded by design): 4-30
+	 * MB in quiet runs, 67 MB once in a loaded CI run; 38-80 MB while
+	 * the replay queue was unbounded. So this catches a leak, not that
+	 * bound. Not under ASan, whose allocator keeps what is freed, in
+	 * quarantine. */
+	assert_true(anon_most - anon0 < 160 * 1024);
 #endif
 	assert_true(shc_metric(&f->shard,
 			       "kvindex_shard_backlog_overflows_total") >= 1);
