@@ -451,7 +451,7 @@ int
 main(int argc, char **argv)
 {
 	fleet f = {.pods = 2000, .clients = 4, .idle_wait = 10};
-	bool by_file = false, by_kube = false;
+	enum { BY_REGISTER, BY_FILE, BY_KUBE } by = BY_REGISTER;
 	static const struct option opts[] = {
 	    {"pods", required_argument, NULL, 'p'},
 	    {"clients", required_argument, NULL, 'c'},
@@ -483,9 +483,10 @@ main(int argc, char **argv)
 			f.reconnect_max = optarg;
 			break;
 		case 'S':
-			by_file = strcmp(optarg, "file") == 0;
-			by_kube = strcmp(optarg, "kube") == 0;
-			if (by_file || by_kube ||
+			by = strcmp(optarg, "file") == 0   ? BY_FILE
+			     : strcmp(optarg, "kube") == 0 ? BY_KUBE
+							   : BY_REGISTER;
+			if (by != BY_REGISTER ||
 			    strcmp(optarg, "register") == 0) {
 				break;
 			}
@@ -553,7 +554,7 @@ main(int argc, char **argv)
 	    "--data-dir",  cdata,      "--log-level", "warn"};
 	int cac = 9;
 	kvt_kube kube = {0};
-	if (by_file) {
+	if (by == BY_FILE) {
 		f.file = pods_file;
 		cav[cac++] = "--discovery-file";
 		cav[cac++] = pods_file;
@@ -561,7 +562,7 @@ main(int argc, char **argv)
 			return 1;
 		}
 	}
-	if (by_kube) {
+	if (by == BY_KUBE) {
 		if (!bfk_start(&kube)) {
 			return 1;
 		}
@@ -602,13 +603,13 @@ main(int argc, char **argv)
 	f.done_at = kvi_calloc((size_t)f.pods, sizeof(double));
 	/* the first tenth alone, and a query's cost at that size */
 	f.first = f.pods / TENTHS;
-	for (int p = 0; p < f.first && !by_file && !by_kube; p++) {
+	for (int p = 0; p < f.first && by == BY_REGISTER; p++) {
 		if (!register_one(&f, p)) {
 			atomic_fetch_add(&f.failed, 1);
 		}
 	}
-	if ((by_file && !write_pods(&f, f.first)) ||
-	    (by_kube && !bfk_put(&kube, 0, f.first))) {
+	if ((by == BY_FILE && !write_pods(&f, f.first)) ||
+	    (by == BY_KUBE && !bfk_put(&kube, 0, f.first))) {
 		return 1;
 	}
 	wait_assigned(&f, f.first);
@@ -619,7 +620,7 @@ main(int argc, char **argv)
 	    query_cost(&f, MATCH_BASE, SIM_RANKS, &q50[1][0], &q99[1][0]);
 	double rate[TENTHS];
 	int upto[TENTHS];
-	if (by_file) {
+	if (by == BY_FILE) {
 		printf("bench_fleet: %d pods x DP 2 = %d listeners, by the "
 		       "discovery file, shards %s\n",
 		       f.pods, 2 * f.pods, f.sync ? "fsync" : "--no-sync");
@@ -637,7 +638,7 @@ main(int argc, char **argv)
 			       "file was written\n");
 			atomic_fetch_add(&f.failed, 1);
 		}
-	} else if (by_kube) {
+	} else if (by == BY_KUBE) {
 		printf("bench_fleet: %d pods x DP 2 = %d listeners, through "
 		       "the Kubernetes API, shards %s\n",
 		       f.pods, 2 * f.pods, f.sync ? "fsync" : "--no-sync");
@@ -717,7 +718,7 @@ main(int argc, char **argv)
 	printf("GET /workers: %.3f s, %zu bytes\n", secs, bytes);
 	timed_get(f.base, "/workers?limit=100", &secs, &bytes);
 	printf("GET /workers?limit=100: %.3f s, %zu bytes\n", secs, bytes);
-	if (f.plot != NULL && !by_file) {
+	if (f.plot != NULL && by == BY_REGISTER) {
 		write_plot(&f, rate, upto);
 	}
 	/* the coordinator restarted on its store: it takes the fleet from
@@ -760,7 +761,7 @@ main(int argc, char **argv)
 	kvt_proc_free(shard[0]);
 	kvt_proc_free(shard[1]);
 	kvt_sim_stop(&f.sim, NULL);
-	if (by_kube) {
+	if (by == BY_KUBE) {
 		kvt_kube_stop(&kube, NULL);
 	}
 	kvt_tmpdir_remove(dir);
