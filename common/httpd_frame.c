@@ -17,11 +17,13 @@
  *    chunk longer than it said, line folding, a chunked body over the
  *    limit, a body on HEAD or TRACE (after which evhttp reads none, and
  *    would read it as the next request) - is passed on as the head alone,
- * marked with the status and the reason in FRAME_ERROR_HEADER and no body, and
- * the rest of the connection is dropped: the loop answers the mark and closes.
+ *    marked with the status and the reason in KVI_HTTP_FRAME_ERROR_HEADER
+ *    and no body, and the rest of the connection is dropped: the loop
+ *    answers the mark and closes.
  *
- * A client's own FRAME_ERROR_HEADER is removed. A head longer than its
- * limit is refused too (431), with a request line of the framer's own.
+ * A client's own KVI_HTTP_FRAME_ERROR_HEADER is removed. A head longer
+ * than its limit is refused too (431), with a request line of the
+ * framer's own.
  *
  * Replies: evhttp takes a reply as written once the bufferevent it writes
  * to has an empty output buffer, and may then shut the socket. A filter's
@@ -149,7 +151,7 @@ head_line(head_info *hi, const char *line, size_t n, bool first_reading)
 	}
 	size_t kn = (size_t)(colon - line), vn;
 	const char *v = value_trim(colon + 1, line + n, &vn);
-	if (name_is(line, kn, FRAME_ERROR_HEADER)) {
+	if (name_is(line, kn, KVI_HTTP_FRAME_ERROR_HEADER)) {
 		hi->rebuild = true;
 		return false;
 	}
@@ -273,7 +275,7 @@ frame_refuse(framer *f, struct evbuffer *src, struct evbuffer *dst, int status,
 {
 	evbuffer_add_buffer(dst, f->head);
 	evbuffer_add_printf(dst, "%s: %d %s\r\nContent-Length: 0\r\n\r\n",
-			    FRAME_ERROR_HEADER, status, reason);
+			    KVI_HTTP_FRAME_ERROR_HEADER, status, reason);
 	evbuffer_drain(f->body, evbuffer_get_length(f->body));
 	evbuffer_drain(src, evbuffer_get_length(src));
 	f->st = FR_DEAD;
@@ -618,7 +620,7 @@ const char *
 kvi_http_frame_error(struct evhttp_request *ev, int *status)
 {
 	const char *v = evhttp_find_header(evhttp_request_get_input_headers(ev),
-					   FRAME_ERROR_HEADER);
+					   KVI_HTTP_FRAME_ERROR_HEADER);
 	if (v == NULL || strlen(v) < 5) {
 		return NULL;
 	}

@@ -12,7 +12,7 @@
 
 /* The header, "status reason", a request the framer refused is passed on
  * with (and no body); a client's own is removed. */
-#define FRAME_ERROR_HEADER "X-Kvindex-Framing-Error"
+#define KVI_HTTP_FRAME_ERROR_HEADER "X-Kvindex-Framing-Error"
 
 typedef struct kvi_http_framer kvi_http_framer;
 

@@ -161,9 +161,10 @@ void kvi_http_conns_fini(kvi_http_loop *loop);
 
 /* httpd_frame.c (httpd_frame.h): each connection reads through a filter
  * that frames its requests (RFC 9112 6) and passes evhttp each with a
- * Content-Length body, or its head alone marked with FRAME_ERROR_HEADER.
- * The longest request head the framer takes; evhttp's own limit
- * (evhttp_set_max_headers_size) leaves room for what it adds. */
+ * Content-Length body, or its head alone marked with
+ * KVI_HTTP_FRAME_ERROR_HEADER. The longest request head the framer takes;
+ * evhttp's own limit (evhttp_set_max_headers_size) leaves room for what it
+ * adds. */
 #define KVI_HTTP_HEADERS_MAX (64 * 1024)
 /* kvi_http_framed_new returns a new bufferevent for evhttp_set_bevcb: a
  * socket's, read through the framer, whose chunked bodies may not decode

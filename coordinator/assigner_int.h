@@ -187,10 +187,10 @@ void kvc_admin_fini(kvc_assigner *a);
 /* reconcile.c */
 void kvc_tick(kvc_assigner *a);
 void kvc_poll_free(kvc_assigner *a);
-/* kvc_owned_find returns the first entry for key in the poll's owned
- * list and the number of entries for it. */
 /* kvc_kept_free frees every shard's kept status. */
 void kvc_kept_free(kvc_assigner *a);
+/* kvc_owned_find returns the first entry for key in the poll's owned
+ * list and the number of entries for it. */
 const kvc_owned *kvc_owned_find(const kvc_assigner *a, const char *key,
 				size_t *n);
 /* kvc_run_ops runs a batch of assigns/unassigns in parallel, at most

@@ -160,14 +160,20 @@ kvc_poll_waits(kvc_assigner *a, kvc_shard *sh, const Kvindex__Request *req)
 	return false;
 }
 
+static void
+kvc_kept_fini(kvc_kept *k)
+{
+	kvi_free(k->id);
+	if (k->resp != NULL) {
+		kvindex__response__free_unpacked(k->resp, NULL);
+	}
+}
+
 void
 kvc_kept_free(kvc_assigner *a)
 {
 	for (size_t i = 0; i < a->n_kept; i++) {
-		kvi_free(a->kept[i].id);
-		if (a->kept[i].resp != NULL) {
-			kvindex__response__free_unpacked(a->kept[i].resp, NULL);
-		}
+		kvc_kept_fini(&a->kept[i]);
 	}
 	kvi_free(a->kept);
 	a->kept = NULL;
@@ -227,11 +233,8 @@ kvc_kept_prune(kvc_assigner *a)
 		}
 		if (in) {
 			a->kept[w++] = a->kept[i];
-			continue;
-		}
-		kvi_free(a->kept[i].id);
-		if (a->kept[i].resp != NULL) {
-			kvindex__response__free_unpacked(a->kept[i].resp, NULL);
+		} else {
+			kvc_kept_fini(&a->kept[i]);
 		}
 	}
 	a->n_kept = w;

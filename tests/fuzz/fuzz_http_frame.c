@@ -67,7 +67,7 @@ check_head(const char *p, const char *end, size_t *head_len, uint64_t *body_len,
 			    name_is(p, n, "Transfer-Encoding")) {
 				abort();
 			}
-			if (name_is(p, n, FRAME_ERROR_HEADER)) {
+			if (name_is(p, n, KVI_HTTP_FRAME_ERROR_HEADER)) {
 				*refused = true;
 			}
 			if (name_is(p, n, "Content-Length")) {

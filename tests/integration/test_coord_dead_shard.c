@@ -50,21 +50,30 @@ make_tokens(uint32_t *t, uint32_t seed)
 	}
 }
 
+#define BODY_MAX 2048
+
+/* query_body writes the /query body of model for NTOK tokens of seed. */
+static void
+query_body(char body[BODY_MAX], const char *model, uint32_t seed)
+{
+	uint32_t t[NTOK];
+	make_tokens(t, seed);
+	int off = snprintf(body, BODY_MAX,
+			   "{\"model_name\":\"%s\",\"token_ids\":[", model);
+	for (int i = 0; i < NTOK; i++) {
+		off += snprintf(body + off, BODY_MAX - (size_t)off, "%s%u",
+				i ? "," : "", t[i]);
+	}
+	snprintf(body + off, BODY_MAX - (size_t)off, "]}");
+}
+
 /* query_of posts a /query of model for NTOK tokens of seed; returns the
  * answer and the time it took. */
 static json_t *
 query_of(cluster *c, const char *model, uint32_t seed, int64_t *took)
 {
-	uint32_t t[NTOK];
-	make_tokens(t, seed);
-	char body[2048];
-	int off = snprintf(body, sizeof(body),
-			   "{\"model_name\":\"%s\",\"token_ids\":[", model);
-	for (int i = 0; i < NTOK; i++) {
-		off += snprintf(body + off, sizeof(body) - (size_t)off, "%s%u",
-				i ? "," : "", t[i]);
-	}
-	snprintf(body + off, sizeof(body) - (size_t)off, "]}");
+	char body[BODY_MAX];
+	query_body(body, model, seed);
 	long st;
 	int64_t t0 = kvt_now_ms();
 	json_t *ans = clu_post(c, "/query", body, &st);
@@ -193,7 +202,7 @@ test_model_asks_its_shards(void **state)
 /* A query posted from a thread of its own, timed. */
 typedef struct bg_query {
 	cluster *c;
-	char body[2048];
+	char body[BODY_MAX];
 	long status;
 	bool partial;
 	int64_t took;
@@ -231,15 +240,7 @@ test_lost_connection_skips(void **state)
 	pid_t pid = kvt_proc_pid(c->shards[1].proc);
 	clu_sigstop(pid);
 	bg_query q = {.c = c};
-	uint32_t t[NTOK];
-	make_tokens(t, 10 + (uint32_t)on0);
-	int off = snprintf(q.body, sizeof(q.body),
-			   "{\"model_name\":\"sim-model\",\"token_ids\":[");
-	for (int i = 0; i < NTOK; i++) {
-		off += snprintf(q.body + off, sizeof(q.body) - (size_t)off,
-				"%s%u", i ? "," : "", t[i]);
-	}
-	snprintf(q.body + off, sizeof(q.body) - (size_t)off, "]}");
+	query_body(q.body, "sim-model", 10 + (uint32_t)on0);
 	assert_int_equal(pthread_create(&q.tid, NULL, bg_query_main, &q), 0);
 	kvt_sleep_ms(300);
 	shc_kill9(&c->shards[1]);
