@@ -93,6 +93,18 @@ kvc_shardset_free(kvc_shardset *s)
 	kvi_free(s);
 }
 
+/* kvc_shardset_find_locked returns the position of shard id, or s->n. */
+static size_t
+kvc_shardset_find_locked(const kvc_shardset *s, const char *id)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		if (strcmp(s->s[i]->id, id) == 0) {
+			return i;
+		}
+	}
+	return s->n;
+}
+
 kvi_err
 kvc_shardset_add(kvc_shardset *s, const char *id, const char *url, char *err,
 		 size_t errlen)
@@ -103,6 +115,16 @@ kvc_shardset_add(kvc_shardset *s, const char *id, const char *url, char *err,
 			 "shard id must be 1..64 characters "
 			 "without spaces, slashes or quotes");
 		return KVI_EINVAL;
+	}
+	/* Refused before a client is opened: nng 1.5.2 can lose a TCP pipe
+	 * and its dialer when a socket is closed while its first dial is
+	 * being negotiated. */
+	pthread_rwlock_rdlock(&s->lock);
+	bool exists = kvc_shardset_find_locked(s, id) < s->n;
+	pthread_rwlock_unlock(&s->lock);
+	if (exists) {
+		snprintf(err, errlen, "shard %s exists already", id);
+		return KVI_EEXIST;
 	}
 	kvp_client *client;
 	if (url == NULL || kvp_client_open(url, &client) != KVI_OK) {
@@ -145,14 +167,11 @@ kvc_shardset_remove(kvc_shardset *s, const char *id)
 {
 	kvc_shard *gone = NULL;
 	pthread_rwlock_wrlock(&s->lock);
-	for (size_t i = 0; i < s->n; i++) {
-		if (strcmp(s->s[i]->id, id) == 0) {
-			gone = s->s[i];
-			memmove(&s->s[i], &s->s[i + 1],
-				(s->n - i - 1) * sizeof(*s->s));
-			s->n--;
-			break;
-		}
+	size_t i = kvc_shardset_find_locked(s, id);
+	if (i < s->n) {
+		gone = s->s[i];
+		memmove(&s->s[i], &s->s[i + 1], (s->n - i - 1) * sizeof(*s->s));
+		s->n--;
 	}
 	pthread_rwlock_unlock(&s->lock);
 	kvc_shard_unref(gone);
@@ -196,12 +215,10 @@ kvc_shardset_find(kvc_shardset *s, const char *id)
 {
 	kvc_shard *found = NULL;
 	pthread_rwlock_rdlock(&s->lock);
-	for (size_t i = 0; i < s->n; i++) {
-		if (strcmp(s->s[i]->id, id) == 0) {
-			found = s->s[i];
-			atomic_fetch_add(&found->refs, 1);
-			break;
-		}
+	size_t i = kvc_shardset_find_locked(s, id);
+	if (i < s->n) {
+		found = s->s[i];
+		atomic_fetch_add(&found->refs, 1);
 	}
 	pthread_rwlock_unlock(&s->lock);
 	return found;

@@ -143,6 +143,21 @@ kvt_file_read(const char *path, size_t *len)
 	return buf;
 }
 
+void
+kvt_log_tail(const char *what, const char *path, size_t max)
+{
+	size_t n = 0;
+	char *buf = path != NULL ? kvt_file_read(path, &n) : NULL;
+	if (buf == NULL) {
+		fprintf(stderr, "--- %s: no log\n", what);
+		return;
+	}
+	size_t from = n > max ? n - max : 0;
+	fprintf(stderr, "--- %s: last %zu bytes of its log\n%s\n--- end\n",
+		what, n - from, buf + from);
+	kvi_free(buf);
+}
+
 int64_t
 kvt_now_ms(void)
 {

@@ -35,6 +35,11 @@ char *kvt_path(const char *dir, const char *name);
  * be read. */
 char *kvt_file_read(const char *path, size_t *len);
 
+/* kvt_log_tail prints the last max bytes of the log at path to stderr,
+ * headed by what: the cause of a process's bad exit, in the test's own
+ * output. */
+void kvt_log_tail(const char *what, const char *path, size_t max);
+
 int64_t kvt_now_ms(void);
 void kvt_sleep_ms(int ms);
 

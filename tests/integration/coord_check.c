@@ -132,6 +132,9 @@ clu_coord_restart(cluster *c)
 {
 	int status = -1;
 	assert_int_equal(kvt_proc_stop(c->coord, 10000, &status), KVI_OK);
+	if (status != 0) {
+		kvt_log_tail("coordinator", c->log_path, 8192);
+	}
 	assert_int_equal(status, 0);
 	kvt_proc_free(c->coord);
 	c->coord = NULL;
@@ -160,8 +163,8 @@ clu_cleanup(cluster *c)
 		kvt_proc_stop(c->coord, 10000, &status);
 		kvt_proc_free(c->coord);
 		if (status != 0) {
-			fprintf(stderr, "coordinator exit status %d; see %s\n",
-				status, c->log_path);
+			fprintf(stderr, "coordinator exit status %d\n", status);
+			kvt_log_tail("coordinator", c->log_path, 8192);
 		}
 	}
 	for (int i = 0; i < c->n_shards; i++) {

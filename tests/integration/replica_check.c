@@ -148,8 +148,10 @@ world_halt(world *w)
 			kvt_proc_free(w->r[i].proc);
 			w->r[i].proc = NULL;
 			if (status != 0) {
-				fprintf(stderr, "replica %d exit %d; see %s\n",
-					i, status, w->r[i].log);
+				fprintf(stderr, "replica %d exit %d\n", i,
+					status);
+				kvt_log_tail(w->r[i].identity, w->r[i].log,
+					     8192);
 				bad = i;
 			}
 		}
