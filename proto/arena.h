@@ -25,8 +25,10 @@
 #include <protobuf-c/protobuf-c.h>
 #include <stddef.h>
 
-/* The largest chunk kvp_arena_reset() keeps for reuse. */
-#define KVP_ARENA_KEEP ((size_t)1 << 20)
+/* The largest chunk kvp_arena_reset() keeps for reuse. Every request slot
+ * of a shard keeps one: at 1 MiB, one status poll of a few thousand
+ * listeners left each shard holding 12 MiB for good. */
+#define KVP_ARENA_KEEP ((size_t)64 << 10)
 
 typedef struct kvp_arena_chunk kvp_arena_chunk;
 

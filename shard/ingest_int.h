@@ -37,6 +37,7 @@ typedef struct kvg_lag {
 typedef struct kvg_totals {
 	kvl_counters c;
 	uint64_t by_state[KVL_STATE_COUNT];
+	uint64_t waiting; /* listeners whose engine takes no connection */
 	uint64_t backlog_bytes, backlog_batches;
 	uint64_t backlog_max_listener; /* the largest listener's bytes */
 	/* the KVG_LAGGING_MAX listeners with the most bytes queued */
@@ -108,6 +109,7 @@ struct kvg_ingest {
 
 	/* sockets with messages left to read (see ingest_io.c) */
 	struct kvg_io *ready_head, *ready_tail;
+	unsigned probes; /* probes' connects in flight (ingest_io.c) */
 	struct event *ev_drain;
 	bool paused;  /* backpressure: not reading live sockets */
 	bool feeding; /* fed in process (kvg_feed): no loop, no sockets */
@@ -192,6 +194,9 @@ void kvg_publish_totals(kvg_ingest *g, const kvw_job *done);
 void kvg_on_drain(evutil_socket_t fd, short what, void *arg);
 kvi_err kvg_io_open(kvg_ingest *g, kvl_listener *l);
 void kvg_io_close(kvg_ingest *g, kvl_listener *l);
+/* kvg_io_waiting: l's engine has not taken a connection (yet, or again):
+ * l holds no sockets, and probes it (ingest_io.c). */
+bool kvg_io_waiting(const kvl_listener *l);
 void kvg_io_drain(kvg_ingest *g);
 void kvg_io_pause(kvg_ingest *g, bool paused);
 /* kvg_io_replay_start opens a DEALER to the listener's replay socket and

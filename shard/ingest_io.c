@@ -11,6 +11,9 @@
  * joins a ready list and is read until it reports EAGAIN; one that still
  * has messages after its budget goes to the back of the list, and the drain
  * event re-runs until the list is empty.
+ *
+ * A listener whose engine is not there has none of these until the engine
+ * takes a connection: ingest_probe.c.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -21,25 +24,14 @@
 #include "alloc.h"
 #include "clock.h"
 #include "frame.h"
-#include "ingest_int.h"
+#include "ingest_io_int.h"
 #include "log.h"
 
 #define KVG_BUDGET        64   /* messages applied per socket per turn */
 #define KVG_READ_AHEAD    1024 /* messages read (and queued) per turn */
 #define KVG_MAX_FRAMES    6
 #define KVG_REPLAY_RCVHWM 1000 /* replay batches ZeroMQ queues for us */
-
 enum { KVG_SUB = 1, KVG_MON = 2, KVG_DEALER = 4 };
-
-typedef struct kvg_io {
-	kvg_ingest *g;
-	kvl_listener *l;
-	void *sub, *mon, *dealer;
-	struct event *ev_sub, *ev_mon, *ev_dealer, *ev_timer;
-	struct kvg_io *next; /* on the ready list */
-	bool queued;
-	uint8_t want;
-} kvg_io;
 
 /* ---- ready list ---------------------------------------------------- */
 
@@ -217,12 +209,16 @@ kvg_drain_mon(kvg_ingest *g, kvg_io *io)
 {
 	for (int i = 0; i < KVG_BUDGET; i++) {
 		kvg_msg m;
-		if (!kvg_msg_recv(io->mon, &m)) {
+		if (io->mon == NULL || !kvg_msg_recv(io->mon, &m)) {
 			return false;
 		}
 		if (m.n >= 1 && m.frames[0].len >= 2) {
 			uint16_t ev;
 			memcpy(&ev, m.frames[0].ptr, sizeof(ev));
+			if (ev == ZMQ_EVENT_DISCONNECTED ||
+			    ev == ZMQ_EVENT_CONNECTED) {
+				kvg_io_lost(io, ev == ZMQ_EVENT_DISCONNECTED);
+			}
 			if (ev == ZMQ_EVENT_DISCONNECTED) {
 				kvg_recovery_on(
 				    g, io->l,
@@ -296,8 +292,7 @@ kvg_io_drain(kvg_ingest *g)
 		    kvg_drain_dealer(g, io)) {
 			again |= KVG_DEALER;
 		}
-		if ((want & KVG_SUB) && io->sub != NULL &&
-		    kvg_drain_sub(g, io)) {
+		if ((want & KVG_SUB) && kvg_drain_sub(g, io)) {
 			again |= KVG_SUB;
 		}
 		if (again != 0) {
@@ -375,7 +370,7 @@ static void kvg_io_sock_close(void **sock, struct event **ev);
 /* kvg_io_failed says in l's last_error why what failed with errno err:
  * a shard out of descriptors (or of ZeroMQ sockets) says so, with its
  * limit. Returns KVI_EFULL for that, else KVI_EINVAL. */
-static kvi_err
+kvi_err
 kvg_io_failed(kvg_ingest *g, kvl_listener *l, const char *what, int err)
 {
 	if (err == EMFILE || err == ENFILE) {
@@ -394,13 +389,12 @@ kvg_io_failed(kvg_ingest *g, kvl_listener *l, const char *what, int err)
 	return KVI_EINVAL;
 }
 
+/* kvg_io_sub_open makes io's SUB and its monitor and connects them. */
 kvi_err
-kvg_io_open(kvg_ingest *g, kvl_listener *l)
+kvg_io_sub_open(kvg_ingest *g, kvg_io *io)
 {
 	static unsigned long monitor_seq;
-	kvg_io *io = kvi_calloc(1, sizeof(*io));
-	io->g = g;
-	io->l = l;
+	kvl_listener *l = io->l;
 	char what[320];
 	snprintf(what, sizeof(what), "cannot subscribe to %s", l->endpoint);
 	kvi_err rv = KVI_OK;
@@ -434,17 +428,47 @@ kvg_io_open(kvg_ingest *g, kvl_listener *l)
 		rv = kvg_io_failed(g, l, what, errno);
 		goto fail;
 	}
-	io->ev_timer = evtimer_new(g->base, kvg_on_timer_ev, io);
-	l->io = io;
 	kvg_io_ready(g, io, KVG_SUB | KVG_MON);
 	return KVI_OK;
 fail:
+	kvg_io_sub_close(io);
+	return rv;
+}
+
+void
+kvg_io_sub_close(kvg_io *io)
+{
 	if (io->sub != NULL) {
 		zmq_socket_monitor(io->sub, NULL, 0);
 	}
 	kvg_io_sock_close(&io->sub, &io->ev_sub);
 	kvg_io_sock_close(&io->mon, &io->ev_mon);
-	kvi_free(io);
+}
+
+/* ---- a listener's sockets ----------------------------------------- */
+
+kvi_err
+kvg_io_open(kvg_ingest *g, kvl_listener *l)
+{
+	kvg_io *io = kvi_calloc(1, sizeof(*io));
+	io->g = g;
+	io->l = l;
+	io->probe_fd = -1;
+	io->probe_ms = KVG_PROBE_MIN_MS;
+	io->ev_timer = evtimer_new(g->base, kvg_on_timer_ev, io);
+	kvi_err rv;
+	if (kvg_endpoint_addr(l->endpoint, &io->addr, &io->addr_len)) {
+		if ((rv = kvg_io_room(g, l)) == KVI_OK) {
+			rv = kvg_io_probe(g, io);
+		}
+	} else {
+		io->addr_len = 0;
+		rv = kvg_io_sub_open(g, io);
+	}
+	l->io = io;
+	if (rv != KVI_OK) {
+		kvg_io_close(g, l);
+	}
 	return rv;
 }
 
@@ -469,12 +493,9 @@ kvg_io_close(kvg_ingest *g, kvl_listener *l)
 		return;
 	}
 	kvg_io_unqueue(g, io);
-	if (io->sub != NULL) {
-		zmq_socket_monitor(io->sub, NULL, 0);
-	}
 	kvg_io_sock_close(&io->dealer, &io->ev_dealer);
-	kvg_io_sock_close(&io->sub, &io->ev_sub);
-	kvg_io_sock_close(&io->mon, &io->ev_mon);
+	kvg_io_sub_close(io);
+	kvg_io_probe_stop(io);
 	if (io->ev_timer != NULL) {
 		event_free(io->ev_timer);
 	}

@@ -192,6 +192,10 @@ kvg_collect_metrics(void *arg, kvi_metrics_out *out)
 	kvg_out_labeled(out, "kvindex_shard_listeners", "Listeners by state.",
 			"state", kvg_state_names, t.by_state, KVL_STATE_COUNT,
 			KVI_METRIC_GAUGE);
+	kvg_out_one(out, "kvindex_shard_listeners_unreachable",
+		    "Listeners whose engine takes no connection: they hold no "
+		    "socket, and are probed with back-off.",
+		    KVI_METRIC_GAUGE, t.waiting);
 	kvx_stats xs;
 	kvx_index_stats(g->idx, &xs);
 	kvg_out_one(out, "kvindex_shard_entries",

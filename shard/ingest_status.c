@@ -267,6 +267,7 @@ kvg_publish_totals(kvg_ingest *g, const kvw_job *done)
 			}
 			t.by_state[t.store_failing ? KVL_STALE
 						   : kvg_state_of(l)]++;
+			t.waiting += kvg_io_waiting(l);
 		}
 	}
 	t.backlog_bytes = g->backlog_bytes;

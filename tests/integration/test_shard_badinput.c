@@ -9,12 +9,16 @@
  * known block (an unknown one is an orphan), and a GPU removal leaves the
  * CPU copy.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <msgpack.h>
@@ -380,8 +384,29 @@ test_bad_input_is_counted(void **state)
 	assert_int_equal(shc_stop(&shard), 0);
 }
 
-/* assign_far assigns listener i of an engine that is not there and
- * returns the answer's code and error. */
+/* A port that takes connections and never answers: an engine that hangs.
+ * Its listeners hold their sockets (one that takes no connection holds
+ * none). */
+static char hung_ep[64];
+
+static int
+hung_engine(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(fd >= 0);
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(a);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, len), 0);
+	assert_int_equal(listen(fd, 1024), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	snprintf(hung_ep, sizeof(hung_ep), "tcp://127.0.0.1:%u",
+		 ntohs(a.sin_port));
+	return fd;
+}
+
+/* assign_far assigns listener i of the hung engine and returns the
+ * answer's code and error. */
 static unsigned
 assign_far(int i, char *err, size_t len)
 {
@@ -394,7 +419,7 @@ assign_far(int i, char *err, size_t len)
 	l.dp_rank = (uint32_t)i;
 	l.model = "m";
 	l.block_size = BS;
-	l.endpoint = "tcp://127.0.0.1:1";
+	l.endpoint = hung_ep;
 	Kvindex__AssignRequest a = KVINDEX__ASSIGN_REQUEST__INIT;
 	a.listener = &l;
 	Kvindex__Request req = KVINDEX__REQUEST__INIT;
@@ -431,6 +456,7 @@ static void
 test_out_of_descriptors(void **state)
 {
 	(void)state;
+	int hung = hung_engine();
 	shc_start_limited(&shard, NULL, 96);
 	char err[512] = "";
 	int ok = 0;
@@ -501,6 +527,7 @@ test_out_of_descriptors(void **state)
 	assert_non_null(shc_status(&shard, key, &resp));
 	kvindex__response__free_unpacked(resp, NULL);
 	assert_int_equal(shc_stop(&shard), 0);
+	close(hung);
 }
 
 int

@@ -493,6 +493,74 @@ test_engine_restart(void **state)
 	assert_true(COUNTER(f, 0, batches) > sibling_batches);
 }
 
+/* waits until the shard says n listeners' engines take no connection */
+static void
+wait_unreachable(fixture *f, double n)
+{
+	int64_t deadline = kvt_now_ms() + SHC_WAIT_MS;
+	while (shc_metric(&f->shard, "kvindex_shard_listeners_unreachable") !=
+	       n) {
+		assert_true(kvt_now_ms() < deadline);
+		kvt_sleep_ms(100);
+	}
+}
+
+/* 4b. An engine goes away and another process comes up on its ports: the
+ * shard closes the listeners' sockets while nothing answers there (they
+ * take descriptors and memory; a fleet has many ranks that are gone), and
+ * once the new process answers, the listeners follow it exactly. */
+static void
+test_engine_gone_and_back(void **state)
+{
+	fixture *f = fixture_new(state);
+	int base;
+	assert_int_equal(kvt_ports_pick(6, &base), KVI_OK);
+	char zp[16], rp[16], cp[16];
+	snprintf(zp, sizeof(zp), "%d", base);
+	snprintf(rp, sizeof(rp), "%d", base + 2);
+	snprintf(cp, sizeof(cp), "%d", base + 4);
+	const char *sim[] = {"--pods",
+			     "1",
+			     "--dp",
+			     "2",
+			     "--trace",
+			     TRACE,
+			     "--rate",
+			     "300",
+			     "--cache-blocks",
+			     "1024",
+			     "--paused",
+			     "--zmq-port",
+			     zp,
+			     "--replay-port",
+			     rp,
+			     "--recover-port",
+			     cp,
+			     NULL};
+	start_pod(f, sim);
+	run_load(f, 500);
+	shc_wait_truth(&f->shard, &f->sim, all4, 2, SHC_WAIT_MS);
+	wait_unreachable(f, 0);
+	double files_up = shc_metric(&f->shard, "kvindex_shard_open_files");
+
+	kvt_sim_stop(&f->sim, NULL);
+	wait_unreachable(f, 2);
+	double files_gone = shc_metric(&f->shard, "kvindex_shard_open_files");
+	/* a SUB's and its monitor's two, per listener */
+	if (files_up - files_gone < 2 * 3) {
+		fail_msg("descriptors %.0f with the engine, %.0f without",
+			 files_up, files_gone);
+	}
+
+	sim_start(f, sim);
+	wait_unreachable(f, 0);
+	run_load(f, 500);
+	shc_wait_truth(&f->shard, &f->sim, all4, 2, SHC_WAIT_MS);
+	/* the new process was told from the old one */
+	assert_true(COUNTER(f, 0, engine_restarts) >= 1);
+	assert_true(COUNTER(f, 1, engine_restarts) >= 1);
+}
+
 /* 5. Under a flood (the simulator publishing as fast as it can), the
  * shard still commits and still answers requests promptly: reading the
  * sockets must not starve the rest of its loop. */
@@ -546,6 +614,7 @@ main(void)
 	    cmocka_unit_test_teardown(test_gap_recover_only_with_faults,
 				      teardown),
 	    cmocka_unit_test_teardown(test_engine_restart, teardown),
+	    cmocka_unit_test_teardown(test_engine_gone_and_back, teardown),
 	    cmocka_unit_test_teardown(test_requests_answered_under_flood,
 				      teardown),
 	};
