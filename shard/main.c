@@ -202,8 +202,8 @@ shard_on_health(void *arg, kvi_http_req *req)
 }
 
 /* Past this share of the open-file limit the shard says so in /ready:
- * each listener takes about three descriptors, and the next assignments
- * would fail. */
+ * a listener whose engine is up takes four descriptors (none while its
+ * engine takes no connection), and the next assignments would fail. */
 #define SHARD_FILES_HIGH 0.95
 
 /* shard_on_ready: 503 with the reason while the store cannot commit (the
