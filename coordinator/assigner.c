@@ -69,6 +69,14 @@ kvc_metrics_setup(kvc_assigner *a, kvi_metrics *m)
 				"Registration attempts that failed and were "
 				"rolled back, to be retried.",
 				&a->m_reg_retries);
+	static const char *const kind[] = {"full", "quiet"};
+	kvi_metrics_counter_vec_add(m, "kvindex_coord_ticks_total",
+				    "Assigner ticks: full, or quiet (nothing "
+				    "changed since the last full one, steps "
+				    "skipped).",
+				    "kind", kind, 2, c);
+	a->m_ticks_full = c[0];
+	a->m_ticks_quiet = c[1];
 	kvi_metrics_gauge_add(m, "kvindex_coord_shards_up",
 			      "Shards that answered the last status poll.",
 			      KVI_GAUGE_INT, &a->m_shards_up);
@@ -302,6 +310,7 @@ kvc_main(void *arg)
 		while (cmds != NULL) {
 			tick_now = tick_now || cmds->kind != KVC_CMD_REGISTER;
 			cmds = kvc_run_cmds(a, cmds);
+			a->dirty = true;
 		}
 	}
 	return NULL;

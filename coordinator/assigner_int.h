@@ -139,6 +139,18 @@ struct kvc_assigner {
 	kvc_owned *owned;
 	size_t n_owned;
 	bool polled;
+	/* this poll: every shard answered that its listeners are as kept,
+	 * the same shards as the poll before, as eligible (owned is the
+	 * poll before's then, not rebuilt) */
+	bool poll_same;
+
+	/* the last full tick (reconcile.c): whether it left nothing to do,
+	 * and what it saw; a tick that would see the same skips its steps */
+	bool settled;
+	bool settled_leading;
+	uint64_t settled_term, settled_gen;
+	int64_t full_at_ms;
+	bool dirty;     /* a command ran since (assigner.c) */
 	kvc_kept *kept; /* a shard's last full status, by shard id */
 	size_t n_kept;
 
@@ -160,7 +172,8 @@ struct kvc_assigner {
 	/* metrics, in the caller's registry or own_metrics */
 	kvi_metrics *own_metrics;
 	kvi_counter *m_assign_ok, *m_assign_failed, *m_unassign_ok,
-	    *m_unassign_failed, *m_failovers, *m_orphans, *m_reg_retries;
+	    *m_unassign_failed, *m_failovers, *m_orphans, *m_reg_retries,
+	    *m_ticks_full, *m_ticks_quiet;
 	kvi_gauge *m_shards_up, *m_pending_units;
 
 	/* hand-offs completed lately, newest last (admin.c); under mu */

@@ -161,6 +161,18 @@ kvc_poll_waits(kvc_assigner *a, kvc_shard *sh, const Kvindex__Request *req)
 }
 
 static void
+kvc_poll_gauges(kvc_assigner *a)
+{
+	if (a->m_shards_up != NULL) {
+		size_t up = 0;
+		for (size_t i = 0; i < a->n_snap; i++) {
+			up += a->answered[i];
+		}
+		kvi_gauge_set(a->m_shards_up, (int64_t)up);
+	}
+}
+
+static void
 kvc_kept_fini(kvc_kept *k)
 {
 	kvi_free(k->id);
@@ -197,13 +209,16 @@ kvc_kept_of(kvc_assigner *a, const char *id)
 
 /* kvc_kept_update takes a shard's answer (consuming resp) and returns the
  * status to go on with: the answer, kept, or - when it says the listeners
- * are unchanged - the status kept, with the answer's shard-wide figures. */
+ * are unchanged - the status kept, with the answer's shard-wide figures
+ * (and *same set). */
 static Kvindex__Response *
-kvc_kept_update(kvc_kept *k, Kvindex__Response *resp)
+kvc_kept_update(kvc_kept *k, Kvindex__Response *resp, bool *same)
 {
 	const Kvindex__StatusResponse *st = resp->status;
+	*same = false;
 	if (st->has_unchanged && st->unchanged && k->resp != NULL &&
 	    k->has_digest && st->has_digest && st->digest == k->digest) {
+		*same = true;
 		Kvindex__StatusResponse *ks = k->resp->status;
 		ks->entries = st->entries;
 		ks->store_bytes = st->store_bytes;
@@ -240,9 +255,21 @@ kvc_kept_prune(kvc_assigner *a)
 	a->n_kept = w;
 }
 
+/* kvc_poll asks every shard for its listeners. When all answer that they
+ * are as kept, from the same shards, as eligible, owned is the poll
+ * before's (poll_same): the kept answers it points into are unchanged. */
 static void
 kvc_poll(kvc_assigner *a)
 {
+	kvc_shard **prev = a->snap;
+	size_t n_prev = a->n_snap;
+	bool *prev_eligible = a->eligible;
+	kvc_owned *prev_owned = a->owned;
+	size_t n_prev_owned = a->n_owned;
+	bool was_polled = a->polled;
+	a->snap = NULL;
+	a->eligible = NULL;
+	a->owned = NULL;
 	kvc_poll_free(a);
 	a->snap = kvc_shardset_snapshot(a->shards, &a->n_snap);
 	size_t n = a->n_snap;
@@ -277,13 +304,15 @@ kvc_poll(kvc_assigner *a)
 	kvc_fanout_wait(&f);
 	int64_t now = kvi_now_ms();
 	size_t total = 0;
+	bool same = was_polled && n == n_prev;
 	for (size_t i = 0; i < n; i++) {
 		kvc_call *c = call[i] != SIZE_MAX ? &f.calls[call[i]] : NULL;
+		bool kept = false;
 		/* c == NULL: known down, and its probe has not answered */
 		if (c != NULL && c->rv == KVI_OK && c->resp != NULL &&
 		    c->resp->body_case == KVINDEX__RESPONSE__BODY_STATUS) {
-			a->resps[i] =
-			    kvc_kept_update(kvc_kept_of(a, a->ids[i]), c->resp);
+			a->resps[i] = kvc_kept_update(kvc_kept_of(a, a->ids[i]),
+						      c->resp, &kept);
 			c->resp = NULL;
 			a->answered[i] = true;
 			kvc_shard_answered(a->snap[i], a->resps[i]->status,
@@ -296,10 +325,22 @@ kvc_poll(kvc_assigner *a)
 		bool grace = a->cfg.failover_grace_ms < 0 || a->answered[i] ||
 			     now - down < a->cfg.failover_grace_ms;
 		a->eligible[i] = grace && !atomic_load(&a->snap[i]->draining);
+		same = same && kept && a->snap[i] == prev[i] &&
+		       a->eligible[i] == prev_eligible[i];
 	}
 	kvc_fanout_fini(&f);
 	kvi_free(call);
 	kvc_kept_prune(a);
+	kvc_shardset_release(prev, n_prev);
+	kvi_free(prev_eligible);
+	a->poll_same = same;
+	kvc_poll_gauges(a);
+	if (same) {
+		a->owned = prev_owned;
+		a->n_owned = n_prev_owned;
+		return;
+	}
+	kvi_free(prev_owned);
 
 	a->owned = kvi_calloc(total + 1, sizeof(*a->owned));
 	for (size_t i = 0; i < n; i++) {
@@ -316,13 +357,6 @@ kvc_poll(kvc_assigner *a)
 	}
 	qsort(a->owned, a->n_owned, sizeof(*a->owned), kvc_owned_cmp);
 	a->polled = true;
-	if (a->m_shards_up != NULL) {
-		size_t up = 0;
-		for (size_t i = 0; i < n; i++) {
-			up += a->answered[i];
-		}
-		kvi_gauge_set(a->m_shards_up, (int64_t)up);
-	}
 }
 
 /* ---- specs --------------------------------------------------------- */
@@ -616,6 +650,37 @@ kvc_routes(kvc_assigner *a)
 	kvi_free(shards);
 }
 
+/* kvc_settle notes what a full tick saw, and whether it left anything to
+ * do: a listener owned by no shard, an operation, a retry waiting. */
+static void
+kvc_settle(kvc_assigner *a, bool leading, uint64_t term, uint64_t gen,
+	   int64_t now, bool settled)
+{
+	a->settled = settled && a->n_retries == 0;
+	a->settled_leading = leading;
+	a->settled_term = term;
+	a->settled_gen = gen;
+	a->full_at_ms = now;
+}
+
+/* kvc_quiet says whether this tick would decide what the last full one
+ * did: that one left nothing to do, and since then no command ran, no
+ * listener was registered or removed, the leadership is as it was, and
+ * every shard answered that its listeners are as they were. Its steps
+ * are skipped then: an idle fleet costs a poll, not a walk of every
+ * listener, twice a second. A full tick runs at least every
+ * KVC_QUIET_MAX_MS all the same. */
+#define KVC_QUIET_MAX_MS 10000
+
+static bool
+kvc_quiet(const kvc_assigner *a, bool leading, uint64_t term, uint64_t gen,
+	  int64_t now)
+{
+	return a->settled && a->poll_same && !a->dirty &&
+	       leading == a->settled_leading && term == a->settled_term &&
+	       gen == a->settled_gen && now - a->full_at_ms < KVC_QUIET_MAX_MS;
+}
+
 void
 kvc_tick(kvc_assigner *a)
 {
@@ -624,8 +689,17 @@ kvc_tick(kvc_assigner *a)
 	uint64_t term;
 	bool leading = kvc_leading(a, &term);
 	kvc_share_state(a, leading);
-	kvc_adopt_http(a, leading);
 	int64_t now = kvi_now_ms();
+	if (kvc_quiet(a, leading, term, kvc_reg_gen(a->reg), now)) {
+		kvi_counter_inc(a->m_ticks_quiet);
+		kvc_admin_tick(a);
+		return;
+	}
+	kvi_counter_inc(a->m_ticks_full);
+	a->dirty = false;
+	kvc_adopt_http(a, leading);
+	/* what the steps below see; a change after this is the next tick's */
+	uint64_t gen = kvc_reg_gen(a->reg);
 	size_t n;
 	kvc_lview *lv = kvc_reg_listeners(a->reg, &n);
 	bool *unowned = kvi_calloc(n + 1, sizeof(bool));
@@ -639,6 +713,7 @@ kvc_tick(kvc_assigner *a)
 	pthread_mutex_unlock(&a->mu);
 	if (!leading) {
 		/* a follower: it learnt the owners, and changes nothing */
+		kvc_settle(a, leading, term, gen, now, true);
 		kvi_free(ops.v);
 		kvi_free(unowned);
 		kvc_lviews_free(lv, n);
@@ -667,6 +742,11 @@ kvc_tick(kvc_assigner *a)
 	if (a->m_pending_units != NULL) {
 		kvi_gauge_set(a->m_pending_units, (int64_t)pending);
 	}
+	bool any_unowned = false;
+	for (size_t i = 0; i < n && !any_unowned; i++) {
+		any_unowned = unowned[i];
+	}
+	kvc_settle(a, leading, term, gen, now, ops.n == 0 && !any_unowned);
 	kvi_free(ops.v);
 	kvi_free(unowned);
 	kvc_lviews_free(lv, n);

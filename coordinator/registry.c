@@ -278,6 +278,7 @@ kvc_reg_add(kvc_registry *r, const kvc_pod *p, bool *existed, char *err,
 	kvc_model_ref(r, p->model, p->block_size);
 	kvc_inst_add_ranks(r, i, ranks, n);
 	ranks = NULL;
+	r->gen++;
 out:
 	pthread_mutex_unlock(&r->mu);
 	kvc_ranks_free(ranks, n);
@@ -375,8 +376,18 @@ kvc_reg_remove(kvc_registry *r, const char *name, uint64_t id, int rank,
 			kvc_inst_free(i);
 		}
 	}
+	r->gen += *n > 0;
 	pthread_mutex_unlock(&r->mu);
 	return *n > 0 ? KVI_OK : KVI_ENOENT;
+}
+
+uint64_t
+kvc_reg_gen(kvc_registry *r)
+{
+	pthread_mutex_lock(&r->mu);
+	uint64_t g = r->gen;
+	pthread_mutex_unlock(&r->mu);
+	return g;
 }
 
 char *

@@ -99,6 +99,10 @@ char *kvc_reg_pod_names(kvc_registry *r, const uint64_t *ids, size_t n,
 kvc_pod *kvc_reg_pods(kvc_registry *r, kvc_source source, size_t *n);
 void kvc_pods_free(kvc_pod *p, size_t n);
 
+/* kvc_reg_gen counts the changes to which listeners are registered and
+ * how (adds and removals): the same count, the same listeners. */
+uint64_t kvc_reg_gen(kvc_registry *r);
+
 /* kvc_reg_has says whether the listener key is registered. */
 bool kvc_reg_has(kvc_registry *r, const char *key);
 

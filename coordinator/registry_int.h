@@ -55,6 +55,7 @@ struct kvc_registry {
 	kvc_inst *ibuckets[KVC_BUCKETS];
 	kvc_inst *nbuckets[KVC_BUCKETS]; /* named instances, by name */
 	bool routes_known;               /* kvc_reg_routes_set has run */
+	uint64_t gen; /* listeners added or removed (kvc_reg_gen) */
 };
 
 /* kvc_inst_by_name returns the named instance name, or NULL. */

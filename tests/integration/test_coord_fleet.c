@@ -182,6 +182,17 @@ test_fleet(void **state)
 		assert_true(listeners(&c->shards[s]) > all / 4);
 	}
 	wait_owners(c, true);
+	/* at rest, the coordinator's ticks skip their walk of every
+	 * listener: nothing changed */
+	static const char quiet[] = "kvindex_coord_ticks_total{kind=\"quiet\"}";
+	static const char full[] = "kvindex_coord_ticks_total{kind=\"full\"}";
+	double q0 = clu_metric(c, quiet), f0 = clu_metric(c, full);
+	int64_t qdl = kvt_now_ms() + FLEET_WAIT_MS;
+	while (clu_metric(c, quiet) < q0 + 3) {
+		assert_true(kvt_now_ms() < qdl);
+		kvt_sleep_ms(200);
+	}
+	assert_true(q0 >= 0 && f0 > 0);
 	long held[2] = {listeners(&c->shards[0]), listeners(&c->shards[1])};
 	shard_use during[2] = {use_of(&c->shards[0]), use_of(&c->shards[1])};
 
