@@ -1,0 +1,77 @@
+#!/bin/sh
+# bench_fleet_sweep.sh - bench_fleet at several fleet sizes, one after
+# another: the registration rate, the time to all assigned and what a
+# listener costs a shard, against the number of pods, as a table and
+# (with a plot file) a gnuplot script of the rate and the memory.
+#
+#   bench_fleet_sweep.sh BENCH_FLEET [PLOT_FILE] [N...]
+#
+# BENCH_FLEET is the bench_fleet binary (build/tests/bench/bench_fleet);
+# N defaults to 1000 5000 10000 20000 pods of DP 2. Each run registers
+# through POST /register from 4 clients and waits IDLE_WAIT seconds (30)
+# before measuring the idle CPU (bench_fleet --idle-wait).
+set -eu
+
+bin=${1:?usage: bench_fleet_sweep.sh BENCH_FLEET [PLOT_FILE] [N...]}
+shift
+plot=
+if [ $# -gt 0 ]; then
+	plot=$1
+	shift
+fi
+[ $# -gt 0 ] || set -- 1000 5000 10000 20000
+
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+printf '%8s %10s %12s %14s %12s %10s %10s %12s\n' pods pods/s \
+	assigned_s KiB/listener fds/listener idle_cpu% workers_s query_ratio
+for n in "$@"; do
+	"$bin" --pods "$n" --idle-wait "${IDLE_WAIT:-30}" >"$out/$n.txt" 2>&1 || {
+		echo "bench_fleet --pods $n failed:" >&2
+		tail -20 "$out/$n.txt" >&2
+		exit 1
+	}
+	awk -v n="$n" '
+	/^all answered in/ {
+		rate = $6; sub(/^\(/, "", rate); sub(/\/s$/, "", rate)
+		assigned = $(NF - 1)
+	}
+	/^shard-[0-9]+:/ {
+		for (i = 1; i <= NF; i++) {
+			if ($i == "KiB") { kib += substr($(i - 1), 2) }
+			if ($i == "a" && $(i + 1) == "listener)" && \
+			    $(i - 1) ~ /^\(/) { fds += substr($(i - 1), 2) }
+		}
+		shards++
+	}
+	/^idle:/ { idle = $2; sub(/%$/, "", idle) }
+	/^GET \/workers:/ { workers = $3 }
+	/matching the simulator/ { ratio = $NF; gsub(/[()x]/, "", ratio) }
+	END {
+		if (shards == 0) { exit 1 }
+		printf "%8d %10s %12s %14.1f %12.2f %10s %10s %12s\n", n, \
+		    rate, assigned, kib / shards, fds / shards, idle, \
+		    workers, ratio
+	}' "$out/$n.txt" | tee -a "$out/table"
+done
+
+[ -n "$plot" ] || exit 0
+{
+	echo "set terminal png size 900,420"
+	echo "set output '$plot.png'"
+	echo "set multiplot layout 1,2 title 'bench_fleet: POST /register, 4 clients, DP 2, engines absent'"
+	echo "set xlabel 'pods'"
+	echo "set yrange [0:*]"
+	echo "set key off"
+	echo "set ylabel 'pods registered/s (overall)'"
+	echo "plot '-' using 1:2 with linespoints"
+	cat "$out/table"
+	echo "e"
+	echo "set ylabel 'shard memory, KiB a listener'"
+	echo "plot '-' using 1:4 with linespoints"
+	cat "$out/table"
+	echo "e"
+	echo "unset multiplot"
+} >"$plot"
+echo "plot: gnuplot $plot (writes $plot.png)"
