@@ -52,7 +52,7 @@ kva_put_run(kvx_index *idx, kva_scratch *s, kvl_listener *l,
 static void
 kva_dirty(kvl_listener *l)
 {
-	l->dirty = true;
+	kvl_touch(l);
 }
 
 /* kva_chain_start finds the sequence hash a stored run continues from:

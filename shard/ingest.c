@@ -165,6 +165,7 @@ kvg_listener_create(kvg_ingest *g, uint32_t lid, const Kvindex__Listener *spec,
 	memcpy(l->spec, packed, len);
 	l->spec_len = len;
 	kvo_rec_init(&l->rec);
+	l->dirtyq = &g->dirtyq;
 	if (lid >= g->cap_lis) {
 		uint32_t cap = g->cap_lis ? g->cap_lis : 64;
 		while (cap <= lid) {
@@ -503,6 +504,24 @@ kvg_collect(kvg_ingest *g, kvw_job *job, kvl_listener *l)
 	l->dirty = false;
 }
 
+void
+kvl_touch(kvl_listener *l)
+{
+	if (l->dirty) {
+		return;
+	}
+	l->dirty = true;
+	kvl_dirtyq *q = l->dirtyq;
+	if (q == NULL) {
+		return; /* not an ingest's: nothing commits it */
+	}
+	if (q->n == q->cap) {
+		q->cap = q->cap ? q->cap * 2 : 64;
+		q->lids = kvi_reallocarray(q->lids, q->cap, sizeof(*q->lids));
+	}
+	q->lids[q->n++] = l->lid;
+}
+
 bool
 kvg_ingest_files_out(kvg_ingest *g, int64_t ms)
 {
@@ -576,16 +595,19 @@ kvg_commit(kvg_ingest *g)
 		kvl_listener *l = kvg_listener(g, g->oldest_lid);
 		if (l != NULL) {
 			l->snapshot_due = true;
-			l->dirty = true;
+			kvl_touch(l);
 		}
 		g->snapshot_oldest = false;
 	}
-	for (uint32_t i = 0; i < g->next_lid; i++) {
-		kvl_listener *l = g->lis[i];
+	/* only the listeners that changed: ids are not reused, and one
+	 * removed meanwhile is NULL */
+	for (size_t i = 0; i < g->dirtyq.n; i++) {
+		kvl_listener *l = kvg_listener(g, g->dirtyq.lids[i]);
 		if (l != NULL && l->dirty) {
 			kvg_collect(g, g->filling, l);
 		}
 	}
+	g->dirtyq.n = 0;
 	if (!kvw_job_empty(g->filling)) {
 		kvw_submit(g->writer, g->filling);
 		g->filling =
@@ -734,6 +756,7 @@ kvg_ingest_free(kvg_ingest *g)
 		}
 	}
 	kvi_free(g->lis);
+	kvi_free(g->dirtyq.lids);
 	kvi_free(g->by_key);
 	kvw_free(g->writer);
 	kvr_fetcher_free(g->fetcher);

@@ -80,11 +80,7 @@ kvg_feed_sync(kvg_ingest *g)
 		if (done != NULL) {
 			kvg_commit_done(g, done);
 		}
-		bool dirty = false;
-		for (uint32_t i = 0; i < g->next_lid && !dirty; i++) {
-			dirty = g->lis[i] != NULL && g->lis[i]->dirty;
-		}
-		if (!dirty && kvw_job_empty(g->filling)) {
+		if (g->dirtyq.n == 0 && kvw_job_empty(g->filling)) {
 			return;
 		}
 		kvg_commit(g);

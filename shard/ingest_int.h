@@ -134,7 +134,8 @@ struct kvg_ingest {
 	uint32_t unassigned_since;
 	int64_t give_back_at_ms;
 
-	/* group commits */
+	/* group commits: the listeners with ops to commit, then the jobs */
+	kvl_dirtyq dirtyq;
 	kvw_writer *writer;
 	kvw_job jobs[2];
 	kvw_job *filling; /* the job collecting the next commit */

@@ -172,6 +172,12 @@ typedef struct kvl_pending_msg {
 	uint8_t payload[];
 } kvl_pending_msg;
 
+/* The listeners with ops to commit, by id (the ingest's; see kvl_touch). */
+typedef struct kvl_dirtyq {
+	uint32_t *lids;
+	size_t n, cap;
+} kvl_dirtyq;
+
 typedef struct kvl_listener {
 	uint32_t lid;
 	struct kvl_listener *key_next; /* the ingest's table by key */
@@ -195,9 +201,12 @@ typedef struct kvl_listener {
 	kvl_pending_msg *backlog, *backlog_tail;
 	size_t backlog_len, backlog_bytes;
 
-	/* durability: ops since the last commit */
+	/* durability: ops since the last commit; a listener that becomes
+	 * dirty joins dirtyq (kvl_touch), so that a commit visits only
+	 * those */
 	kvo_rec rec;
 	bool dirty;
+	kvl_dirtyq *dirtyq;
 	bool snapshot_due;
 	uint64_t log_bytes; /* record bytes committed since the snapshot */
 
@@ -209,5 +218,8 @@ typedef struct kvl_listener {
 	/* owned by the ingest thread's socket code */
 	void *io;
 } kvl_listener;
+
+/* kvl_touch marks l as having ops to commit. */
+void kvl_touch(kvl_listener *l);
 
 #endif /* KVI_SHARD_LISTENER_H */
