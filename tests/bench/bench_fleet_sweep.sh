@@ -58,8 +58,9 @@ done
 
 [ -n "$plot" ] || exit 0
 {
-	echo "set terminal png size 900,420"
+	echo "set terminal png size 900,420 noenhanced"
 	echo "set output '$plot.png'"
+	echo "set xtics 5000"
 	echo "set multiplot layout 1,2 title 'bench_fleet: POST /register, 4 clients, DP 2, engines absent'"
 	echo "set xlabel 'pods'"
 	echo "set yrange [0:*]"
