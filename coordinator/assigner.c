@@ -77,6 +77,13 @@ kvc_metrics_setup(kvc_assigner *a, kvi_metrics *m)
 				    "kind", kind, 2, c);
 	a->m_ticks_full = c[0];
 	a->m_ticks_quiet = c[1];
+	static const double tick_bounds[] = {
+	    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
+	kvi_metrics_histogram_vec_add(
+	    m, "kvindex_coord_tick_seconds",
+	    "Assigner tick duration, the poll included, by kind.", tick_bounds,
+	    sizeof(tick_bounds) / sizeof(tick_bounds[0]), "kind", kind, 2,
+	    a->m_tick_seconds);
 	kvi_metrics_gauge_add(m, "kvindex_coord_shards_up",
 			      "Shards that answered the last status poll.",
 			      KVI_GAUGE_INT, &a->m_shards_up);
@@ -278,7 +285,10 @@ kvc_main(void *arg)
 		}
 		if (tick_now) {
 			pthread_mutex_unlock(&a->mu);
-			kvc_tick(a);
+			double t0 = kvi_now_s();
+			bool full = kvc_tick(a);
+			kvi_histogram_observe(a->m_tick_seconds[!full],
+					      kvi_now_s() - t0);
 			pthread_mutex_lock(&a->mu);
 			a->ticks++;
 			dl = kvi_deadline_ms(CLOCK_MONOTONIC, a->cfg.tick_ms);

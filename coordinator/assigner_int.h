@@ -174,6 +174,7 @@ struct kvc_assigner {
 	kvi_counter *m_assign_ok, *m_assign_failed, *m_unassign_ok,
 	    *m_unassign_failed, *m_failovers, *m_orphans, *m_reg_retries,
 	    *m_ticks_full, *m_ticks_quiet;
+	kvi_histogram *m_tick_seconds[2]; /* full, quiet */
 	kvi_gauge *m_shards_up, *m_pending_units;
 
 	/* hand-offs completed lately, newest last (admin.c); under mu */
@@ -198,7 +199,7 @@ void kvc_admin_note_move(kvc_assigner *a, const char *key,
 void kvc_admin_fini(kvc_assigner *a);
 
 /* reconcile.c */
-void kvc_tick(kvc_assigner *a);
+bool kvc_tick(kvc_assigner *a); /* whether it was a full one */
 void kvc_poll_free(kvc_assigner *a);
 /* kvc_kept_free frees every shard's kept status. */
 void kvc_kept_free(kvc_assigner *a);

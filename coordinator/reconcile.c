@@ -681,7 +681,7 @@ kvc_quiet(const kvc_assigner *a, bool leading, uint64_t term, uint64_t gen,
 	       gen == a->settled_gen && now - a->full_at_ms < KVC_QUIET_MAX_MS;
 }
 
-void
+bool
 kvc_tick(kvc_assigner *a)
 {
 	kvc_poll(a);
@@ -693,7 +693,7 @@ kvc_tick(kvc_assigner *a)
 	if (kvc_quiet(a, leading, term, kvc_reg_gen(a->reg), now)) {
 		kvi_counter_inc(a->m_ticks_quiet);
 		kvc_admin_tick(a);
-		return;
+		return false;
 	}
 	kvi_counter_inc(a->m_ticks_full);
 	a->dirty = false;
@@ -718,7 +718,7 @@ kvc_tick(kvc_assigner *a)
 		kvi_free(unowned);
 		kvc_lviews_free(lv, n);
 		kvc_admin_tick(a);
-		return;
+		return true;
 	}
 	if (all_synced) {
 		kvc_orphans(a, lv, n, &ops);
@@ -751,4 +751,5 @@ kvc_tick(kvc_assigner *a)
 	kvi_free(unowned);
 	kvc_lviews_free(lv, n);
 	kvc_admin_tick(a);
+	return true;
 }

@@ -388,6 +388,11 @@ sim_join(fleet *f)
 static void
 register_fleet(fleet *f, double *rate, int *upto)
 {
+	static const char tick_sum[] =
+	    "kvindex_coord_tick_seconds_sum{kind=\"full\"}";
+	static const char tick_n[] =
+	    "kvindex_coord_tick_seconds_count{kind=\"full\"}";
+	double sum0 = metric(f->base, tick_sum), n0 = metric(f->base, tick_n);
 	atomic_store(&f->next, f->first);
 	pthread_t th[64];
 	f->t0 = now_s();
@@ -444,6 +449,14 @@ register_fleet(fleet *f, double *rate, int *upto)
 		printf("all assigned after %.1f s\n", assigned);
 	} else {
 		printf("%.0f listeners still unassigned after a minute\n", un);
+	}
+	/* the coordinator's full ticks meanwhile: each walks every listener
+	 * registered by then */
+	double ticks = metric(f->base, tick_n) - n0;
+	if (ticks > 0) {
+		printf("coordinator: %.0f full ticks meanwhile, %.1f ms each "
+		       "on average\n",
+		       ticks, (metric(f->base, tick_sum) - sum0) / ticks * 1e3);
 	}
 }
 
