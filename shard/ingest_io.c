@@ -389,7 +389,6 @@ kvg_io_failed(kvg_ingest *g, kvl_listener *l, const char *what, int err)
 	return KVI_EINVAL;
 }
 
-/* kvg_io_sub_open makes io's SUB and its monitor and connects them. */
 kvi_err
 kvg_io_sub_open(kvg_ingest *g, kvg_io *io)
 {
@@ -462,7 +461,6 @@ kvg_io_open(kvg_ingest *g, kvl_listener *l)
 			rv = kvg_io_probe(g, io);
 		}
 	} else {
-		io->addr_len = 0;
 		rv = kvg_io_sub_open(g, io);
 	}
 	l->io = io;

@@ -119,17 +119,31 @@ kvg_io_room(kvg_ingest *g, kvl_listener *l)
 
 static void kvg_on_probe(evutil_socket_t fd, short what, void *arg);
 
-/* kvg_io_arm sets io's probe event: fd's connect, or a timer (fd -1). */
+/* kvg_io_arm sets io's probe event: fd's connect, or a timer (fd -1).
+ * The event is made once and set again each time. */
 static void
 kvg_io_arm(kvg_io *io, int fd, int ms)
 {
-	if (io->ev_probe != NULL) {
-		event_free(io->ev_probe);
+	short what = fd >= 0 ? EV_WRITE : 0;
+	if (io->ev_probe == NULL) {
+		io->ev_probe =
+		    event_new(io->g->base, fd, what, kvg_on_probe, io);
+	} else {
+		event_del(io->ev_probe);
+		event_assign(io->ev_probe, io->g->base, fd, what, kvg_on_probe,
+			     io);
 	}
-	io->ev_probe = event_new(io->g->base, fd, fd >= 0 ? EV_WRITE : 0,
-				 kvg_on_probe, io);
 	struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
 	event_add(io->ev_probe, &tv);
+}
+
+/* kvg_io_disarm cancels io's probe event, if set. */
+static void
+kvg_io_disarm(kvg_io *io)
+{
+	if (io->ev_probe != NULL) {
+		event_del(io->ev_probe);
+	}
 }
 
 /* kvg_io_probe_later probes again after the back-off, which grows to the
@@ -166,10 +180,7 @@ static kvi_err
 kvg_io_reached(kvg_ingest *g, kvg_io *io)
 {
 	io->probe_ms = KVG_PROBE_MIN_MS;
-	if (io->ev_probe != NULL) {
-		event_free(io->ev_probe);
-		io->ev_probe = NULL;
-	}
+	kvg_io_disarm(io);
 	return kvg_io_sub_open(g, io);
 }
 
@@ -243,9 +254,8 @@ kvg_io_lost(kvg_io *io, bool lost)
 	}
 	if (lost) {
 		kvg_io_arm(io, -1, KVG_PARK_MS);
-	} else if (io->ev_probe != NULL) {
-		event_free(io->ev_probe);
-		io->ev_probe = NULL;
+	} else {
+		kvg_io_disarm(io);
 	}
 }
 

@@ -146,15 +146,20 @@ kvt_file_read(const char *path, size_t *len)
 void
 kvt_log_tail(const char *what, const char *path, size_t max)
 {
-	size_t n = 0;
-	char *buf = path != NULL ? kvt_file_read(path, &n) : NULL;
-	if (buf == NULL) {
+	FILE *f = path != NULL ? fopen(path, "r") : NULL;
+	if (f == NULL) {
 		fprintf(stderr, "--- %s: no log\n", what);
 		return;
 	}
-	size_t from = n > max ? n - max : 0;
-	fprintf(stderr, "--- %s: last %zu bytes of its log\n%s\n--- end\n",
-		what, n - from, buf + from);
+	char *buf = kvi_malloc(max + 1);
+	fseek(f, 0, SEEK_END);
+	long end = ftell(f);
+	fseek(f, end > (long)max ? end - (long)max : 0, SEEK_SET);
+	size_t n = fread(buf, 1, max, f);
+	buf[n] = '\0';
+	fclose(f);
+	fprintf(stderr, "--- %s: the end of %s\n%s\n--- end\n", what, path,
+		buf);
 	kvi_free(buf);
 }
 

@@ -9,26 +9,6 @@
 
 #include <cmocka.h>
 
-/* shc_log_tail copies the end of the shard's log to stderr, so a
- * failure explains itself after the test's directories are gone. */
-static void
-shc_log_tail(const shardproc *s)
-{
-	FILE *f = fopen(s->log_path, "r");
-	if (f == NULL) {
-		return;
-	}
-	char buf[4096];
-	fseek(f, 0, SEEK_END);
-	long end = ftell(f);
-	fseek(f, end > (long)sizeof(buf) - 1 ? end - (long)sizeof(buf) + 1 : 0,
-	      SEEK_SET);
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	buf[n] = '\0';
-	fclose(f);
-	fprintf(stderr, "--- end of %s ---\n%s\n---\n", s->log_path, buf);
-}
-
 /* shc_wait_ready waits for the shard's HTTP /ready (the probe a
  * Kubernetes readiness check uses), which answers once it serves. */
 static void
@@ -91,7 +71,7 @@ shc_launch(shardproc *s)
 	    kvt_log_field(s->log_path, from, "listening", "metrics_port", port,
 			  sizeof(port), s->proc, SHC_WAIT_MS);
 	if (lrv != KVI_OK) {
-		shc_log_tail(s);
+		kvt_log_tail("kvindex-shard", s->log_path, 4095);
 		fail_msg("kvindex-shard did not say where it listens (%s); "
 			 "see %s",
 			 kvi_strerror(lrv), s->log_path);
@@ -115,7 +95,7 @@ shc_launch(shardproc *s)
 			return;
 		}
 		if (!kvt_proc_alive(s->proc)) {
-			shc_log_tail(s);
+			kvt_log_tail("kvindex-shard", s->log_path, 4095);
 			fail_msg("kvindex-shard exited; see %s", s->log_path);
 		}
 		kvt_sleep_ms(50);
