@@ -76,6 +76,12 @@ typedef struct kvi_httpd_config {
 			  * one is answered 503 and closed; 0: no limit */
 	const char *health_path; /* answered 200 even when the process is
 				  * out of descriptors; NULL: "/health" */
+	/* local_free, when set, frees what the application kept in a loop's
+	 * local slot (kvi_http_req_local): called once per loop whose slot
+	 * is set, once its thread has stopped and before its event base is
+	 * freed, with local_arg. Replies made from it are dropped. */
+	void (*local_free)(void *local_arg, void *local);
+	void *local_arg;
 } kvi_httpd_config;
 
 /* What a server refused or ended, since it started, and what it has open. */
@@ -150,6 +156,15 @@ void kvi_httpd_stop(kvi_httpd *h);
  * Requests. The strings returned are NUL-terminated and valid until the
  * reply.
  */
+
+/* kvi_http_req_local returns the slot the application keeps per loop
+ * thread (NULL until it sets it), and in *base the loop's event_base, for
+ * events of its own on that loop: a handler's work that waits on sockets
+ * can stay on the loop thread, its callbacks run there, and a reply made
+ * there is written at once. Only the loop thread may use either; the slot
+ * is freed by cfg.local_free. */
+struct event_base;
+void **kvi_http_req_local(kvi_http_req *req, struct event_base **base);
 
 /* kvi_http_req_method returns "GET", "POST", "PUT", "DELETE", "HEAD",
  * "OPTIONS", "TRACE", "CONNECT" or "PATCH". */

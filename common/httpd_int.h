@@ -76,6 +76,7 @@ struct kvi_http_loop {
 	kvi_httpd *h;
 	int index;
 	struct event_base *base;
+	void *local; /* the application's (kvi_http_req_local) */
 	struct evhttp *http;
 	struct evhttp_bound_socket *bound;
 	struct event *wake_ev;

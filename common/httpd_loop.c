@@ -615,6 +615,11 @@ loop_close(kvi_http_loop *loop)
 		loop->bound = NULL;
 	}
 	pthread_mutex_unlock(&loop->mu);
+	if (loop->local != NULL && loop->h->cfg.local_free != NULL) {
+		/* closed: what it replies is dropped as an orphan */
+		loop->h->cfg.local_free(loop->h->cfg.local_arg, loop->local);
+		loop->local = NULL;
+	}
 	loop_fini(loop);
 	while (done != NULL) {
 		kvi_http_req *req = done;

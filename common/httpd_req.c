@@ -178,6 +178,13 @@ kvi_http_req_body(const kvi_http_req *req, size_t *len)
 	return req->body;
 }
 
+void **
+kvi_http_req_local(kvi_http_req *req, struct event_base **base)
+{
+	*base = req->loop->base;
+	return &req->loop->local;
+}
+
 /* ---- replies ---- */
 
 bool

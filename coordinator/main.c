@@ -234,6 +234,10 @@ static const kvi_flag coord_flag[] = {
     {"query-inflight", "N",
      "messages in flight per shard before queries wait to be coalesced",
      KVI_FLAG_INT(coord_opts, query_inflight, 1, 1024), .def = "2"},
+    {"query-via-nng", NULL,
+     "send queries through each shard's nng client, not the HTTP loops' "
+     "own connections to the shards (for comparison)",
+     KVI_FLAG_BOOL(coord_opts, query.via_nng)},
     {"max-body-bytes", "N", "request body limit",
      KVI_FLAG_INT(coord_opts, max_body, 1024, 1L << 30)},
     {"max-tokens", "N", "token ids per query",
@@ -544,6 +548,8 @@ main(int argc, char **argv)
 	if (o.lease == NULL) {
 		kvc_replica_identity(o.identity, identity, sizeof(identity));
 	}
+	o.query.batch_inflight = o.query_inflight;
+	o.query.batch_max = (size_t)o.query_batch;
 	query = kvc_query_alloc(reg, shards, metrics, &o.query);
 	if (o.discovery_file != NULL) {
 		kvc_assigner_expect(asg, KVC_SOURCE_FILE);
@@ -589,6 +595,8 @@ main(int argc, char **argv)
 	    .drain_ms = 2000,
 	    .max_conns =
 		conns > 0 ? (conns + o.http_threads - 1) / o.http_threads : 0,
+	    .local_free = kvc_query_loop_free,
+	    .local_arg = query,
 	};
 	httpd = kvi_httpd_alloc(&hc);
 	if (kvc_api_routes(httpd, &api) != KVI_OK ||

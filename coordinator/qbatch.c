@@ -8,7 +8,9 @@
 #include "shardset.h"
 
 struct kvc_qbatch {
-	kvp_client *client;
+	kvc_qbatch_send_fn send;
+	void *ctx;
+	const char *url;
 	int max_inflight;
 	size_t max_batch;
 	pthread_mutex_t mu;
@@ -23,11 +25,29 @@ typedef struct kvc_qsend {
 	kvc_qbatch_item *items[];
 } kvc_qsend;
 
+static kvi_err
+kvc_qbatch_nng(void *ctx, const Kvindex__Request *req, int timeout_ms,
+	       kvp_call_done done, void *arg)
+{
+	return kvp_call_async(ctx, req, timeout_ms, done, arg);
+}
+
 kvc_qbatch *
 kvc_qbatch_alloc(kvp_client *client, int max_inflight, size_t max_batch)
 {
+	return kvc_qbatch_alloc_via(kvc_qbatch_nng, client,
+				    kvp_client_url(client), max_inflight,
+				    max_batch);
+}
+
+kvc_qbatch *
+kvc_qbatch_alloc_via(kvc_qbatch_send_fn send, void *ctx, const char *url,
+		     int max_inflight, size_t max_batch)
+{
 	kvc_qbatch *b = kvi_calloc(1, sizeof(*b));
-	b->client = client;
+	b->send = send;
+	b->ctx = ctx;
+	b->url = url;
 	b->max_inflight = max_inflight > 0 ? max_inflight : KVC_QBATCH_INFLIGHT;
 	b->max_batch = max_batch > 0 ? max_batch : KVC_QBATCH_MAX;
 	pthread_mutex_init(&b->mu, NULL);
@@ -58,7 +78,7 @@ kvc_qbatch_push(kvc_qbatch_item **list, kvc_qbatch_item *it, kvi_err rv)
 static void
 kvc_qbatch_fail(kvc_qbatch *b, kvc_qbatch_item *list)
 {
-	const char *url = kvp_client_url(b->client);
+	const char *url = b->url;
 	while (list != NULL) {
 		kvc_qbatch_item *next = list->next;
 		char err[300];
@@ -142,8 +162,8 @@ kvc_qbatch_start(kvc_qbatch *b, kvc_qbatch_item *list, size_t n,
 	r.body_case = KVINDEX__REQUEST__BODY_QUERY_BATCH;
 	r.query_batch = &qb;
 	int64_t left = deadline - kvi_now_ms();
-	kvi_err rv = kvp_call_async(b->client, &r, left > 0 ? (int)left : 1,
-				    kvc_qbatch_reply, s);
+	kvi_err rv =
+	    b->send(b->ctx, &r, left > 0 ? (int)left : 1, kvc_qbatch_reply, s);
 	/* once sent, s and the items may be answered already: hands off */
 	kvi_free(qs);
 	if (rv != KVI_OK) {
@@ -182,6 +202,15 @@ kvc_qbatch_send(kvc_qbatch *b, kvc_qbatch_item *list, kvc_qbatch_item **failed)
 	}
 }
 
+bool
+kvc_qbatch_idle(kvc_qbatch *b)
+{
+	pthread_mutex_lock(&b->mu);
+	bool idle = b->inflight == 0 && b->head == NULL;
+	pthread_mutex_unlock(&b->mu);
+	return idle;
+}
+
 void
 kvc_qbatch_submit(kvc_qbatch *b, kvc_qbatch_item *it)
 {
@@ -216,7 +245,7 @@ kvc_qbatch_answer(const kvc_qsend *s, const Kvindex__Response *resp, size_t i,
 		snprintf(err, errlen,
 			 "%s answered a batch of %zu queries with "
 			 "no matching answers",
-			 kvp_client_url(s->b->client), s->n);
+			 s->b->url, s->n);
 		return NULL;
 	}
 	const Kvindex__QueryResponse *qr = qb->answers[i];

@@ -32,6 +32,7 @@
 #ifndef KVI_COORDINATOR_QBATCH_H
 #define KVI_COORDINATOR_QBATCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -70,10 +71,27 @@ typedef struct kvc_qbatch kvc_qbatch;
 kvc_qbatch *kvc_qbatch_alloc(kvp_client *client, int max_inflight,
 			     size_t max_batch);
 
+/* kvc_qbatch_send_fn sends one message the way kvp_call_async does: on
+ * KVI_OK, done(arg, ...) runs exactly once, later or on another thread;
+ * on an error nothing was sent and done is never called. */
+typedef kvi_err (*kvc_qbatch_send_fn)(void *ctx, const Kvindex__Request *req,
+				      int timeout_ms, kvp_call_done done,
+				      void *arg);
+
+/* kvc_qbatch_alloc_via returns a batcher whose messages go through send
+ * (ctx, and url for messages, borrowed: they must outlive it). */
+kvc_qbatch *kvc_qbatch_alloc_via(kvc_qbatch_send_fn send, void *ctx,
+				 const char *url, int max_inflight,
+				 size_t max_batch);
+
 /* kvc_qbatch_free frees b, which must be idle: every item submitted has
  * had its callback (closing the client first ensures it). NULL is a
  * no-op. */
 void kvc_qbatch_free(kvc_qbatch *b);
+
+/* kvc_qbatch_idle says whether b has nothing in flight and nothing
+ * queued. */
+bool kvc_qbatch_idle(kvc_qbatch *b);
 
 /* kvc_qbatch_submit sends it, or queues it to go with the next message. */
 void kvc_qbatch_submit(kvc_qbatch *b, kvc_qbatch_item *it);

@@ -11,6 +11,7 @@
 #include "hash.h"
 #include "log.h"
 #include "qbatch.h"
+#include "qloop.h"
 #include "rpc.h"
 
 enum { KVC_EP_QUERY = 0, KVC_EP_HASH, KVC_EP_COUNT };
@@ -407,6 +408,16 @@ kvc_handle(kvc_query *q, kvi_http_req *req, int ep)
 		asked += ask[i];
 	}
 
+	kvc_qloop *ql = NULL;
+	if (!q->cfg.via_nng && asked > 0) {
+		struct event_base *base;
+		void **local = kvi_http_req_local(req, &base);
+		if (*local == NULL) {
+			*local = kvc_qloop_alloc(base, q->cfg.batch_inflight,
+						 q->cfg.batch_max);
+		}
+		ql = *local;
+	}
 	/* one extra count holds the context until every call has started */
 	c->pending = asked + 1;
 	int64_t deadline = kvi_now_ms() + q->cfg.deadline_ms;
@@ -423,10 +434,20 @@ kvc_handle(kvc_query *q, kvi_http_req *req, int ep)
 		    .done = kvc_query_done,
 		    .arg = sl,
 		};
-		kvc_qbatch_submit(c->shards[i]->qbatch, &sl->item);
+		kvc_qbatch_submit(ql != NULL
+				      ? kvc_qloop_batcher(ql, c->shards[i])
+				      : c->shards[i]->qbatch,
+				  &sl->item);
 	}
 	kvi_free(ask);
 	kvc_qctx_unhold(c);
+}
+
+void
+kvc_query_loop_free(void *q, void *local)
+{
+	(void)q;
+	kvc_qloop_free(local);
 }
 
 void

@@ -9,17 +9,21 @@
  * tokens hashed once into local then sequence hashes (hash.h) with the
  * block size of the model. One QueryRequest then goes at once to every
  * shard that owns one of the model's listeners (registry_route.c) and has
- * not missed a status poll, through the shard's batcher (qbatch.h: alone when
- * the shard has room, else coalesced with the queries that wait for it), each
- * bounded by the query deadline; the shards answer for the listeners they own
- * (with top_k, only their k best), each answer is added to the query's matches
- * as it arrives, and the last one (on an nng thread) merges and replies. A
+ * not missed a status poll, through the loop's batcher for that shard
+ * (qbatch.h: alone when the shard has room, else coalesced with the queries
+ * that wait for it), each bounded by the query deadline. The batcher sends
+ * on the loop's own link to the shard (qloop.h), or through the shard's nng
+ * client while that link is not connected. The shards answer for the
+ * listeners they own (with top_k, only their k best), each answer is added
+ * to the query's matches as it arrives, and the last one merges and
+ * replies: on the loop thread when the answers came over its links, else
+ * on an nng thread. A
  * shard that does not answer in time is left out and the answer says
  * `partial: true`, so no query ever waits past its deadline; a shard known
  * down that owns some of the model's listeners is left out the same way,
  * without waiting. When no shard answers it is a 503.
  *
- * The HTTP loop thread only parses and hashes; it never waits.
+ * The HTTP loop thread never waits.
  *
  * Metrics: kvindex_coord_query_seconds{endpoint} (latency from the
  * request's arrival at the handler to the reply),
@@ -39,9 +43,13 @@
 #include "shardset.h"
 
 typedef struct kvc_query_config {
-	int deadline_ms;   /* per query; 0: 100 */
-	size_t max_tokens; /* token ids per /query; 0: 1048576 */
-	size_t max_hashes; /* block hashes per /query_by_hash; 0: 65536 */
+	int deadline_ms;    /* per query; 0: 100 */
+	size_t max_tokens;  /* token ids per /query; 0: 1048576 */
+	size_t max_hashes;  /* block hashes per /query_by_hash; 0: 65536 */
+	int batch_inflight; /* coalescing per loop and shard (qbatch.h) */
+	size_t batch_max;
+	bool via_nng; /* every query through the shards' nng clients, none
+		       * through the loops' own links (qloop.h) */
 } kvc_query_config;
 
 typedef struct kvc_query kvc_query;
@@ -53,6 +61,10 @@ kvc_query *kvc_query_alloc(kvc_registry *reg, kvc_shardset *shards,
 /* kvc_query_free frees q; queries in flight must have been answered
  * (stop the HTTP server first, which waits for them). */
 void kvc_query_free(kvc_query *q);
+
+/* kvc_query_loop_free is kvi_httpd_config.local_free for the server
+ * that routes to these handlers (local_arg: the kvc_query). */
+void kvc_query_loop_free(void *q, void *local);
 
 /* Handlers for kvi_httpd_route (arg: the kvc_query). */
 void kvc_query_http(void *arg, kvi_http_req *req);

@@ -170,6 +170,7 @@ kvc_shardset_remove(kvc_shardset *s, const char *id)
 	size_t i = kvc_shardset_find_locked(s, id);
 	if (i < s->n) {
 		gone = s->s[i];
+		atomic_store(&gone->removed, true);
 		memmove(&s->s[i], &s->s[i + 1], (s->n - i - 1) * sizeof(*s->s));
 		s->n--;
 	}

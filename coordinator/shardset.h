@@ -35,6 +35,7 @@ typedef struct kvc_shard {
 	kvp_client *client;
 	kvc_qbatch *qbatch; /* the queries bound for it, coalesced */
 	_Atomic int refs;
+	_Atomic bool removed; /* no longer in the set */
 	/* health, written by the assigner */
 	_Atomic bool up;            /* answered its last poll */
 	_Atomic int64_t last_ok_ms; /* when it last answered, 0: never */

@@ -532,32 +532,44 @@ kvp_call_fail(kvp_call_state *st, int nng_rv)
 	kvp_call_finish(st, rv, NULL, false);
 }
 
+kvi_err
+kvp_reply_decode(const void *buf, size_t len, const char *url,
+		 Kvindex__Response **out, char *err, size_t errlen)
+{
+	*out = NULL;
+	Kvindex__Response *resp = NULL;
+	kvi_err rv = kvp_response_unpack(buf, len, &resp, err, errlen);
+	if (rv != KVI_OK) {
+		return rv;
+	}
+	*out = resp;
+	uint32_t code = resp->code;
+	if (code >= KVI_ERR_COUNT) {
+		kvi_msgf(err, errlen,
+			 "reply from %s carries unknown error code %u: %s", url,
+			 (unsigned)code,
+			 resp->error != NULL ? resp->error : "");
+		return KVI_EPROTO;
+	}
+	if (code != KVI_OK) {
+		kvi_msgf(err, errlen, "%s",
+			 resp->error != NULL ? resp->error
+					     : kvi_strerror((kvi_err)code));
+		return (kvi_err)code;
+	}
+	return KVI_OK;
+}
+
 /* kvp_call_reply decodes the reply msg (consuming it) and ends the call. */
 static void
 kvp_call_reply(kvp_call_state *st, nng_msg *msg)
 {
-	Kvindex__Response *resp = NULL;
-	kvi_err rv = kvp_response_unpack(nng_msg_body(msg), nng_msg_len(msg),
-					 &resp, st->err, sizeof(st->err));
+	Kvindex__Response *resp;
+	kvi_err rv =
+	    kvp_reply_decode(nng_msg_body(msg), nng_msg_len(msg),
+			     st->client->url, &resp, st->err, sizeof(st->err));
 	nng_msg_free(msg);
-	if (rv != KVI_OK) {
-		kvp_call_finish(st, rv, NULL, true);
-		return;
-	}
-	uint32_t code = resp->code;
-	if (code >= KVI_ERR_COUNT) {
-		kvi_msgf(st->err, sizeof(st->err),
-			 "reply from %s carries unknown error code %u: %s",
-			 st->client->url, (unsigned)code,
-			 resp->error != NULL ? resp->error : "");
-		rv = KVI_EPROTO;
-	} else if (code != KVI_OK) {
-		kvi_msgf(st->err, sizeof(st->err), "%s",
-			 resp->error != NULL ? resp->error
-					     : kvi_strerror((kvi_err)code));
-		rv = (kvi_err)code;
-	}
-	kvp_call_finish(st, rv, resp, true);
+	kvp_call_finish(st, rv, resp, true); /* a reply came: reusable */
 }
 
 static void

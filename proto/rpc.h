@@ -117,6 +117,13 @@ kvi_err kvp_response_pack(const Kvindex__Response *resp, nng_msg **out,
 kvi_err kvp_response_unpack(const void *buf, size_t len,
 			    Kvindex__Response **out, char *err, size_t errlen);
 
+/* kvp_reply_decode decodes the bytes of a reply from url and returns the
+ * call's outcome as kvp_call does (KVI_EVERSION, KVI_EPROTO, or the
+ * response's own code, err saying why). *out is the response whenever one
+ * decoded, even with an error code, else NULL; the caller frees it. */
+kvi_err kvp_reply_decode(const void *buf, size_t len, const char *url,
+			 Kvindex__Response **out, char *err, size_t errlen);
+
 /*
  * Client.
  */

@@ -1,0 +1,503 @@
+#include "qlink.h"
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/dns.h>
+#include <event2/event.h>
+#include <event2/util.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <nng/nng.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "alloc.h"
+#include "clock.h"
+#include "log.h"
+
+#define KVC_QLINK_PROTO_REQ    0x30 /* nng's req0 */
+#define KVC_QLINK_PROTO_REP    0x31 /* nng's rep0 */
+#define KVC_QLINK_RETRY_MIN_MS 50
+#define KVC_QLINK_RETRY_MAX_MS 1000
+
+/* One call awaiting its reply. */
+typedef struct kvc_qcall {
+	struct kvc_qcall *next;
+	uint32_t id;
+	int64_t deadline_ms;
+	int timeout_ms;
+	kvp_call_done done;
+	void *arg;
+} kvc_qcall;
+
+typedef enum kvc_qstate {
+	KVC_QL_WAIT,       /* no connection; redialing when retry fires */
+	KVC_QL_CONNECTING, /* dialing (or resolving) */
+	KVC_QL_HANDSHAKE,  /* connected, the peer's 8 bytes not yet read */
+	KVC_QL_READY,
+} kvc_qstate;
+
+struct kvc_qlink {
+	struct event_base *base;
+	struct evdns_base *dns;
+	char *url;
+	bool ipc;
+	bool numeric; /* ss holds the address; else host:port resolve */
+	struct sockaddr_storage ss;
+	int sslen;
+	char host[256];
+	int port;
+	struct bufferevent *bev;
+	kvc_qstate state;
+	bool closing;
+	uint32_t next_id;
+	kvc_qcall *calls, **calls_tail; /* in flight, in send order */
+	size_t n_calls;
+	struct event *timer; /* the earliest deadline of calls */
+	struct event *retry;
+	int retry_ms;
+};
+
+static void
+kvc_put_be(uint8_t *p, uint64_t v, int bytes)
+{
+	for (int i = bytes - 1; i >= 0; i--) {
+		p[i] = (uint8_t)v;
+		v >>= 8;
+	}
+}
+
+static uint64_t
+kvc_get_be(const uint8_t *p, int bytes)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < bytes; i++) {
+		v = v << 8 | p[i];
+	}
+	return v;
+}
+
+/* kvc_qlink_parse fills l's address from url; false for a URL it cannot
+ * dial. */
+static bool
+kvc_qlink_parse(kvc_qlink *l, const char *url)
+{
+	static const char *const tcp[] = {"tcp://", "tcp4://", "tcp6://"};
+	if (strncmp(url, "ipc://", 6) == 0) {
+		struct sockaddr_un *un = (struct sockaddr_un *)&l->ss;
+		size_t n = strlen(url + 6);
+		if (n == 0 || n >= sizeof(un->sun_path)) {
+			return false;
+		}
+		un->sun_family = AF_UNIX;
+		memcpy(un->sun_path, url + 6, n + 1);
+		l->sslen = (int)sizeof(*un);
+		l->ipc = l->numeric = true;
+		return true;
+	}
+	const char *hp = NULL;
+	for (size_t i = 0; i < sizeof(tcp) / sizeof(tcp[0]) && hp == NULL;
+	     i++) {
+		size_t n = strlen(tcp[i]);
+		hp = strncmp(url, tcp[i], n) == 0 ? url + n : NULL;
+	}
+	if (hp == NULL || *hp == '\0') {
+		return false;
+	}
+	l->sslen = (int)sizeof(l->ss);
+	if (evutil_parse_sockaddr_port(hp, (struct sockaddr *)&l->ss,
+				       &l->sslen) == 0) {
+		const struct sockaddr_in *in =
+		    (const struct sockaddr_in *)&l->ss;
+		l->numeric = true;
+		return in->sin_port != 0; /* both families keep it there */
+	}
+	const char *colon = strrchr(hp, ':');
+	char *end;
+	long port = colon != NULL ? strtol(colon + 1, &end, 10) : 0;
+	size_t hn = colon != NULL ? (size_t)(colon - hp) : 0;
+	if (colon == NULL || *end != '\0' || port <= 0 || port > 65535 ||
+	    hn == 0 || hn >= sizeof(l->host) || hp[0] == '[') {
+		return false;
+	}
+	memcpy(l->host, hp, hn);
+	l->host[hn] = '\0';
+	l->port = (int)port;
+	return true;
+}
+
+/* kvc_qlink_arm sets the deadline timer to the earliest call's. */
+static void
+kvc_qlink_arm(kvc_qlink *l)
+{
+	if (l->calls == NULL) {
+		evtimer_del(l->timer);
+		return;
+	}
+	int64_t first = INT64_MAX;
+	for (kvc_qcall *c = l->calls; c != NULL; c = c->next) {
+		first = c->deadline_ms < first ? c->deadline_ms : first;
+	}
+	int64_t left = first - kvi_now_ms();
+	left = left > 0 ? left : 0;
+	struct timeval tv = {(time_t)(left / 1000),
+			     (suseconds_t)(left % 1000) * 1000};
+	evtimer_add(l->timer, &tv);
+}
+
+/* kvc_qlink_end calls back a list of calls taken off l with rv. */
+static void
+kvc_qlink_end(kvc_qlink *l, kvc_qcall *list, kvi_err rv, const char *why)
+{
+	while (list != NULL) {
+		kvc_qcall *c = list;
+		list = c->next;
+		char err[300];
+		if (rv == KVI_ETIMEDOUT) {
+			snprintf(err, sizeof(err),
+				 "no reply from %s within %d ms", l->url,
+				 c->timeout_ms);
+		} else if (rv == KVI_ECLOSED) {
+			snprintf(err, sizeof(err), "link to %s closed", l->url);
+		} else {
+			snprintf(err, sizeof(err),
+				 "connection to %s lost before the reply: %s",
+				 l->url, why);
+		}
+		c->done(c->arg, rv, NULL, err);
+		kvi_free(c);
+	}
+}
+
+/* kvc_qlink_take_all takes every call in flight off l. */
+static kvc_qcall *
+kvc_qlink_take_all(kvc_qlink *l)
+{
+	kvc_qcall *list = l->calls;
+	l->calls = NULL;
+	l->calls_tail = &l->calls;
+	l->n_calls = 0;
+	evtimer_del(l->timer);
+	return list;
+}
+
+/* kvc_qlink_broken drops l's connection, fails its calls and redials
+ * after the back-off. */
+static void
+kvc_qlink_broken(kvc_qlink *l, const char *why)
+{
+	if (l->bev != NULL) {
+		bufferevent_free(l->bev);
+		l->bev = NULL;
+	}
+	KVI_DEBUG("qlink_down", "url=%s state=%d why=\"%s\"", l->url,
+		  (int)l->state, why);
+	l->state = KVC_QL_WAIT;
+	struct timeval tv = {l->retry_ms / 1000, (l->retry_ms % 1000) * 1000};
+	evtimer_add(l->retry, &tv);
+	l->retry_ms = l->retry_ms * 2 < KVC_QLINK_RETRY_MAX_MS
+			  ? l->retry_ms * 2
+			  : KVC_QLINK_RETRY_MAX_MS;
+	kvc_qlink_end(l, kvc_qlink_take_all(l), KVI_EUNREACHABLE, why);
+}
+
+/* kvc_qlink_take removes and returns the call with id, NULL if none
+ * (timed out already). */
+static kvc_qcall *
+kvc_qlink_take(kvc_qlink *l, uint32_t id)
+{
+	for (kvc_qcall **p = &l->calls; *p != NULL; p = &(*p)->next) {
+		kvc_qcall *c = *p;
+		if (c->id != id) {
+			continue;
+		}
+		*p = c->next;
+		if (l->calls_tail == &c->next) {
+			l->calls_tail = p;
+		}
+		l->n_calls--;
+		return c;
+	}
+	return NULL;
+}
+
+/* kvc_qlink_handshake reads the peer's 8 bytes; false when it is not an
+ * nng rep0 socket (l is broken then) or they have not all come. */
+static bool
+kvc_qlink_handshake(kvc_qlink *l, struct evbuffer *in)
+{
+	uint8_t h[8];
+	if (evbuffer_remove(in, h, sizeof(h)) != (int)sizeof(h)) {
+		return false;
+	}
+	if (h[0] != 0 || h[1] != 'S' || h[2] != 'P' || h[3] != 0 || h[6] != 0 ||
+	    h[7] != 0 || kvc_get_be(h + 4, 2) != KVC_QLINK_PROTO_REP) {
+		kvc_qlink_broken(l, "the peer is not an nng rep0 socket");
+		return false;
+	}
+	l->state = KVC_QL_READY;
+	l->retry_ms = KVC_QLINK_RETRY_MIN_MS;
+	return true;
+}
+
+static void
+kvc_qlink_on_read(struct bufferevent *bev, void *arg)
+{
+	kvc_qlink *l = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	if (l->state == KVC_QL_HANDSHAKE &&
+	    (evbuffer_get_length(in) < 8 || !kvc_qlink_handshake(l, in))) {
+		return;
+	}
+	size_t hl = l->ipc ? 9 : 8;
+	while (l->state == KVC_QL_READY) {
+		size_t have = evbuffer_get_length(in);
+		uint8_t h[9];
+		if (have < hl ||
+		    evbuffer_copyout(in, h, hl) != (ev_ssize_t)hl) {
+			return;
+		}
+		uint64_t len = kvc_get_be(h + hl - 8, 8);
+		if ((l->ipc && h[0] != 1) || len < 4 || len > KVP_MSG_MAX + 4) {
+			kvc_qlink_broken(l, "malformed message frame");
+			return;
+		}
+		if (have - hl < len) {
+			return;
+		}
+		evbuffer_drain(in, hl);
+		uint8_t idb[4];
+		evbuffer_remove(in, idb, sizeof(idb));
+		size_t blen = (size_t)len - 4;
+		kvc_qcall *c = kvc_qlink_take(l, (uint32_t)kvc_get_be(idb, 4));
+		Kvindex__Response *resp = NULL;
+		char err[300] = "";
+		kvi_err rv = KVI_OK;
+		if (c != NULL) {
+			const uint8_t *body =
+			    blen > 0 ? evbuffer_pullup(in, (ev_ssize_t)blen)
+				     : (const uint8_t *)"";
+			rv = kvp_reply_decode(body, blen, l->url, &resp, err,
+					      sizeof(err));
+		}
+		evbuffer_drain(in, blen);
+		if (c == NULL) {
+			continue; /* its deadline passed: dropped */
+		}
+		kvc_qlink_arm(l);
+		c->done(c->arg, rv, resp, err);
+		kvi_free(c);
+	}
+}
+
+static void
+kvc_qlink_on_event(struct bufferevent *bev, short what, void *arg)
+{
+	kvc_qlink *l = arg;
+	if (what & BEV_EVENT_CONNECTED) {
+		if (!l->ipc) {
+			int one = 1;
+			setsockopt(bufferevent_getfd(bev), IPPROTO_TCP,
+				   TCP_NODELAY, &one, sizeof(one));
+		}
+		l->state = KVC_QL_HANDSHAKE;
+		return;
+	}
+	char why[160];
+	if (what & BEV_EVENT_EOF) {
+		snprintf(why, sizeof(why), "closed by the shard");
+	} else {
+		int e = EVUTIL_SOCKET_ERROR();
+		int dns = bufferevent_socket_get_dns_error(bev);
+		snprintf(why, sizeof(why), "%s",
+			 dns != 0 ? evutil_gai_strerror(dns)
+				  : evutil_socket_error_to_string(e));
+	}
+	kvc_qlink_broken(l, why);
+}
+
+/* kvc_qlink_dial starts a connection; a failure shows as an event. */
+static void
+kvc_qlink_dial(kvc_qlink *l)
+{
+	l->bev = bufferevent_socket_new(l->base, -1, BEV_OPT_CLOSE_ON_FREE);
+	if (l->bev == NULL) {
+		kvi_oom(sizeof(struct bufferevent *));
+	}
+	bufferevent_setcb(l->bev, kvc_qlink_on_read, NULL, kvc_qlink_on_event,
+			  l);
+	bufferevent_enable(l->bev, EV_READ | EV_WRITE);
+	/* ours first: nng writes and reads its own at the same time */
+	uint8_t h[8] = {0, 'S', 'P', 0, 0, 0, 0, 0};
+	kvc_put_be(h + 4, KVC_QLINK_PROTO_REQ, 2);
+	bufferevent_write(l->bev, h, sizeof(h));
+	l->state = KVC_QL_CONNECTING;
+	struct bufferevent *bev = l->bev;
+	int rc = l->numeric ? bufferevent_socket_connect(
+				  bev, (struct sockaddr *)&l->ss, l->sslen)
+			    : bufferevent_socket_connect_hostname(
+				  bev, l->dns, AF_UNSPEC, l->host, l->port);
+	/* a name that fails at once has called kvc_qlink_on_event already */
+	if (rc != 0 && l->bev == bev) {
+		kvc_qlink_broken(l, "cannot start a connection");
+	}
+}
+
+static void
+kvc_qlink_on_retry(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	kvc_qlink_dial(arg);
+}
+
+static void
+kvc_qlink_on_timer(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	kvc_qlink *l = arg;
+	int64_t now = kvi_now_ms();
+	kvc_qcall *late = NULL, **late_tail = &late;
+	for (kvc_qcall **p = &l->calls; *p != NULL;) {
+		kvc_qcall *c = *p;
+		if (c->deadline_ms > now) {
+			p = &c->next;
+			continue;
+		}
+		*p = c->next;
+		l->n_calls--;
+		c->next = NULL;
+		*late_tail = c;
+		late_tail = &c->next;
+	}
+	l->calls_tail = &l->calls;
+	while (*l->calls_tail != NULL) {
+		l->calls_tail = &(*l->calls_tail)->next;
+	}
+	kvc_qlink_arm(l);
+	kvc_qlink_end(l, late, KVI_ETIMEDOUT, NULL);
+}
+
+kvc_qlink *
+kvc_qlink_open(struct event_base *base, struct evdns_base *dns, const char *url)
+{
+	kvc_qlink *l = kvi_calloc(1, sizeof(*l));
+	if (!kvc_qlink_parse(l, url) || (!l->numeric && dns == NULL)) {
+		kvi_free(l);
+		return NULL;
+	}
+	l->base = base;
+	l->dns = dns;
+	l->url = kvi_strdup(url);
+	l->calls_tail = &l->calls;
+	l->retry_ms = KVC_QLINK_RETRY_MIN_MS;
+	l->timer = evtimer_new(base, kvc_qlink_on_timer, l);
+	l->retry = evtimer_new(base, kvc_qlink_on_retry, l);
+	if (l->timer == NULL || l->retry == NULL) {
+		kvi_oom(sizeof(struct event *));
+	}
+	kvc_qlink_dial(l);
+	return l;
+}
+
+void
+kvc_qlink_close(kvc_qlink *l)
+{
+	if (l == NULL) {
+		return;
+	}
+	l->closing = true;
+	if (l->bev != NULL) {
+		bufferevent_free(l->bev);
+		l->bev = NULL;
+	}
+	kvc_qlink_end(l, kvc_qlink_take_all(l), KVI_ECLOSED, NULL);
+	event_free(l->timer);
+	event_free(l->retry);
+	kvi_free(l->url);
+	kvi_free(l);
+}
+
+bool
+kvc_qlink_ready(const kvc_qlink *l)
+{
+	return l->state == KVC_QL_READY && !l->closing;
+}
+
+size_t
+kvc_qlink_inflight(const kvc_qlink *l)
+{
+	return l->n_calls;
+}
+
+const char *
+kvc_qlink_url(const kvc_qlink *l)
+{
+	return l->url;
+}
+
+static void
+kvc_qlink_msg_free(const void *data, size_t len, void *msg)
+{
+	(void)data;
+	(void)len;
+	nng_msg_free(msg);
+}
+
+kvi_err
+kvc_qlink_call(kvc_qlink *l, const Kvindex__Request *req, int timeout_ms,
+	       kvp_call_done done, void *arg)
+{
+	if (l->closing) {
+		return KVI_ECLOSED;
+	}
+	if (l->state != KVC_QL_READY) {
+		return KVI_EUNREACHABLE;
+	}
+	nng_msg *msg;
+	char err[200];
+	kvi_err rv = kvp_request_pack(req, &msg, err, sizeof(err));
+	if (rv != KVI_OK) {
+		return rv;
+	}
+	size_t blen = nng_msg_len(msg);
+	uint8_t h[13];
+	size_t hl = 0;
+	if (l->ipc) {
+		h[hl++] = 1;
+	}
+	kvc_put_be(h + hl, blen + 4, 8);
+	hl += 8;
+	uint32_t id = ++l->next_id | 0x80000000u;
+	kvc_put_be(h + hl, id, 4);
+	hl += 4;
+	struct evbuffer *out = bufferevent_get_output(l->bev);
+	if (evbuffer_add(out, h, hl) != 0 ||
+	    evbuffer_add_reference(out, nng_msg_body(msg), blen,
+				   kvc_qlink_msg_free, msg) != 0) {
+		kvi_oom(blen);
+	}
+	kvc_qcall *c = kvi_calloc(1, sizeof(*c));
+	c->id = id;
+	c->timeout_ms = timeout_ms > 0 ? timeout_ms : 1;
+	c->deadline_ms = kvi_now_ms() + c->timeout_ms;
+	c->done = done;
+	c->arg = arg;
+	*l->calls_tail = c;
+	l->calls_tail = &c->next;
+	l->n_calls++;
+	kvc_qlink_arm(l);
+	return KVI_OK;
+}
+
+kvi_err
+kvc_qlink_call_fn(void *link, const Kvindex__Request *req, int timeout_ms,
+		  kvp_call_done done, void *arg)
+{
+	return kvc_qlink_call(link, req, timeout_ms, done, arg);
+}
