@@ -16,6 +16,7 @@
 #include <sys/un.h>
 
 #include "alloc.h"
+#include "bytes.h"
 #include "clock.h"
 #include "log.h"
 
@@ -61,25 +62,6 @@ struct kvc_qlink {
 	struct event *retry;
 	int retry_ms;
 };
-
-static void
-kvc_put_be(uint8_t *p, uint64_t v, int bytes)
-{
-	for (int i = bytes - 1; i >= 0; i--) {
-		p[i] = (uint8_t)v;
-		v >>= 8;
-	}
-}
-
-static uint64_t
-kvc_get_be(const uint8_t *p, int bytes)
-{
-	uint64_t v = 0;
-	for (int i = 0; i < bytes; i++) {
-		v = v << 8 | p[i];
-	}
-	return v;
-}
 
 /* kvc_qlink_parse fills l's address from url; false for a URL it cannot
  * dial. */
@@ -235,7 +217,7 @@ kvc_qlink_handshake(kvc_qlink *l, struct evbuffer *in)
 		return false;
 	}
 	if (h[0] != 0 || h[1] != 'S' || h[2] != 'P' || h[3] != 0 || h[6] != 0 ||
-	    h[7] != 0 || kvc_get_be(h + 4, 2) != KVC_QLINK_PROTO_REP) {
+	    h[7] != 0 || (h[4] << 8 | h[5]) != KVC_QLINK_PROTO_REP) {
 		kvc_qlink_broken(l, "the peer is not an nng rep0 socket");
 		return false;
 	}
@@ -261,7 +243,7 @@ kvc_qlink_on_read(struct bufferevent *bev, void *arg)
 		    evbuffer_copyout(in, h, hl) != (ev_ssize_t)hl) {
 			return;
 		}
-		uint64_t len = kvc_get_be(h + hl - 8, 8);
+		uint64_t len = kvi_get_be64(h + hl - 8);
 		if ((l->ipc && h[0] != 1) || len < 4 || len > KVP_MSG_MAX + 4) {
 			kvc_qlink_broken(l, "malformed message frame");
 			return;
@@ -273,7 +255,7 @@ kvc_qlink_on_read(struct bufferevent *bev, void *arg)
 		uint8_t idb[4];
 		evbuffer_remove(in, idb, sizeof(idb));
 		size_t blen = (size_t)len - 4;
-		kvc_qcall *c = kvc_qlink_take(l, (uint32_t)kvc_get_be(idb, 4));
+		kvc_qcall *c = kvc_qlink_take(l, kvi_get_be32(idb));
 		Kvindex__Response *resp = NULL;
 		char err[300] = "";
 		kvi_err rv = KVI_OK;
@@ -332,8 +314,7 @@ kvc_qlink_dial(kvc_qlink *l)
 			  l);
 	bufferevent_enable(l->bev, EV_READ | EV_WRITE);
 	/* ours first: nng writes and reads its own at the same time */
-	uint8_t h[8] = {0, 'S', 'P', 0, 0, 0, 0, 0};
-	kvc_put_be(h + 4, KVC_QLINK_PROTO_REQ, 2);
+	uint8_t h[8] = {0, 'S', 'P', 0, 0, KVC_QLINK_PROTO_REQ, 0, 0};
 	bufferevent_write(l->bev, h, sizeof(h));
 	l->state = KVC_QL_CONNECTING;
 	struct bufferevent *bev = l->bev;
@@ -363,7 +344,8 @@ kvc_qlink_on_timer(evutil_socket_t fd, short what, void *arg)
 	kvc_qlink *l = arg;
 	int64_t now = kvi_now_ms();
 	kvc_qcall *late = NULL, **late_tail = &late;
-	for (kvc_qcall **p = &l->calls; *p != NULL;) {
+	kvc_qcall **p = &l->calls;
+	while (*p != NULL) {
 		kvc_qcall *c = *p;
 		if (c->deadline_ms > now) {
 			p = &c->next;
@@ -375,10 +357,7 @@ kvc_qlink_on_timer(evutil_socket_t fd, short what, void *arg)
 		*late_tail = c;
 		late_tail = &c->next;
 	}
-	l->calls_tail = &l->calls;
-	while (*l->calls_tail != NULL) {
-		l->calls_tail = &(*l->calls_tail)->next;
-	}
+	l->calls_tail = p;
 	kvc_qlink_arm(l);
 	kvc_qlink_end(l, late, KVI_ETIMEDOUT, NULL);
 }
@@ -471,10 +450,10 @@ kvc_qlink_call(kvc_qlink *l, const Kvindex__Request *req, int timeout_ms,
 	if (l->ipc) {
 		h[hl++] = 1;
 	}
-	kvc_put_be(h + hl, blen + 4, 8);
+	kvi_put_be64(h + hl, blen + 4);
 	hl += 8;
 	uint32_t id = ++l->next_id | 0x80000000u;
-	kvc_put_be(h + hl, id, 4);
+	kvi_put_be32(h + hl, id);
 	hl += 4;
 	struct evbuffer *out = bufferevent_get_output(l->bev);
 	if (evbuffer_add(out, h, hl) != 0 ||

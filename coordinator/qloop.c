@@ -120,13 +120,3 @@ kvc_qloop_batcher(kvc_qloop *ql, kvc_shard *sh)
 	kvc_qentry *e = kvc_qloop_entry(ql, sh);
 	return e->link != NULL && kvc_qlink_ready(e->link) ? e->qb : sh->qbatch;
 }
-
-size_t
-kvc_qloop_ready(const kvc_qloop *ql)
-{
-	size_t n = 0;
-	for (size_t i = 0; i < ql->n; i++) {
-		n += ql->e[i].link != NULL && kvc_qlink_ready(ql->e[i].link);
-	}
-	return n;
-}

@@ -38,7 +38,4 @@ void kvc_qloop_free(kvc_qloop *ql);
  * its link's when the link is ready, else sh's own. */
 kvc_qbatch *kvc_qloop_batcher(kvc_qloop *ql, kvc_shard *sh);
 
-/* kvc_qloop_ready returns how many of ql's links are ready. */
-size_t kvc_qloop_ready(const kvc_qloop *ql);
-
 #endif /* KVI_COORDINATOR_QLOOP_H */
