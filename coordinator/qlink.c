@@ -19,9 +19,8 @@
 #include "bytes.h"
 #include "clock.h"
 #include "log.h"
+#include "sp.h"
 
-#define KVC_QLINK_PROTO_REQ    0x30 /* nng's req0 */
-#define KVC_QLINK_PROTO_REP    0x31 /* nng's rep0 */
 #define KVC_QLINK_RETRY_MIN_MS 50
 #define KVC_QLINK_RETRY_MAX_MS 1000
 
@@ -212,12 +211,11 @@ kvc_qlink_take(kvc_qlink *l, uint32_t id)
 static bool
 kvc_qlink_handshake(kvc_qlink *l, struct evbuffer *in)
 {
-	uint8_t h[8];
+	uint8_t h[KVI_SP_HELLO_LEN];
 	if (evbuffer_remove(in, h, sizeof(h)) != (int)sizeof(h)) {
 		return false;
 	}
-	if (h[0] != 0 || h[1] != 'S' || h[2] != 'P' || h[3] != 0 || h[6] != 0 ||
-	    h[7] != 0 || (h[4] << 8 | h[5]) != KVC_QLINK_PROTO_REP) {
+	if (!kvi_sp_hello_is(h, KVI_SP_PROTO_REP)) {
 		kvc_qlink_broken(l, "the peer is not an nng rep0 socket");
 		return false;
 	}
@@ -232,19 +230,21 @@ kvc_qlink_on_read(struct bufferevent *bev, void *arg)
 	kvc_qlink *l = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
 	if (l->state == KVC_QL_HANDSHAKE &&
-	    (evbuffer_get_length(in) < 8 || !kvc_qlink_handshake(l, in))) {
+	    (evbuffer_get_length(in) < KVI_SP_HELLO_LEN ||
+	     !kvc_qlink_handshake(l, in))) {
 		return;
 	}
-	size_t hl = l->ipc ? 9 : 8;
+	size_t hl = kvi_sp_prefix_len(l->ipc);
 	while (l->state == KVC_QL_READY) {
 		size_t have = evbuffer_get_length(in);
-		uint8_t h[9];
+		uint8_t h[KVI_SP_PREFIX_MAX];
+		uint64_t len;
 		if (have < hl ||
 		    evbuffer_copyout(in, h, hl) != (ev_ssize_t)hl) {
 			return;
 		}
-		uint64_t len = kvi_get_be64(h + hl - 8);
-		if ((l->ipc && h[0] != 1) || len < 4 || len > KVP_MSG_MAX + 4) {
+		if (!kvi_sp_prefix_read(h, l->ipc, &len) || len < 4 ||
+		    len > KVP_MSG_MAX + 4) {
 			kvc_qlink_broken(l, "malformed message frame");
 			return;
 		}
@@ -314,7 +314,8 @@ kvc_qlink_dial(kvc_qlink *l)
 			  l);
 	bufferevent_enable(l->bev, EV_READ | EV_WRITE);
 	/* ours first: nng writes and reads its own at the same time */
-	uint8_t h[8] = {0, 'S', 'P', 0, 0, KVC_QLINK_PROTO_REQ, 0, 0};
+	uint8_t h[KVI_SP_HELLO_LEN];
+	kvi_sp_hello(h, KVI_SP_PROTO_REQ);
 	bufferevent_write(l->bev, h, sizeof(h));
 	l->state = KVC_QL_CONNECTING;
 	struct bufferevent *bev = l->bev;
@@ -445,13 +446,8 @@ kvc_qlink_call(kvc_qlink *l, const Kvindex__Request *req, int timeout_ms,
 		return rv;
 	}
 	size_t blen = nng_msg_len(msg);
-	uint8_t h[13];
-	size_t hl = 0;
-	if (l->ipc) {
-		h[hl++] = 1;
-	}
-	kvi_put_be64(h + hl, blen + 4);
-	hl += 8;
+	uint8_t h[KVI_SP_PREFIX_MAX + 4];
+	size_t hl = kvi_sp_prefix(h, l->ipc, blen + 4);
 	uint32_t id = ++l->next_id | 0x80000000u;
 	kvi_put_be32(h + hl, id);
 	hl += 4;

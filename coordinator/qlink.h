@@ -1,23 +1,18 @@
 /*
  * qlink.h - one HTTP loop's own connection to one shard, for queries.
  *
- * A shard serves requests on an nng rep0 socket. nng's client (rpc.h) runs
- * every call through nng's threads: the caller hands the message to a task
- * thread that writes it, nng's poller reads the reply, and a task thread
- * completes the call, which for a query then hands the answer back to the
- * HTTP loop that must write it. Each hand-off is a futex wake-up, and on a
- * small machine they cost more CPU than the query itself. A kvc_qlink
- * speaks the same protocol from the loop thread, through libevent: the
- * query is written, its reply read and merged and the HTTP answer written,
+ * A shard serves requests on nng's rep0 wire (shard/service.h). nng's
+ * client (rpc.h) runs every call through nng's threads: the caller hands
+ * the message to a task thread that writes it, nng's poller reads the
+ * reply, and a task thread completes the call, which for a query then hands the
+ * answer back to the HTTP loop that must write it. Each hand-off is a futex
+ * wake-up, and on a small machine they cost more CPU than the query itself. A
+ * kvc_qlink speaks the same protocol from the loop thread, through libevent:
+ * the query is written, its reply read and merged and the HTTP answer written,
  * all on the thread that parsed the request.
  *
- * The wire is nng's (SP req0 over tcp:// or ipc://; RFC-style notes in
- * nng's sp/transport sources): each side first sends 8 bytes, 0x00 'S' 'P'
- * 0x00 and its protocol number (16 bits, big-endian: req0 0x30, rep0 0x31)
- * and two zero bytes; then each message is its length as 64 bits
- * big-endian (over ipc:// after a type byte 0x01) and that many bytes: a
- * 32-bit big-endian request id with its top bit set, which the reply
- * carries back, and the body (a packed kvindex.Request or Response).
+ * The wire is nng's req0 (common/sp.h): each request goes out with a
+ * request id of the link's own, which the reply carries back.
  *
  * A link dials in the background and redials with back-off (50 ms doubling
  * to 1 s) whenever the connection fails; it is ready once both handshakes

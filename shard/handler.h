@@ -31,7 +31,7 @@ kvs_handler kvh_shard_handler(void);
 
 /* kvh_shard_inline_kinds returns the request kinds the handler answers
  * without blocking (queries: a read lock and a probe), for
- * kvs_service_start_inline. */
+ * kvs_service_opts.inline_kinds. */
 unsigned kvh_shard_inline_kinds(void);
 
 #endif /* KVI_SHARD_HANDLER_H */

@@ -42,6 +42,7 @@ typedef struct shard_opts {
 	kvi_log_level log_level;
 	bool fail_on_corrupt;
 	int workers;
+	int io_threads;
 	kvs_store_opts store;
 	kvg_config ingest;
 } shard_opts;
@@ -53,20 +54,23 @@ static const shard_opts shard_defaults = {
     .listen = "tcp://127.0.0.1:7001",
     .log_level = KVI_LOG_INFO,
     .workers = 4,
+    .io_threads = KVS_LOOPS_DEFAULT,
 };
 
 static const kvi_flag shard_flag[] = {
     {"id", "NAME", "shard name in status and logs",
      KVI_FLAG_STR(shard_opts, id)},
     {"listen", "URL",
-     "nng address for the coordinator (on its host, ipc:///path too)",
+     "address for the coordinator: tcp://host:port, or on its host ipc:///path",
      KVI_FLAG_STR(shard_opts, listen)},
     {"data-dir", "DIR", "LMDB directory (created if missing)",
      KVI_FLAG_STR(shard_opts, data_dir)},
     {"metrics", "HOST:PORT", "serve /metrics, /health and /ready",
      KVI_FLAG_STR(shard_opts, metrics)},
-    {"workers", "N", "concurrent requests",
-     KVI_FLAG_INT(shard_opts, workers, 1, 256)},
+    {"workers", "N", "threads for requests that may block",
+     KVI_FLAG_INT(shard_opts, workers, 1, KVS_WORKERS_MAX)},
+    {"io-threads", "N", "threads reading requests and answering queries",
+     KVI_FLAG_INT(shard_opts, io_threads, 1, KVS_LOOPS_MAX)},
     {"commit-ms", "N", "group commit interval",
      KVI_FLAG_INT(shard_opts, ingest.commit_ms, 1, 10000), .def = "20"},
     {"replay-timeout-ms", "N", "replay silence that fails it",
@@ -366,10 +370,13 @@ main(int argc, char **argv)
 	kvx_index_stats(idx, &xs);
 	handler = kvh_shard_alloc(idx, ingest, metrics);
 	if ((rv = kvg_ingest_start(ingest, err, sizeof(err))) != KVI_OK ||
-	    (rv = kvs_service_start_inline(o.listen, o.workers,
-					   kvh_shard_inline_kinds(),
-					   kvh_shard_handler(), handler, &svc,
-					   err, sizeof(err))) != KVI_OK) {
+	    (rv = kvs_service_open(
+		 &(kvs_service_opts){.url = o.listen,
+				     .workers = o.workers,
+				     .loops = o.io_threads,
+				     .inline_kinds = kvh_shard_inline_kinds()},
+		 kvh_shard_handler(), handler, &svc, err, sizeof(err))) !=
+		KVI_OK) {
 		kvi_log(KVI_LOG_ERROR, "start_failed", "error=%s msg=\"%s\"",
 			kvi_strerror(rv), err);
 		goto out;

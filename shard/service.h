@@ -1,17 +1,24 @@
 /*
- * service.h - the shard's request server: coordinator requests in over nng,
- * answers out.
+ * service.h - the shard's request server: coordinator requests in, answers
+ * out, on nng's request/reply wire.
  *
- * A kvs_service listens with an nng rep0 socket through `workers` + 8
- * slots, each one nng context driven by its aio's callback: receive a
- * request, answer it, send the reply, receive the next. Requests of the
- * kinds named inline (queries, which only take a read lock and probe) are
- * answered in that callback, on the nng thread that received them, so a
- * query costs no thread hand-off in the shard. Every other request goes to
- * one of `workers` threads of the service's own: a handler that blocks
- * (LMDB commits, a slow assign) must not occupy nng's shared task threads,
- * and a slow one never holds up queries behind it, which keep flowing
- * through the other slots.
+ * A kvs_service listens on tcp:// or ipc:// and speaks the protocol of an
+ * nng rep0 socket (common/sp.h), so nng's req0 clients (rpc.h, the
+ * coordinator's control path and tools) and the coordinator's own query
+ * links (coordinator/qlink.h) both talk to it. It is served by `loops`
+ * libevent threads of its own rather than through nng: on a small machine
+ * every hand-off between nng's poller and task threads is a futex wake-up
+ * that costs more than the query it carries. Loop 0 accepts; each
+ * connection then belongs to one loop, which reads its requests and
+ * answers the kinds named inline (queries, which only take a read lock
+ * and probe) on the spot, writing the reply behind them: a query costs no
+ * thread hand-off in the shard. Every other request is copied to one of
+ * `workers` threads of the service's own: a handler that blocks (LMDB
+ * commits, a slow assign) must not hold up a loop, and a slow one never
+ * holds up queries behind it. Requests on one connection may be answered
+ * out of order; each reply carries its request's id. A connection with 32
+ * requests at the workers, or 8 MiB of replies its peer has not read, is
+ * not read until they drain.
  *
  * The service owns the envelope (rpc.h): it decodes the request, answers a
  * malformed one with KVI_EPROTO and one of another protocol version with
@@ -21,14 +28,16 @@
  * its code (a kvi_err), its error message when the code is not KVI_OK
  * (kvi_strerror(code) when left NULL) and the body matching the request
  * (none for unassign). A response lacking a required field is replaced by
- * KVI_EINTERNAL, one larger than KVP_MSG_MAX by KVI_ETOOBIG.
+ * KVI_EINTERNAL, one larger than KVP_MSG_MAX by KVI_ETOOBIG. A frame that
+ * is not nng's (a bad hello, a bad length, one over KVP_MSG_MAX, no request
+ * id) closes its connection, as nng does, and counts as malformed.
  *
  * Memory: the request and everything the handler hangs on the response live
- * in the worker's arena (strings may also be static), which is reset once the
+ * in the thread's arena (strings may also be static), which is reset once the
  * reply is packed; the handler allocates nothing that outlives the call.
  *
  * Threading: the handler runs on a worker thread or, for inline kinds, on
- * an nng thread, concurrently with itself; it must be thread-safe, and for
+ * a loop thread, concurrently with itself; it must be thread-safe, and for
  * inline kinds it must not block. kvs_service_stats may be called from any
  * thread at any time.
  */
@@ -42,8 +51,10 @@
 #include "error.h"
 #include "kvindex.pb-c.h"
 
-/* The most workers a service runs. */
-#define KVS_WORKERS_MAX 256
+/* The most workers a service runs, and its loops. */
+#define KVS_WORKERS_MAX   256
+#define KVS_LOOPS_MAX     64
+#define KVS_LOOPS_DEFAULT 2
 
 typedef struct kvs_service kvs_service;
 
@@ -76,34 +87,39 @@ typedef struct kvs_stats {
 	uint64_t send_failures; /* replies that could not be sent */
 } kvs_stats;
 
-/* kvs_service_start listens on url (e.g. "tcp://0.0.0.0:7001"; a tcp port
- * of 0 picks a free port, see kvs_service_port) and starts workers
- * (1..KVS_WORKERS_MAX) threads that answer requests with handler(arg, ...).
- * Returns KVI_EINVAL for a malformed url, an address this host cannot bind
- * or a bad worker count; KVI_EIO when the address is in use or a thread
- * cannot start; with a message in err (may be NULL). *out is written only
- * on success. */
+/* How a service is started. */
+typedef struct kvs_service_opts {
+	const char *url;       /* "tcp://host:port" (port 0: any), "ipc:///p" */
+	int workers;           /* 1..KVS_WORKERS_MAX */
+	int loops;             /* 1..KVS_LOOPS_MAX; 0: KVS_LOOPS_DEFAULT */
+	unsigned inline_kinds; /* bit 1 << kind: answered on the loops */
+} kvs_service_opts;
+
+/* kvs_service_open listens on o->url (host "*" or empty: every address;
+ * see kvs_service_port for the port picked) and starts the workers and
+ * loops, which answer requests with handler(arg, ...). Returns KVI_EINVAL
+ * for a malformed url, an address this host cannot bind or a bad count;
+ * KVI_EIO when the address is in use or a thread cannot start; with a
+ * message in err (may be NULL). *out is written only on success. */
+kvi_err kvs_service_open(const kvs_service_opts *o, kvs_handler handler,
+			 void *arg, kvs_service **out, char *err,
+			 size_t errlen);
+
+/* kvs_service_start is kvs_service_open with the default loops and no
+ * kind inline. */
 kvi_err kvs_service_start(const char *url, int workers, kvs_handler handler,
 			  void *arg, kvs_service **out, char *err,
 			  size_t errlen);
-
-/* kvs_service_start_inline is kvs_service_start with the kinds of the
- * bit mask inline_kinds (bit 1 << kind) answered on the nng thread that
- * received them rather than by a worker: for handlers that never block
- * (queries), it saves the two thread wake-ups a worker costs per
- * request. */
-kvi_err kvs_service_start_inline(const char *url, int workers,
-				 unsigned inline_kinds, kvs_handler handler,
-				 void *arg, kvs_service **out, char *err,
-				 size_t errlen);
 
 /* kvs_service_port returns the TCP port svc listens on (the one picked when
  * the url asked for port 0), or 0 for another transport. */
 int kvs_service_port(const kvs_service *svc);
 
-/* kvs_service_free stops receiving requests, waits for the handlers in
- * progress to return, aborts the replies not yet sent, closes the socket
- * and frees svc. NULL is a no-op. Must not be called from a handler. */
+/* kvs_service_free stops accepting and reading requests, waits for the
+ * handlers in progress to return, gives their replies and those already
+ * written up to a second to leave, closes every connection and the socket
+ * (removing an ipc path) and frees svc. NULL is a no-op. Must not be called
+ * from a handler. */
 void kvs_service_free(kvs_service *svc);
 
 /* kvs_service_stats copies svc's counters into *out (the shard exports

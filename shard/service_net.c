@@ -1,0 +1,809 @@
+/*
+ * service_net.c - the request server's loops: the listening socket, the
+ * connections and nng's framing on them (sp.h), the replies.
+ *
+ * Loop 0 accepts and deals connections out to the loops in turn; a
+ * connection then belongs to its loop's thread. A loop reads each complete
+ * request, answers an inline kind at once (kvs_answer) and writes the reply
+ * behind it, and copies any other request into a job for a worker, whose
+ * reply comes back through the loop's done queue and an eventfd. A
+ * connection stops being read while it has KVS_CONN_JOBS jobs out or more
+ * than KVS_OUT_HIGH bytes of replies unwritten, and is read again once
+ * they drain: a peer that stops reading holds at most that much.
+ */
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <event2/util.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "log.h"
+#include "rpc.h"
+#include "service_int.h"
+
+/* Jobs a connection may have out before it is no longer read. */
+#define KVS_CONN_JOBS 32
+/* Unwritten reply bytes past which a connection is no longer read; it is
+ * read again below half of it. */
+#define KVS_OUT_HIGH ((size_t)8 << 20)
+/* How long a stopping loop waits for its replies to leave. */
+#define KVS_DRAIN_MS 1000
+/* How long accepting pauses after an error (out of descriptors). */
+#define KVS_ACCEPT_PAUSE_MS 100
+
+struct kvs_conn {
+	kvs_loop *loop;
+	struct bufferevent *bev;
+	kvs_conn *prev, *next; /* in loop->conns */
+	int refs;              /* 1 while open, and 1 per job out */
+	int jobs;
+	bool hello;  /* the peer's hello was read */
+	bool paused; /* not read, for its jobs or its output */
+	bool closed;
+};
+
+/* The phases a loop is told to go through. */
+enum { KVS_RUN, KVS_QUIET, KVS_STOP };
+
+struct kvs_loop {
+	kvs_service *svc;
+	int index;
+	struct event_base *base;
+	int wake_fd;
+	struct event *wake;
+	struct event *drain;        /* the stop's deadline */
+	struct event *accept_pause; /* loop 0 */
+	struct evconnlistener *lev; /* loop 0, until quiet */
+	pthread_t thread;
+	bool started;
+	/* shared with other threads, under mu */
+	pthread_mutex_t mu;
+	kvs_job *done, **done_tail;
+	int *incoming; /* accepted descriptors dealt to this loop */
+	size_t n_incoming, cap_incoming;
+	int phase;
+	/* the loop thread's */
+	kvs_conn *conns;
+	bool quiet, stopping;
+	kvp_arena arena;
+};
+
+/* ---- connections --------------------------------------------------------- */
+
+static void kvs_conn_process(kvs_conn *c);
+
+static void
+kvs_conn_unref(kvs_conn *c)
+{
+	if (--c->refs == 0) {
+		kvi_free(c);
+	}
+}
+
+/* kvs_conn_close drops c's socket; its jobs still out keep c until they
+ * come back. */
+static void
+kvs_conn_close(kvs_conn *c, const char *why)
+{
+	if (c->closed) {
+		return;
+	}
+	KVI_DEBUG("rpc_conn_closed", "why=\"%s\" jobs=%d", why, c->jobs);
+	c->closed = true;
+	bufferevent_free(c->bev);
+	c->bev = NULL;
+	kvs_loop *loop = c->loop;
+	if (c->prev != NULL) {
+		c->prev->next = c->next;
+	} else {
+		loop->conns = c->next;
+	}
+	if (c->next != NULL) {
+		c->next->prev = c->prev;
+	}
+	kvs_conn_unref(c);
+}
+
+/* kvs_conn_readable says whether c may take more requests now. */
+static bool
+kvs_conn_readable(const kvs_conn *c)
+{
+	return !c->closed && !c->loop->quiet && c->jobs < KVS_CONN_JOBS &&
+	       evbuffer_get_length(bufferevent_get_output(c->bev)) <
+		   KVS_OUT_HIGH;
+}
+
+static void
+kvs_reply_free(const void *data, size_t len, void *msg)
+{
+	(void)data;
+	(void)len;
+	nng_msg_free(msg);
+}
+
+/* kvs_conn_reply writes reply behind the request's header head. */
+static void
+kvs_conn_reply(kvs_conn *c, const uint8_t *head, size_t head_len,
+	       nng_msg *reply)
+{
+	size_t blen = nng_msg_len(reply);
+	uint8_t p[KVI_SP_PREFIX_MAX];
+	size_t pl = kvi_sp_prefix(p, c->loop->svc->ipc, head_len + blen);
+	struct evbuffer *out = bufferevent_get_output(c->bev);
+	if (evbuffer_add(out, p, pl) != 0 ||
+	    evbuffer_add(out, head, head_len) != 0 ||
+	    evbuffer_add_reference(out, nng_msg_body(reply), blen,
+				   kvs_reply_free, reply) != 0) {
+		kvi_oom(blen);
+	}
+}
+
+/* kvs_conn_request answers or hands off the request data[0..len). */
+static void
+kvs_conn_request(kvs_conn *c, const uint8_t *data, size_t len)
+{
+	kvs_loop *loop = c->loop;
+	kvs_service *svc = loop->svc;
+	size_t hl = kvi_sp_backtrace_len(data, len);
+	if (hl == 0) {
+		kvs_count(&svc->malformed, 1);
+		kvs_conn_close(c, "a request without a request id");
+		return;
+	}
+	nng_msg *reply = kvs_answer(svc, &loop->arena, data + hl, len - hl);
+	kvp_arena_reset(&loop->arena);
+	if (reply != NULL) {
+		kvs_conn_reply(c, data, hl, reply);
+		return;
+	}
+	kvs_job *job = kvi_calloc(1, sizeof(*job));
+	job->svc = svc;
+	job->loop = loop;
+	job->conn = c;
+	memcpy(job->head, data, hl);
+	job->head_len = hl;
+	job->len = len - hl;
+	job->body = kvi_malloc(job->len > 0 ? job->len : 1);
+	memcpy(job->body, data + hl, job->len);
+	c->refs++;
+	c->jobs++;
+	kvs_submit(svc, job);
+}
+
+/* kvs_conn_frame takes the next whole frame off c's input, if there is
+ * one; false when there is not (or c was closed). */
+static bool
+kvs_conn_frame(kvs_conn *c)
+{
+	kvs_service *svc = c->loop->svc;
+	struct evbuffer *in = bufferevent_get_input(c->bev);
+	size_t have = evbuffer_get_length(in);
+	if (!c->hello) {
+		uint8_t h[KVI_SP_HELLO_LEN];
+		if (have < sizeof(h)) {
+			return false;
+		}
+		evbuffer_remove(in, h, sizeof(h));
+		if (!kvi_sp_hello_is(h, KVI_SP_PROTO_REQ)) {
+			kvs_count(&svc->malformed, 1);
+			kvs_conn_close(c, "the peer is not an nng req0 socket");
+			return false;
+		}
+		c->hello = true;
+		return true;
+	}
+	size_t pl = kvi_sp_prefix_len(svc->ipc);
+	uint8_t p[KVI_SP_PREFIX_MAX];
+	uint64_t len;
+	if (have < pl || evbuffer_copyout(in, p, pl) != (ev_ssize_t)pl) {
+		return false;
+	}
+	if (!kvi_sp_prefix_read(p, svc->ipc, &len) ||
+	    len > KVP_MSG_MAX + 4 * KVI_SP_HOPS_MAX) {
+		kvs_count(&svc->malformed, 1);
+		kvs_conn_close(c, "malformed or oversized message frame");
+		return false;
+	}
+	if (have - pl < len) {
+		return false;
+	}
+	evbuffer_drain(in, pl);
+	const uint8_t *data = len > 0 ? evbuffer_pullup(in, (ev_ssize_t)len)
+				      : (const uint8_t *)"";
+	kvs_conn_request(c, data, (size_t)len);
+	if (!c->closed) {
+		evbuffer_drain(bufferevent_get_input(c->bev), (size_t)len);
+	}
+	return !c->closed;
+}
+
+/* kvs_conn_process takes c's whole requests while it may, then reads on
+ * or pauses. */
+static void
+kvs_conn_process(kvs_conn *c)
+{
+	c->refs++; /* c outlives a close in here */
+	while (kvs_conn_readable(c) && kvs_conn_frame(c)) {
+	}
+	if (!c->closed) {
+		bool on = kvs_conn_readable(c);
+		if (on && c->paused) {
+			bufferevent_enable(c->bev, EV_READ);
+		} else if (!on && !c->paused) {
+			bufferevent_disable(c->bev, EV_READ);
+		}
+		c->paused = !on;
+	}
+	kvs_conn_unref(c);
+}
+
+static void
+kvs_conn_on_read(struct bufferevent *bev, void *arg)
+{
+	(void)bev;
+	kvs_conn_process(arg);
+}
+
+static void kvs_loop_check_drained(kvs_loop *loop);
+
+/* Called when c's output falls to half of KVS_OUT_HIGH: it may be read
+ * again. */
+static void
+kvs_conn_on_write(struct bufferevent *bev, void *arg)
+{
+	(void)bev;
+	kvs_conn *c = arg;
+	if (c->loop->stopping) {
+		kvs_loop_check_drained(c->loop);
+	} else if (c->paused) {
+		kvs_conn_process(c);
+	}
+}
+
+static void
+kvs_conn_on_event(struct bufferevent *bev, short what, void *arg)
+{
+	(void)bev;
+	kvs_conn *c = arg;
+	char why[160];
+	if (what & BEV_EVENT_EOF) {
+		snprintf(why, sizeof(why), "closed by the peer");
+	} else {
+		snprintf(why, sizeof(why), "%s",
+			 evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+	}
+	kvs_loop *loop = c->loop;
+	kvs_conn_close(c, why);
+	if (loop->stopping) {
+		kvs_loop_check_drained(loop);
+	}
+}
+
+/* kvs_conn_open serves the accepted descriptor fd on loop. */
+static void
+kvs_conn_open(kvs_loop *loop, int fd)
+{
+	if (loop->quiet) {
+		close(fd);
+		return;
+	}
+	if (!loop->svc->ipc) {
+		int one = 1;
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	}
+	evutil_make_socket_nonblocking(fd);
+	kvs_conn *c = kvi_calloc(1, sizeof(*c));
+	c->loop = loop;
+	c->refs = 1;
+	c->bev = bufferevent_socket_new(loop->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (c->bev == NULL) {
+		kvi_oom(sizeof(struct bufferevent *));
+	}
+	bufferevent_setcb(c->bev, kvs_conn_on_read, kvs_conn_on_write,
+			  kvs_conn_on_event, c);
+	bufferevent_setwatermark(c->bev, EV_WRITE, KVS_OUT_HIGH / 2, 0);
+	uint8_t h[KVI_SP_HELLO_LEN];
+	kvi_sp_hello(h, KVI_SP_PROTO_REP);
+	bufferevent_write(c->bev, h, sizeof(h));
+	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	c->next = loop->conns;
+	if (loop->conns != NULL) {
+		loop->conns->prev = c;
+	}
+	loop->conns = c;
+}
+
+/* kvs_conn_done writes a worker's reply to its connection, if still open. */
+static void
+kvs_conn_done(kvs_job *job)
+{
+	kvs_conn *c = job->conn;
+	if (c->closed || job->reply == NULL) {
+		kvs_net_drop(job);
+		return;
+	}
+	c->jobs--;
+	kvs_conn_reply(c, job->head, job->head_len, job->reply);
+	job->reply = NULL;
+	job->conn = NULL;
+	kvs_net_drop(job);
+	if (c->paused && !c->loop->stopping) {
+		kvs_conn_process(c);
+	}
+	kvs_conn_unref(c);
+}
+
+/* ---- loops --------------------------------------------------------------- */
+
+/* kvs_loop_wake makes loop run kvs_loop_on_wake; under loop->mu. */
+static void
+kvs_loop_wake(kvs_loop *loop)
+{
+	uint64_t one = 1;
+	if (write(loop->wake_fd, &one, sizeof(one)) < 0) {
+		/* EAGAIN: the counter is non-zero, the loop wakes anyway */
+	}
+}
+
+static void
+kvs_loop_check_drained(kvs_loop *loop)
+{
+	for (kvs_conn *c = loop->conns; c != NULL; c = c->next) {
+		if (evbuffer_get_length(bufferevent_get_output(c->bev)) > 0) {
+			return;
+		}
+	}
+	event_base_loopbreak(loop->base);
+}
+
+static void
+kvs_loop_go_quiet(kvs_loop *loop)
+{
+	if (loop->quiet) {
+		return;
+	}
+	loop->quiet = true;
+	if (loop->lev != NULL) {
+		evconnlistener_free(loop->lev); /* closes the socket */
+		loop->lev = NULL;
+	}
+	for (kvs_conn *c = loop->conns; c != NULL; c = c->next) {
+		bufferevent_disable(c->bev, EV_READ);
+	}
+}
+
+static void
+kvs_loop_on_wake(evutil_socket_t fd, short what, void *arg)
+{
+	(void)what;
+	kvs_loop *loop = arg;
+	uint64_t n;
+	if (read(fd, &n, sizeof(n)) < 0) {
+		/* EAGAIN: woken twice for one write */
+	}
+	pthread_mutex_lock(&loop->mu);
+	kvs_job *done = loop->done;
+	loop->done = NULL;
+	loop->done_tail = &loop->done;
+	int in[64];
+	size_t n_in = loop->n_incoming < 64 ? loop->n_incoming : 64;
+	if (n_in > 0) {
+		memcpy(in, loop->incoming, n_in * sizeof(int));
+		loop->n_incoming -= n_in;
+		memmove(loop->incoming, loop->incoming + n_in,
+			loop->n_incoming * sizeof(int));
+	}
+	if (loop->n_incoming > 0) {
+		kvs_loop_wake(loop); /* the rest on the next turn */
+	}
+	int phase = loop->phase;
+	pthread_mutex_unlock(&loop->mu);
+
+	if (phase >= KVS_QUIET) {
+		kvs_loop_go_quiet(loop);
+	}
+	for (size_t i = 0; i < n_in; i++) {
+		kvs_conn_open(loop, in[i]);
+	}
+	while (done != NULL) {
+		kvs_job *job = done;
+		done = job->next;
+		kvs_conn_done(job);
+	}
+	if (phase == KVS_STOP && !loop->stopping) {
+		loop->stopping = true;
+		struct timeval tv = {KVS_DRAIN_MS / 1000,
+				     (KVS_DRAIN_MS % 1000) * 1000};
+		evtimer_add(loop->drain, &tv);
+		kvs_loop_check_drained(loop);
+	}
+}
+
+static void
+kvs_loop_on_drain(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	kvs_loop *loop = arg;
+	event_base_loopbreak(loop->base);
+}
+
+static void
+kvs_loop_on_accept(struct evconnlistener *lev, evutil_socket_t fd,
+		   struct sockaddr *sa, int salen, void *arg)
+{
+	(void)lev;
+	(void)sa;
+	(void)salen;
+	kvs_loop *loop0 = arg;
+	kvs_service *svc = loop0->svc;
+	unsigned i =
+	    atomic_fetch_add(&svc->next_loop, 1) % (unsigned)svc->n_loops;
+	if (i == 0) {
+		kvs_conn_open(loop0, fd);
+		return;
+	}
+	kvs_loop *loop = svc->loops[i];
+	pthread_mutex_lock(&loop->mu);
+	if (loop->n_incoming == loop->cap_incoming) {
+		loop->cap_incoming =
+		    loop->cap_incoming ? 2 * loop->cap_incoming : 16;
+		loop->incoming = kvi_realloc(loop->incoming,
+					     loop->cap_incoming * sizeof(int));
+	}
+	loop->incoming[loop->n_incoming++] = fd;
+	kvs_loop_wake(loop);
+	pthread_mutex_unlock(&loop->mu);
+}
+
+static void
+kvs_loop_on_accept_error(struct evconnlistener *lev, void *arg)
+{
+	kvs_loop *loop = arg;
+	int e = EVUTIL_SOCKET_ERROR();
+	KVI_WARN("rpc_accept_failed", "error=\"%s\" pause_ms=%d",
+		 evutil_socket_error_to_string(e), KVS_ACCEPT_PAUSE_MS);
+	evconnlistener_disable(lev);
+	struct timeval tv = {0, KVS_ACCEPT_PAUSE_MS * 1000};
+	evtimer_add(loop->accept_pause, &tv);
+}
+
+static void
+kvs_loop_on_accept_pause(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	kvs_loop *loop = arg;
+	if (loop->lev != NULL) {
+		evconnlistener_enable(loop->lev);
+	}
+}
+
+static void *
+kvs_loop_main(void *arg)
+{
+	kvs_loop *loop = arg;
+	char name[16];
+	snprintf(name, sizeof(name), "kvs-rpc-%d", loop->index);
+	pthread_setname_np(pthread_self(), name);
+	event_base_dispatch(loop->base);
+	return NULL;
+}
+
+static kvs_loop *
+kvs_loop_alloc(kvs_service *svc, int index)
+{
+	kvs_loop *loop = kvi_calloc(1, sizeof(*loop));
+	loop->svc = svc;
+	loop->index = index;
+	pthread_mutex_init(&loop->mu, NULL);
+	loop->done_tail = &loop->done;
+	kvp_arena_init(&loop->arena);
+	loop->base = event_base_new();
+	loop->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (loop->base == NULL || loop->wake_fd < 0) {
+		kvi_oom(sizeof(*loop));
+	}
+	loop->wake = event_new(loop->base, loop->wake_fd, EV_READ | EV_PERSIST,
+			       kvs_loop_on_wake, loop);
+	loop->drain = evtimer_new(loop->base, kvs_loop_on_drain, loop);
+	loop->accept_pause =
+	    evtimer_new(loop->base, kvs_loop_on_accept_pause, loop);
+	if (loop->wake == NULL || loop->drain == NULL ||
+	    loop->accept_pause == NULL || event_add(loop->wake, NULL) != 0) {
+		kvi_oom(sizeof(struct event *));
+	}
+	return loop;
+}
+
+/* kvs_loop_free closes what loop still holds; its thread has stopped. */
+static void
+kvs_loop_free(kvs_loop *loop)
+{
+	while (loop->done != NULL) {
+		kvs_job *job = loop->done;
+		loop->done = job->next;
+		kvs_net_drop(job);
+	}
+	while (loop->conns != NULL) {
+		kvs_conn_close(loop->conns, "the service stopped");
+	}
+	for (size_t i = 0; i < loop->n_incoming; i++) {
+		close(loop->incoming[i]);
+	}
+	kvi_free(loop->incoming);
+	if (loop->lev != NULL) {
+		evconnlistener_free(loop->lev);
+	}
+	event_free(loop->wake);
+	event_free(loop->drain);
+	event_free(loop->accept_pause);
+	event_base_free(loop->base);
+	close(loop->wake_fd);
+	kvp_arena_fini(&loop->arena);
+	pthread_mutex_destroy(&loop->mu);
+	kvi_free(loop);
+}
+
+/* ---- the listening socket ----------------------------------------------- */
+
+/* kvs_net_bind binds fd to ss, setting errno on failure. An ipc path left
+ * by a process that is gone is removed and bound again. */
+static int
+kvs_net_bind(kvs_service *svc, int fd, const struct sockaddr_storage *ss,
+	     socklen_t sl, const char *path)
+{
+	if (bind(fd, (const struct sockaddr *)ss, sl) == 0) {
+		return 0;
+	}
+	if (!svc->ipc || errno != EADDRINUSE) {
+		return -1;
+	}
+	int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool in_use =
+	    probe >= 0 && connect(probe, (const struct sockaddr *)ss, sl) == 0;
+	int e = errno;
+	if (probe >= 0) {
+		close(probe);
+	}
+	if (in_use || e != ECONNREFUSED) {
+		errno = EADDRINUSE;
+		return -1;
+	}
+	unlink(path);
+	return bind(fd, (const struct sockaddr *)ss, sl);
+}
+
+/* kvs_net_addr fills ss from url. */
+static kvi_err
+kvs_net_addr(kvs_service *svc, const char *url, struct sockaddr_storage *ss,
+	     socklen_t *sl, char *err, size_t errlen)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (strncmp(url, "ipc://", 6) == 0) {
+		struct sockaddr_un *un = (struct sockaddr_un *)ss;
+		size_t n = strlen(url + 6);
+		if (n == 0 || n >= sizeof(un->sun_path)) {
+			kvi_msgf(err, errlen, "bad ipc path in %s", url);
+			return KVI_EINVAL;
+		}
+		un->sun_family = AF_UNIX;
+		memcpy(un->sun_path, url + 6, n + 1);
+		*sl = (socklen_t)sizeof(*un);
+		svc->ipc = true;
+		return KVI_OK;
+	}
+	static const struct {
+		const char *scheme;
+		int family;
+	} tcp[] = {
+	    {"tcp://", AF_UNSPEC}, {"tcp4://", AF_INET}, {"tcp6://", AF_INET6}};
+	const char *hp = NULL;
+	int family = AF_UNSPEC;
+	for (size_t i = 0; i < sizeof(tcp) / sizeof(tcp[0]) && hp == NULL;
+	     i++) {
+		size_t n = strlen(tcp[i].scheme);
+		if (strncmp(url, tcp[i].scheme, n) == 0) {
+			hp = url + n;
+			family = tcp[i].family;
+		}
+	}
+	const char *colon = hp != NULL ? strrchr(hp, ':') : NULL;
+	if (colon == NULL) {
+		kvi_msgf(err, errlen,
+			 "cannot listen on %s: want tcp://host:port or "
+			 "ipc:///path",
+			 url);
+		return KVI_EINVAL;
+	}
+	char host[256], port[16];
+	size_t hn = (size_t)(colon - hp);
+	if (hn >= 2 && hp[0] == '[' && hp[hn - 1] == ']') {
+		hp++;
+		hn -= 2;
+	}
+	if (hn >= sizeof(host) || strlen(colon + 1) >= sizeof(port)) {
+		kvi_msgf(err, errlen, "cannot listen on %s: address too long",
+			 url);
+		return KVI_EINVAL;
+	}
+	memcpy(host, hp, hn);
+	host[hn] = '\0';
+	snprintf(port, sizeof(port), "%s", colon + 1);
+	bool any = hn == 0 || strcmp(host, "*") == 0;
+	struct addrinfo hints = {
+	    .ai_family = any && family == AF_UNSPEC ? AF_INET : family,
+	    .ai_socktype = SOCK_STREAM,
+	    .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+	struct addrinfo *ai = NULL;
+	int gai = getaddrinfo(any ? NULL : host, port, &hints, &ai);
+	if (gai != 0) {
+		kvi_msgf(err, errlen, "cannot listen on %s: %s", url,
+			 gai_strerror(gai));
+		return KVI_EINVAL;
+	}
+	memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+	*sl = ai->ai_addrlen;
+	freeaddrinfo(ai);
+	return KVI_OK;
+}
+
+kvi_err
+kvs_net_listen(kvs_service *svc, const char *url, char *err, size_t errlen)
+{
+	svc->url = kvi_strdup(url);
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	kvi_err rv = kvs_net_addr(svc, url, &ss, &sl, err, errlen);
+	if (rv != KVI_OK) {
+		return rv;
+	}
+	int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		kvi_msgf(err, errlen, "listen on %s: %s", url, strerror(errno));
+		return KVI_EIO;
+	}
+	svc->listen_fd = fd;
+	int one = 1;
+	if (!svc->ipc) {
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	}
+	const char *path = ((struct sockaddr_un *)&ss)->sun_path;
+	if (kvs_net_bind(svc, fd, &ss, sl, path) != 0) {
+		int e = errno;
+		kvi_msgf(err, errlen, "listen on %s: %s", url, strerror(e));
+		return e == EADDRNOTAVAIL || e == EAFNOSUPPORT ? KVI_EINVAL
+							       : KVI_EIO;
+	}
+	if (svc->ipc) {
+		svc->ipc_path = kvi_strdup(path); /* ours to remove */
+	}
+	if (listen(fd, 512) != 0) {
+		int e = errno;
+		kvi_msgf(err, errlen, "listen on %s: %s", url, strerror(e));
+		return e == EADDRNOTAVAIL || e == EAFNOSUPPORT ? KVI_EINVAL
+							       : KVI_EIO;
+	}
+	svc->port = 0;
+	if (!svc->ipc && getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+		svc->port = ntohs(ss.ss_family == AF_INET6
+				      ? ((struct sockaddr_in6 *)&ss)->sin6_port
+				      : ((struct sockaddr_in *)&ss)->sin_port);
+	}
+	evutil_make_socket_nonblocking(fd);
+	return KVI_OK;
+}
+
+kvi_err
+kvs_net_start(kvs_service *svc, int n_loops, char *err, size_t errlen)
+{
+	svc->loops = kvi_calloc((size_t)n_loops, sizeof(kvs_loop *));
+	svc->n_loops = n_loops;
+	for (int i = 0; i < n_loops; i++) {
+		svc->loops[i] = kvs_loop_alloc(svc, i);
+	}
+	kvs_loop *loop0 = svc->loops[0];
+	loop0->lev = evconnlistener_new(
+	    loop0->base, kvs_loop_on_accept, loop0,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, svc->listen_fd);
+	if (loop0->lev == NULL) {
+		kvi_msgf(err, errlen, "listen on %s: cannot watch the socket",
+			 svc->url);
+		return KVI_EIO;
+	}
+	svc->listen_fd = -1; /* the listener's now */
+	evconnlistener_set_error_cb(loop0->lev, kvs_loop_on_accept_error);
+	for (int i = 0; i < n_loops; i++) {
+		kvs_loop *loop = svc->loops[i];
+		if (pthread_create(&loop->thread, NULL, kvs_loop_main, loop) !=
+		    0) {
+			kvi_msgf(err, errlen, "cannot start loop thread %d", i);
+			return KVI_EIO;
+		}
+		loop->started = true;
+	}
+	return KVI_OK;
+}
+
+/* kvs_net_phase tells every loop to go to phase. */
+static void
+kvs_net_phase(kvs_service *svc, int phase)
+{
+	for (int i = 0; i < svc->n_loops; i++) {
+		kvs_loop *loop = svc->loops[i];
+		pthread_mutex_lock(&loop->mu);
+		loop->phase = phase;
+		kvs_loop_wake(loop);
+		pthread_mutex_unlock(&loop->mu);
+	}
+}
+
+void
+kvs_net_quiet(kvs_service *svc)
+{
+	kvs_net_phase(svc, KVS_QUIET);
+}
+
+void
+kvs_net_stop(kvs_service *svc)
+{
+	kvs_net_phase(svc, KVS_STOP);
+	for (int i = 0; i < svc->n_loops; i++) {
+		if (svc->loops[i]->started) {
+			pthread_join(svc->loops[i]->thread, NULL);
+		}
+	}
+	for (int i = 0; i < svc->n_loops; i++) {
+		kvs_loop_free(svc->loops[i]);
+	}
+	kvi_free(svc->loops);
+	svc->loops = NULL;
+	svc->n_loops = 0;
+	if (svc->listen_fd >= 0) {
+		close(svc->listen_fd); /* bound, never watched */
+		svc->listen_fd = -1;
+	}
+	if (svc->ipc_path != NULL) {
+		unlink(svc->ipc_path);
+	}
+}
+
+void
+kvs_net_drop(kvs_job *job)
+{
+	kvs_conn *c = job->conn;
+	if (c != NULL) {
+		kvs_count(&job->svc->send_failures, 1);
+		c->jobs--;
+		kvs_conn_unref(c);
+	}
+	if (job->reply != NULL) {
+		nng_msg_free(job->reply);
+	}
+	kvi_free(job->body);
+	kvi_free(job);
+}
+
+void
+kvs_net_done(kvs_job *job)
+{
+	kvs_loop *loop = job->loop;
+	job->next = NULL;
+	pthread_mutex_lock(&loop->mu);
+	*loop->done_tail = job;
+	loop->done_tail = &job->next;
+	kvs_loop_wake(loop);
+	pthread_mutex_unlock(&loop->mu);
+}
