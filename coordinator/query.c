@@ -30,6 +30,7 @@ struct kvc_query {
 	kvc_query_config cfg;
 	kvi_histogram *lat[KVC_EP_COUNT];
 	kvi_counter *count[KVC_EP_COUNT][KVC_CODE_COUNT];
+	kvi_counter *via[2]; /* shard calls: the loop's link, nng */
 };
 
 /* One query in flight. */
@@ -434,10 +435,11 @@ kvc_handle(kvc_query *q, kvi_http_req *req, int ep)
 		    .done = kvc_query_done,
 		    .arg = sl,
 		};
-		kvc_qbatch_submit(ql != NULL
-				      ? kvc_qloop_batcher(ql, c->shards[i])
-				      : c->shards[i]->qbatch,
-				  &sl->item);
+		kvc_qbatch *qb = ql != NULL
+				     ? kvc_qloop_batcher(ql, c->shards[i])
+				     : c->shards[i]->qbatch;
+		kvi_counter_inc(q->via[qb == c->shards[i]->qbatch]);
+		kvc_qbatch_submit(qb, &sl->item);
 	}
 	kvi_free(ask);
 	kvc_qctx_unhold(c);
@@ -487,6 +489,7 @@ kvc_query_alloc(kvc_registry *reg, kvc_shardset *shards, kvi_metrics *m,
 	};
 	static const char *const eps[] = {"query", "query_by_hash"};
 	static const char *const codes[] = {"200", "400", "404", "413", "503"};
+	static const char *const via[] = {"link", "nng"};
 	kvi_metrics_histogram_vec_add(
 	    m, "kvindex_coord_query_seconds",
 	    "Query latency at the coordinator, from the handler to the reply.",
@@ -503,6 +506,11 @@ kvc_query_alloc(kvc_registry *reg, kvc_shardset *shards, kvi_metrics *m,
 			: "POST /query_by_hash requests, by status code.",
 		    "code", codes, KVC_CODE_COUNT, q->count[e]);
 	}
+	kvi_metrics_counter_vec_add(
+	    m, "kvindex_coord_shard_queries_total",
+	    "Queries sent to a shard: on the HTTP loop's own link to it, or "
+	    "through nng (--query-via-nng, or while the link connects).",
+	    "via", via, 2, q->via);
 	return q;
 }
 

@@ -9,14 +9,19 @@
  * queries (its own query counter says so) and, stopped, delays none.
  *
  * test_lost_connection_skips: a shard whose connection breaks under a
- * query is skipped by the queries after it at once, before any poll has
- * missed it (the polls are 5 s apart).
+ * query (a call in flight on an HTTP loop's link) is skipped by the
+ * queries after it at once, before any poll has missed it (the polls are
+ * 5 s apart).
  *
  * test_dead_shard_costs_nothing: with a shard killed, once the poll has
  * seen it down, a query answers at once, partial, from the other shard;
  * registrations are answered at once (201 or 202), since no poll waits
  * for the dead shard any more; and once failover has moved every
  * listener away from it, answers are whole again.
+ *
+ * test_shards_by_host_name: shards named by host name are reached on the
+ * HTTP loops' own links (the coordinator's counter of shard queries by
+ * way says so) and answer as shards named by address do.
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -88,12 +93,30 @@ partial(const json_t *ans)
 	return json_is_true(json_object_get(ans, "partial"));
 }
 
-/* start brings the cluster up with one prefill per rank (seed 10+idx). */
+/* by_name names every shard to the coordinator by host name. */
 static void
-start(cluster *c, const char *const *coord_extra)
+by_name(cluster *c)
+{
+	for (int i = 0; i < c->n_shards; i++) {
+		char *url = c->shards[i].url;
+		const char *colon = strrchr(url, ':');
+		assert_non_null(colon);
+		int port = atoi(colon + 1);
+		snprintf(url, sizeof(c->shards[i].url), "tcp://localhost:%d",
+			 port);
+	}
+}
+
+/* start_as brings the cluster up with one prefill per rank (seed
+ * 10+idx), the shards named by host name when names. */
+static void
+start_as(cluster *c, const char *const *coord_extra, bool names)
 {
 	clu_sim(c, sim_flags);
 	clu_shards(c, 2);
+	if (names) {
+		by_name(c);
+	}
 	clu_coord(c, true, coord_extra);
 	uint32_t t[NTOK];
 	for (int i = 0; i < N; i++) {
@@ -115,6 +138,26 @@ start(cluster *c, const char *const *coord_extra)
 			kvt_sleep_ms(50);
 		}
 	}
+}
+
+static void
+start(cluster *c, const char *const *coord_extra)
+{
+	start_as(c, coord_extra, false);
+}
+
+#define VIA_LINK "kvindex_coord_shard_queries_total{via=\"link\"}"
+#define VIA_NNG  "kvindex_coord_shard_queries_total{via=\"nng\"}"
+
+/* warm_links sends enough queries that each HTTP loop has its links up. */
+static void
+warm_links(cluster *c)
+{
+	for (int i = 0; i < 20; i++) {
+		int64_t took;
+		json_decref(query_of(c, "sim-model", 10, &took));
+	}
+	kvt_sleep_ms(100);
 }
 
 static long
@@ -236,13 +279,18 @@ test_lost_connection_skips(void **state)
 	start(c, extra);
 	int on0 = clu_rank_on(c, 0, N, DP);
 	assert_true(on0 >= 0);
+	warm_links(c);
 	/* a query waits for the stopped shard; its connection then breaks */
 	pid_t pid = kvt_proc_pid(c->shards[1].proc);
 	clu_sigstop(pid);
 	bg_query q = {.c = c};
 	query_body(q.body, "sim-model", 10 + (uint32_t)on0);
+	double link0 = clu_metric(c, VIA_LINK);
 	assert_int_equal(pthread_create(&q.tid, NULL, bg_query_main, &q), 0);
 	kvt_sleep_ms(300);
+	/* both of its calls, the one in flight to the stopped shard too, went
+	 * on the HTTP loop's own links */
+	assert_true(clu_metric(c, VIA_LINK) == link0 + 2);
 	shc_kill9(&c->shards[1]);
 	pthread_join(q.tid, NULL);
 	assert_int_equal(q.status, 200);
@@ -344,6 +392,28 @@ test_dead_shard_costs_nothing(void **state)
 	}
 }
 
+/* Shards named by host name are reached on each HTTP loop's own links,
+ * resolved in the loop, and answer as shards named by address do. */
+static void
+test_shards_by_host_name(void **state)
+{
+	cluster *c = *state;
+	start_as(c, NULL, true);
+	warm_links(c);
+	double link0 = clu_metric(c, VIA_LINK), nng0 = clu_metric(c, VIA_NNG);
+	for (int i = 0; i < 20; i++) {
+		int64_t took;
+		json_t *ans =
+		    query_of(c, "sim-model", 10 + (uint32_t)(i % N), &took);
+		assert_false(partial(ans));
+		assert_int_equal(clu_score(ans, i % N, DP), NTOK);
+		json_decref(ans);
+	}
+	/* both shards asked by every query, all on the links */
+	assert_true(clu_metric(c, VIA_LINK) == link0 + 40);
+	assert_true(clu_metric(c, VIA_NNG) == nng0);
+}
+
 int
 main(void)
 {
@@ -353,6 +423,8 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_lost_connection_skips,
 					    clu_test_setup, clu_test_teardown),
 	    cmocka_unit_test_setup_teardown(test_dead_shard_costs_nothing,
+					    clu_test_setup, clu_test_teardown),
+	    cmocka_unit_test_setup_teardown(test_shards_by_host_name,
 					    clu_test_setup, clu_test_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
