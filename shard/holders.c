@@ -209,3 +209,20 @@ kvx_hold_seqs(const kvx_holdmap *h)
 	}
 	return n;
 }
+
+void
+kvx_hold_bytes(const kvx_holdmap *h, uint64_t *table, uint64_t *lists)
+{
+	for (uint32_t s = 0; s < KVX_STRIPES; s++) {
+		const kvx_stripe *st = &h->stripes[s];
+		*table += kvx_seqmap_bytes(&st->map);
+		*lists += (uint64_t)st->cap_lists * sizeof(*st->lists) +
+			  (uint64_t)st->cap_free * sizeof(uint32_t);
+		for (uint32_t i = 0; i < st->n_lists; i++) {
+			if (st->lists[i] != NULL) {
+				*lists += sizeof(kvx_hlist) +
+					  st->lists[i]->cap * sizeof(uint32_t);
+			}
+		}
+	}
+}

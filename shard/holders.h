@@ -80,4 +80,9 @@ void kvx_hold_reserve(kvx_stripe *st, size_t n);
 
 uint64_t kvx_hold_seqs(const kvx_holdmap *h);
 
+/* kvx_hold_bytes adds the bytes h's tables and its holder lists take (as
+ * allocated: malloc's own overhead excluded) to *table and *lists. It
+ * visits every list. */
+void kvx_hold_bytes(const kvx_holdmap *h, uint64_t *table, uint64_t *lists);
+
 #endif /* KVI_SHARD_HOLDERS_H */

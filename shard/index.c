@@ -580,3 +580,26 @@ kvx_index_stats(kvx_index *idx, kvx_stats *out)
 	}
 	pthread_rwlock_unlock(&idx->meta);
 }
+
+void
+kvx_index_memory(kvx_index *idx, kvx_memory *out)
+{
+	memset(out, 0, sizeof(*out));
+	pthread_rwlock_rdlock(&idx->meta);
+	for (kvx_part *p = idx->parts; p != NULL; p = p->next) {
+		pthread_rwlock_rdlock(&p->lock);
+		kvx_hold_bytes(&p->holders, &out->seq_bytes, &out->list_bytes);
+		pthread_rwlock_unlock(&p->lock);
+	}
+	for (uint32_t i = 0; i < idx->cap_lis; i++) {
+		kvx_lis *l = idx->lis[i];
+		if (l == NULL) {
+			continue;
+		}
+		pthread_rwlock_rdlock(&l->part->lock);
+		out->ext_bytes +=
+		    kvx_extmap_bytes(&l->ext) + kvx_aliasmap_bytes(&l->alias);
+		pthread_rwlock_unlock(&l->part->lock);
+	}
+	pthread_rwlock_unlock(&idx->meta);
+}

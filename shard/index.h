@@ -178,4 +178,16 @@ typedef struct kvx_stats {
 /* kvx_index_stats sums the index's sizes. Any thread. */
 void kvx_index_stats(kvx_index *idx, kvx_stats *out);
 
+/* Where the index's memory is, as allocated (malloc's own overhead
+ * excluded). */
+typedef struct kvx_memory {
+	uint64_t ext_bytes;  /* the listeners' maps of external hashes */
+	uint64_t seq_bytes;  /* the partitions' maps of sequence hashes */
+	uint64_t list_bytes; /* their lists of holders */
+} kvx_memory;
+
+/* kvx_index_memory fills *out. It walks every table and holder list
+ * under the index's locks: for benchmarks and tools, not a metric. */
+void kvx_index_memory(kvx_index *idx, kvx_memory *out);
+
 #endif /* KVI_SHARD_INDEX_H */

@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "alloc.h"
 
@@ -35,6 +36,39 @@ kvx_table_seed(void)
 	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
 	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
 	return x ^ (x >> 31);
+}
+
+/* Slot arrays of at least this many bytes are mapped from the kernel
+ * and unmapped when the table grows or goes, rather than taken from
+ * malloc: malloc keeps what a big table frees (its threshold for mapping
+ * rises with every big free), and a growing index would hold every size
+ * its tables passed through. */
+#define KVX_TABLE_MAP_MIN ((size_t)64 << 10)
+
+/* kvx_table_alloc returns n zeroed bytes for a slot array. */
+static inline void *
+kvx_table_alloc(size_t n)
+{
+	if (n < KVX_TABLE_MAP_MIN) {
+		return kvi_calloc(1, n);
+	}
+	void *p = mmap(NULL, n, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) {
+		kvi_oom(n);
+	}
+	return p;
+}
+
+/* kvx_table_free frees what kvx_table_alloc(n) returned. */
+static inline void
+kvx_table_free(void *p, size_t n)
+{
+	if (n < KVX_TABLE_MAP_MIN) {
+		kvi_free(p);
+	} else if (p != NULL) {
+		munmap(p, n);
+	}
 }
 
 typedef struct __attribute__((packed)) kvx_extval {

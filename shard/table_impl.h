@@ -47,7 +47,9 @@ TBL_FN(init)(TBL *t)
 static inline void
 TBL_FN(fini)(TBL *t)
 {
-	kvi_free(t->slots);
+	kvx_table_free(t->slots, t->slots == NULL ? 0
+						  : ((size_t)1 << t->bits) *
+							sizeof(TBL_SLOT));
 	uint64_t seed = t->seed;
 	memset(t, 0, sizeof(*t));
 	t->seed = seed;
@@ -140,14 +142,14 @@ TBL_FN(rehash)(TBL *t, uint32_t bits)
 {
 	TBL_SLOT *old = t->slots;
 	size_t old_cap = TBL_FN(cap)(t);
-	t->slots = kvi_calloc((size_t)1 << bits, sizeof(TBL_SLOT));
+	t->slots = kvx_table_alloc(((size_t)1 << bits) * sizeof(TBL_SLOT));
 	t->bits = bits;
 	for (size_t i = 0; i < old_cap; i++) {
 		if (old[i].key != 0) {
 			TBL_FN(place)(t, old[i].key, old[i].val);
 		}
 	}
-	kvi_free(old);
+	kvx_table_free(old, old_cap * sizeof(TBL_SLOT));
 }
 
 /* TBL_FN(max_load) returns how many entries a table of 1 << bits slots

@@ -310,11 +310,16 @@ bench_query_at(const bench_opts *o, const trace_req *reqs, size_t n_reqs,
 	kvx_stats xs;
 	kvx_index_stats(idx, &xs);
 	size_t rss = bs_rss_bytes() - rss0;
+	kvx_memory xm;
+	kvx_index_memory(idx, &xm);
+	double per = (double)xs.entries;
 	printf("query: entries=%llu seq_hashes=%llu rss_bytes=%zu "
-	       "rss_bytes_per_entry=%.1f\n",
+	       "rss_bytes_per_entry=%.1f ext_maps=%.1f seq_maps=%.1f "
+	       "holder_lists=%.1f\n",
 	       (unsigned long long)xs.entries,
-	       (unsigned long long)xs.seq_hashes, rss,
-	       (double)rss / (double)xs.entries);
+	       (unsigned long long)xs.seq_hashes, rss, (double)rss / per,
+	       (double)xm.ext_bytes / per, (double)xm.seq_bytes / per,
+	       (double)xm.list_bytes / per);
 	double *lat = kvi_malloc(o->queries * sizeof(double));
 	double matched = 0;
 	/* Realistic: requests from the trace's second half, copy 0. */
