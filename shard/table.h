@@ -42,7 +42,12 @@ kvx_table_seed(void)
  * and unmapped when the table grows or goes, rather than taken from
  * malloc: malloc keeps what a big table frees (its threshold for mapping
  * rises with every big free), and a growing index would hold every size
- * its tables passed through. */
+ * its tables passed through. They are populated at once (MAP_POPULATE):
+ * a table's first touch of a page is often a read (the find before an
+ * insert), which maps the kernel's shared zero page, and the write after
+ * it is then a copy-on-write fault that flushes the TLB of every core the
+ * process runs on. With the bulk loader's threads on both cores that was
+ * an interrupt to the other core per 4 KiB, a third of a restart. */
 #define KVX_TABLE_MAP_MIN ((size_t)64 << 10)
 
 /* kvx_table_alloc returns n zeroed bytes for a slot array. */
@@ -53,7 +58,7 @@ kvx_table_alloc(size_t n)
 		return kvi_calloc(1, n);
 	}
 	void *p = mmap(NULL, n, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 	if (p == MAP_FAILED) {
 		kvi_oom(n);
 	}
