@@ -1,8 +1,9 @@
 /*
  * service_int.h - the request server's internals, private to service.c (the
- * envelope, the workers, start, stop and the counters) and service_net.c
- * (the loops: the listening socket, the connections, nng's framing and the
- * replies). Not a public header; service.h says what the server does.
+ * envelope, the workers, start, stop and the counters), service_listen.c
+ * (the listening socket) and service_net.c (the loops: accepting, the
+ * connections, nng's framing and the replies). Not a public header;
+ * service.h says what the server does.
  */
 #ifndef KVI_SHARD_SERVICE_INT_H
 #define KVI_SHARD_SERVICE_INT_H
@@ -82,7 +83,7 @@ nng_msg *kvs_answer(kvs_service *svc, kvp_arena *arena, const uint8_t *body,
  * reply; while stopping, the job stays queued and is freed unanswered. */
 void kvs_submit(kvs_service *svc, kvs_job *job);
 
-/* ---- service_net.c, for service.c ---- */
+/* ---- service_listen.c and service_net.c, for service.c ---- */
 
 /* kvs_net_listen binds and listens on url. Returns KVI_EINVAL for a URL it
  * cannot serve or an address this host does not have, KVI_EIO for one in
