@@ -21,8 +21,16 @@
 #include "log.h"
 #include "sp.h"
 
+#define KVC_QLINK_ADDRS        8 /* a host name's addresses tried */
 #define KVC_QLINK_RETRY_MIN_MS 50
 #define KVC_QLINK_RETRY_MAX_MS 1000
+
+/* A lookup of a link's host name in flight. A link that closes meanwhile
+ * lets go of it (l = NULL): evdns calls back later, cancelled. */
+typedef struct kvc_qresolve {
+	struct kvc_qlink *l;
+	struct evdns_getaddrinfo_request *req;
+} kvc_qresolve;
 
 /* One call awaiting its reply. */
 typedef struct kvc_qcall {
@@ -51,6 +59,12 @@ struct kvc_qlink {
 	int sslen;
 	char host[256];
 	int port;
+	/* a host name's addresses, tried in turn; resolved again once every
+	 * one failed, or a connection was lost */
+	struct kvc_qresolve *resolving;
+	struct sockaddr_storage addr[KVC_QLINK_ADDRS];
+	int addr_len[KVC_QLINK_ADDRS];
+	int n_addr, next_addr;
 	struct bufferevent *bev;
 	kvc_qstate state;
 	bool closing;
@@ -166,8 +180,11 @@ kvc_qlink_take_all(kvc_qlink *l)
 	return list;
 }
 
+static void kvc_qlink_dial(kvc_qlink *l);
+
 /* kvc_qlink_broken drops l's connection, fails its calls and redials
- * after the back-off. */
+ * after the back-off - at once when a host name has addresses left to
+ * try. */
 static void
 kvc_qlink_broken(kvc_qlink *l, const char *why)
 {
@@ -177,7 +194,14 @@ kvc_qlink_broken(kvc_qlink *l, const char *why)
 	}
 	KVI_DEBUG("qlink_down", "url=%s state=%d why=\"%s\"", l->url,
 		  (int)l->state, why);
+	bool was_up = l->state == KVC_QL_READY;
 	l->state = KVC_QL_WAIT;
+	if (was_up) {
+		l->n_addr = l->next_addr = 0; /* the name may have moved */
+	} else if (l->next_addr < l->n_addr) {
+		kvc_qlink_dial(l); /* no call is in flight before ready */
+		return;
+	}
 	struct timeval tv = {l->retry_ms / 1000, (l->retry_ms % 1000) * 1000};
 	evtimer_add(l->retry, &tv);
 	l->retry_ms = l->retry_ms * 2 < KVC_QLINK_RETRY_MAX_MS
@@ -293,19 +317,24 @@ kvc_qlink_on_event(struct bufferevent *bev, short what, void *arg)
 	if (what & BEV_EVENT_EOF) {
 		snprintf(why, sizeof(why), "closed by the shard");
 	} else {
-		int e = EVUTIL_SOCKET_ERROR();
-		int dns = bufferevent_socket_get_dns_error(bev);
 		snprintf(why, sizeof(why), "%s",
-			 dns != 0 ? evutil_gai_strerror(dns)
-				  : evutil_socket_error_to_string(e));
+			 evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
 	}
 	kvc_qlink_broken(l, why);
 }
 
-/* kvc_qlink_dial starts a connection; a failure shows as an event. */
+static void kvc_qlink_resolve(kvc_qlink *l);
+
+/* kvc_qlink_dial starts a connection to l's address, or to its host
+ * name's next one (resolving the name first when none is left); a
+ * failure shows as an event. */
 static void
 kvc_qlink_dial(kvc_qlink *l)
 {
+	if (!l->numeric && l->next_addr >= l->n_addr) {
+		kvc_qlink_resolve(l);
+		return;
+	}
 	l->bev = bufferevent_socket_new(l->base, -1, BEV_OPT_CLOSE_ON_FREE);
 	if (l->bev == NULL) {
 		kvi_oom(sizeof(struct bufferevent *));
@@ -319,13 +348,72 @@ kvc_qlink_dial(kvc_qlink *l)
 	bufferevent_write(l->bev, h, sizeof(h));
 	l->state = KVC_QL_CONNECTING;
 	struct bufferevent *bev = l->bev;
-	int rc = l->numeric ? bufferevent_socket_connect(
-				  bev, (struct sockaddr *)&l->ss, l->sslen)
-			    : bufferevent_socket_connect_hostname(
-				  bev, l->dns, AF_UNSPEC, l->host, l->port);
-	/* a name that fails at once has called kvc_qlink_on_event already */
+	int k = l->numeric ? -1 : l->next_addr++;
+	int rc = bufferevent_socket_connect(
+	    bev, (struct sockaddr *)(k < 0 ? &l->ss : &l->addr[k]),
+	    k < 0 ? l->sslen : l->addr_len[k]);
+	/* one that fails at once has called kvc_qlink_on_event already */
 	if (rc != 0 && l->bev == bev) {
 		kvc_qlink_broken(l, "cannot start a connection");
+	}
+}
+
+static void
+kvc_qlink_on_resolved(int result, struct evutil_addrinfo *res, void *arg)
+{
+	kvc_qresolve *r = arg;
+	kvc_qlink *l = r->l;
+	kvi_free(r);
+	if (l == NULL) {
+		if (res != NULL) {
+			evutil_freeaddrinfo(res);
+		}
+		return; /* the link is gone */
+	}
+	l->resolving = NULL;
+	l->n_addr = l->next_addr = 0;
+	for (struct evutil_addrinfo *ai = res;
+	     ai != NULL && l->n_addr < KVC_QLINK_ADDRS; ai = ai->ai_next) {
+		if (ai->ai_addrlen <= sizeof(l->addr[0])) {
+			memcpy(&l->addr[l->n_addr], ai->ai_addr,
+			       ai->ai_addrlen);
+			l->addr_len[l->n_addr++] = (int)ai->ai_addrlen;
+		}
+	}
+	if (res != NULL) {
+		evutil_freeaddrinfo(res);
+	}
+	if (l->n_addr == 0) {
+		char why[320];
+		snprintf(why, sizeof(why), "cannot resolve %s: %s", l->host,
+			 result != 0 ? evutil_gai_strerror(result)
+				     : "no address");
+		kvc_qlink_broken(l, why);
+		return;
+	}
+	kvc_qlink_dial(l);
+}
+
+/* kvc_qlink_resolve looks l's host name up; kvc_qlink_on_resolved then
+ * dials its first address. */
+static void
+kvc_qlink_resolve(kvc_qlink *l)
+{
+	l->state = KVC_QL_CONNECTING;
+	struct evutil_addrinfo hints = {.ai_family = AF_UNSPEC,
+					.ai_socktype = SOCK_STREAM,
+					.ai_protocol = IPPROTO_TCP};
+	char port[8];
+	snprintf(port, sizeof(port), "%d", l->port);
+	kvc_qresolve *r = kvi_calloc(1, sizeof(*r));
+	r->l = l;
+	l->resolving = r;
+	/* may answer before it returns (from the hosts file): r is freed
+	 * then, and l->resolving cleared */
+	struct evdns_getaddrinfo_request *req = evdns_getaddrinfo(
+	    l->dns, l->host, port, &hints, kvc_qlink_on_resolved, r);
+	if (req != NULL) {
+		r->req = req;
 	}
 }
 
@@ -392,6 +480,11 @@ kvc_qlink_close(kvc_qlink *l)
 		return;
 	}
 	l->closing = true;
+	if (l->resolving != NULL) {
+		kvc_qresolve *r = l->resolving;
+		r->l = NULL; /* freed by its callback */
+		evdns_getaddrinfo_cancel(r->req);
+	}
 	if (l->bev != NULL) {
 		bufferevent_free(l->bev);
 		l->bev = NULL;

@@ -16,7 +16,10 @@
  *
  * A link dials in the background and redials with back-off (50 ms doubling
  * to 1 s) whenever the connection fails; it is ready once both handshakes
- * are through. Host names are resolved through evdns. Calls behave like
+ * are through. A host name is resolved through evdns and its addresses (8
+ * at most) are tried in turn, the next at once when one fails; it is
+ * resolved again once every one has failed, or a connection was lost (a
+ * shard's pod may have moved). Calls behave like
  * kvp_call_async: each has a deadline, a reply that comes after it is
  * dropped, a call in flight when the connection fails ends with
  * KVI_EUNREACHABLE, and done runs exactly once, always from an event of
