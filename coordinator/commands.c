@@ -107,7 +107,7 @@ kvc_store_delete(kvc_assigner *a, const char *name, char **keys, size_t n)
 
 /* ---- commands ------------------------------------------------------ */
 
-/* One registration on its way: what kvc_register_begin found, for
+/* One registration on its way: what kvc_register_prepare found, for
  * kvc_register_end to answer. */
 typedef struct kvc_regwork {
 	kvc_cmd *c;
@@ -119,36 +119,98 @@ typedef struct kvc_regwork {
 	const kvc_lview **mine; /* those no shard owns, m of them */
 	size_t m;
 	json_t *body;
+	bool answered; /* already, with an error */
 } kvc_regwork;
 
-/* kvc_register_begin adds c's pod to the registry and the store; returns
- * false when that already answered c (refused, or nothing to assign). */
+/* kvc_register_add adds c's pod to the registry; returns false when that
+ * answered c (refused). */
 static bool
-kvc_register_begin(kvc_assigner *a, kvc_cmd *c, kvc_regwork *w)
+kvc_register_add(kvc_assigner *a, kvc_cmd *c, kvc_regwork *w)
 {
-	const kvc_pod *p = &c->pod;
 	char err[256] = "";
 	*w = (kvc_regwork){.c = c};
-	kvi_err rv = kvc_reg_add(a->reg, p, &w->existed, err, sizeof(err));
+	kvi_err rv =
+	    kvc_reg_add(a->reg, &c->pod, &w->existed, err, sizeof(err));
 	if (rv != KVI_OK) {
 		c->done(c->arg, rv == KVI_EEXIST ? 409 : 400,
 			kvc_err_body(err));
 		return false;
 	}
-	if (!w->existed && a->store != NULL &&
-	    kvc_cstore_pod_put(a->store, p, err, sizeof(err)) != KVI_OK) {
-		KVI_ERROR("store_put_failed", "instance=%" PRIu64 " err=%s",
-			  p->instance_id, err);
-		size_t n = 0;
-		char **keys = kvc_remove(a, p->name, p->instance_id,
-					 p->name ? -1 : (int)p->rank, &n);
-		kvc_strv_free(keys, n);
-		char msg[320];
-		snprintf(msg, sizeof(msg),
-			 "the registration could not be stored: %s", err);
-		c->done(c->arg, 500, kvc_err_body(msg));
-		return false;
+	return true;
+}
+
+/* kvc_register_unstored takes w's pod out of the registry again and
+ * answers it 500: the registration could not be stored. */
+static void
+kvc_register_unstored(kvc_assigner *a, kvc_regwork *w, const char *err)
+{
+	const kvc_pod *p = &w->c->pod;
+	KVI_ERROR("store_put_failed", "instance=%" PRIu64 " err=%s",
+		  p->instance_id, err);
+	size_t n = 0;
+	char **keys = kvc_remove(a, p->name, p->instance_id,
+				 p->name ? -1 : (int)p->rank, &n);
+	kvc_strv_free(keys, n);
+	char msg[320];
+	snprintf(msg, sizeof(msg), "the registration could not be stored: %s",
+		 err);
+	w->c->done(w->c->arg, 500, kvc_err_body(msg));
+	w->answered = true;
+}
+
+/* kvc_register_store stores the new pods of w[0..n) in one transaction,
+ * so that a batch costs one sync, not one a pod. When the batch fails
+ * (one pod the store refuses, a failed write), each is stored alone, and
+ * one that still fails is answered 500. */
+static void
+kvc_register_store(kvc_assigner *a, kvc_regwork *w, size_t n)
+{
+	if (a->store == NULL) {
+		return;
 	}
+	const kvc_pod **fresh = kvi_calloc(n + 1, sizeof(*fresh));
+	size_t nf = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!w[i].existed) {
+			fresh[nf++] = &w[i].c->pod;
+		}
+	}
+	char err[256] = "";
+	if (nf > 0 && kvc_cstore_pods_put(a->store, fresh, nf, err,
+					  sizeof(err)) != KVI_OK) {
+		for (size_t i = 0; i < n; i++) {
+			if (!w[i].existed &&
+			    kvc_cstore_pod_put(a->store, &w[i].c->pod, err,
+					       sizeof(err)) != KVI_OK) {
+				kvc_register_unstored(a, &w[i], err);
+			}
+		}
+		/* a pod registered twice in the batch, whose first could
+		 * not be stored, is gone for its second too */
+		for (size_t i = 0; i < n; i++) {
+			const kvc_pod *p = &w[i].c->pod;
+			kvc_source src;
+			bool named;
+			if (w[i].existed && !w[i].answered &&
+			    !kvc_reg_lookup(a->reg, p->name, p->instance_id,
+					    &src, &named, NULL)) {
+				w[i].c->done(w[i].c->arg, 500,
+					     kvc_err_body("the registration "
+							  "could not be "
+							  "stored"));
+				w[i].answered = true;
+			}
+		}
+	}
+	kvi_free(fresh);
+}
+
+/* kvc_register_prepare finds the listeners of w's pod that no shard owns
+ * yet, and the answer's body. */
+static void
+kvc_register_prepare(kvc_assigner *a, kvc_regwork *w)
+{
+	const kvc_pod *p = &w->c->pod;
 	/* this unit's listeners, looked up by key */
 	w->ranks = kvc_pod_ranks(p, &w->nr);
 	w->lv = kvc_reg_listeners_of(a->reg, w->ranks, w->nr, &w->nl);
@@ -168,7 +230,6 @@ kvc_register_begin(kvc_assigner *a, kvc_cmd *c, kvc_regwork *w)
 	w->body = json_pack("{s:s,s:o,s:o}", "instance_id", id, "name",
 			    p->name ? json_string(p->name) : json_null(),
 			    "listeners", ls);
-	return true;
 }
 
 /* kvc_register_end answers w's command: registered when good, else 202
@@ -218,15 +279,23 @@ kvc_do_registers(kvc_assigner *a, kvc_cmd *const *cmds, size_t n)
 	size_t *first = kvi_calloc(n + 2, sizeof(*first));
 	size_t nw = 0, units = 0, total = 0;
 	for (size_t i = 0; i < n; i++) {
-		if (!kvc_register_begin(a, cmds[i], &w[nw])) {
+		nw += kvc_register_add(a, cmds[i], &w[nw]);
+	}
+	kvc_register_store(a, w, nw);
+	size_t kept = 0;
+	for (size_t i = 0; i < nw; i++) {
+		if (w[i].answered) {
 			continue;
 		}
-		if (w[nw].m > 0) {
-			unit[units++] = nw;
-			total += w[nw].m;
+		w[kept] = w[i];
+		kvc_register_prepare(a, &w[kept]);
+		if (w[kept].m > 0) {
+			unit[units++] = kept;
+			total += w[kept].m;
 		}
-		nw++;
+		kept++;
 	}
+	nw = kept;
 	const kvc_lview **group = kvi_calloc(total + 1, sizeof(*group));
 	size_t g = 0;
 	for (size_t u = 0; u < units; u++) {

@@ -181,23 +181,27 @@ kvc_cs_check_key(const char *what, const char *key, char *err, size_t errlen)
 	return KVI_OK;
 }
 
-/* kvc_cs_write puts val (sealed already) under key in dbi, or deletes key
- * when val is NULL, in one write transaction; a full map is grown and the
- * write retried. */
+/* kvc_cs_write_many puts vals[i] (sealed already) under keys[i] in dbi,
+ * or deletes keys[i] when vals[i] is NULL, all in one write transaction:
+ * one sync for them all. A full map is grown and the write retried. */
 static kvi_err
-kvc_cs_write(kvc_cstore *s, MDB_dbi dbi, const char *key, const uint8_t *val,
-	     size_t len, char *err, size_t errlen)
+kvc_cs_write_many(kvc_cstore *s, MDB_dbi dbi, const char *const *keys,
+		  const uint8_t *const *vals, const size_t *lens, size_t n,
+		  char *err, size_t errlen)
 {
 	pthread_mutex_lock(&s->mu);
 	kvi_err rv = KVI_OK;
 	for (int tries = 0;; tries++) {
-		MDB_txn *txn;
-		MDB_val k = {strlen(key), (void *)key};
-		MDB_val v = {len, (void *)val};
+		MDB_txn *txn = NULL;
 		int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
-		if (rc == 0) {
-			rc = val != NULL ? mdb_put(txn, dbi, &k, &v, 0)
-					 : mdb_del(txn, dbi, &k, NULL);
+		size_t i = 0;
+		for (; rc == 0 && i < n; i += rc == 0) {
+			MDB_val k = {strlen(keys[i]), (void *)keys[i]};
+			MDB_val v = {lens[i], (void *)vals[i]};
+			rc = vals[i] != NULL ? mdb_put(txn, dbi, &k, &v, 0)
+					     : mdb_del(txn, dbi, &k, NULL);
+		}
+		if (txn != NULL) {
 			rc = rc == 0 ? mdb_txn_commit(txn)
 				     : (mdb_txn_abort(txn), rc);
 		}
@@ -207,7 +211,7 @@ kvc_cs_write(kvc_cstore *s, MDB_dbi dbi, const char *key, const uint8_t *val,
 		}
 		if (rc == MDB_NOTFOUND) {
 			rv = kvi_errf(err, errlen, KVI_ENOENT,
-				      "%s is not stored", key);
+				      "%s is not stored", keys[i]);
 		} else if (rc != 0) {
 			rv = kvc_cs_mdb_fail(err, errlen, rc, "write");
 		}
@@ -215,6 +219,15 @@ kvc_cs_write(kvc_cstore *s, MDB_dbi dbi, const char *key, const uint8_t *val,
 	}
 	pthread_mutex_unlock(&s->mu);
 	return rv;
+}
+
+/* kvc_cs_write puts val (sealed already) under key in dbi, or deletes key
+ * when val is NULL, in one write transaction. */
+static kvi_err
+kvc_cs_write(kvc_cstore *s, MDB_dbi dbi, const char *key, const uint8_t *val,
+	     size_t len, char *err, size_t errlen)
+{
+	return kvc_cs_write_many(s, dbi, &key, &val, &len, 1, err, errlen);
 }
 
 /* kvc_cs_visit_fn receives one entry of a listing: its key, NUL-terminated,
@@ -459,24 +472,61 @@ kvc_cstore_pod_key(const kvc_pod *p, char *buf, size_t len)
 	return n >= 0 && (size_t)n < len ? buf : NULL;
 }
 
+/* kvc_cs_pod_value encodes p and its key into key; NULL (with err) when
+ * one does not fit. */
+static uint8_t *
+kvc_cs_pod_value(const kvc_pod *p, char key[KVC_CSTORE_KEY_MAX + 1],
+		 size_t *len, kvi_err *rv, char *err, size_t errlen)
+{
+	if (kvc_cstore_pod_key(p, key, KVC_CSTORE_KEY_MAX + 1) == NULL ||
+	    key[0] == '\0') {
+		*rv =
+		    kvi_errf(err, errlen, KVI_EINVAL,
+			     "pod key must be 1..%d bytes", KVC_CSTORE_KEY_MAX);
+		return NULL;
+	}
+	uint8_t *val = kvc_cstore_pod_encode(p, len);
+	if (val == NULL) {
+		*rv = kvi_errf(err, errlen, KVI_EINVAL,
+			       "a string of pod %s is longer than %d", key,
+			       KVC_CSTORE_STR_MAX);
+	}
+	return val;
+}
+
 kvi_err
 kvc_cstore_pod_put(kvc_cstore *s, const kvc_pod *p, char *err, size_t errlen)
 {
-	char key[KVC_CSTORE_KEY_MAX + 1];
-	if (kvc_cstore_pod_key(p, key, sizeof(key)) == NULL || key[0] == '\0') {
-		return kvi_errf(err, errlen, KVI_EINVAL,
-				"pod key must be 1..%d bytes",
-				KVC_CSTORE_KEY_MAX);
+	return kvc_cstore_pods_put(s, &p, 1, err, errlen);
+}
+
+kvi_err
+kvc_cstore_pods_put(kvc_cstore *s, const kvc_pod *const *pods, size_t n,
+		    char *err, size_t errlen)
+{
+	char(*keys)[KVC_CSTORE_KEY_MAX + 1] = kvi_calloc(n + 1, sizeof(*keys));
+	const char **kp = kvi_calloc(n + 1, sizeof(*kp));
+	uint8_t **vals = kvi_calloc(n + 1, sizeof(*vals));
+	size_t *lens = kvi_calloc(n + 1, sizeof(*lens));
+	kvi_err rv = KVI_OK;
+	size_t i = 0;
+	for (; i < n && rv == KVI_OK; i++) {
+		kp[i] = keys[i];
+		vals[i] = kvc_cs_pod_value(pods[i], keys[i], &lens[i], &rv, err,
+					   errlen);
 	}
-	size_t len;
-	uint8_t *val = kvc_cstore_pod_encode(p, &len);
-	if (val == NULL) {
-		return kvi_errf(err, errlen, KVI_EINVAL,
-				"a string of pod %s is longer than %d", key,
-				KVC_CSTORE_STR_MAX);
+	if (rv == KVI_OK) {
+		rv = kvc_cs_write_many(s, s->pods, kp,
+				       (const uint8_t *const *)vals, lens, n,
+				       err, errlen);
 	}
-	kvi_err rv = kvc_cs_write(s, s->pods, key, val, len, err, errlen);
-	kvi_free(val);
+	for (size_t k = 0; k < i; k++) {
+		kvi_free(vals[k]);
+	}
+	kvi_free(lens);
+	kvi_free(vals);
+	kvi_free(kp);
+	kvi_free(keys);
 	return rv;
 }
 

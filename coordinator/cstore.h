@@ -79,6 +79,12 @@ char *kvc_cstore_pod_key(const kvc_pod *p, char *buf, size_t len);
 kvi_err kvc_cstore_pod_put(kvc_cstore *s, const kvc_pod *p, char *err,
 			   size_t errlen);
 
+/* kvc_cstore_pods_put stores n pods as kvc_cstore_pod_put does, in one
+ * transaction (one sync for them all): all of them, or none when one
+ * fails (KVI_EINVAL naming it, or an error of the write). */
+kvi_err kvc_cstore_pods_put(kvc_cstore *s, const kvc_pod *const *pods, size_t n,
+			    char *err, size_t errlen);
+
 /* kvc_cstore_pod_delete deletes the pod stored under key. Returns
  * KVI_ENOENT if there is none. */
 kvi_err kvc_cstore_pod_delete(kvc_cstore *s, const char *key, char *err,

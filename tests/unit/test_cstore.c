@@ -538,11 +538,49 @@ test_map_grows(void **state)
 	kvi_free(big);
 }
 
+/* Pods stored together: all in one transaction, or none when one is
+ * refused. */
+static void
+test_pods_put_together(void **state)
+{
+	(void)state;
+	kvc_pod p[3];
+	make_pods(p);
+	kvc_cstore *s = open_store();
+	char *huge = kvi_malloc(KVC_CSTORE_STR_MAX + 2);
+	memset(huge, 'm', KVC_CSTORE_STR_MAX + 1);
+	huge[KVC_CSTORE_STR_MAX + 1] = '\0';
+	kvc_pod bad = p[1];
+	bad.model = huge;
+	const kvc_pod *with_bad[3] = {&p[0], &bad, &p[2]};
+	char err[256] = "";
+	assert_int_equal(kvc_cstore_pods_put(s, with_bad, 3, err, sizeof(err)),
+			 KVI_EINVAL);
+	assert_non_null(strstr(err, "ns/pod-b"));
+	seen pods, pins, shards, drains;
+	list_all(s, &pods, &pins, &shards, &drains);
+	assert_string_equal(pods.text, ""); /* none of them */
+	seen_fini(&pods);
+
+	const kvc_pod *all[3] = {&p[0], &p[1], &p[2]};
+	assert_int_equal(kvc_cstore_pods_put(s, all, 3, NULL, 0), KVI_OK);
+	kvc_cstore_close(s);
+	s = open_store();
+	list_all(s, &pods, &pins, &shards, &drains);
+	assert_string_equal(pods.text, "7#65535 ns/pod-a ns/pod-b ");
+	assert_true(kvc_pod_equal(&pods.pods[1], &p[0]));
+	seen_fini(&pods);
+	kvi_free(huge);
+	kvc_cstore_close(s);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_round_trip_and_delete, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_pods_put_together, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_invalid_arguments, setup,
 					    teardown),
