@@ -1,10 +1,12 @@
 /*
  * sp.h - the framing of nng's request/reply sockets on the wire (the SP
- * protocols over tcp:// and ipc://), for the parts of kvindex that speak it
- * from a libevent loop instead of through nng's threads: the coordinator's
- * query links (coordinator/qlink.c) and the shard's request server
- * (shard/service_net.c). Both ends stay compatible with nng's own req0 and
- * rep0 sockets, which the control path and the tools still use. Header-only.
+ * protocols over tcp:// and ipc://) and the URLs they take, for the parts
+ * of kvindex that speak it from a libevent loop instead of through nng's
+ * threads: the coordinator's query links (coordinator/qlink.c) and the
+ * shard's request server (shard/service_net.c, service_listen.c). Both
+ * ends stay compatible with nng's own req0 and rep0 sockets, which the
+ * control path and the tools still use. The framing is inline here; the
+ * URLs are parsed in sp.c.
  *
  * A connection starts with 8 bytes from each side, sent at the same time:
  * 0x00 'S' 'P' 0x00, the sender's protocol number (16 bits, big-endian:
@@ -21,6 +23,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "bytes.h"
 
@@ -103,5 +106,28 @@ kvi_sp_backtrace_len(const uint8_t *p, size_t n)
 	}
 	return 0;
 }
+
+/* An nng URL, split: "ipc:///path", or "tcp://host:port" (tcp4://,
+ * tcp6:// for one family), the host an address, a name, "[v6]", or "*"
+ * or nothing for every address of a listener. */
+typedef struct kvi_sp_url {
+	bool ipc;
+	int family;     /* tcp: AF_UNSPEC, AF_INET or AF_INET6 */
+	char path[108]; /* ipc: the socket's path */
+	char host[256]; /* tcp: brackets removed */
+	char port[8];   /* tcp: decimal, 0..65535 */
+} kvi_sp_url;
+
+/* kvi_sp_url_split splits url into *out; false for another scheme, an
+ * empty path, a missing or malformed port, or a part too long. */
+bool kvi_sp_url_split(const char *url, kvi_sp_url *out);
+
+/* kvi_sp_url_addr writes u's address to ss and its length to *len: the
+ * path of an ipc URL, else the first address getaddrinfo gives for its
+ * host and port with flags (AI_PASSIVE: a listener's, where "*" and an
+ * empty host are every IPv4 address; AI_NUMERICHOST: addresses only).
+ * Returns 0, or getaddrinfo's error. */
+int kvi_sp_url_addr(const kvi_sp_url *u, int flags, struct sockaddr_storage *ss,
+		    socklen_t *len);
 
 #endif /* KVI_COMMON_SP_H */

@@ -5,6 +5,7 @@
 #include <event2/dns.h>
 #include <event2/event.h>
 #include <event2/util.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <nng/nng.h>
@@ -13,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 
 #include "alloc.h"
 #include "bytes.h"
@@ -54,13 +54,11 @@ struct kvc_qlink {
 	struct evdns_base *dns;
 	char *url;
 	bool ipc;
-	bool numeric; /* ss holds the address; else host:port resolve */
-	struct sockaddr_storage ss;
-	int sslen;
+	bool numeric; /* addr[0] is the URL's address; else host:port */
 	char host[256];
 	int port;
-	/* a host name's addresses, tried in turn; resolved again once every
-	 * one failed, or a connection was lost */
+	/* the addresses, tried in turn; a host name's are resolved again
+	 * once every one failed, or a connection was lost */
 	struct kvc_qresolve *resolving;
 	struct sockaddr_storage addr[KVC_QLINK_ADDRS];
 	int addr_len[KVC_QLINK_ADDRS];
@@ -76,52 +74,26 @@ struct kvc_qlink {
 	int retry_ms;
 };
 
-/* kvc_qlink_parse fills l's address from url; false for a URL it cannot
- * dial. */
+/* kvc_qlink_parse fills l's address from url (or its host name and port);
+ * false for a URL it cannot dial. */
 static bool
 kvc_qlink_parse(kvc_qlink *l, const char *url)
 {
-	static const char *const tcp[] = {"tcp://", "tcp4://", "tcp6://"};
-	if (strncmp(url, "ipc://", 6) == 0) {
-		struct sockaddr_un *un = (struct sockaddr_un *)&l->ss;
-		size_t n = strlen(url + 6);
-		if (n == 0 || n >= sizeof(un->sun_path)) {
-			return false;
-		}
-		un->sun_family = AF_UNIX;
-		memcpy(un->sun_path, url + 6, n + 1);
-		l->sslen = (int)sizeof(*un);
-		l->ipc = l->numeric = true;
+	kvi_sp_url u;
+	if (!kvi_sp_url_split(url, &u) ||
+	    (!u.ipc && (u.host[0] == '\0' || atoi(u.port) == 0))) {
+		return false;
+	}
+	l->ipc = u.ipc;
+	socklen_t len;
+	if (kvi_sp_url_addr(&u, AI_NUMERICHOST, &l->addr[0], &len) == 0) {
+		l->addr_len[0] = (int)len;
+		l->n_addr = 1;
+		l->numeric = true;
 		return true;
 	}
-	const char *hp = NULL;
-	for (size_t i = 0; i < sizeof(tcp) / sizeof(tcp[0]) && hp == NULL;
-	     i++) {
-		size_t n = strlen(tcp[i]);
-		hp = strncmp(url, tcp[i], n) == 0 ? url + n : NULL;
-	}
-	if (hp == NULL || *hp == '\0') {
-		return false;
-	}
-	l->sslen = (int)sizeof(l->ss);
-	if (evutil_parse_sockaddr_port(hp, (struct sockaddr *)&l->ss,
-				       &l->sslen) == 0) {
-		const struct sockaddr_in *in =
-		    (const struct sockaddr_in *)&l->ss;
-		l->numeric = true;
-		return in->sin_port != 0; /* both families keep it there */
-	}
-	const char *colon = strrchr(hp, ':');
-	char *end;
-	long port = colon != NULL ? strtol(colon + 1, &end, 10) : 0;
-	size_t hn = colon != NULL ? (size_t)(colon - hp) : 0;
-	if (colon == NULL || *end != '\0' || port <= 0 || port > 65535 ||
-	    hn == 0 || hn >= sizeof(l->host) || hp[0] == '[') {
-		return false;
-	}
-	memcpy(l->host, hp, hn);
-	l->host[hn] = '\0';
-	l->port = (int)port;
+	snprintf(l->host, sizeof(l->host), "%s", u.host);
+	l->port = atoi(u.port);
 	return true;
 }
 
@@ -197,7 +169,7 @@ kvc_qlink_broken(kvc_qlink *l, const char *why)
 	bool was_up = l->state == KVC_QL_READY;
 	l->state = KVC_QL_WAIT;
 	if (was_up) {
-		l->n_addr = l->next_addr = 0; /* the name may have moved */
+		l->next_addr = l->n_addr; /* a name may have moved */
 	} else if (l->next_addr < l->n_addr) {
 		kvc_qlink_dial(l); /* no call is in flight before ready */
 		return;
@@ -325,15 +297,17 @@ kvc_qlink_on_event(struct bufferevent *bev, short what, void *arg)
 
 static void kvc_qlink_resolve(kvc_qlink *l);
 
-/* kvc_qlink_dial starts a connection to l's address, or to its host
- * name's next one (resolving the name first when none is left); a
- * failure shows as an event. */
+/* kvc_qlink_dial starts a connection to l's next address (a host name is
+ * resolved first when none is left); a failure shows as an event. */
 static void
 kvc_qlink_dial(kvc_qlink *l)
 {
-	if (!l->numeric && l->next_addr >= l->n_addr) {
-		kvc_qlink_resolve(l);
-		return;
+	if (l->next_addr >= l->n_addr) {
+		if (!l->numeric) {
+			kvc_qlink_resolve(l);
+			return;
+		}
+		l->next_addr = 0;
 	}
 	l->bev = bufferevent_socket_new(l->base, -1, BEV_OPT_CLOSE_ON_FREE);
 	if (l->bev == NULL) {
@@ -348,10 +322,9 @@ kvc_qlink_dial(kvc_qlink *l)
 	bufferevent_write(l->bev, h, sizeof(h));
 	l->state = KVC_QL_CONNECTING;
 	struct bufferevent *bev = l->bev;
-	int k = l->numeric ? -1 : l->next_addr++;
-	int rc = bufferevent_socket_connect(
-	    bev, (struct sockaddr *)(k < 0 ? &l->ss : &l->addr[k]),
-	    k < 0 ? l->sslen : l->addr_len[k]);
+	int k = l->next_addr++;
+	int rc = bufferevent_socket_connect(bev, (struct sockaddr *)&l->addr[k],
+					    l->addr_len[k]);
 	/* one that fails at once has called kvc_qlink_on_event already */
 	if (rc != 0 && l->bev == bev) {
 		kvc_qlink_broken(l, "cannot start a connection");

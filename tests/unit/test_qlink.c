@@ -186,7 +186,9 @@ test_host_name_with_two_addresses(void **state)
 	fake_shard f;
 	fake_start(&f, 0); /* on 127.0.0.1 only */
 	int port = kvs_service_port(f.svc);
-	char hosts[] = "/tmp/kvi-qlink-hosts-XXXXXX";
+	char hosts[256];
+	snprintf(hosts, sizeof(hosts), "%s/kvi-qlink-hosts-XXXXXX",
+		 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
 	int fd = mkstemp(hosts);
 	assert_true(fd >= 0);
 	const char *lines = "127.0.0.2 two.kvindex.test\n"
