@@ -1,6 +1,7 @@
 #include "holders.h"
 
 #include <string.h>
+#include <sys/mman.h>
 
 #include "alloc.h"
 
@@ -19,11 +20,7 @@ kvx_hold_fini(kvx_holdmap *h)
 	for (uint32_t s = 0; s < KVX_STRIPES; s++) {
 		kvx_stripe *st = &h->stripes[s];
 		kvx_seqmap_fini(&st->map);
-		for (uint32_t i = 0; i < st->n_lists; i++) {
-			kvi_free(st->lists[i]);
-		}
-		kvi_free(st->lists);
-		kvi_free(st->free_ids);
+		kvx_table_free(st->pool, st->pool_cap * sizeof(uint32_t));
 	}
 	memset(h, 0, sizeof(*h));
 }
@@ -37,59 +34,125 @@ kvx_seqs_add(kvx_stripe *st, int64_t d)
 	    memory_order_relaxed);
 }
 
+/* ---- the pool ------------------------------------------------------ */
+
+/* kvx_block_size returns the size class of a list of n holders (n >= 2)
+ * and sets *words to the size of its block: the smallest of 3, 4, 6, 8,
+ * 12, 16, ... that holds n + 1 words. */
 static uint32_t
-kvx_list_new(kvx_stripe *st, uint32_t cap)
+kvx_block_size(uint32_t n, size_t *words)
 {
-	uint32_t id;
-	if (st->n_free > 0) {
-		id = st->free_ids[--st->n_free];
-	} else {
-		if (st->n_lists == st->cap_lists) {
-			st->cap_lists = st->cap_lists ? st->cap_lists * 2 : 16;
-			st->lists = kvi_reallocarray(st->lists, st->cap_lists,
-						     sizeof(*st->lists));
-		}
-		id = st->n_lists++;
+	uint32_t w = n + 1;
+	if (w <= 3) {
+		*words = 3;
+		return 0;
 	}
-	st->lists[id] = kvi_malloc(sizeof(kvx_hlist) + cap * sizeof(uint32_t));
-	st->lists[id]->n = 0;
-	st->lists[id]->cap = cap;
-	return id;
+	/* 2^b < w <= 2^(b+1); the sizes in there: 3 * 2^(b-1), 2^(b+1). */
+	uint32_t b = 31u - (uint32_t)__builtin_clz(w - 1);
+	size_t small = (size_t)3 << (b - 1);
+	*words = w <= small ? small : (size_t)1 << (b + 1);
+	return 2 * (b - 1) + (w > small);
 }
 
+/* kvx_pool_grow makes room for at least need more words in st's pool. It
+ * may move the pool. */
 static void
-kvx_list_free(kvx_stripe *st, uint32_t id)
+kvx_pool_grow(kvx_stripe *st, size_t need)
 {
-	kvi_free(st->lists[id]);
-	st->lists[id] = NULL;
-	if (st->n_free == st->cap_free) {
-		st->cap_free = st->cap_free ? st->cap_free * 2 : 16;
-		st->free_ids = kvi_reallocarray(st->free_ids, st->cap_free,
-						sizeof(uint32_t));
+	if (st->pool_used == 0) {
+		st->pool_used = 1; /* offset 0 marks "no block" */
 	}
-	st->free_ids[st->n_free++] = id;
+	size_t cap = st->pool_cap;
+	size_t want = st->pool_used + need;
+	if (want > ((size_t)1 << 31)) {
+		kvi_oom(want * sizeof(uint32_t));
+	}
+	/* A quarter more at a time: a pool is its lists plus what it has
+	 * not handed out yet, and big ones move by remapping, not copying. */
+	size_t next = cap < 1024 ? 1024 : cap + cap / 4;
+	while (next < want) {
+		next += next / 4;
+	}
+	size_t old_b = cap * sizeof(uint32_t), new_b = next * sizeof(uint32_t);
+	uint32_t *pool;
+	if (old_b >= KVX_TABLE_MAP_MIN) {
+		pool = mremap(st->pool, old_b, new_b, MREMAP_MAYMOVE);
+		if (pool == MAP_FAILED) {
+			kvi_oom(new_b);
+		}
+	} else if (new_b >= KVX_TABLE_MAP_MIN) {
+		pool = kvx_table_alloc(new_b);
+		memcpy(pool, st->pool, old_b);
+		kvx_table_free(st->pool, old_b);
+	} else {
+		pool = kvi_realloc(st->pool, new_b);
+		memset(pool + cap, 0, new_b - old_b);
+	}
+	st->pool = pool;
+	st->pool_cap = next;
 }
 
-/* kvx_list_pos returns the position of lid in l, or where it would go. */
+/* kvx_list_alloc returns the offset of a block for a list of n holders,
+ * its first word set to n. It may move the pool. */
 static uint32_t
-kvx_list_pos(const kvx_hlist *l, uint32_t lid, bool *found)
+kvx_list_alloc(kvx_stripe *st, uint32_t n)
 {
-	uint32_t lo = 0, hi = l->n;
+	size_t words;
+	uint32_t c = kvx_block_size(n, &words);
+	uint32_t off = st->free_head[c];
+	if (off != 0) {
+		st->free_head[c] = st->pool[off];
+	} else {
+		if (st->pool_used + words > st->pool_cap) {
+			kvx_pool_grow(st, words);
+		}
+		off = (uint32_t)st->pool_used;
+		st->pool_used += words;
+	}
+	st->pool[off] = n;
+	return off;
+}
+
+/* kvx_list_release frees the block at off, which holds a list of n. */
+static void
+kvx_list_release(kvx_stripe *st, uint32_t off, uint32_t n)
+{
+	size_t words;
+	uint32_t c = kvx_block_size(n, &words);
+	st->pool[off] = st->free_head[c];
+	st->free_head[c] = off;
+}
+
+/* kvx_list_fits says whether a list of n holders can take the block of
+ * one of m holders: sizes depend only on the length. */
+static bool
+kvx_list_fits(uint32_t n, uint32_t m)
+{
+	size_t wn, wm;
+	return kvx_block_size(n, &wn) == kvx_block_size(m, &wm);
+}
+
+/* kvx_list_pos returns the position of lid in the n holders h, or where
+ * it would go. */
+static uint32_t
+kvx_list_pos(const uint32_t *h, uint32_t n, uint32_t lid, bool *found)
+{
+	uint32_t lo = 0, hi = n;
 	/* Lists grow by appends in id order most of the time: look at the
 	 * end first. */
-	if (hi > 0 && KVX_HOLDER_LID(l->h[hi - 1]) < lid) {
+	if (hi > 0 && KVX_HOLDER_LID(h[hi - 1]) < lid) {
 		*found = false;
 		return hi;
 	}
 	while (lo < hi) {
 		uint32_t mid = (lo + hi) / 2;
-		if (KVX_HOLDER_LID(l->h[mid]) < lid) {
+		if (KVX_HOLDER_LID(h[mid]) < lid) {
 			lo = mid + 1;
 		} else {
 			hi = mid;
 		}
 	}
-	*found = lo < l->n && KVX_HOLDER_LID(l->h[lo]) == lid;
+	*found = lo < n && KVX_HOLDER_LID(h[lo]) == lid;
 	return lo;
 }
 
@@ -102,9 +165,9 @@ kvx_hold_get(kvx_stripe *st, uint64_t seq, uint32_t *one, uint32_t *n)
 		return NULL;
 	}
 	if (w->w & KVX_LIST_FLAG) {
-		kvx_hlist *l = st->lists[w->w & ~KVX_LIST_FLAG];
-		*n = l->n;
-		return l->h;
+		const uint32_t *l = &st->pool[w->w & ~KVX_LIST_FLAG];
+		*n = l[0];
+		return l + 1;
 	}
 	*n = 1;
 	*one = w->w;
@@ -125,17 +188,30 @@ kvx_hold_drop(kvx_stripe *st, uint64_t seq, uint32_t lid)
 		}
 		return;
 	}
-	uint32_t id = w->w & ~KVX_LIST_FLAG;
-	kvx_hlist *l = st->lists[id];
+	uint32_t off = w->w & ~KVX_LIST_FLAG;
+	uint32_t n = st->pool[off];
 	bool found;
-	uint32_t pos = kvx_list_pos(l, lid, &found);
+	uint32_t pos = kvx_list_pos(&st->pool[off + 1], n, lid, &found);
 	if (!found) {
 		return;
 	}
-	memmove(&l->h[pos], &l->h[pos + 1], (l->n - pos - 1) * sizeof(l->h[0]));
-	if (--l->n == 1) {
-		w->w = l->h[0]; /* back inline */
-		kvx_list_free(st, id);
+	if (n == 2) {
+		w->w = st->pool[off + 1 + (pos == 0)]; /* back inline */
+		kvx_list_release(st, off, n);
+		return;
+	}
+	uint32_t to = off;
+	if (!kvx_list_fits(n - 1, n)) {
+		to = kvx_list_alloc(st, n - 1);
+		memcpy(&st->pool[to + 1], &st->pool[off + 1],
+		       pos * sizeof(uint32_t));
+	}
+	memmove(&st->pool[to + 1 + pos], &st->pool[off + 2 + pos],
+		(n - pos - 1) * sizeof(uint32_t));
+	st->pool[to] = n - 1;
+	if (to != off) {
+		kvx_list_release(st, off, n);
+		w->w = KVX_LIST_FLAG | to;
 	}
 }
 
@@ -157,33 +233,36 @@ kvx_hold_put(kvx_stripe *st, uint64_t seq, uint32_t lid, uint8_t tiers)
 			return old;
 		}
 		uint32_t other = w->w;
-		uint32_t id = kvx_list_new(st, 4);
-		kvx_hlist *l = st->lists[id];
+		uint32_t off = kvx_list_alloc(st, 2);
 		bool first = KVX_HOLDER_LID(other) < lid;
-		l->h[0] = first ? other : word;
-		l->h[1] = first ? word : other;
-		l->n = 2;
-		w->w = KVX_LIST_FLAG | id;
+		st->pool[off + 1] = first ? other : word;
+		st->pool[off + 2] = first ? word : other;
+		w->w = KVX_LIST_FLAG | off;
 		return 0;
 	}
-	uint32_t id = w->w & ~KVX_LIST_FLAG;
-	kvx_hlist *l = st->lists[id];
+	uint32_t off = w->w & ~KVX_LIST_FLAG;
+	uint32_t n = st->pool[off];
 	bool found;
-	uint32_t pos = kvx_list_pos(l, lid, &found);
+	uint32_t pos = kvx_list_pos(&st->pool[off + 1], n, lid, &found);
 	if (found) {
-		uint8_t old = KVX_HOLDER_TIERS(l->h[pos]);
-		l->h[pos] = word;
+		uint8_t old = KVX_HOLDER_TIERS(st->pool[off + 1 + pos]);
+		st->pool[off + 1 + pos] = word;
 		return old;
 	}
-	if (l->n == l->cap) {
-		l->cap *= 2;
-		l = kvi_realloc(l,
-				sizeof(kvx_hlist) + l->cap * sizeof(uint32_t));
-		st->lists[id] = l;
+	uint32_t to = off;
+	if (!kvx_list_fits(n + 1, n)) {
+		to = kvx_list_alloc(st, n + 1); /* may move the pool */
+		memcpy(&st->pool[to + 1], &st->pool[off + 1],
+		       pos * sizeof(uint32_t));
 	}
-	memmove(&l->h[pos + 1], &l->h[pos], (l->n - pos) * sizeof(l->h[0]));
-	l->h[pos] = word;
-	l->n++;
+	memmove(&st->pool[to + 2 + pos], &st->pool[off + 1 + pos],
+		(n - pos) * sizeof(uint32_t));
+	st->pool[to + 1 + pos] = word;
+	st->pool[to] = n + 1;
+	if (to != off) {
+		kvx_list_release(st, off, n);
+		w->w = KVX_LIST_FLAG | to;
+	}
 	return 0;
 }
 
@@ -216,13 +295,6 @@ kvx_hold_bytes(const kvx_holdmap *h, uint64_t *table, uint64_t *lists)
 	for (uint32_t s = 0; s < KVX_STRIPES; s++) {
 		const kvx_stripe *st = &h->stripes[s];
 		*table += kvx_seqmap_bytes(&st->map);
-		*lists += (uint64_t)st->cap_lists * sizeof(*st->lists) +
-			  (uint64_t)st->cap_free * sizeof(uint32_t);
-		for (uint32_t i = 0; i < st->n_lists; i++) {
-			if (st->lists[i] != NULL) {
-				*lists += sizeof(kvx_hlist) +
-					  st->lists[i]->cap * sizeof(uint32_t);
-			}
-		}
+		*lists += (uint64_t)st->pool_cap * sizeof(uint32_t);
 	}
 }

@@ -10,8 +10,17 @@
  * enough to stay in cache while it is built.
  *
  * A table value is a holder word: one holder inline, (listener id << 3 |
- * tiers), or, with the top bit set, the index of a holder list in the
+ * tiers), or, with the top bit set, the offset of a holder list in the
  * stripe's pool, kept sorted by listener id.
+ *
+ * The pool is one array of 32-bit words per stripe. A list is its length
+ * and then its holder words, in a block whose size depends only on the
+ * length: 3, 4, 6, 8, 12, 16... words, each size half again or a third
+ * more than the last. A list that outgrows its block (or shrinks into a
+ * smaller size) moves, and the block it leaves goes on a free list of its
+ * size, for the next list of that size. Most lists have two holders: 12
+ * bytes in the pool, where a list of its own from malloc cost 40 with the
+ * pointer to it.
  *
  * Not thread-safe: the index serialises writers and readers of a
  * partition; during a bulk load each stripe has one thread.
@@ -31,18 +40,17 @@
 #define KVX_HOLDER_LID(h)      ((h) >> 3)
 #define KVX_HOLDER_TIERS(h)    ((uint8_t)((h)&7u))
 
-/* A sorted (by listener id) list of holder words for one sequence hash. */
-typedef struct kvx_hlist {
-	uint32_t n, cap;
-	uint32_t h[];
-} kvx_hlist;
+/* Block sizes: two per power of two, up to the largest list a pool can
+ * hold (2^31 words: a holder word's offset has 31 bits). */
+#define KVX_POOL_SIZES 64
 
 typedef struct kvx_stripe {
 	kvx_seqmap map;
-	kvx_hlist **lists; /* by list id; NULL when free */
-	uint32_t n_lists, cap_lists;
-	uint32_t *free_ids;
-	uint32_t n_free, cap_free;
+	uint32_t *pool;   /* holder lists; word 0 is never a list */
+	size_t pool_used; /* words handed out, from the start */
+	size_t pool_cap;  /* words allocated */
+	uint32_t free_head[KVX_POOL_SIZES]; /* a free block of each size, or 0;
+					     * its first word is the next */
 	_Atomic uint64_t seqs; /* distinct sequence hashes; any thread reads */
 } kvx_stripe;
 
