@@ -47,8 +47,13 @@ kvx_table_seed(void)
  * insert), which maps the kernel's shared zero page, and the write after
  * it is then a copy-on-write fault that flushes the TLB of every core the
  * process runs on. With the bulk loader's threads on both cores that was
- * an interrupt to the other core per 4 KiB, a third of a restart. */
-#define KVX_TABLE_MAP_MIN ((size_t)64 << 10)
+ * an interrupt to the other core per 4 KiB, a third of a restart.
+ *
+ * The threshold is low (a 1,024-slot listener map) because the arrays a
+ * growing table leaves behind in malloc's heap are holes nothing else of
+ * the index fills: they stay resident. At 64 KiB they were 3.5 bytes of
+ * the resident size per entry at 10M entries (bench_shard). */
+#define KVX_TABLE_MAP_MIN ((size_t)16 << 10)
 
 /* kvx_table_alloc returns n zeroed bytes for a slot array. */
 static inline void *
