@@ -174,6 +174,18 @@ kvx_hold_get(kvx_stripe *st, uint64_t seq, uint32_t *one, uint32_t *n)
 	return one;
 }
 
+uint8_t
+kvx_hold_word_tiers(const kvx_stripe *st, uint32_t w, uint32_t lid)
+{
+	if (!(w & KVX_LIST_FLAG)) {
+		return KVX_HOLDER_LID(w) == lid ? KVX_HOLDER_TIERS(w) : 0;
+	}
+	const uint32_t *l = &st->pool[w & ~KVX_LIST_FLAG];
+	bool found;
+	uint32_t pos = kvx_list_pos(l + 1, l[0], lid, &found);
+	return found ? KVX_HOLDER_TIERS(l[1 + pos]) : 0;
+}
+
 void
 kvx_hold_drop(kvx_stripe *st, uint64_t seq, uint32_t lid)
 {

@@ -73,6 +73,10 @@ kvx_hold_stripe(kvx_holdmap *h, uint64_t seq)
 const uint32_t *kvx_hold_get(kvx_stripe *st, uint64_t seq, uint32_t *one,
 			     uint32_t *n);
 
+/* kvx_hold_word_tiers returns lid's tiers in the holder word w of st (0:
+ * not a holder). */
+uint8_t kvx_hold_word_tiers(const kvx_stripe *st, uint32_t w, uint32_t lid);
+
 /* kvx_hold_put makes lid's tiers for seq tiers (non-zero) and returns the
  * tiers it had (0: it was not a holder). */
 uint8_t kvx_hold_put(kvx_stripe *st, uint64_t seq, uint32_t lid, uint8_t tiers);

@@ -11,62 +11,7 @@
 #define KVX_QUERY_STACK 256
 #define KVX_PROBE_AHEAD 16
 
-/* ---- holders ------------------------------------------------------- */
-
-/* kvx_holder_set makes lid's tiers for seq exactly tiers (0: not held). */
-static void
-kvx_holder_set(kvx_part *p, uint64_t seq, uint32_t lid, uint8_t tiers)
-{
-	kvx_stripe *st = kvx_hold_stripe(&p->holders, seq);
-	if (tiers != 0) {
-		(void)kvx_hold_put(st, seq, lid, tiers);
-	} else {
-		kvx_hold_drop(st, seq, lid);
-	}
-}
-
 /* ---- listeners ----------------------------------------------------- */
-
-/* kvx_ref_update applies the change of one external hash's tiers for seq,
- * from `from` to `to` (0 meaning absent), to lid's holder word, counting
- * per tier when several external hashes of the listener share seq. */
-static void
-kvx_ref_update(kvx_lis *l, uint64_t seq, uint8_t from, uint8_t to)
-{
-	kvx_part *p = l->part;
-	kvx_aliasval *a = kvx_aliasmap_find(&l->alias, seq);
-	if (a == NULL) {
-		if (from != 0) {
-			kvx_holder_set(p, seq, l->info.lid, to);
-			return;
-		}
-		/* A new external hash: one probe that also tells whether
-		 * another external hash of the listener holds seq. */
-		uint8_t cur = kvx_hold_put(kvx_hold_stripe(&p->holders, seq),
-					   seq, l->info.lid, to);
-		if (cur == 0) {
-			return;
-		}
-		/* A second external hash joins one that holds cur. */
-		bool added;
-		a = kvx_aliasmap_insert(&l->alias, seq, &added);
-		for (int t = 0; t < KVI_TIER_COUNT; t++) {
-			a->count[t] = (cur >> t) & 1;
-		}
-		a->total = 1;
-	}
-	uint8_t uni = 0;
-	for (int t = 0; t < KVI_TIER_COUNT; t++) {
-		a->count[t] = (uint16_t)(a->count[t] + ((to >> t) & 1) -
-					 ((from >> t) & 1));
-		uni |= (uint8_t)((a->count[t] != 0) << t);
-	}
-	a->total = (uint16_t)(a->total + (from == 0) - (to == 0));
-	if (a->total <= 1) {
-		kvx_aliasmap_remove(&l->alias, seq, NULL);
-	}
-	kvx_holder_set(p, seq, l->info.lid, uni);
-}
 
 static kvx_part *
 kvx_part_find(const kvx_index *idx, const char *model)
@@ -118,8 +63,7 @@ kvx_index_alloc(void)
 static void
 kvx_lis_free(kvx_lis *l)
 {
-	kvx_extmap_fini(&l->ext);
-	kvx_aliasmap_fini(&l->alias);
+	kvx_ents_fini(l);
 	kvi_free((char *)l->info.key);
 	kvi_free((char *)l->info.pod);
 	kvi_free(l);
@@ -189,8 +133,7 @@ kvx_listener_add(kvx_index *idx, uint32_t lid, const char *key, const char *pod,
 	    .model = p->model,
 	    .block_size = block_size,
 	};
-	kvx_extmap_init(&l->ext);
-	kvx_aliasmap_init(&l->alias);
+	kvx_ents_init(l);
 	idx->lis[lid] = l;
 	p->n_listeners++;
 out:
@@ -243,7 +186,7 @@ kvx_listener_reserve(kvx_index *idx, uint32_t lid, size_t n)
 {
 	kvx_lis *l = kvx_lis_get(idx, lid);
 	if (l != NULL) {
-		kvx_extmap_reserve(&l->ext, n);
+		kvx_refmap_reserve(&l->ext, n);
 	}
 }
 
@@ -263,33 +206,7 @@ bool
 kvx_lookup(const kvx_index *idx, uint32_t lid, uint64_t ext, uint64_t *seq)
 {
 	kvx_lis *l = kvx_lis_get(idx, lid);
-	kvx_extval *v = l == NULL ? NULL : kvx_extmap_find(&l->ext, ext);
-	if (v == NULL) {
-		return false;
-	}
-	*seq = v->seq;
-	return true;
-}
-
-/* kvx_store_mask adds the tiers of mask to lid's ext. */
-static void
-kvx_store_mask(kvx_lis *l, uint64_t ext, uint64_t seq, uint8_t mask)
-{
-	bool added;
-	kvx_extval *v = kvx_extmap_insert(&l->ext, ext, &added);
-	uint8_t from = added ? 0 : v->tiers;
-	if (!added && v->seq != seq) {
-		/* The engine reused an external hash for another prefix:
-		 * the old mapping goes entirely. */
-		kvx_ref_update(l, v->seq, from, 0);
-		from = 0;
-	}
-	uint8_t to = (uint8_t)(from | mask);
-	v->seq = seq;
-	v->tiers = to;
-	if (to != from) {
-		kvx_ref_update(l, seq, from, to);
-	}
+	return l != NULL && kvx_ents_lookup(l, ext, seq);
 }
 
 void
@@ -297,7 +214,7 @@ kvx_store(kvx_index *idx, uint32_t lid, uint64_t ext, uint64_t seq,
 	  kvi_tier tier)
 {
 	kvx_lis *l = kvx_lis_get(idx, lid);
-	kvx_store_mask(l, ext, seq, (uint8_t)KVX_TIER_BIT(tier));
+	kvx_ents_store(l, ext, seq, (uint8_t)KVX_TIER_BIT(tier));
 	kvx_entries_sync(l);
 }
 
@@ -312,17 +229,17 @@ kvx_store_batch(kvx_index *idx, uint32_t lid, const uint64_t *ext,
 	/* Most of the cost is cache misses on two big tables: ask for the
 	 * slots a few entries ahead so the misses overlap. */
 	for (size_t i = 0; i < n && i < KVX_PREFETCH_AHEAD; i++) {
-		kvx_extmap_prefetch(&l->ext, ext[i]);
+		kvx_refmap_prefetch(&l->ext, ext[i]);
 		kvx_hold_prefetch(&p->holders, seq[i]);
 	}
 	for (size_t i = 0; i < n; i++) {
 		size_t ahead = i + KVX_PREFETCH_AHEAD;
 		if (ahead < n) {
-			kvx_extmap_prefetch(&l->ext, ext[ahead]);
+			kvx_refmap_prefetch(&l->ext, ext[ahead]);
 			kvx_hold_prefetch(&p->holders, seq[ahead]);
 		}
 		if (tiers[i] != 0) {
-			kvx_store_mask(l, ext[i], seq[i], tiers[i]);
+			kvx_ents_store(l, ext[i], seq[i], tiers[i]);
 		}
 	}
 	kvx_entries_sync(l);
@@ -332,19 +249,9 @@ bool
 kvx_remove(kvx_index *idx, uint32_t lid, uint64_t ext, kvi_tier tier)
 {
 	kvx_lis *l = kvx_lis_get(idx, lid);
-	kvx_extval *v = kvx_extmap_find(&l->ext, ext);
-	if (v == NULL || !(v->tiers & KVX_TIER_BIT(tier))) {
+	if (!kvx_ents_remove(l, ext, (uint8_t)KVX_TIER_BIT(tier))) {
 		return false;
 	}
-	uint8_t from = v->tiers;
-	uint8_t to = (uint8_t)(from & ~KVX_TIER_BIT(tier));
-	uint64_t seq = v->seq;
-	if (to == 0) {
-		kvx_extmap_remove(&l->ext, ext, NULL);
-	} else {
-		v->tiers = to;
-	}
-	kvx_ref_update(l, seq, from, to);
 	kvx_entries_sync(l);
 	return true;
 }
@@ -353,14 +260,7 @@ void
 kvx_clear(kvx_index *idx, uint32_t lid)
 {
 	kvx_lis *l = kvx_lis_get(idx, lid);
-	size_t pos = 0;
-	uint64_t ext;
-	kvx_extval v;
-	while (kvx_extmap_next(&l->ext, &pos, &ext, &v)) {
-		kvx_holder_set(l->part, v.seq, lid, 0);
-	}
-	kvx_extmap_clear(&l->ext);
-	kvx_aliasmap_clear(&l->alias);
+	kvx_ents_clear(l);
 	kvx_entries_sync(l);
 }
 
@@ -369,14 +269,8 @@ kvx_listener_foreach(const kvx_index *idx, uint32_t lid, kvx_entry_fn fn,
 		     void *arg)
 {
 	kvx_lis *l = kvx_lis_get(idx, lid);
-	if (l == NULL) {
-		return;
-	}
-	size_t pos = 0;
-	uint64_t ext;
-	kvx_extval v;
-	while (kvx_extmap_next(&l->ext, &pos, &ext, &v)) {
-		fn(arg, ext, v.seq, v.tiers);
+	if (l != NULL) {
+		kvx_ents_foreach(l, fn, arg);
 	}
 }
 
@@ -597,8 +491,7 @@ kvx_index_memory(kvx_index *idx, kvx_memory *out)
 			continue;
 		}
 		pthread_rwlock_rdlock(&l->part->lock);
-		out->ext_bytes +=
-		    kvx_extmap_bytes(&l->ext) + kvx_aliasmap_bytes(&l->alias);
+		out->ext_bytes += kvx_ents_bytes(l);
 		pthread_rwlock_unlock(&l->part->lock);
 	}
 	pthread_rwlock_unlock(&idx->meta);

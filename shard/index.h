@@ -164,7 +164,7 @@ void kvx_bulk_op_add(kvx_bulk *b, uint32_t lid, kvx_bulk_kind kind,
 /* What a bulk load did, and how long each phase took. */
 typedef struct kvx_bulk_stats {
 	size_t entries, ops;
-	double items_s, maps_s, gather_s, holders_s;
+	double items_s, maps_s, gather_s, holders_s, narrow_s;
 } kvx_bulk_stats;
 
 void kvx_bulk_finish(kvx_bulk *b, int threads, kvx_bulk_stats *stats);

@@ -57,6 +57,12 @@ typedef struct kvx_fixup {
 	uint64_t seq;
 } kvx_fixup;
 
+/* (listener, sequence hash) pairs one thread noted. */
+typedef struct kvx_fixlist {
+	kvx_fixup *f;
+	size_t n, cap;
+} kvx_fixlist;
+
 struct kvx_bulk {
 	kvx_index *idx;
 	kvx_bulk_ent *e;
@@ -80,9 +86,13 @@ typedef struct kvx_bulk_job {
 	kvx_bulk_hold *holds;
 	size_t *bucket_start; /* n_parts * KVX_STRIPES + 1 */
 	_Atomic size_t next_bucket;
-	/* alias fixups, one list per thread */
-	kvx_fixup **fix;
-	size_t *n_fix, *cap_fix;
+	/* one list per thread of sequence hashes that two external hashes
+	 * of one listener share, and of those a listener must hold as
+	 * exceptions (index_refs.c) */
+	kvx_fixlist *alias_fix, *prefix_fix;
+	/* phase D: the latter, merged */
+	kvx_fixup *prefix_all;
+	size_t n_prefix_all;
 } kvx_bulk_job;
 
 typedef struct kvx_bulk_worker {
@@ -153,7 +163,7 @@ kvx_bulk_apply_op(kvx_lis *l, const kvx_bulk_item *it)
 	switch (it->kind) {
 	case 0:
 	case KVX_BULK_STORE:
-		v = kvx_extmap_insert(&l->ext, it->ext, &added);
+		v = kvx_extmap_insert(&l->exc, it->ext, &added);
 		if (added || v->seq != it->seq) {
 			v->tiers = 0; /* new, or reused for another prefix */
 		}
@@ -161,11 +171,11 @@ kvx_bulk_apply_op(kvx_lis *l, const kvx_bulk_item *it)
 		v->tiers |= it->tiers;
 		break;
 	case KVX_BULK_REMOVE:
-		v = kvx_extmap_find(&l->ext, it->ext);
+		v = kvx_extmap_find(&l->exc, it->ext);
 		if (v != NULL) {
 			v->tiers &= (uint8_t)~it->tiers;
 			if (v->tiers == 0) {
-				kvx_extmap_remove(&l->ext, it->ext, NULL);
+				kvx_extmap_remove(&l->exc, it->ext, NULL);
 			}
 		}
 		break;
@@ -180,17 +190,17 @@ static void
 kvx_bulk_radix(const kvx_lis *l, kvx_bulk_item *items, kvx_bulk_item *tmp,
 	       size_t n)
 {
-	for (uint32_t shift = 0; shift < l->ext.bits; shift += 11) {
+	for (uint32_t shift = 0; shift < l->exc.bits; shift += 11) {
 		size_t count[2049] = {0};
 		for (size_t i = 0; i < n; i++) {
-			size_t h = kvx_extmap_home(&l->ext, items[i].ext);
+			size_t h = kvx_extmap_home(&l->exc, items[i].ext);
 			count[((h >> shift) & 2047) + 1]++;
 		}
 		for (size_t d = 0; d < 2048; d++) {
 			count[d + 1] += count[d];
 		}
 		for (size_t i = 0; i < n; i++) {
-			size_t h = kvx_extmap_home(&l->ext, items[i].ext);
+			size_t h = kvx_extmap_home(&l->exc, items[i].ext);
 			tmp[count[(h >> shift) & 2047]++] = items[i];
 		}
 		memcpy(items, tmp, n * sizeof(*items));
@@ -211,14 +221,14 @@ kvx_bulk_listener(kvx_lis *l, kvx_bulk_item *items, size_t n,
 		}
 	}
 	if (first > 0) {
-		kvx_extmap_clear(&l->ext);
+		kvx_extmap_clear(&l->exc);
 	}
 	items += first;
 	n -= first;
 	if (n == 0) {
 		return;
 	}
-	kvx_extmap_reserve(&l->ext, kvx_extmap_size(&l->ext) + n);
+	kvx_extmap_reserve(&l->exc, kvx_extmap_size(&l->exc) + n);
 	if (n > *cap) {
 		*cap = n;
 		*tmp = kvi_reallocarray(*tmp, n, sizeof(**tmp));
@@ -337,12 +347,12 @@ kvx_bulk_sort(kvx_bulk_job *j)
 			if (pass == 0) {
 				base[lid] =
 				    kvx_bulk_part_of(j, l->part) * KVX_STRIPES;
-				total += kvx_extmap_size(&l->ext);
+				total += kvx_extmap_size(&l->exc);
 			}
 			size_t pos = 0;
 			uint64_t ext;
 			kvx_extval v;
-			while (kvx_extmap_next(&l->ext, &pos, &ext, &v)) {
+			while (kvx_extmap_next(&l->exc, &pos, &ext, &v)) {
 				size_t bucket =
 				    base[lid] +
 				    (v.seq >> (64 - KVX_STRIPE_BITS));
@@ -361,14 +371,13 @@ kvx_bulk_sort(kvx_bulk_job *j)
 }
 
 static void
-kvx_bulk_fix(kvx_bulk_job *j, int id, uint32_t lid, uint64_t seq)
+kvx_bulk_fix(kvx_fixlist *fl, uint32_t lid, uint64_t seq)
 {
-	if (j->n_fix[id] == j->cap_fix[id]) {
-		j->cap_fix[id] = j->cap_fix[id] ? j->cap_fix[id] * 2 : 64;
-		j->fix[id] = kvi_reallocarray(j->fix[id], j->cap_fix[id],
-					      sizeof(kvx_fixup));
+	if (fl->n == fl->cap) {
+		fl->cap = fl->cap ? fl->cap * 2 : 64;
+		fl->f = kvi_reallocarray(fl->f, fl->cap, sizeof(kvx_fixup));
 	}
-	j->fix[id][j->n_fix[id]++] = (kvx_fixup){lid, seq};
+	fl->f[fl->n++] = (kvx_fixup){lid, seq};
 }
 
 /* kvx_bulk_slot_bits returns the bits a table reserved for n keys gets. */
@@ -414,6 +423,78 @@ kvx_bulk_distinct(const kvx_bulk_hold *h, size_t n, uint32_t bits)
 	return distinct;
 }
 
+static int
+kvx_hold_cmp(const void *a, const void *b)
+{
+	const kvx_bulk_hold *x = a, *y = b;
+	if (x->lid != y->lid) {
+		return x->lid < y->lid ? -1 : 1;
+	}
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* kvx_bulk_prefixes notes in fl the sequence hashes that a listener must
+ * hold as exceptions (index_refs.c): of the hashes with one prefix that
+ * one listener holds, all but the smallest (some noted twice). h[0..n)
+ * are sorted by their
+ * slot key of bits bits, so the hashes of one prefix are adjacent, or,
+ * when a slot key is shorter than a prefix, among those of one slot key;
+ * tmp has room for n. */
+static void
+kvx_bulk_prefixes(kvx_fixlist *fl, const kvx_bulk_hold *h, size_t n,
+		  uint32_t bits, kvx_bulk_hold *tmp)
+{
+	uint32_t run_bits =
+	    KVX_STRIPE_BITS + (bits < KVX_REF_BITS - KVX_STRIPE_BITS
+				   ? bits
+				   : KVX_REF_BITS - KVX_STRIPE_BITS);
+	for (size_t i = 0; i < n;) {
+		uint64_t run = h[i].seq >> (64 - run_bits);
+		size_t end = i + 1;
+		bool mixed = false;
+		while (end < n && h[end].seq >> (64 - run_bits) == run) {
+			mixed |= h[end].seq != h[i].seq;
+			end++;
+		}
+		if (!mixed) {
+			i = end; /* one hash, however many holders */
+			continue;
+		}
+		size_t m = end - i;
+		if (m <= 16) {
+			/* a few: each pair, a mark of the greater hash of
+			 * a pair (marked twice, the same) */
+			for (size_t x = i; x < end; x++) {
+				for (size_t y = x + 1; y < end; y++) {
+					const kvx_bulk_hold *a = &h[x],
+							    *b = &h[y];
+					if (a->lid == b->lid &&
+					    a->seq != b->seq &&
+					    KVX_REF_PREFIX(a->seq) ==
+						KVX_REF_PREFIX(b->seq)) {
+						kvx_bulk_fix(fl, a->lid,
+							     a->seq > b->seq
+								 ? a->seq
+								 : b->seq);
+					}
+				}
+			}
+			i = end;
+			continue;
+		}
+		memcpy(tmp, h + i, m * sizeof(*tmp));
+		qsort(tmp, m, sizeof(*tmp), kvx_hold_cmp);
+		for (size_t k = 1; k < m; k++) {
+			const kvx_bulk_hold *a = &tmp[k - 1], *b = &tmp[k];
+			if (a->lid == b->lid && a->seq != b->seq &&
+			    KVX_REF_PREFIX(a->seq) == KVX_REF_PREFIX(b->seq)) {
+				kvx_bulk_fix(fl, b->lid, b->seq);
+			}
+		}
+		i = end;
+	}
+}
+
 /* kvx_bulk_stripe builds one stripe: its holds sorted by slot (stably, so
  * listeners stay in id order), the table sized for the distinct hashes,
  * then filled front to back. */
@@ -449,6 +530,7 @@ kvx_bulk_stripe(kvx_bulk_job *j, int id, size_t bucket, kvx_bulk_hold **tmp,
 		}
 		memcpy(h, *tmp, n * sizeof(*h));
 	}
+	kvx_bulk_prefixes(&j->prefix_fix[id], h, n, bits, *tmp);
 	kvx_hold_reserve(st, kvx_bulk_distinct(h, n, bits));
 	for (size_t i = 0; i < n; i++) {
 		uint8_t cur = kvx_hold_put(st, h[i].seq, h[i].lid, h[i].tiers);
@@ -456,7 +538,7 @@ kvx_bulk_stripe(kvx_bulk_job *j, int id, size_t bucket, kvx_bulk_hold **tmp,
 			/* Another external hash of lid holds seq too. */
 			kvx_hold_put(st, h[i].seq, h[i].lid,
 				     (uint8_t)(cur | h[i].tiers));
-			kvx_bulk_fix(j, id, h[i].lid, h[i].seq);
+			kvx_bulk_fix(&j->alias_fix[id], h[i].lid, h[i].seq);
 		}
 	}
 }
@@ -524,27 +606,38 @@ kvx_fixup_find(kvx_fixup *f, size_t n, uint32_t lid, uint64_t seq)
 	return bsearch(&key, f, n, sizeof(*f), kvx_fixup_cmp);
 }
 
+/* kvx_fix_merge returns every thread's pairs of fl, sorted (NULL when
+ * there are none), and their number in *n; it frees the lists. */
+static kvx_fixup *
+kvx_fix_merge(kvx_fixlist *fl, int threads, size_t *n)
+{
+	*n = 0;
+	for (int t = 0; t < threads; t++) {
+		*n += fl[t].n;
+	}
+	kvx_fixup *all = *n == 0 ? NULL : kvi_malloc(*n * sizeof(*all));
+	size_t k = 0;
+	for (int t = 0; t < threads; t++) {
+		if (fl[t].n > 0) {
+			memcpy(all + k, fl[t].f, fl[t].n * sizeof(*all));
+			k += fl[t].n;
+		}
+		kvi_free(fl[t].f);
+		fl[t] = (kvx_fixlist){0};
+	}
+	if (*n > 1) {
+		qsort(all, *n, sizeof(*all), kvx_fixup_cmp);
+	}
+	return all;
+}
+
 /* kvx_bulk_aliases counts, per tier, the external hashes of each listener
  * behind every sequence hash a fixup names. */
 static void
 kvx_bulk_aliases(kvx_bulk_job *j)
 {
-	size_t n = 0;
-	for (int t = 0; t < j->threads; t++) {
-		n += j->n_fix[t];
-	}
-	if (n == 0) {
-		return;
-	}
-	kvx_fixup *all = kvi_malloc(n * sizeof(*all));
-	size_t k = 0;
-	for (int t = 0; t < j->threads; t++) {
-		if (j->n_fix[t] > 0) {
-			memcpy(all + k, j->fix[t], j->n_fix[t] * sizeof(*all));
-			k += j->n_fix[t];
-		}
-	}
-	qsort(all, n, sizeof(*all), kvx_fixup_cmp);
+	size_t n;
+	kvx_fixup *all = kvx_fix_merge(j->alias_fix, j->threads, &n);
 	for (size_t i = 0; i < n;) {
 		uint32_t lid = all[i].lid;
 		size_t end = i;
@@ -555,7 +648,7 @@ kvx_bulk_aliases(kvx_bulk_job *j)
 		size_t pos = 0;
 		uint64_t ext;
 		kvx_extval v;
-		while (kvx_extmap_next(&l->ext, &pos, &ext, &v)) {
+		while (kvx_extmap_next(&l->exc, &pos, &ext, &v)) {
 			if (kvx_fixup_find(all + i, end - i, lid, v.seq) ==
 			    NULL) {
 				continue;
@@ -574,6 +667,34 @@ kvx_bulk_aliases(kvx_bulk_job *j)
 	kvi_free(all);
 }
 
+/* ---- phase D: listener maps by reference -------------------------- */
+
+static void *
+kvx_bulk_work_narrow(void *arg)
+{
+	kvx_bulk_worker *w = arg;
+	kvx_bulk_job *j = w->job;
+	kvx_index *idx = j->b->idx;
+	size_t k = 0; /* fixups of the listeners before lid */
+	for (uint32_t lid = 0; lid < idx->cap_lis; lid++) {
+		size_t end = k;
+		while (end < j->n_prefix_all && j->prefix_all[end].lid == lid) {
+			end++;
+		}
+		kvx_lis *l = idx->lis[lid];
+		if (l != NULL && (int)(lid % (uint32_t)j->threads) == w->id) {
+			for (size_t i = k; i < end; i++) {
+				bool added;
+				(void)kvx_countmap_insert(
+				    &l->exc_seqs, j->prefix_all[i].seq, &added);
+			}
+			kvx_ents_narrow(l);
+		}
+		k = end;
+	}
+	return NULL;
+}
+
 void
 kvx_bulk_finish(kvx_bulk *b, int threads, kvx_bulk_stats *stats)
 {
@@ -583,9 +704,8 @@ kvx_bulk_finish(kvx_bulk *b, int threads, kvx_bulk_stats *stats)
 		threads = 1;
 	}
 	kvx_bulk_job j = {.b = b, .threads = threads};
-	j.fix = kvi_calloc((size_t)threads, sizeof(*j.fix));
-	j.n_fix = kvi_calloc((size_t)threads, sizeof(size_t));
-	j.cap_fix = kvi_calloc((size_t)threads, sizeof(size_t));
+	j.alias_fix = kvi_calloc((size_t)threads, sizeof(*j.alias_fix));
+	j.prefix_fix = kvi_calloc((size_t)threads, sizeof(*j.prefix_fix));
 	kvx_bulk_worker *w = kvi_calloc((size_t)threads, sizeof(*w));
 	for (int t = 0; t < threads; t++) {
 		w[t] = (kvx_bulk_worker){&j, t};
@@ -604,6 +724,10 @@ kvx_bulk_finish(kvx_bulk *b, int threads, kvx_bulk_stats *stats)
 	kvx_bulk_run_phase(w, threads, kvx_bulk_work_holders);
 	kvx_bulk_aliases(&j);
 	st.holders_s = kvi_now_s() - t0;
+	t0 += st.holders_s;
+	j.prefix_all = kvx_fix_merge(j.prefix_fix, threads, &j.n_prefix_all);
+	kvx_bulk_run_phase(w, threads, kvx_bulk_work_narrow);
+	st.narrow_s = kvi_now_s() - t0;
 	if (stats != NULL) {
 		*stats = st;
 	}
@@ -612,12 +736,9 @@ kvx_bulk_finish(kvx_bulk *b, int threads, kvx_bulk_stats *stats)
 			kvx_entries_sync(b->idx->lis[lid]);
 		}
 	}
-	for (int t = 0; t < threads; t++) {
-		kvi_free(j.fix[t]);
-	}
-	kvi_free(j.fix);
-	kvi_free(j.n_fix);
-	kvi_free(j.cap_fix);
+	kvi_free(j.alias_fix);
+	kvi_free(j.prefix_fix);
+	kvi_free(j.prefix_all);
 	kvi_free(j.parts);
 	kvi_free(j.holds);
 	kvi_free(j.bucket_start);

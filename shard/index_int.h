@@ -23,12 +23,16 @@ typedef struct kvx_part {
 	struct kvx_part *next;
 } kvx_part;
 
+/* A listener: its entries by external hash (index_refs.c). */
 typedef struct kvx_lis {
 	kvx_part *part;
-	kvx_listener_info info; /* strings owned */
-	kvx_extmap ext;
-	kvx_aliasmap alias;
-	_Atomic uint64_t entries; /* ext's size, readable from any thread */
+	kvx_listener_info info;   /* strings owned */
+	kvx_refmap ext;           /* by reference to the sequence hash */
+	kvx_extmap exc;           /* the exceptions, with the whole hash; the
+				   * bulk loader builds the whole map here */
+	kvx_countmap exc_seqs;    /* their sequence hashes, counted */
+	kvx_aliasmap alias;       /* sequence hashes of several entries */
+	_Atomic uint64_t entries; /* readable from any thread */
 } kvx_lis;
 
 struct kvx_index {
@@ -46,11 +50,31 @@ kvx_lis_get(const kvx_index *idx, uint32_t lid)
 	return lid < idx->cap_lis ? idx->lis[lid] : NULL;
 }
 
+/* index_refs.c: a listener's entries, and its holder words. Writer
+ * thread, inside a write group. */
+void kvx_ents_init(kvx_lis *l);
+void kvx_ents_fini(kvx_lis *l);
+size_t kvx_ents_bytes(const kvx_lis *l);
+void kvx_ents_store(kvx_lis *l, uint64_t ext, uint64_t seq, uint8_t mask);
+bool kvx_ents_remove(kvx_lis *l, uint64_t ext, uint8_t bit);
+bool kvx_ents_lookup(kvx_lis *l, uint64_t ext, uint64_t *seq);
+void kvx_ents_clear(kvx_lis *l);
+void kvx_ents_foreach(kvx_lis *l, kvx_entry_fn fn, void *arg);
+/* kvx_ents_narrow turns l's whole map, built in l->exc by a bulk load
+ * with nothing in l->ext, into its map by reference, in place and in one
+ * pass: the same seed and size, so the same slots, each 12 bytes written
+ * where 17 were read, front to back, the array shrunk after. The entries
+ * of the sequence hashes l->exc_seqs names (each with a count of 0) stay in
+ * l->exc. */
+void kvx_ents_narrow(kvx_lis *l);
+void kvx_holder_set(kvx_part *p, uint64_t seq, uint32_t lid, uint8_t tiers);
+
 static inline void
 kvx_entries_sync(kvx_lis *l)
 {
-	atomic_store_explicit(&l->entries, kvx_extmap_size(&l->ext),
-			      memory_order_relaxed);
+	atomic_store_explicit(
+	    &l->entries, kvx_refmap_size(&l->ext) + kvx_extmap_size(&l->exc),
+	    memory_order_relaxed);
 }
 
 #endif /* KVI_SHARD_INDEX_INT_H */

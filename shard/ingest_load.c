@@ -63,9 +63,9 @@ kvg_load_built(kvg_ingest *g)
 	g->bulk = NULL;
 	kvi_log(KVI_LOG_INFO, "index_built",
 		"entries=%zu log_ops=%zu items_s=%.3f maps_s=%.3f "
-		"gather_s=%.3f holders_s=%.3f",
+		"gather_s=%.3f holders_s=%.3f narrow_s=%.3f",
 		st.entries, st.ops, st.items_s, st.maps_s, st.gather_s,
-		st.holders_s);
+		st.holders_s, st.narrow_s);
 }
 
 static kvi_err

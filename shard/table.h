@@ -1,8 +1,13 @@
 /*
  * table.h - the hash tables the index is built from.
  *
- * kvx_extmap: external hash -> kvx_extval (sequence hash and tiers), one per
- *             listener; 17 bytes a slot.
+ * kvx_refmap: external hash -> kvx_ref (a sequence hash's prefix and
+ *             tiers), one per listener; 12 bytes a slot.
+ * kvx_extmap: external hash -> kvx_extval (sequence hash and tiers): the
+ *             few entries of a listener whose prefix is not enough
+ *             (index_refs.c), and a listener's whole map while the bulk
+ *             loader builds it; 17 bytes a slot.
+ * kvx_countmap: sequence hash -> count, the sequence hashes of those few.
  * kvx_seqmap: sequence hash -> holder word, one per stripe of a partition;
  *             12 bytes a slot; keys are uniform, so a key's bits after
  *             the stripe's are its slot: slots are in key order (below).
@@ -11,7 +16,7 @@
  *             hashes of one listener share (identical tokens whose engine
  *             hashes differ, e.g. multimodal placeholders).
  *
- * All three are instances of table_impl.h (Robin Hood linear probing; see
+ * All are instances of table_impl.h (Robin Hood linear probing; see
  * there). None is thread-safe: the index serialises access.
  */
 #ifndef KVI_SHARD_TABLE_H
@@ -81,6 +86,29 @@ kvx_table_free(void *p, size_t n)
 	}
 }
 
+/* kvx_table_shrink returns a slot array of to bytes holding the first to
+ * bytes of p, an array of from >= to bytes from kvx_table_alloc(), which
+ * it frees or shrinks in place. */
+static inline void *
+kvx_table_shrink(void *p, size_t from, size_t to)
+{
+	if (from < KVX_TABLE_MAP_MIN) {
+		return kvi_realloc(p, to);
+	}
+	if (to >= KVX_TABLE_MAP_MIN) {
+		/* mremap shrinks in place: what is past to goes. */
+		void *q = mremap(p, from, to, 0);
+		if (q == MAP_FAILED) {
+			kvi_oom(to);
+		}
+		return q;
+	}
+	void *q = kvi_malloc(to);
+	memcpy(q, p, to);
+	munmap(p, from);
+	return q;
+}
+
 typedef struct __attribute__((packed)) kvx_extval {
 	uint64_t seq;
 	uint8_t tiers; /* bit per kvi_tier */
@@ -114,6 +142,30 @@ typedef struct __attribute__((packed)) kvx_aliasval {
 
 #define TBL     kvx_aliasmap
 #define TBL_VAL kvx_aliasval
+#include "table_impl.h"
+
+/* A reference to a sequence hash: its top KVX_REF_BITS bits, and the tiers
+ * of the entry (index_refs.c says how it is resolved). */
+#define KVX_REF_BITS        29
+#define KVX_REF_PREFIX(seq) ((uint32_t)((seq) >> (64 - KVX_REF_BITS)))
+#define KVX_REF(seq, tiers) (KVX_REF_PREFIX(seq) << 3 | (uint32_t)(tiers))
+#define KVX_REF_OF(r)       ((r) >> 3)
+#define KVX_REF_TIERS(r)    ((uint8_t)((r)&7u))
+
+typedef struct __attribute__((packed)) kvx_ref {
+	uint32_t r;
+} kvx_ref;
+
+typedef struct __attribute__((packed)) kvx_count {
+	uint32_t n;
+} kvx_count;
+
+#define TBL     kvx_refmap
+#define TBL_VAL kvx_ref
+#include "table_impl.h"
+
+#define TBL     kvx_countmap
+#define TBL_VAL kvx_count
 #include "table_impl.h"
 
 #endif /* KVI_SHARD_TABLE_H */

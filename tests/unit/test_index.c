@@ -127,10 +127,16 @@ check_entries(kvx_index *idx)
 	}
 }
 
+/* A listener's map keeps a sequence hash's top 29 bits; hashes that
+ * share them are the case it must tell apart. */
+#define PREFIX_SHIFT 35
+
+/* run_random runs random operations against the model. With narrow, the
+ * chains' hashes have only three prefixes between them (0 among them, with
+ * the hash 0), so every listener holds many hashes of one prefix. */
 static void
-test_random_against_model(void **state)
+run_random(bool narrow)
 {
-	(void)state;
 	srand(12345);
 	memset(model, 0, sizeof(model));
 	for (int c = 0; c < N_CHAINS; c++) {
@@ -141,6 +147,14 @@ test_random_against_model(void **state)
 					   : ((uint64_t)rand() << 33) ^
 						 (uint64_t)rand() ^
 						 ((uint64_t)(c & 1) << 63);
+			if (narrow && chains[c][i] != 0) {
+				uint64_t low =
+				    chains[c][i] &
+				    ((UINT64_C(1) << PREFIX_SHIFT) - 1);
+				uint64_t prefix = (uint64_t)(c + i) % 3;
+				chains[c][i] =
+				    (prefix * 0x1234567u) << PREFIX_SHIFT | low;
+			}
 		}
 	}
 	kvx_index *idx = kvx_index_alloc();
@@ -194,6 +208,20 @@ test_random_against_model(void **state)
 	check_queries(idx);
 	check_entries(idx);
 	kvx_index_free(idx);
+}
+
+static void
+test_random_against_model(void **state)
+{
+	(void)state;
+	run_random(false);
+}
+
+static void
+test_random_shared_prefixes(void **state)
+{
+	(void)state;
+	run_random(true);
 }
 
 static void
@@ -338,10 +366,9 @@ copy_entry(void *arg, uint64_t ext, uint64_t seq, uint8_t tiers)
  * made by random operations (aliases and several tiers included) are
  * copied through it, and every query and lookup must agree. */
 static void
-test_bulk_load_matches(void **state)
+bulk_load_matches(bool narrow)
 {
-	(void)state;
-	test_random_against_model(NULL); /* leaves model[] and chains[] */
+	run_random(narrow); /* leaves model[] and chains[] */
 	kvx_index *a = kvx_index_alloc(), *b = kvx_index_alloc();
 	for (int l = 0; l < N_LIS; l++) {
 		char key[16];
@@ -396,14 +423,112 @@ test_bulk_load_matches(void **state)
 	kvx_index_free(b);
 }
 
+static void
+test_bulk_load_matches(void **state)
+{
+	(void)state;
+	bulk_load_matches(false);
+}
+
+static void
+test_bulk_load_shared_prefixes(void **state)
+{
+	(void)state;
+	bulk_load_matches(true);
+}
+
+/* A stripe of more than 2^21 slots: a prefix covers two home slots there.
+ * One listener holds 2M hashes of one stripe, every 64th with a twin of
+ * its prefix; another holds the twins. Each is found, then all go. */
+static void
+test_wide_stripe(void **state)
+{
+	(void)state;
+	enum { N = 1 << 21, BATCH = 4096 };
+	kvx_index *idx = kvx_index_alloc();
+	kvx_listener_add(idx, 0, "w#0", "", 1, 0, "m", 16);
+	kvx_listener_add(idx, 1, "w#1", "", 2, 0, "m", 16);
+	uint64_t *ext = malloc(2 * BATCH * sizeof(uint64_t));
+	uint64_t *seq = malloc(2 * BATCH * sizeof(uint64_t));
+	uint8_t *tiers = malloc(2 * BATCH);
+	memset(tiers, 1, 2 * BATCH);
+	/* hash i: stripe 7, a prefix that is a bijection of i (spread over
+	 * the stripe, as hashes are), low bits from i too */
+#define WIDE_SEQ(i, twin)                                                      \
+	((UINT64_C(7) << 56) |                                                 \
+	 (((uint64_t)(i)*0x9e3779b1u & 0x1fffff) << PREFIX_SHIFT) |            \
+	 ((uint64_t)(i)*0x9e3779b1u & 0x3ffffffffull) | (twin))
+	for (int l = 0; l < 2; l++) {
+		kvx_write_begin(idx, (uint32_t)l);
+		for (uint32_t i = 0; i < N; i += BATCH) {
+			size_t n = 0;
+			for (uint32_t k = i; k < i + BATCH; k++) {
+				if (l == 1 && k % 64 != 0) {
+					continue;
+				}
+				ext[n] = (uint64_t)k + 1;
+				seq[n++] = WIDE_SEQ(k, 0);
+				if (l == 0 && k % 64 == 0) {
+					ext[n] = (uint64_t)k + 1 + N;
+					seq[n++] =
+					    WIDE_SEQ(k, UINT64_C(1) << 34);
+				}
+			}
+			kvx_store_batch(idx, (uint32_t)l, ext, seq, tiers, n);
+		}
+		kvx_write_end(idx, (uint32_t)l);
+	}
+	kvx_stats st;
+	kvx_index_stats(idx, &st);
+	assert_int_equal(st.seq_hashes, N + N / 64);
+	for (uint32_t k = 0; k < N; k += 61) {
+		uint64_t found;
+		assert_true(kvx_lookup(idx, 0, (uint64_t)k + 1, &found));
+		assert_true(found == WIDE_SEQ(k, 0));
+		if (k % 64 == 0) {
+			assert_true(
+			    kvx_lookup(idx, 0, (uint64_t)k + 1 + N, &found));
+			assert_true(found == WIDE_SEQ(k, UINT64_C(1) << 34));
+			assert_true(
+			    kvx_lookup(idx, 1, (uint64_t)k + 1, &found));
+			assert_true(found == WIDE_SEQ(k, 0));
+		}
+	}
+	kvx_write_begin(idx, 0);
+	for (uint32_t k = 0; k < N; k++) {
+		assert_true(kvx_remove(idx, 0, (uint64_t)k + 1, KVI_TIER_GPU));
+		if (k % 64 == 0) {
+			assert_true(kvx_remove(idx, 0, (uint64_t)k + 1 + N,
+					       KVI_TIER_GPU));
+		}
+	}
+	kvx_write_end(idx, 0);
+	kvx_index_stats(idx, &st);
+	assert_int_equal(st.seq_hashes, N / 64);
+	assert_int_equal(kvx_listener_entries(idx, 0), 0);
+	kvx_write_begin(idx, 1);
+	kvx_clear(idx, 1);
+	kvx_write_end(idx, 1);
+	kvx_index_stats(idx, &st);
+	assert_int_equal(st.seq_hashes, 0);
+#undef WIDE_SEQ
+	free(ext);
+	free(seq);
+	free(tiers);
+	kvx_index_free(idx);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_random_against_model),
+	    cmocka_unit_test(test_random_shared_prefixes),
 	    cmocka_unit_test(test_listeners_and_filters),
 	    cmocka_unit_test(test_many_holders_and_growth),
 	    cmocka_unit_test(test_bulk_load_matches),
+	    cmocka_unit_test(test_bulk_load_shared_prefixes),
+	    cmocka_unit_test(test_wide_stripe),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
