@@ -385,7 +385,7 @@ static uint32_t
 kvx_bulk_slot_bits(size_t n)
 {
 	uint32_t bits = 4;
-	while (n > kvx_seqmap_max_load(bits)) {
+	while (n > kvx_seqmap_max_load((size_t)1 << bits)) {
 		bits++;
 	}
 	return bits;

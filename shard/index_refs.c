@@ -409,6 +409,7 @@ kvx_ents_narrow(kvx_lis *l)
 				     cap * sizeof(kvx_refmap_slot));
 	}
 	r->seed = full.seed;
+	r->cap = full.cap;
 	r->bits = full.bits;
 	r->len = full.len;
 	r->has_zero = full.has_zero;

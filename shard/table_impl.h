@@ -4,19 +4,24 @@
  *
  * Design: Robin Hood linear probing with backward-shift deletion, so lookups
  * stay short at high load (the table grows at 29/32 full) and deletion leaves
- * no tombstones. The home slot of a key is a Fibonacci hash of it xor a
- * per-table seed: external hashes on the wire are not always well mixed
- * (small integers in tests, engine counters), and without the seed, copying
- * one table into another in slot order (loading a snapshot) would insert
- * keys in home order and build one cluster the size of the table. Key 0
- * lives outside the slot array, so that 0 can mark an empty slot. Slots are
- * packed (key, value) pairs: one cache line read per probe for the common hit.
+ * no tombstones. A table of mixed keys grows by 3/2 and 4/3 in turn (16,
+ * 24, 32, 48 ... slots), so it is 68% full at least where doubling would
+ * leave 45%, and a key's home is its mixed hash scaled to the capacity
+ * (hash * cap / 2^64); a table of uniform keys doubles (below). The home slot
+ * of a key is a Fibonacci hash of it xor a per-table seed: external hashes on
+ * the wire are not always well mixed (small integers in tests, engine
+ * counters), and without the seed, copying one table into another in slot order
+ * (loading a snapshot) would insert keys in home order and build one cluster
+ * the size of the table. Key 0 lives outside the slot array, so that 0 can mark
+ * an empty slot. Slots are packed (key, value) pairs: one cache line read per
+ * probe for the common hit.
  *
  * Before including, define TBL (the type and prefix, e.g. kvx_extmap) and
  * TBL_VAL (the value type, a packed struct: slots are packed); define
  * TBL_UNIFORM_SKIP n for keys whose bits are uniform already (sequence
  * hashes): the slot is then the key's bits after the first n, unmixed, so a
- * loader can insert in slot order by sorting keys.
+ * loader can insert in slot order by sorting keys, and the capacity is a
+ * power of two.
  */
 #define TBL_CAT2(a, b) a##b
 #define TBL_CAT(a, b)  TBL_CAT2(a, b)
@@ -31,7 +36,8 @@ typedef struct __attribute__((packed)) TBL_SLOT {
 typedef struct TBL {
 	TBL_SLOT *slots;
 	uint64_t seed;
-	uint32_t bits; /* capacity = 1 << bits, or 0 slots when bits == 0 */
+	size_t cap;    /* slots, when slots != NULL */
+	uint32_t bits; /* bits of a slot number: cap <= 1 << bits */
 	bool has_zero;
 	size_t len; /* entries, key 0 included */
 	TBL_VAL zero_val;
@@ -47,9 +53,8 @@ TBL_FN(init)(TBL *t)
 static inline void
 TBL_FN(fini)(TBL *t)
 {
-	kvx_table_free(t->slots, t->slots == NULL ? 0
-						  : ((size_t)1 << t->bits) *
-							sizeof(TBL_SLOT));
+	kvx_table_free(t->slots,
+		       t->slots == NULL ? 0 : t->cap * sizeof(TBL_SLOT));
 	uint64_t seed = t->seed;
 	memset(t, 0, sizeof(*t));
 	t->seed = seed;
@@ -58,7 +63,32 @@ TBL_FN(fini)(TBL *t)
 static inline size_t
 TBL_FN(cap)(const TBL *t)
 {
-	return t->slots == NULL ? 0 : (size_t)1 << t->bits;
+	return t->slots == NULL ? 0 : t->cap;
+}
+
+/* TBL_FN(next_cap) returns the capacity a table of cap slots grows to. */
+static inline size_t
+TBL_FN(next_cap)(size_t cap)
+{
+#ifdef TBL_UNIFORM_SKIP
+	return cap * 2;
+#else
+	return (cap & (cap - 1)) == 0 ? cap / 2 * 3 : cap / 3 * 4;
+#endif
+}
+
+/* TBL_FN(step) returns the slot after i. */
+static inline size_t
+TBL_FN(step)(const TBL *t, size_t i)
+{
+	return i + 1 == t->cap ? 0 : i + 1;
+}
+
+/* TBL_FN(dist) returns how far slot i is past home h. */
+static inline size_t
+TBL_FN(dist)(const TBL *t, size_t i, size_t h)
+{
+	return i >= h ? i - h : i + t->cap - h;
 }
 
 static inline size_t
@@ -69,8 +99,8 @@ TBL_FN(home)(const TBL *t, uint64_t key)
 	 * first TBL_UNIFORM_SKIP are the slot, so slot order is key order. */
 	return (size_t)((key << TBL_UNIFORM_SKIP) >> (64 - t->bits));
 #else
-	return (size_t)(((key ^ t->seed) * UINT64_C(0x9e3779b97f4a7c15)) >>
-			(64 - t->bits));
+	uint64_t h = (key ^ t->seed) * UINT64_C(0x9e3779b97f4a7c15);
+	return (size_t)(((unsigned __int128)h * t->cap) >> 64);
 #endif
 }
 
@@ -94,16 +124,15 @@ TBL_FN(find)(TBL *t, uint64_t key)
 	if (t->slots == NULL) {
 		return NULL;
 	}
-	size_t mask = TBL_FN(cap)(t) - 1;
 	size_t i = TBL_FN(home)(t, key);
-	for (size_t dist = 0;; dist++, i = (i + 1) & mask) {
+	for (size_t dist = 0;; dist++, i = TBL_FN(step)(t, i)) {
 		uint64_t k = t->slots[i].key;
 		if (k == key) {
 			return &t->slots[i].val;
 		}
 		/* Robin Hood: a key is never further from home than the
 		 * resident it would have displaced. */
-		if (k == 0 || ((i - TBL_FN(home)(t, k)) & mask) < dist) {
+		if (k == 0 || TBL_FN(dist)(t, i, TBL_FN(home)(t, k)) < dist) {
 			return NULL;
 		}
 	}
@@ -114,17 +143,16 @@ TBL_FN(find)(TBL *t, uint64_t key)
 static inline TBL_SLOT *
 TBL_FN(place)(TBL *t, uint64_t key, TBL_VAL val)
 {
-	size_t mask = TBL_FN(cap)(t) - 1;
 	size_t i = TBL_FN(home)(t, key);
 	TBL_SLOT cur = {key, val};
 	TBL_SLOT *mine = NULL;
-	for (size_t dist = 0;; dist++, i = (i + 1) & mask) {
+	for (size_t dist = 0;; dist++, i = TBL_FN(step)(t, i)) {
 		TBL_SLOT *s = &t->slots[i];
 		if (s->key == 0) {
 			*s = cur;
 			return mine != NULL ? mine : s;
 		}
-		size_t sdist = (i - TBL_FN(home)(t, s->key)) & mask;
+		size_t sdist = TBL_FN(dist)(t, i, TBL_FN(home)(t, s->key));
 		if (sdist < dist) {
 			TBL_SLOT tmp = *s;
 			*s = cur;
@@ -138,12 +166,16 @@ TBL_FN(place)(TBL *t, uint64_t key, TBL_VAL val)
 }
 
 static inline void
-TBL_FN(rehash)(TBL *t, uint32_t bits)
+TBL_FN(rehash)(TBL *t, size_t cap)
 {
 	TBL_SLOT *old = t->slots;
 	size_t old_cap = TBL_FN(cap)(t);
-	t->slots = kvx_table_alloc(((size_t)1 << bits) * sizeof(TBL_SLOT));
-	t->bits = bits;
+	t->slots = kvx_table_alloc(cap * sizeof(TBL_SLOT));
+	t->cap = cap;
+	t->bits = 0;
+	while (((size_t)1 << t->bits) < cap) {
+		t->bits++;
+	}
 	for (size_t i = 0; i < old_cap; i++) {
 		if (old[i].key != 0) {
 			TBL_FN(place)(t, old[i].key, old[i].val);
@@ -152,25 +184,25 @@ TBL_FN(rehash)(TBL *t, uint32_t bits)
 	kvx_table_free(old, old_cap * sizeof(TBL_SLOT));
 }
 
-/* TBL_FN(max_load) returns how many entries a table of 1 << bits slots
- * takes before it grows: 29/32 of it. Robin Hood keeps probes short that
- * full, and memory is what a big index is short of. */
+/* TBL_FN(max_load) returns how many entries a table of cap slots takes
+ * before it grows: 29/32 of it. Robin Hood keeps probes short that full,
+ * and memory is what a big index is short of. */
 static inline size_t
-TBL_FN(max_load)(uint32_t bits)
+TBL_FN(max_load)(size_t cap)
 {
-	return (((size_t)1 << bits) / 32) * 29;
+	return cap / 32 * 29 + cap % 32 * 29 / 32;
 }
 
 /* TBL_FN(reserve) makes room for n entries without growing. */
 static inline void
 TBL_FN(reserve)(TBL *t, size_t n)
 {
-	uint32_t bits = t->slots == NULL ? 4 : t->bits;
-	while (n > TBL_FN(max_load)(bits)) {
-		bits++;
+	size_t cap = t->slots == NULL ? 16 : t->cap;
+	while (n > TBL_FN(max_load)(cap)) {
+		cap = TBL_FN(next_cap)(cap);
 	}
-	if (t->slots == NULL || bits > t->bits) {
-		TBL_FN(rehash)(t, bits);
+	if (t->slots == NULL || cap > t->cap) {
+		TBL_FN(rehash)(t, cap);
 	}
 }
 
@@ -214,14 +246,13 @@ TBL_FN(remove)(TBL *t, uint64_t key, TBL_VAL *old)
 		t->has_zero = false;
 		return true;
 	}
-	size_t mask = TBL_FN(cap)(t) - 1;
 	size_t i = (size_t)((TBL_SLOT *)((char *)v - offsetof(TBL_SLOT, val)) -
 			    t->slots);
 	/* Backward shift: pull each displaced follower one slot home-ward. */
 	for (;;) {
-		size_t j = (i + 1) & mask;
+		size_t j = TBL_FN(step)(t, i);
 		uint64_t k = t->slots[j].key;
-		if (k == 0 || ((j - TBL_FN(home)(t, k)) & mask) == 0) {
+		if (k == 0 || TBL_FN(home)(t, k) == j) {
 			break;
 		}
 		t->slots[i] = t->slots[j];

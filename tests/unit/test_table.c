@@ -52,7 +52,8 @@ check_ext(kvx_extmap *t)
 	}
 	assert_int_equal(kvx_extmap_size(t), n);
 	if (kvx_extmap_cap(t) > 0) {
-		assert_true(kvx_extmap_size(t) <= kvx_extmap_max_load(t->bits));
+		assert_true(kvx_extmap_size(t) <=
+			    kvx_extmap_max_load(kvx_extmap_cap(t)));
 	}
 	size_t pos = 0, seen = 0;
 	uint64_t k;
@@ -105,8 +106,9 @@ test_random_against_model(void **state)
 		}
 	}
 	check_ext(&t);
-	/* 16 slots to 64Ki: mapped from the kernel past 64 KiB */
-	assert_true(caps_seen >= 12);
+	/* 16 slots to 64Ki by 3/2 and 4/3: mapped from the kernel past
+	 * 16 KiB */
+	assert_true(caps_seen >= 23);
 	assert_true(kvx_extmap_bytes(&t) >= KVX_TABLE_MAP_MIN);
 	kvx_extmap_fini(&t);
 	assert_int_equal(kvx_extmap_cap(&t), 0);
@@ -155,11 +157,11 @@ test_wrap_and_zero(void **state)
 	kvx_extmap e;
 	kvx_extmap_init(&e);
 	kvx_extmap_reserve(&e, 20);
-	assert_int_equal(kvx_extmap_cap(&e), 32);
+	assert_int_equal(kvx_extmap_cap(&e), 24); /* 16 slots take 14 */
 	uint64_t x[18];
 	for (int i = 0; i < 18;) {
 		uint64_t key = next_rand() | 1;
-		if (kvx_extmap_home(&e, key) == 31) {
+		if (kvx_extmap_home(&e, key) == 23) {
 			x[i++] = key;
 		}
 	}
