@@ -71,9 +71,10 @@ kvc_metrics_setup(kvc_assigner *a, kvi_metrics *m)
 				&a->m_reg_retries);
 	static const char *const kind[] = {"full", "quiet"};
 	kvi_metrics_counter_vec_add(m, "kvindex_coord_ticks_total",
-				    "Assigner ticks: full, or quiet (nothing "
-				    "changed since the last full one, steps "
-				    "skipped).",
+				    "Assigner ticks: full, or quiet (steps "
+				    "skipped: nothing changed since the last "
+				    "full one, or registrations are streaming "
+				    "in and it is recent).",
 				    "kind", kind, 2, c);
 	a->m_ticks_full = c[0];
 	a->m_ticks_quiet = c[1];
@@ -319,6 +320,8 @@ kvc_main(void *arg)
 		}
 		while (cmds != NULL) {
 			tick_now = tick_now || cmds->kind != KVC_CMD_REGISTER;
+			a->registering =
+			    a->registering || cmds->kind == KVC_CMD_REGISTER;
 			cmds = kvc_run_cmds(a, cmds);
 			a->dirty = true;
 		}

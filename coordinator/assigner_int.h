@@ -150,8 +150,9 @@ struct kvc_assigner {
 	bool settled_leading;
 	uint64_t settled_term, settled_gen;
 	int64_t full_at_ms;
-	bool dirty;     /* a command ran since (assigner.c) */
-	kvc_kept *kept; /* a shard's last full status, by shard id */
+	bool dirty;       /* a command ran since (assigner.c) */
+	bool registering; /* registrations ran since the last tick */
+	kvc_kept *kept;   /* a shard's last full status, by shard id */
 	size_t n_kept;
 
 	kvc_retry *retries;
