@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "holders.h"
+#include "xorshift.h"
 
 #define N_SEQS 64
 #define N_LIDS 300
@@ -24,10 +25,7 @@ static uint64_t rng = 0x13198a2e03707344ull;
 static uint64_t
 next_rand(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
+	return xorshift64(&rng);
 }
 
 /* The model: tiers[s][l] of listener l for seqs[s], 0 when not held. */

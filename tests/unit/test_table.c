@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "table.h"
+#include "xorshift.h"
 
 #define N_KEYS 40000
 
@@ -23,10 +24,7 @@ static uint64_t rng = 0x243f6a8885a308d3ull;
 static uint64_t
 next_rand(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
+	return xorshift64(&rng);
 }
 
 /* The model: keys[i] present when in[i], with value val[i]. */
