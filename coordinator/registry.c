@@ -19,12 +19,19 @@ kvc_bucket(const char *key)
 	return XXH3_64bits(key, strlen(key)) & (KVC_BUCKETS - 1);
 }
 
+static uint64_t
+kvc_key_hash(const char *key)
+{
+	return XXH3_64bits(key, strlen(key));
+}
+
 static kvc_lis *
 kvc_lis_find(kvc_registry *r, const char *key)
 {
-	for (kvc_lis *l = r->buckets[kvc_bucket(key)]; l != NULL;
+	uint64_t h = kvc_key_hash(key);
+	for (kvc_lis *l = r->buckets[h & (r->n_buckets - 1)]; l != NULL;
 	     l = l->hnext) {
-		if (strcmp(l->r.key, key) == 0) {
+		if (l->hash == h && strcmp(l->r.key, key) == 0) {
 			return l;
 		}
 	}
@@ -108,6 +115,8 @@ kvc_reg_alloc(void)
 {
 	kvc_registry *r = kvi_calloc(1, sizeof(*r));
 	pthread_mutex_init(&r->mu, NULL);
+	r->n_buckets = KVC_BUCKETS;
+	r->buckets = kvi_calloc(r->n_buckets, sizeof(*r->buckets));
 	return r;
 }
 
@@ -158,13 +167,40 @@ kvc_reg_free(kvc_registry *r)
 		kvi_free(m);
 	}
 	pthread_mutex_destroy(&r->mu);
+	kvi_free(r->buckets);
 	kvi_free(r);
+}
+
+/* kvc_hash_grow doubles the listener buckets. With 4,096 of them, 20,000
+ * listeners made chains of five, and every lookup of a registration or a
+ * tick walked one (a third of a full tick in strcmp, bench_fleet). */
+static void
+kvc_hash_grow(kvc_registry *r)
+{
+	size_t n = r->n_buckets * 2;
+	kvc_lis **b = kvi_calloc(n, sizeof(*b));
+	for (size_t k = 0; k < r->n_buckets; k++) {
+		kvc_lis *l = r->buckets[k];
+		while (l != NULL) {
+			kvc_lis *next = l->hnext;
+			l->hnext = b[l->hash & (n - 1)];
+			b[l->hash & (n - 1)] = l;
+			l = next;
+		}
+	}
+	kvi_free(r->buckets);
+	r->buckets = b;
+	r->n_buckets = n;
 }
 
 static void
 kvc_hash_insert(kvc_registry *r, kvc_lis *l)
 {
-	size_t b = kvc_bucket(l->r.key);
+	if (++r->n_hashed > 2 * r->n_buckets) {
+		kvc_hash_grow(r);
+	}
+	l->hash = kvc_key_hash(l->r.key);
+	size_t b = l->hash & (r->n_buckets - 1);
 	l->hnext = r->buckets[b];
 	r->buckets[b] = l;
 }
@@ -172,10 +208,11 @@ kvc_hash_insert(kvc_registry *r, kvc_lis *l)
 static void
 kvc_hash_remove(kvc_registry *r, kvc_lis *l)
 {
-	for (kvc_lis **pl = &r->buckets[kvc_bucket(l->r.key)]; *pl != NULL;
-	     pl = &(*pl)->hnext) {
+	for (kvc_lis **pl = &r->buckets[l->hash & (r->n_buckets - 1)];
+	     *pl != NULL; pl = &(*pl)->hnext) {
 		if (*pl == l) {
 			*pl = l->hnext;
+			r->n_hashed--;
 			return;
 		}
 	}

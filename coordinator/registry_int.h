@@ -10,7 +10,7 @@
 
 #include "registry.h"
 
-#define KVC_BUCKETS 4096 /* listener key buckets; chains stay short */
+#define KVC_BUCKETS 4096 /* instance buckets; the first listener buckets */
 
 typedef struct kvc_inst kvc_inst;
 
@@ -19,6 +19,7 @@ typedef struct kvc_lis {
 	char *shard, *moving_to;
 	kvc_lstatus st;
 	kvc_inst *inst;
+	uint64_t hash;         /* of the key */
 	struct kvc_lis *hnext; /* key bucket chain */
 } kvc_lis;
 
@@ -51,7 +52,11 @@ struct kvc_registry {
 	pthread_mutex_t mu;
 	kvc_inst *insts;
 	kvc_model *models;
-	kvc_lis *buckets[KVC_BUCKETS];
+	/* listeners by key: a power of two of buckets, doubled when there
+	 * are twice as many listeners, so that a chain stays short however
+	 * big the fleet (registry.c) */
+	kvc_lis **buckets;
+	size_t n_buckets, n_hashed;
 	kvc_inst *ibuckets[KVC_BUCKETS];
 	kvc_inst *nbuckets[KVC_BUCKETS]; /* named instances, by name */
 	bool routes_known;               /* kvc_reg_routes_set has run */
