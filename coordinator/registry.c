@@ -13,16 +13,16 @@
 #include "registry_int.h"
 #include "wire_json.h"
 
-static size_t
-kvc_bucket(const char *key)
-{
-	return XXH3_64bits(key, strlen(key)) & (KVC_BUCKETS - 1);
-}
-
 static uint64_t
 kvc_key_hash(const char *key)
 {
 	return XXH3_64bits(key, strlen(key));
+}
+
+static size_t
+kvc_bucket(const char *key)
+{
+	return kvc_key_hash(key) & (KVC_BUCKETS - 1);
 }
 
 static kvc_lis *

@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "alloc.h"
+#include "assigner_int.h"
 #include "pod.h"
 #include "registry.h"
 
@@ -28,21 +28,28 @@ pod_name(char *buf, size_t len, int k)
 	snprintf(buf, len, "fleet/pod-%d", k);
 }
 
+/* pod_of is pod k of the fleet, named in name, at ip. */
+static kvc_pod
+pod_of(int k, char name[64], char *ip, uint32_t zmq_port)
+{
+	pod_name(name, 64, k);
+	return (kvc_pod){.source = KVC_SOURCE_HTTP,
+			 .name = name,
+			 .instance_id = kvc_instance_id(name),
+			 .model = "m",
+			 .block_size = 16,
+			 .ip = ip,
+			 .zmq_port = zmq_port,
+			 .dp_size = DP};
+}
+
 static void
 add_pod(kvc_registry *r, int k)
 {
 	char name[64], ip[32];
-	pod_name(name, sizeof(name), k);
 	snprintf(ip, sizeof(ip), "10.%d.%d.%d", k >> 16, (k >> 8) & 255,
 		 k & 255);
-	kvc_pod p = {.source = KVC_SOURCE_HTTP,
-		     .name = name,
-		     .instance_id = kvc_instance_id(name),
-		     .model = "m",
-		     .block_size = 16,
-		     .ip = ip,
-		     .zmq_port = 5557,
-		     .dp_size = DP};
+	kvc_pod p = pod_of(k, name, ip, 5557);
 	bool existed = true;
 	char err[256];
 	assert_int_equal(kvc_reg_add(r, &p, &existed, err, sizeof(err)),
@@ -83,15 +90,7 @@ test_fleet_keys(void **state)
 	/* a second registration of a rank is refused, found by key */
 	char name[64], err[256];
 	for (int k = 0; k < PODS; k += 997) {
-		pod_name(name, sizeof(name), k);
-		kvc_pod p = {.source = KVC_SOURCE_HTTP,
-			     .name = name,
-			     .instance_id = kvc_instance_id(name),
-			     .model = "m",
-			     .block_size = 16,
-			     .ip = "10.255.0.1",
-			     .zmq_port = 6000,
-			     .dp_size = DP};
+		kvc_pod p = pod_of(k, name, "10.255.0.1", 6000);
 		bool existed;
 		assert_int_equal(kvc_reg_add(r, &p, &existed, err, sizeof(err)),
 				 KVI_EEXIST);
@@ -106,12 +105,8 @@ test_fleet_keys(void **state)
 		    kvc_reg_remove(r, name, 0, -1, &keys, &shards, &nk),
 		    KVI_OK);
 		assert_int_equal(nk, DP);
-		for (size_t i = 0; i < nk; i++) {
-			kvi_free(keys[i]);
-			kvi_free(shards[i]);
-		}
-		kvi_free(keys);
-		kvi_free(shards);
+		kvc_strv_free(keys, nk);
+		kvc_strv_free(shards, nk);
 	}
 	for (int k = 0; k < PODS; k++) {
 		for (int rank = 0; rank < DP; rank++) {
