@@ -310,3 +310,56 @@ kvx_hold_bytes(const kvx_holdmap *h, uint64_t *table, uint64_t *lists)
 		*lists += (uint64_t)st->pool_cap * sizeof(uint32_t);
 	}
 }
+
+/* ---- images -------------------------------------------------------- */
+
+void
+kvx_hold_save(const kvx_holdmap *h, kvx_imgw *w)
+{
+	for (uint32_t s = 0; s < KVX_STRIPES; s++) {
+		const kvx_stripe *st = &h->stripes[s];
+		kvx_seqmap_save(&st->map, w);
+		kvx_imgw_u64(w, st->pool_used);
+		kvx_imgw_u64(
+		    w, atomic_load_explicit(&st->seqs, memory_order_relaxed));
+		kvx_imgw_put(w, st->free_head, sizeof(st->free_head));
+		kvx_imgw_put(w, st->pool, st->pool_used * sizeof(uint32_t));
+	}
+}
+
+bool
+kvx_hold_load(kvx_holdmap *h, kvx_imgr *r)
+{
+	for (uint32_t s = 0; s < KVX_STRIPES; s++) {
+		kvx_stripe *st = &h->stripes[s];
+		if (!kvx_seqmap_load(&st->map, r)) {
+			return false;
+		}
+		uint64_t used = kvx_imgr_u64(r), seqs = kvx_imgr_u64(r);
+		if (!kvx_imgr_get(r, st->free_head, sizeof(st->free_head))) {
+			return false;
+		}
+		if (used > ((uint64_t)1 << 31) ||
+		    used > r->left / sizeof(uint32_t) ||
+		    seqs != kvx_seqmap_size(&st->map)) {
+			return kvx_imgr_fail(r, "a stripe's fields are out of "
+						"range");
+		}
+		for (uint32_t c = 0; c < KVX_POOL_SIZES; c++) {
+			if (st->free_head[c] >= used && st->free_head[c] != 0) {
+				return kvx_imgr_fail(r, "a free list is past "
+							"its pool");
+			}
+		}
+		if (used != 0) {
+			st->pool = kvx_table_alloc(used * sizeof(uint32_t));
+			st->pool_used = st->pool_cap = (size_t)used;
+			if (!kvx_imgr_get(r, st->pool,
+					  used * sizeof(uint32_t))) {
+				return false;
+			}
+		}
+		atomic_store_explicit(&st->seqs, seqs, memory_order_relaxed);
+	}
+	return true;
+}

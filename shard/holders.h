@@ -97,4 +97,10 @@ uint64_t kvx_hold_seqs(const kvx_holdmap *h);
  * visits every list. */
 void kvx_hold_bytes(const kvx_holdmap *h, uint64_t *table, uint64_t *lists);
 
+/* kvx_hold_save writes h to an image (index_image.c); kvx_hold_load reads
+ * it back into h, empty, and is false if the image is refused (what it
+ * loaded is then still h's, for kvx_hold_fini). */
+void kvx_hold_save(const kvx_holdmap *h, kvx_imgw *w);
+bool kvx_hold_load(kvx_holdmap *h, kvx_imgr *r);
+
 #endif /* KVI_SHARD_HOLDERS_H */

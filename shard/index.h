@@ -169,6 +169,29 @@ typedef struct kvx_bulk_stats {
 
 void kvx_bulk_finish(kvx_bulk *b, int threads, kvx_bulk_stats *stats);
 
+/*
+ * Images, for a restart after a clean stop (index_image.c): the whole
+ * index written to one file, and read back by copying rather than
+ * rebuilding. The caller's stamp says what state of its store the index
+ * was exactly at; an image is only good for a store still at that state.
+ *
+ * kvx_image_save writes idx to fd (at its offset), under the index's
+ * locks. kvx_image_check reads the header of the image fd and rewinds it:
+ * KVI_OK if it is an image of this layout stamped with stamp, KVI_ENOENT if
+ * its stamp differs (the store has moved on), KVI_ECORRUPT otherwise.
+ * kvx_image_load reads the image into idx, whose listeners must be exactly
+ * the image's (same ids and models) and hold nothing yet; on any failure
+ * (the same errors, err says why) idx is left as it was. Nothing else may
+ * use the index during a load.
+ */
+#define KVX_IMAGE_STAMP_MAX 64
+kvi_err kvx_image_save(kvx_index *idx, int fd, const void *stamp,
+		       size_t stamp_len, char *err, size_t errlen);
+kvi_err kvx_image_check(int fd, const void *stamp, size_t stamp_len, char *err,
+			size_t errlen);
+kvi_err kvx_image_load(kvx_index *idx, int fd, const void *stamp,
+		       size_t stamp_len, char *err, size_t errlen);
+
 typedef struct kvx_stats {
 	uint64_t listeners;
 	uint64_t entries;    /* (block, listener) entries */

@@ -749,6 +749,7 @@ kvg_ingest_free(kvg_ingest *g)
 		return;
 	}
 	kvg_ingest_stop(g);
+	kvg_image_save(g);
 	for (uint32_t i = 0; i < g->next_lid; i++) {
 		if (g->lis[i] != NULL) {
 			/* the index is freed whole by its owner */

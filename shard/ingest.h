@@ -54,10 +54,14 @@ typedef struct kvg_config {
 	uint64_t handoff_rate;  /* entries/s a hand-off takes; 0: no cap */
 	int reconnect_max_ms;   /* ceiling of the reconnect back-off to an
 				 * engine; default 30000 */
+	bool no_image; /* neither read nor write an index image beside the
+			* store (ingest_image.c) */
 } kvg_config;
 
 /* kvg_ingest_open loads the durable state of cfg->store into cfg->idx and
- * prepares (but does not start) the ingest thread. Returns KVI_ECORRUPT
+ * prepares (but does not start) the ingest thread. The index comes from the
+ * image beside the store when the last stop left one of the store's state
+ * (ingest_image.c), else it is rebuilt from the store. Returns KVI_ECORRUPT
  * when the store cannot be read. */
 kvi_err kvg_ingest_open(const kvg_config *cfg, kvg_ingest **out, char *err,
 			size_t errlen);
@@ -78,6 +82,8 @@ bool kvg_ingest_files_out(kvg_ingest *g, int64_t ms);
 /* kvg_ingest_stop stops reading, commits what was applied, and joins both
  * threads. Idempotent. */
 void kvg_ingest_stop(kvg_ingest *g);
+/* kvg_ingest_free stops g and frees it. When everything applied is
+ * committed, it first writes the index image for the next start. */
 void kvg_ingest_free(kvg_ingest *g);
 
 /* kvg_assign makes the shard own the listener spec describes; with

@@ -49,6 +49,15 @@ typedef struct kvg_totals {
 
 typedef struct kvg_cmd kvg_cmd;
 
+/* What a load of the store takes (ingest_load.c): everything; the
+ * listeners and their marks only (the index comes from an image); or the
+ * entries only (an image was refused after the listeners were made). */
+typedef enum kvg_load_pass {
+	KVG_LOAD_ALL,
+	KVG_LOAD_MARKS,
+	KVG_LOAD_ENTRIES,
+} kvg_load_pass;
+
 /* A request from another thread, answered on the ingest thread. */
 typedef enum kvg_cmd_kind {
 	KVG_CMD_ASSIGN,
@@ -86,7 +95,12 @@ struct kvg_ingest {
 	kvs_store *store;
 	kvi_decoder *dec;
 	kva_scratch scratch;
-	kvx_bulk *bulk; /* loading snapshots at start-up */
+	kvx_bulk *bulk;     /* loading snapshots at start-up */
+	kvg_load_pass pass; /* what the store's load callbacks take */
+	bool loaded;        /* the store's state is in the index */
+	/* the store's state the image beside it holds (ingest_image.c) */
+	kvs_stamp image_stamp;
+	bool image_current;
 	void *zctx;
 	struct event_base *base;
 	pthread_t thread;
@@ -190,6 +204,19 @@ kvi_err kvg_do_dump(kvg_ingest *g, kvg_cmd *c);
  * 100 ms: it sums every listener), with the store's figures of done, the
  * commit just finished (NULL: none). */
 void kvg_publish_totals(kvg_ingest *g, const kvw_job *done);
+
+/* ingest_image.c: the index image beside the store */
+#define KVG_IMAGE_FILE "index.image"
+/* kvg_image_find opens the image if it holds the store's state stamp (an
+ * image of another state is removed); -1 if there is none to use. */
+int kvg_image_find(kvg_ingest *g, const kvs_stamp *stamp);
+/* kvg_image_load reads it into the index, whose listeners the store's load
+ * made; false (the index untouched) if it is refused. */
+bool kvg_image_load(kvg_ingest *g, int fd, const kvs_stamp *stamp);
+/* kvg_image_save writes the image when the index is exactly the store's
+ * state and the image on disk is not already of it. After the threads
+ * stop. */
+void kvg_image_save(kvg_ingest *g);
 
 /* ingest_io.c */
 void kvg_on_drain(evutil_socket_t fd, short what, void *arg);

@@ -18,6 +18,9 @@ static kvi_err
 kvg_load_listener(void *arg, uint32_t lid, const void *val, size_t len)
 {
 	kvg_ingest *g = arg;
+	if (g->pass == KVG_LOAD_ENTRIES) {
+		return KVI_OK; /* made by the pass before */
+	}
 	Kvindex__Listener *spec = kvindex__listener__unpack(NULL, len, val);
 	if (spec == NULL) {
 		return KVI_ECORRUPT;
@@ -32,8 +35,9 @@ static kvi_err
 kvg_load_snapshot(void *arg, uint32_t lid, const kvs_mark *mark, uint64_t n)
 {
 	(void)n;
-	kvl_listener *l = kvg_listener(arg, lid);
-	if (l != NULL) {
+	kvg_ingest *g = arg;
+	kvl_listener *l = kvg_listener(g, lid);
+	if (l != NULL && g->pass != KVG_LOAD_ENTRIES) {
 		l->mark = *mark;
 	}
 	return KVI_OK;
@@ -79,6 +83,9 @@ kvg_load_record(void *arg, uint32_t lid, const void *payload, size_t len)
 		return KVI_OK;
 	}
 	kvi_err rv = kvo_iter_init(&it, payload, len, &mark);
+	if (rv == KVI_OK && g->pass == KVG_LOAD_MARKS) {
+		rv = KVI_ENOENT; /* the ops are in the image */
+	}
 	kvo_op op;
 	while (rv == KVI_OK && (rv = kvo_iter_next(&it, &op)) == KVI_OK) {
 		kvx_bulk_kind kind = op.kind == KVO_STORE    ? KVX_BULK_STORE
@@ -90,9 +97,48 @@ kvg_load_record(void *arg, uint32_t lid, const void *payload, size_t len)
 	if (rv != KVI_ENOENT) {
 		return KVI_ECORRUPT;
 	}
-	l->mark = mark;
-	l->log_bytes += len;
+	if (g->pass != KVG_LOAD_ENTRIES) {
+		l->mark = mark;
+		l->log_bytes += len;
+	}
 	return KVI_OK;
+}
+
+/* kvg_load loads the store's state: the listeners and their marks, and
+ * the index from the image when there is one of this state, else rebuilt
+ * from the store's entries. */
+static kvi_err
+kvg_load(kvg_ingest *g, char *err, size_t errlen)
+{
+	kvs_load_cb cb = {
+	    .arg = g,
+	    .listener = kvg_load_listener,
+	    .snapshot = kvg_load_snapshot,
+	    .entries = kvg_load_entries,
+	    .record = kvg_load_record,
+	};
+	kvs_stamp stamp;
+	kvs_store_stamp(g->store, &stamp);
+	int fd = kvg_image_find(g, &stamp);
+	kvi_err rv;
+	if (fd >= 0) {
+		g->pass = KVG_LOAD_MARKS;
+		cb.entries = NULL;
+		rv = kvs_store_load(g->store, &cb, err, errlen);
+		bool imaged = rv == KVI_OK && kvg_image_load(g, fd, &stamp);
+		close(fd);
+		if (rv != KVI_OK || imaged) {
+			g->loaded = rv == KVI_OK;
+			return rv;
+		}
+		g->pass = KVG_LOAD_ENTRIES;
+		cb.entries = kvg_load_entries;
+	}
+	g->bulk = kvx_bulk_begin(g->idx);
+	rv = kvs_store_load(g->store, &cb, err, errlen);
+	kvg_load_built(g);
+	g->loaded = rv == KVI_OK;
+	return rv;
 }
 
 /* ---- metrics ------------------------------------------------------- */
@@ -301,16 +347,7 @@ kvg_ingest_open(const kvg_config *cfg, kvg_ingest **out, char *err,
 	kvw_job_init(&g->jobs[0]);
 	kvw_job_init(&g->jobs[1]);
 	g->filling = &g->jobs[0];
-	kvs_load_cb cb = {
-	    .arg = g,
-	    .listener = kvg_load_listener,
-	    .snapshot = kvg_load_snapshot,
-	    .entries = kvg_load_entries,
-	    .record = kvg_load_record,
-	};
-	g->bulk = kvx_bulk_begin(g->idx);
-	kvi_err rv = kvs_store_load(g->store, &cb, err, errlen);
-	kvg_load_built(g);
+	kvi_err rv = kvg_load(g, err, errlen);
 	if (rv != KVI_OK) {
 		kvg_ingest_free(g);
 		return rv;

@@ -105,10 +105,17 @@ typedef struct kvs_load_cb {
 	kvi_err (*snapshot)(void *arg, uint32_t lid, const kvs_mark *mark,
 			    uint64_t n_entries);
 	kvi_err (*entries)(void *arg, uint32_t lid, const uint8_t *entries,
-			   size_t n);
+			   size_t n); /* NULL: snapshot entries are skipped */
 	kvi_err (*record)(void *arg, uint32_t lid, const void *payload,
 			  size_t len);
 } kvs_load_cb;
+
+/* What state the store is at: the file (device and inode), LMDB's last
+ * transaction id, the log's next lsn and its length. Two stamps of one
+ * store are equal only if nothing was committed in between. */
+typedef struct kvs_stamp {
+	uint64_t v[5];
+} kvs_stamp;
 
 typedef struct kvs_store_stats {
 	uint64_t file_bytes;  /* data.mdb size */
@@ -128,7 +135,8 @@ kvi_err kvs_store_open(const kvs_store_opts *o, kvs_store **out, char *err,
 void kvs_store_close(kvs_store *s);
 
 /* kvs_store_load reads the whole durable state through cb. Returns
- * KVI_ECORRUPT on a bad checksum or malformed value. */
+ * KVI_ECORRUPT on a bad checksum or malformed value. It may be called again
+ * (the same state comes through again). */
 kvi_err kvs_store_load(kvs_store *s, const kvs_load_cb *cb, char *err,
 		       size_t errlen);
 
@@ -139,6 +147,13 @@ kvi_err kvs_store_commit(kvs_store *s, const kvs_commit *c, char *err,
 			 size_t errlen);
 
 void kvs_store_stats_get(kvs_store *s, kvs_store_stats *out);
+
+/* kvs_store_stamp says what state s is at now (kvs_stamp). Same thread as
+ * commits. */
+void kvs_store_stamp(kvs_store *s, kvs_stamp *out);
+
+/* kvs_store_dir returns the directory s was opened in. */
+const char *kvs_store_dir(const kvs_store *s);
 
 /* kvs_store_oldest finds the live listener whose uncovered log records
  * start earliest, the one whose snapshot would let the log shrink most.

@@ -30,6 +30,7 @@
 #include <sys/mman.h>
 
 #include "alloc.h"
+#include "image_io.h"
 
 /* kvx_table_seed returns a seed for a new table: different tables hash the
  * same key to unrelated slots. Thread-safe. */

@@ -304,6 +304,64 @@ TBL_FN(clear)(TBL *t)
 	TBL_FN(fini)(t);
 }
 
+/* TBL_FN(save) writes t to an image: its fields, then its slot array as it
+ * is in memory. */
+static inline void
+TBL_FN(save)(const TBL *t, kvx_imgw *w)
+{
+	uint64_t cap = TBL_FN(cap)(t);
+	kvx_imgw_u64(w, t->seed);
+	kvx_imgw_u64(w, cap);
+	kvx_imgw_u64(w, t->len);
+	kvx_imgw_u32(w, t->has_zero);
+	kvx_imgw_put(w, &t->zero_val, sizeof(t->zero_val));
+	if (cap != 0) {
+		kvx_imgw_put(w, t->slots, cap * sizeof(TBL_SLOT));
+	}
+}
+
+/* TBL_FN(load) reads into t, an empty table, what TBL_FN(save) wrote;
+ * false if the fields cannot be a table's (t is then empty). */
+static inline bool
+TBL_FN(load)(TBL *t, kvx_imgr *r)
+{
+	uint64_t seed = kvx_imgr_u64(r), cap = kvx_imgr_u64(r);
+	uint64_t len = kvx_imgr_u64(r);
+	uint32_t has_zero = kvx_imgr_u32(r);
+	TBL_VAL zero_val;
+	if (!kvx_imgr_get(r, &zero_val, sizeof(zero_val))) {
+		return false;
+	}
+	uint32_t bits = 0;
+	while (bits < 63 && ((uint64_t)1 << bits) < cap) {
+		bits++;
+	}
+#ifdef TBL_UNIFORM_SKIP
+	bool shape = ((uint64_t)1 << bits) == cap || cap == 0;
+#else
+	bool shape = true; /* any capacity */
+#endif
+	if (!shape || has_zero > 1 || len > cap + has_zero ||
+	    cap > r->left / sizeof(TBL_SLOT)) {
+		return kvx_imgr_fail(r, "a table's fields are out of range");
+	}
+	t->seed = seed;
+	t->len = (size_t)len;
+	t->has_zero = has_zero != 0;
+	t->zero_val = zero_val;
+	if (cap != 0) {
+		t->slots = kvx_table_alloc((size_t)cap * sizeof(TBL_SLOT));
+		t->cap = (size_t)cap;
+		t->bits = bits;
+		if (!kvx_imgr_get(r, t->slots,
+				  (size_t)cap * sizeof(TBL_SLOT))) {
+			TBL_FN(fini)(t);
+			return false;
+		}
+	}
+	return true;
+}
+
 #undef TBL_UNIFORM_SKIP
 #undef TBL_SLOT
 #undef TBL_FN

@@ -1,0 +1,143 @@
+/*
+ * ingest_image.c - the index image beside the store (index_image.c): written
+ * when the shard stops cleanly, read at the next start instead of rebuilding
+ * the index from the store, when the store is still at the state it was
+ * written at.
+ *
+ * The stamp is the store's (kvs_store_stamp): LMDB's last transaction id,
+ * the log's position, and the file's identity. Any commit after the image
+ * was written - the shard ran again, or was killed after committing - makes
+ * it stale, and a stale or damaged image only costs the rebuild it was
+ * meant to save: the store is the durable state, the image a copy of what
+ * it builds. An image is written only when everything the index holds is
+ * committed (the writer idle and not failing, no listener with changes
+ * left), so that it is exactly the store's state.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "ingest_int.h"
+#include "log.h"
+
+static void
+kvg_image_path(const kvg_ingest *g, char *path, size_t len, bool tmp)
+{
+	snprintf(path, len, "%s/%s%s", kvs_store_dir(g->store), KVG_IMAGE_FILE,
+		 tmp ? ".tmp" : "");
+}
+
+int
+kvg_image_find(kvg_ingest *g, const kvs_stamp *stamp)
+{
+	if (g->cfg.no_image) {
+		return -1;
+	}
+	char path[4096], err[256];
+	kvg_image_path(g, path, sizeof(path), false);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		return -1;
+	}
+	kvi_err rv =
+	    kvx_image_check(fd, stamp, sizeof(*stamp), err, sizeof(err));
+	if (rv == KVI_OK) {
+		return fd;
+	}
+	/* of no use from now on: the store only moves further away */
+	kvi_log(KVI_LOG_INFO, "image_unused", "reason=\"%s\"", err);
+	close(fd);
+	unlink(path);
+	return -1;
+}
+
+bool
+kvg_image_load(kvg_ingest *g, int fd, const kvs_stamp *stamp)
+{
+	char err[256];
+	double t0 = kvi_now_s();
+	kvi_err rv =
+	    kvx_image_load(g->idx, fd, stamp, sizeof(*stamp), err, sizeof(err));
+	if (rv != KVI_OK) {
+		kvi_log(KVI_LOG_WARN, "image_refused",
+			"reason=\"%s\" note=\"rebuilding from the store\"",
+			err);
+		return false;
+	}
+	kvx_stats xs;
+	kvx_index_stats(g->idx, &xs);
+	kvi_log(KVI_LOG_INFO, "image_loaded", "entries=%llu seconds=%.3f",
+		(unsigned long long)xs.entries, kvi_now_s() - t0);
+	g->image_stamp = *stamp;
+	g->image_current = true;
+	return true;
+}
+
+/* kvg_image_exact says whether the index holds exactly what the store
+ * does: nothing applied and not yet committed. */
+static bool
+kvg_image_exact(kvg_ingest *g)
+{
+	if (!g->loaded ||
+	    (g->writer != NULL &&
+	     (kvw_busy(g->writer) || kvw_failing(g->writer, NULL, 0))) ||
+	    !kvw_job_empty(g->filling) || g->dirtyq.n != 0) {
+		return false;
+	}
+	for (uint32_t i = 0; i < g->next_lid; i++) {
+		if (g->lis[i] != NULL && g->lis[i]->dirty) {
+			return false;
+		}
+	}
+	return true;
+}
+
+void
+kvg_image_save(kvg_ingest *g)
+{
+	if (g->cfg.no_image || !kvg_image_exact(g)) {
+		return;
+	}
+	kvs_stamp stamp;
+	kvs_store_stamp(g->store, &stamp);
+	if (g->image_current &&
+	    memcmp(&stamp, &g->image_stamp, sizeof(stamp)) == 0) {
+		return; /* the one on disk is still this state */
+	}
+	char tmp[4096], path[4096], err[256];
+	kvg_image_path(g, tmp, sizeof(tmp), true);
+	kvg_image_path(g, path, sizeof(path), false);
+	double t0 = kvi_now_s();
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		kvi_log(KVI_LOG_WARN, "image_not_written", "reason=\"%s: %s\"",
+			tmp, strerror(errno));
+		return;
+	}
+	/* No fsync: an image a crash cuts short fails its digest, and the
+	 * next start rebuilds, as it would have without one. */
+	kvi_err rv =
+	    kvx_image_save(g->idx, fd, &stamp, sizeof(stamp), err, sizeof(err));
+	off_t bytes = lseek(fd, 0, SEEK_CUR);
+	if (close(fd) != 0 && rv == KVI_OK) {
+		rv = kvi_errf(err, sizeof(err), KVI_EIO, "close: %s",
+			      strerror(errno));
+	}
+	if (rv == KVI_OK && rename(tmp, path) != 0) {
+		rv = kvi_errf(err, sizeof(err), KVI_EIO, "rename: %s",
+			      strerror(errno));
+	}
+	if (rv != KVI_OK) {
+		unlink(tmp);
+		kvi_log(KVI_LOG_WARN, "image_not_written", "reason=\"%s\"",
+			err);
+		return;
+	}
+	kvi_log(KVI_LOG_INFO, "image_written", "bytes=%lld seconds=%.3f",
+		(long long)bytes, kvi_now_s() - t0);
+	g->image_stamp = stamp;
+	g->image_current = true;
+}
