@@ -8,6 +8,18 @@
 
 #include "alloc.h"
 
+/* kvx_img_digest_new returns a fresh XXH3-64 state. */
+static XXH3_state_t *
+kvx_img_digest_new(void)
+{
+	XXH3_state_t *xs = XXH3_createState();
+	if (xs == NULL) {
+		kvi_oom(1024);
+	}
+	XXH3_64bits_reset(xs);
+	return xs;
+}
+
 /* ---- writing ------------------------------------------------------- */
 
 static void
@@ -41,11 +53,7 @@ kvx_imgw_init(kvx_imgw *w, int fd)
 	memset(w, 0, sizeof(*w));
 	w->fd = fd;
 	w->buf = kvi_malloc(KVX_IMG_BUF);
-	w->xs = XXH3_createState();
-	if (w->xs == NULL) {
-		kvi_oom(1024);
-	}
-	XXH3_64bits_reset(w->xs);
+	w->xs = kvx_img_digest_new();
 }
 
 void
@@ -55,7 +63,6 @@ kvx_imgw_put(kvx_imgw *w, const void *p, size_t n)
 		return;
 	}
 	XXH3_64bits_update(w->xs, p, n);
-	w->bytes += n;
 	if (n >= KVX_IMG_BUF / 4) {
 		kvx_imgw_flush(w);
 		kvx_imgw_write(w, p, n);
@@ -123,11 +130,7 @@ kvx_imgr_init(kvx_imgr *r, int fd)
 	memset(r, 0, sizeof(*r));
 	r->fd = fd;
 	r->buf = kvi_malloc(KVX_IMG_BUF);
-	r->xs = XXH3_createState();
-	if (r->xs == NULL) {
-		kvi_oom(1024);
-	}
-	XXH3_64bits_reset(r->xs);
+	r->xs = kvx_img_digest_new();
 	struct stat st;
 	if (fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(uint64_t)) {
 		return kvx_imgr_fail(r, "too short for an image");

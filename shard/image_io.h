@@ -23,7 +23,6 @@ typedef struct kvx_imgw {
 	int fd;
 	uint8_t *buf;
 	size_t used;
-	uint64_t bytes; /* written so far, digest excluded */
 	XXH3_state_t *xs;
 	int err; /* errno of the first failure, or 0 */
 } kvx_imgw;

@@ -46,6 +46,19 @@ kvx_image_layout(void)
 	       (uint64_t)KVX_POOL_SIZES << 56;
 }
 
+/* kvx_image_count counts idx's partitions and listeners. */
+static void
+kvx_image_count(const kvx_index *idx, uint32_t *n_parts, uint32_t *n_lis)
+{
+	*n_parts = *n_lis = 0;
+	for (kvx_part *p = idx->parts; p != NULL; p = p->next) {
+		(*n_parts)++;
+	}
+	for (uint32_t i = 0; i < idx->cap_lis; i++) {
+		*n_lis += idx->lis[i] != NULL;
+	}
+}
+
 static void
 kvx_image_save_lis(const kvx_lis *l, kvx_imgw *w)
 {
@@ -78,13 +91,8 @@ kvx_image_save(kvx_index *idx, int fd, const void *stamp, size_t stamp_len,
 	kvx_imgw_u32(&w, (uint32_t)stamp_len);
 	kvx_imgw_put(&w, stamp, stamp_len);
 	pthread_rwlock_rdlock(&idx->meta);
-	uint32_t n_parts = 0, n_lis = 0;
-	for (kvx_part *p = idx->parts; p != NULL; p = p->next) {
-		n_parts++;
-	}
-	for (uint32_t i = 0; i < idx->cap_lis; i++) {
-		n_lis += idx->lis[i] != NULL;
-	}
+	uint32_t n_parts, n_lis;
+	kvx_image_count(idx, &n_parts, &n_lis);
 	kvx_imgw_u32(&w, n_parts);
 	for (kvx_part *p = idx->parts; p != NULL; p = p->next) {
 		uint32_t len = (uint32_t)strlen(p->model);
@@ -179,13 +187,8 @@ static bool
 kvx_image_dir(kvx_index *idx, kvx_imgr *r, kvx_part ***parts, uint32_t *n_parts,
 	      uint32_t **lids, uint32_t *n_lis)
 {
-	uint32_t have_parts = 0, have_lis = 0;
-	for (kvx_part *p = idx->parts; p != NULL; p = p->next) {
-		have_parts++;
-	}
-	for (uint32_t i = 0; i < idx->cap_lis; i++) {
-		have_lis += idx->lis[i] != NULL;
-	}
+	uint32_t have_parts, have_lis;
+	kvx_image_count(idx, &have_parts, &have_lis);
 	*n_parts = kvx_imgr_u32(r);
 	if (*n_parts != have_parts) {
 		return kvx_imgr_fail(r, "another set of models");
