@@ -54,6 +54,8 @@ typedef struct kvg_config {
 	uint64_t handoff_rate;  /* entries/s a hand-off takes; 0: no cap */
 	int reconnect_max_ms;   /* ceiling of the reconnect back-off to an
 				 * engine; default 30000 */
+	uint32_t probe_rate;    /* probes/s of engines that are not there, after
+				 * each listener's first; 0: no cap */
 	bool no_image; /* neither read nor write an index image beside the
 			* store (ingest_image.c) */
 } kvg_config;

@@ -123,7 +123,11 @@ struct kvg_ingest {
 
 	/* sockets with messages left to read (see ingest_io.c) */
 	struct kvg_io *ready_head, *ready_tail;
-	unsigned probes; /* probes' connects in flight (ingest_io.c) */
+	unsigned probes; /* probes' connects in flight (ingest_probe.c) */
+	/* the probe budget (ingest_probe.c): the next free slot, on
+	 * kvi_now_us()'s clock; probes made, and those that waited */
+	_Atomic uint64_t probe_slot_us;
+	_Atomic uint64_t probes_made, probes_waited;
 	struct event *ev_drain;
 	bool paused;  /* backpressure: not reading live sockets */
 	bool feeding; /* fed in process (kvg_feed): no loop, no sockets */

@@ -12,10 +12,11 @@
 
 #include "ingest_int.h"
 
-#define KVG_PROBE_MIN_MS  100  /* the first probe's back-off, as ZeroMQ's */
-#define KVG_PROBE_WAIT_MS 2000 /* a probe's connect gives up after this */
-#define KVG_PROBES_MAX    256  /* probes in flight (one descriptor each) */
-#define KVG_PARK_MS       5000 /* a SUB without its engine this long goes */
+#define KVG_PROBE_MIN_MS   100  /* the first probe's back-off, as ZeroMQ's */
+#define KVG_PROBE_WAIT_MS  2000 /* a probe's connect gives up after this */
+#define KVG_PROBES_MAX     256  /* probes in flight (one descriptor each) */
+#define KVG_PARK_MS        5000 /* a SUB without its engine this long goes */
+#define KVG_PROBE_BURST_MS 100  /* the probe budget a quiet spell saves */
 
 typedef struct kvg_io {
 	kvg_ingest *g;
@@ -33,6 +34,7 @@ typedef struct kvg_io {
 	struct event *ev_probe;
 	int probe_fd; /* a connect in flight, or -1 */
 	int probe_ms; /* the back-off after the next failure */
+	bool slotted; /* the timer is for a slot of the probe budget */
 } kvg_io;
 
 /* ingest_io.c */

@@ -15,7 +15,13 @@
  * thread, and get their sockets at once.
  *
  * A probe holds a descriptor while its connect is in flight, at most
- * KVG_PROBES_MAX at once. Ingest thread only.
+ * KVG_PROBES_MAX at once. Beyond each listener's first (which is never
+ * kept waiting: a new listener's engine is usually up), the shard probes
+ * at most --probe-rate times a second: each probe takes the next free
+ * slot of that budget and waits for it, so that a fleet's back-offs - a
+ * few thousand listeners just registered, or whose engines all went at
+ * once - cost a bounded share of a core, and spread out evenly instead of
+ * meeting. Ingest thread only.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -28,6 +34,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "ingest_io_int.h"
 
 bool
@@ -184,13 +191,46 @@ kvg_io_reached(kvg_ingest *g, kvg_io *io)
 	return kvg_io_sub_open(g, io);
 }
 
+/* kvg_probe_slot takes the next free slot of the probe budget for io and
+ * returns the milliseconds until it (0: now). A listener's first probe is
+ * outside the budget. */
+static int
+kvg_probe_slot(kvg_ingest *g, const kvg_io *io)
+{
+	uint32_t rate = g->cfg.probe_rate;
+	if (rate == 0 || io->probe_ms == KVG_PROBE_MIN_MS) {
+		return 0;
+	}
+	uint64_t now = kvi_now_us(), step = 1000000u / rate + 1;
+	uint64_t saved = (uint64_t)KVG_PROBE_BURST_MS * 1000;
+	uint64_t slot = atomic_load(&g->probe_slot_us);
+	if (slot + saved < now) {
+		slot = now - saved;
+	}
+	atomic_store(&g->probe_slot_us, slot + step);
+	if (slot <= now) {
+		return 0;
+	}
+	return (int)((slot - now + 999) / 1000);
+}
+
 kvi_err
 kvg_io_probe(kvg_ingest *g, kvg_io *io)
 {
+	if (!io->slotted) {
+		int wait = kvg_probe_slot(g, io);
+		if (wait > 0) {
+			io->slotted = true;
+			atomic_fetch_add(&g->probes_waited, 1);
+			kvg_io_arm(io, -1, wait);
+			return KVI_OK;
+		}
+	}
 	if (g->probes >= KVG_PROBES_MAX) {
 		kvg_io_arm(io, -1, 10 + (int)(io->l->lid % 90));
 		return KVI_OK;
 	}
+	io->slotted = false;
 	int fd = socket(io->addr.ss_family,
 			SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
@@ -199,6 +239,7 @@ kvg_io_probe(kvg_ingest *g, kvg_io *io)
 			 io->l->endpoint);
 		return kvg_io_failed(g, io->l, what, errno);
 	}
+	atomic_fetch_add(&g->probes_made, 1);
 	if (connect(fd, (struct sockaddr *)&io->addr, io->addr_len) == 0) {
 		close(fd);
 		return kvg_io_reached(g, io);

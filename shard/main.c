@@ -55,6 +55,7 @@ static const shard_opts shard_defaults = {
     .log_level = KVI_LOG_INFO,
     .workers = 4,
     .io_threads = KVS_LOOPS_DEFAULT,
+    .ingest.probe_rate = 1000,
 };
 
 static const kvi_flag shard_flag[] = {
@@ -109,6 +110,10 @@ static const kvi_flag shard_flag[] = {
      "ceiling of the back-off reconnecting to an engine that is gone",
      KVI_FLAG_INT(shard_opts, ingest.reconnect_max_ms, 100, 3600000),
      .def = "30000"},
+    {"probe-rate", "N",
+     "probes/s of engines that are not there, beyond each listener's "
+     "first; 0: no cap",
+     KVI_FLAG_INT(shard_opts, ingest.probe_rate, 0, 1000000), .def = "1000"},
     {"rpc-secret-file", "PATH",
      "require this secret in every request, and send it to other shards",
      KVI_FLAG_STR(shard_opts, rpc_secret_file)},

@@ -10,8 +10,10 @@
  * while the fleet is there, and that removing the whole fleet (the file
  * rewritten, every HTTP pod unregistered) gives the shards back their
  * descriptors and most of their memory (the memory is not checked under
- * ASan, whose allocator keeps freed memory in quarantine). The figures go
- * to standard output; bench_fleet measures rates.
+ * ASan, whose allocator keeps freed memory in quarantine). The shards
+ * probe the absent engines within a budget (--probe-rate PROBE_RATE):
+ * beyond each listener's first probe, no more than that a second. The
+ * figures go to standard output; bench_fleet measures rates.
  */
 #include <inttypes.h>
 #include <setjmp.h>
@@ -30,6 +32,9 @@
 #define SIM_PODS      2
 #define DP            2
 #define FLEET_WAIT_MS 120000
+#define PROBE_RATE    200 /* a shard's probes/s beyond each first */
+#define STR_(x)       #x
+#define STR(x)        STR_(x)
 
 /* fleet_ip writes the address of fake pod k in the /16 net. */
 static void
@@ -153,7 +158,11 @@ test_fleet(void **state)
 	cluster *c = *state;
 	const char *sim_flags[] = {"--pods", "2", "--dp", "2", NULL};
 	clu_sim(c, sim_flags);
-	clu_shards(c, 2);
+	const char *budget[] = {"--probe-rate", STR(PROBE_RATE), NULL};
+	for (int s = 0; s < 2; s++) {
+		shc_start(&c->shards[s], budget);
+	}
+	c->n_shards = 2;
 	char *dir;
 	assert_int_equal(kvt_tmpdir_make("kvi-fleet", &dir), KVI_OK);
 	char *path = kvt_path(dir, "pods.json");
@@ -166,6 +175,12 @@ test_fleet(void **state)
 
 	/* the fleet arrives: a file of FILE_PODS, then HTTP_PODS */
 	long all = (long)(SIM_PODS + FILE_PODS + HTTP_PODS) * DP;
+	static const char made[] = "kvindex_shard_probes_total",
+			  waited[] = "kvindex_shard_probes_waited_total";
+	double probes0[2] = {shc_metric(&c->shards[0], made),
+			     shc_metric(&c->shards[1], made)},
+	       waited0[2] = {shc_metric(&c->shards[0], waited),
+			     shc_metric(&c->shards[1], waited)};
 	int64_t t0 = kvt_now_ms();
 	write_file(c, path, FILE_PODS);
 	int64_t file_ms = wait_listeners(c, (SIM_PODS + FILE_PODS) * DP);
@@ -201,6 +216,22 @@ test_fleet(void **state)
 	assert_true(q0 >= 0 && f0 > 0);
 	long held[2] = {listeners(&c->shards[0]), listeners(&c->shards[1])};
 	shard_use during[2] = {use_of(&c->shards[0]), use_of(&c->shards[1])};
+	/* the absent engines were probed within the budget: a first probe
+	 * each, then PROBE_RATE a second (and what 100 ms of quiet saved);
+	 * without it, the back-offs of thousands of new listeners ask for
+	 * several times that */
+	double secs = (double)(kvt_now_ms() - t0) / 1000.0;
+	for (int s = 0; s < 2; s++) {
+		double n = shc_metric(&c->shards[s], made) - probes0[s];
+		double w = shc_metric(&c->shards[s], waited) - waited0[s];
+		double cap = (double)held[s] + PROBE_RATE * (secs + 0.2) + 1;
+		printf("fleet: shard %d made %.0f probes in %.1f s (cap %.0f), "
+		       "%.0f waited\n",
+		       s, n, secs, cap, w);
+		assert_true(n > (double)(held[s] - SIM_PODS * DP));
+		assert_true(n <= cap);
+		assert_true(w > 0);
+	}
 
 	/* the engines that are there are indexed as usual */
 	uint32_t t[NTOK];
