@@ -28,7 +28,7 @@
  * gnuplot to get FILE.png).
  *
  *   bench_fleet [--pods N] [--clients C] [--sync] [--idle-wait S]
- *               [--reconnect-max-ms MS] [--plot FILE]
+ *               [--reconnect-max-ms MS] [--probe-rate N] [--plot FILE]
  *               [--source register|file|kube]
  *
  * --source file writes the first tenth of the pods to the coordinator's
@@ -44,7 +44,7 @@
  * the shards with fsync'd commits (default --no-sync); idle CPU is
  * measured S seconds after the last registration (default 10: the
  * reconnect back-off takes that long to reach its ceiling);
- * --reconnect-max-ms is passed to the shards.
+ * --reconnect-max-ms and --probe-rate are passed to the shards.
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -58,41 +58,13 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "bench_fleet.h"
 #include "bench_fleet_kube.h"
 #include "bench_query_proc.h"
 #include "kvitest.h"
 
-#define TENTHS 10
-/* Simulated engines beside the fleet: 4 pods of DP 2 whose 8 ranks all
- * hold one 100-block prompt (tokens from MATCH_BASE on), for queries that
- * match 8 listeners; the fleet's queries (tokens from NONE_BASE) match
- * none. */
-#define SIM_PODS   4
-#define SIM_RANKS  (2 * SIM_PODS)
-#define MATCH_BASE 500000
-#define NONE_BASE  1000
-#define PROMPT     1600 /* tokens: 100 blocks of 16 */
-
-typedef struct fleet {
-	int pods, clients;
-	bool sync;
-	int idle_wait;
-	const char *reconnect_max;
-	const char *plot;
-	const char *file; /* --source file: the discovery file */
-	kvt_sim sim;      /* the simulated engines */
-	int extra_pods;   /* pods beside the fleet's: the simulator's */
-	char base[64];
-	_Atomic int next;
-	double *took;    /* seconds each registration took, by pod */
-	double *done_at; /* when it was answered, from t0 */
-	_Atomic int failed;
-	double t0;
-	int first; /* pods registered before the clients start */
-} fleet;
-
-static double
-now_s(void)
+double
+bf_now_s(void)
 {
 	return (double)kvt_now_ms() / 1000.0;
 }
@@ -104,10 +76,10 @@ client_main(void *arg)
 {
 	fleet *f = arg;
 	for (int p; (p = atomic_fetch_add(&f->next, 1)) < f->pods;) {
-		double t = now_s();
+		double t = bf_now_s();
 		bool ok = register_one(f, p);
-		f->took[p] = now_s() - t;
-		f->done_at[p] = now_s() - f->t0;
+		f->took[p] = bf_now_s() - t;
+		f->done_at[p] = bf_now_s() - f->t0;
 		if (!ok) {
 			atomic_fetch_add(&f->failed, 1);
 		}
@@ -134,9 +106,6 @@ register_one(fleet *f, int p)
 	return ok;
 }
 
-static int cmp_double(const void *a, const void *b);
-static double metric(const char *base, const char *name);
-
 /* write_pods writes pods [0, n) - the pods register_one registers - to
  * the discovery file, by rename, so the watcher never reads half. */
 static bool
@@ -160,89 +129,24 @@ write_pods(const fleet *f, int n)
 	return fclose(fp) == 0 && rename(tmp, f->file) == 0;
 }
 
-/* wait_assigned waits (a minute at most) until the coordinator has n of
- * the fleet's pods (and the simulator's) and every listener assigned; the
- * seconds it took, or -1. */
-static double
-wait_assigned(const fleet *f, int n)
+double
+bf_wait_assigned(const fleet *f, int n)
 {
-	double t0 = now_s();
-	for (double until = t0 + 60; now_s() < until;) {
-		if (metric(f->base, "kvindex_coord_instances") ==
+	double t0 = bf_now_s();
+	for (double until = t0 + 60; bf_now_s() < until;) {
+		if (bf_metric(f->base, "kvindex_coord_instances") ==
 			n + f->extra_pods &&
-		    metric(f->base, "kvindex_coord_listeners_unassigned") ==
+		    bf_metric(f->base, "kvindex_coord_listeners_unassigned") ==
 			0) {
-			return now_s() - t0;
+			return bf_now_s() - t0;
 		}
 		kvt_sleep_ms(20);
 	}
 	return -1;
 }
 
-/* prompt_json writes PROMPT tokens from base on, as a JSON array. */
-static json_t *
-prompt_json(int base)
-{
-	json_t *a = json_array();
-	for (int t = 0; t < PROMPT; t++) {
-		json_array_append_new(a, json_integer(base + t));
-	}
-	return a;
-}
-
-/* query_body returns a /query body for the prompt from base on. */
-static char *
-query_body(int base)
-{
-	json_t *q = json_pack("{s:s,s:o}", "model_name", "m", "token_ids",
-			      prompt_json(base));
-	char *text = json_dumps(q, JSON_COMPACT);
-	json_decref(q);
-	return text;
-}
-
-/* matches returns how many listeners the /query answer in body names. */
-static size_t
-matches(const char *body)
-{
-	json_t *a = json_loads(body, 0, NULL);
-	size_t n = json_array_size(json_object_get(a, "workers"));
-	json_decref(a);
-	return n;
-}
-
-/* query_cost times QUERIES 100-block queries of model m for the prompt
- * from base on, one after the other, into p50 and p99 (ms); false when
- * one failed or an answer did not name `want` listeners. */
-#define QUERIES 500
-static bool
-query_cost(const fleet *f, int base, size_t want, double *p50, double *p99)
-{
-	char url[96];
-	snprintf(url, sizeof(url), "%s/query", f->base);
-	char *body = query_body(base);
-	double lat[QUERIES];
-	bool ok = true;
-	for (int q = 0; q < QUERIES && ok; q++) {
-		struct timespec a, b;
-		clock_gettime(CLOCK_MONOTONIC, &a);
-		kvt_http_resp r;
-		ok = kvt_http_post(url, body, 10000, &r) == KVI_OK &&
-		     r.status == 200 && (q > 0 || matches(r.body) == want);
-		clock_gettime(CLOCK_MONOTONIC, &b);
-		lat[q] = (double)(b.tv_sec - a.tv_sec) * 1e3 +
-			 (double)(b.tv_nsec - a.tv_nsec) / 1e6;
-		kvt_http_resp_fini(&r);
-	}
-	free(body);
-	qsort(lat, QUERIES, sizeof(double), cmp_double);
-	*p50 = lat[QUERIES / 2];
-	*p99 = lat[QUERIES * 99 / 100];
-	return ok;
-}
-
-static int
-cmp_double(const void *a, const void *b)
+int
+bf_cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
 	return x < y ? -1 : x > y;
@@ -255,10 +159,8 @@ proc_cpu_s(pid_t pid)
 	return (double)bq_cpu_ns(pid) / 1e9;
 }
 
-/* metric reads one unlabelled sample of the coordinator's /metrics (-1:
- * absent). */
-static double
-metric(const char *base, const char *name)
+double
+bf_metric(const char *base, const char *name)
 {
 	char url[128];
 	snprintf(url, sizeof(url), "%s/metrics", base);
@@ -288,16 +190,17 @@ timed_get(const char *base, const char *path, double *secs, size_t *bytes)
 {
 	char url[256];
 	snprintf(url, sizeof(url), "%s%s", base, path);
-	double t = now_s();
+	double t = bf_now_s();
 	kvt_http_resp r;
 	kvi_err rv = kvt_http_get(url, 60000, &r);
-	*secs = now_s() - t;
+	*secs = bf_now_s() - t;
 	*bytes = rv == KVI_OK && r.body != NULL ? strlen(r.body) : 0;
 	kvt_http_resp_fini(&r);
 }
 
 static void
-write_plot(const fleet *f, const double *rate, const int *upto)
+write_plot(const fleet *f, const double *rate, const double *cpu,
+	   const int *upto)
 {
 	FILE *fp = fopen(f->plot, "w");
 	if (fp == NULL) {
@@ -310,106 +213,60 @@ write_plot(const fleet *f, const double *rate, const int *upto)
 		"set title 'Registration rate against pods registered'\n"
 		"set xlabel 'pods registered (DP=2)'\n"
 		"set ylabel 'registrations/s'\n"
+		"set y2label 'CPU per registration (us, 3 processes)'\n"
 		"set yrange [0:*]\n"
+		"set y2range [0:*]\n"
+		"set ytics nomirror\n"
+		"set y2tics\n"
 		"set key bottom right\n"
 		"plot '-' with linespoints title 'POST /register, %d "
-		"clients'\n",
+		"clients', '-' axes x1y2 with linespoints title 'CPU per "
+		"registration'\n",
 		f->plot, f->clients);
 	for (int t = 0; t < TENTHS; t++) {
 		fprintf(fp, "%d %.1f\n", upto[t], rate[t]);
 	}
 	fprintf(fp, "e\n");
+	for (int t = 0; t < TENTHS; t++) {
+		fprintf(fp, "%d %.1f\n", upto[t], cpu[t] * 1e6);
+	}
+	fprintf(fp, "e\n");
 	fclose(fp);
 }
 
-/* sim_join starts the simulated engines, registers their pods and
- * prefills every rank with the prompt from MATCH_BASE on, and waits until
- * a query of it names all 8 listeners; false when that fails. */
-static bool
-sim_join(fleet *f)
-{
-	const char *extra[] = {"--pods", "4", "--dp", "2", "--paused", NULL};
-	if (kvt_sim_start(KVI_SIM_BIN, extra, 30000, &f->sim) != KVI_OK) {
-		return false;
-	}
-	char url[96];
-	snprintf(url, sizeof(url), "%s/register", f->base);
-	bool ok = true;
-	for (int p = 0; p < SIM_PODS && ok; p++) {
-		char body[512];
-		int r0 = p * 2;
-		snprintf(body, sizeof(body),
-			 "{\"name\": \"sim/pod-%d\", \"ip\": \"127.0.0.1\", "
-			 "\"zmq_port\": %d, \"replay_port\": %d, "
-			 "\"recover_port\": %d, \"dp_size\": 2, "
-			 "\"model_name\": \"m\", \"block_size\": 16}",
-			 p, f->sim.zmq_port[r0], f->sim.replay_port[r0],
-			 f->sim.recover_port[r0]);
-		kvt_http_resp r;
-		ok = kvt_http_post(url, body, 30000, &r) == KVI_OK &&
-		     (r.status == 201 || r.status == 202);
-		kvt_http_resp_fini(&r);
-	}
-	f->extra_pods = SIM_PODS;
-	ok = ok && wait_assigned(f, 0) >= 0;
-	for (int i = 0; i < SIM_RANKS && ok; i++) {
-		json_t *b =
-		    json_pack("{s:i,s:i,s:o}", "pod", i / 2, "rank", i % 2,
-			      "token_ids", prompt_json(MATCH_BASE));
-		kvt_http_resp r;
-		ok = kvt_sim_call(&f->sim, "POST", "/prefill", b, &r) ==
-			 KVI_OK &&
-		     r.status == 200;
-		kvt_http_resp_fini(&r);
-		json_decref(b);
-	}
-	snprintf(url, sizeof(url), "%s/query", f->base);
-	char *body = query_body(MATCH_BASE);
-	size_t got = 0;
-	for (double until = now_s() + 30; ok && now_s() < until;) {
-		kvt_http_resp r;
-		if (kvt_http_post(url, body, 10000, &r) == KVI_OK &&
-		    r.status == 200) {
-			got = matches(r.body);
-		}
-		kvt_http_resp_fini(&r);
-		if (got == SIM_RANKS) {
-			break;
-		}
-		kvt_sleep_ms(50);
-	}
-	free(body);
-	return ok && got == SIM_RANKS;
-}
-
 /* register_fleet registers the pods after the first tenth from
- * f->clients threads, and prints the rate and latency per tenth (into
- * rate and upto, for the plot) and the time until all are assigned. */
+ * f->clients threads, and prints the rate, the latency and the CPU of one
+ * registration per tenth (into rate, cpu and upto, for the plot) and the
+ * time until all are assigned. */
 static void
-register_fleet(fleet *f, double *rate, int *upto)
+register_fleet(fleet *f, double *rate, double *cpu, int *upto)
 {
 	static const char tick_sum[] =
 	    "kvindex_coord_tick_seconds_sum{kind=\"full\"}";
 	static const char tick_n[] =
 	    "kvindex_coord_tick_seconds_count{kind=\"full\"}";
-	double sum0 = metric(f->base, tick_sum), n0 = metric(f->base, tick_n);
+	double sum0 = bf_metric(f->base, tick_sum),
+	       n0 = bf_metric(f->base, tick_n);
 	atomic_store(&f->next, f->first);
 	pthread_t th[64];
-	f->t0 = now_s();
+	bfc cs;
+	bfc_start(&cs, f->pids, BFC_PROCS);
+	f->t0 = bf_now_s();
 	for (int i = 0; i < f->clients; i++) {
 		pthread_create(&th[i], NULL, client_main, f);
 	}
 	for (int i = 0; i < f->clients; i++) {
 		pthread_join(th[i], NULL);
 	}
-	double answered = now_s() - f->t0;
+	double answered = bf_now_s() - f->t0;
+	bfc_stop(&cs);
 	int rest = f->pods - f->first;
 	/* every listener assigned, or how many are not after a minute */
 	double assigned = -1, un = -1;
-	for (double until = now_s() + 60; now_s() < until;) {
-		un = metric(f->base, "kvindex_coord_listeners_unassigned");
+	for (double until = bf_now_s() + 60; bf_now_s() < until;) {
+		un = bf_metric(f->base, "kvindex_coord_listeners_unassigned");
 		if (un == 0) {
-			assigned = now_s() - f->t0;
+			assigned = bf_now_s() - f->t0;
 			break;
 		}
 		kvt_sleep_ms(100);
@@ -419,8 +276,8 @@ register_fleet(fleet *f, double *rate, int *upto)
 	       "shards %s\n",
 	       f->pods, 2 * f->pods, f->clients,
 	       f->sync ? "fsync" : "--no-sync");
-	printf("%-14s %12s %10s %10s\n", "pods", "registers/s", "p50 ms",
-	       "p99 ms");
+	printf("%-14s %12s %10s %10s %12s %12s\n", "pods", "registers/s",
+	       "p50 ms", "p99 ms", "CPU us/reg", "coord us");
 	/* pods are taken in order, so a tenth of the indexes is a tenth of
 	 * the fleet as it grew; the first tenth went alone, one at a time,
 	 * before the clock started, so the tenths are of the rest */
@@ -436,11 +293,19 @@ register_fleet(fleet *f, double *rate, int *upto)
 			first = start < first ? start : first;
 			last = f->done_at[p] > last ? f->done_at[p] : last;
 		}
-		qsort(lat, n, sizeof(double), cmp_double);
+		qsort(lat, n, sizeof(double), bf_cmp_double);
 		rate[t] = (double)n / (last - first);
 		upto[t] = hi;
-		printf("%6d-%-7d %12.0f %10.1f %10.1f\n", lo, hi, rate[t],
-		       lat[n / 2] * 1e3, lat[n * 99 / 100] * 1e3);
+		/* the CPU of all three processes while this tenth's
+		 * registrations were answered, per registration: the tenths
+		 * overlap by the few in flight at their edges */
+		double a = f->t0 + first, b = f->t0 + last;
+		cpu[t] = (bfc_at(&cs, -1, b) - bfc_at(&cs, -1, a)) / (double)n;
+		double coord =
+		    (bfc_at(&cs, 2, b) - bfc_at(&cs, 2, a)) / (double)n;
+		printf("%6d-%-7d %12.0f %10.1f %10.1f %12.0f %12.0f\n", lo, hi,
+		       rate[t], lat[n / 2] * 1e3, lat[n * 99 / 100] * 1e3,
+		       cpu[t] * 1e6, coord * 1e6);
 		kvi_free(lat);
 	}
 	printf("all answered in %.1f s (%.0f/s overall), %d not 201/202; ",
@@ -450,13 +315,17 @@ register_fleet(fleet *f, double *rate, int *upto)
 	} else {
 		printf("%.0f listeners still unassigned after a minute\n", un);
 	}
+	printf("CPU per registration, last tenth / first: %.2f\n",
+	       cpu[0] > 0 ? cpu[TENTHS - 1] / cpu[0] : 0);
+	bfc_free(&cs);
 	/* the coordinator's full ticks meanwhile: each walks every listener
 	 * registered by then */
-	double ticks = metric(f->base, tick_n) - n0;
+	double ticks = bf_metric(f->base, tick_n) - n0;
 	if (ticks > 0) {
 		printf("coordinator: %.0f full ticks meanwhile, %.1f ms each "
 		       "on average\n",
-		       ticks, (metric(f->base, tick_sum) - sum0) / ticks * 1e3);
+		       ticks,
+		       (bf_metric(f->base, tick_sum) - sum0) / ticks * 1e3);
 	}
 }
 
@@ -472,6 +341,7 @@ main(int argc, char **argv)
 	    {"plot", required_argument, NULL, 'P'},
 	    {"idle-wait", required_argument, NULL, 'i'},
 	    {"reconnect-max-ms", required_argument, NULL, 'r'},
+	    {"probe-rate", required_argument, NULL, 'R'},
 	    {"source", required_argument, NULL, 'S'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -495,6 +365,9 @@ main(int argc, char **argv)
 		case 'r':
 			f.reconnect_max = optarg;
 			break;
+		case 'R':
+			f.probe_rate = optarg;
+			break;
 		case 'S':
 			by = strcmp(optarg, "file") == 0   ? BY_FILE
 			     : strcmp(optarg, "kube") == 0 ? BY_KUBE
@@ -508,7 +381,7 @@ main(int argc, char **argv)
 			fprintf(stderr,
 				"usage: bench_fleet [--pods N] [--clients C] "
 				"[--sync] [--idle-wait S] [--reconnect-max-ms "
-				"MS] [--plot FILE] [--source "
+				"MS] [--probe-rate N] [--plot FILE] [--source "
 				"register|file|kube]\n");
 			return 2;
 		}
@@ -534,7 +407,7 @@ main(int argc, char **argv)
 			 base + 2 + i);
 		snprintf(logn, sizeof(logn), "%s.log", id);
 		char *data = kvt_path(dir, id), *log = kvt_path(dir, logn);
-		const char *av[16] = {KVI_SHARD_BIN, "--id",      id,
+		const char *av[20] = {KVI_SHARD_BIN, "--id",      id,
 				      "--listen",    listen,      "--data-dir",
 				      data,          "--metrics", metrics[i],
 				      "--log-level", "warn"};
@@ -545,6 +418,10 @@ main(int argc, char **argv)
 		if (f.reconnect_max != NULL) {
 			av[ac++] = "--reconnect-max-ms";
 			av[ac++] = f.reconnect_max;
+		}
+		if (f.probe_rate != NULL) {
+			av[ac++] = "--probe-rate";
+			av[ac++] = f.probe_rate;
 		}
 		av[ac] = NULL;
 		if (kvt_proc_start(av, log, &shard[i]) != KVI_OK) {
@@ -585,21 +462,23 @@ main(int argc, char **argv)
 		return 1;
 	}
 	for (int i = 0;
-	     i < 600 && metric(f.base, "kvindex_coord_instances") < 0; i++) {
+	     i < 600 && bf_metric(f.base, "kvindex_coord_instances") < 0; i++) {
 		kvt_sleep_ms(50);
 	}
 	kvt_sleep_ms(1500); /* shards polled, up */
-	if (!sim_join(&f)) {
+	if (!bf_sim_join(&f)) {
 		fprintf(stderr,
 			"bench_fleet: the simulated engines' prompt "
 			"was not found (simulator log: %s)\n",
 			f.sim.log_path);
 		return 1;
 	}
-	pid_t pids[3] = {kvt_proc_pid(shard[0]), kvt_proc_pid(shard[1]),
-			 kvt_proc_pid(coord)};
-	for (double until = now_s() + 3;
-	     now_s() < until &&
+	pid_t *pids = f.pids;
+	pids[0] = kvt_proc_pid(shard[0]);
+	pids[1] = kvt_proc_pid(shard[1]);
+	pids[2] = kvt_proc_pid(coord);
+	for (double until = bf_now_s() + 3;
+	     bf_now_s() < until &&
 	     shard_listeners(metrics[0]) + shard_listeners(metrics[1]) <
 		 SIM_RANKS;) {
 		kvt_sleep_ms(50); /* published every 100 ms */
@@ -625,27 +504,27 @@ main(int argc, char **argv)
 	    (by == BY_KUBE && !bfk_put(&kube, 0, f.first))) {
 		return 1;
 	}
-	wait_assigned(&f, f.first);
+	bf_wait_assigned(&f, f.first);
 	/* [none, 8 matching] x [first tenth, whole fleet] */
 	double q50[2][2], q99[2][2];
 	bool qok =
-	    query_cost(&f, NONE_BASE, 0, &q50[0][0], &q99[0][0]) &&
-	    query_cost(&f, MATCH_BASE, SIM_RANKS, &q50[1][0], &q99[1][0]);
-	double rate[TENTHS];
+	    bf_query_cost(&f, NONE_BASE, 0, &q50[0][0], &q99[0][0]) &&
+	    bf_query_cost(&f, MATCH_BASE, SIM_RANKS, &q50[1][0], &q99[1][0]);
+	double rate[TENTHS], cpu[TENTHS];
 	int upto[TENTHS];
 	if (by == BY_FILE) {
 		printf("bench_fleet: %d pods x DP 2 = %d listeners, by the "
 		       "discovery file, shards %s\n",
 		       f.pods, 2 * f.pods, f.sync ? "fsync" : "--no-sync");
-		double t = now_s();
+		double t = bf_now_s();
 		double took =
-		    write_pods(&f, f.pods) ? wait_assigned(&f, f.pods) : -1;
+		    write_pods(&f, f.pods) ? bf_wait_assigned(&f, f.pods) : -1;
 		if (took >= 0) {
 			printf("the other %d pods written at once: all %d "
 			       "listeners assigned after %.1f s (%.0f pods/s), "
 			       "%.2f s from the write\n",
 			       f.pods - f.first, 2 * f.pods, took,
-			       (f.pods - f.first) / took, now_s() - t);
+			       (f.pods - f.first) / took, bf_now_s() - t);
 		} else {
 			printf("the fleet not all assigned a minute after the "
 			       "file was written\n");
@@ -655,12 +534,12 @@ main(int argc, char **argv)
 		printf("bench_fleet: %d pods x DP 2 = %d listeners, through "
 		       "the Kubernetes API, shards %s\n",
 		       f.pods, 2 * f.pods, f.sync ? "fsync" : "--no-sync");
-		double t = now_s();
+		double t = bf_now_s();
 		bool put = bfk_put(&kube, f.first, f.pods);
-		double puts = now_s() - t;
-		double took = put ? wait_assigned(&f, f.pods) : -1;
+		double puts = bf_now_s() - t;
+		double took = put ? bf_wait_assigned(&f, f.pods) : -1;
 		if (took >= 0) {
-			double all = now_s() - t;
+			double all = bf_now_s() - t;
 			printf("the other %d pods created in %.2f s (%.0f "
 			       "PUTs/s): all %d listeners assigned %.2f s "
 			       "after the first (%.0f pods/s), %.2f s after "
@@ -674,12 +553,27 @@ main(int argc, char **argv)
 			atomic_fetch_add(&f.failed, 1);
 		}
 	} else {
-		register_fleet(&f, rate, upto);
+		static const char made[] = "kvindex_shard_probes_total",
+				  waited[] =
+				      "kvindex_shard_probes_waited_total";
+		double p0 = shard_sum(metrics[0], made) +
+			    shard_sum(metrics[1], made),
+		       w0 = shard_sum(metrics[0], waited) +
+			    shard_sum(metrics[1], waited);
+		register_fleet(&f, rate, cpu, upto);
+		double p = shard_sum(metrics[0], made) +
+			   shard_sum(metrics[1], made) - p0,
+		       w = shard_sum(metrics[0], waited) +
+			   shard_sum(metrics[1], waited) - w0;
+		printf("shards: %.0f probes of the absent engines meanwhile "
+		       "(%.1f a listener), %.0f of them waited for the probe "
+		       "budget\n",
+		       p, p / (2.0 * (f.pods - f.first)), w);
 	}
 	/* the shards publish their figures every 100 ms: let them catch up
 	 * with the last assignments before reading them */
-	for (double until = now_s() + 3;
-	     now_s() < until &&
+	for (double until = bf_now_s() + 3;
+	     bf_now_s() < until &&
 	     shard_listeners(metrics[0]) + shard_listeners(metrics[1]) <
 		 2.0 * f.pods + SIM_RANKS;) {
 		kvt_sleep_ms(50);
@@ -695,9 +589,10 @@ main(int argc, char **argv)
 		       lis > 0 ? (double)(rss - rss0[i]) / lis : 0, fds0[i],
 		       fds, lis > 0 ? (double)(fds - fds0[i]) / lis : 0);
 	}
-	qok = query_cost(&f, NONE_BASE, 0, &q50[0][1], &q99[0][1]) &&
-	      query_cost(&f, MATCH_BASE, SIM_RANKS, &q50[1][1], &q99[1][1]) &&
-	      qok;
+	qok =
+	    bf_query_cost(&f, NONE_BASE, 0, &q50[0][1], &q99[0][1]) &&
+	    bf_query_cost(&f, MATCH_BASE, SIM_RANKS, &q50[1][1], &q99[1][1]) &&
+	    qok;
 	for (int k = 0; k < 2; k++) {
 		printf("query (100 blocks, matching %s, one at a time): %d "
 		       "listeners registered p50 %.2f ms p99 %.2f ms; %d "
@@ -732,7 +627,7 @@ main(int argc, char **argv)
 	timed_get(f.base, "/workers?limit=100", &secs, &bytes);
 	printf("GET /workers?limit=100: %.3f s, %zu bytes\n", secs, bytes);
 	if (f.plot != NULL && by == BY_REGISTER) {
-		write_plot(&f, rate, upto);
+		write_plot(&f, rate, cpu, upto);
 	}
 	/* the coordinator restarted on its store: it takes the fleet from
 	 * its records and what the shards hold, without assigning again */
@@ -742,18 +637,19 @@ main(int argc, char **argv)
 	    shard_sum(metrics[0], assigns) + shard_sum(metrics[1], assigns);
 	kvt_proc_stop(coord, 10000, NULL);
 	kvt_proc_free(coord);
-	double r0 = now_s(), serving = -1, adopted = -1;
+	double r0 = bf_now_s(), serving = -1, adopted = -1;
 	if (kvt_proc_start(cav, clog, &coord) != KVI_OK) {
 		return 1;
 	}
-	for (double until = r0 + 60; now_s() < until && adopted < 0;) {
-		double inst = metric(f.base, "kvindex_coord_instances");
+	for (double until = r0 + 60; bf_now_s() < until && adopted < 0;) {
+		double inst = bf_metric(f.base, "kvindex_coord_instances");
 		if (inst >= 0 && serving < 0) {
-			serving = now_s() - r0;
+			serving = bf_now_s() - r0;
 		}
 		if (inst == f.pods + SIM_PODS &&
-		    metric(f.base, "kvindex_coord_listeners_unassigned") == 0) {
-			adopted = now_s() - r0;
+		    bf_metric(f.base, "kvindex_coord_listeners_unassigned") ==
+			0) {
+			adopted = bf_now_s() - r0;
 		}
 		kvt_sleep_ms(20);
 	}
