@@ -2,7 +2,8 @@
 # bench_fleet_sweep.sh - bench_fleet at several fleet sizes, one after
 # another: the registration rate, the time to all assigned and what a
 # listener costs a shard, against the number of pods, as a table and
-# (with a plot file) a gnuplot script of the rate and the memory.
+# (with a plot file) a gnuplot script of the rate, the CPU of one
+# registration and the memory.
 #
 #   bench_fleet_sweep.sh BENCH_FLEET [PLOT_FILE] [N...]
 #
@@ -24,8 +25,9 @@ fi
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-printf '%8s %10s %12s %14s %12s %10s %10s %12s\n' pods pods/s \
-	assigned_s KiB/listener fds/listener idle_cpu% workers_s query_ratio
+printf '%8s %10s %12s %12s %10s %14s %12s %10s %10s %12s\n' pods pods/s \
+	assigned_s cpu_us/reg cpu_half KiB/listener fds/listener idle_cpu% \
+	workers_s query_ratio
 for n in "$@"; do
 	"$bin" --pods "$n" --idle-wait "${IDLE_WAIT:-30}" >"$out/$n.txt" 2>&1 || {
 		echo "bench_fleet --pods $n failed:" >&2
@@ -45,23 +47,24 @@ for n in "$@"; do
 		}
 		shards++
 	}
+	/^CPU per registration:/ { cpu = $4; half = $NF }
 	/^idle:/ { idle = $2; sub(/%$/, "", idle) }
 	/^GET \/workers:/ { workers = $3 }
 	/matching the simulator/ { ratio = $NF; gsub(/[()x]/, "", ratio) }
 	END {
 		if (shards == 0) { exit 1 }
-		printf "%8d %10s %12s %14.1f %12.2f %10s %10s %12s\n", n, \
-		    rate, assigned, kib / shards, fds / shards, idle, \
-		    workers, ratio
+		printf "%8d %10s %12s %12s %10s %14.1f %12.2f %10s %10s %12s\n", \
+		    n, rate, assigned, cpu, half, kib / shards, fds / shards, \
+		    idle, workers, ratio
 	}' "$out/$n.txt" | tee -a "$out/table"
 done
 
 [ -n "$plot" ] || exit 0
 {
-	echo "set terminal png size 900,420 noenhanced"
+	echo "set terminal png size 1200,420 noenhanced"
 	echo "set output '$plot.png'"
 	echo "set xtics 5000"
-	echo "set multiplot layout 1,2 title 'bench_fleet: POST /register, 4 clients, DP 2, engines absent'"
+	echo "set multiplot layout 1,3 title 'bench_fleet: POST /register, 4 clients, DP 2, engines absent'"
 	echo "set xlabel 'pods'"
 	echo "set yrange [0:*]"
 	echo "set key off"
@@ -69,8 +72,12 @@ done
 	echo "plot '-' using 1:2 with linespoints"
 	cat "$out/table"
 	echo "e"
-	echo "set ylabel 'shard memory, KiB a listener'"
+	echo "set ylabel 'CPU per registration, us (3 processes)'"
 	echo "plot '-' using 1:4 with linespoints"
+	cat "$out/table"
+	echo "e"
+	echo "set ylabel 'shard memory, KiB a listener'"
+	echo "plot '-' using 1:6 with linespoints"
 	cat "$out/table"
 	echo "e"
 	echo "unset multiplot"
