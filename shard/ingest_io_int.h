@@ -32,9 +32,10 @@ typedef struct kvg_io {
 	/* without a SUB: the next probe's timer, or the probe's connect;
 	 * with one: the timer that parks it when its engine stays away */
 	struct event *ev_probe;
-	int probe_fd; /* a connect in flight, or -1 */
-	int probe_ms; /* the back-off after the next failure */
-	bool slotted; /* the timer is for a slot of the probe budget */
+	int probe_fd;       /* a connect in flight, or -1 */
+	int probe_ms;       /* the back-off after the next failure */
+	bool slotted;       /* the timer is for a slot of the probe budget */
+	uint64_t probed_us; /* the last probe made (0: none since a SUB) */
 } kvg_io;
 
 /* ingest_io.c */

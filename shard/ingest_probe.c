@@ -154,12 +154,22 @@ kvg_io_disarm(kvg_io *io)
 }
 
 /* kvg_io_probe_later probes again after the back-off, which grows to the
- * reconnect ceiling; listeners that failed together spread out. */
+ * reconnect ceiling; listeners that failed together spread out. The
+ * back-off follows time, not the probes made: one that came late, having
+ * waited for the probe budget, waits at least as long again for the next,
+ * so that a budget that is behind does not keep listeners probing at
+ * their first back-offs for longer. */
 static void
 kvg_io_probe_later(kvg_io *io)
 {
 	int ms = io->probe_ms;
 	int max = io->g->cfg.reconnect_max_ms;
+	if (io->probed_us != 0) {
+		uint64_t since = (kvi_now_us() - io->probed_us) / 1000;
+		if (since > (uint64_t)ms) {
+			ms = since < (uint64_t)max ? (int)since : max;
+		}
+	}
 	io->probe_ms = ms >= max / 2 ? max : ms * 2;
 	kvg_io_arm(io, -1,
 		   ms + (int)(io->l->lid * 7919u % (unsigned)(ms / 4 + 1)));
@@ -187,6 +197,7 @@ static kvi_err
 kvg_io_reached(kvg_ingest *g, kvg_io *io)
 {
 	io->probe_ms = KVG_PROBE_MIN_MS;
+	io->probed_us = 0;
 	kvg_io_disarm(io);
 	return kvg_io_sub_open(g, io);
 }
@@ -240,6 +251,7 @@ kvg_io_probe(kvg_ingest *g, kvg_io *io)
 		return kvg_io_failed(g, io->l, what, errno);
 	}
 	atomic_fetch_add(&g->probes_made, 1);
+	io->probed_us = kvi_now_us();
 	if (connect(fd, (struct sockaddr *)&io->addr, io->addr_len) == 0) {
 		close(fd);
 		return kvg_io_reached(g, io);
