@@ -9,8 +9,9 @@
 #
 # BENCH_FLEET is the bench_fleet binary (build/tests/bench/bench_fleet);
 # N defaults to 1000 5000 10000 20000 pods of DP 2. Each run registers
-# through POST /register from 4 clients and waits IDLE_WAIT seconds (30)
-# before measuring the idle CPU (bench_fleet --idle-wait).
+# through POST /register from 4 clients and measures the idle CPU
+# IDLE_WAIT seconds (30) after the last registration and again twice as
+# long after (bench_fleet --idle-wait).
 set -eu
 
 bin=${1:?usage: bench_fleet_sweep.sh BENCH_FLEET [PLOT_FILE] [N...]}
@@ -25,9 +26,9 @@ fi
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-printf '%8s %10s %12s %12s %10s %14s %12s %10s %10s %12s\n' pods pods/s \
-	assigned_s cpu_us/reg cpu_half KiB/listener fds/listener idle_cpu% \
-	workers_s query_ratio
+printf '%8s %10s %12s %12s %10s %14s %12s %10s %10s %10s %12s\n' pods \
+	pods/s assigned_s cpu_us/reg cpu_half KiB/listener fds/listener \
+	idle_cpu% idle2_cpu% workers_s query_ratio
 for n in "$@"; do
 	"$bin" --pods "$n" --idle-wait "${IDLE_WAIT:-30}" >"$out/$n.txt" 2>&1 || {
 		echo "bench_fleet --pods $n failed:" >&2
@@ -48,14 +49,17 @@ for n in "$@"; do
 		shards++
 	}
 	/^CPU per registration:/ { cpu = $4; half = $NF }
-	/^idle:/ { idle = $2; sub(/%$/, "", idle) }
+	/^idle:/ {
+		v = $2; sub(/%$/, "", v)
+		if (++k == 1) { idle = v } else { idle2 = v }
+	}
 	/^GET \/workers:/ { workers = $3 }
 	/matching the simulator/ { ratio = $NF; gsub(/[()x]/, "", ratio) }
 	END {
 		if (shards == 0) { exit 1 }
-		printf "%8d %10s %12s %12s %10s %14.1f %12.2f %10s %10s %12s\n", \
-		    n, rate, assigned, cpu, half, kib / shards, fds / shards, \
-		    idle, workers, ratio
+		printf "%8d %10s %12s %12s %10s %14.1f %12.2f %10s %10s %10s " \
+		    "%12s\n", n, rate, assigned, cpu, half, kib / shards, \
+		    fds / shards, idle, idle2, workers, ratio
 	}' "$out/$n.txt" | tee -a "$out/table"
 done
 
