@@ -55,7 +55,7 @@ static const shard_opts shard_defaults = {
     .log_level = KVI_LOG_INFO,
     .workers = 4,
     .io_threads = KVS_LOOPS_DEFAULT,
-    .ingest.probe_rate = 1000,
+    .ingest.probe_rate = 500,
 };
 
 static const kvi_flag shard_flag[] = {
@@ -113,7 +113,7 @@ static const kvi_flag shard_flag[] = {
     {"probe-rate", "N",
      "probes/s of engines that are not there, beyond each listener's "
      "first; 0: no cap",
-     KVI_FLAG_INT(shard_opts, ingest.probe_rate, 0, 1000000), .def = "1000"},
+     KVI_FLAG_INT(shard_opts, ingest.probe_rate, 0, 1000000), .def = "500"},
     {"rpc-secret-file", "PATH",
      "require this secret in every request, and send it to other shards",
      KVI_FLAG_STR(shard_opts, rpc_secret_file)},

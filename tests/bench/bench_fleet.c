@@ -342,8 +342,11 @@ register_fleet(fleet *f, double *rate, double *cpu, int *upto)
 static void
 idle_cpu(const fleet *f, int wait_s, int after_s)
 {
+	static const char made[] = "kvindex_shard_probes_total";
 	kvt_sleep_ms(wait_s * 1000);
 	double c0[3], c1[3], cpu0 = 0, cpu1 = 0;
+	double p0 =
+	    shard_sum(f->metrics[0], made) + shard_sum(f->metrics[1], made);
 	for (int i = 0; i < 3; i++) {
 		c0[i] = proc_cpu_s(f->pids[i]);
 		cpu0 += c0[i];
@@ -353,12 +356,15 @@ idle_cpu(const fleet *f, int wait_s, int after_s)
 		c1[i] = proc_cpu_s(f->pids[i]);
 		cpu1 += c1[i];
 	}
+	double p1 =
+	    shard_sum(f->metrics[0], made) + shard_sum(f->metrics[1], made);
 	printf("idle: %.1f%% of a core over 5 s (shards %.1f%% + %.1f%%, "
 	       "coordinator %.1f%%), %d s after the last registration, engines "
-	       "absent, reconnect ceiling %s ms\n",
+	       "absent, reconnect ceiling %s ms, %.0f probes/s\n",
 	       (cpu1 - cpu0) / 5.0 * 100, (c1[0] - c0[0]) / 5.0 * 100,
 	       (c1[1] - c0[1]) / 5.0 * 100, (c1[2] - c0[2]) / 5.0 * 100,
-	       after_s, f->reconnect_max ? f->reconnect_max : "30000");
+	       after_s, f->reconnect_max ? f->reconnect_max : "30000",
+	       (p1 - p0) / 5.0);
 }
 
 int
@@ -429,7 +435,7 @@ main(int argc, char **argv)
 	int base;
 	kvt_ports_pick(5, &base);
 	kvt_proc *shard[2], *coord;
-	char shards[256] = "", metrics[2][32];
+	char shards[256] = "", (*metrics)[32] = f.metrics;
 	for (int i = 0; i < 2; i++) {
 		char id[16], listen[64], logn[32];
 		snprintf(id, sizeof(id), "shard-%d", i);

@@ -42,6 +42,7 @@ typedef struct fleet {
 	double t0;
 	int first;             /* pods registered before the clients start */
 	pid_t pids[BFC_PROCS]; /* shard-0, shard-1, the coordinator */
+	char metrics[2][32];   /* the shards' /metrics addresses */
 } fleet;
 
 /* bf_now_s returns kvt_now_ms() in seconds. */
