@@ -34,7 +34,7 @@ typedef struct kvg_io {
 	struct event *ev_probe;
 	int probe_fd;       /* a connect in flight, or -1 */
 	int probe_ms;       /* the back-off after the next failure */
-	bool slotted;       /* the timer is for a slot of the probe budget */
+	bool slotted;       /* holds a slot of the probe budget, not used yet */
 	uint64_t probed_us; /* the last probe made (0: none since a SUB) */
 } kvg_io;
 

@@ -230,8 +230,8 @@ kvg_io_probe(kvg_ingest *g, kvg_io *io)
 {
 	if (!io->slotted) {
 		int wait = kvg_probe_slot(g, io);
+		io->slotted = true; /* the slot is io's until it probes */
 		if (wait > 0) {
-			io->slotted = true;
 			atomic_fetch_add(&g->probes_waited, 1);
 			kvg_io_arm(io, -1, wait);
 			return KVI_OK;
