@@ -268,10 +268,38 @@ kvc_run_cmds(kvc_assigner *a, kvc_cmd *cmds)
 	return cmds;
 }
 
+/* kvc_superseded says whether c is a source's sync that a later one in
+ * the queue replaces: each carries the source's whole set of pods, so
+ * only the last counts, and a watch that outpaces the assigner does not
+ * pile up work. */
+static bool
+kvc_superseded(const kvc_cmd *c)
+{
+	if (c->kind != KVC_CMD_SYNC) {
+		return false;
+	}
+	for (const kvc_cmd *l = c->next; l != NULL; l = l->next) {
+		if (l->kind == KVC_CMD_SYNC && l->source == c->source) {
+			return true;
+		}
+	}
+	return false;
+}
+
+/* kvc_cmd_skip frees c, which is not run, and returns the next. */
+static kvc_cmd *
+kvc_cmd_skip(kvc_cmd *c)
+{
+	kvc_cmd *next = c->next;
+	kvc_cmd_free(c);
+	return next;
+}
+
 /* The loop: a tick every tick_ms, and at once after a command or a probe that a
- * down shard answered - except after registrations, which assign their own
- * listeners: a fleet registering does not pay a whole tick (a poll of every
- * listener) per request. */
+ * down shard answered - except after registrations and sources' syncs,
+ * which assign their own listeners: a fleet registering, or appearing in
+ * a watch, does not pay a whole tick (a poll of every listener) per
+ * request or per sync. */
 static void *
 kvc_main(void *arg)
 {
@@ -319,10 +347,20 @@ kvc_main(void *arg)
 			kvc_cmd_free(c);
 		}
 		while (cmds != NULL) {
-			tick_now = tick_now || cmds->kind != KVC_CMD_REGISTER;
-			a->registering =
-			    a->registering || cmds->kind == KVC_CMD_REGISTER;
+			if (kvc_superseded(cmds)) {
+				cmds = kvc_cmd_skip(cmds);
+				continue;
+			}
+			kvc_cmd_kind kind = cmds->kind;
+			a->sync_left = false;
 			cmds = kvc_run_cmds(a, cmds);
+			/* registrations and syncs assign their own
+			 * listeners; a sync that left some to adopt or
+			 * retry wants the tick at once all the same */
+			bool own = kind == KVC_CMD_REGISTER ||
+				   (kind == KVC_CMD_SYNC && !a->sync_left);
+			tick_now = tick_now || !own;
+			a->registering = a->registering || own;
 			a->dirty = true;
 		}
 	}

@@ -127,6 +127,8 @@ struct kvc_assigner {
 	uint64_t ticks;    /* ticks run; under mu */
 	int probes;        /* probes of down shards in flight (reconcile.c) */
 	bool probe_answer; /* one answered: tick again now */
+	bool sync_left;    /* the last sync left listeners to the tick (the
+			    * assigner thread) */
 	unsigned expected, synced; /* bit per kvc_source */
 
 	/* the last poll (assigner thread) */

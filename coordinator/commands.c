@@ -412,6 +412,94 @@ kvc_pod_named(const kvc_pod **by, size_t n, const char *name)
 	return hit != NULL ? *hit : NULL;
 }
 
+/* kvc_polled says whether the last poll has every shard's answer, so
+ * that a listener none of them owns is owned by none. */
+static bool
+kvc_polled(const kvc_assigner *a)
+{
+	bool all = a->n_snap > 0;
+	for (size_t i = 0; i < a->n_snap && all; i++) {
+		all = a->answered[i];
+	}
+	return all;
+}
+
+/* kvc_sync_assign assigns the listeners of the n pods a sync added (or
+ * changed) that no shard owns, all at once, as registrations assign
+ * theirs: a source of many pods does not wait for a full tick - a walk of
+ * every listener - for each sync. A listener a shard already owns (a
+ * coordinator restarted, say) is the ticks' to adopt, and so is
+ * everything while a shard has not answered the last poll; a unit that
+ * fails is retried by the ticks. A follower assigns nothing. Whatever is
+ * left to the ticks sets a->sync_left. */
+static void
+kvc_sync_assign(kvc_assigner *a, const kvc_pod *const *pods, size_t n)
+{
+	uint64_t term;
+	if (n == 0) {
+		return;
+	}
+	if (!kvc_leading(a, &term) || !kvc_polled(a)) {
+		a->sync_left = true;
+		return;
+	}
+	kvc_lview **lv = kvi_calloc(n, sizeof(*lv));
+	size_t *nl = kvi_calloc(n, sizeof(*nl)), total = 0;
+	for (size_t i = 0; i < n; i++) {
+		size_t nr;
+		kvc_rank *ranks = kvc_pod_ranks(pods[i], &nr);
+		lv[i] = kvc_reg_listeners_of(a->reg, ranks, nr, &nl[i]);
+		kvc_ranks_free(ranks, nr);
+		total += nl[i];
+	}
+	const kvc_lview **group = kvi_calloc(total + 1, sizeof(*group));
+	size_t *first = kvi_calloc(n + 1, sizeof(*first));
+	const char **names = kvi_calloc(n + 1, sizeof(*names));
+	size_t units = 0, g = 0;
+	for (size_t i = 0; i < n; i++) {
+		size_t start = g;
+		for (size_t k = 0; k < nl[i]; k++) {
+			size_t cnt;
+			if (lv[i][k].shard != NULL) {
+				continue;
+			}
+			if (kvc_owned_find(a, lv[i][k].r.key, &cnt) == NULL) {
+				group[g++] = &lv[i][k];
+			} else {
+				a->sync_left = true; /* to adopt */
+			}
+		}
+		if (g > start) {
+			first[units] = start;
+			names[units++] = pods[i]->name;
+		}
+	}
+	first[units] = g;
+	bool *good = kvi_calloc(units + 1, sizeof(bool));
+	char(*why)[256] = kvi_calloc(units + 1, sizeof(*why));
+	kvc_units_attempt(a, group, first, units, good, why);
+	for (size_t u = 0; u < units; u++) {
+		if (good[u]) {
+			kvc_retry_clear(a, names[u]);
+		} else {
+			KVI_WARN("register_retry", "unit=%s err=%s", names[u],
+				 why[u]);
+			kvc_retry_fail(a, names[u], why[u]);
+			a->sync_left = true;
+		}
+	}
+	kvi_free(why);
+	kvi_free(good);
+	kvi_free(names);
+	kvi_free(first);
+	kvi_free(group);
+	for (size_t i = 0; i < n; i++) {
+		kvc_lviews_free(lv[i], nl[i]);
+	}
+	kvi_free(nl);
+	kvi_free(lv);
+}
+
 void
 kvc_do_sync(kvc_assigner *a, kvc_cmd *c)
 {
@@ -430,6 +518,7 @@ kvc_do_sync(kvc_assigner *a, kvc_cmd *c)
 			removed++;
 		}
 	}
+	const kvc_pod **fresh = kvi_calloc(c->n_pods + 1, sizeof(*fresh));
 	for (size_t i = 0; i < c->n_pods; i++) {
 		const kvc_pod *p = &c->pods[i];
 		char err[256];
@@ -440,9 +529,11 @@ kvc_do_sync(kvc_assigner *a, kvc_cmd *c)
 				  kvc_source_name(c->source), p->name, err);
 			rejected++;
 		} else if (!existed) {
-			added++;
+			fresh[added++] = p;
 		}
 	}
+	kvc_sync_assign(a, fresh, added);
+	kvi_free(fresh);
 	kvc_pods_free(cur, n_cur);
 	kvi_free(by);
 	KVI_INFO("source_synced",
