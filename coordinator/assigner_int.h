@@ -223,6 +223,11 @@ void kvc_run_ops(kvc_assigner *a, kvc_op *ops, size_t n, bool *ok,
 void kvc_units_attempt(kvc_assigner *a, const kvc_lview *const *lvs,
 		       const size_t *first, size_t n_units, bool *good,
 		       char (*why)[256]);
+/* kvc_units_retry is kvc_units_attempt for units named names[u], whose
+ * retries it clears or sets back; returns how many failed. */
+size_t kvc_units_retry(kvc_assigner *a, const kvc_lview *const *lvs,
+		       const size_t *first, const char *const *names,
+		       size_t n_units);
 /* kvc_unit_attempt is kvc_units_attempt for one unit. */
 bool kvc_unit_attempt(kvc_assigner *a, const kvc_lview *const *lvs, size_t n,
 		      char *err, size_t errlen);

@@ -475,21 +475,9 @@ kvc_sync_assign(kvc_assigner *a, const kvc_pod *const *pods, size_t n)
 		}
 	}
 	first[units] = g;
-	bool *good = kvi_calloc(units + 1, sizeof(bool));
-	char(*why)[256] = kvi_calloc(units + 1, sizeof(*why));
-	kvc_units_attempt(a, group, first, units, good, why);
-	for (size_t u = 0; u < units; u++) {
-		if (good[u]) {
-			kvc_retry_clear(a, names[u]);
-		} else {
-			KVI_WARN("register_retry", "unit=%s err=%s", names[u],
-				 why[u]);
-			kvc_retry_fail(a, names[u], why[u]);
-			a->sync_left = true;
-		}
+	if (kvc_units_retry(a, group, first, names, units) > 0) {
+		a->sync_left = true;
 	}
-	kvi_free(why);
-	kvi_free(good);
 	kvi_free(names);
 	kvi_free(first);
 	kvi_free(group);

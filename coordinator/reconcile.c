@@ -613,21 +613,7 @@ kvc_units(kvc_assigner *a, const kvc_lview *lv, size_t n, const bool *unowned,
 		i = j;
 	}
 	first[units] = m;
-	bool *good = kvi_calloc(units + 1, sizeof(bool));
-	char(*why)[256] = kvi_calloc(units + 1, sizeof(*why));
-	kvc_units_attempt(a, group, first, units, good, why);
-	for (size_t u = 0; u < units; u++) {
-		if (good[u]) {
-			kvc_retry_clear(a, names[u]);
-		} else {
-			KVI_WARN("register_retry", "unit=%s err=%s", names[u],
-				 why[u]);
-			kvc_retry_fail(a, names[u], why[u]);
-			pending++;
-		}
-	}
-	kvi_free(why);
-	kvi_free(good);
+	pending += kvc_units_retry(a, group, first, names, units);
 	kvi_free(names);
 	kvi_free(first);
 	kvi_free(group);

@@ -274,6 +274,29 @@ kvc_units_attempt(kvc_assigner *a, const kvc_lview *const *lvs,
 	kvi_free(ops);
 }
 
+size_t
+kvc_units_retry(kvc_assigner *a, const kvc_lview *const *lvs,
+		const size_t *first, const char *const *names, size_t n_units)
+{
+	bool *good = kvi_calloc(n_units + 1, sizeof(bool));
+	char(*why)[256] = kvi_calloc(n_units + 1, sizeof(*why));
+	kvc_units_attempt(a, lvs, first, n_units, good, why);
+	size_t failed = 0;
+	for (size_t u = 0; u < n_units; u++) {
+		if (good[u]) {
+			kvc_retry_clear(a, names[u]);
+		} else {
+			KVI_WARN("register_retry", "unit=%s err=%s", names[u],
+				 why[u]);
+			kvc_retry_fail(a, names[u], why[u]);
+			failed++;
+		}
+	}
+	kvi_free(why);
+	kvi_free(good);
+	return failed;
+}
+
 bool
 kvc_unit_attempt(kvc_assigner *a, const kvc_lview *const *lvs, size_t n,
 		 char *err, size_t errlen)
