@@ -669,11 +669,10 @@ kvc_quiet(const kvc_assigner *a, bool leading, uint64_t term, uint64_t gen,
 
 /* kvc_busy says whether registrations (or sources' syncs) are streaming
  * in, with the last full tick recent and the leadership as it saw it.
- * They assign their own
- * listeners, so the walk of every listener waits then, up to
- * KVC_BUSY_FULL_MS: a fleet registering does not stall behind one twice a
- * second (106 ms each at 20,000 listeners, bench_fleet). What is left to
- * do - a retry, an orphan - waits as long. */
+ * They assign their own listeners, so the walk of every listener waits
+ * then, up to KVC_BUSY_FULL_MS: a fleet registering does not stall behind
+ * one twice a second (106 ms each at 20,000 listeners, bench_fleet). What
+ * is left to do - a retry, an orphan - waits as long. */
 #define KVC_BUSY_FULL_MS 5000
 
 static bool

@@ -178,6 +178,14 @@ shard_sum(const char *metrics_addr, const char *prefix)
 	return v > 0 ? v : 0;
 }
 
+/* shards_sum is shard_sum over both shards. */
+static double
+shards_sum(const fleet *f, const char *prefix)
+{
+	return shard_sum(f->metrics[0], prefix) +
+	       shard_sum(f->metrics[1], prefix);
+}
+
 /* shard_listeners reads a shard's listeners, in every state. */
 static double
 shard_listeners(const char *metrics_addr)
@@ -345,8 +353,7 @@ idle_cpu(const fleet *f, int wait_s, int after_s)
 	static const char made[] = "kvindex_shard_probes_total";
 	kvt_sleep_ms(wait_s * 1000);
 	double c0[3], c1[3], cpu0 = 0, cpu1 = 0;
-	double p0 =
-	    shard_sum(f->metrics[0], made) + shard_sum(f->metrics[1], made);
+	double p0 = shards_sum(f, made);
 	for (int i = 0; i < 3; i++) {
 		c0[i] = proc_cpu_s(f->pids[i]);
 		cpu0 += c0[i];
@@ -356,8 +363,7 @@ idle_cpu(const fleet *f, int wait_s, int after_s)
 		c1[i] = proc_cpu_s(f->pids[i]);
 		cpu1 += c1[i];
 	}
-	double p1 =
-	    shard_sum(f->metrics[0], made) + shard_sum(f->metrics[1], made);
+	double p1 = shards_sum(f, made);
 	printf("idle: %.1f%% of a core over 5 s (shards %.1f%% + %.1f%%, "
 	       "coordinator %.1f%%), %d s after the last registration, engines "
 	       "absent, reconnect ceiling %s ms, %.0f probes/s\n",
@@ -594,15 +600,10 @@ main(int argc, char **argv)
 		static const char made[] = "kvindex_shard_probes_total",
 				  waited[] =
 				      "kvindex_shard_probes_waited_total";
-		double p0 = shard_sum(metrics[0], made) +
-			    shard_sum(metrics[1], made),
-		       w0 = shard_sum(metrics[0], waited) +
-			    shard_sum(metrics[1], waited);
+		double p0 = shards_sum(&f, made), w0 = shards_sum(&f, waited);
 		register_fleet(&f, rate, cpu, upto);
-		double p = shard_sum(metrics[0], made) +
-			   shard_sum(metrics[1], made) - p0,
-		       w = shard_sum(metrics[0], waited) +
-			   shard_sum(metrics[1], waited) - w0;
+		double p = shards_sum(&f, made) - p0,
+		       w = shards_sum(&f, waited) - w0;
 		printf("shards: %.0f probes of the absent engines meanwhile "
 		       "(%.1f a listener), %.0f of them waited for the probe "
 		       "budget\n",
@@ -658,8 +659,7 @@ main(int argc, char **argv)
 	 * its records and what the shards hold, without assigning again */
 	const char *assigns =
 	    "kvindex_shard_rpc_requests_total{kind=\"assign\"}";
-	double a0 =
-	    shard_sum(metrics[0], assigns) + shard_sum(metrics[1], assigns);
+	double a0 = shards_sum(&f, assigns);
 	kvt_proc_stop(coord, 10000, NULL);
 	kvt_proc_free(coord);
 	double r0 = bf_now_s(), serving = -1, adopted = -1;
@@ -678,8 +678,7 @@ main(int argc, char **argv)
 		}
 		kvt_sleep_ms(20);
 	}
-	double a1 =
-	    shard_sum(metrics[0], assigns) + shard_sum(metrics[1], assigns);
+	double a1 = shards_sum(&f, assigns);
 	if (adopted >= 0) {
 		printf("coordinator restart: serving after %.2f s, all %d pods "
 		       "and %d listeners owned after %.2f s, %.0f assign calls "
