@@ -710,7 +710,8 @@ kvg_ingest_start(kvg_ingest *g, char *err, size_t errlen)
 			 kvi_strerror(rv));
 		return rv;
 	}
-	struct timeval tv = {0, g->cfg.commit_ms * 1000};
+	struct timeval tv = {g->cfg.commit_ms / 1000,
+			     (g->cfg.commit_ms % 1000) * 1000};
 	event_add(g->ev_commit, &tv);
 	g->started = true;
 	if (pthread_create(&g->thread, NULL, kvg_main, g) != 0) {
