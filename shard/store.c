@@ -548,8 +548,6 @@ kvs_next_lids(const kvs_store *s, const kvs_commit *c, kvs_lid *lids)
 }
 
 /* kvs_commit_once runs c in one transaction; the listener table changes
- * only once it has committed. */
-/* kvs_commit_once runs c in one transaction; the listener table changes
  * only once it has committed. Records and snapshots of listeners that are
  * not live once c's puts apply are dropped. */
 static int
@@ -565,6 +563,12 @@ kvs_commit_once(kvs_store *s, const kvs_commit *c)
 		return rc;
 	}
 	rc = kvs_apply_puts(s, txn, c);
+	for (size_t i = 0; rc == 0 && i < c->n_snaps; i++) {
+		if (lids[c->snaps[i].lid].live) {
+			lids[c->snaps[i].lid].need = KVS_NONE;
+			rc = kvs_put_snapshot(s, txn, &c->snaps[i]);
+		}
+	}
 	for (size_t i = 0; rc == 0 && i < c->n_recs; i++) {
 		kvs_lid *l = &lids[c->recs[i].lid];
 		if (!l->live) {
@@ -574,12 +578,6 @@ kvs_commit_once(kvs_store *s, const kvs_commit *c)
 			l->need = s->next_lsn;
 		}
 		rc = kvs_put_record(s, txn, &c->recs[i]);
-	}
-	for (size_t i = 0; rc == 0 && i < c->n_snaps; i++) {
-		if (lids[c->snaps[i].lid].live) {
-			lids[c->snaps[i].lid].need = KVS_NONE;
-			rc = kvs_put_snapshot(s, txn, &c->snaps[i]);
-		}
 	}
 	if (rc == 0) {
 		uint8_t next[8];

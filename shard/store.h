@@ -64,7 +64,9 @@ typedef struct kvs_store_opts {
 } kvs_store_opts;
 
 /* One group commit. Applied in one LMDB write transaction, in order:
- * listener puts/deletes, log records, snapshots, log truncation. */
+ * listener puts/deletes, snapshots, log records, log truncation. A
+ * snapshot is a listener's state before the commit's records: a listener's
+ * records in the same commit apply on top of it, never under it. */
 typedef struct kvs_put {
 	uint32_t lid;
 	const void *val; /* NULL deletes the listener and its snapshot */

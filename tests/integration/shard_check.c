@@ -224,6 +224,13 @@ void
 shc_assign(shardproc *s, const kvt_sim *sim, int idx, bool replay, bool recover,
 	   unsigned code)
 {
+	shc_assign_from(s, sim, idx, replay, recover, NULL, code);
+}
+
+void
+shc_assign_from(shardproc *s, const kvt_sim *sim, int idx, bool replay,
+		bool recover, const char *from, unsigned code)
+{
 	char key[64], ep[64], rep[64], rec[64], pod[32];
 	shc_key(sim, idx, key, sizeof(key));
 	snprintf(pod, sizeof(pod), "sim/pod-%d", idx / sim->dp);
@@ -243,6 +250,7 @@ shc_assign(shardproc *s, const kvt_sim *sim, int idx, bool replay, bool recover,
 	l.recover_endpoint = recover && sim->recover_port[idx] ? rec : NULL;
 	Kvindex__AssignRequest a = KVINDEX__ASSIGN_REQUEST__INIT;
 	a.listener = &l;
+	a.handoff_from = (char *)from;
 	Kvindex__Request req = KVINDEX__REQUEST__INIT;
 	req.body_case = KVINDEX__REQUEST__BODY_ASSIGN;
 	req.assign = &a;

@@ -77,6 +77,11 @@ void shc_key(const kvt_sim *sim, int idx, char *buf, size_t len);
 void shc_assign(shardproc *s, const kvt_sim *sim, int idx, bool replay,
 		bool recover, unsigned code);
 
+/* shc_assign_from is shc_assign as a planned move: the listener's state
+ * comes from the shard at from (its nng address; NULL: none). */
+void shc_assign_from(shardproc *s, const kvt_sim *sim, int idx, bool replay,
+		     bool recover, const char *from, unsigned code);
+
 /* shc_matches_truth compares the shard's listener for rank idx with the
  * simulator's truth; on a difference it writes it to why. */
 bool shc_matches_truth(shardproc *s, const kvt_sim *sim, int idx, char *why,

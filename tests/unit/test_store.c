@@ -206,6 +206,46 @@ test_commit_reopen_load(void **state)
 	kvs_store_close(s);
 }
 
+/* A listener assigned and filled within one group commit: its snapshot
+ * (the state it was assigned with) and its first record share the
+ * commit, and the record applies on top of the snapshot, never under it,
+ * nor is it truncated as covered. */
+static void
+test_snapshot_and_record_in_one_commit(void **state)
+{
+	(void)state;
+	kvs_store *s = open_store(0, 0);
+	kvo_rec r;
+	kvo_rec_init(&r);
+	kvo_rec_store(&r, 7, 7 * 3, 0);
+	kvo_rec_store(&r, 8, 8 * 3, 0);
+	kvo_rec_finish(&r, &(kvs_mark){true, true, 4, 4 * 5});
+	kvs_put put = {0, "a", 1};
+	kvs_snap sn = {.lid = 0};
+	kvs_rec rec = {0, r.buf, r.len};
+	kvs_commit c = {.puts = &put,
+			.n_puts = 1,
+			.snaps = &sn,
+			.n_snaps = 1,
+			.recs = &rec,
+			.n_recs = 1};
+	assert_int_equal(kvs_store_commit(s, &c, NULL, 0), KVI_OK);
+	kvo_rec_fini(&r);
+	kvs_store_stats st;
+	kvs_store_stats_get(s, &st);
+	assert_int_equal(st.log_records, 1);
+	uint32_t oldest;
+	uint64_t need;
+	assert_true(kvs_store_oldest(s, &oldest, &need));
+	assert_int_equal(oldest, 0);
+	kvs_store_close(s);
+	s = open_store(0, 0);
+	seen got;
+	load(s, &got);
+	assert_string_equal(got.text, "L0=a S0 wm=-1 n=0 R0 wm=4,s7,s8 ");
+	kvs_store_close(s);
+}
+
 static void
 test_truncation_and_delete(void **state)
 {
@@ -371,6 +411,8 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_commit_reopen_load, setup,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(
+		test_snapshot_and_record_in_one_commit, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_truncation_and_delete, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_map_grows_then_full, setup,
