@@ -141,36 +141,41 @@ kvi_mp_head(uint8_t b, uint64_t *items)
 	return kvi_mp_shapes[b - 0xc0];
 }
 
+/* kvi_mp_skip steps *off over the one object that starts there, checking
+ * that every length fits in the bytes that remain and that nesting stays
+ * within KVI_MP_MAX_DEPTH. Returns KVI_EPROTO, with err saying where, for
+ * bytes that are not such an object. */
 static kvi_err
-kvi_mp_check(kvi_decoder *dec, const uint8_t *p, size_t len)
+kvi_mp_skip(const uint8_t *p, size_t len, size_t *pos, char *err, size_t errlen)
 {
 	uint64_t left[KVI_MP_MAX_DEPTH + 1];
 	int depth = 0;
-	size_t off = 0;
+	size_t off = *pos;
 	left[0] = 1;
 	for (;;) {
 		while (left[depth] == 0) {
 			if (depth == 0) {
-				goto done;
+				*pos = off;
+				return KVI_OK;
 			}
 			depth--;
 		}
 		left[depth]--;
 		if (off >= len) {
-			return kvi_fail(dec, KVI_EPROTO,
+			return kvi_errf(err, errlen, KVI_EPROTO,
 					"msgpack: truncated at byte %zu", off);
 		}
 		size_t at = off;
 		uint64_t items;
 		kvi_mp_shape sh = kvi_mp_head(p[off++], &items);
 		if (!sh.valid) {
-			return kvi_fail(
-			    dec, KVI_EPROTO,
+			return kvi_errf(
+			    err, errlen, KVI_EPROTO,
 			    "msgpack: invalid byte 0x%02x at byte %zu", p[at],
 			    at);
 		}
 		if (sh.lenbytes > len - off) {
-			return kvi_fail(dec, KVI_EPROTO,
+			return kvi_errf(err, errlen, KVI_EPROTO,
 					"msgpack: truncated at byte %zu", len);
 		}
 		uint64_t n = kvi_be(p + off, sh.lenbytes);
@@ -180,7 +185,7 @@ kvi_mp_check(kvi_decoder *dec, const uint8_t *p, size_t len)
 			/* str, bin and ext carry n data bytes */
 			uint64_t skip = sh.fixed + n;
 			if (skip > len - off) {
-				return kvi_fail(dec, KVI_EPROTO,
+				return kvi_errf(err, errlen, KVI_EPROTO,
 						"msgpack: value at byte %zu "
 						"needs %" PRIu64
 						" bytes, %zu remain",
@@ -194,8 +199,8 @@ kvi_mp_check(kvi_decoder *dec, const uint8_t *p, size_t len)
 		}
 		/* Every element takes at least one byte. */
 		if (items > len - off) {
-			return kvi_fail(
-			    dec, KVI_EPROTO,
+			return kvi_errf(
+			    err, errlen, KVI_EPROTO,
 			    "msgpack: container at byte %zu declares "
 			    "%" PRIu64 " elements, %zu bytes remain",
 			    at, items, len - off);
@@ -204,19 +209,149 @@ kvi_mp_check(kvi_decoder *dec, const uint8_t *p, size_t len)
 			continue;
 		}
 		if (depth == KVI_MP_MAX_DEPTH) {
-			return kvi_fail(
-			    dec, KVI_EPROTO,
+			return kvi_errf(
+			    err, errlen, KVI_EPROTO,
 			    "msgpack: nested deeper than %d at byte "
 			    "%zu",
 			    KVI_MP_MAX_DEPTH, at);
 		}
 		left[++depth] = items;
 	}
-done:
+}
+
+static kvi_err
+kvi_mp_check(kvi_decoder *dec, const uint8_t *p, size_t len)
+{
+	size_t off = 0;
+	kvi_err rv = kvi_mp_skip(p, len, &off, dec->err, sizeof(dec->err));
+	if (rv != KVI_OK) {
+		return rv;
+	}
 	if (off != len) {
 		return kvi_fail(dec, KVI_EPROTO,
 				"msgpack: %zu trailing bytes after the batch",
 				len - off);
+	}
+	return KVI_OK;
+}
+
+/* ---- the rank alone -------------------------------------------------- */
+
+/* kvi_mp_container reads the header of an array (per_len 1) or map (2) at
+ * *off: its element count, or pair count for a map. */
+static bool
+kvi_mp_container(const uint8_t *p, size_t len, size_t *off, unsigned per_len,
+		 uint64_t *n)
+{
+	if (*off >= len) {
+		return false;
+	}
+	uint64_t items;
+	kvi_mp_shape sh = kvi_mp_head(p[*off], &items);
+	if (!sh.valid || sh.per_len != per_len ||
+	    (size_t)sh.lenbytes + 1 > len - *off) {
+		return false;
+	}
+	*n = sh.lenbytes != 0 ? kvi_be(p + *off + 1, sh.lenbytes)
+			      : items / per_len;
+	*off += 1 + sh.lenbytes;
+	return true;
+}
+
+/* kvi_mp_rank reads the rank object at off: nil (none), or an int that fits
+ * in u16. */
+static kvi_err
+kvi_mp_rank(const uint8_t *p, size_t len, size_t off, bool *has, uint16_t *rank)
+{
+	if (off >= len) {
+		return KVI_EPROTO;
+	}
+	uint8_t b = p[off];
+	uint64_t v;
+	if (b == 0xc0) {
+		*has = false;
+		return KVI_OK;
+	}
+	if (b <= 0x7f) {
+		v = b;
+	} else if (b >= 0xcc && b <= 0xcf) {
+		size_t n = (size_t)1 << (b - 0xcc);
+		if (n > len - off - 1) {
+			return KVI_EPROTO;
+		}
+		v = kvi_be(p + off + 1, n);
+	} else if (b >= 0xe0 || (b >= 0xd0 && b <= 0xd3)) {
+		return KVI_ERANGE; /* negative (or a signed form): never a rank
+				    */
+	} else {
+		return KVI_EPROTO;
+	}
+	if (v > UINT16_MAX) {
+		return KVI_ERANGE;
+	}
+	*has = true;
+	*rank = (uint16_t)v;
+	return KVI_OK;
+}
+
+/* kvi_mp_is_key says whether the str at *off is key, and steps over it. */
+static bool
+kvi_mp_is_key(const uint8_t *p, size_t len, size_t *off, const char *key,
+	      bool *is)
+{
+	size_t at = *off;
+	if (kvi_mp_skip(p, len, off, NULL, 0) != KVI_OK) {
+		return false;
+	}
+	size_t klen = strlen(key), hdr = *off - at - klen;
+	uint8_t b = p[at];
+	*is =
+	    *off - at > klen &&
+	    ((b >= 0xa0 && b <= 0xbf && hdr == 1) || (b == 0xd9 && hdr == 2) ||
+	     (b == 0xda && hdr == 3) || (b == 0xdb && hdr == 5)) &&
+	    memcmp(p + at + hdr, key, klen) == 0;
+	return true;
+}
+
+kvi_err
+kvi_batch_rank(const void *buf, size_t len, bool *has, uint16_t *rank)
+{
+	const uint8_t *p = buf;
+	size_t off = 0;
+	uint64_t n;
+	*has = false;
+	if (kvi_mp_container(p, len, &off, 1, &n)) {
+		/* [ts, events, data_parallel_rank?, ...] */
+		if (n < 2) {
+			return KVI_EPROTO;
+		}
+		if (n == 2) {
+			return KVI_OK;
+		}
+		for (int i = 0; i < 2; i++) {
+			if (kvi_mp_skip(p, len, &off, NULL, 0) != KVI_OK) {
+				return KVI_EPROTO;
+			}
+		}
+		return kvi_mp_rank(p, len, off, has, rank);
+	}
+	off = 0;
+	if (!kvi_mp_container(p, len, &off, 2, &n)) {
+		return KVI_EPROTO;
+	}
+	for (uint64_t i = 0; i < n; i++) {
+		bool is;
+		if (!kvi_mp_is_key(p, len, &off, "data_parallel_rank", &is)) {
+			return KVI_EPROTO;
+		}
+		/* a key given twice counts the last time, as in a decode */
+		kvi_err rv = is ? kvi_mp_rank(p, len, off, has, rank) : KVI_OK;
+		if (rv != KVI_OK) {
+			return rv;
+		}
+		if (kvi_mp_skip(p, len, &off, NULL, 0) != KVI_OK) {
+			return KVI_EPROTO;
+		}
 	}
 	return KVI_OK;
 }

@@ -108,6 +108,15 @@ void kvi_decoder_free(kvi_decoder *dec);
 kvi_err kvi_decoder_decode(kvi_decoder *dec, const void *buf, size_t len,
 			   kvi_batch *batch);
 
+/* kvi_batch_rank reads a batch's data_parallel_rank without decoding its
+ * events: it steps over them, checking only that their lengths fit, so it
+ * costs a fraction of a decode. *has is false when the batch names no
+ * rank (a two-element array, no such key, or nil). Returns KVI_EPROTO when
+ * the envelope cannot be read that far and KVI_ERANGE for a rank that is
+ * not a u16; the decoder then says exactly what is wrong. Never reads
+ * outside the given bytes. */
+kvi_err kvi_batch_rank(const void *buf, size_t len, bool *has, uint16_t *rank);
+
 /* kvi_decoder_error returns the message of the last failed decode (valid
  * until the next decode), or "" after a success. */
 const char *kvi_decoder_error(const kvi_decoder *dec);

@@ -3,9 +3,11 @@
  *
  * Any input must either decode or fail with a message; on success every
  * array of the batch is read in full, so a bad length or pointer shows up
- * under ASan. Built as a libFuzzer binary with -DKVI_FUZZ=ON (clang), and as
+ * under ASan, and the rank read alone (kvi_batch_rank) must be the
+ * decoder's. Built as a libFuzzer binary with -DKVI_FUZZ=ON (clang), and as
  * a corpus replayer (replay_main.c) in every build.
  */
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -50,9 +52,18 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	kvi_batch b;
 	kvi_err rv = kvi_decoder_decode(dec, data, size, &b);
+	bool has;
+	uint16_t rank = 0;
+	kvi_err rrv = kvi_batch_rank(data, size, &has, &rank);
 	if (rv == KVI_OK) {
 		volatile uint64_t sink = fuzz_touch_batch(&b);
 		(void)sink;
+		/* what the rank reader says of a batch that decodes is what
+		 * the decoder says */
+		if (rrv != KVI_OK || has != b.has_dp_rank ||
+		    (has && rank != b.dp_rank)) {
+			abort();
+		}
 	} else if (kvi_decoder_error(dec)[0] == '\0') {
 		abort(); /* every failure must say why */
 	}
