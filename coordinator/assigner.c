@@ -35,6 +35,19 @@ kvc_collect_listeners(void *arg, kvi_metrics_out *out)
 			       KVI_METRIC_GAUGE);
 	kvi_metrics_out_sample(out, "kvindex_coord_listeners_unassigned", NULL,
 			       0, (double)st.unassigned);
+	kvi_metrics_out_family(
+	    out, "kvindex_coord_listeners_incomplete",
+	    "Listeners that stepped over a gap nothing could repair and hold "
+	    "only what their engine stored since.",
+	    KVI_METRIC_GAUGE);
+	kvi_metrics_out_sample(out, "kvindex_coord_listeners_incomplete", NULL,
+			       0, (double)st.incomplete);
+	kvi_metrics_out_family(out, "kvindex_coord_listeners_misconfigured",
+			       "Listeners whose socket carries batches of "
+			       "another data-parallel rank.",
+			       KVI_METRIC_GAUGE);
+	kvi_metrics_out_sample(out, "kvindex_coord_listeners_misconfigured",
+			       NULL, 0, (double)st.misconfigured);
 	kvi_metrics_out_family(out, "kvindex_coord_instances",
 			       "Registered instances (pods).",
 			       KVI_METRIC_GAUGE);

@@ -411,12 +411,33 @@ kvc_status_from(kvc_lstatus *out, const Kvindex__ListenerStatus *st)
 		snprintf(out->last_error, sizeof(out->last_error), "%s",
 			 st->last_error);
 	}
+	out->incomplete = st->incomplete;
+	if (st->misconfigured != NULL) {
+		snprintf(out->misconfigured, sizeof(out->misconfigured), "%s",
+			 st->misconfigured);
+	}
 	if (st->handoff_from != NULL) {
 		out->handoff = true;
 		out->handoff_taken = st->has_handoff_blocks;
 		out->handoff_blocks = st->handoff_blocks;
 		snprintf(out->handoff_from, sizeof(out->handoff_from), "%s",
 			 st->handoff_from);
+	}
+}
+
+/* kvc_status_changes logs what an operator must act on when a listener's
+ * status turns to it: misconfigured, or incomplete. */
+static void
+kvc_status_changes(const char *key, const kvc_lstatus *was,
+		   const kvc_lstatus *now)
+{
+	if (now->misconfigured[0] != '\0' && was->misconfigured[0] == '\0') {
+		KVI_WARN("listener_misconfigured", "listener=%s reason=\"%s\"",
+			 key, now->misconfigured);
+	}
+	if (now->incomplete && !was->incomplete && was->known) {
+		KVI_WARN("listener_incomplete", "listener=%s reason=\"%s\"",
+			 key, now->last_error);
 	}
 }
 
@@ -497,6 +518,7 @@ kvc_listener_step(kvc_assigner *a, const kvc_lview *lv, kvc_opvec *ops,
 	if (cur != SIZE_MAX) {
 		kvc_lstatus st;
 		kvc_status_from(&st, cur_st);
+		kvc_status_changes(key, &lv->st, &st);
 		kvc_reg_set_owner(a->reg, key, a->ids[cur],
 				  desired != cur && desired != KVC_RDV_NONE
 				      ? a->ids[desired]

@@ -698,6 +698,9 @@ kvc_reg_stats_get(kvc_registry *r, kvc_reg_stats *out)
 			out->listeners++;
 			out->by_state[kvc_lis_state(i->lis[k])]++;
 			out->unassigned += i->lis[k]->shard == NULL;
+			out->incomplete += i->lis[k]->st.incomplete;
+			out->misconfigured +=
+			    i->lis[k]->st.misconfigured[0] != '\0';
 		}
 	}
 	pthread_mutex_unlock(&r->mu);

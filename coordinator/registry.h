@@ -46,6 +46,11 @@ typedef struct kvc_lstatus {
 	uint64_t blocks;
 	uint64_t queued_batches, queued_bytes; /* how far behind */
 	char last_error[160];
+	/* holds a subset of its engine's blocks since a gap nothing could
+	 * repair (shard/recovery.c); and why it is misconfigured, if it is
+	 * (batches of another rank on its socket) */
+	bool incomplete;
+	char misconfigured[160];
 	/* a hand-off into the owner: from that shard's address; taken once
 	 * the state is here (handoff_blocks entries) */
 	bool handoff, handoff_taken;
@@ -172,6 +177,7 @@ typedef struct kvc_reg_stats {
 	size_t instances, listeners;
 	size_t by_state[KVC_STATES]; /* kvc_state_names */
 	size_t unassigned;
+	size_t incomplete, misconfigured; /* kvc_lstatus */
 } kvc_reg_stats;
 
 void kvc_reg_stats_get(kvc_registry *r, kvc_reg_stats *out);

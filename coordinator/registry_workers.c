@@ -63,6 +63,11 @@ kvc_lis_json(const kvc_lis *l)
 	json_object_set_new(o, "last_error",
 			    l->st.last_error[0] ? json_string(l->st.last_error)
 						: json_null());
+	json_object_set_new(o, "incomplete", json_boolean(l->st.incomplete));
+	json_object_set_new(o, "misconfigured",
+			    l->st.misconfigured[0]
+				? json_string(l->st.misconfigured)
+				: json_null());
 	if (l->moving_to != NULL) {
 		json_object_set_new(o, "moving_to", json_string(l->moving_to));
 	}

@@ -7,6 +7,7 @@
 #include <xxhash.h>
 
 #include "alloc.h"
+#include "clock.h"
 #include "hash.h"
 
 static void
@@ -84,11 +85,14 @@ kva_drop(kvx_index *idx, kvl_listener *l, uint64_t ext, kvi_tier tier)
 	}
 }
 
+/* kva_clear_locked empties the listener's entries: from here on it holds
+ * what its engine holds again, so an incomplete mark ends. */
 static void
 kva_clear_locked(kvx_index *idx, kvl_listener *l)
 {
 	kvx_clear(idx, l->lid);
 	kvo_rec_clear(&l->rec);
+	l->mark.incomplete = false;
 }
 
 /* kva_stored_known adds the event's tier to blocks the listener holds: a
@@ -183,29 +187,53 @@ kva_event(kvx_index *idx, kva_scratch *s, kvl_listener *l, const kvi_event *ev)
 	}
 }
 
+/* kva_note_foreign counts a batch of rank on l's socket. */
+static void
+kva_note_foreign(kvl_listener *l, uint16_t rank)
+{
+	l->c.rank_mismatches++;
+	l->foreign_rank = rank;
+	l->foreign_at_ms = kvi_now_ms();
+	char what[96];
+	snprintf(what, sizeof(what), "%u arrive on the socket of rank %u", rank,
+		 l->dp_rank);
+	kva_error(l, "batches of data_parallel_rank %s: ignored", what);
+}
+
 bool
+kva_foreign(kvl_listener *l, const void *payload, size_t len)
+{
+	bool has;
+	uint16_t rank;
+	if (kvi_batch_rank(payload, len, &has, &rank) != KVI_OK || !has ||
+	    rank == l->dp_rank) {
+		return false; /* unreadable ones are the decoder's to judge */
+	}
+	kva_note_foreign(l, rank);
+	return true;
+}
+
+kva_result
 kva_batch(kvx_index *idx, kvi_decoder *dec, kva_scratch *scratch,
 	  kvl_listener *l, uint64_t seq, const void *payload, size_t len)
 {
+	kvi_batch b;
+	kvi_err rv = kvi_decoder_decode(dec, payload, len, &b);
+	if (rv == KVI_OK && b.has_dp_rank && b.dp_rank != l->dp_rank) {
+		kva_note_foreign(l, b.dp_rank);
+		return KVA_FOREIGN;
+	}
 	l->mark = (kvs_mark){.has_wm = true,
 			     .wm = seq,
 			     .has_fp = true,
-			     .fp = XXH3_64bits(payload, len)};
+			     .fp = XXH3_64bits(payload, len),
+			     .incomplete = l->mark.incomplete};
 	kva_dirty(l);
-	kvi_batch b;
-	if (kvi_decoder_decode(dec, payload, len, &b) != KVI_OK) {
+	if (rv != KVI_OK) {
 		l->c.malformed++;
 		l->c.lost_batches++;
 		kva_error(l, "malformed batch: %s", kvi_decoder_error(dec));
-		return false;
-	}
-	if (b.has_dp_rank && b.dp_rank != l->dp_rank) {
-		l->c.rank_mismatches++;
-		char what[64];
-		snprintf(what, sizeof(what), "%u, listener is rank %u",
-			 b.dp_rank, l->dp_rank);
-		kva_error(l, "batch of data_parallel_rank %s", what);
-		return true;
+		return KVA_LOST;
 	}
 	l->c.batches++;
 	kvx_write_begin(idx, l->lid);
@@ -216,7 +244,7 @@ kva_batch(kvx_index *idx, kvi_decoder *dec, kva_scratch *scratch,
 	if (b.n_skipped > 0) {
 		kva_error(l, "event skipped: %s", kvi_decoder_skip_error(dec));
 	}
-	return true;
+	return KVA_APPLIED;
 }
 
 static void
@@ -272,8 +300,9 @@ kva_recover(kvx_index *idx, kva_scratch *scratch, kvl_listener *l,
 	kvx_write_end(idx, l->lid);
 	/* A dump of an engine that has published nothing has no last id:
 	 * the next batch is its seq 0. */
-	l->mark =
-	    (kvs_mark){.has_wm = r->has_last_event_id, .wm = r->last_event_id};
+	l->mark = (kvs_mark){.has_wm = r->has_last_event_id,
+			     .wm = r->last_event_id,
+			     .incomplete = l->mark.incomplete};
 	kva_dirty(l);
 }
 

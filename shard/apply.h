@@ -40,14 +40,28 @@ typedef struct kva_scratch {
 
 void kva_scratch_fini(kva_scratch *s);
 
+/* What kva_batch made of a batch. */
+typedef enum kva_result {
+	KVA_APPLIED, /* applied; the mark moved to it */
+	KVA_LOST,    /* its envelope did not decode: the seq is consumed,
+		      * the listener's state no longer known (resync it) */
+	KVA_FOREIGN, /* another rank's: counted, and nothing else changed,
+		      * not even the mark (kva_foreign) */
+} kva_result;
+
 /* kva_batch decodes and applies the batch at seq (the caller has checked
- * it is the next one) and moves the listener's mark to it. A batch whose
- * envelope does not decode, or that names another rank, is counted and
- * skipped, its seq consumed all the same. Returns false when the batch was
- * lost to an unreadable envelope: the listener's state is then no longer
- * known and the caller resyncs it. */
-bool kva_batch(kvx_index *idx, kvi_decoder *dec, kva_scratch *scratch,
-	       kvl_listener *l, uint64_t seq, const void *payload, size_t len);
+ * it is the next one) and moves the listener's mark to it, keeping the
+ * mark's incomplete flag unless the batch clears every block. */
+kva_result kva_batch(kvx_index *idx, kvi_decoder *dec, kva_scratch *scratch,
+		     kvl_listener *l, uint64_t seq, const void *payload,
+		     size_t len);
+
+/* kva_foreign says whether the batch payload names a data-parallel rank
+ * other than l's (read without decoding its events, wire.h's
+ * kvi_batch_rank); if so it counts it and notes it on l (listener.h's
+ * foreign_*), and the caller drops the batch without sequencing it: on a
+ * socket that carries several ranks, their seqs are unrelated to l's. */
+bool kva_foreign(kvl_listener *l, const void *payload, size_t len);
 
 /* kva_recover applies a /kv_recover answer: a tree dump replaces the
  * listener's state; events apply those past the watermark. The mark moves

@@ -143,6 +143,8 @@ kvg_do_handoff(kvg_ingest *g, kvg_cmd *c)
 	out->watermark = s->mark.wm;
 	out->has_fingerprint = s->mark.has_fp;
 	out->fingerprint = s->mark.fp;
+	out->has_incomplete = s->mark.incomplete;
+	out->incomplete = s->mark.incomplete;
 	out->total = s->n;
 	out->n_ext = out->n_seq = m;
 	out->ext = kvp_arena_alloc(c->arena, (m + 1) * sizeof(uint64_t));
@@ -228,7 +230,8 @@ kvg_fetch_chunks(kvg_ingest *g, kvp_client *cl, kvg_hojob *j)
 			j->mark = (kvs_mark){.has_wm = h->has_watermark,
 					     .wm = h->watermark,
 					     .has_fp = h->has_fingerprint,
-					     .fp = h->fingerprint};
+					     .fp = h->fingerprint,
+					     .incomplete = h->incomplete};
 			cap = total + 1;
 			j->ext = kvi_reallocarray(NULL, cap, sizeof(uint64_t));
 			j->seq = kvi_reallocarray(NULL, cap, sizeof(uint64_t));

@@ -56,6 +56,17 @@ kvg_log_listener(kvl_listener *l, const char *event, const char *fmt, ...)
 }
 
 void
+kvg_warn_listener(kvl_listener *l, const char *event, const char *fmt, ...)
+{
+	char rest[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(rest, sizeof(rest), fmt, ap);
+	va_end(ap);
+	kvi_log(KVI_LOG_WARN, event, "listener=%s %s", l->key, rest);
+}
+
+void
 kvg_wake(kvg_ingest *g)
 {
 	uint64_t one = 1;

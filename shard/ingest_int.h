@@ -196,8 +196,11 @@ void kvg_wake(kvg_ingest *g); /* ZeroMQ sockets the ingest context may hold
 void kvg_error(kvl_listener *l, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* any thread */
+/* any thread; kvg_warn_listener logs at warn, for what an operator must
+ * act on or know */
 void kvg_log_listener(kvl_listener *l, const char *event, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void kvg_warn_listener(kvl_listener *l, const char *event, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* ingest_status.c: the status and dump requests, and the totals */

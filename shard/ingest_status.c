@@ -15,6 +15,27 @@
 
 #define KVG_TOTALS_MS 100 /* shard-wide figures, republished */
 
+/* How long after the last batch of another rank on its socket a listener
+ * is reported misconfigured. */
+#define KVG_MISCONFIGURED_MS 60000
+
+/* kvg_misconfigured_why writes why l is misconfigured into buf and returns
+ * it, or NULL when it is not (now, as of now_ms). */
+static const char *
+kvg_misconfigured_why(const kvl_listener *l, int64_t now_ms, char *buf,
+		      size_t len)
+{
+	if (l->foreign_at_ms == 0 ||
+	    now_ms - l->foreign_at_ms > KVG_MISCONFIGURED_MS) {
+		return NULL;
+	}
+	snprintf(buf, len,
+		 "batches of data_parallel_rank %u arrive on the socket of "
+		 "rank %u: the engine publishes several ranks on one endpoint",
+		 l->foreign_rank, l->dp_rank);
+	return buf;
+}
+
 static Kvindex__Counters *
 kvg_counters_pb(kvp_arena *a, const kvl_counters *c)
 {
@@ -66,6 +87,12 @@ kvg_status_of(kvg_ingest *g, kvl_listener *l, kvp_arena *a,
 		st->state = KVINDEX__LISTENER_STATE__LISTENER_STATE_STALE;
 		st->last_error = (char *)store_error;
 	}
+	st->has_incomplete = l->mark.incomplete;
+	st->incomplete = l->mark.incomplete;
+	char why[200];
+	if (kvg_misconfigured_why(l, kvi_now_ms(), why, sizeof(why)) != NULL) {
+		st->misconfigured = kvp_arena_strdup(a, why);
+	}
 	if (l->ho.from != NULL) {
 		st->handoff_from = kvp_arena_strdup(a, l->ho.from);
 		st->has_handoff_blocks = l->ho.taken; /* absent: taking it */
@@ -91,6 +118,7 @@ kvg_status_digest(kvg_ingest *g, const char *store_error)
 	XXH3_state_t st;
 	XXH3_64bits_reset(&st);
 	kvg_hash_str(&st, store_error);
+	int64_t now = kvi_now_ms();
 	for (uint32_t i = 0; i < g->next_lid; i++) {
 		const kvl_listener *l = g->lis[i];
 		if (l == NULL) {
@@ -105,12 +133,16 @@ kvg_status_digest(kvg_ingest *g, const char *store_error)
 				l->backlog_bytes,
 				l->ho.from != NULL,
 				l->ho.taken,
-				l->ho.blocks};
+				l->ho.blocks,
+				l->mark.incomplete};
 		XXH3_64bits_update(&st, v, sizeof(v));
 		XXH3_64bits_update(&st, l->spec, l->spec_len);
 		XXH3_64bits_update(&st, &l->c, sizeof(l->c));
 		kvg_hash_str(&st, l->last_error);
 		kvg_hash_str(&st, l->ho.from);
+		char why[200];
+		kvg_hash_str(&st,
+			     kvg_misconfigured_why(l, now, why, sizeof(why)));
 	}
 	return XXH3_64bits_digest(&st);
 }

@@ -214,6 +214,10 @@ typedef struct kvl_listener {
 
 	kvl_counters c;
 	char last_error[256];
+	/* the last batch of another rank on this rank's socket: its rank and
+	 * when (kvi_now_ms; 0: never), and when that was last logged */
+	uint16_t foreign_rank;
+	int64_t foreign_at_ms, foreign_logged_ms;
 
 	/* owned by the ingest thread's socket code */
 	void *io;

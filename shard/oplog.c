@@ -74,7 +74,7 @@ kvo_rec_clear(kvo_rec *r)
 void
 kvo_rec_finish(kvo_rec *r, const kvs_mark *mark)
 {
-	r->buf[0] = (uint8_t)((mark->has_wm ? 1 : 0) | (mark->has_fp ? 2 : 0));
+	r->buf[0] = kvs_mark_flags(mark);
 	kvi_put_le64(r->buf + 1, mark->has_wm ? mark->wm : 0);
 	kvi_put_le64(r->buf + 9, mark->has_fp ? mark->fp : 0);
 }
@@ -83,11 +83,9 @@ kvi_err
 kvo_iter_init(kvo_iter *it, const void *payload, size_t len, kvs_mark *mark)
 {
 	const uint8_t *p = payload;
-	if (len < KVO_HEADER_SIZE || p[0] > 3) {
+	if (len < KVO_HEADER_SIZE || !kvs_mark_from_flags(p[0], mark)) {
 		return KVI_ECORRUPT;
 	}
-	mark->has_wm = p[0] & 1;
-	mark->has_fp = (p[0] & 2) != 0;
 	mark->wm = kvi_get_le64(p + 1);
 	mark->fp = kvi_get_le64(p + 9);
 	*it = (kvo_iter){.p = p, .len = len, .off = KVO_HEADER_SIZE};

@@ -3,7 +3,8 @@
  *
  * A payload is what one listener applied during one group commit:
  *
- *     u8 flags (bit 0: has watermark, bit 1: has fingerprint)
+ *     u8 flags (bit 0: has watermark, bit 1: has fingerprint, bit 2:
+ *        incomplete; store.h's kvs_mark)
  *     | u64 watermark LE | u64 fingerprint LE | op*
  *     op = 0x01 STORE  ext u64 LE, seq u64 LE, tier u8
  *        | 0x02 REMOVE ext u64 LE, tier u8

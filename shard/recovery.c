@@ -28,7 +28,12 @@
  * dump.
  *
  * Repairs that fail are retried with exponential backoff (FAILED state);
- * a gap no endpoint can repair is counted, logged, and stepped over.
+ * a gap no endpoint can repair is counted, logged, and stepped over, the
+ * listener emptied and marked incomplete (kvg_give_up says why).
+ *
+ * A batch of another data-parallel rank (an engine that publishes several
+ * ranks on one socket) is never sequenced: its seq belongs to that rank's
+ * numbering, and would read here as a restart, a duplicate or a gap.
  *
  * recovery.h draws the states and their transitions; kvg_recovery_on
  * takes every event, and each state's handling is below under its name.
@@ -82,17 +87,54 @@ kvg_resync(kvg_ingest *g, kvl_listener *l, uint64_t seq)
 	}
 }
 
+/* kvg_misconfigured logs, at most once a minute, that batches of another
+ * rank arrive on l's socket (the batch was just dropped as foreign). */
 static void
+kvg_misconfigured(kvl_listener *l)
+{
+	if (l->foreign_at_ms - l->foreign_logged_ms < 60000) {
+		return;
+	}
+	l->foreign_logged_ms = l->foreign_at_ms;
+	kvg_warn_listener(
+	    l, "listener_misconfigured",
+	    "foreign_rank=%u rank=%u batches=%" PRIu64
+	    " reason=\"batches of another data-parallel rank arrive on this "
+	    "rank's socket: the engine publishes several ranks on one "
+	    "endpoint; they are ignored\"",
+	    l->foreign_rank, l->dp_rank, l->c.rank_mismatches);
+}
+
+/* kvg_foreign drops a batch of another rank before anything sequences it
+ * (kva_foreign); true when it did. */
+static bool
+kvg_foreign(kvl_listener *l, const void *payload, size_t len)
+{
+	if (!kva_foreign(l, payload, len)) {
+		return false;
+	}
+	kvg_misconfigured(l);
+	return true;
+}
+
+/* kvg_apply applies the batch at seq; false when it was another rank's
+ * (nothing changed). */
+static bool
 kvg_apply(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
 	  size_t len)
 {
-	if (!kva_batch(g->idx, g->dec, &g->scratch, l, seq, payload, len) &&
-	    l->recover_ep != NULL) {
+	kva_result res =
+	    kva_batch(g->idx, g->dec, &g->scratch, l, seq, payload, len);
+	if (res == KVA_FOREIGN) {
+		kvg_misconfigured(l);
+		return false;
+	}
+	if (res == KVA_LOST && l->recover_ep != NULL) {
 		/* A replay would return the same bytes: only the engine's
 		 * whole state repairs a lost batch. */
 		kvg_log_listener(l, "lost_batch_resync", "seq=%" PRIu64, seq);
 		kvg_resync(g, l, seq);
-		return;
+		return true;
 	}
 	if (l->orphan_streak >= g->cfg.orphan_resync && l->recover_ep != NULL) {
 		kvg_log_listener(l, "orphan_resync", "orphans=%u",
@@ -100,6 +142,7 @@ kvg_apply(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
 		l->orphan_streak = 0;
 		kvg_resync(g, l, seq);
 	}
+	return true;
 }
 
 /* kvg_take applies or drops a batch while streaming, as kvg_judge says;
@@ -113,8 +156,10 @@ kvg_take(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
 	kvg_verdict v = kvg_judge(l, seq);
 	switch (v) {
 	case KVG_APPLY:
+		if (!kvg_apply(g, l, seq, payload, len)) {
+			return KVG_FOREIGN;
+		}
 		r->trusted = true;
-		kvg_apply(g, l, seq, payload, len);
 		break;
 	case KVG_DROP:
 		l->c.duplicates++;
@@ -122,6 +167,8 @@ kvg_take(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
 	case KVG_NEED_HISTORY:
 	case KVG_VERIFY:
 		r->gap_seq = seq;
+		break;
+	case KVG_FOREIGN:
 		break;
 	case KVG_GAP:
 		l->c.gaps++;
@@ -138,7 +185,7 @@ kvg_take(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
 static bool
 kvg_taken(kvg_verdict v)
 {
-	return v == KVG_APPLY || v == KVG_DROP;
+	return v == KVG_APPLY || v == KVG_DROP || v == KVG_FOREIGN;
 }
 
 size_t
@@ -211,20 +258,40 @@ kvg_finish(kvg_ingest *g, kvl_listener *l)
 	kvg_backlog_apply(g, l, SIZE_MAX);
 }
 
-/* kvg_give_up steps over a gap nothing can repair. */
+/* kvg_give_up steps over a gap nothing can repair. What the listener held
+ * is dropped: the batches it missed may have evicted any of it - all of
+ * it, when the gap is an engine restart it could not see (an engine
+ * without a replay socket restarted while this shard was down) - and an
+ * entry the engine no longer holds would be answered as a hit the engine
+ * cannot give. A router that sends a request to a rank for a phantom
+ * prefix pays a full prefill there while trusting it; a missed prefix
+ * only costs the hit. So the listener starts again from the gap with
+ * what the engine stores from there on, and is marked incomplete (in its
+ * status, /workers and durably in its mark) until a whole state or an
+ * AllBlocksCleared makes it exact again. */
 static void
 kvg_give_up(kvg_ingest *g, kvl_listener *l)
 {
 	kvl_recovery *r = &l->recovery;
 	l->c.unrepaired_gaps++;
-	kvg_error(l, "gap before seq %" PRIu64 " cannot be repaired: %s",
+	size_t dropped = kvx_listener_entries(g->idx, l->lid);
+	kvg_error(l,
+		  "gap before seq %" PRIu64 " cannot be repaired (%s): %zu "
+		  "entries dropped, incomplete until the engine's whole "
+		  "state is taken",
 		  r->gap_seq,
 		  l->replay_ep == NULL && l->recover_ep == NULL
 		      ? "no replay or recover endpoint"
-		      : "the replay buffer does not reach back far enough");
-	kvg_log_listener(l, "gap_unrepaired", "seq=%" PRIu64, r->gap_seq);
+		      : "the replay buffer does not reach back far enough",
+		  dropped);
+	kvg_warn_listener(l, "gap_unrepaired",
+			  "seq=%" PRIu64 " entries_dropped=%zu", r->gap_seq,
+			  dropped);
+	kva_clear(g->idx, l);
 	if (r->gap_seq > 0) {
-		l->mark = (kvs_mark){.has_wm = true, .wm = r->gap_seq - 1};
+		/* batches before gap_seq were missed */
+		l->mark = (kvs_mark){
+		    .has_wm = true, .wm = r->gap_seq - 1, .incomplete = true};
 	}
 	r->need_full = false;
 	kvg_finish(g, l);
@@ -611,21 +678,44 @@ kvg_recovery_reset(kvg_ingest *g, kvl_listener *l)
 
 /* ---- the transition function ----------------------------------------- */
 
+/* kvg_on_live takes a live batch. One of another rank (an engine that
+ * publishes several ranks on one socket) must not be sequenced at all -
+ * its seq would read as a restart, a gap or a duplicate of ours - so its
+ * rank is read before anything acts on its seq: in the common case, the
+ * next batch applied at once, by the decode that applies it; otherwise
+ * by reading the rank alone. */
 static void
 kvg_on_live(kvg_ingest *g, kvl_listener *l, const kvg_event *ev)
 {
+	bool checked = false;
 	if (kvg_is_restart(l, ev->seq)) {
+		if (kvg_foreign(l, ev->payload, ev->len)) {
+			return;
+		}
+		checked = true;
 		kvg_engine_restart(g, l, ev->seq);
 	}
-	l->has_live = true;
-	l->last_live = ev->seq;
 	if (l->recovery.state != KVL_R_STREAMING || l->backlog != NULL ||
 	    ev->defer) {
 		/* repairing, or behind: after what is queued already */
+		if (!checked && kvg_foreign(l, ev->payload, ev->len)) {
+			return;
+		}
+		l->has_live = true;
+		l->last_live = ev->seq;
 		kvg_backlog_push(g, l, ev->seq, ev->payload, ev->len);
 		return;
 	}
+	if (!checked && kvg_judge(l, ev->seq) != KVG_APPLY &&
+	    kvg_foreign(l, ev->payload, ev->len)) {
+		return;
+	}
 	kvg_verdict v = kvg_take(g, l, ev->seq, ev->payload, ev->len);
+	if (v == KVG_FOREIGN) {
+		return;
+	}
+	l->has_live = true;
+	l->last_live = ev->seq;
 	if (!kvg_taken(v)) {
 		kvg_backlog_push(g, l, ev->seq, ev->payload, ev->len);
 		kvg_repair_gap(g, l, v == KVG_VERIFY);
@@ -694,6 +784,9 @@ kvg_on_replay(kvg_ingest *g, kvl_listener *l, const kvg_event *ev)
 	if (ev->kind == KVG_EV_REPLAY_END) {
 		kvg_replay_end(g, l);
 		return;
+	}
+	if (kvg_foreign(l, ev->payload, ev->len)) {
+		return; /* a replay socket shared by several ranks */
 	}
 	r->replay_got++;
 	if (r->state == KVL_R_VERIFYING) {

@@ -27,7 +27,8 @@
  * "A repair" is what kvg_plan_repair chooses: verify, replay, fetch the
  * gap's events or a whole dump, a newer hand-off snapshot, wait for a
  * hand-off, nothing (the backlog reaches the watermark), or give up (the
- * gap is counted and stepped over). A live batch that reveals a restart
+ * gap is counted and stepped over, the listener emptied and marked
+ * incomplete). A live batch that reveals a restart
  * (its seq went back) clears the listener first, in any state.
  *
  * Ingest thread only, like the listeners.
@@ -104,6 +105,8 @@ typedef enum kvg_verdict {
 	KVG_NEED_HISTORY, /* no state, and not seq 0: the engine's history */
 	KVG_VERIFY,       /* continuity unknown and checkable: check first */
 	KVG_GAP,          /* past the next one: repair the gap */
+	KVG_FOREIGN,      /* another rank's (only kvg_take finds it out):
+			   * dropped, unsequenced */
 } kvg_verdict;
 
 /* kvg_judge says what batch seq is to l, streaming. */

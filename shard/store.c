@@ -281,17 +281,18 @@ kvs_load_snap_header(kvs_store *s, const kvs_load_cb *cb, uint32_t lid,
 	const uint8_t *p = v->mv_data;
 	if (v->mv_size != KVS_HEADER_LEN ||
 	    !kvi_sealed(v->mv_data, v->mv_size) ||
-	    kvi_get_le32(p + 4) != KVS_FORMAT || p[16] > 3) {
+	    kvi_get_le32(p + 4) != KVS_FORMAT) {
+		return kvi_errf(err, errlen, KVI_ECORRUPT,
+				"listener %u: bad snapshot header", lid);
+	}
+	kvs_mark mark;
+	if (!kvs_mark_from_flags(p[16], &mark)) {
 		return kvi_errf(err, errlen, KVI_ECORRUPT,
 				"listener %u: bad snapshot header", lid);
 	}
 	kvs_lid_at(s, lid)->snap_lsn = kvi_get_le64(p + 8);
-	kvs_mark mark = {
-	    .has_wm = p[16] & 1,
-	    .has_fp = (p[16] & 2) != 0,
-	    .wm = kvi_get_le64(p + 17),
-	    .fp = kvi_get_le64(p + 25),
-	};
+	mark.wm = kvi_get_le64(p + 17);
+	mark.fp = kvi_get_le64(p + 25);
 	return cb->snapshot(cb->arg, lid, &mark, kvi_get_le64(p + 33));
 }
 
@@ -400,6 +401,27 @@ kvs_store_load(kvs_store *s, const kvs_load_cb *cb, char *err, size_t errlen)
 	return rv;
 }
 
+/* ---- marks --------------------------------------------------------- */
+
+uint8_t
+kvs_mark_flags(const kvs_mark *m)
+{
+	return (uint8_t)((m->has_wm ? 1 : 0) | (m->has_fp ? 2 : 0) |
+			 (m->incomplete ? 4 : 0));
+}
+
+bool
+kvs_mark_from_flags(uint8_t flags, kvs_mark *m)
+{
+	if (flags > 7) {
+		return false;
+	}
+	*m = (kvs_mark){.has_wm = (flags & 1) != 0,
+			.has_fp = (flags & 2) != 0,
+			.incomplete = (flags & 4) != 0};
+	return true;
+}
+
 /* ---- commit -------------------------------------------------------- */
 
 /* kvs_del_prefix deletes every snap key of lid. Re-seeks after each
@@ -437,8 +459,7 @@ kvs_put_snapshot(kvs_store *s, MDB_txn *txn, const kvs_snap *sn)
 	kvi_put_be32(key + 4, 0);
 	kvi_put_le32(hdr + 4, KVS_FORMAT);
 	kvi_put_le64(hdr + 8, s->next_lsn);
-	hdr[16] =
-	    (uint8_t)((sn->mark.has_wm ? 1 : 0) | (sn->mark.has_fp ? 2 : 0));
+	hdr[16] = kvs_mark_flags(&sn->mark);
 	kvi_put_le64(hdr + 17, sn->mark.has_wm ? sn->mark.wm : 0);
 	kvi_put_le64(hdr + 25, sn->mark.has_fp ? sn->mark.fp : 0);
 	kvi_put_le64(hdr + 33, sn->n);

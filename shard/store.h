@@ -50,11 +50,21 @@
 typedef struct kvs_store kvs_store;
 
 /* Where a listener's durable state stands: the watermark (the seq of the
- * last batch applied) and a fingerprint of that batch's payload. */
+ * last batch applied) and a fingerprint of that batch's payload; and
+ * whether the state is incomplete - the listener stepped over a gap that
+ * nothing could repair, and holds only what its engine stored since
+ * (shard/recovery.c says why), a subset of what the engine holds. */
 typedef struct kvs_mark {
 	bool has_wm, has_fp;
 	uint64_t wm, fp;
+	bool incomplete;
 } kvs_mark;
+
+/* kvs_mark_flags packs the three bools into one byte (bits 0, 1, 2), as
+ * log records and snapshot headers store them; kvs_mark_from_flags reads
+ * them back, false for a byte with other bits set. */
+uint8_t kvs_mark_flags(const kvs_mark *m);
+bool kvs_mark_from_flags(uint8_t flags, kvs_mark *m);
 
 typedef struct kvs_store_opts {
 	const char *dir;     /* created if missing */

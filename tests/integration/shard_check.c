@@ -407,6 +407,103 @@ out:
 	return ok;
 }
 
+/* shc_truth_load reads rank idx's truth: its entries sorted by external
+ * hash (count in *n) and its seq (-1: none). NULL when the simulator did
+ * not answer. */
+static shc_entry *
+shc_truth_load(const kvt_sim *sim, int idx, size_t *n, long long *seq)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/truth?pod=%d&rank=%d", idx / sim->dp,
+		 idx % sim->dp);
+	kvt_http_resp tr;
+	if (kvt_sim_call(sim, "GET", path, NULL, &tr) != KVI_OK ||
+	    tr.json == NULL) {
+		kvt_http_resp_fini(&tr);
+		return NULL;
+	}
+	*seq = (long long)json_integer_value(json_object_get(tr.json, "seq"));
+	const json_t *blocks = json_object_get(tr.json, "blocks");
+	*n = json_array_size(blocks);
+	shc_entry *e = calloc(*n + 1, sizeof(*e));
+	for (size_t i = 0; i < *n; i++) {
+		const json_t *b = json_array_get(blocks, i);
+		kvt_json_u64(json_object_get(b, "hash"), &e[i].ext);
+		kvt_json_u64(json_object_get(b, "seq_hash"), &e[i].seq);
+		e[i].tiers = shc_tiers(json_object_get(b, "tiers"));
+	}
+	kvt_http_resp_fini(&tr);
+	qsort(e, *n, sizeof(*e), shc_entry_cmp);
+	return e;
+}
+
+static unsigned
+shc_bits(uint32_t v)
+{
+	return (unsigned)__builtin_popcount(v);
+}
+
+bool
+shc_diff_truth(shardproc *s, const kvt_sim *sim, int idx, shc_diff *out)
+{
+	memset(out, 0, sizeof(*out));
+	char key[64];
+	shc_key(sim, idx, key, sizeof(key));
+	size_t n;
+	long long seq;
+	shc_entry *want = shc_truth_load(sim, idx, &n, &seq);
+	if (want == NULL) {
+		return false;
+	}
+	Kvindex__DumpRequest d = KVINDEX__DUMP_REQUEST__INIT;
+	d.key = key;
+	Kvindex__Request req = KVINDEX__REQUEST__INIT;
+	req.body_case = KVINDEX__REQUEST__BODY_DUMP;
+	req.dump = &d;
+	Kvindex__Response *resp = shc_call(s, &req);
+	if (resp->code != 0 || resp->dump == NULL) {
+		kvindex__response__free_unpacked(resp, NULL);
+		free(want);
+		return false;
+	}
+	const Kvindex__DumpResponse *dump = resp->dump;
+	size_t m = dump->n_entries;
+	shc_entry *got = calloc(m + 1, sizeof(*got));
+	for (size_t i = 0; i < m; i++) {
+		got[i] = (shc_entry){dump->entries[i]->ext_hash,
+				     dump->entries[i]->seq_hash,
+				     dump->entries[i]->tiers};
+	}
+	qsort(got, m, sizeof(*got), shc_entry_cmp);
+	/* both sorted by external hash: walk them side by side, counting
+	 * (block, tier) pairs one has and the other lacks */
+	size_t i = 0, k = 0;
+	while (i < n || k < m) {
+		if (k == m || (i < n && want[i].ext < got[k].ext)) {
+			out->lost += shc_bits(want[i++].tiers);
+		} else if (i == n || got[k].ext < want[i].ext) {
+			out->phantom += shc_bits(got[k++].tiers);
+		} else if (got[k].seq != want[i].seq) {
+			/* a wrong chain: what it answers is not the block */
+			out->lost += shc_bits(want[i++].tiers);
+			out->phantom += shc_bits(got[k++].tiers);
+		} else {
+			out->lost += shc_bits(want[i].tiers & ~got[k].tiers);
+			out->phantom += shc_bits(got[k].tiers & ~want[i].tiers);
+			i++, k++;
+		}
+	}
+	out->truth = n;
+	out->entries = m;
+	out->watermark_equal =
+	    seq < 0 ? !dump->has_watermark
+		    : dump->has_watermark && dump->watermark == (uint64_t)seq;
+	free(got);
+	free(want);
+	kvindex__response__free_unpacked(resp, NULL);
+	return true;
+}
+
 void
 shc_wait_truth(shardproc *s, const kvt_sim *sim, const int *idx, int n,
 	       int timeout_ms)

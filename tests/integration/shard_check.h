@@ -87,6 +87,20 @@ void shc_assign_from(shardproc *s, const kvt_sim *sim, int idx, bool replay,
 bool shc_matches_truth(shardproc *s, const kvt_sim *sim, int idx, char *why,
 		       size_t len);
 
+/* How a listener differs from its rank's truth: (block, tier) pairs the
+ * engine holds and the shard lacks (lost), the shard holds and the engine
+ * does not (phantom; a block under a wrong sequence hash counts as both),
+ * the block counts of each, and whether the watermarks agree. */
+typedef struct shc_diff {
+	size_t lost, phantom;
+	size_t truth, entries;
+	bool watermark_equal;
+} shc_diff;
+
+/* shc_diff_truth compares the shard's listener for rank idx with the
+ * truth; false when either side could not be read. */
+bool shc_diff_truth(shardproc *s, const kvt_sim *sim, int idx, shc_diff *out);
+
 /* shc_wait_truth waits until every rank in idx[0..n) matches the truth,
  * failing the test with the last difference after timeout_ms. */
 void shc_wait_truth(shardproc *s, const kvt_sim *sim, const int *idx, int n,

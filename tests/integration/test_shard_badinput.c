@@ -54,10 +54,10 @@ teardown(void **state)
 }
 
 static void
-publish_frames(const void *payload, size_t len, int frames)
+publish_frames_at(uint64_t seq, const void *payload, size_t len, int frames)
 {
 	uint8_t seq8[8];
-	kvi_seq_put(seq8, next_seq++);
+	kvi_seq_put(seq8, seq);
 	assert_true(zmq_send(pub, "", 0, ZMQ_SNDMORE) >= 0);
 	if (frames == 2) {
 		assert_true(zmq_send(pub, seq8, 8, 0) >= 0);
@@ -65,6 +65,12 @@ publish_frames(const void *payload, size_t len, int frames)
 	}
 	assert_true(zmq_send(pub, seq8, 8, ZMQ_SNDMORE) >= 0);
 	assert_true(zmq_send(pub, payload, len, 0) >= 0);
+}
+
+static void
+publish_frames(const void *payload, size_t len, int frames)
+{
+	publish_frames_at(next_seq++, payload, len, frames);
 }
 
 static void
@@ -241,39 +247,45 @@ test_bad_input_is_counted(void **state)
 	kvi_encoder_begin(&enc, 1.0, 1, true, 0);
 	kvi_encoder_stored(&enc, h12, 2, NULL, toks, 2 * BS, BS, "GPU", NULL);
 	publish(&enc);
-	/* seq 1: not msgpack at all; seq 2: a message of two frames */
+	/* seq 1: not msgpack at all; then a message of two frames (its seq
+	 * frame names the next batch, which comes whole after it) */
 	publish_frames("\xc1\x00garbage", 9, 3);
-	publish_frames(NULL, 0, 2);
-	/* seq 3: another data-parallel rank */
+	publish_frames_at(next_seq, NULL, 0, 2);
+	/* a batch of another data-parallel rank, numbered in that rank's
+	 * own sequence (an engine publishing two ranks on one socket): its
+	 * seq 1 is neither a restart of this rank nor a duplicate - it is
+	 * not this rank's at all, and takes no seq of it */
 	uint64_t h99 = 99;
 	kvi_encoder_begin(&enc, 1.0, 1, true, 3);
 	kvi_encoder_stored(&enc, &h99, 1, NULL, toks, BS, BS, "GPU", NULL);
-	publish(&enc);
-	/* seq 4: another block size */
+	size_t olen;
+	const void *other = kvi_encoder_data(&enc, &olen);
+	publish_frames_at(1, other, olen, 3);
+	/* seq 2: another block size */
 	kvi_encoder_begin(&enc, 1.0, 1, true, 0);
 	kvi_encoder_stored(&enc, &h99, 1, NULL, toks, 2 * BS, 2 * BS, "GPU",
 			   NULL);
 	publish(&enc);
-	/* seq 5: a parent nobody stored */
+	/* seq 3: a parent nobody stored */
 	uint64_t unknown = 12345;
 	kvi_encoder_begin(&enc, 1.0, 1, true, 0);
 	kvi_encoder_stored(&enc, &h99, 1, &unknown, toks, BS, BS, "GPU", NULL);
 	publish(&enc);
-	/* seq 6: tokens that are not block_hashes x block_size */
+	/* seq 4: tokens that are not block_hashes x block_size */
 	kvi_encoder_begin(&enc, 1.0, 1, true, 0);
 	kvi_encoder_stored(&enc, &h99, 1, NULL, toks, BS + 1, BS, "GPU", NULL);
 	publish(&enc);
-	/* seq 7, 8: another KV group, REMOTE locality */
+	/* seq 5, 6: another KV group, REMOTE locality */
 	publish_stored_with(98, "group_idx", NULL, 1);
 	publish_stored_with(97, "locality", "REMOTE", 0);
-	/* seq 9: good - a bin hash (32 bytes) continuing block 2 */
+	/* seq 7: good - a bin hash (32 bytes) continuing block 2 */
 	kvi_encoder_fini(&enc);
 	kvi_encoder_init(&enc, KVI_FORM_LEGACY, KVI_HASH_BIN32);
 	uint64_t h3 = 0xfeedfacecafebeefull, parent = 2;
 	kvi_encoder_begin(&enc, 1.0, 1, true, 0);
 	kvi_encoder_stored(&enc, &h3, 1, &parent, toks, BS, BS, "CPU", NULL);
 	publish(&enc);
-	/* seq 10: good - SGLang-style negative hash, then block 1 removed */
+	/* seq 8: good - SGLang-style negative hash, then block 1 removed */
 	kvi_encoder_fini(&enc);
 	kvi_encoder_init(&enc, KVI_FORM_MAP, KVI_HASH_INT64);
 	uint64_t hneg = (uint64_t)-5;
@@ -283,7 +295,7 @@ test_bad_input_is_counted(void **state)
 	kvi_encoder_removed(&enc, h12, 1, "GPU");
 	publish(&enc);
 	kvi_encoder_fini(&enc);
-	/* seq 11: a store, an event of a type not known yet, a store */
+	/* seq 9: a store, an event of a type not known yet, a store */
 	kvi_encoder_init(&enc, KVI_FORM_MAP, KVI_HASH_UINT);
 	uint64_t h50 = 50, h51 = 51;
 	kvi_encoder_begin(&enc, 1.0, 3, false, 0);
@@ -299,7 +311,7 @@ test_bad_input_is_counted(void **state)
 	msgpack_pack_uint64(&enc.pk, h50);
 	kvi_encoder_stored(&enc, &h51, 1, &h50, toks + BS, BS, BS, "GPU", NULL);
 	publish(&enc);
-	/* seq 12: block 50 offloaded to CPU as vLLM reports it (no tokens,
+	/* seq 10: block 50 offloaded to CPU as vLLM reports it (no tokens,
 	 * no parent, block_size 0) with a hash never stored; then its GPU
 	 * copy evicted */
 	uint64_t off[2] = {h50, 777};
@@ -312,10 +324,14 @@ test_bad_input_is_counted(void **state)
 	kvi_encoder_fini(&enc);
 
 	Kvindex__Response *resp;
-	Kvindex__ListenerStatus *st = wait_watermark(12, &resp);
+	Kvindex__ListenerStatus *st = wait_watermark(10, &resp);
 	Kvindex__Counters *c = st->counters;
 	assert_int_equal(c->malformed, 3); /* garbage, 2 frames, tokens */
 	assert_int_equal(c->rank_mismatches, 1);
+	assert_int_equal(c->engine_restarts, 0);
+	assert_int_equal(c->unrepaired_gaps, 0);
+	assert_non_null(st->misconfigured);
+	assert_non_null(strstr(st->misconfigured, "data_parallel_rank 3"));
 	assert_int_equal(c->block_size_mismatches, 1);
 	assert_int_equal(c->orphans, 2); /* parent 12345, offload of 777 */
 	assert_int_equal(c->skipped_events, 2);

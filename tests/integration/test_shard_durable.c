@@ -1,6 +1,7 @@
 /*
  * test_shard_durable.c - every path that brings state into a listener
- * makes it durable before its watermark says so.
+ * makes it durable before its watermark says so; and what a restart of
+ * the shard cannot know, it does not claim.
  *
  * A listener takes its state from the live stream, from a replay of the
  * engine's history, from /kv_recover (the events of a gap, or the whole
@@ -280,6 +281,119 @@ test_handoff(void **state)
 	durable_check(&f->shard, f);
 }
 
+/* prefill_n runs n new prompts on rank r of pod 0. */
+static void
+prefill_n(fixture *f, int r, int n)
+{
+	static uint64_t next_id = 800000;
+	for (int k = 0; k < n; k++) {
+		char body[128];
+		snprintf(body, sizeof(body),
+			 "{\"pod\":0,\"rank\":%d,\"hash_ids\":[%llu]}", r,
+			 (unsigned long long)next_id++);
+		sim_post(f, "/prefill", body);
+	}
+}
+
+/* status_of returns rank idx's status, owned by *resp. */
+static Kvindex__ListenerStatus *
+status_of(shardproc *s, fixture *f, int idx, Kvindex__Response **resp)
+{
+	char key[64];
+	shc_key(&f->sim, idx, key, sizeof(key));
+	Kvindex__ListenerStatus *st = shc_status(s, key, resp);
+	assert_non_null(st);
+	return st;
+}
+
+/* no_phantom checks that the shard holds nothing rank idx does not, and
+ * returns whether the listener is marked incomplete. */
+static bool
+no_phantom(shardproc *s, fixture *f, int idx, shc_diff *d)
+{
+	assert_true(shc_diff_truth(s, &f->sim, idx, d));
+	if (d->phantom != 0) {
+		fail_msg("rank %d: %zu entries the engine does not hold "
+			 "(%zu held, engine %zu)",
+			 idx, d->phantom, d->entries, d->truth);
+	}
+	Kvindex__Response *resp;
+	bool incomplete = status_of(s, f, idx, &resp)->incomplete;
+	kvindex__response__free_unpacked(resp, NULL);
+	return incomplete;
+}
+
+/* Engines without a replay socket or /kv_recover (vLLM's default) restart
+ * while their shard is down. Rank 0 publishes fewer batches than before
+ * (a seq below the watermark on the new connection: a restart), rank 1
+ * more (a gap nothing can repair). Neither keeps a block from before: the
+ * engines hold none of them. Both are marked incomplete - they missed
+ * the new process's first batches - durably, until the engine's state is
+ * whole again (an AllBlocksCleared here). */
+static void
+test_engine_restart_unseen(void **state)
+{
+	fixture *f = fixture_new(state);
+	sim_start(f, NULL);
+	shc_start(&f->shard, NULL);
+	shc_assign(&f->shard, &f->sim, 0, false, false, 0);
+	shc_assign(&f->shard, &f->sim, 1, false, false, 0);
+	kvt_sleep_ms(1000); /* the subscriptions reach the engines */
+	prefill_n(f, 0, 10);
+	prefill_n(f, 1, 10);
+	shc_wait_truth(&f->shard, &f->sim, both, 2, SHC_WAIT_MS);
+	assert_int_equal(shc_stop(&f->shard), 0);
+	sim_post(f, "/fault/restart", "{\"pod\":0,\"rank\":0}");
+	sim_post(f, "/fault/restart", "{\"pod\":0,\"rank\":1}");
+	prefill_n(f, 0, 3);  /* seq 0..2, unseen */
+	prefill_n(f, 1, 15); /* seq 0..14, unseen */
+	shc_restart(&f->shard);
+	kvt_sleep_ms(1000);
+	prefill_n(f, 0, 1); /* seq 3: below the watermark */
+	prefill_n(f, 1, 1); /* seq 15: past it */
+	/* rank 0 waits for a hand-off that never comes, then goes on */
+	int64_t deadline = kvt_now_ms() + SHC_WAIT_MS;
+	for (int idx = 0; idx < 2; idx++) {
+		for (;;) {
+			Kvindex__Response *resp;
+			Kvindex__ListenerStatus *st =
+			    status_of(&f->shard, f, idx, &resp);
+			bool done = st->has_watermark &&
+				    st->watermark == (idx == 0 ? 3u : 15u);
+			kvindex__response__free_unpacked(resp, NULL);
+			if (done) {
+				break;
+			}
+			if (kvt_now_ms() > deadline) {
+				fail_msg("rank %d did not apply its last batch",
+					 idx);
+			}
+			kvt_sleep_ms(50);
+		}
+	}
+	shc_diff d;
+	for (int idx = 0; idx < 2; idx++) {
+		assert_true(no_phantom(&f->shard, f, idx, &d));
+		assert_true(d.lost >
+			    0); /* what the new process stored unseen */
+	}
+	/* the mark survives a crash */
+	kvt_sleep_ms(300);
+	shc_kill9(&f->shard);
+	shc_restart(&f->shard);
+	for (int idx = 0; idx < 2; idx++) {
+		assert_true(no_phantom(&f->shard, f, idx, &d));
+	}
+	/* an AllBlocksCleared makes the listener exact again */
+	kvt_sleep_ms(1000);
+	sim_post(f, "/clear", "{\"pod\":0,\"rank\":1}");
+	prefill_n(f, 1, 2);
+	const int one[] = {1};
+	shc_wait_truth(&f->shard, &f->sim, one, 1, SHC_WAIT_MS);
+	assert_false(no_phantom(&f->shard, f, 1, &d));
+	assert_true(no_phantom(&f->shard, f, 0, &d));
+}
+
 int
 main(void)
 {
@@ -288,6 +402,7 @@ main(void)
 	    cmocka_unit_test_teardown(test_replay_history, teardown),
 	    cmocka_unit_test_teardown(test_recover_events, teardown),
 	    cmocka_unit_test_teardown(test_handoff, teardown),
+	    cmocka_unit_test_teardown(test_engine_restart_unseen, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

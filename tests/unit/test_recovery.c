@@ -41,21 +41,52 @@ static struct {
 	int asks; /* kvg_handoff_ask */
 	kvr_response resp;
 	kvl_listener *l;
+	size_t entries; /* what kvx_listener_entries says */
+	int warnings;   /* kvg_warn_listener calls */
 } st;
 
-bool
+/* Payloads of another rank's batches start with "other-" (foreign()). */
+static bool
+other_rank(const void *payload, size_t len)
+{
+	return len >= 6 && memcmp(payload, "other-", 6) == 0;
+}
+
+kva_result
 kva_batch(kvx_index *idx, kvi_decoder *dec, kva_scratch *scratch,
 	  kvl_listener *l, uint64_t seq, const void *payload, size_t len)
 {
 	(void)idx, (void)dec, (void)scratch;
+	if (other_rank(payload, len)) {
+		l->c.rank_mismatches++;
+		return KVA_FOREIGN;
+	}
 	if (st.n_applied < 64) {
 		st.applied[st.n_applied++] = seq;
 	}
 	l->mark = (kvs_mark){.has_wm = true,
 			     .wm = seq,
 			     .has_fp = true,
-			     .fp = XXH3_64bits(payload, len)};
-	return seq != st.lose_seq;
+			     .fp = XXH3_64bits(payload, len),
+			     .incomplete = l->mark.incomplete};
+	return seq != st.lose_seq ? KVA_APPLIED : KVA_LOST;
+}
+
+bool
+kva_foreign(kvl_listener *l, const void *payload, size_t len)
+{
+	if (!other_rank(payload, len)) {
+		return false;
+	}
+	l->c.rank_mismatches++;
+	return true;
+}
+
+size_t
+kvx_listener_entries(const kvx_index *idx, uint32_t lid)
+{
+	(void)idx, (void)lid;
+	return st.entries;
 }
 
 void
@@ -63,6 +94,7 @@ kva_clear(kvx_index *idx, kvl_listener *l)
 {
 	(void)idx;
 	st.clears++;
+	st.entries = 0;
 	l->mark = (kvs_mark){0};
 }
 
@@ -141,6 +173,13 @@ kvg_log_listener(kvl_listener *l, const char *event, const char *fmt, ...)
 }
 
 void
+kvg_warn_listener(kvl_listener *l, const char *event, const char *fmt, ...)
+{
+	(void)l, (void)event, (void)fmt;
+	st.warnings++;
+}
+
+void
 kvg_handoff_ask(kvg_ingest *g, kvl_listener *l)
 {
 	(void)g;
@@ -193,6 +232,21 @@ ev(fx *f, kvg_event_kind kind, uint64_t seq)
 {
 	char payload[24];
 	int n = snprintf(payload, sizeof(payload), "batch-%llu",
+			 (unsigned long long)seq);
+	kvg_recovery_on(f->g, &f->l,
+			&(kvg_event){.kind = kind,
+				     .seq = seq,
+				     .payload = payload,
+				     .len = (size_t)n});
+}
+
+/* foreign sends a batch of another rank, numbered seq, as live or
+ * replayed. */
+static void
+foreign(fx *f, kvg_event_kind kind, uint64_t seq)
+{
+	char payload[24];
+	int n = snprintf(payload, sizeof(payload), "other-%llu",
 			 (unsigned long long)seq);
 	kvg_recovery_on(f->g, &f->l,
 			&(kvg_event){.kind = kind,
@@ -516,18 +570,95 @@ test_verify_silent(void **state)
 	assert_false(f->l.recovery.unverifiable);
 }
 
-/* A gap that nothing can repair is counted and stepped over. */
+/* A gap that nothing can repair is counted and stepped over, and what
+ * the listener held is dropped: the missed batches may have evicted any of
+ * it. It stays marked incomplete, durably, until a whole state. */
 static void
 test_unrepairable_gap(void **state)
 {
 	fx *f = *state;
 	f->l.replay_ep = f->l.recover_ep = NULL;
 	in_step(f, 5);
+	st.entries = 40;
 	live(f, 9, 10);
 	assert_rstate(f, KVL_R_STREAMING);
 	assert_int_equal(f->l.c.unrepaired_gaps, 1);
+	assert_int_equal(st.clears, 1);
+	assert_int_equal(st.warnings, 1);
+	assert_non_null(strstr(f->l.last_error, "40 entries dropped"));
 	assert_int_equal(f->l.mark.wm, 10);
+	assert_true(f->l.mark.incomplete);
 	assert_int_equal(st.n_applied, 2);
+	/* a later engine restart starts it over: exact from seq 0 */
+	live(f, 0, 0);
+	assert_int_equal(f->l.c.engine_restarts, 1);
+	assert_false(f->l.mark.incomplete);
+}
+
+/* An engine restart this shard could not see - it restarted while the
+ * shard was down, and has no replay socket - shows as a gap on the new
+ * connection: nothing from before it is kept. */
+static void
+test_unseen_restart_clears(void **state)
+{
+	fx *f = *state;
+	f->l.replay_ep = f->l.recover_ep = NULL;
+	in_step(f, 19);
+	st.entries = 40;
+	ev(f, KVG_EV_DISCONNECTED, 0);
+	ev(f, KVG_EV_CONNECTED, 0);
+	live(f, 25, 26);
+	assert_int_equal(st.clears, 1);
+	assert_true(f->l.mark.incomplete);
+	assert_int_equal(f->l.mark.wm, 26);
+}
+
+/* Batches of another rank on the listener's socket (an engine that
+ * publishes several ranks on one) are counted and never sequenced: not a
+ * restart, a duplicate, a gap or the next batch. */
+static void
+test_foreign_rank(void **state)
+{
+	fx *f = *state;
+	f->l.replay_ep = f->l.recover_ep = NULL;
+	in_step(f, 5);
+	foreign(f, KVG_EV_LIVE, 0); /* would read as a restart */
+	foreign(f, KVG_EV_LIVE, 3); /* as a duplicate */
+	foreign(f, KVG_EV_LIVE, 6); /* as the next one */
+	foreign(f, KVG_EV_LIVE, 9); /* as a gap */
+	assert_int_equal(f->l.c.rank_mismatches, 4);
+	assert_int_equal(f->l.c.engine_restarts, 0);
+	assert_int_equal(f->l.c.duplicates, 0);
+	assert_int_equal(f->l.c.gaps, 0);
+	assert_int_equal(st.clears, 0);
+	assert_int_equal(st.n_applied, 0);
+	assert_int_equal(f->l.mark.wm, 5);
+	assert_rstate(f, KVL_R_STREAMING);
+	live(f, 6, 7);
+	assert_int_equal(st.n_applied, 2);
+	assert_int_equal(f->l.mark.wm, 7);
+	assert_int_equal(f->l.c.gaps, 0);
+}
+
+/* The same on a replay socket shared by several ranks. */
+static void
+test_foreign_rank_replayed(void **state)
+{
+	fx *f = *state;
+	in_step(f, 5);
+	live(f, 8, 8);
+	assert_rstate(f, KVL_R_REPLAYING);
+	assert_int_equal(st.replay_from, 6);
+	foreign(f, KVG_EV_REPLAY, 2);
+	foreign(f, KVG_EV_REPLAY, 9);
+	ev(f, KVG_EV_REPLAY, 6);
+	foreign(f, KVG_EV_REPLAY, 7);
+	ev(f, KVG_EV_REPLAY, 7);
+	ev(f, KVG_EV_REPLAY_END, 0);
+	assert_rstate(f, KVL_R_STREAMING);
+	assert_int_equal(f->l.mark.wm, 8);
+	assert_int_equal(f->l.c.rank_mismatches, 3);
+	assert_int_equal(f->l.c.replays_ok, 1);
 }
 
 /* A seq that goes back on one connection is an engine restart, in any
@@ -701,6 +832,9 @@ main(void)
 	    T(test_reconnect_other_engine),
 	    T(test_verify_silent),
 	    T(test_unrepairable_gap),
+	    T(test_unseen_restart_clears),
+	    T(test_foreign_rank),
+	    T(test_foreign_rank_replayed),
 	    T(test_live_restart),
 	    T(test_lost_batch_resyncs),
 	    T(test_move_in),
