@@ -256,19 +256,24 @@ kvc_kept_prune(kvc_assigner *a)
 }
 
 /* kvc_poll asks every shard for its listeners. When all answer that they
- * are as kept, from the same shards, as eligible, owned is the poll
- * before's (poll_same): the kept answers it points into are unchanged. */
+ * are as kept, from the same shards, as eligible, and all answered the
+ * poll before too, owned is the poll before's (poll_same): the kept
+ * answers it points into are unchanged. A shard that did not answer the
+ * poll before has none of its listeners in that poll's owned, whatever
+ * it kept from before its silence: its first answer rebuilds owned. */
 static void
 kvc_poll(kvc_assigner *a)
 {
 	kvc_shard **prev = a->snap;
 	size_t n_prev = a->n_snap;
 	bool *prev_eligible = a->eligible;
+	bool *prev_answered = a->answered;
 	kvc_owned *prev_owned = a->owned;
 	size_t n_prev_owned = a->n_owned;
 	bool was_polled = a->polled;
 	a->snap = NULL;
 	a->eligible = NULL;
+	a->answered = NULL;
 	a->owned = NULL;
 	kvc_poll_free(a);
 	a->snap = kvc_shardset_snapshot(a->shards, &a->n_snap);
@@ -326,13 +331,14 @@ kvc_poll(kvc_assigner *a)
 			     now - down < a->cfg.failover_grace_ms;
 		a->eligible[i] = grace && !atomic_load(&a->snap[i]->draining);
 		same = same && kept && a->snap[i] == prev[i] &&
-		       a->eligible[i] == prev_eligible[i];
+		       prev_answered[i] && a->eligible[i] == prev_eligible[i];
 	}
 	kvc_fanout_fini(&f);
 	kvi_free(call);
 	kvc_kept_prune(a);
 	kvc_shardset_release(prev, n_prev);
 	kvi_free(prev_eligible);
+	kvi_free(prev_answered);
 	a->poll_same = same;
 	kvc_poll_gauges(a);
 	if (same) {
