@@ -33,9 +33,11 @@
  *     throughout; while two shards own it the merge keeps the longer match.
  *  5. Fail over. A shard that has not answered for failover_grace_ms is
  *     no longer eligible: its listeners are assigned to the shards hashing
- *     now picks, which rebuild them from the engines. If it comes back it
- *     is eligible again, is picked again, resumes from its LMDB, and the
- *     stand-ins drop the listeners once it is active.
+ *     now picks, which rebuild them from the engines. Until a stand-in
+ *     reports a listener active, the silent shard stays its owner (moving
+ *     to the stand-in), so that queries that lack it say partial. If it
+ *     comes back it is eligible again, is picked again, resumes from its
+ *     LMDB, and the stand-ins drop the listeners once it is active.
  *  6. Clean up. Once every discovery source has delivered its first full
  *     pod set, a listener a shard owns that no source knows is dropped
  *     from that shard (it was removed while the shard was away).

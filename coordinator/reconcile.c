@@ -486,6 +486,48 @@ kvc_strp_cmp(const void *x, const void *y)
 	return strcmp(*(const char *const *)x, *(const char *const *)y);
 }
 
+/* kvc_silent_status records that lv's owner, shard silent, is not
+ * answering: what it last reported stands, as not known now. */
+static void
+kvc_silent_status(kvc_assigner *a, const kvc_lview *lv, size_t silent)
+{
+	kvc_lstatus st = lv->st;
+	st.known = false;
+	snprintf(st.last_error, sizeof(st.last_error),
+		 "shard %s is not answering", a->ids[silent]);
+	kvc_reg_set_status(a->reg, lv->r.key, &st);
+}
+
+/* kvc_owner_note records that cur owns lv, as cur_st says, moving to
+ * desired when that is another shard - unless cur stands in for the
+ * owner the registry names (reg_owner), which is silent: a failover's new
+ * owner rebuilding lv from the engine. The silent shard still holds lv's
+ * blocks, and cur has none or some of them, so until cur reports lv
+ * active the silent shard stays its owner, moving to cur, as the old
+ * owner of a planned move does: the model's queries ask both, and an
+ * answer that lacks the silent one says partial instead of passing off
+ * cur's state as whole. */
+static void
+kvc_owner_note(kvc_assigner *a, const kvc_lview *lv, size_t cur,
+	       const Kvindex__ListenerStatus *cur_st, size_t desired,
+	       size_t reg_owner)
+{
+	const char *key = lv->r.key;
+	if (cur_st->state != KVC_ACTIVE && reg_owner != SIZE_MAX &&
+	    reg_owner != cur && !a->answered[reg_owner]) {
+		kvc_silent_status(a, lv, reg_owner);
+		kvc_reg_set_owner(a->reg, key, a->ids[reg_owner], a->ids[cur]);
+		return;
+	}
+	kvc_lstatus st;
+	kvc_status_from(&st, cur_st);
+	kvc_status_changes(key, &lv->st, &st);
+	kvc_reg_set_owner(
+	    a->reg, key, a->ids[cur],
+	    desired != cur && desired != KVC_RDV_NONE ? a->ids[desired] : NULL);
+	kvc_reg_set_status(a->reg, key, &st);
+}
+
 /* kvc_listener_step decides one listener (steps 2, 4 and 5). Returns
  * whether no shard owns it. */
 static bool
@@ -522,14 +564,7 @@ kvc_listener_step(kvc_assigner *a, const kvc_lview *lv, kvc_opvec *ops,
 	bool move_due = desired != KVC_RDV_NONE && a->answered[desired] &&
 			desired != cur && kvc_retry_due(a, key, now);
 	if (cur != SIZE_MAX) {
-		kvc_lstatus st;
-		kvc_status_from(&st, cur_st);
-		kvc_status_changes(key, &lv->st, &st);
-		kvc_reg_set_owner(a->reg, key, a->ids[cur],
-				  desired != cur && desired != KVC_RDV_NONE
-				      ? a->ids[desired]
-				      : NULL);
-		kvc_reg_set_status(a->reg, key, &st);
+		kvc_owner_note(a, lv, cur, cur_st, desired, reg_owner);
 		if (cur == desired && desired_active) {
 			for (size_t k = 0; k < cnt; k++) {
 				if (o[k].shard != desired &&
@@ -564,11 +599,7 @@ kvc_listener_step(kvc_assigner *a, const kvc_lview *lv, kvc_opvec *ops,
 	}
 	if (reg_owner != SIZE_MAX && !a->answered[reg_owner]) {
 		/* its shard is silent: keep it there until the grace ends */
-		kvc_lstatus st = lv->st;
-		st.known = false;
-		snprintf(st.last_error, sizeof(st.last_error),
-			 "shard %s is not answering", a->ids[reg_owner]);
-		kvc_reg_set_status(a->reg, key, &st);
+		kvc_silent_status(a, lv, reg_owner);
 		if (move_due) {
 			KVI_WARN("failover",
 				 "listener=%s from=%s to=%s: the shard has "

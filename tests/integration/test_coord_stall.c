@@ -15,6 +15,14 @@
  *
  * test_stall_within_grace: the shard is stopped for 3 s, well within the
  * failover grace; it keeps its listeners throughout.
+ *
+ * test_stall_past_grace: stopped for 6 s, past a 1 s grace: its
+ * listeners fail over to shard-0, which rebuilds them from the engines,
+ * and move back once it is continued. Its engines send and replay nothing
+ * for 8 s from just before the stop, so shard-0 holds a listener for a
+ * while (the replay's 2 s timeout, then a tree dump) before it has its
+ * state: answers must not pass that off as whole while shard-1, silent,
+ * holds the blocks.
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -216,6 +224,24 @@ shard1_down(void *arg)
 	return clu_shard_status_is(arg, "shard-1", "down");
 }
 
+/* stall_engines makes every rank shard-1 owns send and replay nothing
+ * for ms: a listener that fails over to shard-0 waits that long for its
+ * history (or for the replay's timeout, then a tree dump). */
+static void
+stall_engines(cluster *c, int ms)
+{
+	for (int i = 0; i < N; i++) {
+		if (clu_shard_of(c, i / DP, i % DP) != &c->shards[1]) {
+			continue;
+		}
+		char body[96];
+		snprintf(body, sizeof(body),
+			 "{\"pod\": %d, \"rank\": %d, \"ms\": %d}", i / DP,
+			 i % DP, ms);
+		json_decref(clu_sim_post(c, "/fault/stall", body));
+	}
+}
+
 /* stall_cycle stops shard-1 for stop_ms (at least until the coordinator
  * has seen it down), continues it, and waits until two full ticks have
  * run since it answered again, then a second more. Returns NULL, or what
@@ -256,10 +282,14 @@ stall_cycle(cluster *c, stall_run *r, int stop_ms, long *during)
 	return NULL;
 }
 
-/* stall runs stall_cycle under the clients, and checks their tally. */
+/* stall stalls shard-1's engines for engine_ms (0: not at all), then
+ * runs stall_cycle under the clients, and checks their tally. */
 static void
-stall(cluster *c, stall_run *r, int stop_ms)
+stall(cluster *c, stall_run *r, int stop_ms, int engine_ms)
 {
+	if (engine_ms > 0) {
+		stall_engines(c, engine_ms);
+	}
 	pthread_t tid[CLIENTS];
 	void *args[CLIENTS][2];
 	for (int k = 0; k < CLIENTS; k++) {
@@ -323,8 +353,24 @@ test_stall_within_grace(void **state)
 	memset(&r, 0, sizeof(r));
 	start(c, &r, extra);
 	assert_true(clu_rank_on(c, 1, N, DP) >= 0);
-	stall(c, &r, 3000);
+	stall(c, &r, 3000, 0);
 	check_whole(c, &r);
+}
+
+static void
+test_stall_past_grace(void **state)
+{
+	cluster *c = *state;
+	const char *extra[] = {"--query-deadline-ms", "500",
+			       "--failover-grace-ms", "1000", NULL};
+	static stall_run r;
+	memset(&r, 0, sizeof(r));
+	start(c, &r, extra);
+	int on1 = clu_rank_on(c, 1, N, DP);
+	assert_true(on1 >= 0);
+	stall(c, &r, 6000, 8000);
+	check_whole(c, &r);
+	assert_true(clu_metric(c, "kvindex_coord_failovers_total") > 0);
 }
 
 int
@@ -332,6 +378,8 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_stall_within_grace,
+					    clu_test_setup, clu_test_teardown),
+	    cmocka_unit_test_setup_teardown(test_stall_past_grace,
 					    clu_test_setup, clu_test_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
