@@ -214,7 +214,8 @@ test_engine_restart_unseen(void **state)
 
 	shardproc *s = &c->shards[0];
 	assert_int_equal(shc_stop(s), 0);
-	clu_sim_post(c, "/fault/restart", "{\"pod\":0,\"rank\":1}");
+	json_decref(
+	    clu_sim_post(c, "/fault/restart", "{\"pod\":0,\"rank\":1}"));
 	prefill_ids(c, 1, 3000, 15); /* past the old watermark, unseen */
 	shc_restart(s);
 	kvt_sleep_ms(1500); /* the shard resubscribes */
@@ -233,8 +234,8 @@ test_engine_restart_unseen(void **state)
 		}
 		kvt_sleep_ms(50);
 	}
-	assert_false(
-	    json_is_true(mark_of(c, "sim/pod-0", 0, "incomplete", &ws)));
+	json_t *inc0 = mark_of(c, "sim/pod-0", 0, "incomplete", &ws);
+	assert_false(json_is_true(inc0));
 	json_decref(ws);
 	assert_true(clu_metric(c, "kvindex_coord_listeners_incomplete") == 1);
 	char v[256];
