@@ -158,6 +158,15 @@ shard_open_state(shard_opts *o, kvs_store **store, kvx_index **idx,
 		 kvg_ingest **ingest, kvi_metrics *metrics, bool *quarantined)
 {
 	char err[512];
+	if (kvi_mdb_file_empty(o->data_dir)) {
+		char qdir[600];
+		kvi_log(KVI_LOG_WARN, "store_empty",
+			"dir=%s reason=\"data.mdb is 0 bytes: cut to nothing, "
+			"or never written\" note=\"starting with an empty "
+			"store; listeners must be assigned again and are "
+			"rebuilt from the engines\"",
+			kvi_log_quote(qdir, sizeof(qdir), o->data_dir));
+	}
 	for (int attempt = 0; attempt < 2; attempt++) {
 		kvi_err rv = kvs_store_open(&o->store, store, err, sizeof(err));
 		if (rv == KVI_OK) {
@@ -176,6 +185,11 @@ shard_open_state(shard_opts *o, kvs_store **store, kvx_index **idx,
 		kvi_log(KVI_LOG_ERROR, "store_open_failed",
 			"dir=%s error=%s msg=\"%s\"", o->data_dir,
 			kvi_strerror(rv), err);
+		if (rv == KVI_ECORRUPT && o->fail_on_corrupt) {
+			kvi_log(KVI_LOG_ERROR, "store_corrupt_exit",
+				"note=\"--fail-on-corrupt: the store is left "
+				"where it is, and the shard exits\"");
+		}
 		if (rv != KVI_ECORRUPT || o->fail_on_corrupt || attempt > 0) {
 			return rv;
 		}

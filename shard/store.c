@@ -191,10 +191,16 @@ kvs_store_open(const kvs_store_opts *o, kvs_store **out, char *err,
 		kvs_store_close(s);
 		return kvi_mdb_err(rc);
 	}
+	/* before any transaction: a file cut short faults on its first read */
+	kvi_err rv = kvi_mdb_check_size(s->env, err, errlen);
+	if (rv != KVI_OK) {
+		kvs_store_close(s);
+		return rv;
+	}
 	MDB_envinfo info;
 	mdb_env_info(s->env, &info);
 	s->map_size = info.me_mapsize; /* an existing file may be larger */
-	kvi_err rv = kvs_open_dbs(s, err, errlen);
+	rv = kvs_open_dbs(s, err, errlen);
 	if (rv != KVI_OK) {
 		kvs_store_close(s);
 		return rv;

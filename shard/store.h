@@ -25,12 +25,13 @@
  * (older than the first record past each listener's snapshot) are deleted,
  * a bounded number per commit.
  *
- * Values carry a checksum: a bad one, a bad format or an unreadable file is
- * KVI_ECORRUPT, for which the caller may move the directory aside with
- * kvi_store_quarantine() (lmdb_util.h) and start empty rather than fail
- * forever. A full map is grown (doubling, up to max_map_size) and the commit
- * retried; a full disk is KVI_EFULL and the commit is not applied, so the
- * caller keeps its records and retries.
+ * Values carry a checksum: a bad one, a bad format, a file cut short
+ * (checked at open, before LMDB reads past its meta pages: lmdb_util.h) or
+ * an unreadable file is KVI_ECORRUPT, for which the caller may move the
+ * directory aside with kvi_store_quarantine() (lmdb_util.h) and start empty
+ * rather than fail forever. A full map is grown (doubling, up to max_map_size)
+ * and the commit retried; a full disk is KVI_EFULL and the commit is not
+ * applied, so the caller keeps its records and retries.
  *
  * Threading: open, load and commit from one thread at a time (the shard's
  * writer thread after start-up); stats from any thread.
@@ -140,8 +141,8 @@ typedef struct kvs_store_stats {
 } kvs_store_stats;
 
 /* kvs_store_open opens (creating if needed) the store in o->dir. Returns
- * KVI_ECORRUPT for a file LMDB or this format cannot read, KVI_EIO for other
- * failures; err says what. */
+ * KVI_ECORRUPT for a file LMDB or this format cannot read, or one cut
+ * short, KVI_EIO for other failures; err says what. */
 kvi_err kvs_store_open(const kvs_store_opts *o, kvs_store **out, char *err,
 		       size_t errlen);
 void kvs_store_close(kvs_store *s);

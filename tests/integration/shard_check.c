@@ -29,16 +29,13 @@ shc_wait_ready(shardproc *s, int64_t deadline)
 	fail_msg("kvindex-shard: no /ready; see %s", s->log_path);
 }
 
+/* shc_argv writes the shard's command line into argv (64 slots). */
 static void
-shc_launch(shardproc *s)
+shc_argv(shardproc *s, const char **argv, char *nofile, size_t nofile_len)
 {
-	const char *argv[64];
 	int n = 0;
-	char id[32];
-	snprintf(id, sizeof(id), "shard-t%d", s->starts++);
-	char nofile[48];
 	if (s->nofile > 0) {
-		snprintf(nofile, sizeof(nofile), "--nofile=%d:%d", s->nofile,
+		snprintf(nofile, nofile_len, "--nofile=%d:%d", s->nofile,
 			 s->nofile);
 		argv[n++] = "/usr/bin/prlimit";
 		argv[n++] = nofile;
@@ -60,7 +57,15 @@ shc_launch(shardproc *s)
 		argv[n++] = s->extra[i];
 	}
 	argv[n] = NULL;
-	(void)id;
+}
+
+static void
+shc_launch(shardproc *s)
+{
+	const char *argv[64];
+	char nofile[48];
+	s->starts++;
+	shc_argv(s, argv, nofile, sizeof(nofile));
 	long from = kvt_file_size(s->log_path);
 	if (kvt_proc_start(argv, s->log_path, &s->proc) != KVI_OK) {
 		fail_msg("cannot start %s", KVI_SHARD_BIN);
@@ -159,6 +164,33 @@ shc_restart(shardproc *s)
 		s->proc = NULL;
 	}
 	shc_launch(s);
+}
+
+int
+shc_run_to_exit(shardproc *s, const char *const *extra, int timeout_ms)
+{
+	const char *const *kept = s->extra;
+	const char *argv[64];
+	char nofile[48];
+	if (s->proc != NULL) {
+		kvt_proc_free(s->proc);
+		s->proc = NULL;
+	}
+	s->extra = extra;
+	shc_argv(s, argv, nofile, sizeof(nofile));
+	s->extra = kept;
+	kvt_proc *p;
+	if (kvt_proc_start(argv, s->log_path, &p) != KVI_OK) {
+		fail_msg("cannot start %s", KVI_SHARD_BIN);
+	}
+	int status = -1;
+	kvi_err rv = kvt_proc_wait(p, timeout_ms, &status);
+	kvt_proc_free(p);
+	if (rv != KVI_OK) {
+		fail_msg("kvindex-shard still runs after %d ms; see %s",
+			 timeout_ms, s->log_path);
+	}
+	return status;
 }
 
 void

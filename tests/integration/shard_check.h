@@ -55,6 +55,12 @@ void shc_start_on(shardproc *s, const char *const *extra, const char *dir);
  * address (metrics on a new port). */
 void shc_restart(shardproc *s);
 
+/* shc_run_to_exit starts the shard again on its directory with the extra
+ * flags, expecting it to exit (a start it must refuse), and returns its
+ * exit status (128 + the signal for one that killed it); fails the test
+ * when it is still running after timeout_ms. */
+int shc_run_to_exit(shardproc *s, const char *const *extra, int timeout_ms);
+
 /* shc_kill9 kills the shard with SIGKILL and reaps it. */
 void shc_kill9(shardproc *s);
 

@@ -4,7 +4,10 @@
  * nothing is lost (a restart with room catches up from the committed
  * watermarks); a corrupt file is moved
  * aside, the shard starts empty and serving, and rebuilds what it is
- * assigned again from the engines.
+ * assigned again from the engines. So is a file cut short (to half, to
+ * three pages), which used to kill the shard by SIGBUS at every start;
+ * with --fail-on-corrupt the shard exits saying why instead, and a file
+ * cut to nothing starts empty saying so.
  */
 #include <glob.h>
 #include <setjmp.h>
@@ -13,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -142,12 +147,139 @@ test_corrupt_store_is_quarantined(void **state)
 	assert_int_equal(shc_stop(&shard), 0);
 }
 
+/* store_fill assigns both ranks, lets the engines run a moment, waits
+ * until the shard holds their truth, and stops it cleanly. */
+static void
+store_fill(void)
+{
+	shc_assign(&shard, &sim, 0, true, true, 0);
+	shc_assign(&shard, &sim, 1, true, true, 0);
+	sim_post("/resume", "{}");
+	kvt_sleep_ms(800);
+	sim_post("/pause", "{}");
+	shc_wait_truth(&shard, &sim, ranks, 2, SHC_WAIT_MS);
+	assert_int_equal(shc_stop(&shard), 0);
+}
+
+/* store_cut cuts the stopped shard's data.mdb to bytes (-1: half of it)
+ * and returns the size it had. */
+static long
+store_cut(long bytes)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/data.mdb", shard.data_dir);
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(truncate(path, bytes < 0 ? st.st_size / 2 : bytes), 0);
+	return (long)st.st_size;
+}
+
+static size_t
+quarantined_dirs(void)
+{
+	char pattern[512];
+	snprintf(pattern, sizeof(pattern), "%s.corrupt-*", shard.data_dir);
+	glob_t g;
+	size_t n = glob(pattern, 0, NULL, &g) == 0 ? g.gl_pathc : 0;
+	globfree(&g);
+	return n;
+}
+
+/* log_since returns the shard's log past byte from (free()). */
+static char *
+log_since(long from)
+{
+	size_t len;
+	char *log = kvt_file_read(shard.log_path, &len);
+	assert_non_null(log);
+	assert_true((size_t)from <= len);
+	memmove(log, log + from, len - (size_t)from + 1);
+	return log;
+}
+
+/* restart_quarantined restarts the shard on a store cut to bytes and
+ * checks it was moved aside (the n-th time) with the reason logged, and
+ * that the shard serves, empty, then rebuilds both ranks. */
+static void
+restart_quarantined(long bytes, size_t n)
+{
+	long had = store_cut(bytes);
+	assert_true(had >= 16 * 4096); /* more than the pages kept */
+	long from = kvt_file_size(shard.log_path);
+	shc_restart(&shard);
+	assert_int_equal(quarantined_dirs(), n);
+	assert_true(shc_metric(&shard, "kvindex_store_quarantined") == 1);
+	char *log = log_since(from);
+	const char *q = strstr(log, "event=store_quarantined");
+	assert_non_null(q);
+	/* the reason names the sizes: the file's and LMDB's */
+	const char *why = strstr(log, "event=store_open_failed");
+	assert_non_null(why);
+	assert_true(why < q);
+	assert_non_null(strstr(why, "cut short"));
+	char size[64];
+	snprintf(size, sizeof(size), "data.mdb is %ld bytes",
+		 bytes < 0 ? had / 2 : bytes);
+	assert_non_null(strstr(why, size));
+	free(log);
+	Kvindex__Response *resp;
+	char key[64];
+	shc_key(&sim, 0, key, sizeof(key));
+	assert_null(shc_status(&shard, key, &resp));
+	kvindex__response__free_unpacked(resp, NULL);
+	store_fill();
+}
+
+static void
+test_truncated_store_is_quarantined(void **state)
+{
+	(void)state;
+	sim_start("4096");
+	shc_start(&shard, NULL);
+	store_fill();
+	restart_quarantined(-1, 1);
+	restart_quarantined(3 * 4096, 2);
+	/* --fail-on-corrupt: the shard exits with the reason, by itself
+	 * (not by a signal), and leaves the store where it is */
+	long had = store_cut(-1);
+	long from = kvt_file_size(shard.log_path);
+	static const char *strict[] = {"--fail-on-corrupt", NULL};
+	int status = shc_run_to_exit(&shard, strict, SHC_WAIT_MS);
+	assert_true(status > 0 && status < 128);
+	char *log = log_since(from);
+	assert_non_null(strstr(log, "cut short"));
+	assert_null(strstr(log, "event=store_quarantined"));
+	free(log);
+	assert_int_equal(quarantined_dirs(), 2);
+	char path[512];
+	snprintf(path, sizeof(path), "%s/data.mdb", shard.data_dir);
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_size, had / 2);
+	/* cut to nothing: LMDB would take it for a new store; the shard
+	 * starts empty and says so */
+	store_cut(0);
+	from = kvt_file_size(shard.log_path);
+	shc_restart(&shard);
+	log = log_since(from);
+	const char *empty = strstr(log, "event=store_empty");
+	assert_non_null(empty);
+	assert_non_null(strstr(empty, "0 bytes"));
+	free(log);
+	assert_int_equal(quarantined_dirs(), 2);
+	assert_true(shc_metric(&shard, "kvindex_store_quarantined") == 0);
+	assert_true(shc_metric(&shard, "kvindex_shard_entries") == 0);
+	assert_int_equal(shc_stop(&shard), 0);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_teardown(test_map_full_loses_nothing, teardown),
 	    cmocka_unit_test_teardown(test_corrupt_store_is_quarantined,
+				      teardown),
+	    cmocka_unit_test_teardown(test_truncated_store_is_quarantined,
 				      teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,7 +1,8 @@
 /*
  * test_store.c - the LMDB store: what is committed is what loads, in
  * order; snapshots hide older records; the log is truncated; the map
- * grows; a full map and corrupt files are clear errors.
+ * grows; a full map and corrupt files are clear errors, and so is a file
+ * cut short (which LMDB would read past its end, a SIGBUS).
  */
 #include <fcntl.h>
 #include <setjmp.h>
@@ -405,6 +406,72 @@ test_corruption_is_reported(void **state)
 	kvs_store_close(s);
 }
 
+/* cut_open cuts data.mdb to bytes and checks that opening it is
+ * KVI_ECORRUPT saying so, before LMDB reads past the end. */
+static void
+cut_open(long bytes)
+{
+	char path[512], err[256] = "", want[64];
+	snprintf(path, sizeof(path), "%s/data.mdb", dir);
+	assert_int_equal(truncate(path, bytes), 0);
+	kvs_store_opts o = {.dir = dir, .no_sync = true};
+	kvs_store *s = NULL;
+	assert_int_equal(kvs_store_open(&o, &s, err, sizeof(err)),
+			 KVI_ECORRUPT);
+	assert_null(s);
+	assert_non_null(strstr(err, "cut short"));
+	snprintf(want, sizeof(want), "data.mdb is %ld bytes,", bytes);
+	assert_non_null(strstr(err, want));
+}
+
+static void
+test_cut_short_is_reported(void **state)
+{
+	(void)state;
+	kvs_store *s = open_store(0, 0);
+	uint8_t *e = make_entries(20000);
+	kvs_put put = {7, "spec", 4};
+	kvs_snap sn = {.lid = 7, .entries = e, .n = 20000};
+	kvs_commit c = {.puts = &put, .n_puts = 1, .snaps = &sn, .n_snaps = 1};
+	assert_int_equal(kvs_store_commit(s, &c, NULL, 0), KVI_OK);
+	commit_record(s, 7, 1, 42);
+	free(e);
+	kvs_store_close(s);
+	char path[700];
+	snprintf(path, sizeof(path), "%s/data.mdb", dir);
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	long page = sysconf(_SC_PAGESIZE);
+	assert_true(st.st_size > 8 * page);
+	/* one page short, half, the meta pages and one more */
+	cut_open((long)st.st_size - page);
+	cut_open((long)st.st_size / 2);
+	cut_open(3 * page);
+	/* twice in one second: two places, neither replaced */
+	char moved[600], moved2[600];
+	assert_int_equal(kvi_store_quarantine(dir, moved, sizeof(moved)),
+			 KVI_OK);
+	kvs_store_close(open_store(0, 0));
+	assert_int_equal(kvi_store_quarantine(dir, moved2, sizeof(moved2)),
+			 KVI_OK);
+	assert_string_not_equal(moved, moved2);
+	snprintf(path, sizeof(path), "%s/data.mdb", moved);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_size, 3 * page);
+	/* cut to nothing, LMDB takes it for a new store */
+	s = open_store(0, 0);
+	kvs_store_close(s);
+	snprintf(path, sizeof(path), "%s/data.mdb", dir);
+	assert_int_equal(truncate(path, 0), 0);
+	assert_true(kvi_mdb_file_empty(dir));
+	s = open_store(0, 0);
+	seen got;
+	load(s, &got);
+	assert_string_equal(got.text, "");
+	kvs_store_close(s);
+	assert_false(kvi_mdb_file_empty(dir));
+}
+
 int
 main(void)
 {
@@ -416,6 +483,8 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_truncation_and_delete, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_map_grows_then_full, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_cut_short_is_reported, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_corruption_is_reported, setup,
 					    teardown),
