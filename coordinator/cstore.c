@@ -141,6 +141,10 @@ kvc_cstore_open(const char *dir, kvc_cstore **out, char *err, size_t errlen)
 			      dir, mdb_strerror(rc));
 		goto fail;
 	}
+	/* before any transaction: a file cut short faults on its first read */
+	if ((rv = kvi_mdb_check_size(s->env, err, errlen)) != KVI_OK) {
+		goto fail;
+	}
 	MDB_envinfo info;
 	mdb_env_info(s->env, &info);
 	if (info.me_mapsize > s->map_size) {

@@ -30,7 +30,9 @@
  * decoder checks structure only, not kvc_pod_check(), so a stricter check
  * in a later version does not turn a stored pod into "corruption"; callers
  * re-validate what they load. A bad checksum, a malformed value, an
- * unknown format or a file LMDB cannot read is KVI_ECORRUPT (an unknown
+ * unknown format, a file cut short (checked at open, before LMDB reads
+ * past its meta pages: lmdb_util.h) or a file LMDB cannot read is
+ * KVI_ECORRUPT (an unknown
  * newer format is KVI_EVERSION); the caller may move the directory aside
  * with kvi_store_quarantine() (lmdb_util.h) and start empty, at the price of
  * losing HTTP registrations (routers re-register) and admin overrides.
@@ -61,8 +63,8 @@ typedef struct kvc_cstore kvc_cstore;
 
 /* kvc_cstore_open opens the store in dir, creating dir (and its parents)
  * if missing. Returns KVI_ECORRUPT for a file LMDB or this format cannot
- * read, KVI_EVERSION for a newer format, KVI_EIO otherwise; err says what.
- * *out is written only on success. */
+ * read or one cut short, KVI_EVERSION for a newer format, KVI_EIO otherwise;
+ * err says what. *out is written only on success. */
 kvi_err kvc_cstore_open(const char *dir, kvc_cstore **out, char *err,
 			size_t errlen);
 

@@ -382,6 +382,15 @@ static kvi_err
 coord_open_store(const char *dir, kvc_cstore **out)
 {
 	char err[512];
+	if (kvi_mdb_file_empty(dir)) {
+		char qdir[600];
+		KVI_WARN("store_empty",
+			 "dir=%s reason=\"data.mdb is 0 bytes: cut to nothing, "
+			 "or never written\" note=\"starting without HTTP "
+			 "registrations and pins; routers must register "
+			 "again\"",
+			 kvi_log_quote(qdir, sizeof(qdir), dir));
+	}
 	kvi_err rv = kvc_cstore_open(dir, out, err, sizeof(err));
 	if (rv != KVI_ECORRUPT) {
 		if (rv != KVI_OK) {

@@ -466,6 +466,34 @@ test_corruption_is_reported(void **state)
 	kvc_cstore_close(s);
 }
 
+/* A file cut short is refused before LMDB reads past its end (it was a
+ * SIGBUS). */
+static void
+test_cut_short_is_reported(void **state)
+{
+	(void)state;
+	kvc_cstore *s = open_store();
+	char key[64];
+	for (int i = 0; i < 400; i++) {
+		snprintf(key, sizeof(key), "ns/pod-%d#0", i);
+		assert_int_equal(kvc_cstore_pin_put(s, key, "shard-0", NULL, 0),
+				 KVI_OK);
+	}
+	kvc_cstore_close(s);
+	char path[512], err[256] = "";
+	snprintf(path, sizeof(path), "%s/data.mdb", dir);
+	long page = sysconf(_SC_PAGESIZE);
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	assert_true(st.st_size > 4 * page);
+	assert_int_equal(truncate(path, 3 * page), 0);
+	s = NULL;
+	assert_int_equal(kvc_cstore_open(dir, &s, err, sizeof(err)),
+			 KVI_ECORRUPT);
+	assert_null(s);
+	assert_non_null(strstr(err, "cut short"));
+}
+
 static void
 test_newer_format_is_refused(void **state)
 {
@@ -586,6 +614,8 @@ main(void)
 					    teardown),
 	    cmocka_unit_test(test_pod_record_malformed),
 	    cmocka_unit_test_setup_teardown(test_corruption_is_reported, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_cut_short_is_reported, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_newer_format_is_refused, setup,
 					    teardown),
