@@ -74,27 +74,80 @@ kvi_log(kvi_log_level level, const char *event, const char *fmt, ...)
 	(void)w;
 }
 
+/* kvi_utf8_len returns the length of the well-formed UTF-8 sequence of
+ * two bytes or more at s (RFC 3629: no overlong forms, no surrogates,
+ * nothing past U+10FFFF), or 0 when there is none. Stops at a NUL. */
+static size_t
+kvi_utf8_len(const unsigned char *s)
+{
+	unsigned char c = s[0];
+	size_t n = c >= 0xc2 && c <= 0xdf   ? 2
+		   : c >= 0xe0 && c <= 0xef ? 3
+		   : c >= 0xf0 && c <= 0xf4 ? 4
+					    : 0;
+	unsigned char lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80;
+	unsigned char hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
+	for (size_t i = 1; i < n; i++) {
+		if (s[i] < (i == 1 ? lo : 0x80) ||
+		    s[i] > (i == 1 ? hi : 0xbf)) {
+			return 0;
+		}
+	}
+	return n;
+}
+
+/* kvi_log_quote_char writes the character at p as kvi_log_quote gives it
+ * into out (4 bytes at most), sets *in to the bytes of p it took, and
+ * returns the bytes it wrote. */
+static size_t
+kvi_log_quote_char(const unsigned char *p, char *out, size_t *in)
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char c = *p;
+	char esc = c == '\n'               ? 'n'
+		   : c == '\r'             ? 'r'
+		   : c == '\t'             ? 't'
+		   : c == '"' || c == '\\' ? (char)c
+					   : 0;
+	size_t k = c >= 0x80 ? kvi_utf8_len(p) : 1;
+	*in = k == 0 ? 1 : k;
+	if (esc != 0) {
+		out[0] = '\\';
+		out[1] = esc;
+		return 2;
+	}
+	if (c < 0x20 || c == 0x7f || k == 0) {
+		out[0] = '\\';
+		out[1] = 'x';
+		out[2] = hex[c >> 4];
+		out[3] = hex[c & 15];
+		return 4;
+	}
+	memcpy(out, p, k);
+	return k;
+}
+
 const char *
 kvi_log_quote(char *buf, size_t size, const char *s)
 {
-	size_t o = 0;
 	if (size < 3) {
 		if (size > 0) {
 			buf[0] = '\0';
 		}
 		return buf;
 	}
+	size_t o = 0;
 	buf[o++] = '"';
-	for (; s != NULL && *s != '\0' && o + 3 < size; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\') {
-			buf[o++] = '\\';
-			buf[o++] = (char)c;
-		} else if (c < 0x20) {
-			buf[o++] = ' ';
-		} else {
-			buf[o++] = (char)c;
+	const unsigned char *p = (const unsigned char *)(s != NULL ? s : "");
+	while (*p != '\0') {
+		char one[4];
+		size_t in, n = kvi_log_quote_char(p, one, &in);
+		if (o + n + 2 > size) {
+			break; /* keep room for the closing quote and the NUL */
 		}
+		memcpy(buf + o, one, n);
+		o += n;
+		p += in;
 	}
 	buf[o++] = '"';
 	buf[o] = '\0';

@@ -4,10 +4,12 @@
  * A line reads
  *     ts=2026-11-30T01:02:03.456Z level=info proc=shard event=gap listener=...
  * `event` is a short snake_case name that says what happened; the rest are
- * key=value pairs given by the caller. Values that may hold spaces or quotes
- * are written with kvi_log_quote(). Lines are written with one write(2), so
- * lines from several threads never interleave. The level and the process
- * name are set once at start-up, before threads exist.
+ * key=value pairs given by the caller. Values that may hold spaces, quotes
+ * or bytes from outside (paths, error messages, what a peer or a file
+ * said) are written with kvi_log_quote(), never as "%s" in quotes. Lines are
+ * written with one write(2), so lines from several threads never interleave.
+ * The level and the process name are set once at start-up, before threads
+ * exist.
  */
 #ifndef KVI_COMMON_LOG_H
 #define KVI_COMMON_LOG_H
@@ -44,9 +46,13 @@ bool kvi_log_enabled(kvi_log_level level);
 void kvi_log(kvi_log_level level, const char *event, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* kvi_log_quote writes s into buf (size bytes) as a double-quoted value with
- * quotes, backslashes and control characters escaped, truncating if needed,
- * and returns buf. */
+/* kvi_log_quote writes s (NULL: "") into buf (size bytes) as a
+ * double-quoted value and returns buf: quotes and backslashes are escaped
+ * with a backslash, newline, carriage return and tab as \n, \r and \t,
+ * other control bytes, DEL and bytes that are not well-formed UTF-8 as
+ * \xNN, so that the value stays on its line and the line stays UTF-8
+ * whatever s holds (a file's bytes, an engine's message). Truncates at a
+ * character's boundary when buf is too small. */
 const char *kvi_log_quote(char *buf, size_t size, const char *s);
 
 #define KVI_DEBUG(ev, ...) kvi_log(KVI_LOG_DEBUG, ev, __VA_ARGS__)

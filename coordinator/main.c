@@ -381,36 +381,41 @@ coord_read_token(const char *path)
 static kvi_err
 coord_open_store(const char *dir, kvc_cstore **out)
 {
-	char err[512];
+	char err[512] = "", qdir[600], qerr[1100], qmoved[1100];
+	kvi_log_quote(qdir, sizeof(qdir), dir);
 	if (kvi_mdb_file_empty(dir)) {
-		char qdir[600];
 		KVI_WARN("store_empty",
 			 "dir=%s reason=\"data.mdb is 0 bytes: cut to nothing, "
 			 "or never written\" note=\"starting without HTTP "
 			 "registrations and pins; routers must register "
 			 "again\"",
-			 kvi_log_quote(qdir, sizeof(qdir), dir));
+			 qdir);
 	}
 	kvi_err rv = kvc_cstore_open(dir, out, err, sizeof(err));
 	if (rv != KVI_ECORRUPT) {
 		if (rv != KVI_OK) {
-			KVI_ERROR("store_failed", "dir=%s err=%s", dir, err);
+			KVI_ERROR("store_failed", "dir=%s err=%s", qdir,
+				  kvi_log_quote(qerr, sizeof(qerr), err));
 		}
 		return rv;
 	}
+	kvi_log_quote(qerr, sizeof(qerr), err);
 	char moved[1024];
 	if (kvi_store_quarantine(dir, moved, sizeof(moved)) != KVI_OK) {
 		KVI_ERROR("store_corrupt",
-			  "dir=%s err=%s: cannot move it aside", dir, err);
+			  "dir=%s err=%s note=\"cannot move it aside\"", qdir,
+			  qerr);
 		return rv;
 	}
 	KVI_ERROR("store_quarantined",
-		  "dir=%s moved_to=%s err=%s: starting without HTTP "
-		  "registrations and pins; routers must register again",
-		  dir, moved, err);
+		  "dir=%s moved_to=%s err=%s note=\"starting without HTTP "
+		  "registrations and pins; routers must register again\"",
+		  qdir, kvi_log_quote(qmoved, sizeof(qmoved), moved), qerr);
+	err[0] = '\0';
 	rv = kvc_cstore_open(dir, out, err, sizeof(err));
 	if (rv != KVI_OK) {
-		KVI_ERROR("store_failed", "dir=%s err=%s", dir, err);
+		KVI_ERROR("store_failed", "dir=%s err=%s", qdir,
+			  kvi_log_quote(qerr, sizeof(qerr), err));
 	}
 	return rv;
 }

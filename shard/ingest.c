@@ -693,10 +693,11 @@ kvg_main(void *arg)
 		kvg_commit_done(g, done);
 	}
 	if (kvw_failing(g->writer, why, sizeof(why))) {
+		char q[600];
 		kvi_log(KVI_LOG_ERROR, "stop_uncommitted",
-			"reason=\"%s\" note=\"events since the last commit "
+			"reason=%s note=\"events since the last commit "
 			"are replayed from the engines at the next start\"",
-			why);
+			kvi_log_quote(q, sizeof(q), why));
 		return NULL;
 	}
 	kvg_commit(g);

@@ -157,17 +157,18 @@ static kvi_err
 shard_open_state(shard_opts *o, kvs_store **store, kvx_index **idx,
 		 kvg_ingest **ingest, kvi_metrics *metrics, bool *quarantined)
 {
-	char err[512];
+	char err[512], qdir[600], qmsg[1100];
+	kvi_log_quote(qdir, sizeof(qdir), o->data_dir);
 	if (kvi_mdb_file_empty(o->data_dir)) {
-		char qdir[600];
 		kvi_log(KVI_LOG_WARN, "store_empty",
 			"dir=%s reason=\"data.mdb is 0 bytes: cut to nothing, "
 			"or never written\" note=\"starting with an empty "
 			"store; listeners must be assigned again and are "
 			"rebuilt from the engines\"",
-			kvi_log_quote(qdir, sizeof(qdir), o->data_dir));
+			qdir);
 	}
 	for (int attempt = 0; attempt < 2; attempt++) {
+		err[0] = '\0';
 		kvi_err rv = kvs_store_open(&o->store, store, err, sizeof(err));
 		if (rv == KVI_OK) {
 			*idx = kvx_index_alloc();
@@ -183,8 +184,8 @@ shard_open_state(shard_opts *o, kvs_store **store, kvx_index **idx,
 			kvs_store_close(*store);
 		}
 		kvi_log(KVI_LOG_ERROR, "store_open_failed",
-			"dir=%s error=%s msg=\"%s\"", o->data_dir,
-			kvi_strerror(rv), err);
+			"dir=%s error=\"%s\" msg=%s", qdir, kvi_strerror(rv),
+			kvi_log_quote(qmsg, sizeof(qmsg), err));
 		if (rv == KVI_ECORRUPT && o->fail_on_corrupt) {
 			kvi_log(KVI_LOG_ERROR, "store_corrupt_exit",
 				"note=\"--fail-on-corrupt: the store is left "
@@ -203,7 +204,7 @@ shard_open_state(shard_opts *o, kvs_store **store, kvx_index **idx,
 			"dir=%s moved_to=%s note=\"starting empty; listeners "
 			"must be assigned again and are rebuilt from the "
 			"engines\"",
-			o->data_dir, moved);
+			qdir, kvi_log_quote(qmsg, sizeof(qmsg), moved));
 	}
 	return KVI_ECORRUPT;
 }
@@ -396,8 +397,9 @@ main(int argc, char **argv)
 				     .inline_kinds = kvh_shard_inline_kinds()},
 		 kvh_shard_handler(), handler, &svc, err, sizeof(err))) !=
 		KVI_OK) {
-		kvi_log(KVI_LOG_ERROR, "start_failed", "error=%s msg=\"%s\"",
-			kvi_strerror(rv), err);
+		char q[600];
+		kvi_log(KVI_LOG_ERROR, "start_failed", "error=\"%s\" msg=%s",
+			kvi_strerror(rv), kvi_log_quote(q, sizeof(q), err));
 		goto out;
 	}
 	kvi_metrics_collector_add(metrics, shard_rpc_metrics, svc);
@@ -419,8 +421,10 @@ main(int argc, char **argv)
 		kvi_httpd_route(httpd, "GET", "/ready", shard_on_ready, ingest);
 		if ((rv = kvi_httpd_start(httpd, o.metrics, 1, err,
 					  sizeof(err))) != KVI_OK) {
+			char q[600];
 			kvi_log(KVI_LOG_ERROR, "metrics_failed",
-				"addr=%s msg=\"%s\"", o.metrics, err);
+				"addr=%s msg=%s", o.metrics,
+				kvi_log_quote(q, sizeof(q), err));
 			goto out;
 		}
 	}

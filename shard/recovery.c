@@ -347,8 +347,9 @@ kvg_replay_failed(kvg_ingest *g, kvl_listener *l, bool unchecked,
 	l->c.replays_failed++;
 	r->replay_spent = true;
 	kvg_error(l, "replay from %" PRIu64 ": %s", r->replay_from, why);
-	kvg_log_listener(l, "replay_failed", "from=%" PRIu64 " reason=\"%s\"",
-			 r->replay_from, why);
+	char q[600];
+	kvg_log_listener(l, "replay_failed", "from=%" PRIu64 " reason=%s",
+			 r->replay_from, kvi_log_quote(q, sizeof(q), why));
 	r->state = KVL_R_STREAMING;
 	if (unchecked) {
 		r->unverifiable = true;
@@ -500,8 +501,10 @@ kvg_fetch_failed(kvg_ingest *g, kvl_listener *l, const char *fmt, ...)
 	va_end(ap);
 	kvg_error(l, "%s", why);
 	l->c.recoveries_failed++;
-	kvg_log_listener(l, "recover_failed", "attempt=%d error=\"%s\"",
-			 l->recovery.attempts + 1, l->last_error);
+	char q[600];
+	kvg_log_listener(l, "recover_failed", "attempt=%d error=%s",
+			 l->recovery.attempts + 1,
+			 kvi_log_quote(q, sizeof(q), l->last_error));
 	kvg_backoff(g, l);
 }
 

@@ -269,6 +269,10 @@ kvs_load_listeners(kvs_store *s, MDB_txn *txn, const kvs_load_cb *cb, char *err,
 		*kvs_lid_at(s, lid) = (kvs_lid){.live = true, .need = KVS_NONE};
 		if ((rv = cb->listener(cb->arg, lid, v.mv_data, v.mv_size)) !=
 		    KVI_OK) {
+			kvi_errf(err, errlen, rv,
+				 "listener %u: its assignment does not load "
+				 "(%s)",
+				 lid, kvi_strerror(rv));
 			break;
 		}
 	}
@@ -299,7 +303,13 @@ kvs_load_snap_header(kvs_store *s, const kvs_load_cb *cb, uint32_t lid,
 	kvs_lid_at(s, lid)->snap_lsn = kvi_get_le64(p + 8);
 	mark.wm = kvi_get_le64(p + 17);
 	mark.fp = kvi_get_le64(p + 25);
-	return cb->snapshot(cb->arg, lid, &mark, kvi_get_le64(p + 33));
+	kvi_err rv = cb->snapshot(cb->arg, lid, &mark, kvi_get_le64(p + 33));
+	if (rv != KVI_OK) {
+		kvi_errf(err, errlen, rv,
+			 "listener %u: its snapshot does not load (%s)", lid,
+			 kvi_strerror(rv));
+	}
+	return rv;
 }
 
 static kvi_err
@@ -332,10 +342,13 @@ kvs_load_snaps(kvs_store *s, MDB_txn *txn, const kvs_load_cb *cb, char *err,
 			rv = kvi_errf(err, errlen, KVI_ECORRUPT,
 				      "listener %u: bad snapshot chunk %u", lid,
 				      chunk);
-		} else {
-			rv = cb->entries(cb->arg, lid,
-					 (const uint8_t *)v.mv_data + 4,
-					 (v.mv_size - 4) / KVS_ENTRY_SIZE);
+		} else if ((rv = cb->entries(
+				cb->arg, lid, (const uint8_t *)v.mv_data + 4,
+				(v.mv_size - 4) / KVS_ENTRY_SIZE)) != KVI_OK) {
+			kvi_errf(err, errlen, rv,
+				 "listener %u: snapshot chunk %u does not load "
+				 "(%s)",
+				 lid, chunk, kvi_strerror(rv));
 		}
 	}
 	mdb_cursor_close(c);
@@ -378,6 +391,13 @@ kvs_load_log(kvs_store *s, MDB_txn *txn, const kvs_load_cb *cb, char *err,
 			s->lids[lid].need = lsn;
 		}
 		rv = cb->record(cb->arg, lid, p + 8, v.mv_size - 8);
+		if (rv != KVI_OK) {
+			kvi_errf(err, errlen, rv,
+				 "log record %llu of listener %u does not load "
+				 "(%s)",
+				 (unsigned long long)lsn, lid,
+				 kvi_strerror(rv));
+		}
 	}
 	mdb_cursor_close(c);
 	if (rv == KVI_OK && rc != MDB_NOTFOUND) {

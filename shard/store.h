@@ -110,7 +110,8 @@ typedef struct kvs_commit {
  * each listener's snapshot (header, then its entries in chunks), then the
  * log records that follow the snapshots, in lsn order. Records of deleted
  * listeners and records older than their listener's snapshot are skipped.
- * A callback returning an error stops the load with it. */
+ * A callback returning an error stops the load with it, and err names the
+ * record the callback refused. */
 typedef struct kvs_load_cb {
 	void *arg;
 	kvi_err (*listener)(void *arg, uint32_t lid, const void *val,

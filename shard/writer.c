@@ -152,11 +152,11 @@ kvw_commit(kvw_writer *w, kvw_job *j)
 		if (w->failures != NULL) {
 			kvi_counter_inc(w->failures);
 		}
-		kvi_log(
-		    KVI_LOG_ERROR, "store_commit_failed",
-		    "error=\"%s\" attempt=%d records=%zu bytes=%zu msg=\"%s\"",
-		    kvi_strerror(j->rv), j->attempts, j->n_recs, j->bytes,
-		    j->err);
+		char q[600];
+		kvi_log(KVI_LOG_ERROR, "store_commit_failed",
+			"error=\"%s\" attempt=%d records=%zu bytes=%zu msg=%s",
+			kvi_strerror(j->rv), j->attempts, j->n_recs, j->bytes,
+			kvi_log_quote(q, sizeof(q), j->err));
 		pthread_mutex_lock(&w->mu);
 		snprintf(w->last_error, sizeof(w->last_error), "%s", j->err);
 		atomic_store(&w->failing, true);

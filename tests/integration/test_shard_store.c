@@ -7,7 +7,8 @@
  * assigned again from the engines. So is a file cut short (to half, to
  * three pages), which used to kill the shard by SIGBUS at every start;
  * with --fail-on-corrupt the shard exits saying why instead, and a file
- * cut to nothing starts empty saying so.
+ * cut to nothing starts empty saying so. A store whose listener record
+ * does not load is moved aside with a reason that names it, on one line.
  */
 #include <glob.h>
 #include <setjmp.h>
@@ -272,6 +273,78 @@ test_truncated_store_is_quarantined(void **state)
 	assert_int_equal(shc_stop(&shard), 0);
 }
 
+/* file_patch replaces every occurrence of from in the file at path with
+ * to (as long), and returns how many it replaced. */
+static int
+file_patch(const char *path, const void *from, const void *to, size_t n)
+{
+	size_t len;
+	char *buf = kvt_file_read(path, &len);
+	assert_non_null(buf);
+	int found = 0;
+	for (size_t i = 0; i + n <= len; i++) {
+		if (memcmp(buf + i, from, n) == 0) {
+			memcpy(buf + i, to, n);
+			found++;
+		}
+	}
+	FILE *f = fopen(path, "r+b");
+	assert_non_null(f);
+	assert_int_equal(fwrite(buf, 1, len, f), len);
+	fclose(f);
+	free(buf);
+	return found;
+}
+
+/* one_line_each checks that every line of log starts as a log line does,
+ * and holds no byte outside printable ASCII. */
+static void
+one_line_each(const char *log)
+{
+	for (const char *p = log; *p != '\0';) {
+		const char *end = strchr(p, '\n');
+		assert_non_null(end);
+		if (strncmp(p, "ts=", 3) != 0) {
+			fail_msg("not a log line: %.*s", (int)(end - p), p);
+		}
+		for (const char *c = p; c < end; c++) {
+			if ((unsigned char)*c < 0x20 ||
+			    (unsigned char)*c > 0x7e) {
+				fail_msg("byte 0x%02x in %.*s",
+					 (unsigned char)*c, (int)(end - p), p);
+			}
+		}
+		p = end + 1;
+	}
+}
+
+static void
+test_unloadable_listener_is_named(void **state)
+{
+	(void)state;
+	sim_start("4096");
+	shc_start(&shard, NULL);
+	store_fill();
+	/* the first listener's record no longer decodes: its key's length
+	 * runs past the record */
+	char path[512];
+	snprintf(path, sizeof(path), "%s/data.mdb", shard.data_dir);
+	assert_true(file_patch(path, "\x0a\x0bsim/pod-0#0",
+			       "\x0a\x7fsim/pod-0#0", 13) >= 1);
+	long from = kvt_file_size(shard.log_path);
+	shc_restart(&shard);
+	assert_int_equal(quarantined_dirs(), 1);
+	char *log = log_since(from);
+	one_line_each(log);
+	const char *why = strstr(log, "event=store_open_failed");
+	assert_non_null(why);
+	const char *msg = strstr(why, "msg=\"listener 0: ");
+	assert_non_null(msg);
+	assert_true(msg < strchr(why, '\n'));
+	free(log);
+	store_fill();
+}
+
 int
 main(void)
 {
@@ -280,6 +353,8 @@ main(void)
 	    cmocka_unit_test_teardown(test_corrupt_store_is_quarantined,
 				      teardown),
 	    cmocka_unit_test_teardown(test_truncated_store_is_quarantined,
+				      teardown),
+	    cmocka_unit_test_teardown(test_unloadable_listener_is_named,
 				      teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
