@@ -63,6 +63,16 @@ kvx_imgw_put(kvx_imgw *w, const void *p, size_t n)
 		return;
 	}
 	XXH3_64bits_update(w->xs, p, n);
+	w->body += n;
+	kvx_imgw_raw(w, p, n);
+}
+
+void
+kvx_imgw_raw(kvx_imgw *w, const void *p, size_t n)
+{
+	if (w->err != 0 || n == 0) {
+		return;
+	}
 	if (n >= KVX_IMG_BUF / 4) {
 		kvx_imgw_flush(w);
 		kvx_imgw_write(w, p, n);
@@ -115,7 +125,8 @@ kvx_imgr_read(kvx_imgr *r, uint8_t *p, size_t n)
 		if (k <= 0) {
 			char why[96];
 			snprintf(why, sizeof(why), "read: %s",
-				 k < 0 ? strerror(errno) : "short file");
+				 k < 0 ? strerror(errno)
+				       : "the file ended early");
 			return kvx_imgr_fail(r, why);
 		}
 		p += k;
@@ -125,17 +136,18 @@ kvx_imgr_read(kvx_imgr *r, uint8_t *p, size_t n)
 }
 
 bool
-kvx_imgr_init(kvx_imgr *r, int fd)
+kvx_imgr_init(kvx_imgr *r, int fd, uint64_t off, uint64_t body_len)
 {
 	memset(r, 0, sizeof(*r));
 	r->fd = fd;
 	r->buf = kvi_malloc(KVX_IMG_BUF);
 	r->xs = kvx_img_digest_new();
-	struct stat st;
-	if (fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(uint64_t)) {
-		return kvx_imgr_fail(r, "too short for an image");
+	r->left = body_len;
+	if (lseek(fd, (off_t)off, SEEK_SET) != (off_t)off) {
+		char why[96];
+		snprintf(why, sizeof(why), "seek: %s", strerror(errno));
+		return kvx_imgr_fail(r, why);
 	}
-	r->left = (uint64_t)st.st_size - sizeof(uint64_t);
 	return true;
 }
 
@@ -146,7 +158,8 @@ kvx_imgr_get(kvx_imgr *r, void *p, size_t n)
 		return false;
 	}
 	if (n > r->left) {
-		return kvx_imgr_fail(r, "truncated");
+		return kvx_imgr_fail(r, "its tables run past the end of the "
+					"body its header gives");
 	}
 	uint8_t *out = p;
 	size_t have = r->end - r->pos, take = have < n ? have : n;
@@ -179,14 +192,16 @@ kvx_imgr_finish(kvx_imgr *r)
 {
 	bool ok = r->why[0] == '\0';
 	if (ok && (r->left != 0 || r->pos != r->end)) {
-		ok = kvx_imgr_fail(r, "bytes past the end of the image");
+		ok = kvx_imgr_fail(r, "its tables end before the body its "
+				      "header gives");
 	}
 	uint64_t d = 0;
 	if (ok && !kvx_imgr_read(r, (uint8_t *)&d, sizeof(d))) {
 		ok = false;
 	}
 	if (ok && d != XXH3_64bits_digest(r->xs)) {
-		ok = kvx_imgr_fail(r, "digest does not match");
+		ok = kvx_imgr_fail(r, "bad checksum: the body does not match "
+				      "its digest");
 	}
 	kvx_imgr_free(r);
 	return ok;
@@ -199,4 +214,31 @@ kvx_imgr_free(kvx_imgr *r)
 	kvi_free(r->buf);
 	r->xs = NULL;
 	r->buf = NULL;
+}
+
+bool
+kvx_img_body_intact(int fd, uint64_t off, uint64_t body_len)
+{
+	XXH3_state_t *xs = kvx_img_digest_new();
+	uint8_t *buf = kvi_malloc(KVX_IMG_BUF);
+	uint64_t at = off, end = off + body_len, d = 0;
+	bool ok = true;
+	while (ok && at < end) {
+		size_t want =
+		    end - at < KVX_IMG_BUF ? (size_t)(end - at) : KVX_IMG_BUF;
+		ssize_t k = pread(fd, buf, want, (off_t)at);
+		if (k < 0 && errno == EINTR) {
+			continue;
+		}
+		ok = k > 0;
+		if (ok) {
+			XXH3_64bits_update(xs, buf, (size_t)k);
+			at += (uint64_t)k;
+		}
+	}
+	ok = ok && pread(fd, &d, sizeof(d), (off_t)end) == sizeof(d) &&
+	     d == XXH3_64bits_digest(xs);
+	kvi_free(buf);
+	XXH3_freeState(xs);
+	return ok;
 }

@@ -1,12 +1,15 @@
 /*
  * image_io.h - writing and reading an index image (index_image.c): a file
- * written in one sequential pass, with an XXH3 digest of everything in it
- * at its end, and read back the same way straight into the slot arrays.
+ * written in one sequential pass - a header, then a body with an XXH3
+ * digest of it at its end - and read back the same way straight into the
+ * slot arrays.
  *
  * Both sides are buffered for the small fields, and copy large arrays
- * straight between the file and memory. Errors are sticky: once a call
- * fails, later calls do nothing and kvx_imgw_finish()/kvx_imgr_finish()
- * say what went wrong first.
+ * straight between the file and memory. The writer hashes what it is given
+ * with kvx_imgw_put (the body) and not what it is given with kvx_imgw_raw
+ * (the header, which index_image.c checks with a checksum of its own).
+ * Errors are sticky: once a call fails, later calls do nothing and
+ * kvx_imgw_finish()/kvx_imgr_finish() say what went wrong first.
  */
 #ifndef KVI_SHARD_IMAGE_IO_H
 #define KVI_SHARD_IMAGE_IO_H
@@ -23,6 +26,7 @@ typedef struct kvx_imgw {
 	int fd;
 	uint8_t *buf;
 	size_t used;
+	uint64_t body; /* bytes given to kvx_imgw_put (hashed) */
 	XXH3_state_t *xs;
 	int err; /* errno of the first failure, or 0 */
 } kvx_imgw;
@@ -37,15 +41,21 @@ typedef struct kvx_imgr {
 } kvx_imgr;
 
 void kvx_imgw_init(kvx_imgw *w, int fd);
+/* kvx_imgw_put writes n bytes of the body; kvx_imgw_raw writes n bytes
+ * that the digest does not cover (the header, before any put). */
 void kvx_imgw_put(kvx_imgw *w, const void *p, size_t n);
-/* kvx_imgw_finish appends the digest, flushes, frees w's buffers, and
- * returns 0 or the errno of the first failure. */
+void kvx_imgw_raw(kvx_imgw *w, const void *p, size_t n);
+/* kvx_imgw_finish appends the digest of the body, flushes, frees w's
+ * buffers, and returns 0 or the errno of the first failure; w->body stays
+ * the body's length. */
 int kvx_imgw_finish(kvx_imgw *w);
 
-/* kvx_imgr_init starts reading the image fd (at offset 0); false (and
- * r->why) if it is too short to hold a digest. */
-bool kvx_imgr_init(kvx_imgr *r, int fd);
-/* kvx_imgr_get reads n bytes into p; false once anything failed. */
+/* kvx_imgr_init starts reading the body of the image fd, body_len bytes
+ * at offset off followed by its digest (the header says where); false
+ * (and r->why) when fd cannot be positioned there. */
+bool kvx_imgr_init(kvx_imgr *r, int fd, uint64_t off, uint64_t body_len);
+/* kvx_imgr_get reads n bytes of the body into p; false once anything
+ * failed, or when the body holds fewer than n more bytes. */
 bool kvx_imgr_get(kvx_imgr *r, void *p, size_t n);
 /* kvx_imgr_fail records why the image is refused (the first reason
  * wins) and returns false. */
@@ -55,6 +65,11 @@ bool kvx_imgr_fail(kvx_imgr *r, const char *why);
 bool kvx_imgr_finish(kvx_imgr *r);
 /* kvx_imgr_free frees r's buffers without checking anything. */
 void kvx_imgr_free(kvx_imgr *r);
+
+/* kvx_img_body_intact reads the body of the image fd (body_len bytes at
+ * off) and its digest again, apart from any reader, and says whether they
+ * match: whether a body refused for what it holds is damaged. */
+bool kvx_img_body_intact(int fd, uint64_t off, uint64_t body_len);
 
 static inline void
 kvx_imgw_u64(kvx_imgw *w, uint64_t v)

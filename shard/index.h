@@ -176,13 +176,15 @@ void kvx_bulk_finish(kvx_bulk *b, int threads, kvx_bulk_stats *stats);
  * was exactly at; an image is only good for a store still at that state.
  *
  * kvx_image_save writes idx to fd (at its offset), under the index's
- * locks. kvx_image_check reads the header of the image fd and rewinds it:
- * KVI_OK if it is an image of this layout stamped with stamp, KVI_ENOENT if
- * its stamp differs (the store has moved on), KVI_ECORRUPT otherwise.
- * kvx_image_load reads the image into idx, whose listeners must be exactly
- * the image's (same ids and models) and hold nothing yet; on any failure
- * (the same errors, err says why) idx is left as it was. Nothing else may
- * use the index during a load.
+ * locks. kvx_image_check reads and checks the header of the image fd:
+ * KVI_OK if it is an image of this build stamped with stamp and of the
+ * length its header gives, KVI_ENOENT if its stamp differs (stale: the
+ * store has moved on), KVI_ECORRUPT otherwise, err saying why (damaged,
+ * cut short, another version or layout). kvx_image_load reads the image
+ * into idx, whose listeners must be exactly the image's (same ids and
+ * models) and hold nothing yet; on any failure (the same errors, err says
+ * why, a body that does not read as idx being checked against its digest)
+ * idx is left as it was. Nothing else may use the index during a load.
  */
 #define KVX_IMAGE_STAMP_MAX 64
 kvi_err kvx_image_save(kvx_index *idx, int fd, const void *stamp,

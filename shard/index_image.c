@@ -12,17 +12,26 @@
  * word (the sizes the slot arrays depend on) refuses an image of another
  * layout. The file:
  *
- *   header     magic, version, layout, the caller's stamp
- *   directory  the partitions (model, block size), then the listeners
- *              (id, partition), in the order their bodies follow
- *   bodies     each partition's holder stripes (holders.c), then each
- *              listener's four maps (table_impl.h)
- *   digest     XXH3-64 of everything before it
+ *   header     magic, version, byte order, layout, the body's length, the
+ *              caller's stamp, and an XXH3-64 of all of these
+ *   body       the directory: the partitions (model, block size), then the
+ *              listeners (id, partition), in the order their tables
+ *              follow; then each partition's holder stripes (holders.c)
+ *              and each listener's four maps (table_impl.h)
+ *   digest     XXH3-64 of the body
  *
+ * The header is checked on its own before anything else, so that a
+ * refusal says why: another version or layout, a damaged header, a file
+ * cut short or longer than its header says, or a store that has moved on
+ * since (a stale image, the one refusal that is not damage). A body that
+ * does not read as the index (another set of listeners, a table out of
+ * range) is read again for its digest: a mismatch says it is damaged.
  * The directory is checked against the index before anything is read
  * into it; a body or digest that fails leaves the index as it was.
  */
+#include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "error.h"
@@ -30,8 +39,11 @@
 #include "index_int.h"
 
 #define KVX_IMAGE_MAGIC   "KVXIMAGE"
-#define KVX_IMAGE_VERSION 1u
+#define KVX_IMAGE_VERSION 2u
 #define KVX_IMAGE_ORDER   0x01020304u
+/* magic, version, order, layout, body length, stamp length */
+#define KVX_HEAD_FIXED (8 + 4 + 4 + 8 + 8 + 4)
+#define KVX_HEAD_MAX   (KVX_HEAD_FIXED + KVX_IMAGE_STAMP_MAX + 8)
 
 /* kvx_image_layout packs what the slot arrays' bytes depend on. */
 static uint64_t
@@ -78,29 +90,42 @@ kvx_image_load_lis(kvx_lis *l, kvx_imgr *r)
 	return ok;
 }
 
-kvi_err
-kvx_image_save(kvx_index *idx, int fd, const void *stamp, size_t stamp_len,
-	       char *err, size_t errlen)
+/* kvx_image_head writes the header of an image of stamp whose body is
+ * body_len bytes into h (KVX_HEAD_MAX bytes) and returns its length. */
+static size_t
+kvx_image_head(uint8_t *h, const void *stamp, uint32_t stamp_len,
+	       uint64_t body_len)
 {
-	kvx_imgw w;
-	kvx_imgw_init(&w, fd);
-	kvx_imgw_put(&w, KVX_IMAGE_MAGIC, 8);
-	kvx_imgw_u32(&w, KVX_IMAGE_VERSION);
-	kvx_imgw_u32(&w, KVX_IMAGE_ORDER);
-	kvx_imgw_u64(&w, kvx_image_layout());
-	kvx_imgw_u32(&w, (uint32_t)stamp_len);
-	kvx_imgw_put(&w, stamp, stamp_len);
+	uint32_t version = KVX_IMAGE_VERSION, order = KVX_IMAGE_ORDER;
+	uint64_t layout = kvx_image_layout();
+	memcpy(h, KVX_IMAGE_MAGIC, 8);
+	memcpy(h + 8, &version, 4);
+	memcpy(h + 12, &order, 4);
+	memcpy(h + 16, &layout, 8);
+	memcpy(h + 24, &body_len, 8);
+	memcpy(h + 32, &stamp_len, 4);
+	memcpy(h + KVX_HEAD_FIXED, stamp, stamp_len);
+	size_t n = KVX_HEAD_FIXED + stamp_len;
+	uint64_t check = XXH3_64bits(h, n);
+	memcpy(h + n, &check, 8);
+	return n + 8;
+}
+
+/* kvx_image_save_body writes the directory and the tables. */
+static void
+kvx_image_save_body(kvx_index *idx, kvx_imgw *w)
+{
 	pthread_rwlock_rdlock(&idx->meta);
 	uint32_t n_parts, n_lis;
 	kvx_image_count(idx, &n_parts, &n_lis);
-	kvx_imgw_u32(&w, n_parts);
+	kvx_imgw_u32(w, n_parts);
 	for (kvx_part *p = idx->parts; p != NULL; p = p->next) {
 		uint32_t len = (uint32_t)strlen(p->model);
-		kvx_imgw_u32(&w, len);
-		kvx_imgw_put(&w, p->model, len);
-		kvx_imgw_u32(&w, p->block_size);
+		kvx_imgw_u32(w, len);
+		kvx_imgw_put(w, p->model, len);
+		kvx_imgw_u32(w, p->block_size);
 	}
-	kvx_imgw_u32(&w, n_lis);
+	kvx_imgw_u32(w, n_lis);
 	for (uint32_t i = 0; i < idx->cap_lis; i++) {
 		kvx_lis *l = idx->lis[i];
 		if (l == NULL) {
@@ -110,75 +135,182 @@ kvx_image_save(kvx_index *idx, int fd, const void *stamp, size_t stamp_len,
 		for (kvx_part *p = idx->parts; p != l->part; p = p->next) {
 			k++;
 		}
-		kvx_imgw_u32(&w, i);
-		kvx_imgw_u32(&w, k);
+		kvx_imgw_u32(w, i);
+		kvx_imgw_u32(w, k);
 	}
 	for (kvx_part *p = idx->parts; p != NULL; p = p->next) {
 		pthread_rwlock_rdlock(&p->lock);
-		kvx_hold_save(&p->holders, &w);
+		kvx_hold_save(&p->holders, w);
 		pthread_rwlock_unlock(&p->lock);
 	}
 	for (uint32_t i = 0; i < idx->cap_lis; i++) {
 		kvx_lis *l = idx->lis[i];
 		if (l != NULL) {
 			pthread_rwlock_rdlock(&l->part->lock);
-			kvx_image_save_lis(l, &w);
+			kvx_image_save_lis(l, w);
 			pthread_rwlock_unlock(&l->part->lock);
 		}
 	}
 	pthread_rwlock_unlock(&idx->meta);
+}
+
+kvi_err
+kvx_image_save(kvx_index *idx, int fd, const void *stamp, size_t stamp_len,
+	       char *err, size_t errlen)
+{
+	if (stamp_len > KVX_IMAGE_STAMP_MAX) {
+		return kvi_errf(err, errlen, KVI_EINVAL, "a stamp of %zu bytes",
+				stamp_len);
+	}
+	/* the body's length is known at the end: the header is written
+	 * again then, in place */
+	off_t start = lseek(fd, 0, SEEK_CUR);
+	uint8_t head[KVX_HEAD_MAX];
+	size_t hlen = kvx_image_head(head, stamp, (uint32_t)stamp_len, 0);
+	kvx_imgw w;
+	kvx_imgw_init(&w, fd);
+	kvx_imgw_raw(&w, head, hlen);
+	kvx_image_save_body(idx, &w);
 	int e = kvx_imgw_finish(&w);
-	if (e != 0) {
+	if (e == 0 && start >= 0) {
+		kvx_image_head(head, stamp, (uint32_t)stamp_len, w.body);
+		ssize_t k = pwrite(fd, head, hlen, start);
+		e = k == (ssize_t)hlen ? 0 : k < 0 ? errno : EIO;
+	}
+	if (e != 0 || start < 0) {
 		return kvi_errf(err, errlen, KVI_EIO, "writing the image: %s",
-				strerror(e));
+				strerror(e != 0 ? e : errno));
 	}
 	return KVI_OK;
 }
 
-/* kvx_image_header reads and checks the header; stale says whether it is
- * an image of this layout with another stamp. */
-static bool
-kvx_image_header(kvx_imgr *r, const void *stamp, size_t stamp_len, bool *stale)
+/* Where an image's body is, once its header holds. */
+typedef struct kvx_image_at {
+	uint64_t off, len;
+} kvx_image_at;
+
+/* kvx_image_head_id checks what kind of file the header h of n bytes
+ * (of a file of size bytes) says it is: an index image, of this byte
+ * order and version. Returns KVI_ECORRUPT with the reason otherwise. */
+static kvi_err
+kvx_image_head_id(const uint8_t *h, size_t n, uint64_t size, char *err,
+		  size_t errlen)
 {
-	char magic[8];
-	*stale = false;
-	if (!kvx_imgr_get(r, magic, sizeof(magic))) {
-		return false;
+	uint32_t version, order;
+	if (n < 16) {
+		return kvi_errf(err, errlen, KVI_ECORRUPT,
+				"cut short: %llu bytes, less than a header",
+				(unsigned long long)size);
 	}
-	uint32_t version = kvx_imgr_u32(r), order = kvx_imgr_u32(r);
-	uint64_t layout = kvx_imgr_u64(r);
-	if (memcmp(magic, KVX_IMAGE_MAGIC, 8) != 0 ||
-	    version != KVX_IMAGE_VERSION || order != KVX_IMAGE_ORDER ||
-	    layout != kvx_image_layout()) {
-		return kvx_imgr_fail(r, "not an image of this build's layout");
+	if (memcmp(h, KVX_IMAGE_MAGIC, 8) != 0) {
+		return kvi_errf(err, errlen, KVI_ECORRUPT,
+				"not an index image: it does not start with "
+				"%s",
+				KVX_IMAGE_MAGIC);
 	}
-	uint8_t got[KVX_IMAGE_STAMP_MAX];
-	uint32_t len = kvx_imgr_u32(r);
-	if (len > sizeof(got) || !kvx_imgr_get(r, got, len)) {
-		return kvx_imgr_fail(r, "bad stamp");
+	memcpy(&version, h + 8, 4);
+	memcpy(&order, h + 12, 4);
+	if (order == __builtin_bswap32(KVX_IMAGE_ORDER)) {
+		return kvi_errf(err, errlen, KVI_ECORRUPT,
+				"written on a machine of another byte order");
 	}
-	if (len != stamp_len || memcmp(got, stamp, len) != 0) {
-		*stale = true;
-		return kvx_imgr_fail(r, "the store has changed since");
+	if (version != KVX_IMAGE_VERSION) {
+		return kvi_errf(err, errlen, KVI_ECORRUPT,
+				"version %u, and this build reads version %u "
+				"(%s)",
+				version, KVX_IMAGE_VERSION,
+				version < KVX_IMAGE_VERSION
+				    ? "written by an older build"
+				    : "written by a newer build, or damaged");
 	}
-	return true;
+	return KVI_OK;
+}
+
+/* kvx_image_head_check checks the header h of n bytes read from the
+ * start of a file of size bytes, up to its stamp: KVI_ECORRUPT with the
+ * reason, else KVI_OK and where the body is (*at). */
+static kvi_err
+kvx_image_head_check(const uint8_t *h, size_t n, uint64_t size,
+		     kvx_image_at *at, char *err, size_t errlen)
+{
+	kvi_err rv = kvx_image_head_id(h, n, size, err, errlen);
+	if (rv != KVI_OK) {
+		return rv;
+	}
+	uint32_t slen = KVX_IMAGE_STAMP_MAX + 1;
+	if (n >= KVX_HEAD_FIXED) {
+		memcpy(&slen, h + 32, 4);
+	}
+	if (n < KVX_HEAD_FIXED ||
+	    (slen <= KVX_IMAGE_STAMP_MAX && n < KVX_HEAD_FIXED + slen + 8)) {
+		return kvi_errf(err, errlen, KVI_ECORRUPT,
+				"cut short: %llu bytes, less than its header",
+				(unsigned long long)size);
+	}
+	uint64_t check = 0, layout;
+	if (slen <= KVX_IMAGE_STAMP_MAX) {
+		memcpy(&check, h + KVX_HEAD_FIXED + slen, 8);
+	}
+	if (slen > KVX_IMAGE_STAMP_MAX ||
+	    check != XXH3_64bits(h, KVX_HEAD_FIXED + slen)) {
+		return kvi_errf(err, errlen, KVI_ECORRUPT,
+				"bad checksum: the header is damaged");
+	}
+	memcpy(&layout, h + 16, 8);
+	if (layout != kvx_image_layout()) {
+		return kvi_errf(err, errlen, KVI_ECORRUPT,
+				"written by a build of another slot layout");
+	}
+	at->off = KVX_HEAD_FIXED + slen + 8;
+	memcpy(&at->len, h + 24, 8);
+	if (at->len > size || size - at->len != at->off + 8) {
+		bool cut = at->len > size || size - at->len < at->off + 8;
+		return kvi_errf(err, errlen, KVI_ECORRUPT,
+				"%s: %llu bytes, and its header says %llu",
+				cut ? "cut short" : "too long",
+				(unsigned long long)size,
+				(unsigned long long)(at->off + 8 + at->len));
+	}
+	return KVI_OK;
+}
+
+/* kvx_image_header reads and checks the header of the image fd: KVI_OK
+ * and where its body is (*at) for an image of this build with stamp,
+ * KVI_ENOENT for one of another stamp (the store has moved on since: a
+ * stale image), KVI_ECORRUPT for anything else, KVI_EIO when it cannot
+ * be read; err says which. */
+static kvi_err
+kvx_image_header(int fd, const void *stamp, size_t stamp_len, kvx_image_at *at,
+		 char *err, size_t errlen)
+{
+	uint8_t h[KVX_HEAD_MAX];
+	struct stat st;
+	ssize_t n = fstat(fd, &st) == 0 ? pread(fd, h, sizeof(h), 0) : -1;
+	if (n < 0) {
+		return kvi_errf(err, errlen, KVI_EIO, "read: %s",
+				strerror(errno));
+	}
+	uint32_t slen = 0;
+	kvi_err rv = kvx_image_head_check(h, (size_t)n, (uint64_t)st.st_size,
+					  at, err, errlen);
+	if (rv != KVI_OK) {
+		return rv;
+	}
+	memcpy(&slen, h + 32, 4);
+	if (slen != stamp_len || memcmp(h + KVX_HEAD_FIXED, stamp, slen) != 0) {
+		return kvi_errf(err, errlen, KVI_ENOENT,
+				"stale: the store has changed since it was "
+				"written");
+	}
+	return KVI_OK;
 }
 
 kvi_err
 kvx_image_check(int fd, const void *stamp, size_t stamp_len, char *err,
 		size_t errlen)
 {
-	kvx_imgr r;
-	bool stale = false;
-	bool ok = kvx_imgr_init(&r, fd) &&
-		  kvx_image_header(&r, stamp, stamp_len, &stale);
-	kvi_err rv =
-	    ok ? KVI_OK
-	       : kvi_errf(err, errlen, stale ? KVI_ENOENT : KVI_ECORRUPT, "%s",
-			  r.why);
-	kvx_imgr_free(&r); /* only the header was wanted */
-	lseek(fd, 0, SEEK_SET);
-	return rv;
+	kvx_image_at at;
+	return kvx_image_header(fd, stamp, stamp_len, &at, err, errlen);
 }
 
 /* kvx_image_dir reads the directory into parts[] and lids[] and checks it
@@ -250,14 +382,35 @@ kvx_image_empty(kvx_index *idx)
 	}
 }
 
+/* kvx_image_load_body reads the body into idx; false (and r->why) if it
+ * is refused. */
+static bool
+kvx_image_load_body(kvx_index *idx, int fd, const kvx_image_at *at, kvx_imgr *r)
+{
+	kvx_part **parts = NULL;
+	uint32_t *lids = NULL, n_parts = 0, n_lis = 0;
+	bool ok = kvx_imgr_init(r, fd, at->off, at->len) &&
+		  kvx_image_dir(idx, r, &parts, &n_parts, &lids, &n_lis);
+	bool touched = ok;
+	for (uint32_t k = 0; ok && k < n_parts; k++) {
+		ok = kvx_hold_load(&parts[k]->holders, r);
+	}
+	for (uint32_t k = 0; ok && k < n_lis; k++) {
+		ok = kvx_image_load_lis(kvx_lis_get(idx, lids[k]), r);
+	}
+	ok = kvx_imgr_finish(r) && ok;
+	if (!ok && touched) {
+		kvx_image_empty(idx);
+	}
+	kvi_free(parts);
+	kvi_free(lids);
+	return ok;
+}
+
 kvi_err
 kvx_image_load(kvx_index *idx, int fd, const void *stamp, size_t stamp_len,
 	       char *err, size_t errlen)
 {
-	kvx_imgr r;
-	bool stale = false;
-	kvx_part **parts = NULL;
-	uint32_t *lids = NULL, n_parts = 0, n_lis = 0;
 	pthread_rwlock_rdlock(&idx->meta);
 	for (uint32_t i = 0; i < idx->cap_lis; i++) {
 		kvx_lis *l = idx->lis[i];
@@ -267,26 +420,20 @@ kvx_image_load(kvx_index *idx, int fd, const void *stamp, size_t stamp_len,
 					"listener %u holds entries already", i);
 		}
 	}
-	bool ok = kvx_imgr_init(&r, fd) &&
-		  kvx_image_header(&r, stamp, stamp_len, &stale) &&
-		  kvx_image_dir(idx, &r, &parts, &n_parts, &lids, &n_lis);
-	bool touched = ok;
-	for (uint32_t k = 0; ok && k < n_parts; k++) {
-		ok = kvx_hold_load(&parts[k]->holders, &r);
-	}
-	for (uint32_t k = 0; ok && k < n_lis; k++) {
-		ok = kvx_image_load_lis(kvx_lis_get(idx, lids[k]), &r);
-	}
-	ok = kvx_imgr_finish(&r) && ok;
-	if (!ok && touched) {
-		kvx_image_empty(idx);
+	kvx_image_at at;
+	kvi_err rv = kvx_image_header(fd, stamp, stamp_len, &at, err, errlen);
+	kvx_imgr r;
+	if (rv == KVI_OK && !kvx_image_load_body(idx, fd, &at, &r)) {
+		/* what the body held was refused: say whether it is damaged
+		 * or another index's (the digest decides) */
+		bool digest = strncmp(r.why, "bad checksum", 12) == 0;
+		rv = !digest && !kvx_img_body_intact(fd, at.off, at.len)
+			 ? kvi_errf(err, errlen, KVI_ECORRUPT,
+				    "bad checksum: the body does not match "
+				    "its digest (found as: %s)",
+				    r.why)
+			 : kvi_errf(err, errlen, KVI_ECORRUPT, "%s", r.why);
 	}
 	pthread_rwlock_unlock(&idx->meta);
-	kvi_free(parts);
-	kvi_free(lids);
-	if (ok) {
-		return KVI_OK;
-	}
-	return kvi_errf(err, errlen, stale ? KVI_ENOENT : KVI_ECORRUPT, "%s",
-			r.why);
+	return rv;
 }

@@ -9,9 +9,12 @@
  * was written - the shard ran again, or was killed after committing - makes
  * it stale, and a stale or damaged image only costs the rebuild it was
  * meant to save: the store is the durable state, the image a copy of what
- * it builds. An image is written only when everything the index holds is
- * committed (the writer idle and not failing, no listener with changes
- * left), so that it is exactly the store's state.
+ * it builds. A stale image is logged as image_unused; one refused for
+ * anything else (damaged, cut short, of another version) as image_refused,
+ * a warning, with the reason index_image.c gives. An image is written only
+ * when everything the index holds is committed (the writer idle and not
+ * failing, no listener with changes left), so that it is exactly the store's
+ * state.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -48,7 +51,11 @@ kvg_image_find(kvg_ingest *g, const kvs_stamp *stamp)
 		return fd;
 	}
 	/* of no use from now on: the store only moves further away */
-	kvi_log(KVI_LOG_INFO, "image_unused", "reason=\"%s\"", err);
+	char q[300];
+	kvi_log(rv == KVI_ENOENT ? KVI_LOG_INFO : KVI_LOG_WARN,
+		rv == KVI_ENOENT ? "image_unused" : "image_refused",
+		"reason=%s note=\"rebuilding from the store\"",
+		kvi_log_quote(q, sizeof(q), err));
 	close(fd);
 	unlink(path);
 	return -1;
@@ -62,9 +69,10 @@ kvg_image_load(kvg_ingest *g, int fd, const kvs_stamp *stamp)
 	kvi_err rv =
 	    kvx_image_load(g->idx, fd, stamp, sizeof(*stamp), err, sizeof(err));
 	if (rv != KVI_OK) {
+		char q[300];
 		kvi_log(KVI_LOG_WARN, "image_refused",
-			"reason=\"%s\" note=\"rebuilding from the store\"",
-			err);
+			"reason=%s note=\"rebuilding from the store\"",
+			kvi_log_quote(q, sizeof(q), err));
 		return false;
 	}
 	kvx_stats xs;
@@ -113,8 +121,10 @@ kvg_image_save(kvg_ingest *g)
 	double t0 = kvi_now_s();
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0) {
-		kvi_log(KVI_LOG_WARN, "image_not_written", "reason=\"%s: %s\"",
-			tmp, strerror(errno));
+		char q[300], why[4200];
+		snprintf(why, sizeof(why), "%s: %s", tmp, strerror(errno));
+		kvi_log(KVI_LOG_WARN, "image_not_written", "reason=%s",
+			kvi_log_quote(q, sizeof(q), why));
 		return;
 	}
 	/* No fsync: an image a crash cuts short fails its digest, and the
@@ -132,8 +142,9 @@ kvg_image_save(kvg_ingest *g)
 	}
 	if (rv != KVI_OK) {
 		unlink(tmp);
-		kvi_log(KVI_LOG_WARN, "image_not_written", "reason=\"%s\"",
-			err);
+		char q[300];
+		kvi_log(KVI_LOG_WARN, "image_not_written", "reason=%s",
+			kvi_log_quote(q, sizeof(q), err));
 		return;
 	}
 	kvi_log(KVI_LOG_INFO, "image_written", "bytes=%lld seconds=%.3f",

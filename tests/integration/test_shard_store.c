@@ -9,6 +9,7 @@
  * with --fail-on-corrupt the shard exits saying why instead, and a file
  * cut to nothing starts empty saying so. A store whose listener record
  * does not load is moved aside with a reason that names it, on one line.
+ * A damaged index image is refused with the reason it is refused for.
  */
 #include <glob.h>
 #include <setjmp.h>
@@ -345,6 +346,73 @@ test_unloadable_listener_is_named(void **state)
 	store_fill();
 }
 
+/* image_damaged damages the image the last stop wrote (cut to bytes when
+ * cut >= 0, the byte at flip xor 0x5a when flip >= 0), restarts, and
+ * checks that the image is refused with a reason holding want, that the
+ * index is rebuilt from the store and equals the engines. */
+static void
+image_damaged(long cut, long flip, const char *event, const char *want)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/index.image", shard.data_dir);
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	if (flip >= 0) {
+		FILE *f = fopen(path, "r+b");
+		assert_non_null(f);
+		assert_int_equal(fseek(f, flip, SEEK_SET), 0);
+		int c = fgetc(f);
+		assert_int_equal(fseek(f, flip, SEEK_SET), 0);
+		fputc(c ^ 0x5a, f);
+		fclose(f);
+	}
+	if (cut >= 0) {
+		assert_int_equal(truncate(path, cut), 0);
+	}
+	long from = kvt_file_size(shard.log_path);
+	shc_restart(&shard);
+	char *log = log_since(from);
+	char ev[64];
+	snprintf(ev, sizeof(ev), "event=%s reason=\"", event);
+	const char *line = strstr(log, ev);
+	if (line == NULL || strstr(line, want) == NULL ||
+	    strstr(line, want) > strchr(line, '\n')) {
+		fail_msg("no %s saying %s in: %s", ev, want, log);
+	}
+	assert_non_null(strstr(log, "event=index_built"));
+	assert_null(strstr(log, "event=image_loaded"));
+	free(log);
+	shc_wait_truth(&shard, &sim, ranks, 2, SHC_WAIT_MS);
+	assert_int_equal(shc_stop(&shard), 0);
+}
+
+static void
+test_damaged_image_says_why(void **state)
+{
+	(void)state;
+	sim_start("4096");
+	shc_start(&shard, NULL);
+	store_fill();
+	/* a byte of the stamp: damage, not a store that moved on */
+	image_damaged(-1, 50, "image_refused", "bad checksum");
+	/* a byte in the tables */
+	image_damaged(-1, 200000, "image_refused", "bad checksum");
+	/* cut short, in the tables and in the header */
+	image_damaged(200000, -1, "image_refused", "cut short");
+	image_damaged(20, -1, "image_refused", "cut short");
+	/* another version */
+	image_damaged(-1, 8, "image_refused", "version");
+	/* not damage: the store moved on after the image was written */
+	shc_restart(&shard);
+	sim_post("/resume", "{}");
+	kvt_sleep_ms(300);
+	sim_post("/pause", "{}");
+	shc_wait_truth(&shard, &sim, ranks, 2, SHC_WAIT_MS);
+	kvt_sleep_ms(200); /* the last group commit */
+	shc_kill9(&shard);
+	image_damaged(-1, -1, "image_unused", "stale");
+}
+
 int
 main(void)
 {
@@ -356,6 +424,7 @@ main(void)
 				      teardown),
 	    cmocka_unit_test_teardown(test_unloadable_listener_is_named,
 				      teardown),
+	    cmocka_unit_test_teardown(test_damaged_image_says_why, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,8 +2,8 @@
  * test_image.c - the index image (shard/index_image.c): an index saved and
  * loaded into another with the same listeners holds the same entries, on
  * the same tiers, and goes on changing like the original; an image of
- * another stamp, damaged, cut short or of other listeners is refused and
- * leaves the index as it was.
+ * another stamp, damaged, cut short or of other listeners is refused,
+ * saying which, and leaves the index as it was.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -220,18 +220,33 @@ test_round_trip(void **state)
 	kvx_index_free(b);
 }
 
+/* assert_refused checks that idx refuses the image fd with want and a
+ * reason holding why, and holds nothing after. */
 static void
-assert_refused(kvx_index *idx, int fd, const void *st, size_t len, kvi_err want)
+assert_refused(kvx_index *idx, int fd, const void *st, size_t len, kvi_err want,
+	       const char *why)
 {
-	char err[256];
+	char err[256] = "";
 	lseek(fd, 0, SEEK_SET);
 	assert_int_equal(kvx_image_load(idx, fd, st, len, err, sizeof(err)),
 			 want);
-	assert_true(err[0] != '\0');
+	if (strstr(err, why) == NULL) {
+		fail_msg("refused for \"%s\", not \"%s\"", err, why);
+	}
 	kvx_stats s;
 	kvx_index_stats(idx, &s);
 	assert_int_equal(s.entries, 0);
 	assert_int_equal(s.seq_hashes, 0);
+}
+
+/* flip changes the byte at off of the file fd (again: back). */
+static void
+flip(int fd, off_t off)
+{
+	uint8_t byte;
+	assert_int_equal(pread(fd, &byte, 1, off), 1);
+	byte ^= 0x40;
+	assert_int_equal(pwrite(fd, &byte, 1, off), 1);
 }
 
 static void
@@ -248,29 +263,61 @@ test_refused(void **state)
 	assert_int_equal(
 	    kvx_image_check(fd, other, sizeof(other), err, sizeof(err)),
 	    KVI_ENOENT);
-	assert_refused(b, fd, other, sizeof(other), KVI_ENOENT);
+	assert_non_null(strstr(err, "stale"));
+	assert_refused(b, fd, other, sizeof(other), KVI_ENOENT, "stale");
 
 	/* one byte changed deep in the bodies: found by the digest, after
 	 * the tables were read into b */
 	off_t size = lseek(fd, 0, SEEK_END);
-	uint8_t byte;
-	assert_int_equal(pread(fd, &byte, 1, size / 2), 1);
-	byte ^= 0x40;
-	assert_int_equal(pwrite(fd, &byte, 1, size / 2), 1);
-	assert_refused(b, fd, stamp, sizeof(stamp), KVI_ECORRUPT);
-	byte ^= 0x40;
-	assert_int_equal(pwrite(fd, &byte, 1, size / 2), 1);
+	flip(fd, size / 2);
+	assert_refused(b, fd, stamp, sizeof(stamp), KVI_ECORRUPT,
+		       "bad checksum");
+	flip(fd, size / 2);
 
-	/* other listeners: one more than the image has */
+	/* one byte changed in the stamp: damage, not another state */
+	flip(fd, 40);
+	assert_int_equal(
+	    kvx_image_check(fd, stamp, sizeof(stamp), err, sizeof(err)),
+	    KVI_ECORRUPT);
+	assert_refused(b, fd, stamp, sizeof(stamp), KVI_ECORRUPT,
+		       "bad checksum: the header");
+	flip(fd, 40);
+
+	/* one byte changed in the directory: it names other listeners,
+	 * and the digest says why */
+	flip(fd, 100);
+	assert_refused(b, fd, stamp, sizeof(stamp), KVI_ECORRUPT,
+		       "bad checksum: the body");
+	flip(fd, 100);
+
+	/* another version; not an image at all */
+	uint32_t v = 1;
+	assert_int_equal(pwrite(fd, &v, 4, 8), 4);
+	assert_refused(b, fd, stamp, sizeof(stamp), KVI_ECORRUPT,
+		       "version 1, and this build reads version 2");
+	v = 2;
+	assert_int_equal(pwrite(fd, &v, 4, 8), 4);
+	flip(fd, 0);
+	assert_refused(b, fd, stamp, sizeof(stamp), KVI_ECORRUPT,
+		       "not an index image");
+	flip(fd, 0);
+
+	/* other listeners: one more than the image has; the image is
+	 * whole */
 	kvx_index *c = kvx_index_alloc();
 	add_listeners(c, N_LIS);
-	assert_refused(c, fd, stamp, sizeof(stamp), KVI_ECORRUPT);
+	assert_refused(c, fd, stamp, sizeof(stamp), KVI_ECORRUPT,
+		       "another set of listeners");
 
-	/* cut short */
+	/* longer, cut short */
+	assert_int_equal(ftruncate(fd, size + 1), 0);
+	assert_refused(b, fd, stamp, sizeof(stamp), KVI_ECORRUPT, "too long");
 	assert_int_equal(ftruncate(fd, size - 100), 0);
-	assert_refused(b, fd, stamp, sizeof(stamp), KVI_ECORRUPT);
-	assert_int_equal(ftruncate(fd, 20), 0);
-	assert_refused(b, fd, stamp, sizeof(stamp), KVI_ECORRUPT);
+	assert_refused(b, fd, stamp, sizeof(stamp), KVI_ECORRUPT, "cut short");
+	assert_int_equal(ftruncate(fd, 50), 0);
+	assert_refused(b, fd, stamp, sizeof(stamp), KVI_ECORRUPT, "cut short");
+	assert_int_equal(ftruncate(fd, 10), 0);
+	assert_refused(b, fd, stamp, sizeof(stamp), KVI_ECORRUPT, "cut short");
 
 	/* b still takes a good image after all of that */
 	close(fd);
