@@ -707,9 +707,7 @@ kvg_main(void *arg)
 kvi_err
 kvg_ingest_start(kvg_ingest *g, char *err, size_t errlen)
 {
-	kvi_err rv = kvr_fetcher_start(g->cfg.recover_concurrency,
-				       g->cfg.recover_timeout_ms, kvg_notify, g,
-				       &g->fetcher);
+	kvi_err rv = kvg_fetcher_start(g, kvg_notify, g);
 	if (rv == KVI_OK) {
 		rv = kvw_start(g->store, kvg_notify, g, g->c_commit_errors,
 			       &g->writer);

@@ -40,10 +40,14 @@ typedef struct kvg_config {
 	kvs_store *store;
 	kvi_metrics *metrics; /* NULL: no metrics */
 	const char *shard_id;
-	int commit_ms;            /* group commit interval; default 20 */
-	int replay_timeout_ms;    /* silence that ends a replay; default 2000 */
-	int recover_concurrency;  /* parallel /kv_recover fetches; default 4 */
-	long recover_timeout_ms;  /* one fetch, whole; default 120000 */
+	int commit_ms;           /* group commit interval; default 20 */
+	int replay_timeout_ms;   /* silence that ends a replay; default 2000 */
+	int recover_concurrency; /* parallel /kv_recover fetches; default 4 */
+	long recover_timeout_ms; /* one fetch, whole; default 120000 */
+	/* deadlines of each fetch (recover_fetch.h): to connect, from the
+	 * request to the first byte, between two bytes; 0: 3000, 5000 and
+	 * 5000 ms */
+	long recover_connect_ms, recover_first_byte_ms, recover_idle_ms;
 	size_t backlog_max_bytes; /* live batches queued (recovering, or
 				   * behind): default 256 MiB over all
 				   * listeners */

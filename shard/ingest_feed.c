@@ -12,9 +12,7 @@
 kvi_err
 kvg_feed_start(kvg_ingest *g, char *err, size_t errlen)
 {
-	kvi_err rv = kvr_fetcher_start(g->cfg.recover_concurrency,
-				       g->cfg.recover_timeout_ms, NULL, NULL,
-				       &g->fetcher);
+	kvi_err rv = kvg_fetcher_start(g, NULL, NULL);
 	if (rv == KVI_OK) {
 		rv = kvw_start(g->store, NULL, NULL, g->c_commit_errors,
 			       &g->writer);

@@ -203,6 +203,10 @@ void kvg_log_listener(kvl_listener *l, const char *event, const char *fmt, ...)
 void kvg_warn_listener(kvl_listener *l, const char *event, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* ingest_load.c: kvg_fetcher_start starts g's /kv_recover fetcher as its
+ * config says, notify(arg) after each result (NULL: none). */
+kvi_err kvg_fetcher_start(kvg_ingest *g, void (*notify)(void *), void *arg);
+
 /* ingest_status.c: the status and dump requests, and the totals */
 void kvg_counters_add(kvl_counters *sum, const kvl_counters *c);
 kvi_err kvg_do_status(kvg_ingest *g, kvg_cmd *c);

@@ -354,6 +354,21 @@ kvg_config_defaults(kvg_config *c)
 }
 
 kvi_err
+kvg_fetcher_start(kvg_ingest *g, void (*notify)(void *), void *arg)
+{
+	kvr_fetch_opts o = {
+	    .max_concurrent = g->cfg.recover_concurrency,
+	    .timeout_ms = g->cfg.recover_timeout_ms,
+	    .connect_ms = g->cfg.recover_connect_ms,
+	    .first_byte_ms = g->cfg.recover_first_byte_ms,
+	    .idle_ms = g->cfg.recover_idle_ms,
+	    .notify = notify,
+	    .arg = arg,
+	};
+	return kvr_fetcher_start(&o, &g->fetcher);
+}
+
+kvi_err
 kvg_ingest_open(const kvg_config *cfg, kvg_ingest **out, char *err,
 		size_t errlen)
 {

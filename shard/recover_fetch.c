@@ -13,6 +13,12 @@
  * kvr_fetcher_cancel() itself forgets waiting fetches and queued results;
  * the thread aborts running ones at the top of its next loop, and until
  * then drops any result a recorded cancellation covers.
+ *
+ * The first-byte and idle deadlines are the thread's: libcurl's callbacks
+ * stamp when a request went out (CURLOPT_PREREQFUNCTION) and when a byte
+ * of the answer last came (header and body), each turn of the loop ends
+ * the transfers past their deadline, and the loop sleeps no longer than
+ * the soonest deadline.
  */
 #include "recover_fetch.h"
 
@@ -23,25 +29,10 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "clock.h"
+#include "recover_fetch_int.h"
 
 #define KVR_POLL_MS 1000
-
-/* One fetch, waiting or running. */
-typedef struct kvr_xfer {
-	struct kvr_xfer *next;
-	uint64_t token;
-	uint64_t serial;
-	char *url;
-	CURL *easy;
-	kvr_parser *parser;
-	long status;    /* -1 until the first body byte */
-	kvi_err abort;  /* why the write callback stopped the transfer */
-	bool cut;       /* stopped after the snippet of an error body */
-	uint64_t bytes; /* body bytes received */
-	size_t snippet_len;
-	char snippet[KVR_FETCH_SNIPPET_MAX];
-	char errbuf[CURL_ERROR_SIZE];
-} kvr_xfer;
 
 typedef struct kvr_cancel {
 	struct kvr_cancel *next;
@@ -56,10 +47,7 @@ typedef struct kvr_rnode {
 } kvr_rnode;
 
 struct kvr_fetcher {
-	int max_concurrent;
-	long timeout_ms;
-	void (*notify)(void *arg);
-	void *arg;
+	kvr_fetch_opts o; /* defaults filled in */
 	CURLM *multi;
 	pthread_t thread;
 	bool joined; /* stop has run */
@@ -85,183 +73,6 @@ static void
 kvr_curl_init(void)
 {
 	kvr_curl_init_rv = curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
-/* ---- transfers ------------------------------------------------------- */
-
-static void
-kvr_xfer_free(kvr_xfer *x)
-{
-	if (x == NULL) {
-		return;
-	}
-	if (x->easy != NULL) {
-		curl_easy_cleanup(x->easy);
-	}
-	kvr_parser_free(x->parser);
-	kvi_free(x->url);
-	kvi_free(x);
-}
-
-/* kvr_xfer_write takes the next piece of the body: a 200 body goes to the
- * parser, any other is kept as a snippet for the message. Returning less
- * than given makes libcurl end the transfer with CURLE_WRITE_ERROR. */
-static size_t
-kvr_xfer_write(char *data, size_t size, size_t nmemb, void *arg)
-{
-	kvr_xfer *x = arg;
-	size_t n = size * nmemb;
-	if (x->status < 0) {
-		long status = 0;
-		curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
-		x->status = status;
-	}
-	x->bytes += n;
-	if (x->bytes > KVR_FETCH_BODY_MAX) {
-		x->abort = KVI_ETOOBIG;
-		return 0;
-	}
-	if (x->status != 200) {
-		size_t room = sizeof(x->snippet) - x->snippet_len;
-		size_t k = n < room ? n : room;
-		memcpy(x->snippet + x->snippet_len, data, k);
-		x->snippet_len += k;
-		if (x->snippet_len == sizeof(x->snippet)) {
-			x->cut = true; /* the rest of an error page is noise */
-			return 0;
-		}
-		return n;
-	}
-	if (kvr_parser_feed(x->parser, data, n) != KVI_OK) {
-		x->abort = KVI_EPROTO;
-		return 0;
-	}
-	return n;
-}
-
-/* kvr_xfer_setup prepares x's easy handle. Returns KVI_EIO when libcurl
- * cannot. */
-static kvi_err
-kvr_xfer_setup(kvr_fetcher *f, kvr_xfer *x)
-{
-	long connect_ms = KVR_FETCH_CONNECT_TIMEOUT_MS;
-	if (connect_ms > f->timeout_ms) {
-		connect_ms = f->timeout_ms;
-	}
-	x->easy = curl_easy_init();
-	if (x->easy == NULL) {
-		return KVI_EIO;
-	}
-	x->parser = kvr_parser_alloc();
-	x->status = -1;
-	CURL *e = x->easy;
-	CURLcode rc = CURLE_OK;
-	rc |= curl_easy_setopt(e, CURLOPT_URL, x->url);
-	rc |= curl_easy_setopt(e, CURLOPT_PRIVATE, x);
-	rc |= curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, kvr_xfer_write);
-	rc |= curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
-	rc |= curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
-	rc |= curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-	rc |= curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, f->timeout_ms);
-	rc |= curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
-	rc |= curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-	rc |= curl_easy_setopt(e, CURLOPT_PROXY, "");
-	rc |= curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "");
-	rc |= curl_easy_setopt(e, CURLOPT_USERAGENT, "kvindex");
-	/* An unknown URL scheme fails at perform time with a message; every
-	 * other option only fails on out-of-memory. */
-	return rc == CURLE_OK ? KVI_OK : KVI_EIO;
-}
-
-/* kvr_curl_err translates a libcurl result. */
-static kvi_err
-kvr_curl_err(CURLcode code)
-{
-	switch (code) {
-	case CURLE_COULDNT_CONNECT:
-	case CURLE_COULDNT_RESOLVE_HOST:
-	case CURLE_COULDNT_RESOLVE_PROXY:
-		return KVI_EUNREACHABLE;
-	case CURLE_OPERATION_TIMEDOUT:
-		return KVI_ETIMEDOUT;
-	case CURLE_URL_MALFORMAT:
-	case CURLE_UNSUPPORTED_PROTOCOL:
-		return KVI_EINVAL;
-	case CURLE_WEIRD_SERVER_REPLY:
-	case CURLE_BAD_CONTENT_ENCODING:
-		return KVI_EPROTO;
-	default:
-		return KVI_EIO;
-	}
-}
-
-static kvi_err
-kvr_status_err(long status)
-{
-	switch (status) {
-	case 404:
-		return KVI_ENOENT;
-	case 429:
-	case 502:
-	case 503:
-	case 504:
-		return KVI_EAGAIN;
-	default:
-		return KVI_EIO;
-	}
-}
-
-/* kvr_xfer_result turns a finished transfer into a result, moving the
- * parser into it on success. */
-static kvr_rnode *
-kvr_xfer_result(kvr_xfer *x, CURLcode code)
-{
-	kvr_rnode *n = kvi_calloc(1, sizeof(*n));
-	kvr_result *r = &n->r;
-	long status = 0;
-	if (x->easy != NULL) {
-		curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
-	}
-	r->token = x->token;
-	r->http_status = status;
-	r->body_bytes = x->bytes;
-	if (code == CURLE_WRITE_ERROR && x->cut) {
-		code = CURLE_OK;
-	}
-	if (code == CURLE_WRITE_ERROR && x->abort != KVI_OK) {
-		r->err = x->abort;
-		if (x->abort == KVI_EPROTO) {
-			snprintf(r->message, sizeof(r->message), "body: %s",
-				 kvr_parser_error(x->parser));
-		} else {
-			snprintf(r->message, sizeof(r->message),
-				 "body longer than %llu bytes",
-				 (unsigned long long)KVR_FETCH_BODY_MAX);
-		}
-	} else if (code != CURLE_OK) {
-		r->err = kvr_curl_err(code);
-		snprintf(r->message, sizeof(r->message), "%s",
-			 x->errbuf[0] ? x->errbuf : curl_easy_strerror(code));
-	} else if (status != 200) {
-		char text[KVR_FETCH_SNIPPET_MAX + 1];
-		for (size_t i = 0; i < x->snippet_len; i++) {
-			unsigned char c = (unsigned char)x->snippet[i];
-			text[i] = c >= 0x20 && c < 0x7f ? (char)c : ' ';
-		}
-		text[x->snippet_len] = '\0';
-		r->err = kvr_status_err(status);
-		snprintf(r->message, sizeof(r->message), "HTTP %ld: %s", status,
-			 text);
-	} else if (kvr_parser_finish(x->parser) != KVI_OK) {
-		r->err = KVI_EPROTO;
-		snprintf(r->message, sizeof(r->message), "body: %s",
-			 kvr_parser_error(x->parser));
-	} else {
-		r->err = KVI_OK;
-		r->parser = x->parser;
-		x->parser = NULL;
-	}
-	return n;
 }
 
 /* ---- the queues (under f->mu) ---------------------------------------- */
@@ -294,7 +105,8 @@ kvr_result_push_locked(kvr_fetcher *f, kvr_rnode *n)
 static void
 kvr_finish_xfer(kvr_fetcher *f, kvr_xfer *x, CURLcode code)
 {
-	kvr_rnode *n = kvr_xfer_result(x, code);
+	kvr_rnode *n = kvi_calloc(1, sizeof(*n));
+	kvr_xfer_result(x, code, &n->r);
 	pthread_mutex_lock(&f->mu);
 	bool drop = kvr_cancelled_locked(f, x->token, x->serial);
 	if (!drop) {
@@ -305,8 +117,8 @@ kvr_finish_xfer(kvr_fetcher *f, kvr_xfer *x, CURLcode code)
 	kvr_xfer_free(x);
 	if (drop) {
 		kvr_result_free(&n->r);
-	} else if (f->notify != NULL) {
-		f->notify(f->arg);
+	} else if (f->o.notify != NULL) {
+		f->o.notify(f->o.arg);
 	}
 }
 
@@ -355,16 +167,17 @@ static int
 kvr_start_waiting_locked(kvr_fetcher *f)
 {
 	int queued = 0;
-	while (f->n_running < f->max_concurrent && f->wait_head != NULL) {
+	while (f->n_running < f->o.max_concurrent && f->wait_head != NULL) {
 		kvr_xfer *x = f->wait_head;
 		f->wait_head = x->next;
 		if (f->wait_head == NULL) {
 			f->wait_tail = NULL;
 		}
 		x->next = NULL;
-		if (kvr_xfer_setup(f, x) != KVI_OK ||
+		if (kvr_xfer_setup(&f->o, x) != KVI_OK ||
 		    curl_multi_add_handle(f->multi, x->easy) != CURLM_OK) {
-			kvr_rnode *n = kvr_xfer_result(x, CURLE_FAILED_INIT);
+			kvr_rnode *n = kvi_calloc(1, sizeof(*n));
+			kvr_xfer_result(x, CURLE_FAILED_INIT, &n->r);
 			kvr_result_push_locked(f, n);
 			f->outstanding--;
 			kvr_xfer_free(x);
@@ -400,6 +213,39 @@ kvr_collect_done(kvr_fetcher *f)
 	return done;
 }
 
+/* kvr_expire ends the running transfers past their deadline, and returns
+ * how long the thread may sleep before the next one passes (at most
+ * KVR_POLL_MS). */
+static int
+kvr_expire(kvr_fetcher *f)
+{
+	int64_t now = kvi_now_ms(), next = now + KVR_POLL_MS;
+	kvr_xfer *x = f->running;
+	while (x != NULL) {
+		kvr_xfer *after = x->next;
+		int64_t due = kvr_xfer_due(&f->o, x);
+		if (due > now) {
+			next = due < next ? due : next;
+		} else if (x->heard_ms != 0) {
+			kvr_xfer_stop(x, KVI_ETIMEDOUT,
+				      "nothing received for %ld ms, after %llu "
+				      "bytes of the answer",
+				      f->o.idle_ms,
+				      (unsigned long long)x->bytes);
+		} else {
+			kvr_xfer_stop(x, KVI_ETIMEDOUT,
+				      "no answer within %ld ms of the request",
+				      f->o.first_byte_ms);
+		}
+		if (due <= now) {
+			kvr_running_remove(f, x);
+			kvr_finish_xfer(f, x, CURLE_OPERATION_TIMEDOUT);
+		}
+		x = after;
+	}
+	return next - now < 1 ? 1 : (int)(next - now);
+}
+
 static void *
 kvr_fetcher_main(void *arg)
 {
@@ -413,15 +259,23 @@ kvr_fetcher_main(void *arg)
 		kvr_apply_cancels_locked(f);
 		int queued = kvr_start_waiting_locked(f);
 		pthread_mutex_unlock(&f->mu);
-		if (queued > 0 && f->notify != NULL) {
-			f->notify(f->arg);
+		if (queued > 0 && f->o.notify != NULL) {
+			f->o.notify(f->o.arg);
 		}
 		int still;
 		curl_multi_perform(f->multi, &still);
-		if (kvr_collect_done(f) > 0) {
-			continue; /* start waiting fetches in the freed slots */
+		int done = kvr_collect_done(f);
+		int sleep_ms = kvr_expire(f);
+		if (done > 0 || f->n_running < f->o.max_concurrent) {
+			/* start waiting fetches in the freed slots */
+			pthread_mutex_lock(&f->mu);
+			bool waiting = f->wait_head != NULL;
+			pthread_mutex_unlock(&f->mu);
+			if (waiting) {
+				continue;
+			}
 		}
-		curl_multi_poll(f->multi, NULL, 0, KVR_POLL_MS, NULL);
+		curl_multi_poll(f->multi, NULL, 0, sleep_ms, NULL);
 	}
 	while (f->running != NULL) {
 		kvr_xfer *x = f->running;
@@ -433,11 +287,32 @@ kvr_fetcher_main(void *arg)
 
 /* ---- API ------------------------------------------------------------- */
 
-kvi_err
-kvr_fetcher_start(int max_concurrent, long timeout_ms,
-		  void (*notify)(void *arg), void *arg, kvr_fetcher **out)
+/* kvr_opts_fill writes o, its defaults filled in, into out; false for a
+ * negative field. */
+static bool
+kvr_opts_fill(const kvr_fetch_opts *o, kvr_fetch_opts *out)
 {
-	if (max_concurrent < 1 || timeout_ms < 0 || out == NULL) {
+	if (o->max_concurrent < 0 || o->timeout_ms < 0 || o->connect_ms < 0 ||
+	    o->first_byte_ms < 0 || o->idle_ms < 0) {
+		return false;
+	}
+	*out = *o;
+	out->max_concurrent =
+	    o->max_concurrent ? o->max_concurrent : KVR_FETCH_CONCURRENT;
+	out->timeout_ms = o->timeout_ms ? o->timeout_ms : KVR_FETCH_TIMEOUT_MS;
+	out->connect_ms =
+	    o->connect_ms ? o->connect_ms : KVR_FETCH_CONNECT_TIMEOUT_MS;
+	out->first_byte_ms =
+	    o->first_byte_ms ? o->first_byte_ms : KVR_FETCH_FIRST_BYTE_MS;
+	out->idle_ms = o->idle_ms ? o->idle_ms : KVR_FETCH_IDLE_MS;
+	return true;
+}
+
+kvi_err
+kvr_fetcher_start(const kvr_fetch_opts *o, kvr_fetcher **out)
+{
+	kvr_fetch_opts opts;
+	if (o == NULL || out == NULL || !kvr_opts_fill(o, &opts)) {
 		return KVI_EINVAL;
 	}
 	pthread_once(&kvr_curl_once, kvr_curl_init);
@@ -445,10 +320,7 @@ kvr_fetcher_start(int max_concurrent, long timeout_ms,
 		return KVI_EIO;
 	}
 	kvr_fetcher *f = kvi_calloc(1, sizeof(*f));
-	f->max_concurrent = max_concurrent;
-	f->timeout_ms = timeout_ms ? timeout_ms : KVR_FETCH_TIMEOUT_MS;
-	f->notify = notify;
-	f->arg = arg;
+	f->o = opts;
 	if (pthread_mutex_init(&f->mu, NULL) != 0) {
 		kvi_free(f);
 		return KVI_EIO;
@@ -458,7 +330,8 @@ kvr_fetcher_start(int max_concurrent, long timeout_ms,
 		goto fail;
 	}
 	/* Idle connections kept for reuse: no more than may run at once. */
-	curl_multi_setopt(f->multi, CURLMOPT_MAXCONNECTS, (long)max_concurrent);
+	curl_multi_setopt(f->multi, CURLMOPT_MAXCONNECTS,
+			  (long)opts.max_concurrent);
 	if (pthread_create(&f->thread, NULL, kvr_fetcher_main, f) != 0) {
 		goto fail;
 	}

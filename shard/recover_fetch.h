@@ -18,10 +18,19 @@
  * Retrying, with backoff, is the decision of the caller's listener state
  * machine, which knows whether the listener still needs the data.
  *
+ * Deadlines. An endpoint that accepts and never answers, or answers a
+ * byte now and then, must not hold one of the few slots for the whole
+ * fetch timeout, or a handful of them starve every healthy listener. So
+ * besides the whole fetch's timeout (for a big dump that keeps flowing)
+ * each fetch has three short ones: to connect (libcurl's), from the
+ * request sent to the first byte of the answer, and between two bytes of
+ * it once it began. The fetcher thread keeps the last two itself and
+ * wakes for the soonest.
+ *
  * Errors in kvr_result.err:
  *   KVI_OK           HTTP 200 and a well-formed body (see recover_parse.h)
  *   KVI_EUNREACHABLE connection refused, or the host could not be resolved
- *   KVI_ETIMEDOUT    the connect timeout or the total timeout passed
+ *   KVI_ETIMEDOUT    one of the deadlines above passed (message: which)
  *   KVI_EPROTO       a malformed body or a malformed HTTP response
  *   KVI_ETOOBIG      a body longer than KVR_FETCH_BODY_MAX bytes
  *   KVI_ENOENT       HTTP 404: the engine has no recovery endpoint
@@ -47,11 +56,27 @@
 #include "error.h"
 #include "recover_parse.h"
 
-#define KVR_FETCH_TIMEOUT_MS         120000L /* total, when 0 is given */
-#define KVR_FETCH_CONNECT_TIMEOUT_MS 5000L
+#define KVR_FETCH_TIMEOUT_MS         120000L /* whole fetch, by default */
+#define KVR_FETCH_CONNECT_TIMEOUT_MS 3000L
+#define KVR_FETCH_FIRST_BYTE_MS      5000L
+#define KVR_FETCH_IDLE_MS            5000L
+#define KVR_FETCH_CONCURRENT         4
 #define KVR_FETCH_BODY_MAX           (UINT64_C(1) << 30)
 #define KVR_FETCH_QUEUE_MAX          65536 /* submitted, not yet finished */
 #define KVR_FETCH_SNIPPET_MAX        160
+
+/* How a fetcher fetches; a field left 0 takes its default. */
+typedef struct kvr_fetch_opts {
+	int max_concurrent; /* fetches at once; KVR_FETCH_CONCURRENT */
+	long timeout_ms;    /* a whole fetch; KVR_FETCH_TIMEOUT_MS */
+	long connect_ms;    /* to connect; KVR_FETCH_CONNECT_TIMEOUT_MS */
+	long first_byte_ms; /* from the request sent to the answer's first
+			     * byte; KVR_FETCH_FIRST_BYTE_MS */
+	long idle_ms;       /* nothing received, once the answer began;
+			     * KVR_FETCH_IDLE_MS */
+	void (*notify)(void *arg); /* after each result is queued; NULL */
+	void *arg;
+} kvr_fetch_opts;
 
 /* The outcome of one fetch. */
 typedef struct kvr_result {
@@ -67,16 +92,10 @@ typedef struct kvr_result {
 
 typedef struct kvr_fetcher kvr_fetcher;
 
-/* kvr_fetcher_start starts a fetcher thread that runs at most
- * max_concurrent fetches at once, each with a total timeout of timeout_ms
- * (0: KVR_FETCH_TIMEOUT_MS) and a connect timeout of at most
- * KVR_FETCH_CONNECT_TIMEOUT_MS; notify (may be NULL) is called with arg
- * after each result is queued. Writes *out only on success.
- * Returns KVI_EINVAL for max_concurrent < 1 or timeout_ms < 0, KVI_EIO when
- * libcurl or the thread cannot be set up. */
-kvi_err kvr_fetcher_start(int max_concurrent, long timeout_ms,
-			  void (*notify)(void *arg), void *arg,
-			  kvr_fetcher **out);
+/* kvr_fetcher_start starts a fetcher thread that fetches as o says.
+ * Writes *out only on success. Returns KVI_EINVAL for a negative field,
+ * KVI_EIO when libcurl or the thread cannot be set up. */
+kvi_err kvr_fetcher_start(const kvr_fetch_opts *o, kvr_fetcher **out);
 
 /* kvr_fetcher_submit queues a GET of url (copied) whose result will carry
  * token. Thread-safe. Returns KVI_ECLOSED after kvr_fetcher_stop(),

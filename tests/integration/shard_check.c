@@ -259,17 +259,18 @@ shc_assign(shardproc *s, const kvt_sim *sim, int idx, bool replay, bool recover,
 	shc_assign_from(s, sim, idx, replay, recover, NULL, code);
 }
 
-void
-shc_assign_from(shardproc *s, const kvt_sim *sim, int idx, bool replay,
-		bool recover, const char *from, unsigned code)
+/* shc_assign_with assigns rank idx of sim with the replay endpoint when
+ * asked, recover_url as its /kv_recover endpoint (NULL: none) and from
+ * as the shard to take it from (NULL: none), and checks the code. */
+static void
+shc_assign_with(shardproc *s, const kvt_sim *sim, int idx, bool replay,
+		const char *recover_url, const char *from, unsigned code)
 {
-	char key[64], ep[64], rep[64], rec[64], pod[32];
+	char key[64], ep[64], rep[64], pod[32];
 	shc_key(sim, idx, key, sizeof(key));
 	snprintf(pod, sizeof(pod), "sim/pod-%d", idx / sim->dp);
 	snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%d", sim->zmq_port[idx]);
 	snprintf(rep, sizeof(rep), "tcp://127.0.0.1:%d", sim->replay_port[idx]);
-	snprintf(rec, sizeof(rec), "http://127.0.0.1:%d",
-		 sim->recover_port[idx]);
 	Kvindex__Listener l = KVINDEX__LISTENER__INIT;
 	l.key = key;
 	l.instance_id = (uint64_t)(idx / sim->dp);
@@ -279,7 +280,7 @@ shc_assign_from(shardproc *s, const kvt_sim *sim, int idx, bool replay,
 	l.block_size = 16;
 	l.endpoint = ep;
 	l.replay_endpoint = replay && sim->replay_port[idx] ? rep : NULL;
-	l.recover_endpoint = recover && sim->recover_port[idx] ? rec : NULL;
+	l.recover_endpoint = (char *)recover_url;
 	Kvindex__AssignRequest a = KVINDEX__ASSIGN_REQUEST__INIT;
 	a.listener = &l;
 	a.handoff_from = (char *)from;
@@ -292,6 +293,25 @@ shc_assign_from(shardproc *s, const kvt_sim *sim, int idx, bool replay,
 			 resp->code, resp->error ? resp->error : "", code);
 	}
 	kvindex__response__free_unpacked(resp, NULL);
+}
+
+void
+shc_assign_from(shardproc *s, const kvt_sim *sim, int idx, bool replay,
+		bool recover, const char *from, unsigned code)
+{
+	char rec[64];
+	snprintf(rec, sizeof(rec), "http://127.0.0.1:%d",
+		 sim->recover_port[idx]);
+	shc_assign_with(s, sim, idx, replay,
+			recover && sim->recover_port[idx] ? rec : NULL, from,
+			code);
+}
+
+void
+shc_assign_recover(shardproc *s, const kvt_sim *sim, int idx,
+		   const char *recover_url)
+{
+	shc_assign_with(s, sim, idx, false, recover_url, NULL, 0);
 }
 
 Kvindex__Response *

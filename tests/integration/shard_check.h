@@ -88,6 +88,12 @@ void shc_assign(shardproc *s, const kvt_sim *sim, int idx, bool replay,
 void shc_assign_from(shardproc *s, const kvt_sim *sim, int idx, bool replay,
 		     bool recover, const char *from, unsigned code);
 
+/* shc_assign_recover assigns rank idx of sim without its replay socket
+ * and with recover_url (NULL: none) for its /kv_recover endpoint instead
+ * of the rank's, expecting success. */
+void shc_assign_recover(shardproc *s, const kvt_sim *sim, int idx,
+			const char *recover_url);
+
 /* shc_matches_truth compares the shard's listener for rank idx with the
  * simulator's truth; on a difference it writes it to why. */
 bool shc_matches_truth(shardproc *s, const kvt_sim *sim, int idx, char *why,
