@@ -35,6 +35,10 @@
 
 typedef struct kvg_ingest kvg_ingest;
 
+/* The most entries a /kv_recover answer may give one listener, unless
+ * configured (kvg_config.listener_max_entries). */
+#define KVG_LISTENER_MAX_ENTRIES 4000000
+
 typedef struct kvg_config {
 	kvx_index *idx;
 	kvs_store *store;
@@ -48,6 +52,9 @@ typedef struct kvg_config {
 	 * request to the first byte, between two bytes; 0: 3000, 5000 and
 	 * 5000 ms */
 	long recover_connect_ms, recover_first_byte_ms, recover_idle_ms;
+	/* the most entries a /kv_recover answer may give one listener: one
+	 * storing more blocks is refused whole; 0: 4,000,000 */
+	uint64_t listener_max_entries;
 	size_t backlog_max_bytes; /* live batches queued (recovering, or
 				   * behind): default 256 MiB over all
 				   * listeners */

@@ -333,6 +333,9 @@ kvg_config_defaults(kvg_config *c)
 	if (c->recover_timeout_ms <= 0) {
 		c->recover_timeout_ms = 120000;
 	}
+	if (c->listener_max_entries == 0) {
+		c->listener_max_entries = KVG_LISTENER_MAX_ENTRIES;
+	}
 	if (c->backlog_max_bytes == 0) {
 		c->backlog_max_bytes = (size_t)256 << 20;
 	}

@@ -155,7 +155,10 @@ typedef struct kvl_handoff {
 	X(handoffs, "Listener states taken over from another shard.") \
 	X(handoffs_failed, "Hand-offs that could not take the state.") \
 	X(backlog_overflows, "Times a listener's queued live batches passed " \
-			     "their budget and were dropped for a resync.")
+			     "their budget and were dropped for a resync.") \
+	X(recoveries_too_big, "/kv_recover answers refused whole for their " \
+			      "size: more blocks than --listener-max-entries " \
+			      "allows, or a body over 1 GiB.")
 // clang-format on
 
 typedef struct kvl_counters {

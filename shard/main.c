@@ -94,6 +94,11 @@ static const kvi_flag shard_flag[] = {
      "a /kv_recover answer that sends nothing for this long is cut off",
      KVI_FLAG_INT(shard_opts, ingest.recover_idle_ms, 1, 3600000),
      .def = "5000"},
+    {"listener-max-entries", "N",
+     "the most entries /kv_recover may give one listener; an answer "
+     "storing more blocks is refused whole",
+     KVI_FLAG_INT(shard_opts, ingest.listener_max_entries, 1, 1L << 40),
+     .def = "4000000"},
     {"handoff-rate", "N",
      "entries per second a hand-off takes from the old owner; 0: no limit",
      KVI_FLAG_INT(shard_opts, ingest.handoff_rate, 0, 1L << 40), .def = "0"},

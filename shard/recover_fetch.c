@@ -347,7 +347,8 @@ fail:
 }
 
 kvi_err
-kvr_fetcher_submit(kvr_fetcher *f, uint64_t token, const char *url)
+kvr_fetcher_submit(kvr_fetcher *f, uint64_t token, const char *url,
+		   uint64_t max_blocks)
 {
 	if (url == NULL || url[0] == '\0') {
 		return KVI_EINVAL;
@@ -363,6 +364,7 @@ kvr_fetcher_submit(kvr_fetcher *f, uint64_t token, const char *url)
 	}
 	kvr_xfer *x = kvi_calloc(1, sizeof(*x));
 	x->token = token;
+	x->max_blocks = max_blocks;
 	x->serial = f->next_serial++;
 	x->url = kvi_strdup(url);
 	if (f->wait_tail != NULL) {

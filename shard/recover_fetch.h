@@ -27,12 +27,20 @@
  * it once it began. The fetcher thread keeps the last two itself and
  * wakes for the soonest.
  *
+ * What is refused: a 200 whose Content-Type is not JSON (application/json,
+ * parameters allowed; an answer without one is parsed, since the parser
+ * takes nothing but a well-formed /kv_recover body), and an answer that
+ * stores more blocks than the fetch's max_blocks, which is cut off as soon
+ * as the parser has counted one too many.
+ *
  * Errors in kvr_result.err:
  *   KVI_OK           HTTP 200 and a well-formed body (see recover_parse.h)
  *   KVI_EUNREACHABLE connection refused, or the host could not be resolved
  *   KVI_ETIMEDOUT    one of the deadlines above passed (message: which)
- *   KVI_EPROTO       a malformed body or a malformed HTTP response
- *   KVI_ETOOBIG      a body longer than KVR_FETCH_BODY_MAX bytes
+ *   KVI_EPROTO       a malformed body or HTTP response, or a 200 that is
+ *                    not JSON
+ *   KVI_ETOOBIG      a body longer than KVR_FETCH_BODY_MAX bytes, or one
+ *                    storing more than max_blocks blocks
  *   KVI_ENOENT       HTTP 404: the engine has no recovery endpoint
  *   KVI_EAGAIN       HTTP 429, 502, 503, 504
  *   KVI_EIO          any other HTTP status, or a transfer that broke off
@@ -64,6 +72,7 @@
 #define KVR_FETCH_BODY_MAX           (UINT64_C(1) << 30)
 #define KVR_FETCH_QUEUE_MAX          65536 /* submitted, not yet finished */
 #define KVR_FETCH_SNIPPET_MAX        160
+#define KVR_FETCH_BLOCKS_ANY         UINT64_MAX /* no max_blocks */
 
 /* How a fetcher fetches; a field left 0 takes its default. */
 typedef struct kvr_fetch_opts {
@@ -84,6 +93,7 @@ typedef struct kvr_result {
 	kvi_err err;
 	long http_status;    /* 0 when no response arrived */
 	uint64_t body_bytes; /* as received (after content decoding) */
+	uint64_t blocks;     /* stored blocks parsed (all of them on success) */
 	kvr_parser *parser;  /* err == KVI_OK: holds the parsed body (see
 			      * kvr_parser_result()); else NULL. Owned by the
 			      * result. */
@@ -98,10 +108,12 @@ typedef struct kvr_fetcher kvr_fetcher;
 kvi_err kvr_fetcher_start(const kvr_fetch_opts *o, kvr_fetcher **out);
 
 /* kvr_fetcher_submit queues a GET of url (copied) whose result will carry
- * token. Thread-safe. Returns KVI_ECLOSED after kvr_fetcher_stop(),
- * KVI_EFULL when KVR_FETCH_QUEUE_MAX fetches are outstanding, KVI_EINVAL for
- * a NULL or empty url. */
-kvi_err kvr_fetcher_submit(kvr_fetcher *f, uint64_t token, const char *url);
+ * token; an answer storing more than max_blocks blocks is refused
+ * (KVR_FETCH_BLOCKS_ANY: no limit). Thread-safe. Returns KVI_ECLOSED after
+ * kvr_fetcher_stop(), KVI_EFULL when KVR_FETCH_QUEUE_MAX fetches are
+ * outstanding, KVI_EINVAL for a NULL or empty url. */
+kvi_err kvr_fetcher_submit(kvr_fetcher *f, uint64_t token, const char *url,
+			   uint64_t max_blocks);
 
 /* kvr_fetcher_cancel drops every fetch submitted with token before this
  * call: waiting ones are forgotten, running ones aborted, and results not

@@ -19,6 +19,7 @@ typedef struct kvr_xfer {
 	struct kvr_xfer *next;
 	uint64_t token;
 	uint64_t serial;
+	uint64_t max_blocks;
 	char *url;
 	CURL *easy;
 	kvr_parser *parser;

@@ -181,6 +181,12 @@ kvr_parser_bytes(const kvr_parser *p)
 }
 
 size_t
+kvr_parser_blocks(const kvr_parser *p)
+{
+	return p->blocks_len;
+}
+
+size_t
 kvr_parser_footprint(const kvr_parser *p)
 {
 	return sizeof(*p) + p->events_cap * sizeof(*p->events) +

@@ -167,6 +167,10 @@ const char *kvr_parser_error(const kvr_parser *p);
 /* kvr_parser_bytes returns how many bytes were fed since the last reset. */
 uint64_t kvr_parser_bytes(const kvr_parser *p);
 
+/* kvr_parser_blocks returns how many stored blocks the events parsed so
+ * far hold, whole or not yet: what a caller bounds while bytes come. */
+size_t kvr_parser_blocks(const kvr_parser *p);
+
 /* kvr_parser_footprint returns the bytes of heap p holds (its arrays at
  * their capacity, and itself). */
 size_t kvr_parser_footprint(const kvr_parser *p);

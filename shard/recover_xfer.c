@@ -1,13 +1,14 @@
 /*
  * recover_xfer.c - one `/kv_recover` transfer (recover_fetch_int.h): its
  * libcurl handle, the callbacks that stream the body into the parser and
- * stamp the times the fetcher's deadlines count from, and the result it
- * ends in.
+ * stamp the times the fetcher's deadlines count from, what is refused on
+ * the way, and the result it ends in.
  */
 #include <curl/curl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "alloc.h"
 #include "clock.h"
@@ -40,6 +41,38 @@ kvr_xfer_stop(kvr_xfer *x, kvi_err why, const char *fmt, ...)
 	return 0;
 }
 
+/* kvr_json_type says whether a Content-Type is JSON: application/json,
+ * in any case, with or without parameters. None at all passes: the
+ * parser takes nothing but a well-formed body. */
+static bool
+kvr_json_type(const char *ct)
+{
+	static const char json[] = "application/json";
+	if (ct == NULL) {
+		return true;
+	}
+	ct += strspn(ct, " \t");
+	if (strncasecmp(ct, json, sizeof(json) - 1) != 0) {
+		return false;
+	}
+	char next = ct[sizeof(json) - 1];
+	return next == '\0' || next == ';' || next == ' ' || next == '\t';
+}
+
+/* kvr_xfer_check_type stops x when its 200 answer is not JSON. */
+static bool
+kvr_xfer_check_type(kvr_xfer *x)
+{
+	char *ct = NULL;
+	curl_easy_getinfo(x->easy, CURLINFO_CONTENT_TYPE, &ct);
+	if (kvr_json_type(ct)) {
+		return true;
+	}
+	kvr_xfer_stop(x, KVI_EPROTO, "Content-Type %.80s, not application/json",
+		      ct);
+	return false;
+}
+
 /* kvr_xfer_write takes the next piece of the body: a 200 body goes to the
  * parser, any other is kept as a snippet for the message. Returning less
  * than given makes libcurl end the transfer with CURLE_WRITE_ERROR. */
@@ -53,6 +86,9 @@ kvr_xfer_write(char *data, size_t size, size_t nmemb, void *arg)
 		long status = 0;
 		curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
 		x->status = status;
+		if (status == 200 && !kvr_xfer_check_type(x)) {
+			return 0;
+		}
 	}
 	x->bytes += n;
 	if (x->bytes > KVR_FETCH_BODY_MAX) {
@@ -74,6 +110,11 @@ kvr_xfer_write(char *data, size_t size, size_t nmemb, void *arg)
 	if (kvr_parser_feed(x->parser, data, n) != KVI_OK) {
 		return kvr_xfer_stop(x, KVI_EPROTO, "body: %s",
 				     kvr_parser_error(x->parser));
+	}
+	if (kvr_parser_blocks(x->parser) > x->max_blocks) {
+		return kvr_xfer_stop(x, KVI_ETOOBIG,
+				     "the answer stores more than %llu blocks",
+				     (unsigned long long)x->max_blocks);
 	}
 	return n;
 }
@@ -186,8 +227,12 @@ kvr_xfer_result(kvr_xfer *x, CURLcode code, kvr_result *r)
 	r->token = x->token;
 	r->http_status = status;
 	r->body_bytes = x->bytes;
+	r->blocks = x->parser != NULL ? kvr_parser_blocks(x->parser) : 0;
 	if (code == CURLE_WRITE_ERROR && x->cut) {
 		code = CURLE_OK;
+	}
+	if (code == CURLE_OK && status == 200 && x->abort == KVI_OK) {
+		kvr_xfer_check_type(x); /* an empty body never reached write */
 	}
 	if (x->abort != KVI_OK) {
 		r->err = x->abort;
@@ -212,6 +257,7 @@ kvr_xfer_result(kvr_xfer *x, CURLcode code, kvr_result *r)
 			 kvr_parser_error(x->parser));
 	} else {
 		r->err = KVI_OK;
+		r->blocks = kvr_parser_blocks(x->parser);
 		r->parser = x->parser;
 		x->parser = NULL;
 	}

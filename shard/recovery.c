@@ -480,7 +480,11 @@ kvg_begin_fetch(kvg_ingest *g, kvl_listener *l, bool full)
 	r->fetch_token =
 	    (uint64_t)l->lid << 32 | (++g->fetch_gen & 0xffffffffu);
 	r->state = full ? KVL_R_FETCH_DUMP : KVL_R_FETCH_EVENTS;
-	kvi_err rv = kvr_fetcher_submit(g->fetcher, r->fetch_token, url);
+	/* a dump replaces the listener's entries, events add to them */
+	uint64_t max = g->cfg.listener_max_entries;
+	uint64_t have = full ? 0 : kvx_listener_entries(g->idx, l->lid);
+	kvi_err rv = kvr_fetcher_submit(g->fetcher, r->fetch_token, url,
+					have < max ? max - have : 0);
 	if (rv != KVI_OK) {
 		l->c.recoveries_failed++;
 		kvg_error(l, "cannot fetch %s: %s", url, kvi_strerror(rv));
@@ -535,6 +539,30 @@ kvg_fetched_events(kvg_ingest *g, kvl_listener *l, const kvr_response *resp)
 	kvg_finish(g, l);
 }
 
+/* kvg_fetch_refused takes an answer refused for its size (res, freed
+ * here): nothing of it is applied, and the listener says why. */
+static void
+kvg_fetch_refused(kvg_ingest *g, kvl_listener *l, kvr_result *res)
+{
+	char q[400];
+	l->c.recoveries_too_big++;
+	kvi_log(KVI_LOG_WARN, "recover_refused",
+		"listener=%s blocks=%" PRIu64 " bytes=%" PRIu64
+		" max_entries=%" PRIu64 " reason=%s",
+		l->key, res->blocks, res->body_bytes,
+		g->cfg.listener_max_entries,
+		kvi_log_quote(q, sizeof(q), res->message));
+	char bound[64] = ""; /* too many blocks, not a body past 1 GiB */
+	if (res->body_bytes <= KVR_FETCH_BODY_MAX) {
+		snprintf(bound, sizeof(bound),
+			 " (--listener-max-entries %" PRIu64 ")",
+			 g->cfg.listener_max_entries);
+	}
+	kvg_fetch_failed(g, l, "/kv_recover refused, none of it applied: %s%s",
+			 res->message, bound);
+	kvr_result_free(res);
+}
+
 /* kvg_fetched takes a fetching listener's answer (r, freed here). */
 static void
 kvg_fetched(kvg_ingest *g, kvl_listener *l, kvr_result *res)
@@ -544,6 +572,10 @@ kvg_fetched(kvg_ingest *g, kvl_listener *l, kvr_result *res)
 	    r->fetch_token != res->token) {
 		kvr_result_free(res);
 		return; /* an answer to an older ask */
+	}
+	if (res->err == KVI_ETOOBIG) {
+		kvg_fetch_refused(g, l, res);
+		return;
 	}
 	if (res->err != KVI_OK) {
 		kvg_fetch_failed(g, l, "/kv_recover: %s (%s)",

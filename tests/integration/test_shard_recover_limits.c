@@ -10,6 +10,11 @@
  * assigned; with the default deadlines the healthy one has its dump within
  * seconds (it waited out the whole 120 s fetch timeout before), and each
  * hostile listener's last_error names the deadline it passed.
+ *
+ * test_refused_answers: a valid dump of more blocks than
+ * --listener-max-entries is refused whole (last_error, the counter, a
+ * log line, no entry applied), and so is a valid dump served as
+ * text/html.
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -30,8 +35,10 @@
 
 #include "shard_check.h"
 
-#define TRACE     KVI_DATA_DIR "/traces/conversation_trace.jsonl"
-#define MAX_CONNS 256
+#define TRACE      KVI_DATA_DIR "/traces/conversation_trace.jsonl"
+#define MAX_CONNS  256
+#define BIG_BLOCKS 5000
+#define MAX_ENTRY  "1000"
 
 static kvt_sim sim;
 static shardproc shard;
@@ -82,6 +89,34 @@ hs_hold(int fd)
 	}
 }
 
+/* hs_dump answers a TreeDump of n blocks, as type. */
+static void
+hs_dump(int fd, int n, const char *type)
+{
+	size_t cap = 128 + (size_t)n * 64, len = 0;
+	char *body = malloc(cap);
+	len += (size_t)snprintf(body, cap,
+				"{\"TreeDump\": {\"events\": [{\"event\": "
+				"{\"event_id\": 0, \"data\": {\"stored\": "
+				"{\"parent_hash\": null, \"blocks\": [");
+	for (int i = 0; i < n; i++) {
+		len += (size_t)snprintf(body + len, cap - len,
+					"%s{\"block_hash\": %d, "
+					"\"tokens_hash\": %d}",
+					i ? ", " : "", 1000 + i, 7000 + i);
+	}
+	len += (size_t)snprintf(body + len, cap - len,
+				"]}}}}], \"last_event_id\": null}}");
+	char head[256];
+	int h = snprintf(head, sizeof(head),
+			 "HTTP/1.1 200 OK\r\nContent-Type: %s\r\n"
+			 "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+			 type, len);
+	hs_send(fd, head, (size_t)h);
+	hs_send(fd, body, len);
+	free(body);
+}
+
 static void
 hs_route(int fd, const char *path)
 {
@@ -102,6 +137,10 @@ hs_route(int fd, const char *path)
 				return;
 			}
 		}
+	} else if (strncmp(path, "/big/", 5) == 0) {
+		hs_dump(fd, BIG_BLOCKS, "application/json");
+	} else if (strncmp(path, "/html/", 6) == 0) {
+		hs_dump(fd, 3, "text/html; charset=utf-8");
 	} else {
 		hs_hold(fd); /* /hang/: accepts, reads, never answers */
 	}
@@ -306,12 +345,54 @@ test_slow_endpoints_do_not_starve(void **state)
 	assert_int_equal(shc_stop(&shard), 0);
 }
 
+static void
+test_refused_answers(void **state)
+{
+	(void)state;
+	hs_start();
+	sim_start();
+	static const char *flags[] = {"--listener-max-entries", MAX_ENTRY,
+				      NULL};
+	shc_start(&shard, flags);
+	char url[96];
+	hs_url("big", url, sizeof(url));
+	shc_assign_recover(&shard, &sim, 0, url);
+	hs_url("html", url, sizeof(url));
+	shc_assign_recover(&shard, &sim, 1, url);
+	/* a dump of more blocks than a listener may hold: none applied */
+	assert_int_equal(wait_error(0,
+				    "refused, none of it applied: the answer "
+				    "stores more than " MAX_ENTRY " blocks",
+				    SHC_WAIT_MS),
+			 0);
+	assert_true(shc_wait_metric(&shard,
+				    "kvindex_shard_recoveries_too_big_total", 1,
+				    5000) >= 1);
+	size_t len;
+	char *log = kvt_file_read(shard.log_path, &len);
+	const char *line =
+	    strstr(log, "event=recover_refused listener=sim/pod-0#0");
+	assert_non_null(line);
+	assert_non_null(strstr(line, "max_entries=" MAX_ENTRY));
+	free(log);
+	/* a valid dump served as HTML: not taken */
+	assert_int_equal(
+	    wait_error(1,
+		       "Content-Type text/html; charset=utf-8, not "
+		       "application/json",
+		       SHC_WAIT_MS),
+	    0);
+	assert_true(shc_metric(&shard, "kvindex_shard_entries") == 0);
+	assert_int_equal(shc_stop(&shard), 0);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_teardown(test_slow_endpoints_do_not_starve,
 				      teardown),
+	    cmocka_unit_test_teardown(test_refused_answers, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -174,7 +174,7 @@ srv_route(srv *s, int fd, const char *path)
 	}
 }
 
-/* srv_route_more: the answers of test_recover_limits.c. */
+/* srv_route_more: the answers test_recover_limits.c refuses or takes. */
 static void
 srv_route_more(srv *s, int fd, const char *path)
 {
@@ -182,6 +182,17 @@ srv_route_more(srv *s, int fd, const char *path)
 		srv_stall(s, fd);
 	} else if (strcmp(path, "/drip") == 0) {
 		srv_drip(s, fd);
+	} else if (strcmp(path, "/html") == 0) {
+		srv_reply_as(fd, "200 OK", "text/html", BODY_DUMP);
+	} else if (strcmp(path, "/html-empty") == 0) {
+		srv_reply_as(fd, "200 OK", "text/html; charset=utf-8", "");
+	} else if (strcmp(path, "/jsonx") == 0) {
+		srv_reply_as(fd, "200 OK", "application/jsonx", BODY_DUMP);
+	} else if (strcmp(path, "/charset") == 0) {
+		srv_reply_as(fd, "200 OK", "Application/JSON; charset=utf-8",
+			     BODY_DUMP);
+	} else if (strcmp(path, "/notype") == 0) {
+		srv_reply_as(fd, "200 OK", NULL, BODY_DUMP);
 	} else {
 		srv_reply(fd, "404 Not Found", "?");
 	}
@@ -395,11 +406,18 @@ start(int max_concurrent, long timeout_ms)
 }
 
 void
-submit(kvr_fetcher *f, uint64_t token, const char *path)
+submit_max(kvr_fetcher *f, uint64_t token, const char *path,
+	   uint64_t max_blocks)
 {
 	char url[128];
 	snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", server.port, path);
-	assert_int_equal(kvr_fetcher_submit(f, token, url), KVI_OK);
+	assert_int_equal(kvr_fetcher_submit(f, token, url, max_blocks), KVI_OK);
+}
+
+void
+submit(kvr_fetcher *f, uint64_t token, const char *path)
+{
+	submit_max(f, token, path, KVR_FETCH_BLOCKS_ANY);
 }
 
 int

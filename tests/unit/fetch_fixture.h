@@ -8,8 +8,9 @@
  * 2 ms apart), /dump (BODY_DUMP), /fail (a 500 with a body), /missing (a
  * long 404), /bad (a 200 cut inside the JSON), /slow... (BODY_EVENTS after
  * SLOW_MS, counting how many at once), /hang (accepts, never answers),
- * /stall (a head and a few body bytes, then nothing) and /drip (BODY_DUMP
- * 20 bytes at a time, 100 ms apart).
+ * /stall (a head and a few body bytes, then nothing), /drip (BODY_DUMP 20
+ * bytes at a time, 100 ms apart), /html, /html-empty, /jsonx, /charset and
+ * /notype (BODY_DUMP, or nothing, under those Content-Types or none).
  * setup and teardown (cmocka, per test) make the pipe the fetcher's
  * notify writes to and forget the counts of the test before; srv_start
  * and srv_stop (per group) run the server. Helpers fail the running test
@@ -91,7 +92,10 @@ kvr_result *wait_result(kvr_fetcher *f, int ms);
 /* start starts a fetcher that notifies wake; start_opts with o. */
 kvr_fetcher *start(int max_concurrent, long timeout_ms);
 kvr_fetcher *start_opts(kvr_fetch_opts o);
-/* submit fetches path of the server as token. */
+/* submit fetches path of the server as token; submit_max refuses an
+ * answer storing more than max_blocks blocks. */
 void submit(kvr_fetcher *f, uint64_t token, const char *path);
+void submit_max(kvr_fetcher *f, uint64_t token, const char *path,
+		uint64_t max_blocks);
 
 #endif /* KVI_TESTS_UNIT_FETCH_FIXTURE_H */

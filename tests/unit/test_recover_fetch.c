@@ -145,7 +145,8 @@ test_unreachable(void **state)
 	kvr_fetcher *f = start(1, 10000);
 	char url[64];
 	snprintf(url, sizeof(url), "http://127.0.0.1:%d/kv_recover", port);
-	assert_int_equal(kvr_fetcher_submit(f, 4, url), KVI_OK);
+	assert_int_equal(kvr_fetcher_submit(f, 4, url, KVR_FETCH_BLOCKS_ANY),
+			 KVI_OK);
 	kvr_result *r = wait_result(f, 10000);
 	close(fd);
 	assert_non_null(r);
@@ -156,7 +157,8 @@ test_unreachable(void **state)
 	kvr_result_free(r);
 
 	/* a scheme other than http(s) is refused */
-	assert_int_equal(kvr_fetcher_submit(f, 6, "file:///etc/hostname"),
+	assert_int_equal(kvr_fetcher_submit(f, 6, "file:///etc/hostname",
+					    KVR_FETCH_BLOCKS_ANY),
 			 KVI_OK);
 	r = wait_result(f, 10000);
 	assert_non_null(r);
@@ -259,7 +261,8 @@ test_stop(void **state)
 	assert_true(now_ms() - t0 < 3000); /* running fetches are aborted */
 	kvr_fetcher_stop(f);
 	assert_null(kvr_fetcher_pop(f));
-	assert_int_equal(kvr_fetcher_submit(f, 5, "http://127.0.0.1:1/"),
+	assert_int_equal(kvr_fetcher_submit(f, 5, "http://127.0.0.1:1/",
+					    KVR_FETCH_BLOCKS_ANY),
 			 KVI_ECLOSED);
 	kvr_fetcher_cancel(f, 1);
 	kvr_fetcher_free(f);
@@ -281,8 +284,10 @@ test_bad_args(void **state)
 	assert_int_equal(kvr_fetcher_start(&o, &f), KVI_EINVAL);
 	assert_true(f == (kvr_fetcher *)&f); /* untouched on failure */
 	f = start(1, 1000);
-	assert_int_equal(kvr_fetcher_submit(f, 1, ""), KVI_EINVAL);
-	assert_int_equal(kvr_fetcher_submit(f, 1, NULL), KVI_EINVAL);
+	assert_int_equal(kvr_fetcher_submit(f, 1, "", KVR_FETCH_BLOCKS_ANY),
+			 KVI_EINVAL);
+	assert_int_equal(kvr_fetcher_submit(f, 1, NULL, KVR_FETCH_BLOCKS_ANY),
+			 KVI_EINVAL);
 	kvr_fetcher_free(f);
 }
 

@@ -5,7 +5,9 @@
  * fetch that was never answered and the idle deadline one that stopped
  * half-way, while a slow answer that keeps flowing completes; so endpoints
  * that never answer hold every slot only that long; connecting has its
- * deadline too.
+ * deadline too; a 200 that is not JSON is refused, with or without a
+ * body, and JSON with parameters or without a Content-Type is taken; an
+ * answer storing more blocks than asked is cut off.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -26,10 +28,10 @@
 
 #define SHORT_MS 300
 
-/* fetch_one fetches path with short deadlines, and returns the result
- * (which the caller frees) and how long it took. */
+/* fetch_one fetches path with short deadlines and max_blocks, and returns
+ * the result (which the caller frees) and how long it took. */
 static kvr_result *
-fetch_one(const char *path, int64_t *took)
+fetch_one(const char *path, uint64_t max_blocks, int64_t *took)
 {
 	kvr_fetcher *f = start_opts((kvr_fetch_opts){
 	    .max_concurrent = 1,
@@ -39,7 +41,7 @@ fetch_one(const char *path, int64_t *took)
 	    .idle_ms = SHORT_MS,
 	});
 	int64_t t0 = now_ms();
-	submit(f, 1, path);
+	submit_max(f, 1, path, max_blocks);
 	kvr_result *r = wait_result(f, 10000);
 	*took = now_ms() - t0;
 	kvr_fetcher_free(f);
@@ -62,18 +64,18 @@ test_deadlines(void **state)
 	(void)state;
 	int64_t took;
 	/* never answered: the first-byte deadline, not the whole one */
-	kvr_result *r = fetch_one("/hang", &took);
+	kvr_result *r = fetch_one("/hang", KVR_FETCH_BLOCKS_ANY, &took);
 	expect(r, KVI_ETIMEDOUT, "no answer within 300 ms of the request");
 	assert_true(took >= SHORT_MS - 20 && took < 3000);
 	kvr_result_free(r);
 	/* answered, then silent: the idle deadline */
-	r = fetch_one("/stall", &took);
+	r = fetch_one("/stall", KVR_FETCH_BLOCKS_ANY, &took);
 	expect(r, KVI_ETIMEDOUT, "nothing received for 300 ms, after 11 bytes");
 	assert_int_equal(r->http_status, 200);
 	assert_true(took >= SHORT_MS - 20 && took < 3000);
 	kvr_result_free(r);
 	/* slow but flowing: 100 ms between pieces, for over a second */
-	r = fetch_one("/drip", &took);
+	r = fetch_one("/drip", KVR_FETCH_BLOCKS_ANY, &took);
 	expect(r, KVI_OK, "");
 	assert_true(took > 1000);
 	assert_int_equal(kvr_parser_result(r->parser)->n_events, 2);
@@ -132,7 +134,8 @@ test_connect_deadline(void **state)
 	char url[64];
 	snprintf(url, sizeof(url), "http://127.0.0.1:%d/kv_recover", port);
 	int64_t t0 = now_ms();
-	assert_int_equal(kvr_fetcher_submit(f, 1, url), KVI_OK);
+	assert_int_equal(kvr_fetcher_submit(f, 1, url, KVR_FETCH_BLOCKS_ANY),
+			 KVI_OK);
 	kvr_result *r = wait_result(f, 10000);
 	int64_t took = now_ms() - t0;
 	assert_non_null(r);
@@ -147,6 +150,51 @@ test_connect_deadline(void **state)
 	close(lfd);
 }
 
+static void
+test_content_type(void **state)
+{
+	(void)state;
+	int64_t took;
+	kvr_result *r = fetch_one("/html", KVR_FETCH_BLOCKS_ANY, &took);
+	expect(r, KVI_EPROTO, "Content-Type text/html, not application/json");
+	assert_null(r->parser);
+	kvr_result_free(r);
+	r = fetch_one("/html-empty", KVR_FETCH_BLOCKS_ANY, &took);
+	expect(r, KVI_EPROTO, "Content-Type text/html; charset=utf-8");
+	kvr_result_free(r);
+	r = fetch_one("/jsonx", KVR_FETCH_BLOCKS_ANY, &took);
+	expect(r, KVI_EPROTO, "Content-Type application/jsonx");
+	kvr_result_free(r);
+	/* JSON with a parameter, in any case; no Content-Type at all */
+	r = fetch_one("/charset", KVR_FETCH_BLOCKS_ANY, &took);
+	expect(r, KVI_OK, "");
+	kvr_result_free(r);
+	r = fetch_one("/notype", KVR_FETCH_BLOCKS_ANY, &took);
+	expect(r, KVI_OK, "");
+	assert_int_equal(kvr_parser_result(r->parser)->n_blocks, 2);
+	kvr_result_free(r);
+}
+
+static void
+test_max_blocks(void **state)
+{
+	(void)state;
+	int64_t took;
+	kvr_result *r = fetch_one("/dump", 1, &took);
+	expect(r, KVI_ETOOBIG, "the answer stores more than 1 blocks");
+	assert_null(r->parser);
+	assert_int_equal(r->blocks, 2);
+	kvr_result_free(r);
+	r = fetch_one("/dump", 2, &took);
+	expect(r, KVI_OK, "");
+	assert_int_equal(r->blocks, 2);
+	kvr_result_free(r);
+	/* Events count too */
+	r = fetch_one("/events", 0, &took);
+	expect(r, KVI_ETOOBIG, "more than 0 blocks");
+	kvr_result_free(r);
+}
+
 int
 main(void)
 {
@@ -156,6 +204,8 @@ main(void)
 		test_hanging_endpoints_do_not_starve, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_connect_deadline, setup,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_content_type, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_max_blocks, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, srv_start, srv_stop);
 }

@@ -37,12 +37,13 @@ static struct {
 	kvi_err replay_rv;
 	int fetches;
 	char url[512];
+	uint64_t max_blocks; /* of the last fetch */
+	size_t entries;      /* what kvx_listener_entries says */
 	int cancels;
 	int asks; /* kvg_handoff_ask */
 	kvr_response resp;
 	kvl_listener *l;
-	size_t entries; /* what kvx_listener_entries says */
-	int warnings;   /* kvg_warn_listener calls */
+	int warnings; /* kvg_warn_listener calls */
 } st;
 
 /* Payloads of another rank's batches start with "other-" (foreign()). */
@@ -131,10 +132,12 @@ kvg_io_replay_stop(kvg_ingest *g, kvl_listener *l)
 }
 
 kvi_err
-kvr_fetcher_submit(kvr_fetcher *f, uint64_t token, const char *url)
+kvr_fetcher_submit(kvr_fetcher *f, uint64_t token, const char *url,
+		   uint64_t max_blocks)
 {
 	(void)f, (void)token;
 	st.fetches++;
+	st.max_blocks = max_blocks;
 	snprintf(st.url, sizeof(st.url), "%s", url);
 	return KVI_OK;
 }
@@ -507,6 +510,41 @@ test_too_new_asks_for_dump(void **state)
 	assert_int_equal(f->l.mark.wm, 12); /* 9 held: a duplicate now */
 }
 
+/* An answer refused for its size applies nothing, is counted and said,
+ * and is asked again after a back-off. A gap's events may bring what the
+ * listener's bound leaves, a dump the whole bound. */
+static void
+test_too_big_refused(void **state)
+{
+	fx *f = *state;
+	f->l.replay_ep = NULL;
+	f->g->cfg.listener_max_entries = 1000;
+	in_step(f, 5);
+	st.entries = 400;
+	live(f, 9, 9);
+	assert_rstate(f, KVL_R_FETCH_EVENTS);
+	assert_int_equal(st.max_blocks, 600);
+	kvr_result *r = calloc(1, sizeof(*r));
+	r->token = f->l.recovery.fetch_token;
+	r->err = KVI_ETOOBIG;
+	r->blocks = 601;
+	snprintf(r->message, sizeof(r->message),
+		 "the answer stores more than 600 blocks");
+	kvg_on_fetched(f->g, r);
+	assert_rstate(f, KVL_R_BACKOFF);
+	assert_int_equal(f->l.c.recoveries_too_big, 1);
+	assert_int_equal(f->l.c.recoveries_failed, 1);
+	assert_int_equal(f->l.mark.wm, 5);
+	assert_string_equal(f->l.last_error,
+			    "/kv_recover refused, none of it applied: the "
+			    "answer stores more than 600 blocks "
+			    "(--listener-max-entries 1000)");
+	f->l.recovery.need_full = true;
+	ev(f, KVG_EV_TIMER, 0);
+	assert_rstate(f, KVL_R_FETCH_DUMP);
+	assert_int_equal(st.max_blocks, 1000);
+}
+
 /* On a new connection the engine is checked: the same batch at the
  * watermark is the same process, and the replay goes on as a catch-up. */
 static void
@@ -828,6 +866,7 @@ main(void)
 	    T(test_gap_replayed),
 	    T(test_replay_silent_then_fetch),
 	    T(test_too_new_asks_for_dump),
+	    T(test_too_big_refused),
 	    T(test_reconnect_verified),
 	    T(test_reconnect_other_engine),
 	    T(test_verify_silent),
