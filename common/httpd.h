@@ -32,7 +32,10 @@
  * The server reads and drops the rest of such a body before answering, so
  * that the client sees the 413 rather than a reset; a client that sent
  * "Expect: 100-continue" therefore gets it after its own expect timeout
- * (curl: 1 s). Headers past 64 KiB are answered 400. A connection idle or
+ * (curl: 1 s). Headers past 64 KiB are answered 400, and so is a request
+ * that gives a header twice that it may give once (Authorization: which
+ * of two a handler would read is up to the parser), without calling the
+ * handler. A connection idle or
  * stalled for timeout_s is closed. Out of descriptors, accepting pauses
  * for a moment rather than spin, and each loop's one reserve descriptor
  * is given up to accept and answer a few waiting connections: the health
@@ -184,7 +187,8 @@ const char *kvi_http_req_suffix(const kvi_http_req *req);
 const char *kvi_http_req_query(kvi_http_req *req, const char *name);
 
 /* kvi_http_req_header returns the value of request header name (matched
- * case-insensitively), or NULL. */
+ * case-insensitively; the first, when a header that may be repeated is),
+ * or NULL. */
 const char *kvi_http_req_header(const kvi_http_req *req, const char *name);
 
 /* kvi_http_req_body returns the request body, contiguous, and writes its

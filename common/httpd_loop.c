@@ -182,6 +182,31 @@ no_delay(struct evhttp_request *ev)
 	}
 }
 
+/* header_repeated returns the name of a header that ev gives more than
+ * once and that a request may give only once, or NULL. Of two
+ * Authorization headers evhttp hands out the first, and a proxy in front
+ * may have checked the last: which credentials the request carries would
+ * depend on who reads it, so it carries none that count (RFC 9110 5.3:
+ * a field that is not a list may not be repeated). */
+static const char *
+header_repeated(struct evhttp_request *ev)
+{
+	static const char *const once[] = {"Authorization"};
+	const struct evkeyvalq *hs = evhttp_request_get_input_headers(ev);
+	for (size_t i = 0; i < sizeof(once) / sizeof(once[0]); i++) {
+		int seen = 0;
+		const struct evkeyval *kv;
+		TAILQ_FOREACH(kv, hs, next)
+		{
+			seen += evutil_ascii_strcasecmp(kv->key, once[i]) == 0;
+		}
+		if (seen > 1) {
+			return once[i];
+		}
+	}
+	return NULL;
+}
+
 static void
 loop_on_request(struct evhttp_request *ev, void *arg)
 {
@@ -200,6 +225,13 @@ loop_on_request(struct evhttp_request *ev, void *arg)
 		evhttp_add_header(evhttp_request_get_output_headers(ev),
 				  "Connection", "close");
 		kvi_http_send_error_now(loop, ev, bad_status, bad, NULL);
+		return;
+	}
+	const char *twice = header_repeated(ev);
+	if (twice != NULL) {
+		char msg[96];
+		snprintf(msg, sizeof(msg), "more than one %s header", twice);
+		kvi_http_send_error_now(loop, ev, 400, msg, NULL);
 		return;
 	}
 	const char *method = method_name(evhttp_request_get_command(ev));

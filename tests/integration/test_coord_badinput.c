@@ -16,6 +16,10 @@
  * test_admin_token: the admin token file as people write it (a trailing
  * space and newline, 600 bytes) is read exactly, and one that is not a
  * token stops the coordinator at start with the reason.
+ *
+ * test_two_authorizations: a request with two Authorization headers, the
+ * right token in either, is 400 at the coordinator and at a shard's
+ * metrics server (the first header used to win).
  */
 #include <arpa/inet.h>
 #include <inttypes.h>
@@ -551,6 +555,90 @@ test_max_connections(void **state)
 		    1);
 }
 
+/* raw_status sends req as it is to 127.0.0.1:port, on a connection of
+ * its own, and returns the status of the answer. */
+static int
+raw_status(int port, const char *req)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(fd >= 0);
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+				 .sin_port = htons((uint16_t)port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	struct timeval tv = {5, 0};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+	char out[256] = "";
+	ssize_t n = read(fd, out, sizeof(out) - 1);
+	close(fd);
+	assert_true(n > 12);
+	out[n] = '\0';
+	assert_int_equal(strncmp(out, "HTTP/1.1 ", 9), 0);
+	return atoi(out + 9);
+}
+
+/* auth_request writes a GET of path with an Authorization header for
+ * each of the tokens first and second (NULL: none). */
+static void
+auth_request(char *buf, size_t len, const char *path, const char *first,
+	     const char *second)
+{
+	int n = snprintf(buf, len, "GET %s HTTP/1.1\r\nHost: x\r\n", path);
+	const char *tokens[] = {first, second};
+	for (int i = 0; i < 2; i++) {
+		if (tokens[i] != NULL) {
+			n +=
+			    snprintf(buf + n, len - (size_t)n,
+				     "Authorization: Bearer %s\r\n", tokens[i]);
+		}
+	}
+	snprintf(buf + n, len - (size_t)n, "Connection: close\r\n\r\n");
+}
+
+static void
+test_two_authorizations(void **state)
+{
+	cluster *c = *state;
+	char *dir;
+	assert_int_equal(kvt_tmpdir_make("kvi-token", &dir), KVI_OK);
+	char *path = kvt_path(dir, "token");
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fprintf(f, "right-token\n");
+	fclose(f);
+	const char *sim[] = {"--pods", "1", "--dp", "1", NULL};
+	clu_sim(c, sim);
+	clu_shards(c, 1);
+	const char *extra[] = {"--admin-token-file", path, NULL};
+	clu_coord(c, true, extra);
+
+	char req[512];
+	auth_request(req, sizeof(req), "/admin/shards", "right-token", NULL);
+	assert_int_equal(raw_status(c->port, req), 200);
+	auth_request(req, sizeof(req), "/admin/shards", "right-token",
+		     "wrong-token");
+	assert_int_equal(raw_status(c->port, req), 400);
+	auth_request(req, sizeof(req), "/admin/shards", "wrong-token",
+		     "right-token");
+	assert_int_equal(raw_status(c->port, req), 400);
+	auth_request(req, sizeof(req), "/admin/shards", "right-token",
+		     "right-token");
+	assert_int_equal(raw_status(c->port, req), 400);
+
+	/* the shard's metrics server is the same server */
+	const char *colon = strrchr(c->shards[0].metrics, ':');
+	assert_non_null(colon);
+	int mport = atoi(colon + 1);
+	auth_request(req, sizeof(req), "/metrics", "a", NULL);
+	assert_int_equal(raw_status(mport, req), 200);
+	auth_request(req, sizeof(req), "/metrics", "a", "b");
+	assert_int_equal(raw_status(mport, req), 400);
+	kvi_free(path);
+	kvt_tmpdir_remove(dir);
+	kvi_free(dir);
+}
+
 int
 main(void)
 {
@@ -560,6 +648,8 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_admin_token, clu_test_setup,
 					    clu_test_teardown),
 	    cmocka_unit_test_setup_teardown(test_max_connections,
+					    clu_test_setup, clu_test_teardown),
+	    cmocka_unit_test_setup_teardown(test_two_authorizations,
 					    clu_test_setup, clu_test_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

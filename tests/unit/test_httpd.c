@@ -1,7 +1,8 @@
 /*
  * test_httpd.c - the HTTP server over real loopback sockets, with libcurl
  * as the client: routing, errors, bodies, limits and deferred replies from
- * other threads, and requests framed two ways (smuggling). Concurrency over
+ * other threads, requests framed two ways (smuggling) and requests with two
+ * Authorization headers. Concurrency over
  * two loops, clients that leave early and stopping with requests in flight
  * are test_httpd_threads.c; a process out of descriptors, too many
  * connections and clients that drip are test_httpd_limits.c; the client and
@@ -414,6 +415,43 @@ test_smuggling(void **state)
 	kvi_httpd_free(h);
 }
 
+/* test_two_authorizations: a request with two Authorization headers, in
+ * either order and in any case, is 400 naming the header, and no handler
+ * sees it; one Authorization header, or two headers of another name, is
+ * served. */
+static void
+test_two_authorizations(void **state)
+{
+	(void)state;
+	kvi_httpd *h = server_new(NULL, 1);
+	uint16_t port = kvi_httpd_port(h);
+	char out[8192];
+	static const char *const bad[] = {
+	    "POST /count HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer a\r\n"
+	    "Authorization: Bearer b\r\nContent-Length: 0\r\n"
+	    "Connection: close\r\n\r\n",
+	    "POST /count HTTP/1.1\r\nHost: x\r\nauthorization: Bearer a\r\n"
+	    "Content-Length: 0\r\nAUTHORIZATION: Bearer a\r\n"
+	    "Connection: close\r\n\r\n",
+	};
+	hold.calls = 0;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		raw_exchange(port, bad[i], out, sizeof(out));
+		assert_int_equal(count_of(out, "HTTP/1.1 "), 1);
+		assert_non_null(strstr(out, "HTTP/1.1 400 "));
+		assert_non_null(strstr(out, "more than one Authorization"));
+	}
+	assert_int_equal(hold.calls, 0);
+	raw_exchange(port,
+		     "POST /count HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+		     "a\r\nX-Test: 1\r\nX-Test: 2\r\nContent-Length: 0\r\n"
+		     "Connection: close\r\n\r\n",
+		     out, sizeof(out));
+	assert_non_null(strstr(out, "HTTP/1.1 200 "));
+	assert_int_equal(hold.calls, 1);
+	kvi_httpd_free(h);
+}
+
 int
 main(void)
 {
@@ -427,6 +465,7 @@ main(void)
 	    cmocka_unit_test(test_body_limit),
 	    cmocka_unit_test(test_deferred_reply),
 	    cmocka_unit_test(test_smuggling),
+	    cmocka_unit_test(test_two_authorizations),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	curl_global_cleanup();
