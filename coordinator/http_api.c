@@ -145,32 +145,50 @@ kvc_on_metrics(void *arg, kvi_http_req *req)
 	kvi_free(text);
 }
 
-/* kvc_admin_ok checks the bearer token; false when it replied. */
+/* kvc_token_equal compares a client's token with ours in time that
+ * depends on the length of ours only. */
 static bool
-kvc_admin_ok(const kvc_api *api, kvi_http_req *req)
+kvc_token_equal(const char *given, const char *ours)
 {
-	if (api->admin_token == NULL) {
+	size_t n = strlen(ours), m = strlen(given);
+	unsigned diff = m != n;
+	for (size_t i = 0; i < n; i++) {
+		diff |= (unsigned char)((i < m ? given[i] : 0) ^ ours[i]);
+	}
+	return diff == 0;
+}
+
+/* kvc_auth_ok checks the bearer token a write of kind auth needs; false
+ * when it replied 401 or 403. */
+static bool
+kvc_auth_ok(const kvc_api *api, kvi_http_req *req, kvc_api_auth auth)
+{
+	const char *tokens[2] = {api->admin_token, auth == KVC_AUTH_REGISTER
+						       ? api->register_token
+						       : NULL};
+	if (tokens[0] == NULL && tokens[1] == NULL) {
 		return true;
 	}
+	const char *what = auth == KVC_AUTH_ADMIN
+			       ? "admin paths need Authorization: Bearer "
+				 "<the admin token>"
+			       : "registrations need Authorization: Bearer "
+				 "<the registration or the admin token>";
 	const char *h = kvi_http_req_header(req, "Authorization");
 	if (h == NULL || strncmp(h, "Bearer ", 7) != 0) {
-		kvi_http_reply_error(req, 401,
-				     "admin paths need Authorization: Bearer "
-				     "<token>");
+		kvi_http_reply_error(req, 401, "%s", what);
 		return false;
 	}
-	/* compare in constant time over the token's length */
-	const char *t = h + 7;
-	size_t n = strlen(api->admin_token);
-	unsigned diff = strlen(t) != n;
-	for (size_t i = 0; i < n && t[i] != '\0'; i++) {
-		diff |= (unsigned char)(t[i] ^ api->admin_token[i]);
+	bool ok = false;
+	for (int i = 0; i < 2; i++) {
+		ok |= tokens[i] != NULL && kvc_token_equal(h + 7, tokens[i]);
 	}
-	if (diff != 0) {
-		kvi_http_reply_error(req, 403, "wrong admin token");
-		return false;
+	if (!ok) {
+		kvi_http_reply_error(req, 403, "wrong %s token",
+				     auth == KVC_AUTH_ADMIN ? "admin"
+							    : "registration");
 	}
-	return true;
+	return ok;
 }
 
 static json_t *
@@ -206,9 +224,6 @@ static void
 kvc_on_admin_shards(void *arg, kvi_http_req *req)
 {
 	kvc_api *api = arg;
-	if (!kvc_admin_ok(api, req)) {
-		return;
-	}
 	size_t n;
 	kvc_shard **sh = kvc_shardset_snapshot(api->shards, &n);
 	int64_t now = kvi_now_ms();
@@ -263,8 +278,7 @@ kvc_on_admin_add_shard(void *arg, kvi_http_req *req)
 	kvc_api *api = arg;
 	json_t *doc;
 	const char *id, *url;
-	if (!kvc_admin_ok(api, req) ||
-	    (doc = kvc_admin_body(req, false)) == NULL) {
+	if ((doc = kvc_admin_body(req, false)) == NULL) {
 		return;
 	}
 	if ((id = kvc_admin_string(req, doc, "id")) != NULL &&
@@ -302,8 +316,7 @@ kvc_on_admin_drain_shard(void *arg, kvi_http_req *req)
 {
 	kvc_api *api = arg;
 	char *id;
-	if (!kvc_admin_ok(api, req) ||
-	    (id = kvc_admin_suffix(req, NULL)) == NULL) {
+	if ((id = kvc_admin_suffix(req, NULL)) == NULL) {
 		return;
 	}
 	kvc_admin_drain_shard(api->assigner, id, kvc_reply_done, req);
@@ -316,8 +329,7 @@ kvc_on_admin_move(void *arg, kvi_http_req *req)
 	kvc_api *api = arg;
 	char *key;
 	json_t *doc;
-	if (!kvc_admin_ok(api, req) ||
-	    (key = kvc_admin_suffix(req, "/move")) == NULL) {
+	if ((key = kvc_admin_suffix(req, "/move")) == NULL) {
 		return;
 	}
 	const char *to;
@@ -334,8 +346,7 @@ kvc_on_admin_rebalance(void *arg, kvi_http_req *req)
 {
 	kvc_api *api = arg;
 	json_t *doc;
-	if (!kvc_admin_ok(api, req) ||
-	    (doc = kvc_admin_body(req, true)) == NULL) {
+	if ((doc = kvc_admin_body(req, true)) == NULL) {
 		return;
 	}
 	json_t *dry = json_object_get(doc, "dry_run");
@@ -354,9 +365,7 @@ static void
 kvc_on_admin_moves(void *arg, kvi_http_req *req)
 {
 	kvc_api *api = arg;
-	if (kvc_admin_ok(api, req)) {
-		kvc_admin_moves(api->assigner, kvc_reply_done, req);
-	}
+	kvc_admin_moves(api->assigner, kvc_reply_done, req);
 }
 
 static void
@@ -458,11 +467,13 @@ kvc_to_leader(kvc_api *api, kvi_http_req *req)
 	return true;
 }
 
+/* kvc_on_write serves a write: its token first, on a follower as on the
+ * leader, then the redirect to the leader or the route itself. */
 static void
 kvc_on_write(void *arg, kvi_http_req *req)
 {
 	kvc_write_route *w = arg;
-	if (!kvc_to_leader(w->api, req)) {
+	if (kvc_auth_ok(w->api, req, w->auth) && !kvc_to_leader(w->api, req)) {
 		w->fn(w->api, req);
 	}
 }
@@ -470,7 +481,7 @@ kvc_on_write(void *arg, kvi_http_req *req)
 kvi_err
 kvc_api_routes(kvi_httpd *h, kvc_api *api)
 {
-	enum { ANY, QUERY, WRITE };
+	enum { ANY, QUERY, ADMIN, REGISTER };
 	static const struct {
 		const char *method, *path;
 		kvi_http_handler fn;
@@ -479,19 +490,19 @@ kvc_api_routes(kvi_httpd *h, kvc_api *api)
 	} routes[] = {
 	    {"POST", "/query", kvc_query_http, QUERY, false},
 	    {"POST", "/query_by_hash", kvc_query_by_hash_http, QUERY, false},
-	    {"POST", "/register", kvc_on_register, WRITE, false},
-	    {"POST", "/unregister", kvc_on_unregister, WRITE, false},
+	    {"POST", "/register", kvc_on_register, REGISTER, false},
+	    {"POST", "/unregister", kvc_on_unregister, REGISTER, false},
 	    {"GET", "/workers", kvc_on_workers, ANY, false},
 	    {"GET", "/health", kvc_on_health, ANY, false},
 	    {"GET", "/ready", kvc_on_ready, ANY, false},
 	    {"GET", "/metrics", kvc_on_metrics, ANY, false},
 	    {"GET", "/leader", kvc_on_leader, ANY, false},
-	    {"GET", "/admin/shards", kvc_on_admin_shards, WRITE, false},
-	    {"POST", "/admin/shards", kvc_on_admin_add_shard, WRITE, false},
-	    {"POST", "/admin/rebalance", kvc_on_admin_rebalance, WRITE, false},
-	    {"GET", "/admin/moves", kvc_on_admin_moves, WRITE, false},
-	    {"DELETE", "/admin/shards/", kvc_on_admin_drain_shard, WRITE, true},
-	    {"POST", "/admin/listeners/", kvc_on_admin_move, WRITE, true},
+	    {"GET", "/admin/shards", kvc_on_admin_shards, ADMIN, false},
+	    {"POST", "/admin/shards", kvc_on_admin_add_shard, ADMIN, false},
+	    {"POST", "/admin/rebalance", kvc_on_admin_rebalance, ADMIN, false},
+	    {"GET", "/admin/moves", kvc_on_admin_moves, ADMIN, false},
+	    {"DELETE", "/admin/shards/", kvc_on_admin_drain_shard, ADMIN, true},
+	    {"POST", "/admin/listeners/", kvc_on_admin_move, ADMIN, true},
 	};
 	enum { N_ROUTES = sizeof(routes) / sizeof(routes[0]) };
 	_Static_assert(N_ROUTES <= KVC_API_ROUTES, "room for every route");
@@ -500,8 +511,11 @@ kvc_api_routes(kvi_httpd *h, kvc_api *api)
 		kvi_http_handler fn = routes[i].fn;
 		void *arg =
 		    routes[i].kind == QUERY ? (void *)api->query : (void *)api;
-		if (routes[i].kind == WRITE) {
-			writes[i] = (kvc_write_route){api, fn};
+		if (routes[i].kind == ADMIN || routes[i].kind == REGISTER) {
+			writes[i] = (kvc_write_route){api, fn,
+						      routes[i].kind == ADMIN
+							  ? KVC_AUTH_ADMIN
+							  : KVC_AUTH_REGISTER};
 			fn = kvc_on_write;
 			arg = &writes[i];
 		}

@@ -49,6 +49,7 @@ typedef struct coord_opts {
 	uint32_t dp_size;
 	const char *data_dir;
 	const char *admin_token_file;
+	const char *register_token_file;
 	const char *rpc_secret_file;
 	const char *log_file;
 	kvi_log_level log_level;
@@ -251,8 +252,12 @@ static const kvi_flag coord_flag[] = {
     {"rpc-timeout-ms", "N", "assign/unassign deadline",
      KVI_FLAG_INT(coord_opts, assign.rpc_timeout_ms, 10, 600000),
      .def = "3000"},
-    {"admin-token-file", "PATH", "bearer token for /admin paths",
+    {"admin-token-file", "PATH",
+     "bearer token for /admin paths (and /register, /unregister)",
      KVI_FLAG_STR(coord_opts, admin_token_file)},
+    {"register-token-file", "PATH",
+     "bearer token for /register and /unregister, besides the admin token",
+     KVI_FLAG_STR(coord_opts, register_token_file)},
     {"rpc-secret-file", "PATH",
      "the shards' RPC secret, sent with every request",
      KVI_FLAG_STR(coord_opts, rpc_secret_file)},
@@ -363,18 +368,48 @@ coord_http_metrics(void *arg, kvi_metrics_out *out)
 	}
 }
 
-/* coord_read_token reads the admin token (kvi_secret_read). */
+/* coord_read_token reads the token of --flag at path (kvi_secret_read). */
 static char *
-coord_read_token(const char *path)
+coord_read_token(const char *flag, const char *path)
 {
 	char buf[KVC_TOKEN_MAX + 1], err[600];
 	if (kvi_secret_read(path, buf, sizeof(buf), err, sizeof(err)) !=
 	    KVI_OK) {
-		fprintf(stderr, "kvindex-coordinator: --admin-token-file %s\n",
-			err);
+		fprintf(stderr, "kvindex-coordinator: --%s %s\n", flag, err);
 		return NULL;
 	}
 	return kvi_strdup(buf);
+}
+
+/* coord_read_tokens reads the admin and registration tokens that are
+ * given, and warns of the paths that no token protects. False when a
+ * token file cannot be read. */
+static bool
+coord_read_tokens(const coord_opts *o, char **admin, char **reg)
+{
+	if ((o->admin_token_file != NULL &&
+	     (*admin = coord_read_token("admin-token-file",
+					o->admin_token_file)) == NULL) ||
+	    (o->register_token_file != NULL &&
+	     (*reg = coord_read_token("register-token-file",
+				      o->register_token_file)) == NULL)) {
+		return false;
+	}
+	if (*admin == NULL) {
+		KVI_WARN("admin_open",
+			 "msg=\"no --admin-token-file: /admin/* is open to "
+			 "every client that reaches the HTTP port (adding and "
+			 "draining shards, moving listeners)\"");
+	}
+	if (*admin == NULL && *reg == NULL) {
+		KVI_WARN(
+		    "register_open",
+		    "msg=\"no --register-token-file or --admin-token-file: "
+		    "/register and /unregister are open to every client "
+		    "that reaches the HTTP port, and a registration makes "
+		    "the shards dial the address it names\"");
+	}
+	return true;
 }
 
 /* coord_open_store opens the store, moving a corrupt one aside. */
@@ -483,7 +518,7 @@ main(int argc, char **argv)
 
 	int status = 1;
 	char err[512] = "";
-	char *token = NULL;
+	char *token = NULL, *reg_token = NULL;
 	kvi_metrics *metrics = kvi_metrics_alloc();
 	kvc_registry *reg = kvc_reg_alloc();
 	kvc_shardset *shards = kvc_shardset_alloc();
@@ -501,8 +536,7 @@ main(int argc, char **argv)
 	kvi_httpd *httpd = NULL;
 	kvi_err rv = KVI_OK;
 
-	if (o.admin_token_file != NULL &&
-	    (token = coord_read_token(o.admin_token_file)) == NULL) {
+	if (!coord_read_tokens(&o, &token, &reg_token)) {
 		goto out;
 	}
 	if (o.rpc_secret_file != NULL &&
@@ -594,6 +628,7 @@ main(int argc, char **argv)
 	    .metrics = metrics,
 	    .default_dp_size = o.dp_size,
 	    .admin_token = token,
+	    .register_token = reg_token,
 	    .lease = lease,
 	    .identity = identity,
 	};
@@ -651,6 +686,7 @@ out:
 	kvc_cstore_close(store);
 	kvi_metrics_free(metrics);
 	kvi_free(token);
+	kvi_free(reg_token);
 	coord_opts_fini(&o);
 	return status;
 }

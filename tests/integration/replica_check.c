@@ -84,7 +84,21 @@ rep_start(world *w, int i)
 			      retry,
 			      "--data-dir",
 			      r->store,
+			      NULL,
+			      NULL,
+			      NULL,
+			      NULL,
+			      NULL,
+			      NULL,
+			      NULL,
 			      NULL};
+	size_t n = 0;
+	while (argv[n] != NULL) {
+		n++;
+	}
+	for (int k = 0; k < 7 && w->extra[k] != NULL; k++) {
+		argv[n++] = w->extra[k];
+	}
 	assert_int_equal(kvt_proc_start(argv, r->log, &r->proc), KVI_OK);
 	int64_t deadline = kvt_now_ms() + CLU_WAIT_MS;
 	for (;;) {
@@ -105,9 +119,12 @@ rep_start(world *w, int i)
 }
 
 static void
-world_start(world *w, int replicas)
+world_start(world *w, int replicas, const char *const *extra)
 {
 	memset(w, 0, sizeof(*w));
+	for (int k = 0; extra != NULL && extra[k] != NULL && k < 7; k++) {
+		w->extra[k] = extra[k];
+	}
 	assert_int_equal(kvt_kube_start(KVI_KUBEAPI_BIN, &(kvt_kube_opts){0},
 					10000, &w->kube),
 			 KVI_OK);
@@ -127,7 +144,13 @@ world_start(world *w, int replicas)
 int
 world_led(world *w, int replicas)
 {
-	world_start(w, replicas);
+	return world_led_with(w, replicas, NULL);
+}
+
+int
+world_led_with(world *w, int replicas, const char *const *extra)
+{
+	world_start(w, replicas, extra);
 	int l = leader(w, 10000);
 	assert_true(l >= 0);
 	clu_wait_active(on(w, l), FILE_PODS * DP, CLU_WAIT_MS);

@@ -40,6 +40,7 @@ typedef struct world {
 	char *dfile;
 	replica r[MAX_REPS];
 	int n;
+	const char *extra[8]; /* more flags of every replica */
 } world;
 
 /* write_dfile writes the layout with its first pods pods. */
@@ -51,8 +52,11 @@ void rep_start(world *w, int i);
 
 /* world_led starts the test API server, the simulator, two shards and
  * replicas replicas, with the first FILE_PODS pods in the file, waits for
- * a leader and for those pods to be active, and returns the leader. */
+ * a leader and for those pods to be active, and returns the leader.
+ * world_led_with gives every replica the extra flags too (up to 7,
+ * NULL-terminated; they must outlive the world). */
 int world_led(world *w, int replicas);
+int world_led_with(world *w, int replicas, const char *const *extra);
 
 /* world_halt stops what runs and returns a replica that exited with an
  * error (a leak under ASan), or -1. Safe to call twice. */

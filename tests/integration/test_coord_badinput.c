@@ -17,6 +17,11 @@
  * space and newline, 600 bytes) is read exactly, and one that is not a
  * token stops the coordinator at start with the reason.
  *
+ * test_register_token: with an admin and a registration token, /register
+ * and /unregister take either and nothing without (401) or with another
+ * (403), and the registration token does not open /admin; with a
+ * registration token alone, /admin is open and the log warns of it.
+ *
  * test_two_authorizations: a request with two Authorization headers, the
  * right token in either, is 400 at the coordinator and at a shard's
  * metrics server (the first header used to win).
@@ -59,6 +64,17 @@ dump(const json_t *j)
 	snprintf(buf, sizeof(buf), "%s", s != NULL ? s : "(not JSON)");
 	free(s);
 	return buf;
+}
+
+/* log_has says whether the coordinator's log has the text. */
+static bool
+log_has(cluster *c, const char *text)
+{
+	char *log = kvt_file_read(c->log_path, NULL);
+	assert_non_null(log);
+	bool has = strstr(log, text) != NULL;
+	kvi_free(log);
+	return has;
 }
 
 /* check_error checks an answer: status want and {"error": "..."} whose
@@ -394,6 +410,10 @@ test_bad_input(void **state)
 	json_decref(j);
 	expect(c, "/querry", "{}", 404, NULL);
 
+	/* no token: the start warned that /admin and /register are open */
+	assert_true(log_has(c, "admin_open"));
+	assert_true(log_has(c, "register_open"));
+
 	/* healthy, and nothing lost */
 	assert_true(kvt_proc_alive(c->coord));
 	j = clu_get(c, "/health", &st);
@@ -555,6 +575,119 @@ test_max_connections(void **state)
 		    1);
 }
 
+/* token_file writes token into a file named name in dir, and returns
+ * its path (kvi_free). */
+static char *
+token_file(const char *dir, const char *name, const char *token)
+{
+	char *path = kvt_path(dir, name);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fprintf(f, "%s\n", token);
+	fclose(f);
+	return path;
+}
+
+/* write_status sends a write (POST path with body) with the bearer token
+ * (NULL: no Authorization) and returns the status; a refusal must say
+ * why. */
+static long
+write_status(cluster *c, const char *path, const char *body, const char *token)
+{
+	char url[128], h[128];
+	snprintf(url, sizeof(url), "%s%s", c->base, path);
+	snprintf(h, sizeof(h), "Authorization: Bearer %s", token ? token : "");
+	kvt_http_resp r;
+	assert_int_equal(
+	    kvt_http_request("POST", url, body, token ? h : NULL, 10000, &r),
+	    KVI_OK);
+	long st = r.status;
+	if (st >= 400) {
+		assert_non_null(
+		    json_string_value(json_object_get(r.json, "error")));
+	}
+	kvt_http_resp_fini(&r);
+	return st;
+}
+
+static void
+test_register_token(void **state)
+{
+	cluster *c = *state;
+	char *dir;
+	assert_int_equal(kvt_tmpdir_make("kvi-token", &dir), KVI_OK);
+	char *admin = token_file(dir, "admin", "adm-secret");
+	char *reg = token_file(dir, "register", "reg-secret");
+	const char *sim[] = {"--pods", "1", "--dp", "2", NULL};
+	clu_sim(c, sim);
+	clu_shards(c, 1);
+	const char *extra[] = {"--admin-token-file", admin,
+			       "--register-token-file", reg, NULL};
+	clu_coord(c, false, extra);
+	char body[512];
+	snprintf(body, sizeof(body),
+		 "{\"name\":\"sim/pod-0\",\"ip\":\"127.0.0.1\","
+		 "\"zmq_port\":%d,\"dp_size\":2,\"model_name\":\"sim-model\","
+		 "\"block_size\":16}",
+		 c->sim.zmq_port[0]);
+	const char *unreg = "{\"name\":\"sim/pod-0\"}";
+
+	assert_int_equal(write_status(c, "/register", body, NULL), 401);
+	assert_int_equal(write_status(c, "/register", body, "wrong"), 403);
+	assert_int_equal(write_status(c, "/register", body, "reg-secretx"),
+			 403);
+	int active;
+	assert_int_equal(n_listeners(c, &active), 0);
+	assert_int_equal(write_status(c, "/register", body, "reg-secret"), 201);
+	assert_int_equal(write_status(c, "/register", body, "adm-secret"), 200);
+	assert_int_equal(n_listeners(c, &active), 2);
+	assert_int_equal(write_status(c, "/unregister", unreg, NULL), 401);
+	assert_int_equal(write_status(c, "/unregister", unreg, "wrong"), 403);
+	assert_int_equal(n_listeners(c, &active), 2);
+	/* the registration token is not the admin token */
+	assert_int_equal(admin_status(c, "reg-secret"), 403);
+	assert_int_equal(admin_status(c, "adm-secret"), 200);
+	assert_int_equal(write_status(c, "/unregister", unreg, "reg-secret"),
+			 200);
+	assert_int_equal(n_listeners(c, &active), 0);
+	assert_int_equal(write_status(c, "/register", body, "adm-secret"), 201);
+	assert_int_equal(write_status(c, "/unregister", unreg, "adm-secret"),
+			 200);
+	assert_false(log_has(c, "admin_open"));
+	assert_false(log_has(c, "register_open"));
+	kvi_free(admin);
+	kvi_free(reg);
+	kvt_tmpdir_remove(dir);
+	kvi_free(dir);
+}
+
+/* test_register_token_alone: a registration token and no admin token:
+ * /admin is open, and the log says so at start; /register is not. */
+static void
+test_register_token_alone(void **state)
+{
+	cluster *c = *state;
+	char *dir;
+	assert_int_equal(kvt_tmpdir_make("kvi-token", &dir), KVI_OK);
+	char *reg = token_file(dir, "register", "reg-secret");
+	const char *sim[] = {"--pods", "1", "--dp", "1", NULL};
+	clu_sim(c, sim);
+	clu_shards(c, 1);
+	const char *extra[] = {"--register-token-file", reg, NULL};
+	clu_coord(c, false, extra);
+	assert_int_equal(admin_status(c, NULL), 200);
+	assert_int_equal(
+	    write_status(c, "/unregister", "{\"name\":\"a/b\"}", NULL), 401);
+	assert_int_equal(
+	    write_status(c, "/unregister", "{\"name\":\"a/b\"}", "reg-secret"),
+	    404);
+	assert_true(log_has(c, "admin_open"));
+	assert_false(log_has(c, "register_open"));
+	kvi_free(reg);
+	kvt_tmpdir_remove(dir);
+	kvi_free(dir);
+}
+
 /* raw_status sends req as it is to 127.0.0.1:port, on a connection of
  * its own, and returns the status of the answer. */
 static int
@@ -625,6 +758,9 @@ test_two_authorizations(void **state)
 	auth_request(req, sizeof(req), "/admin/shards", "right-token",
 		     "right-token");
 	assert_int_equal(raw_status(c->port, req), 400);
+	/* the admin token protects /register too: nothing is open */
+	assert_false(log_has(c, "admin_open"));
+	assert_false(log_has(c, "register_open"));
 
 	/* the shard's metrics server is the same server */
 	const char *colon = strrchr(c->shards[0].metrics, ':');
@@ -650,6 +786,10 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_max_connections,
 					    clu_test_setup, clu_test_teardown),
 	    cmocka_unit_test_setup_teardown(test_two_authorizations,
+					    clu_test_setup, clu_test_teardown),
+	    cmocka_unit_test_setup_teardown(test_register_token, clu_test_setup,
+					    clu_test_teardown),
+	    cmocka_unit_test_setup_teardown(test_register_token_alone,
 					    clu_test_setup, clu_test_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

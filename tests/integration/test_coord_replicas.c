@@ -21,6 +21,10 @@
  *    within the renew deadline, every replica goes on answering
  *    queries, writes get 503; once the API is back a replica leads
  *    again.
+ *  - a registration token on both replicas: a follower refuses a write
+ *    without it (401) or with another (403) where the leader would,
+ *    rather than redirecting it, and redirects one with it; the leader
+ *    takes it with the token only.
  *
  * What the leader shares through the Lease is test_coord_replicas_state's.
  */
@@ -35,6 +39,7 @@
 
 #include <cmocka.h>
 
+#include "alloc.h"
 #include "replica_check.h"
 
 static void
@@ -318,6 +323,71 @@ test_lease_api_down(void **state)
 	world_stop(w);
 }
 
+/* write_to posts body to path on replica i with the bearer token (NULL:
+ * none), and returns the status; *location gets a redirect's target. */
+static long
+write_to(world *w, int i, const char *path, const char *body, const char *token,
+	 char *location, size_t len)
+{
+	char url[128], h[128];
+	snprintf(url, sizeof(url), "%s%s", w->r[i].base, path);
+	snprintf(h, sizeof(h), "Authorization: Bearer %s", token ? token : "");
+	kvt_http_resp r;
+	assert_int_equal(
+	    kvt_http_request("POST", url, body, token ? h : NULL, 10000, &r),
+	    KVI_OK);
+	long st = r.status;
+	const char *loc =
+	    json_string_value(json_object_get(r.json, "location"));
+	if (location != NULL) {
+		snprintf(location, len, "%s", loc != NULL ? loc : "");
+	}
+	kvt_http_resp_fini(&r);
+	return st;
+}
+
+static void
+test_register_token(void **state)
+{
+	world *w = *state;
+	char *dir;
+	assert_int_equal(kvt_tmpdir_make("kvi-token", &dir), KVI_OK);
+	char *path = kvt_path(dir, "token");
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fprintf(f, "reg-secret\n");
+	fclose(f);
+	const char *extra[] = {"--register-token-file", path, NULL};
+	int l = world_led_with(w, 2, extra);
+	int fo = 1 - l;
+	char body[512], loc[256], want[128];
+	reg_body(w, PODS - 1, body, sizeof(body));
+	snprintf(want, sizeof(want), "%s/register", w->r[l].base);
+	assert_int_equal(write_to(w, fo, "/register", body, NULL, NULL, 0),
+			 401);
+	assert_int_equal(write_to(w, fo, "/register", body, "nope", NULL, 0),
+			 403);
+	assert_int_equal(
+	    write_to(w, fo, "/register", body, "reg-secret", loc, sizeof(loc)),
+	    307);
+	assert_string_equal(loc, want);
+	assert_int_equal(write_to(w, l, "/register", body, NULL, NULL, 0), 401);
+	assert_false(workers_has(w, l, "sim/pod-3"));
+	assert_int_equal(
+	    write_to(w, l, "/register", body, "reg-secret", NULL, 0), 201);
+	const char *unreg = "{\"name\":\"sim/pod-3\"}";
+	assert_int_equal(write_to(w, fo, "/unregister", unreg, NULL, NULL, 0),
+			 401);
+	assert_int_equal(write_to(w, l, "/unregister", unreg, "nope", NULL, 0),
+			 403);
+	assert_int_equal(
+	    write_to(w, l, "/unregister", unreg, "reg-secret", NULL, 0), 200);
+	world_stop(w);
+	kvi_free(path);
+	kvt_tmpdir_remove(dir);
+	kvi_free(dir);
+}
+
 int
 main(void)
 {
@@ -327,6 +397,8 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_paused_leader, rep_setup,
 					    rep_teardown),
 	    cmocka_unit_test_setup_teardown(test_lease_api_down, rep_setup,
+					    rep_teardown),
+	    cmocka_unit_test_setup_teardown(test_register_token, rep_setup,
 					    rep_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
