@@ -80,6 +80,7 @@ kvc_follow_http(kvc_assigner *a)
 				a->reg, pods[i].name, pods[i].instance_id,
 				pods[i].name ? -1 : (int)pods[i].rank, &keys,
 				&shards, &m) == KVI_OK) {
+				a->removed_total += m;
 				kvc_strv_free(keys, m);
 				kvc_strv_free(shards, m);
 			}
@@ -115,10 +116,9 @@ kvc_adopt_http(kvc_assigner *a, bool leading)
 				 a->ids[a->owned[i].shard], err);
 			continue;
 		}
-		bool existed = false;
-		if (kvc_reg_add(a->reg, &p, &existed, err, sizeof(err)) ==
-			KVI_OK &&
-		    !existed) {
+		kvc_reg_result res;
+		if (kvc_reg_add(a->reg, &p, &res, err, sizeof(err)) == KVI_OK &&
+		    !res.existed) {
 			KVI_INFO("registration_adopted", "listener=%s shard=%s",
 				 sp->key, a->ids[a->owned[i].shard]);
 			if (a->store != NULL && leading &&

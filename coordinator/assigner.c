@@ -53,6 +53,23 @@ kvc_collect_listeners(void *arg, kvi_metrics_out *out)
 			       KVI_METRIC_GAUGE);
 	kvi_metrics_out_sample(out, "kvindex_coord_instances", NULL, 0,
 			       (double)st.instances);
+	const char *fam = "kvindex_coord_registrations_refused_total";
+	kvi_metrics_out_family(
+	    out, fam,
+	    "Pods refused, by source and reason: a name or an endpoint "
+	    "another listener has, a block size the model does not have "
+	    "here (a source's pod counted once while it stays refused).",
+	    KVI_METRIC_COUNTER);
+	for (int s = 0; s < KVC_SOURCES; s++) {
+		for (int w = KVC_REG_OK + 1; w < KVC_REG_WHYS; w++) {
+			kvi_label l[2] = {
+			    {"source", kvc_source_name((kvc_source)s)},
+			    {"reason", kvc_reg_why_name((kvc_reg_why)w)}};
+			kvi_metrics_out_sample_i64(
+			    out, fam, l, 2,
+			    (int64_t)atomic_load(&a->refused[s][w]));
+		}
+	}
 }
 
 static void
@@ -376,6 +393,8 @@ kvc_main(void *arg)
 			a->registering = a->registering || own;
 			a->dirty = true;
 		}
+		/* what a removal made room for: a source's skipped pods */
+		kvc_skip_retry(a);
 	}
 	return NULL;
 }
@@ -384,10 +403,10 @@ static kvi_err
 kvc_load_pod(void *arg, const char *key, const kvc_pod *pod)
 {
 	kvc_assigner *a = arg;
-	char err[256];
-	bool existed;
+	char err[320];
+	kvc_reg_result res;
 	if (kvc_pod_check(pod, err, sizeof(err)) != KVI_OK ||
-	    kvc_reg_add(a->reg, pod, &existed, err, sizeof(err)) != KVI_OK) {
+	    kvc_reg_add(a->reg, pod, &res, err, sizeof(err)) != KVI_OK) {
 		KVI_ERROR("stored_pod_rejected", "pod=%s err=%s", key, err);
 	}
 	return KVI_OK;
@@ -511,6 +530,9 @@ kvc_assigner_free(kvc_assigner *a)
 	}
 	kvi_free(a->removed);
 	kvc_pods_free(a->pending, a->n_pending);
+	for (int s = 0; s < KVC_SOURCES; s++) {
+		kvc_skips_fini(&a->skipped[s]);
+	}
 	kvc_rdv_pins_free(a->pins);
 	kvc_admin_fini(a);
 	kvi_metrics_free(a->own_metrics);

@@ -82,6 +82,34 @@ void kvc_do_registers(kvc_assigner *a, kvc_cmd *const *cmds, size_t n);
 void kvc_do_unregister(kvc_assigner *a, kvc_cmd *c);
 void kvc_do_sync(kvc_assigner *a, kvc_cmd *c);
 
+/* kvc_sync_assign assigns the listeners of the n pods just added (by a
+ * sync, or a retry of skipped pods) that no shard owns, all at once; what
+ * it leaves to the ticks sets sync_left. */
+void kvc_sync_assign(kvc_assigner *a, const kvc_pod *const *pods, size_t n);
+
+/* skipped.c: the pods of a source the registry refused. */
+typedef struct kvc_skip {
+	kvc_pod pod;
+	kvc_reg_why why;
+	char holder[KVC_NAME_MAX + 16];
+} kvc_skip;
+typedef struct kvc_skips {
+	kvc_skip *v;
+	size_t n, cap;
+} kvc_skips;
+/* kvc_skip_note logs and counts p's refusal (res, err) unless the
+ * source's last sync had it too, and adds p to next. */
+void kvc_skip_note(kvc_assigner *a, kvc_skips *next, const kvc_pod *p,
+		   const kvc_reg_result *res, const char *err);
+/* kvc_skip_set makes next (taken) the skipped pods of source s. */
+void kvc_skip_set(kvc_assigner *a, kvc_source s, kvc_skips *next);
+/* kvc_skip_retry adds and assigns the skipped pods that fit now, when
+ * listeners were removed since it last ran. */
+void kvc_skip_retry(kvc_assigner *a);
+void kvc_skips_fini(kvc_skips *s);
+/* kvc_refused_count counts a registration of source s refused for why. */
+void kvc_refused_count(kvc_assigner *a, kvc_source s, kvc_reg_why why);
+
 /* kvc_spec_fill fills the Listener spec of lv (pointing into it). */
 void kvc_spec_fill(Kvindex__Listener *sp, const kvc_lview *lv);
 
@@ -164,6 +192,13 @@ struct kvc_assigner {
 	 * that missed the removal (kvc_adopt_http); oldest dropped first */
 	char **removed;
 	size_t n_removed;
+
+	/* pods of each source the registry refused (skipped.c); listeners
+	 * removed so far, and how many when the skipped were last tried */
+	kvc_skips skipped[KVC_SOURCES];
+	uint64_t removed_total, retried_at;
+	/* registrations refused, by source and reason (any thread reads) */
+	_Atomic uint64_t refused[KVC_SOURCES][KVC_REG_WHYS];
 
 	/* the pending registrations last taken from the Lease, and whether
 	 * this replica took the Lease's state since it began leading

@@ -51,6 +51,7 @@ kvc_remove(kvc_assigner *a, const char *name, uint64_t id, int rank, size_t *n)
 	    KVI_OK) {
 		return NULL;
 	}
+	a->removed_total += *n;
 	kvc_op *ops = NULL;
 	size_t m = 0, cap = 0;
 	for (size_t i = 0; i < *n; i++) {
@@ -127,13 +128,20 @@ typedef struct kvc_regwork {
 static bool
 kvc_register_add(kvc_assigner *a, kvc_cmd *c, kvc_regwork *w)
 {
-	char err[256] = "";
+	char err[512] = "";
 	*w = (kvc_regwork){.c = c};
-	kvi_err rv =
-	    kvc_reg_add(a->reg, &c->pod, &w->existed, err, sizeof(err));
+	kvc_reg_result res;
+	kvi_err rv = kvc_reg_add(a->reg, &c->pod, &res, err, sizeof(err));
+	w->existed = res.existed;
 	if (rv != KVI_OK) {
-		c->done(c->arg, rv == KVI_EEXIST ? 409 : 400,
-			kvc_err_body(err));
+		kvc_refused_count(a, KVC_SOURCE_HTTP, res.why);
+		json_t *body = kvc_err_body(err);
+		if (res.why == KVC_REG_ENDPOINT) {
+			/* which listener has it, for a client to act on */
+			json_object_set_new(body, "listener",
+					    json_string(res.holder));
+		}
+		c->done(c->arg, rv == KVI_EEXIST ? 409 : 400, body);
 		return false;
 	}
 	return true;
@@ -432,7 +440,7 @@ kvc_polled(const kvc_assigner *a)
  * everything while a shard has not answered the last poll; a unit that
  * fails is retried by the ticks. A follower assigns nothing. Whatever is
  * left to the ticks sets a->sync_left. */
-static void
+void
 kvc_sync_assign(kvc_assigner *a, const kvc_pod *const *pods, size_t n)
 {
 	uint64_t term;
@@ -507,19 +515,19 @@ kvc_do_sync(kvc_assigner *a, kvc_cmd *c)
 		}
 	}
 	const kvc_pod **fresh = kvi_calloc(c->n_pods + 1, sizeof(*fresh));
+	kvc_skips skipped = {0};
 	for (size_t i = 0; i < c->n_pods; i++) {
 		const kvc_pod *p = &c->pods[i];
-		char err[256];
-		bool existed;
-		if (kvc_reg_add(a->reg, p, &existed, err, sizeof(err)) !=
-		    KVI_OK) {
-			KVI_ERROR("pod_rejected", "source=%s pod=%s err=%s",
-				  kvc_source_name(c->source), p->name, err);
+		char err[512];
+		kvc_reg_result res;
+		if (kvc_reg_add(a->reg, p, &res, err, sizeof(err)) != KVI_OK) {
+			kvc_skip_note(a, &skipped, p, &res, err);
 			rejected++;
-		} else if (!existed) {
+		} else if (!res.existed) {
 			fresh[added++] = p;
 		}
 	}
+	kvc_skip_set(a, c->source, &skipped);
 	kvc_sync_assign(a, fresh, added);
 	kvi_free(fresh);
 	kvc_pods_free(cur, n_cur);

@@ -36,6 +36,7 @@ typedef enum kvc_source {
 	KVC_SOURCE_HTTP,
 	KVC_SOURCE_KUBERNETES,
 } kvc_source;
+#define KVC_SOURCES 3
 
 /* A discovered pod, or one explicitly registered rank. Strings owned. */
 typedef struct kvc_pod {

@@ -127,6 +127,10 @@ kvc_lis_free(kvc_lis *l)
 	kvi_free(l->r.endpoint);
 	kvi_free(l->r.replay_endpoint);
 	kvi_free(l->r.recover_endpoint);
+	for (size_t k = 0; k < l->n_eps; k++) {
+		kvi_free(l->eps[k]);
+	}
+	kvi_free(l->eps);
 	kvi_free(l->shard);
 	kvi_free(l->moving_to);
 	kvi_free(l);
@@ -166,6 +170,7 @@ kvc_reg_free(kvc_registry *r)
 		kvi_free(m->name);
 		kvi_free(m);
 	}
+	kvc_ep_index_free(r);
 	pthread_mutex_destroy(&r->mu);
 	kvi_free(r->buckets);
 	kvi_free(r);
@@ -218,9 +223,11 @@ kvc_hash_remove(kvc_registry *r, kvc_lis *l)
 	}
 }
 
-/* kvc_inst_add_ranks adds ranks to i, keeping them sorted by rank. */
+/* kvc_inst_add_ranks adds ranks to i, keeping them sorted by rank, with
+ * the endpoint ids of each (taken). */
 static void
-kvc_inst_add_ranks(kvc_registry *r, kvc_inst *i, kvc_rank *ranks, size_t n)
+kvc_inst_add_ranks(kvc_registry *r, kvc_inst *i, kvc_rank *ranks, kvc_eps *eps,
+		   size_t n)
 {
 	i->lis = kvi_reallocarray(i->lis, i->n_lis + n, sizeof(*i->lis));
 	for (size_t k = 0; k < n; k++) {
@@ -235,90 +242,162 @@ kvc_inst_add_ranks(kvc_registry *r, kvc_inst *i, kvc_rank *ranks, size_t n)
 		i->lis[pos] = l;
 		i->n_lis++;
 		kvc_hash_insert(r, l);
+		kvc_ep_index(r, l, &eps[k]);
 	}
 	kvi_free(ranks);
 }
 
-kvi_err
-kvc_reg_add(kvc_registry *r, const kvc_pod *p, bool *existed, char *err,
-	    size_t errlen)
+/* kvc_lis_unlink takes l out of the key and endpoint indexes. */
+static void
+kvc_lis_unlink(kvc_registry *r, kvc_lis *l)
 {
-	size_t n;
-	kvc_rank *ranks = kvc_pod_ranks(p, &n);
-	kvi_err rv = KVI_OK;
-	*existed = false;
-	pthread_mutex_lock(&r->mu);
-	kvc_inst *same = p->name != NULL ? kvc_inst_by_name(r, p->name) : NULL;
-	if (same != NULL && same->n_pods == 1 && same->source == p->source &&
-	    kvc_pod_equal(&same->pods[0], p)) {
-		*existed = true;
-		goto out;
+	kvc_hash_remove(r, l);
+	kvc_ep_unindex(r, l);
+}
+
+const char *
+kvc_reg_why_name(kvc_reg_why why)
+{
+	static const char *const names[KVC_REG_WHYS] = {
+	    "ok", "name", "endpoint", "block_size"};
+	return (unsigned)why < KVC_REG_WHYS ? names[why] : "?";
+}
+
+/* kvc_reg_same says whether p is registered already, as it is and from
+ * the same source: a named pod, or a rank registered on its own. */
+static bool
+kvc_reg_same(kvc_registry *r, const kvc_pod *p)
+{
+	if (p->name != NULL) {
+		kvc_inst *same = kvc_inst_by_name(r, p->name);
+		return same != NULL && same->n_pods == 1 &&
+		       same->source == p->source &&
+		       kvc_pod_equal(&same->pods[0], p);
 	}
-	/* the same rank registered again on its own: idempotent too */
-	kvc_inst *mine =
-	    p->name == NULL ? kvc_inst_find(r, p->instance_id) : NULL;
+	kvc_inst *mine = kvc_inst_find(r, p->instance_id);
 	for (size_t k = 0; mine != NULL && mine->name == NULL &&
 			   mine->source == p->source && k < mine->n_pods;
 	     k++) {
 		if (kvc_pod_equal(&mine->pods[k], p)) {
-			*existed = true;
-			goto out;
+			return true;
 		}
 	}
+	return false;
+}
+
+/* kvc_reg_conflict checks, under the lock, whether what p would add is
+ * in the way of what is registered: its model's block size, its keys, its
+ * instance id, its endpoints (eps, one per rank). */
+static kvi_err
+kvc_reg_conflict(kvc_registry *r, const kvc_pod *p, const kvc_rank *ranks,
+		 const kvc_eps *eps, size_t n, kvc_reg_result *res, char *err,
+		 size_t errlen)
+{
 	kvc_model *m = kvc_model_find(r, p->model);
 	if (m != NULL && m->block_size != p->block_size) {
+		res->why = KVC_REG_BLOCK_SIZE;
 		snprintf(err, errlen, "model %s has block_size %u here, not %u",
 			 p->model, m->block_size, p->block_size);
-		rv = KVI_EEXIST;
-		goto out;
+		return KVI_EEXIST;
 	}
 	for (size_t k = 0; k < n; k++) {
 		if (kvc_lis_find(r, ranks[k].key) != NULL) {
+			res->why = KVC_REG_KEY;
+			snprintf(res->holder, sizeof(res->holder), "%s",
+				 ranks[k].key);
 			snprintf(err, errlen,
 				 "rank %u of %s is already registered",
 				 ranks[k].rank, ranks[k].key);
-			rv = KVI_EEXIST;
-			goto out;
+			return KVI_EEXIST;
 		}
 	}
 	kvc_inst *i = kvc_inst_find(r, p->instance_id);
 	if (i != NULL && (p->name != NULL || i->name != NULL ||
 			  strcmp(i->model, p->model) != 0)) {
+		res->why = KVC_REG_KEY;
+		snprintf(res->holder, sizeof(res->holder), "%s",
+			 i->name ? i->name : i->lis[0]->r.key);
 		snprintf(err, errlen,
 			 "instance %" PRIu64 " is already registered as %s%s",
 			 p->instance_id, i->name ? i->name : "ranks of model ",
 			 i->name ? "" : i->model);
-		rv = KVI_EEXIST;
+		return KVI_EEXIST;
+	}
+	size_t at;
+	const char *id;
+	const kvc_lis *l = kvc_eps_owner(r, eps, n, &at, &id);
+	if (l != NULL) {
+		res->why = KVC_REG_ENDPOINT;
+		snprintf(res->holder, sizeof(res->holder), "%s", l->r.key);
+		snprintf(res->endpoint, sizeof(res->endpoint), "%s", id);
+		snprintf(err, errlen,
+			 "endpoint %s of rank %u is listener %s's already "
+			 "(both reach %s): one endpoint is one listener",
+			 ranks[at].endpoint, ranks[at].rank, l->r.key, id);
+		return KVI_EEXIST;
+	}
+	return KVI_OK;
+}
+
+/* kvc_inst_new adds an instance for p, with no listeners yet. */
+static kvc_inst *
+kvc_inst_new(kvc_registry *r, const kvc_pod *p)
+{
+	kvc_inst *i = kvi_calloc(1, sizeof(*i));
+	i->id = p->instance_id;
+	i->name = p->name ? kvi_strdup(p->name) : NULL;
+	i->model = kvi_strdup(p->model);
+	i->block_size = p->block_size;
+	i->source = p->source;
+	i->next = r->insts;
+	if (i->next != NULL) {
+		i->next->prev = i;
+	}
+	r->insts = i;
+	i->hnext = r->ibuckets[kvc_ibucket(i->id)];
+	r->ibuckets[kvc_ibucket(i->id)] = i;
+	if (i->name != NULL) {
+		i->nnext = r->nbuckets[kvc_bucket(i->name)];
+		r->nbuckets[kvc_bucket(i->name)] = i;
+	}
+	return i;
+}
+
+kvi_err
+kvc_reg_add(kvc_registry *r, const kvc_pod *p, kvc_reg_result *res, char *err,
+	    size_t errlen)
+{
+	*res = (kvc_reg_result){0};
+	pthread_mutex_lock(&r->mu);
+	res->existed = kvc_reg_same(r, p);
+	pthread_mutex_unlock(&r->mu);
+	if (res->existed) {
+		return KVI_OK; /* nothing to resolve */
+	}
+	size_t n;
+	kvc_rank *ranks = kvc_pod_ranks(p, &n);
+	kvc_eps *eps = kvc_pod_eps(p, n);
+	pthread_mutex_lock(&r->mu);
+	kvi_err rv = KVI_OK;
+	if ((res->existed = kvc_reg_same(r, p)) ||
+	    (rv = kvc_reg_conflict(r, p, ranks, eps, n, res, err, errlen)) !=
+		KVI_OK) {
 		goto out;
 	}
+	kvc_inst *i = kvc_inst_find(r, p->instance_id);
 	if (i == NULL) {
-		i = kvi_calloc(1, sizeof(*i));
-		i->id = p->instance_id;
-		i->name = p->name ? kvi_strdup(p->name) : NULL;
-		i->model = kvi_strdup(p->model);
-		i->block_size = p->block_size;
-		i->source = p->source;
-		i->next = r->insts;
-		if (i->next != NULL) {
-			i->next->prev = i;
-		}
-		r->insts = i;
-		i->hnext = r->ibuckets[kvc_ibucket(i->id)];
-		r->ibuckets[kvc_ibucket(i->id)] = i;
-		if (i->name != NULL) {
-			i->nnext = r->nbuckets[kvc_bucket(i->name)];
-			r->nbuckets[kvc_bucket(i->name)] = i;
-		}
+		i = kvc_inst_new(r, p);
 	}
 	i->pods = kvi_reallocarray(i->pods, i->n_pods + 1, sizeof(*i->pods));
 	kvc_pod_copy(&i->pods[i->n_pods++], p);
 	kvc_model_ref(r, p->model, p->block_size);
-	kvc_inst_add_ranks(r, i, ranks, n);
+	kvc_inst_add_ranks(r, i, ranks, eps, n);
 	ranks = NULL;
 	r->gen++;
 out:
 	pthread_mutex_unlock(&r->mu);
 	kvc_ranks_free(ranks, n);
+	kvc_eps_free(eps, n);
 	return rv;
 }
 
@@ -337,7 +416,7 @@ static void
 kvc_inst_drop_rank(kvc_registry *r, kvc_inst *i, size_t k)
 {
 	kvc_lis *l = i->lis[k];
-	kvc_hash_remove(r, l);
+	kvc_lis_unlink(r, l);
 	memmove(&i->lis[k], &i->lis[k + 1], (i->n_lis - k - 1) * sizeof(l));
 	i->n_lis--;
 	for (size_t p = 0; p < i->n_pods; p++) {
@@ -403,7 +482,7 @@ kvc_reg_remove(kvc_registry *r, const char *name, uint64_t id, int rank,
 		if (i->name != NULL) {
 			/* a named pod goes whole: its ranks go together */
 			for (size_t k = 0; k < i->n_lis; k++) {
-				kvc_hash_remove(r, i->lis[k]);
+				kvc_lis_unlink(r, i->lis[k]);
 			}
 			kvc_model_unref(r, i->model);
 			kvc_inst_unlink(r, i);

@@ -10,10 +10,17 @@
  * reported at its last status poll.
  *
  * Registration is all or nothing at this level: kvc_reg_add() refuses a
- * pod any of whose ranks is already present, or whose model has another
- * block size, and otherwise adds all its ranks at once, unassigned. The
- * assigner (assigner.h) then gets them assigned to shards - again all or
- * none - and records owners here.
+ * pod any of whose ranks is already present, whose model has another
+ * block size, or one of whose endpoints is another listener's, and
+ * otherwise adds all its ranks at once, unassigned. The assigner
+ * (assigner.h) then gets them assigned to shards - again all or none -
+ * and records owners here.
+ *
+ * One endpoint is one listener: a second listener on one engine socket
+ * would index its events again under another name. Endpoints are compared
+ * by the socket they reach (endpoint.h: the host's addresses, a name
+ * resolved, and the rank's port), whatever the source and the form of
+ * registration; the listener registered first keeps it.
  *
  * Thread safety: every function takes the registry's lock; readers (HTTP
  * threads: queries, /workers) and writers (discovery, the assigner) may
@@ -73,12 +80,37 @@ typedef struct kvc_lview {
 kvc_registry *kvc_reg_alloc(void);
 void kvc_reg_free(kvc_registry *r);
 
-/* kvc_reg_add adds the pod p (validated) and all its ranks, unassigned.
- * Returns KVI_EEXIST when one of its ranks is present already or its model
- * has another block size (err says which); an identical pod already
- * present from the same source is KVI_OK with *existed set. */
-kvi_err kvc_reg_add(kvc_registry *r, const kvc_pod *p, bool *existed, char *err,
-		    size_t errlen);
+/* Why kvc_reg_add refused a pod. */
+typedef enum kvc_reg_why {
+	KVC_REG_OK = 0,
+	KVC_REG_KEY,        /* a listener key or the instance id is taken */
+	KVC_REG_ENDPOINT,   /* an endpoint is another listener's */
+	KVC_REG_BLOCK_SIZE, /* the model has another block size here */
+} kvc_reg_why;
+#define KVC_REG_WHYS 4
+
+/* kvc_reg_why_name names a reason: "ok", "name", "endpoint",
+ * "block_size". */
+const char *kvc_reg_why_name(kvc_reg_why why);
+
+/* What kvc_reg_add did with a pod. */
+typedef struct kvc_reg_result {
+	bool existed;    /* the same pod from the same source was there */
+	kvc_reg_why why; /* when refused */
+	/* KVC_REG_KEY, KVC_REG_ENDPOINT: the listener (or instance) in the
+	 * way, and the endpoint id both reach */
+	char holder[KVC_NAME_MAX + 16];
+	char endpoint[128];
+} kvc_reg_result;
+
+/* kvc_reg_add adds the pod p (validated) and all its ranks, unassigned;
+ * it resolves p's host first, without the lock (endpoint.h). Returns
+ * KVI_EEXIST when one of its ranks or its instance id is present
+ * already, its model has another block size, or one of its endpoints is
+ * another listener's; err says which, res->why too. An identical pod
+ * already present from the same source is KVI_OK with res->existed set. */
+kvi_err kvc_reg_add(kvc_registry *r, const kvc_pod *p, kvc_reg_result *res,
+		    char *err, size_t errlen);
 
 /* kvc_reg_remove removes a named pod (name) or an instance's ranks (by id;
  * rank < 0: all of them) and returns their listener keys, with the shard

@@ -1,7 +1,9 @@
 /*
  * registry_int.h - the registry's structures, shared by registry.c (the
- * instances and listeners) and registry_route.c (which shards a model's
- * queries ask). Everything here is under the registry's lock.
+ * instances and listeners), registry_ep.c (the listeners by endpoint) and
+ * registry_route.c (which shards a model's queries ask). Everything here
+ * is under the registry's lock, but for what registry_ep.c computes of a
+ * pod before the lock is taken.
  */
 #ifndef KVI_COORDINATOR_REGISTRY_INT_H
 #define KVI_COORDINATOR_REGISTRY_INT_H
@@ -21,7 +23,23 @@ typedef struct kvc_lis {
 	kvc_inst *inst;
 	uint64_t hash;         /* of the key */
 	struct kvc_lis *hnext; /* key bucket chain */
+	char **eps;            /* its endpoint's ids (endpoint.h), indexed */
+	size_t n_eps;
 } kvc_lis;
+
+/* A listener by one of its endpoint's ids. */
+typedef struct kvc_epnode {
+	const char *id; /* the listener's */
+	uint64_t hash;
+	kvc_lis *l;
+	struct kvc_epnode *next;
+} kvc_epnode;
+
+/* The endpoint ids of one rank of a pod. */
+typedef struct kvc_eps {
+	char **ids;
+	size_t n;
+} kvc_eps;
 
 struct kvc_inst {
 	uint64_t id;
@@ -61,6 +79,9 @@ struct kvc_registry {
 	kvc_inst *nbuckets[KVC_BUCKETS]; /* named instances, by name */
 	bool routes_known;               /* kvc_reg_routes_set has run */
 	uint64_t gen; /* listeners added or removed (kvc_reg_gen) */
+	/* listeners by endpoint id, grown as the listener buckets are */
+	kvc_epnode **ep_buckets;
+	size_t n_ep_buckets, n_ep;
 };
 
 /* kvc_inst_by_name returns the named instance name, or NULL. */
@@ -69,6 +90,21 @@ kvc_inst *kvc_inst_by_name(kvc_registry *r, const char *name);
 /* kvc_lis_state returns the state l's owner last reported (registry_workers.c).
  */
 int kvc_lis_state(const kvc_lis *l);
+
+/* registry_ep.c. kvc_pod_eps returns the endpoint ids of each of the n
+ * ranks of p (kvc_pod_ranks' order), resolving its host: called without
+ * the lock. */
+kvc_eps *kvc_pod_eps(const kvc_pod *p, size_t n);
+void kvc_eps_free(kvc_eps *e, size_t n);
+/* kvc_eps_owner returns the listener that has one of the ids of e[0..n),
+ * and in *rank and *id which rank and id; NULL when none has. */
+const kvc_lis *kvc_eps_owner(kvc_registry *r, const kvc_eps *e, size_t n,
+			     size_t *rank, const char **id);
+/* kvc_ep_index gives l the ids of e (taken) and indexes them;
+ * kvc_ep_unindex takes them out of the index (l keeps them). */
+void kvc_ep_index(kvc_registry *r, kvc_lis *l, kvc_eps *e);
+void kvc_ep_unindex(kvc_registry *r, kvc_lis *l);
+void kvc_ep_index_free(kvc_registry *r);
 
 /* kvc_model_find returns model name, or NULL. */
 kvc_model *kvc_model_find(kvc_registry *r, const char *name);

@@ -317,10 +317,9 @@ kvc_take_pending(kvc_assigner *a, char *text)
 		}
 		kvi_free(rec);
 		a->n_pending++;
-		bool existed = false;
-		if (kvc_reg_add(a->reg, p, &existed, err, sizeof(err)) ==
-			KVI_OK &&
-		    !existed) {
+		kvc_reg_result res;
+		if (kvc_reg_add(a->reg, p, &res, err, sizeof(err)) == KVI_OK &&
+		    !res.existed) {
 			KVI_INFO("registration_adopted",
 				 "pod=%s from=leader status=pending",
 				 p->name != NULL ? p->name : "(a rank)");

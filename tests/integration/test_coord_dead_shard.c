@@ -160,14 +160,16 @@ warm_links(cluster *c)
 	kvt_sleep_ms(100);
 }
 
+/* register_rank registers rank 0 of instance id on a port of its own
+ * (one endpoint is one listener) where nothing listens. */
 static long
 register_rank(cluster *c, const char *model, uint64_t id, int64_t *took)
 {
 	char body[256];
 	snprintf(body, sizeof(body),
 		 "{\"instance_id\":%" PRIu64 ",\"endpoint\":\"tcp://"
-		 "127.0.0.1:1\",\"model_name\":\"%s\",\"block_size\":16}",
-		 id, model);
+		 "127.0.0.1:%u\",\"model_name\":\"%s\",\"block_size\":16}",
+		 id, (unsigned)(1 + id % 1000), model);
 	long st;
 	int64_t t0 = kvt_now_ms();
 	json_t *j = clu_post(c, "/register", body, &st);

@@ -15,16 +15,23 @@
  *    Ready again brings them back;
  *  - an IP change (with new ports) moves the listeners to the new address;
  *  - deletion and termination remove a pod's listeners at once.
+ *
+ * test_kube_endpoint_taken: a second pod on the endpoint of a registered
+ * one is skipped, with a warning naming the listener that keeps it,
+ * counted once however many watch events follow; once the first pod is
+ * deleted, the second is registered.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
+#include "alloc.h"
 #include "kube_check.h"
 
 #define NTOK 64
@@ -179,11 +186,72 @@ test_kube_pods(void **state)
 	kc_cleanup(k);
 }
 
+static const char *refused_kube_endpoint =
+    "kvindex_coord_registrations_refused_total{source=\"kubernetes\","
+    "reason=\"endpoint\"}";
+
+/* log_has says whether the coordinator's log has text. */
+static bool
+log_has(kcluster *k, const char *text)
+{
+	char *log = kvt_file_read(k->c.log_path, NULL);
+	assert_non_null(log);
+	bool has = strstr(log, text) != NULL;
+	kvi_free(log);
+	return has;
+}
+
+static void
+test_kube_endpoint_taken(void **state)
+{
+	(void)state;
+	kcluster kk, *k = &kk;
+	kc_start(k, 2, "tok-1");
+	kvt_sim *sim = &k->c.sim;
+	kc_put(k, "engine-a", sim, 0, "127.0.0.1", true, 0, "engine");
+	kc_coord(k, "tok-1");
+	char want[1024] = "";
+	kc_expect(want, sizeof(want), "engine-a", 2, "127.0.0.1",
+		  sim->zmq_port[0]);
+	kc_wait_workers(k, want, KC_WAIT_MS);
+
+	/* engine-b on engine-a's endpoint: skipped, engine-c registered */
+	kc_put(k, "engine-b", sim, 0, "127.0.0.1", true, 0, "engine");
+	kc_put(k, "engine-c", sim, 1, "127.0.0.1", true, 0, "engine");
+	kc_expect(want, sizeof(want), "engine-c", 2, "127.0.0.1",
+		  sim->zmq_port[2]);
+	kc_wait_workers(k, want, KC_WAIT_MS);
+	assert_true(log_has(k, "event=pod_skipped source=kubernetes "
+			       "pod=ml/engine-b reason=endpoint "
+			       "kept_by=ml/engine-a#0"));
+	/* more events: said and counted once */
+	kc_put(k, "engine-c", sim, 1, "127.0.0.1", false, 0, "engine");
+	kc_put(k, "engine-c", sim, 1, "127.0.0.1", true, 0, "engine");
+	kvt_sleep_ms(500);
+	kc_wait_workers(k, want, KC_WAIT_MS);
+	assert_true(clu_metric(&k->c, refused_kube_endpoint) == 1);
+
+	/* engine-a deleted: engine-b takes the endpoint */
+	kc_delete(k, "engine-a");
+	want[0] = '\0';
+	kc_expect(want, sizeof(want), "engine-b", 2, "127.0.0.1",
+		  sim->zmq_port[0]);
+	kc_expect(want, sizeof(want), "engine-c", 2, "127.0.0.1",
+		  sim->zmq_port[2]);
+	kc_wait_workers(k, want, KC_WAIT_MS);
+	uint32_t t[NTOK];
+	kc_tokens(t, NTOK, 9);
+	kc_prefill(sim, 0, 1, t, NTOK);
+	kc_wait_matched(k, t, NTOK, "engine-b", 1, NTOK);
+	kc_cleanup(k);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_kube_pods),
+	    cmocka_unit_test(test_kube_endpoint_taken),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,8 @@
 /*
  * test_registry - the coordinator's registry of pods and listeners at
  * fleet size: lookups by key while its buckets grow past their first
- * size, and after removals.
+ * size, and after removals; one endpoint, one listener, however the
+ * endpoint is written and by whichever form.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,6 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -50,11 +52,10 @@ add_pod(kvc_registry *r, int k)
 	snprintf(ip, sizeof(ip), "10.%d.%d.%d", k >> 16, (k >> 8) & 255,
 		 k & 255);
 	kvc_pod p = pod_of(k, name, ip, 5557);
-	bool existed = true;
-	char err[256];
-	assert_int_equal(kvc_reg_add(r, &p, &existed, err, sizeof(err)),
-			 KVI_OK);
-	assert_false(existed);
+	kvc_reg_result res = {.existed = true};
+	char err[512];
+	assert_int_equal(kvc_reg_add(r, &p, &res, err, sizeof(err)), KVI_OK);
+	assert_false(res.existed);
 }
 
 static bool
@@ -88,12 +89,13 @@ test_fleet_keys(void **state)
 	assert_false(has_rank(r, 0, DP));
 
 	/* a second registration of a rank is refused, found by key */
-	char name[64], err[256];
+	char name[64], err[512];
 	for (int k = 0; k < PODS; k += 997) {
 		kvc_pod p = pod_of(k, name, "10.255.0.1", 6000);
-		bool existed;
-		assert_int_equal(kvc_reg_add(r, &p, &existed, err, sizeof(err)),
+		kvc_reg_result res;
+		assert_int_equal(kvc_reg_add(r, &p, &res, err, sizeof(err)),
 				 KVI_EEXIST);
+		assert_int_equal(res.why, KVC_REG_KEY);
 	}
 
 	/* the odd pods leave: only theirs go */
@@ -119,11 +121,132 @@ test_fleet_keys(void **state)
 	kvc_reg_free(r);
 }
 
+/* add_named adds pod name at ip:port with dp ranks; returns what
+ * kvc_reg_add did, res the rest. */
+static kvi_err
+add_named(kvc_registry *r, const char *name, const char *ip, uint32_t port,
+	  uint32_t dp, kvc_reg_result *res, char *err)
+{
+	kvc_pod p = {.source = KVC_SOURCE_FILE,
+		     .name = (char *)name,
+		     .instance_id = kvc_instance_id(name),
+		     .model = "m",
+		     .block_size = 16,
+		     .ip = (char *)ip,
+		     .zmq_port = port,
+		     .dp_size = dp};
+	return kvc_reg_add(r, &p, res, err, 512);
+}
+
+/* add_rank registers rank 0 of instance id at endpoint, over HTTP. */
+static kvi_err
+add_rank(kvc_registry *r, uint64_t id, const char *endpoint,
+	 kvc_reg_result *res, char *err)
+{
+	kvc_pod p = {.source = KVC_SOURCE_HTTP,
+		     .instance_id = id,
+		     .model = "m",
+		     .block_size = 16,
+		     .endpoint = (char *)endpoint,
+		     .dp_size = 1};
+	return kvc_reg_add(r, &p, res, err, 512);
+}
+
+/* taken checks a refusal for an endpoint that holder has. */
+static void
+taken(kvi_err rv, const kvc_reg_result *res, const char *err,
+      const char *holder)
+{
+	assert_int_equal(rv, KVI_EEXIST);
+	assert_int_equal(res->why, KVC_REG_ENDPOINT);
+	assert_string_equal(res->holder, holder);
+	assert_non_null(strstr(err, holder));
+	assert_non_null(strstr(err, "one endpoint is one listener"));
+}
+
+static void
+test_one_endpoint_one_listener(void **state)
+{
+	(void)state;
+	kvc_registry *r = kvc_reg_alloc();
+	kvc_reg_result res;
+	char err[512];
+	assert_int_equal(add_named(r, "ns/a", "10.0.0.5", 5557, 2, &res, err),
+			 KVI_OK);
+	/* the same pod again: nothing to refuse */
+	assert_int_equal(add_named(r, "ns/a", "10.0.0.5", 5557, 2, &res, err),
+			 KVI_OK);
+	assert_true(res.existed);
+	/* another name on rank 1's port, a range that overlaps rank 1 */
+	taken(add_named(r, "ns/b", "10.0.0.5", 5558, 1, &res, err), &res, err,
+	      "ns/a#1");
+	taken(add_named(r, "ns/b", "10.0.0.5", 5556, 2, &res, err), &res, err,
+	      "ns/a#0");
+	assert_non_null(strstr(err, "rank 1"));
+	assert_string_equal(res.endpoint, "10.0.0.5:5557");
+	/* the per-rank form, and other spellings of the address */
+	taken(add_rank(r, 7, "tcp://10.0.0.5:5557", &res, err), &res, err,
+	      "ns/a#0");
+	taken(add_rank(r, 7, "tcp://[::ffff:10.0.0.5]:5558", &res, err), &res,
+	      err, "ns/a#1");
+	taken(add_rank(r, 7, "tcp://eth0;10.0.0.5:5557", &res, err), &res, err,
+	      "ns/a#0");
+	/* a name: localhost is 127.0.0.1, in any case, with a final dot */
+	assert_int_equal(add_named(r, "ns/c", "127.0.0.1", 6000, 1, &res, err),
+			 KVI_OK);
+	taken(add_named(r, "ns/d", "localhost", 6000, 1, &res, err), &res, err,
+	      "ns/c#0");
+	taken(add_rank(r, 8, "tcp://LocalHost.:6000", &res, err), &res, err,
+	      "ns/c#0");
+	taken(add_rank(r, 8, "tcp://127.1:6000", &res, err), &res, err,
+	      "ns/c#0");
+	taken(add_rank(r, 8, "tcp://0.0.0.0:6000", &res, err), &res, err,
+	      "ns/c#0");
+	/* IPv6 literals, and ipc paths */
+	assert_int_equal(add_rank(r, 9, "tcp://[::1]:7000", &res, err), KVI_OK);
+	taken(add_named(r, "ns/e", "0:0:0:0:0:0:0:1", 7000, 1, &res, err), &res,
+	      err, "9#0");
+	taken(add_named(r, "ns/e", "[::1]", 6999, 2, &res, err), &res, err,
+	      "9#0");
+	assert_int_equal(add_rank(r, 10, "ipc:///run/e.sock", &res, err),
+			 KVI_OK);
+	taken(add_rank(r, 11, "ipc:///run/e.sock", &res, err), &res, err,
+	      "10#0");
+	/* other ports and other hosts are other listeners */
+	assert_int_equal(add_named(r, "ns/f", "10.0.0.5", 5559, 1, &res, err),
+			 KVI_OK);
+	assert_int_equal(add_named(r, "ns/g", "10.0.0.6", 5557, 2, &res, err),
+			 KVI_OK);
+	assert_int_equal(add_rank(r, 12, "tcp://127.0.0.2:6000", &res, err),
+			 KVI_OK);
+	/* a removal frees the endpoint */
+	char **keys, **shards;
+	size_t nk;
+	assert_int_equal(kvc_reg_remove(r, "ns/a", 0, -1, &keys, &shards, &nk),
+			 KVI_OK);
+	kvc_strv_free(keys, nk);
+	kvc_strv_free(shards, nk);
+	assert_int_equal(add_named(r, "ns/b", "10.0.0.5", 5556, 2, &res, err),
+			 KVI_OK);
+	assert_int_equal(add_rank(r, 7, "tcp://10.0.0.5:5558", &res, err),
+			 KVI_OK);
+	assert_int_equal(kvc_reg_remove(r, NULL, 7, 0, &keys, &shards, &nk),
+			 KVI_OK);
+	kvc_strv_free(keys, nk);
+	kvc_strv_free(shards, nk);
+	taken(add_named(r, "ns/h", "10.0.0.5", 5557, 1, &res, err), &res, err,
+	      "ns/b#1");
+	assert_int_equal(add_named(r, "ns/h", "10.0.0.5", 5558, 1, &res, err),
+			 KVI_OK);
+	kvc_reg_free(r);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_fleet_keys),
+	    cmocka_unit_test(test_one_endpoint_one_listener),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
