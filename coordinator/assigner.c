@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -58,7 +59,8 @@ kvc_collect_listeners(void *arg, kvi_metrics_out *out)
 	    out, fam,
 	    "Pods refused, by source and reason: a name or an endpoint "
 	    "another listener has, a block size the model does not have "
-	    "here (a source's pod counted once while it stays refused).",
+	    "here, a dp_size over --max-dp-size (a source's pod counted once "
+	    "while it stays refused).",
 	    KVI_METRIC_COUNTER);
 	for (int s = 0; s < KVC_SOURCES; s++) {
 		for (int w = KVC_REG_OK + 1; w < KVC_REG_WHYS; w++) {
@@ -254,6 +256,35 @@ kvc_assigner_ready(kvc_assigner *a, char *why, size_t len)
 
 /* ---- the thread ---------------------------------------------------- */
 
+/* Listeners removed past which the memory they held is given back. */
+#define KVC_GIVE_BACK_LISTENERS 1024
+
+/* kvc_give_back returns to the system the memory of many listeners
+ * removed (an unregister of a large pod, a source emptied): the allocator
+ * keeps what is freed otherwise, and a coordinator that held 60,000
+ * listeners for a moment kept 255 MB. It waits two ticks after the
+ * removals, for the polls that drop the shards' statuses listing them. */
+static void
+kvc_give_back(kvc_assigner *a)
+{
+	if (a->removed_total - a->given_back_at < KVC_GIVE_BACK_LISTENERS) {
+		return;
+	}
+	int64_t now = kvi_now_ms();
+	if (a->give_back_ms == 0) {
+		a->give_back_ms = now + 2 * (int64_t)a->cfg.tick_ms;
+		return;
+	}
+	if (now < a->give_back_ms) {
+		return;
+	}
+	KVI_INFO("memory_given_back", "listeners_removed=%" PRIu64,
+		 a->removed_total - a->given_back_at);
+	a->given_back_at = a->removed_total;
+	a->give_back_ms = 0;
+	malloc_trim(0);
+}
+
 /* kvc_run_cmds runs the first of cmds - with the registrations queued
  * right behind it when it is one, up to KVC_REGISTER_BATCH, which go
  * together - and returns the command after those it ran. */
@@ -348,6 +379,7 @@ kvc_main(void *arg)
 			bool full = kvc_tick(a);
 			kvi_histogram_observe(a->m_tick_seconds[!full],
 					      kvi_now_s() - t0);
+			kvc_give_back(a);
 			pthread_mutex_lock(&a->mu);
 			a->ticks++;
 			dl = kvi_deadline_ms(CLOCK_MONOTONIC, a->cfg.tick_ms);

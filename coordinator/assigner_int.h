@@ -197,6 +197,10 @@ struct kvc_assigner {
 	 * removed so far, and how many when the skipped were last tried */
 	kvc_skips skipped[KVC_SOURCES];
 	uint64_t removed_total, retried_at;
+	/* removed_total when memory was last given back, and when it is to
+	 * be given back next (0: not due; assigner.c) */
+	uint64_t given_back_at;
+	int64_t give_back_ms;
 	/* registrations refused, by source and reason (any thread reads) */
 	_Atomic uint64_t refused[KVC_SOURCES][KVC_REG_WHYS];
 

@@ -28,8 +28,13 @@
 
 #include "error.h"
 
-#define KVC_DP_SIZE_MAX 65536u
-#define KVC_NAME_MAX    253 /* a Kubernetes namespace/name fits */
+#define KVC_DP_SIZE_MAX 65536u /* the wire's: a rank is a u16 */
+/* What --max-dp-size is unless given: about three times the widest data
+ * parallelism served today (a few hundred ranks, wide expert-parallel
+ * decoding), while a registration that names many more by mistake costs
+ * at most this many listeners, sockets and probes. */
+#define KVC_MAX_DP_SIZE_DEFAULT 1024u
+#define KVC_NAME_MAX            253 /* a Kubernetes namespace/name fits */
 
 typedef enum kvc_source {
 	KVC_SOURCE_FILE = 0,

@@ -117,6 +117,7 @@ kvc_reg_alloc(void)
 	pthread_mutex_init(&r->mu, NULL);
 	r->n_buckets = KVC_BUCKETS;
 	r->buckets = kvi_calloc(r->n_buckets, sizeof(*r->buckets));
+	r->max_dp_size = KVC_DP_SIZE_MAX;
 	return r;
 }
 
@@ -259,8 +260,15 @@ const char *
 kvc_reg_why_name(kvc_reg_why why)
 {
 	static const char *const names[KVC_REG_WHYS] = {
-	    "ok", "name", "endpoint", "block_size"};
+	    "ok", "name", "endpoint", "block_size", "dp_size"};
 	return (unsigned)why < KVC_REG_WHYS ? names[why] : "?";
+}
+
+void
+kvc_reg_set_max_dp_size(kvc_registry *r, uint32_t max)
+{
+	r->max_dp_size =
+	    max > 0 && max < KVC_DP_SIZE_MAX ? max : KVC_DP_SIZE_MAX;
 }
 
 /* kvc_reg_same says whether p is registered already, as it is and from
@@ -368,6 +376,13 @@ kvc_reg_add(kvc_registry *r, const kvc_pod *p, kvc_reg_result *res, char *err,
 	    size_t errlen)
 {
 	*res = (kvc_reg_result){0};
+	if (p->name != NULL && p->dp_size > r->max_dp_size) {
+		res->why = KVC_REG_DP_SIZE;
+		return kvi_errf(err, errlen, KVI_ERANGE,
+				"dp_size %u is over this coordinator's cap of "
+				"%u ranks a pod (--max-dp-size)",
+				p->dp_size, r->max_dp_size);
+	}
 	pthread_mutex_lock(&r->mu);
 	res->existed = kvc_reg_same(r, p);
 	pthread_mutex_unlock(&r->mu);

@@ -11,8 +11,9 @@
  *
  * Registration is all or nothing at this level: kvc_reg_add() refuses a
  * pod any of whose ranks is already present, whose model has another
- * block size, or one of whose endpoints is another listener's, and
- * otherwise adds all its ranks at once, unassigned. The assigner
+ * block size, whose dp_size is over the cap (kvc_reg_set_max_dp_size), or
+ * one of whose endpoints is another listener's, and otherwise adds all
+ * its ranks at once, unassigned. The assigner
  * (assigner.h) then gets them assigned to shards - again all or none -
  * and records owners here.
  *
@@ -80,17 +81,23 @@ typedef struct kvc_lview {
 kvc_registry *kvc_reg_alloc(void);
 void kvc_reg_free(kvc_registry *r);
 
+/* kvc_reg_set_max_dp_size caps the ranks of a pod (0: KVC_DP_SIZE_MAX,
+ * the wire's limit), whatever its source; call before the first
+ * kvc_reg_add. */
+void kvc_reg_set_max_dp_size(kvc_registry *r, uint32_t max);
+
 /* Why kvc_reg_add refused a pod. */
 typedef enum kvc_reg_why {
 	KVC_REG_OK = 0,
 	KVC_REG_KEY,        /* a listener key or the instance id is taken */
 	KVC_REG_ENDPOINT,   /* an endpoint is another listener's */
 	KVC_REG_BLOCK_SIZE, /* the model has another block size here */
+	KVC_REG_DP_SIZE,    /* dp_size is over the cap */
 } kvc_reg_why;
-#define KVC_REG_WHYS 4
+#define KVC_REG_WHYS 5
 
 /* kvc_reg_why_name names a reason: "ok", "name", "endpoint",
- * "block_size". */
+ * "block_size", "dp_size". */
 const char *kvc_reg_why_name(kvc_reg_why why);
 
 /* What kvc_reg_add did with a pod. */
@@ -107,7 +114,8 @@ typedef struct kvc_reg_result {
  * it resolves p's host first, without the lock (endpoint.h). Returns
  * KVI_EEXIST when one of its ranks or its instance id is present
  * already, its model has another block size, or one of its endpoints is
- * another listener's; err says which, res->why too. An identical pod
+ * another listener's; KVI_ERANGE when its dp_size is over the cap (before
+ * anything is resolved). err says which, res->why too. An identical pod
  * already present from the same source is KVI_OK with res->existed set. */
 kvi_err kvc_reg_add(kvc_registry *r, const kvc_pod *p, kvc_reg_result *res,
 		    char *err, size_t errlen);

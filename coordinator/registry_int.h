@@ -82,6 +82,7 @@ struct kvc_registry {
 	/* listeners by endpoint id, grown as the listener buckets are */
 	kvc_epnode **ep_buckets;
 	size_t n_ep_buckets, n_ep;
+	uint32_t max_dp_size; /* kvc_reg_set_max_dp_size */
 };
 
 /* kvc_inst_by_name returns the named instance name, or NULL. */

@@ -4,13 +4,13 @@
  *
  * An HTTP client is answered 409 or 400; a source (the discovery file,
  * Kubernetes) cannot be, so a pod it lists whose endpoint, name or
- * instance id is another's, or whose model has another block size, is
- * skipped, and the others are registered. A
+ * instance id is another's, whose model has another block size, or whose
+ * dp_size is over the cap is skipped, and the others are registered. A
  * source gives its whole set at each sync (Kubernetes, at each watch
  * event), so a refusal would be repeated at each: it is logged and
  * counted (kvindex_coord_registrations_refused_total) when it is new - a
  * warning that names the listener keeping the place (pod_skipped), or an
- * error for a model's block size (pod_rejected) - and at debug
+ * error for a block size or a dp_size (pod_rejected) - and at debug
  * level while it lasts.
  *
  * A pod skipped because something registered is in its way is kept, and

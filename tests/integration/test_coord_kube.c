@@ -16,10 +16,11 @@
  *  - an IP change (with new ports) moves the listeners to the new address;
  *  - deletion and termination remove a pod's listeners at once.
  *
- * test_kube_endpoint_taken: a second pod on the endpoint of a registered
- * one is skipped, with a warning naming the listener that keeps it,
- * counted once however many watch events follow; once the first pod is
- * deleted, the second is registered.
+ * test_kube_refused: a second pod on the endpoint of a registered one is
+ * skipped, with a warning naming the listener that keeps it, counted once
+ * however many watch events follow; once the first pod is deleted, the
+ * second is registered. A pod annotated with a dp-size over --max-dp-size
+ * (1024) is rejected, and counted.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -189,6 +190,9 @@ test_kube_pods(void **state)
 static const char *refused_kube_endpoint =
     "kvindex_coord_registrations_refused_total{source=\"kubernetes\","
     "reason=\"endpoint\"}";
+static const char *refused_kube_dp =
+    "kvindex_coord_registrations_refused_total{source=\"kubernetes\","
+    "reason=\"dp_size\"}";
 
 /* log_has says whether the coordinator's log has text. */
 static bool
@@ -201,8 +205,15 @@ log_has(kcluster *k, const char *text)
 	return has;
 }
 
+static bool
+dp_rejected(void *arg)
+{
+	return log_has(arg, "event=pod_rejected source=kubernetes "
+			    "pod=ml/engine-d reason=dp_size");
+}
+
 static void
-test_kube_endpoint_taken(void **state)
+test_kube_refused(void **state)
 {
 	(void)state;
 	kcluster kk, *k = &kk;
@@ -243,6 +254,12 @@ test_kube_endpoint_taken(void **state)
 	kc_tokens(t, NTOK, 9);
 	kc_prefill(sim, 0, 1, t, NTOK);
 	kc_wait_matched(k, t, NTOK, "engine-b", 1, NTOK);
+
+	/* more ranks than a pod may have */
+	kc_put(k, "engine-d", sim, 1, "127.0.0.4", true, 1025, "engine");
+	assert_true(kvt_wait_until(dp_rejected, k, KC_WAIT_MS));
+	assert_true(clu_metric(&k->c, refused_kube_dp) == 1);
+	kc_wait_workers(k, want, KC_WAIT_MS);
 	kc_cleanup(k);
 }
 
@@ -251,7 +268,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_kube_pods),
-	    cmocka_unit_test(test_kube_endpoint_taken),
+	    cmocka_unit_test(test_kube_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,6 +15,16 @@
  * the file registered; once the HTTP pod is unregistered, the file's pod
  * is registered without the file changing.
  *
+ * test_dp_size_cap: a pod may have --max-dp-size ranks (1024 unless
+ * given), whatever its source: over HTTP one more is 400 naming the cap
+ * and exactly the cap is taken; a discovery file's pod over it is
+ * rejected (logged and counted) and the file's others registered; a
+ * --watch-dp-size over the cap stops the start.
+ *
+ * test_memory_given_back: 20 pods of 1,000 ranks registered and
+ * unregistered: the coordinator's resident memory comes back near where
+ * it was before (it stayed at the peak).
+ *
  * The Kubernetes source is test_coord_kube's.
  */
 #include <inttypes.h>
@@ -229,6 +239,136 @@ test_endpoint_file(void **state)
 	kvi_free(dir);
 }
 
+static const char *refused_http_dp =
+    "kvindex_coord_registrations_refused_total{source=\"http\","
+    "reason=\"dp_size\"}";
+static const char *refused_file_dp =
+    "kvindex_coord_registrations_refused_total{source=\"file\","
+    "reason=\"dp_size\"}";
+
+/* big_body writes the /register body of pod name with dp ranks from
+ * port on, on an address where nothing listens. */
+static void
+big_body(char *buf, size_t len, const char *name, int dp, int port)
+{
+	snprintf(buf, len,
+		 "{\"name\":\"%s\",\"ip\":\"127.0.0.3\",\"zmq_port\":%d,"
+		 "\"dp_size\":%d,\"model_name\":\"sim-model\","
+		 "\"block_size\":16}",
+		 name, port, dp);
+}
+
+static void
+test_dp_size_cap(void **state)
+{
+	cluster *c = *state;
+	const char *sim[] = {"--pods", "1", "--dp", "2", NULL};
+	clu_sim(c, sim);
+	clu_shards(c, 2);
+	char *dir;
+	assert_int_equal(kvt_tmpdir_make("kvi-dfile", &dir), KVI_OK);
+	char *path = kvt_path(dir, "pods.json");
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fprintf(f,
+		"{\"pods\": [{\"name\":\"file/big\",\"ip\":\"127.0.0.3\","
+		"\"zmq_port\":40000,\"dp_size\":1025,\"model\":\"sim-model\","
+		"\"block_size\":16}, {\"name\":\"sim/pod-0\",\"ip\":"
+		"\"127.0.0.1\",\"zmq_port\":%d,\"replay_port\":%d,"
+		"\"recover_port\":%d,\"dp_size\":2,\"model\":\"sim-model\","
+		"\"block_size\":16}]}\n",
+		c->sim.zmq_port[0], c->sim.replay_port[0],
+		c->sim.recover_port[0]);
+	fclose(f);
+	const char *extra[] = {"--discovery-file", path, NULL};
+	clu_coord(c, false, extra);
+	clu_wait_active(c, 2, CLU_WAIT_MS);
+	assert_int_equal(log_count(c, "event=pod_rejected source=file "
+				      "pod=file/big reason=dp_size"),
+			 1);
+	assert_true(clu_metric(c, refused_file_dp) == 1);
+
+	char body[512];
+	big_body(body, sizeof(body), "ns/big", 1025, 30000);
+	json_t *j = post_expect(c, "/register", body, 400);
+	error_has(j, "dp_size 1025");
+	error_has(j, "1024");
+	error_has(j, "--max-dp-size");
+	json_decref(j);
+	assert_true(clu_metric(c, refused_http_dp) == 1);
+	big_body(body, sizeof(body), "ns/big", 1024, 30000);
+	json_decref(post_expect(c, "/register", body, 201));
+	assert_int_equal(n_workers(c), 2);
+	json_decref(
+	    post_expect(c, "/unregister", "{\"name\":\"ns/big\"}", 200));
+
+	/* the pods a source gives without dp_size may not exceed it */
+	char *log = kvt_path(dir, "start.log");
+	const char *argv[] = {
+	    KVI_COORD_BIN, "--shards",    "s=tcp://127.0.0.1:1",
+	    "--http",      "127.0.0.1:0", "--watch-dp-size",
+	    "2000",        NULL};
+	kvt_proc *p;
+	assert_int_equal(kvt_proc_start(argv, log, &p), KVI_OK);
+	int status;
+	assert_int_equal(kvt_proc_wait(p, 10000, &status), KVI_OK);
+	assert_int_equal(status, 2);
+	kvt_proc_free(p);
+	char *text = kvt_file_read(log, NULL);
+	assert_non_null(text);
+	assert_non_null(strstr(text, "--watch-dp-size 2000 is over "
+				     "--max-dp-size 1024"));
+	kvi_free(text);
+	kvi_free(log);
+	kvi_free(path);
+	kvt_tmpdir_remove(dir);
+	kvi_free(dir);
+}
+
+static bool
+given_back(void *arg)
+{
+	return log_count(arg, "event=memory_given_back") > 0;
+}
+
+static void
+test_memory_given_back(void **state)
+{
+	cluster *c = *state;
+	const char *sim[] = {"--pods", "1", "--dp", "1", NULL};
+	clu_sim(c, sim);
+	clu_shards(c, 2);
+	clu_coord(c, false, NULL);
+	pid_t pid = kvt_proc_pid(c->coord);
+	kvt_sleep_ms(500);
+	long before = kvt_pid_rss_kib(pid);
+	char body[512], name[32];
+	for (int k = 0; k < 20; k++) {
+		snprintf(name, sizeof(name), "ns/huge-%d", k);
+		big_body(body, sizeof(body), name, 1000, 20000 + 1000 * k);
+		json_decref(post_expect(c, "/register", body, 201));
+	}
+	kvt_sleep_ms(1000); /* polls that list every listener */
+	long peak = kvt_pid_rss_kib(pid);
+	for (int k = 0; k < 20; k++) {
+		snprintf(body, sizeof(body), "{\"name\":\"ns/huge-%d\"}", k);
+		json_decref(post_expect(c, "/unregister", body, 200));
+	}
+	kvt_wait_until(given_back, c, 5000); /* and fail on the figures */
+	kvt_sleep_ms(500);
+	long after = kvt_pid_rss_kib(pid);
+	fprintf(stderr,
+		"coordinator RSS: %ld KiB before, %ld with 20,000 listeners, "
+		"%ld after\n",
+		before, peak, after);
+	assert_true(peak - before > 20 * 1024);
+	/* not under ASan, whose allocator keeps what is freed in
+	 * quarantine and gives nothing back */
+#ifndef __SANITIZE_ADDRESS__
+	assert_true(after - before < (peak - before) / 4);
+#endif
+}
+
 int
 main(void)
 {
@@ -237,6 +377,10 @@ main(void)
 					    clu_test_teardown),
 	    cmocka_unit_test_setup_teardown(test_endpoint_file, clu_test_setup,
 					    clu_test_teardown),
+	    cmocka_unit_test_setup_teardown(test_dp_size_cap, clu_test_setup,
+					    clu_test_teardown),
+	    cmocka_unit_test_setup_teardown(test_memory_given_back,
+					    clu_test_setup, clu_test_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

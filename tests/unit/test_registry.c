@@ -2,7 +2,7 @@
  * test_registry - the coordinator's registry of pods and listeners at
  * fleet size: lookups by key while its buckets grow past their first
  * size, and after removals; one endpoint, one listener, however the
- * endpoint is written and by whichever form.
+ * endpoint is written and by whichever form; the cap on dp_size.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -241,12 +241,33 @@ test_one_endpoint_one_listener(void **state)
 	kvc_reg_free(r);
 }
 
+static void
+test_dp_size_cap(void **state)
+{
+	(void)state;
+	kvc_registry *r = kvc_reg_alloc();
+	kvc_reg_set_max_dp_size(r, 4);
+	kvc_reg_result res;
+	char err[512];
+	assert_int_equal(add_named(r, "ns/a", "10.0.0.5", 5557, 5, &res, err),
+			 KVI_ERANGE);
+	assert_int_equal(res.why, KVC_REG_DP_SIZE);
+	assert_non_null(strstr(err, "dp_size 5"));
+	assert_non_null(strstr(err, "4"));
+	assert_false(kvc_reg_has(r, "ns/a#0"));
+	assert_int_equal(add_named(r, "ns/a", "10.0.0.5", 5557, 4, &res, err),
+			 KVI_OK);
+	assert_true(kvc_reg_has(r, "ns/a#3"));
+	kvc_reg_free(r);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_fleet_keys),
 	    cmocka_unit_test(test_one_endpoint_one_listener),
+	    cmocka_unit_test(test_dp_size_cap),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
