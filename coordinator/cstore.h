@@ -135,6 +135,11 @@ kvi_err kvc_cstore_drain_list(kvc_cstore *s, kvc_cstore_key_cb cb, void *arg,
  * Returns NULL when a string of p is longer than KVC_CSTORE_STR_MAX. */
 uint8_t *kvc_cstore_pod_encode(const kvc_pod *p, size_t *len);
 
+/* kvc_cstore_pod_read decodes a pod record past its checksum (len bytes
+ * at rest, verified already) as kvc_cstore_pod_decode does. */
+kvi_err kvc_cstore_pod_read(const void *rest, size_t len, kvc_pod *out,
+			    char *err, size_t errlen);
+
 /* kvc_cstore_pod_decode decodes a stored value into *out, which the caller
  * finishes with kvc_pod_fini(). Returns KVI_ECORRUPT (err says why) for a
  * bad checksum or a malformed value, KVI_EVERSION for an unknown record
