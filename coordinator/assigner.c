@@ -228,6 +228,15 @@ kvc_assigner_ready(kvc_assigner *a, char *why, size_t len)
 		snprintf(why, len, "the shards have not been polled yet");
 		return false;
 	}
+	char store_err[256];
+	if (a->store != NULL &&
+	    kvc_cstore_failing(a->store, store_err, sizeof(store_err))) {
+		snprintf(why, len,
+			 "the coordinator's store cannot commit, so "
+			 "registrations cannot be kept: %s",
+			 store_err);
+		return false;
+	}
 	size_t n;
 	kvc_shard **sh = kvc_shardset_snapshot(a->shards, &n);
 	int64_t now = kvi_now_ms();
@@ -255,6 +264,32 @@ kvc_assigner_ready(kvc_assigner *a, char *why, size_t len)
 }
 
 /* ---- the thread ---------------------------------------------------- */
+
+/* kvc_store_watch probes the store while it cannot commit, at most once a
+ * second (kvc_cstore_probe), and logs when it starts failing and when it
+ * commits again: a store that fails is found by the write that fails, a
+ * registration's, and it is ready again once a write goes through. */
+static void
+kvc_store_watch(kvc_assigner *a)
+{
+	if (a->store == NULL) {
+		return;
+	}
+	int64_t now = kvi_now_ms();
+	char why[256];
+	bool failing = kvc_cstore_failing(a->store, why, sizeof(why));
+	if (failing && now - a->store_probe_ms >= 1000) {
+		a->store_probe_ms = now;
+		kvc_cstore_probe(a->store);
+		failing = kvc_cstore_failing(a->store, why, sizeof(why));
+	}
+	if (failing && !a->store_failing) {
+		KVI_ERROR("store_failing", "err=\"%s\"", why);
+	} else if (!failing && a->store_failing) {
+		KVI_INFO("store_commits", "msg=\"the store commits again\"");
+	}
+	a->store_failing = failing;
+}
 
 /* Listeners removed past which the memory they held is given back. */
 #define KVC_GIVE_BACK_LISTENERS 1024
@@ -380,6 +415,7 @@ kvc_main(void *arg)
 			kvi_histogram_observe(a->m_tick_seconds[!full],
 					      kvi_now_s() - t0);
 			kvc_give_back(a);
+			kvc_store_watch(a);
 			pthread_mutex_lock(&a->mu);
 			a->ticks++;
 			dl = kvi_deadline_ms(CLOCK_MONOTONIC, a->cfg.tick_ms);

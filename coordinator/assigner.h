@@ -58,7 +58,8 @@
  * Durability: pods registered over HTTP are written to the coordinator
  * store (cstore.h) before they are acknowledged, and loaded from it at
  * start, since no source can give them back; everything else is
- * re-derived.
+ * re-derived. While the store cannot commit (a full disk), /ready says
+ * so and the ticks probe it, once a second, until it commits again.
  *
  * Threading: the functions below may be called from any thread. Command
  * results come back through a callback on the assigner thread.
@@ -120,8 +121,10 @@ void kvc_assigner_free(kvc_assigner *a);
  * when all its listeners are assigned, 200 when the same pod was
  * registered already, 202 when a shard is down or refused (nothing stays
  * assigned; the assigner retries with backoff and the body says why), 409
- * when a rank is registered already or the model's block size differs, 500
- * when it cannot be persisted. p is copied. */
+ * when a rank or an endpoint is registered already or the model's block
+ * size differs, 400 when its dp_size is over the cap; when it cannot be
+ * persisted, 507 for a full disk, 503 for a store failing otherwise (and
+ * nothing is kept). p is copied. */
 void kvc_assigner_register(kvc_assigner *a, const kvc_pod *p,
 			   kvc_assigner_done done, void *arg);
 
@@ -142,8 +145,9 @@ void kvc_assigner_expect(kvc_assigner *a, kvc_source source);
 void kvc_assigner_sync(kvc_assigner *a, kvc_source source, const kvc_pod *pods,
 		       size_t n);
 
-/* kvc_assigner_ready says whether every expected source has synced and
- * every shard answered recently; when not, why says what is missing. */
+/* kvc_assigner_ready says whether every expected source has synced, the
+ * store commits (cstore.h: kvc_cstore_failing) and every shard answered
+ * recently; when not, why says what is missing. */
 bool kvc_assigner_ready(kvc_assigner *a, char *why, size_t len);
 
 #endif /* KVI_COORDINATOR_ASSIGNER_H */

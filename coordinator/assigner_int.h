@@ -201,6 +201,10 @@ struct kvc_assigner {
 	 * be given back next (0: not due; assigner.c) */
 	uint64_t given_back_at;
 	int64_t give_back_ms;
+	/* the store failing at the last look, and its last probe (assigner.c)
+	 */
+	bool store_failing;
+	int64_t store_probe_ms;
 	/* registrations refused, by source and reason (any thread reads) */
 	_Atomic uint64_t refused[KVC_SOURCES][KVC_REG_WHYS];
 

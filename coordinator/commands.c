@@ -147,10 +147,24 @@ kvc_register_add(kvc_assigner *a, kvc_cmd *c, kvc_regwork *w)
 	return true;
 }
 
+/* kvc_unstored_status is the answer to a registration the store refused
+ * with rv: 507 Insufficient Storage for a full disk (or a map at its
+ * limit), which no retry mends until room is made and which another
+ * replica cannot take either, where 503 here means "retry, or ask again
+ * elsewhere" (no leader now, shutting down); 400 for what the store
+ * cannot hold (a string too long); 503 for a store failing otherwise. */
+static int
+kvc_unstored_status(kvi_err rv)
+{
+	return rv == KVI_EFULL ? 507 : rv == KVI_EINVAL ? 400 : 503;
+}
+
 /* kvc_register_unstored takes w's pod out of the registry again and
- * answers it 500: the registration could not be stored. */
+ * answers it (kvc_unstored_status): the registration could not be
+ * stored, for rv, err. */
 static void
-kvc_register_unstored(kvc_assigner *a, kvc_regwork *w, const char *err)
+kvc_register_unstored(kvc_assigner *a, kvc_regwork *w, kvi_err rv,
+		      const char *err)
 {
 	const kvc_pod *p = &w->c->pod;
 	KVI_ERROR("store_put_failed", "instance=%" PRIu64 " err=%s",
@@ -162,14 +176,14 @@ kvc_register_unstored(kvc_assigner *a, kvc_regwork *w, const char *err)
 	char msg[320];
 	snprintf(msg, sizeof(msg), "the registration could not be stored: %s",
 		 err);
-	w->c->done(w->c->arg, 500, kvc_err_body(msg));
+	w->c->done(w->c->arg, kvc_unstored_status(rv), kvc_err_body(msg));
 	w->answered = true;
 }
 
 /* kvc_register_store stores the new pods of w[0..n) in one transaction,
  * so that a batch costs one sync, not one a pod. When the batch fails
  * (one pod the store refuses, a failed write), each is stored alone, and
- * one that still fails is answered 500. */
+ * one that still fails is answered as kvc_unstored_status says. */
 static void
 kvc_register_store(kvc_assigner *a, kvc_regwork *w, size_t n)
 {
@@ -184,13 +198,18 @@ kvc_register_store(kvc_assigner *a, kvc_regwork *w, size_t n)
 		}
 	}
 	char err[256] = "";
+	kvi_err rv = KVI_OK;
 	if (nf > 0 && kvc_cstore_pods_put(a->store, fresh, nf, err,
 					  sizeof(err)) != KVI_OK) {
 		for (size_t i = 0; i < n; i++) {
-			if (!w[i].existed &&
-			    kvc_cstore_pod_put(a->store, &w[i].c->pod, err,
-					       sizeof(err)) != KVI_OK) {
-				kvc_register_unstored(a, &w[i], err);
+			kvi_err one =
+			    w[i].existed
+				? KVI_OK
+				: kvc_cstore_pod_put(a->store, &w[i].c->pod,
+						     err, sizeof(err));
+			if (one != KVI_OK) {
+				kvc_register_unstored(a, &w[i], one, err);
+				rv = one;
 			}
 		}
 		/* a pod registered twice in the batch, whose first could
@@ -202,7 +221,8 @@ kvc_register_store(kvc_assigner *a, kvc_regwork *w, size_t n)
 			if (w[i].existed && !w[i].answered &&
 			    !kvc_reg_lookup(a->reg, p->name, p->instance_id,
 					    &src, &named, NULL)) {
-				w[i].c->done(w[i].c->arg, 500,
+				w[i].c->done(w[i].c->arg,
+					     kvc_unstored_status(rv),
 					     kvc_err_body("the registration "
 							  "could not be "
 							  "stored"));

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 
 #define XXH_INLINE_ALL
@@ -21,12 +22,21 @@
 #define KVC_CS_FORMAT  1u
 #define KVC_CS_MAPSIZE ((size_t)16 << 20)
 #define KVC_CS_GROWTHS 8
+/* less free than this on the filesystem, and an I/O error is a full disk
+ * (shard/store.c does the same) */
+#define KVC_CS_DISK_LOW ((uint64_t)4 << 20)
 
 struct kvc_cstore {
 	pthread_mutex_t mu;
 	MDB_env *env;
 	MDB_dbi meta, pods, pins, shards, drains;
 	size_t map_size;
+	char *dir;
+	/* whether the last write failed, and why (kvc_cstore_failing);
+	 * under health_mu, so that /ready does not wait for a write */
+	pthread_mutex_t health_mu;
+	bool failing, full;
+	char why[256];
 };
 
 static kvi_err
@@ -123,6 +133,8 @@ kvc_cstore_open(const char *dir, kvc_cstore **out, char *err, size_t errlen)
 	}
 	kvc_cstore *s = kvi_calloc(1, sizeof(*s));
 	pthread_mutex_init(&s->mu, NULL);
+	pthread_mutex_init(&s->health_mu, NULL);
+	s->dir = kvi_strdup(dir);
 	s->map_size = KVC_CS_MAPSIZE;
 	int rc = mdb_env_create(&s->env);
 	if (rc != 0) {
@@ -166,6 +178,8 @@ kvc_cstore_close(kvc_cstore *s)
 		mdb_env_close(s->env);
 	}
 	pthread_mutex_destroy(&s->mu);
+	pthread_mutex_destroy(&s->health_mu);
+	kvi_free(s->dir);
 	kvi_free(s);
 }
 
@@ -179,6 +193,65 @@ kvc_cs_check_key(const char *what, const char *key, char *err, size_t errlen)
 				KVC_CSTORE_KEY_MAX);
 	}
 	return KVI_OK;
+}
+
+/* kvc_cs_free_bytes returns what the store's filesystem has free for us,
+ * or UINT64_MAX when it cannot be told. */
+static uint64_t
+kvc_cs_free_bytes(const kvc_cstore *s)
+{
+	struct statvfs fs;
+	if (statvfs(s->dir, &fs) != 0) {
+		return UINT64_MAX;
+	}
+	return (uint64_t)fs.f_bavail * fs.f_frsize;
+}
+
+/* kvc_cs_failed says why a write failed with rc, and records it: LMDB
+ * reports a short write as EIO, which is a full disk when the filesystem
+ * has next to nothing free. */
+static kvi_err
+kvc_cs_failed(kvc_cstore *s, int rc, char *err, size_t errlen)
+{
+	kvi_err rv = kvi_mdb_err(rc);
+	uint64_t avail = kvc_cs_free_bytes(s);
+	bool full = rc == ENOSPC || rc == EDQUOT ||
+		    (rv == KVI_EIO && avail < KVC_CS_DISK_LOW);
+	char why[256];
+	if (full) {
+		snprintf(why, sizeof(why),
+			 "disk full: %s, %" PRIu64
+			 " bytes free on the store's filesystem (%s)",
+			 mdb_strerror(rc), avail, s->dir);
+	} else {
+		snprintf(why, sizeof(why), "lmdb write: %s", mdb_strerror(rc));
+	}
+	pthread_mutex_lock(&s->health_mu);
+	s->failing = true;
+	s->full = full;
+	snprintf(s->why, sizeof(s->why), "%s", why);
+	pthread_mutex_unlock(&s->health_mu);
+	return kvi_errf(err, errlen, full ? KVI_EFULL : rv, "%s", why);
+}
+
+/* kvc_cs_committed records a write that went through: the store commits
+ * again, unless it failed for a full disk and the disk has still next to
+ * nothing free (a small write may fit in pages LMDB frees and reuses,
+ * the next one not). */
+static void
+kvc_cs_committed(kvc_cstore *s)
+{
+	pthread_mutex_lock(&s->health_mu);
+	bool full = s->failing && s->full;
+	if (!full) {
+		s->failing = false;
+	}
+	pthread_mutex_unlock(&s->health_mu);
+	if (full && kvc_cs_free_bytes(s) >= KVC_CS_DISK_LOW) {
+		pthread_mutex_lock(&s->health_mu);
+		s->failing = false;
+		pthread_mutex_unlock(&s->health_mu);
+	}
 }
 
 /* kvc_cs_write_many puts vals[i] (sealed already) under keys[i] in dbi,
@@ -213,12 +286,41 @@ kvc_cs_write_many(kvc_cstore *s, MDB_dbi dbi, const char *const *keys,
 			rv = kvi_errf(err, errlen, KVI_ENOENT,
 				      "%s is not stored", keys[i]);
 		} else if (rc != 0) {
-			rv = kvc_cs_mdb_fail(err, errlen, rc, "write");
+			rv = kvc_cs_failed(s, rc, err, errlen);
+		} else {
+			kvc_cs_committed(s);
 		}
 		break;
 	}
 	pthread_mutex_unlock(&s->mu);
 	return rv;
+}
+
+bool
+kvc_cstore_failing(kvc_cstore *s, char *why, size_t len)
+{
+	pthread_mutex_lock(&s->health_mu);
+	bool failing = s->failing;
+	if (failing && why != NULL) {
+		snprintf(why, len, "%s", s->why);
+	}
+	pthread_mutex_unlock(&s->health_mu);
+	return failing;
+}
+
+void
+kvc_cstore_probe(kvc_cstore *s)
+{
+	if (!kvc_cstore_failing(s, NULL, 0)) {
+		return;
+	}
+	uint8_t now[8];
+	kvi_put_le64(now, (uint64_t)time(NULL));
+	const char *key = "probe";
+	const uint8_t *val = now;
+	size_t len = sizeof(now);
+	char err[256];
+	kvc_cs_write_many(s, s->meta, &key, &val, &len, 1, err, sizeof(err));
 }
 
 /* kvc_cs_write puts val (sealed already) under key in dbi, or deletes key

@@ -13,7 +13,8 @@
  *   "pins"    listener key -> shard id (admin pins)
  *   "shards"  shard id -> endpoint (shards added at run time)
  *   "drains"  shard id -> nothing (shards being drained)
- *   "meta"    "format" -> u32 LE format version
+ *   "meta"    "format" -> u32 LE format version; "probe" -> u64 LE, the
+ *             time of the last write that probed a failing store
  *
  * Every value is [xxh32 of the rest, LE][rest]. A pod's rest is a
  * versioned binary record, all integers little-endian:
@@ -41,12 +42,24 @@
  * its own write transaction, synced to disk before it returns. A full map
  * is grown (doubling) and the write retried.
  *
+ * A full disk. LMDB reports a write the filesystem cut short as EIO; the
+ * store calls it "disk full", with the bytes free, when the filesystem
+ * has less than 4 MiB free (as the shard's store does), and returns
+ * KVI_EFULL. A failed write marks the store failing until a write goes
+ * through again (kvc_cstore_failing, for /ready); after a full disk, a
+ * write that fits in pages LMDB freed earlier is not enough: the
+ * filesystem must have 4 MiB free again, so that /ready does not say yes
+ * to the next registration that would fail. kvc_cstore_probe writes a
+ * small record meanwhile, to learn when the store commits again.
+ *
  * Threading: any thread. Calls are serialized by a mutex inside the store;
  * list callbacks run with it held and must not call back into the store.
+ * kvc_cstore_failing does not wait for a write in progress.
  */
 #ifndef KVI_COORDINATOR_CSTORE_H
 #define KVI_COORDINATOR_CSTORE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -77,7 +90,7 @@ char *kvc_cstore_pod_key(const kvc_pod *p, char *buf, size_t len);
 
 /* kvc_cstore_pod_put stores p under kvc_cstore_pod_key(p), replacing what
  * was there. Returns KVI_EINVAL for a key or string too long, KVI_EFULL
- * when the disk is full, KVI_EIO otherwise. */
+ * when the disk (or the map, at its limit) is full, KVI_EIO otherwise. */
 kvi_err kvc_cstore_pod_put(kvc_cstore *s, const kvc_pod *p, char *err,
 			   size_t errlen);
 
@@ -86,6 +99,16 @@ kvi_err kvc_cstore_pod_put(kvc_cstore *s, const kvc_pod *p, char *err,
  * fails (KVI_EINVAL naming it, or an error of the write). */
 kvi_err kvc_cstore_pods_put(kvc_cstore *s, const kvc_pod *const *pods, size_t n,
 			    char *err, size_t errlen);
+
+/* kvc_cstore_failing says whether the store cannot commit now - its last
+ * write failed, or it failed for a full disk and the disk is still next
+ * to full - and why ("disk full: ..., N bytes free on the store's
+ * filesystem (DIR)"; why may be NULL). */
+bool kvc_cstore_failing(kvc_cstore *s, char *why, size_t len);
+
+/* kvc_cstore_probe writes a small record when the store is failing, so
+ * that it learns when it commits again; nothing otherwise. */
+void kvc_cstore_probe(kvc_cstore *s);
 
 /* kvc_cstore_pod_delete deletes the pod stored under key. Returns
  * KVI_ENOENT if there is none. */

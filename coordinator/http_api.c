@@ -125,7 +125,7 @@ static void
 kvc_on_ready(void *arg, kvi_http_req *req)
 {
 	kvc_api *api = arg;
-	char why[256];
+	char why[512];
 	if (kvc_assigner_ready(api->assigner, why, sizeof(why))) {
 		kvi_http_reply_json(req, 200, json_pack("{s:b}", "ready", 1));
 	} else {

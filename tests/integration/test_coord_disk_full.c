@@ -12,6 +12,14 @@
  * recovers by itself: ready again, the answers no longer stale, and what
  * was published meanwhile indexed.
  *
+ * test_coord_store_full: the coordinator's own store (--data-dir) on a
+ * tmpfs that fills: the registration that cannot be stored is 507 with
+ * "disk full" and the bytes free (LMDB's short write is EIO; it was
+ * reported as "Input/output error", 500), and is not kept; /ready is 503
+ * naming the store and the full disk; once the ballast is gone, /ready is
+ * 200 again by itself and registrations are taken and kept, across a
+ * restart.
+ *
  * Mounting a tmpfs needs root, which the test suite runs as (README's
  * Quick start, CI); without it the test fails and says so.
  */
@@ -25,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -149,17 +158,26 @@ teardown(void **state)
 	return 0;
 }
 
+/* mount_tmpfs mounts a tmpfs of size on mnt. */
 static void
-test_disk_full_is_told(void **state)
+mount_tmpfs(const char *size)
 {
-	cluster *c = *state;
 	assert_int_equal(kvt_tmpdir_make("kvi-full", &mnt), KVI_OK);
-	if (mount("tmpfs", mnt, "tmpfs", 0, "size=32m") != 0) {
+	char opts[32];
+	snprintf(opts, sizeof(opts), "size=%s", size);
+	if (mount("tmpfs", mnt, "tmpfs", 0, opts) != 0) {
 		fail_msg("cannot mount a tmpfs on %s (%s): this test needs "
 			 "root, as the suite runs",
 			 mnt, strerror(errno));
 	}
 	mounted = true;
+}
+
+static void
+test_disk_full_is_told(void **state)
+{
+	cluster *c = *state;
+	mount_tmpfs("32m");
 
 	const char *sim[] = {"--pods", "2", "--dp", "2", NULL};
 	clu_sim(c, sim);
@@ -246,11 +264,121 @@ test_disk_full_is_told(void **state)
 	clu_wait_active(c, N, CLU_WAIT_MS);
 }
 
+/* post_status posts body to the coordinator's path and returns the
+ * status, and the error into err (len bytes; "" when none). */
+static long
+post_status(cluster *c, const char *path, const char *body, char *err,
+	    size_t len)
+{
+	long st;
+	json_t *j = clu_post(c, path, body, &st);
+	const char *e = json_string_value(json_object_get(j, "error"));
+	snprintf(err, len, "%s", e != NULL ? e : "");
+	json_decref(j);
+	return st;
+}
+
+/* filler_body writes the /register body of pod k of the filler pods, on
+ * an address where nothing listens. */
+static void
+filler_body(char *buf, size_t len, int k)
+{
+	snprintf(buf, len,
+		 "{\"name\":\"fill/pod-%d\",\"ip\":\"127.0.0.3\","
+		 "\"zmq_port\":%d,\"model_name\":\"sim-model\","
+		 "\"block_size\":16}",
+		 k, 20000 + k);
+}
+
+/* has_pod says whether /workers lists pod name. */
+static bool
+has_pod(cluster *c, const char *name)
+{
+	char path[96];
+	snprintf(path, sizeof(path), "/workers?name=%s", name);
+	long st;
+	json_t *ws = clu_get(c, path, &st);
+	assert_int_equal(st, 200);
+	bool has = json_array_size(ws) > 0;
+	json_decref(ws);
+	return has;
+}
+
+static void
+test_coord_store_full(void **state)
+{
+	cluster *c = *state;
+	mount_tmpfs("8m");
+	const char *sim[] = {"--pods", "1", "--dp", "1", NULL};
+	clu_sim(c, sim);
+	clu_shards(c, 2);
+	char *data = kvt_path(mnt, "coord");
+	const char *extra[] = {"--data-dir", data, NULL};
+	clu_coord(c, false, extra);
+	char coord_ready[128];
+	snprintf(coord_ready, sizeof(coord_ready), "%s/ready", c->base);
+	ready_arg cr = {coord_ready, 200, NULL};
+	assert_true(kvt_wait_until(ready_is, &cr, CLU_WAIT_MS));
+
+	/* the disk fills; registrations go on until one cannot be kept
+	 * (the first few may fit in pages LMDB freed and reuses) */
+	static char ballast[600];
+	snprintf(ballast, sizeof(ballast), "%s/ballast", mnt);
+	fill(ballast);
+	/* a page left: a commit writing two pages at once is cut short,
+	 * which LMDB reports as EIO */
+	struct stat bs;
+	assert_int_equal(stat(ballast, &bs), 0);
+	assert_int_equal(truncate(ballast, bs.st_size - 4096), 0);
+	char body[256], err[512];
+	int k = 0;
+	long st = 0;
+	for (int64_t until = kvt_now_ms() + CLU_WAIT_MS; st != 507; k++) {
+		assert_true(kvt_now_ms() < until);
+		filler_body(body, sizeof(body), k);
+		st = post_status(c, "/register", body, err, sizeof(err));
+		if (st != 201 && st != 507) {
+			fail_msg("registration %d: %ld %s", k, st, err);
+		}
+	}
+	int refused = k - 1;
+	assert_non_null(strstr(err, "disk full"));
+	assert_non_null(strstr(err, "bytes free"));
+	char name[32];
+	snprintf(name, sizeof(name), "fill/pod-%d", refused);
+	assert_false(has_pod(c, name));
+	cr.want = 503;
+	cr.word = "disk full";
+	assert_true(kvt_wait_until(ready_is, &cr, CLU_WAIT_MS));
+	char why[512];
+	ready_of(coord_ready, why, sizeof(why));
+	assert_non_null(strstr(why, "store"));
+	/* it stays so: a probe fitting in freed pages does not make it
+	 * ready while the disk is full */
+	kvt_sleep_ms(2500);
+	assert_int_equal(ready_of(coord_ready, why, sizeof(why)), 503);
+
+	/* room again: ready by itself, and registrations are kept */
+	assert_int_equal(unlink(ballast), 0);
+	cr.want = 200;
+	cr.word = NULL;
+	assert_true(kvt_wait_until(ready_is, &cr, CLU_WAIT_MS));
+	filler_body(body, sizeof(body), refused);
+	assert_int_equal(post_status(c, "/register", body, err, sizeof(err)),
+			 201);
+	clu_coord_restart(c);
+	assert_true(has_pod(c, name));
+	assert_true(has_pod(c, "fill/pod-0"));
+	kvi_free(data);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_disk_full_is_told,
+					    clu_test_setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_coord_store_full,
 					    clu_test_setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
