@@ -160,6 +160,29 @@ kvi_mp_skip(const uint8_t *p, size_t len, size_t *pos, char *err, size_t errlen)
 			}
 			depth--;
 		}
+		/* Runs of ints - token ids, hashes - are most of a batch:
+		 * step over them without the general case. */
+		while (left[depth] > 0 && off < len) {
+			uint8_t b = p[off];
+			size_t n;
+			if (b <= 0x7f || b >= 0xe0) {
+				n = 1;
+			} else if (b >= 0xcc && b <= 0xd3) {
+				n = 1 + ((size_t)1 << ((b - 0xcc) & 3));
+			} else {
+				break;
+			}
+			if (n > len - off) {
+				return kvi_errf(
+				    err, errlen, KVI_EPROTO,
+				    "msgpack: truncated at byte %zu", len);
+			}
+			off += n;
+			left[depth]--;
+		}
+		if (left[depth] == 0) {
+			continue;
+		}
 		left[depth]--;
 		if (off >= len) {
 			return kvi_errf(err, errlen, KVI_EPROTO,
