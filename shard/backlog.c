@@ -28,7 +28,7 @@ kvg_backlog_clear(kvg_ingest *g, kvl_listener *l)
 
 void
 kvg_backlog_push(kvg_ingest *g, kvl_listener *l, uint64_t seq,
-		 const void *payload, size_t len)
+		 const void *payload, size_t len, bool checked)
 {
 	if (g->backlog_bytes + len > g->cfg.backlog_max_bytes ||
 	    l->backlog_bytes + len > g->cfg.listener_backlog_max_bytes) {
@@ -54,6 +54,7 @@ kvg_backlog_push(kvg_ingest *g, kvl_listener *l, uint64_t seq,
 	kvl_pending_msg *m = kvi_malloc(sizeof(*m) + len);
 	m->next = NULL;
 	m->seq = seq;
+	m->checked = checked;
 	m->len = len;
 	memcpy(m->payload, payload, len);
 	if (l->backlog_tail != NULL) {

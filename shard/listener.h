@@ -171,6 +171,7 @@ typedef struct kvl_counters {
 typedef struct kvl_pending_msg {
 	struct kvl_pending_msg *next;
 	uint64_t seq;
+	bool checked; /* its rank read, a restart it revealed acted on */
 	size_t len;
 	uint8_t payload[];
 } kvl_pending_msg;

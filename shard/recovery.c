@@ -37,7 +37,9 @@
  *
  * recovery.h draws the states and their transitions; kvg_recovery_on
  * takes every event, and each state's handling is below under its name.
- * The choices (what a batch is, which repair) are recovery_rules.c's.
+ * The choices (what a batch is, which repair) are recovery_rules.c's; the
+ * live batches in order (applying, duplicates, restarts, the queue) are
+ * recovery_live.c's.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -51,6 +53,7 @@
 #include "handoff.h"
 #include "ingest_int.h"
 #include "log.h"
+#include "recovery_int.h"
 
 #define KVG_BACKOFF_MIN_MS 100
 #define KVG_TOO_NEW_FULL   3 /* TooNew answers before asking for a dump */
@@ -59,7 +62,6 @@
  * for a hand-off before it takes the stream as it comes. */
 #define KVG_HANDOFF_WAIT_MS 3000
 
-static void kvg_repair_gap(kvg_ingest *g, kvl_listener *l, bool verify);
 static void kvg_finish(kvg_ingest *g, kvl_listener *l);
 static void kvg_begin_fetch(kvg_ingest *g, kvl_listener *l, bool full);
 
@@ -70,168 +72,6 @@ kvg_error(kvl_listener *l, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(l->last_error, sizeof(l->last_error), fmt, ap);
 	va_end(ap);
-}
-
-/* ---- applying ------------------------------------------------------ */
-
-/* kvg_resync asks for the engine's whole state: a batch was lost or
- * orphans keep coming. At once when streaming; a repair in flight
- * fetches it when it ends. */
-static void
-kvg_resync(kvg_ingest *g, kvl_listener *l, uint64_t seq)
-{
-	l->recovery.need_full = true;
-	if (l->recovery.state == KVL_R_STREAMING) {
-		l->recovery.gap_seq = seq + 1;
-		kvg_repair_gap(g, l, false);
-	}
-}
-
-/* kvg_misconfigured logs, at most once a minute, that batches of another
- * rank arrive on l's socket (the batch was just dropped as foreign). */
-static void
-kvg_misconfigured(kvl_listener *l)
-{
-	if (l->foreign_at_ms - l->foreign_logged_ms < 60000) {
-		return;
-	}
-	l->foreign_logged_ms = l->foreign_at_ms;
-	kvg_warn_listener(
-	    l, "listener_misconfigured",
-	    "foreign_rank=%u rank=%u batches=%" PRIu64
-	    " reason=\"batches of another data-parallel rank arrive on this "
-	    "rank's socket: the engine publishes several ranks on one "
-	    "endpoint; they are ignored\"",
-	    l->foreign_rank, l->dp_rank, l->c.rank_mismatches);
-}
-
-/* kvg_foreign drops a batch of another rank before anything sequences it
- * (kva_foreign); true when it did. */
-static bool
-kvg_foreign(kvl_listener *l, const void *payload, size_t len)
-{
-	if (!kva_foreign(l, payload, len)) {
-		return false;
-	}
-	kvg_misconfigured(l);
-	return true;
-}
-
-/* kvg_apply applies the batch at seq; false when it was another rank's
- * (nothing changed). */
-static bool
-kvg_apply(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
-	  size_t len)
-{
-	kva_result res =
-	    kva_batch(g->idx, g->dec, &g->scratch, l, seq, payload, len);
-	if (res == KVA_FOREIGN) {
-		kvg_misconfigured(l);
-		return false;
-	}
-	if (res == KVA_LOST && l->recover_ep != NULL) {
-		/* A replay would return the same bytes: only the engine's
-		 * whole state repairs a lost batch. */
-		kvg_log_listener(l, "lost_batch_resync", "seq=%" PRIu64, seq);
-		kvg_resync(g, l, seq);
-		return true;
-	}
-	if (l->orphan_streak >= g->cfg.orphan_resync && l->recover_ep != NULL) {
-		kvg_log_listener(l, "orphan_resync", "orphans=%u",
-				 l->orphan_streak);
-		l->orphan_streak = 0;
-		kvg_resync(g, l, seq);
-	}
-	return true;
-}
-
-/* kvg_take applies or drops a batch while streaming, as kvg_judge says;
- * any other verdict is returned for the caller to hold the batch and
- * start the repair, after noting what the repair must reach. */
-static kvg_verdict
-kvg_take(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
-	 size_t len)
-{
-	kvl_recovery *r = &l->recovery;
-	kvg_verdict v = kvg_judge(l, seq);
-	switch (v) {
-	case KVG_APPLY:
-		if (!kvg_apply(g, l, seq, payload, len)) {
-			return KVG_FOREIGN;
-		}
-		r->trusted = true;
-		break;
-	case KVG_DROP:
-		l->c.duplicates++;
-		break;
-	case KVG_NEED_HISTORY:
-	case KVG_VERIFY:
-		r->gap_seq = seq;
-		break;
-	case KVG_FOREIGN:
-		break;
-	case KVG_GAP:
-		l->c.gaps++;
-		r->gap_seq = seq;
-		r->need_full = r->need_full || !r->trusted;
-		kvg_log_listener(
-		    l, "gap", "watermark=%" PRIu64 " seq=%" PRIu64 " full=%d",
-		    l->mark.wm, seq, r->need_full);
-		break;
-	}
-	return v;
-}
-
-static bool
-kvg_taken(kvg_verdict v)
-{
-	return v == KVG_APPLY || v == KVG_DROP || v == KVG_FOREIGN;
-}
-
-size_t
-kvg_backlog_apply(kvg_ingest *g, kvl_listener *l, size_t max)
-{
-	size_t n = 0;
-	kvl_pending_msg *m;
-	while (n < max && l->recovery.state == KVL_R_STREAMING &&
-	       (m = kvg_backlog_pop(g, l)) != NULL) {
-		n++;
-		kvg_verdict v = kvg_take(g, l, m->seq, m->payload, m->len);
-		if (!kvg_taken(v)) {
-			kvg_backlog_unpop(g, l, m);
-			kvg_repair_gap(g, l, v == KVG_VERIFY);
-			return n;
-		}
-		kvi_free(m);
-	}
-	return n;
-}
-
-static void
-kvg_engine_restart(kvg_ingest *g, kvl_listener *l, uint64_t seq)
-{
-	l->c.engine_restarts++;
-	l->recovery.trusted = false;
-	kvg_log_listener(l, "engine_restart",
-			 "watermark=%" PRIu64 " last_live=%" PRIu64
-			 " seq=%" PRIu64,
-			 l->mark.wm, l->last_live, seq);
-	kvg_recovery_reset(g, l);
-	kva_clear(g->idx, l);
-	l->has_live = false;
-}
-
-/* kvg_restarted clears a listener whose engine turned out to be another
- * process (reason), and repairs it from nothing. */
-static void
-kvg_restarted(kvg_ingest *g, kvl_listener *l, const char *reason)
-{
-	l->c.engine_restarts++;
-	kvg_log_listener(l, "engine_restart", "watermark=%" PRIu64 " reason=%s",
-			 l->mark.wm, reason);
-	kva_clear(g->idx, l);
-	l->recovery.state = KVL_R_STREAMING;
-	kvg_repair_gap(g, l, false);
 }
 
 /* ---- the end of a repair -------------------------------------------- */
@@ -638,7 +478,7 @@ kvg_on_fetched(kvg_ingest *g, kvr_result *r)
 /* ---- choosing a repair --------------------------------------------- */
 
 /* kvg_repair_gap starts the repair kvg_plan_repair chooses. */
-static void
+void
 kvg_repair_gap(kvg_ingest *g, kvl_listener *l, bool verify)
 {
 	kvl_recovery *r = &l->recovery;
@@ -712,50 +552,6 @@ kvg_recovery_reset(kvg_ingest *g, kvl_listener *l)
 }
 
 /* ---- the transition function ----------------------------------------- */
-
-/* kvg_on_live takes a live batch. One of another rank (an engine that
- * publishes several ranks on one socket) must not be sequenced at all -
- * its seq would read as a restart, a gap or a duplicate of ours - so its
- * rank is read before anything acts on its seq: in the common case, the
- * next batch applied at once, by the decode that applies it; otherwise
- * by reading the rank alone. */
-static void
-kvg_on_live(kvg_ingest *g, kvl_listener *l, const kvg_event *ev)
-{
-	bool checked = false;
-	if (kvg_is_restart(l, ev->seq)) {
-		if (kvg_foreign(l, ev->payload, ev->len)) {
-			return;
-		}
-		checked = true;
-		kvg_engine_restart(g, l, ev->seq);
-	}
-	if (l->recovery.state != KVL_R_STREAMING || l->backlog != NULL ||
-	    ev->defer) {
-		/* repairing, or behind: after what is queued already */
-		if (!checked && kvg_foreign(l, ev->payload, ev->len)) {
-			return;
-		}
-		l->has_live = true;
-		l->last_live = ev->seq;
-		kvg_backlog_push(g, l, ev->seq, ev->payload, ev->len);
-		return;
-	}
-	if (!checked && kvg_judge(l, ev->seq) != KVG_APPLY &&
-	    kvg_foreign(l, ev->payload, ev->len)) {
-		return;
-	}
-	kvg_verdict v = kvg_take(g, l, ev->seq, ev->payload, ev->len);
-	if (v == KVG_FOREIGN) {
-		return;
-	}
-	l->has_live = true;
-	l->last_live = ev->seq;
-	if (!kvg_taken(v)) {
-		kvg_backlog_push(g, l, ev->seq, ev->payload, ev->len);
-		kvg_repair_gap(g, l, v == KVG_VERIFY);
-	}
-}
 
 static void
 kvg_on_connected(kvg_ingest *g, kvl_listener *l)

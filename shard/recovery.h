@@ -149,11 +149,12 @@ const char *kvg_rstate_name(kvl_rstate s);
 
 /* ---- the backlog (backlog.c) ----------------------------------------- */
 
-/* kvg_backlog_push queues a live batch; past the listener's or the
+/* kvg_backlog_push queues a live batch (checked: its rank was read, and
+ * the restart it could reveal looked for); past the listener's or the
  * shard's budget it drops the whole queue instead (counted, logged, to
  * be repaired from the watermark). */
 void kvg_backlog_push(kvg_ingest *g, kvl_listener *l, uint64_t seq,
-		      const void *payload, size_t len);
+		      const void *payload, size_t len, bool checked);
 /* kvg_backlog_pop takes the oldest queued batch (NULL: none); the caller
  * frees it or gives it back with kvg_backlog_unpop. */
 kvl_pending_msg *kvg_backlog_pop(kvg_ingest *g, kvl_listener *l);

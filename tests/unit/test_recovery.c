@@ -678,6 +678,31 @@ test_foreign_rank(void **state)
 	assert_int_equal(f->l.c.gaps, 0);
 }
 
+/* Batches queued during a repair are judged when taken from the queue,
+ * and another rank's are dropped then, whatever their seq. */
+static void
+test_foreign_rank_queued(void **state)
+{
+	fx *f = *state;
+	in_step(f, 5);
+	live(f, 8, 8);
+	assert_rstate(f, KVL_R_REPLAYING);
+	foreign(f, KVG_EV_LIVE, 0);  /* below the last seq: read at once */
+	foreign(f, KVG_EV_LIVE, 30); /* queued as it is */
+	live(f, 9, 9);
+	assert_int_equal(f->l.backlog_len, 3);
+	ev(f, KVG_EV_REPLAY, 6);
+	ev(f, KVG_EV_REPLAY, 7);
+	ev(f, KVG_EV_REPLAY_END, 0);
+	assert_rstate(f, KVL_R_STREAMING);
+	assert_int_equal(f->l.mark.wm, 9);
+	assert_int_equal(f->l.backlog_len, 0);
+	assert_int_equal(f->l.c.rank_mismatches, 2);
+	assert_int_equal(f->l.c.engine_restarts, 0);
+	assert_int_equal(f->l.c.gaps, 1);
+	assert_int_equal(st.replays, 1);
+}
+
 /* The same on a replay socket shared by several ranks. */
 static void
 test_foreign_rank_replayed(void **state)
@@ -874,6 +899,7 @@ main(void)
 	    T(test_unseen_restart_clears),
 	    T(test_foreign_rank),
 	    T(test_foreign_rank_replayed),
+	    T(test_foreign_rank_queued),
 	    T(test_live_restart),
 	    T(test_lost_batch_resyncs),
 	    T(test_move_in),

@@ -1,0 +1,42 @@
+/*
+ * recovery_int.h - what recovery.c (the repairs: replay, /kv_recover,
+ * hand-off, give-up) and recovery_live.c (the live batches in order)
+ * share. Not a public header: recovery.h is. Ingest thread only.
+ */
+#ifndef KVI_SHARD_RECOVERY_INT_H
+#define KVI_SHARD_RECOVERY_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "listener.h"
+#include "recovery.h"
+
+/* recovery.c */
+
+/* kvg_repair_gap starts the repair of l's gap that kvg_plan_repair
+ * chooses (verify: check its continuity first). */
+void kvg_repair_gap(kvg_ingest *g, kvl_listener *l, bool verify);
+
+/* recovery_live.c */
+
+/* kvg_on_live takes a live batch (KVG_EV_LIVE). */
+void kvg_on_live(kvg_ingest *g, kvl_listener *l, const kvg_event *ev);
+
+/* kvg_apply applies the batch at seq, resyncing a listener whose batch
+ * was lost or whose orphans keep coming; false when the batch was another
+ * rank's (nothing changed). */
+bool kvg_apply(kvg_ingest *g, kvl_listener *l, uint64_t seq,
+	       const void *payload, size_t len);
+
+/* kvg_foreign drops a batch of another rank before anything sequences it
+ * (apply.h's kva_foreign), logging it at most once a minute; true when it
+ * did. */
+bool kvg_foreign(kvl_listener *l, const void *payload, size_t len);
+
+/* kvg_restarted clears a listener whose engine turned out to be another
+ * process (reason), and repairs it from nothing. */
+void kvg_restarted(kvg_ingest *g, kvl_listener *l, const char *reason);
+
+#endif /* KVI_SHARD_RECOVERY_INT_H */

@@ -1,0 +1,247 @@
+/*
+ * recovery_live.c - a listener's live batches in order: the next one
+ * applied, duplicates dropped, the engine restart a seq going back
+ * reveals, another rank's batches kept out of the sequence, and the queue
+ * of batches that wait (recovery.h). What a gap starts is recovery.c's.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "apply.h"
+#include "ingest_int.h"
+#include "log.h"
+#include "recovery_int.h"
+
+/* ---- applying ------------------------------------------------------ */
+
+/* kvg_resync asks for the engine's whole state: a batch was lost or
+ * orphans keep coming. At once when streaming; a repair in flight
+ * fetches it when it ends. */
+static void
+kvg_resync(kvg_ingest *g, kvl_listener *l, uint64_t seq)
+{
+	l->recovery.need_full = true;
+	if (l->recovery.state == KVL_R_STREAMING) {
+		l->recovery.gap_seq = seq + 1;
+		kvg_repair_gap(g, l, false);
+	}
+}
+
+/* kvg_misconfigured logs, at most once a minute, that batches of another
+ * rank arrive on l's socket (the batch was just dropped as foreign). */
+static void
+kvg_misconfigured(kvl_listener *l)
+{
+	if (l->foreign_at_ms - l->foreign_logged_ms < 60000) {
+		return;
+	}
+	l->foreign_logged_ms = l->foreign_at_ms;
+	kvg_warn_listener(
+	    l, "listener_misconfigured",
+	    "foreign_rank=%u rank=%u batches=%" PRIu64
+	    " reason=\"batches of another data-parallel rank arrive on this "
+	    "rank's socket: the engine publishes several ranks on one "
+	    "endpoint; they are ignored\"",
+	    l->foreign_rank, l->dp_rank, l->c.rank_mismatches);
+}
+
+/* kvg_foreign drops a batch of another rank before anything sequences it
+ * (kva_foreign); true when it did. */
+bool
+kvg_foreign(kvl_listener *l, const void *payload, size_t len)
+{
+	if (!kva_foreign(l, payload, len)) {
+		return false;
+	}
+	kvg_misconfigured(l);
+	return true;
+}
+
+/* kvg_apply applies the batch at seq; false when it was another rank's
+ * (nothing changed). */
+bool
+kvg_apply(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
+	  size_t len)
+{
+	kva_result res =
+	    kva_batch(g->idx, g->dec, &g->scratch, l, seq, payload, len);
+	if (res == KVA_FOREIGN) {
+		kvg_misconfigured(l);
+		return false;
+	}
+	if (res == KVA_LOST && l->recover_ep != NULL) {
+		/* A replay would return the same bytes: only the engine's
+		 * whole state repairs a lost batch. */
+		kvg_log_listener(l, "lost_batch_resync", "seq=%" PRIu64, seq);
+		kvg_resync(g, l, seq);
+		return true;
+	}
+	if (l->orphan_streak >= g->cfg.orphan_resync && l->recover_ep != NULL) {
+		kvg_log_listener(l, "orphan_resync", "orphans=%u",
+				 l->orphan_streak);
+		l->orphan_streak = 0;
+		kvg_resync(g, l, seq);
+	}
+	return true;
+}
+
+/* kvg_take applies or drops a batch while streaming, as kvg_judge says;
+ * any other verdict is returned for the caller to hold the batch and
+ * start the repair, after noting what the repair must reach. */
+static kvg_verdict
+kvg_take(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
+	 size_t len)
+{
+	kvl_recovery *r = &l->recovery;
+	kvg_verdict v = kvg_judge(l, seq);
+	switch (v) {
+	case KVG_APPLY:
+		if (!kvg_apply(g, l, seq, payload, len)) {
+			return KVG_FOREIGN;
+		}
+		r->trusted = true;
+		break;
+	case KVG_DROP:
+		l->c.duplicates++;
+		break;
+	case KVG_NEED_HISTORY:
+	case KVG_VERIFY:
+		r->gap_seq = seq;
+		break;
+	case KVG_FOREIGN:
+		break;
+	case KVG_GAP:
+		l->c.gaps++;
+		r->gap_seq = seq;
+		r->need_full = r->need_full || !r->trusted;
+		kvg_log_listener(
+		    l, "gap", "watermark=%" PRIu64 " seq=%" PRIu64 " full=%d",
+		    l->mark.wm, seq, r->need_full);
+		break;
+	}
+	return v;
+}
+
+static bool
+kvg_taken(kvg_verdict v)
+{
+	return v == KVG_APPLY || v == KVG_DROP || v == KVG_FOREIGN;
+}
+
+static void kvg_engine_restart(kvg_ingest *g, kvl_listener *l, uint64_t seq);
+
+/* kvg_in_order takes live batch seq, the next in arrival order, while
+ * streaming: first the engine restart it may reveal, then kvg_take. One
+ * of another rank must not be sequenced at all - its seq would read as a
+ * restart or a gap - but reading a batch's rank costs a fraction of a
+ * decode, too much for every batch of a flood: it is read only where the
+ * seq would start a repair or reveal a restart (checked: already read,
+ * at its arrival). The next batch, applied at once, is decoded anyway,
+ * and its decode finds another rank for free; a duplicate is dropped
+ * either way. Returns the verdict, KVG_FOREIGN for a batch dropped as
+ * another rank's. */
+static kvg_verdict
+kvg_in_order(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
+	     size_t len, bool checked)
+{
+	if (!checked && kvg_is_restart(l, seq)) {
+		if (kvg_foreign(l, payload, len)) {
+			return KVG_FOREIGN;
+		}
+		checked = true;
+		kvg_engine_restart(g, l, seq);
+	}
+	kvg_verdict j = kvg_judge(l, seq);
+	if (!checked && j != KVG_APPLY && j != KVG_DROP &&
+	    kvg_foreign(l, payload, len)) {
+		return KVG_FOREIGN;
+	}
+	kvg_verdict v = kvg_take(g, l, seq, payload, len);
+	if (v != KVG_FOREIGN) {
+		l->has_live = true;
+		l->last_live = seq;
+	}
+	return v;
+}
+
+size_t
+kvg_backlog_apply(kvg_ingest *g, kvl_listener *l, size_t max)
+{
+	size_t n = 0;
+	kvl_pending_msg *m;
+	while (n < max && l->recovery.state == KVL_R_STREAMING &&
+	       (m = kvg_backlog_pop(g, l)) != NULL) {
+		n++;
+		kvg_verdict v =
+		    kvg_in_order(g, l, m->seq, m->payload, m->len, m->checked);
+		if (!kvg_taken(v)) {
+			m->checked = true;
+			kvg_backlog_unpop(g, l, m);
+			kvg_repair_gap(g, l, v == KVG_VERIFY);
+			return n;
+		}
+		kvi_free(m);
+	}
+	return n;
+}
+
+static void
+kvg_engine_restart(kvg_ingest *g, kvl_listener *l, uint64_t seq)
+{
+	l->c.engine_restarts++;
+	l->recovery.trusted = false;
+	kvg_log_listener(l, "engine_restart",
+			 "watermark=%" PRIu64 " last_live=%" PRIu64
+			 " seq=%" PRIu64,
+			 l->mark.wm, l->last_live, seq);
+	kvg_recovery_reset(g, l);
+	kva_clear(g->idx, l);
+	l->has_live = false;
+}
+
+/* kvg_restarted clears a listener whose engine turned out to be another
+ * process (reason), and repairs it from nothing. */
+void
+kvg_restarted(kvg_ingest *g, kvl_listener *l, const char *reason)
+{
+	l->c.engine_restarts++;
+	kvg_log_listener(l, "engine_restart", "watermark=%" PRIu64 " reason=%s",
+			 l->mark.wm, reason);
+	kva_clear(g->idx, l);
+	l->recovery.state = KVL_R_STREAMING;
+	kvg_repair_gap(g, l, false);
+}
+
+/* kvg_on_live takes a live batch. A restart it reveals is acted on at
+ * once, whatever the listener is doing (a repair in flight is dropped);
+ * otherwise a batch that must wait - a repair in flight, or ingest
+ * behind - is queued as it is and judged in order when taken from the
+ * queue (kvg_backlog_apply), its rank read then if need be
+ * (kvg_in_order). */
+void
+kvg_on_live(kvg_ingest *g, kvl_listener *l, const kvg_event *ev)
+{
+	bool checked = false;
+	if (kvg_is_restart(l, ev->seq)) {
+		if (kvg_foreign(l, ev->payload, ev->len)) {
+			return;
+		}
+		checked = true;
+		kvg_engine_restart(g, l, ev->seq);
+		l->has_live = true;
+		l->last_live = ev->seq;
+	}
+	if (l->recovery.state != KVL_R_STREAMING || l->backlog != NULL ||
+	    ev->defer) {
+		kvg_backlog_push(g, l, ev->seq, ev->payload, ev->len, checked);
+		return;
+	}
+	kvg_verdict v =
+	    kvg_in_order(g, l, ev->seq, ev->payload, ev->len, checked);
+	if (!kvg_taken(v)) {
+		kvg_backlog_push(g, l, ev->seq, ev->payload, ev->len, true);
+		kvg_repair_gap(g, l, v == KVG_VERIFY);
+	}
+}
