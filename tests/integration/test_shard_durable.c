@@ -33,8 +33,8 @@ typedef struct fixture {
 
 /* A long commit interval: what a listener takes in its first moments
  * shares a group commit with its assignment. */
-#define COMMIT_MS 2000
-static const char *const commit_slow[] = {"--commit-ms", "2000", NULL};
+#define COMMIT_MS 1000
+static const char *const commit_slow[] = {"--commit-ms", "1000", NULL};
 
 static void
 sim_start(fixture *f, const char *const *extra)
