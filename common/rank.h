@@ -6,8 +6,8 @@
  * "by matched tokens, ties by pod and rank" made total, with integers
  * only, because it is applied to every listener that matches a query.
  *
- * Shards select a query's top_k by this order (shard/topk.h) and the
- * coordinator ranks the merged answer by it (coordinator/api_response.c):
+ * Shards select a query's top_k by this order (shard/index/topk.h) and the
+ * coordinator ranks the merged answer by it (coordinator/api/api_response.c):
  * the k best of each shard hold the k best of the fleet only because
  * both use this one definition.
  *

@@ -2,8 +2,8 @@
  * sp.h - the framing of nng's request/reply sockets on the wire (the SP
  * protocols over tcp:// and ipc://) and the URLs they take, for the parts
  * of kvindex that speak it from a libevent loop instead of through nng's
- * threads: the coordinator's query links (coordinator/qlink.c) and the
- * shard's request server (shard/service_net.c, service_listen.c). Both
+ * threads: the coordinator's query links (coordinator/query/qlink.c) and the
+ * shard's request server (shard/rpc/service_net.c, service_listen.c). Both
  * ends stay compatible with nng's own req0 and rep0 sockets, which the
  * control path and the tools still use. The framing is inline here; the
  * URLs are parsed in sp.c.

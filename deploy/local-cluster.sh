@@ -68,7 +68,7 @@ wait_for() { # what, command...
 
 pods=2
 dp=2
-"$bin/tests/sim/kvindex-sim" --pods $pods --dp $dp \
+"$bin/tools/sim/kvindex-sim" --pods $pods --dp $dp \
 	--trace "$root/tests/data/traces/conversation_trace.jsonl" \
 	--rate 50 --loop --paused \
 	--layout-file "$run/layout.json" --log-file "$run/sim.log" &

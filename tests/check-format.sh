@@ -4,7 +4,7 @@
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-files=$(find common proto shard coordinator tests -name '*.[ch]' \
+files=$(find common proto shard coordinator tools tests -name '*.[ch]' \
 	-not -path '*/data/*' | sort)
 bad=""
 for f in $files; do

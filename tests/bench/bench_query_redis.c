@@ -48,7 +48,8 @@ holders_index(bq_holders *hs)
 }
 
 /* holders_add appends the dp ranks of pod name; the instance id is the
- * coordinator's for a pod of its discovery file (coordinator/pod.c). */
+ * coordinator's for a pod of its discovery file (coordinator/registry/pod.c).
+ */
 static void
 holders_add(bq_holders *hs, const char *name, int dp)
 {

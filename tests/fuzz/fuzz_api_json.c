@@ -1,6 +1,6 @@
 /*
  * fuzz_api_json.c - libFuzzer target for the coordinator's HTTP API bodies
- * (coordinator/api_json.h).
+ * (coordinator/api/api_json.h).
  *
  * The first byte picks what the rest of the input feeds ('q', 'h', 'r',
  * 'u', 'm' in the corpus; any other byte modulo 5): the /query,

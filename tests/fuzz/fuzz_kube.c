@@ -1,6 +1,6 @@
 /*
  * fuzz_kube.c - libFuzzer target for the Kubernetes parsers
- * (coordinator/kube_parse.h).
+ * (coordinator/discovery/kube_parse.h).
  *
  * The first byte picks a cut point; the rest is fed to a watch stream in
  * two pieces, cut there, and then parsed whole as a pod list. Every event

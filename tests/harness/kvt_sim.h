@@ -6,7 +6,7 @@
  * layout file (written once every socket is bound) and reads it: the
  * control URL and, per rank, its live, replay and recover ports. The same
  * file is a valid static discovery file for the coordinator. Flags for the
- * layout and the load are the caller's (tests/sim/README.md).
+ * layout and the load are the caller's (tools/sim/README.md).
  *
  * Ranks are indexed pod * dp + rank. A kvt_sim is used by one thread.
  */

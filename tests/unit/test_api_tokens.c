@@ -1,5 +1,5 @@
 /*
- * test_api_tokens.c - the token_ids reader (coordinator/api_tokens.h)
+ * test_api_tokens.c - the token_ids reader (coordinator/api/api_tokens.h)
  * against a plain one-byte-at-a-time reader of the same grammar, at every
  * instruction-set level this processor has (plain C, SSE2, AVX2, AVX-512).
  *

@@ -221,10 +221,9 @@ test_round_trip_and_delete(void **state)
 
 	/* deletes; deleting what is not there is KVI_ENOENT */
 	char key[64];
-	assert_string_equal(kvc_cstore_pod_key(&p[2], key, sizeof(key)),
-			    "7#65535");
+	assert_string_equal(kvc_pod_key(&p[2], key, sizeof(key)), "7#65535");
 	char small[7];
-	assert_null(kvc_cstore_pod_key(&p[2], small, sizeof(small)));
+	assert_null(kvc_pod_key(&p[2], small, sizeof(small)));
 	assert_int_equal(kvc_cstore_pod_delete(s, key, NULL, 0), KVI_OK);
 	assert_int_equal(kvc_cstore_pod_delete(s, "ns/pod-b", NULL, 0), KVI_OK);
 	char err[128];
@@ -306,7 +305,7 @@ decode(const uint8_t *v, size_t len)
 {
 	kvc_pod p = {0};
 	char err[128] = "";
-	kvi_err rv = kvc_cstore_pod_decode(v, len, &p, err, sizeof(err));
+	kvi_err rv = kvc_pod_decode(v, len, &p, err, sizeof(err));
 	if (rv == KVI_OK) {
 		kvc_pod_fini(&p);
 	} else {
@@ -323,10 +322,10 @@ test_pod_record_malformed(void **state)
 	make_pods(p);
 	for (int k = 0; k < 3; k++) {
 		size_t len;
-		uint8_t *v = kvc_cstore_pod_encode(&p[k], &len);
+		uint8_t *v = kvc_pod_encode(&p[k], &len);
 		assert_non_null(v);
 		kvc_pod back;
-		assert_int_equal(kvc_cstore_pod_decode(v, len, &back, NULL, 0),
+		assert_int_equal(kvc_pod_decode(v, len, &back, NULL, 0),
 				 KVI_OK);
 		assert_true(kvc_pod_equal(&back, &p[k]));
 		kvc_pod_fini(&back);

@@ -25,7 +25,7 @@
 
 #include "discovery_file.h"
 
-/* What the engine simulator writes (tests/sim/main.c write_layout). */
+/* What the engine simulator writes (tools/sim/main.c write_layout). */
 static const char sim_layout[] =
     "{\n"
     "  \"control\": \"http://127.0.0.1:39000\",\n"

@@ -1,5 +1,5 @@
 /*
- * test_holders.c - a stripe's holder lists (shard/holders.h) against a
+ * test_holders.c - a stripe's holder lists (shard/index/holders.h) against a
  * model: random puts and drops of up to a few hundred holders per sequence
  * hash, so that lists move between every block size up to a pool mapped
  * from the kernel and back, and blocks freed by one list are reused by

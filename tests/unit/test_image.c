@@ -1,6 +1,6 @@
 /*
- * test_image.c - the index image (shard/index_image.c): an index saved and
- * loaded into another with the same listeners holds the same entries, on
+ * test_image.c - the index image (shard/index/index_image.c): an index saved
+ * and loaded into another with the same listeners holds the same entries, on
  * the same tiers, and goes on changing like the original; an image of
  * another stamp, damaged, cut short or of other listeners is refused,
  * saying which, and leaves the index as it was.

@@ -1,6 +1,6 @@
 /*
  * test_kube_parse.c - the Kubernetes pod, list and watch-stream parsers
- * (coordinator/kube_parse.h): per-pod settings from flags and
+ * (coordinator/discovery/kube_parse.h): per-pod settings from flags and
  * annotations, rejected annotation values, lists with continue tokens and
  * Status answers, and watch streams cut at every byte.
  */

@@ -1,8 +1,8 @@
 /*
  * test_kube_table.c - which watched pods are registered
- * (coordinator/kube_table.h): nothing before every namespace is listed,
- * Ready pods with an IP, a NotReady blip kept within the grace and a long
- * NotReady dropped, terminating and deleted pods dropped at once, an IP
+ * (coordinator/discovery/kube_table.h): nothing before every namespace is
+ * listed, Ready pods with an IP, a NotReady blip kept within the grace and a
+ * long NotReady dropped, terminating and deleted pods dropped at once, an IP
  * change seen as a different pod, and a relist that replaces a namespace
  * (missed deletions) while keeping what it knew of the pods still there.
  */

@@ -1,5 +1,5 @@
 /*
- * test_qbatch.c - queries coalesced per shard (coordinator/qbatch.h)
+ * test_qbatch.c - queries coalesced per shard (coordinator/query/qbatch.h)
  * against a real shard service over nng.
  *
  * The shard here answers each query of a batch with its first sequence

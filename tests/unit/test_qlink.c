@@ -1,9 +1,9 @@
 /*
- * test_qlink.c - an HTTP loop's own link to a shard (coordinator/qlink.h),
- * driven on an event_base of the test's against a real shard service (the
- * rpc tests' fake shard): calls and their replies, a deadline, a shard
- * that stops and comes back, and a host name whose first address refuses
- * (a hosts file of the test's own), which the link passes over.
+ * test_qlink.c - an HTTP loop's own link to a shard
+ * (coordinator/query/qlink.h), driven on an event_base of the test's against a
+ * real shard service (the rpc tests' fake shard): calls and their replies, a
+ * deadline, a shard that stops and comes back, and a host name whose first
+ * address refuses (a hosts file of the test's own), which the link passes over.
  */
 #include <arpa/inet.h>
 #include <event2/dns.h>

@@ -1,5 +1,5 @@
 /*
- * Unit tests of the simulator's cache model (tests/sim/sim_cache.h): prefix
+ * Unit tests of the simulator's cache model (tools/sim/sim_cache.h): prefix
  * hits, LRU eviction of tails first, capacity, no orphan parents, the CPU
  * tier's write-through and load-back, and the ground-truth hashes; keyed
  * requests' external and local hashes and extra keys; offload stores. How

@@ -1,5 +1,5 @@
 /*
- * Unit tests of the simulator's events on the wire (tests/sim/sim_encode.h):
+ * Unit tests of the simulator's events on the wire (tools/sim/sim_encode.h):
  * every flavour's batches, keyed requests and their continuations, and
  * offload stores, read back by the indexer's own decoder (common/wire.h),
  * down to the local hashes an indexer derives from a store, which must be

@@ -1,5 +1,5 @@
 /*
- * test_table.c - the index's hash tables (shard/table.h) against a model:
+ * test_table.c - the index's hash tables (shard/index/table.h) against a model:
  * random inserts and removes while a table grows from 16 slots to slot
  * arrays mapped from the kernel (KVX_TABLE_MAP_MIN) and goes, keys at the
  * end of the slot array that wrap around to its start, key 0, and the

@@ -9,7 +9,7 @@
 #include <xxhash.h>
 
 #include "alloc.h"
-#include "cstore.h"
+#include "pod.h"
 #include "registry_int.h"
 #include "wire_json.h"
 
@@ -726,7 +726,7 @@ kvc_reg_http_record(kvc_registry *r, const char *key, size_t *len)
 		const kvc_inst *i = l->inst;
 		for (size_t k = 0; k < i->n_pods && rec == NULL; k++) {
 			if (i->name != NULL || i->pods[k].rank == l->r.rank) {
-				rec = kvc_cstore_pod_encode(&i->pods[k], len);
+				rec = kvc_pod_encode(&i->pods[k], len);
 			}
 		}
 	}

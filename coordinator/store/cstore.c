@@ -23,7 +23,7 @@
 #define KVC_CS_MAPSIZE ((size_t)16 << 20)
 #define KVC_CS_GROWTHS 8
 /* less free than this on the filesystem, and an I/O error is a full disk
- * (shard/store.c does the same) */
+ * (shard/store/store.c does the same) */
 #define KVC_CS_DISK_LOW ((uint64_t)4 << 20)
 
 struct kvc_cstore {
@@ -399,14 +399,14 @@ static uint8_t *
 kvc_cs_pod_value(const kvc_pod *p, char key[KVC_CSTORE_KEY_MAX + 1],
 		 size_t *len, kvi_err *rv, char *err, size_t errlen)
 {
-	if (kvc_cstore_pod_key(p, key, KVC_CSTORE_KEY_MAX + 1) == NULL ||
+	if (kvc_pod_key(p, key, KVC_CSTORE_KEY_MAX + 1) == NULL ||
 	    key[0] == '\0') {
 		*rv =
 		    kvi_errf(err, errlen, KVI_EINVAL,
 			     "pod key must be 1..%d bytes", KVC_CSTORE_KEY_MAX);
 		return NULL;
 	}
-	uint8_t *val = kvc_cstore_pod_encode(p, len);
+	uint8_t *val = kvc_pod_encode(p, len);
 	if (val == NULL) {
 		*rv = kvi_errf(err, errlen, KVI_EINVAL,
 			       "a string of pod %s is longer than %d", key,
@@ -472,7 +472,7 @@ kvc_cs_visit_pod(void *ctx, const char *key, const uint8_t *val, size_t len,
 	kvc_cs_pod_ctx *c = ctx;
 	kvc_pod p;
 	char why[128];
-	kvi_err rv = kvc_cstore_pod_read(val, len, &p, why, sizeof(why));
+	kvi_err rv = kvc_pod_read(val, len, &p, why, sizeof(why));
 	if (rv != KVI_OK) {
 		return kvi_errf(err, errlen, rv, "%s (key %s)", why, key);
 	}

@@ -9,28 +9,15 @@
  *   "pods"    pod key -> a kvc_pod registered over HTTP (encoding below);
  *             the key is the prefix of the pod's listener keys: its name
  *             for a named pod, "instance_id#rank" for a per-rank
- *             registration (kvc_cstore_pod_key)
+ *             registration (kvc_pod_key)
  *   "pins"    listener key -> shard id (admin pins)
  *   "shards"  shard id -> endpoint (shards added at run time)
  *   "drains"  shard id -> nothing (shards being drained)
  *   "meta"    "format" -> u32 LE format version; "probe" -> u64 LE, the
  *             time of the last write that probed a failing store
  *
- * Every value is [xxh32 of the rest, LE][rest]. A pod's rest is a
- * versioned binary record, all integers little-endian:
- *
- *   u8 version (1), u8 source, u8 flags (1 has_recover_port,
- *   2 has_replay_port), u64 instance_id, u32 block_size, zmq_port,
- *   recover_port, replay_port, dp_size, rank, then six strings - name,
- *   model, ip, endpoint, replay_endpoint, recover_endpoint - each a u32
- *   length (0xffffffff for NULL) and that many bytes, with no NUL inside;
- *   nothing may follow.
- *
- * Binary rather than JSON so that decoding is exact and bounded: a value
- * either is a well-formed record of this version or is KVI_ECORRUPT. The
- * decoder checks structure only, not kvc_pod_check(), so a stricter check
- * in a later version does not turn a stored pod into "corruption"; callers
- * re-validate what they load. A bad checksum, a malformed value, an
+ * Every value is [xxh32 of the rest, LE][rest]; a pod's is its record
+ * (pod.h's kvc_pod_encode). A bad checksum, a malformed value, an
  * unknown format, a file cut short (checked at open, before LMDB reads
  * past its meta pages: lmdb_util.h) or a file LMDB cannot read is
  * KVI_ECORRUPT (an unknown
@@ -70,7 +57,7 @@
  * LMDB's default key limit is 511 bytes. */
 #define KVC_CSTORE_KEY_MAX 480
 /* The longest endpoint or other stored string. */
-#define KVC_CSTORE_STR_MAX 4096
+#define KVC_CSTORE_STR_MAX KVC_POD_STR_MAX
 
 typedef struct kvc_cstore kvc_cstore;
 
@@ -84,11 +71,7 @@ kvi_err kvc_cstore_open(const char *dir, kvc_cstore **out, char *err,
 /* kvc_cstore_close closes s; NULL is allowed. */
 void kvc_cstore_close(kvc_cstore *s);
 
-/* kvc_cstore_pod_key writes p's key (its name, or "instance_id#rank")
- * into buf and returns buf, or NULL when it does not fit in len. */
-char *kvc_cstore_pod_key(const kvc_pod *p, char *buf, size_t len);
-
-/* kvc_cstore_pod_put stores p under kvc_cstore_pod_key(p), replacing what
+/* kvc_cstore_pod_put stores p under kvc_pod_key(p), replacing what
  * was there. Returns KVI_EINVAL for a key or string too long, KVI_EFULL
  * when the disk (or the map, at its limit) is full, KVI_EIO otherwise. */
 kvi_err kvc_cstore_pod_put(kvc_cstore *s, const kvc_pod *p, char *err,
@@ -151,23 +134,6 @@ kvi_err kvc_cstore_drain_put(kvc_cstore *s, const char *shard_id, char *err,
 kvi_err kvc_cstore_drain_delete(kvc_cstore *s, const char *shard_id, char *err,
 				size_t errlen);
 kvi_err kvc_cstore_drain_list(kvc_cstore *s, kvc_cstore_key_cb cb, void *arg,
-			      char *err, size_t errlen);
-
-/* kvc_cstore_pod_encode returns p's stored value (checksum included) in a
- * buffer the caller frees with kvi_free(); *len receives its size.
- * Returns NULL when a string of p is longer than KVC_CSTORE_STR_MAX. */
-uint8_t *kvc_cstore_pod_encode(const kvc_pod *p, size_t *len);
-
-/* kvc_cstore_pod_read decodes a pod record past its checksum (len bytes
- * at rest, verified already) as kvc_cstore_pod_decode does. */
-kvi_err kvc_cstore_pod_read(const void *rest, size_t len, kvc_pod *out,
-			    char *err, size_t errlen);
-
-/* kvc_cstore_pod_decode decodes a stored value into *out, which the caller
- * finishes with kvc_pod_fini(). Returns KVI_ECORRUPT (err says why) for a
- * bad checksum or a malformed value, KVI_EVERSION for an unknown record
- * version; *out is written only on success. */
-kvi_err kvc_cstore_pod_decode(const void *val, size_t len, kvc_pod *out,
 			      char *err, size_t errlen);
 
 #endif /* KVI_COORDINATOR_CSTORE_H */

@@ -15,7 +15,6 @@
 #include "clock.h"
 #include "kube_config.h"
 #include "log.h"
-#include "shardset.h"
 
 #define KVC_LEASE_BODY_MAX (1u << 20)
 

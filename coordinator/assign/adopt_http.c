@@ -108,9 +108,8 @@ kvc_adopt_http(kvc_assigner *a, bool leading)
 		}
 		kvc_pod p;
 		char err[256];
-		if (kvc_cstore_pod_decode(sp->registration.data,
-					  sp->registration.len, &p, err,
-					  sizeof(err)) != KVI_OK) {
+		if (kvc_pod_decode(sp->registration.data, sp->registration.len,
+				   &p, err, sizeof(err)) != KVI_OK) {
 			KVI_WARN("registration_unreadable",
 				 "listener=%s shard=%s err=\"%s\"", sp->key,
 				 a->ids[a->owned[i].shard], err);

@@ -244,7 +244,7 @@ kvc_pending_text(const kvc_assigner *a)
 			continue;
 		}
 		size_t len;
-		uint8_t *rec = kvc_cstore_pod_encode(&pods[i], &len);
+		uint8_t *rec = kvc_pod_encode(&pods[i], &len);
 		if (bytes + 2 * len > KVC_SHARE_PENDING_MAX) {
 			left_out++;
 			kvi_free(rec);
@@ -307,8 +307,7 @@ kvc_take_pending(kvc_assigner *a, char *text)
 		kvc_pod *p = &a->pending[a->n_pending];
 		char err[256] = "not hex";
 		if (len == 0 || !kvc_unhex(hex, rec, len) ||
-		    kvc_cstore_pod_decode(rec, len, p, err, sizeof(err)) !=
-			KVI_OK) {
+		    kvc_pod_decode(rec, len, p, err, sizeof(err)) != KVI_OK) {
 			KVI_WARN("registration_unreadable",
 				 "annotation=%s err=\"%s\"",
 				 KVC_LEASE_PENDING_ANNOTATION, err);

@@ -88,7 +88,7 @@ static const char usage[] =
     "  --help                 this text\n"
     "\n"
     "SIGTERM, SIGINT or POST /quit exit cleanly. The control API is\n"
-    "described in tests/sim/README.md.\n";
+    "described in tools/sim/README.md.\n";
 
 void
 sim_config_usage(FILE *f)

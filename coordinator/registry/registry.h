@@ -55,8 +55,8 @@ typedef struct kvc_lstatus {
 	uint64_t queued_batches, queued_bytes; /* how far behind */
 	char last_error[160];
 	/* holds a subset of its engine's blocks since a gap nothing could
-	 * repair (shard/recovery.c); and why it is misconfigured, if it is
-	 * (batches of another rank on its socket) */
+	 * repair (shard/recovery/recovery.c); and why it is misconfigured, if
+	 * it is (batches of another rank on its socket) */
 	bool incomplete;
 	char misconfigured[160];
 	/* a hand-off into the owner: from that shard's address; taken once
@@ -152,7 +152,7 @@ uint64_t kvc_reg_gen(kvc_registry *r);
 bool kvc_reg_has(kvc_registry *r, const char *key);
 
 /* kvc_reg_http_record returns the coordinator store's record
- * (kvc_cstore_pod_encode; kvi_free it) of the HTTP registration that
+ * (kvc_pod_encode; kvi_free it) of the HTTP registration that
  * listener key comes from, or NULL when key comes from another source. */
 uint8_t *kvc_reg_http_record(kvc_registry *r, const char *key, size_t *len);
 

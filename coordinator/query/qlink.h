@@ -1,7 +1,7 @@
 /*
  * qlink.h - one HTTP loop's own connection to one shard, for queries.
  *
- * A shard serves requests on nng's rep0 wire (shard/service.h). nng's
+ * A shard serves requests on nng's rep0 wire (shard/rpc/service.h). nng's
  * client (rpc.h) runs every call through nng's threads: the caller hands
  * the message to a task thread that writes it, nng's poller reads the
  * reply, and a task thread completes the call, which for a query then hands the

@@ -7,14 +7,12 @@
  *
  *   "log"        lsn (u64 big-endian, appended with MDB_APPEND)
  *                -> [xxh32][lid u32][payload]: what one listener applied in
- *                   one group commit, with its new watermark (shard/oplog.h)
- *   "snap"       (lid u32 BE, 0) -> snapshot header: the lsn it covers up
- *                   to, the mark (watermark, fingerprint), the entry and
- *                   chunk counts
- *                (lid u32 BE, k >= 1) -> [xxh32][entries]: a listener's
- *                   whole state, KVS_ENTRY_SIZE bytes an entry
- *   "listeners"  lid (u32 BE) -> the listener's assignment (caller's bytes)
- *   "meta"       "format" -> u32 format version
+ *                   one group commit, with its new watermark
+ * (shard/store/oplog.h) "snap"       (lid u32 BE, 0) -> snapshot header: the
+ * lsn it covers up to, the mark (watermark, fingerprint), the entry and chunk
+ * counts (lid u32 BE, k >= 1) -> [xxh32][entries]: a listener's whole state,
+ * KVS_ENTRY_SIZE bytes an entry "listeners"  lid (u32 BE) -> the listener's
+ * assignment (caller's bytes) "meta"       "format" -> u32 format version
  *
  * A listener's state is its snapshot plus the log records for it with an
  * lsn at or past the snapshot's. Every record carries its listener's
@@ -54,7 +52,7 @@ typedef struct kvs_store kvs_store;
  * last batch applied) and a fingerprint of that batch's payload; and
  * whether the state is incomplete - the listener stepped over a gap that
  * nothing could repair, and holds only what its engine stored since
- * (shard/recovery.c says why), a subset of what the engine holds. */
+ * (shard/recovery/recovery.c says why), a subset of what the engine holds. */
 typedef struct kvs_mark {
 	bool has_wm, has_fp;
 	uint64_t wm, fp;

@@ -93,4 +93,49 @@ bool kvc_pod_equal(const kvc_pod *a, const kvc_pod *b);
 
 const char *kvc_source_name(kvc_source s);
 
+/*
+ * A pod's record (pod_record.c): how the coordinator's store keeps an
+ * HTTP registration, and how replicas share one through the Lease. The
+ * value is [xxh32 of the rest, LE][rest], the rest a versioned binary
+ * record, all integers little-endian:
+ *
+ *   u8 version (1), u8 source, u8 flags (1 has_recover_port,
+ *   2 has_replay_port), u64 instance_id, u32 block_size, zmq_port,
+ *   recover_port, replay_port, dp_size, rank, then six strings - name,
+ *   model, ip, endpoint, replay_endpoint, recover_endpoint - each a u32
+ *   length (0xffffffff for NULL) and that many bytes, with no NUL inside;
+ *   nothing may follow.
+ *
+ * Binary rather than JSON so that decoding is exact and bounded: a value
+ * either is a well-formed record of this version or is KVI_ECORRUPT. The
+ * decoder checks structure only, not kvc_pod_check(), so a stricter check
+ * in a later version does not turn a stored pod into "corruption"; callers
+ * re-validate what they load.
+ */
+
+/* The longest endpoint or other string a record holds. */
+#define KVC_POD_STR_MAX 4096
+
+/* kvc_pod_key writes p's key (its name, or "instance_id#rank": the prefix
+ * of its listener keys) into buf and returns buf, or NULL when it does
+ * not fit in len. */
+char *kvc_pod_key(const kvc_pod *p, char *buf, size_t len);
+
+/* kvc_pod_encode returns p's record (checksum included) in a buffer the
+ * caller frees with kvi_free(); *len receives its size. Returns NULL when
+ * a string of p is longer than KVC_POD_STR_MAX. */
+uint8_t *kvc_pod_encode(const kvc_pod *p, size_t *len);
+
+/* kvc_pod_read decodes a record past its checksum (len bytes at rest,
+ * verified already) as kvc_pod_decode does. */
+kvi_err kvc_pod_read(const void *rest, size_t len, kvc_pod *out, char *err,
+		     size_t errlen);
+
+/* kvc_pod_decode decodes a record into *out, which the caller finishes
+ * with kvc_pod_fini(). Returns KVI_ECORRUPT (err says why) for a bad
+ * checksum or a malformed value, KVI_EVERSION for an unknown record
+ * version; *out is written only on success. */
+kvi_err kvc_pod_decode(const void *val, size_t len, kvc_pod *out, char *err,
+		       size_t errlen);
+
 #endif /* KVI_COORDINATOR_POD_H */

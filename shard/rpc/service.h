@@ -5,7 +5,7 @@
  * A kvs_service listens on tcp:// or ipc:// and speaks the protocol of an
  * nng rep0 socket (common/sp.h), so nng's req0 clients (rpc.h, the
  * coordinator's control path and tools) and the coordinator's own query
- * links (coordinator/qlink.h) both talk to it. It is served by `loops`
+ * links (coordinator/query/qlink.h) both talk to it. It is served by `loops`
  * libevent threads of its own rather than through nng: on a small machine
  * every hand-off between nng's poller and task threads is a futex wake-up
  * that costs more than the query it carries. Loop 0 accepts; each

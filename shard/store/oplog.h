@@ -14,7 +14,7 @@
  * record gives its state at the watermark. The fingerprint is a hash of the
  * payload of the batch at the watermark: after a restart it tells whether
  * the engine still publishing is the one the state came from (see
- * shard/ingest.c). The writer side (kvo_rec) is a
+ * shard/ingest/ingest.c). The writer side (kvo_rec) is a
  * growable buffer one listener fills between commits; the reader side
  * (kvo_iter) never reads out of bounds and reports malformed payloads as
  * KVI_ECORRUPT.

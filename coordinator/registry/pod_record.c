@@ -1,7 +1,7 @@
 /*
- * cstore_pod.c - the coordinator store's pod record (cstore.h says its
- * layout): encoding, decoding, and the key a pod is stored under. Pure
- * functions over bytes, beside the LMDB store of cstore.c.
+ * pod_record.c - a pod's record (pod.h says its layout): encoding,
+ * decoding, and the key a pod is kept under. Pure functions over bytes,
+ * for the coordinator's store and the replicas' Lease.
  */
 #include <inttypes.h>
 #include <stdbool.h>
@@ -10,7 +10,7 @@
 
 #include "alloc.h"
 #include "bytes.h"
-#include "cstore.h"
+#include "pod.h"
 
 #define KVC_CS_POD_VERSION  1u
 #define KVC_CS_NULL_STR     UINT32_MAX
@@ -66,7 +66,7 @@ kvc_cs_str(kvc_cs_reader *r)
 	if (r->bad || n == KVC_CS_NULL_STR) {
 		return NULL;
 	}
-	const uint8_t *p = n <= KVC_CSTORE_STR_MAX ? kvc_cs_take(r, n) : NULL;
+	const uint8_t *p = n <= KVC_POD_STR_MAX ? kvc_cs_take(r, n) : NULL;
 	if (p == NULL || memchr(p, '\0', n) != NULL) {
 		r->bad = true;
 		return NULL;
@@ -96,14 +96,14 @@ kvc_cs_put_str(uint8_t *p, const char *s)
 #define KVC_CS_POD_FIXED (4 + 3 + 8 + 6 * 4)
 
 uint8_t *
-kvc_cstore_pod_encode(const kvc_pod *p, size_t *len)
+kvc_pod_encode(const kvc_pod *p, size_t *len)
 {
 	const char *strs[] = {
 	    p->name,     p->model,           p->ip,
 	    p->endpoint, p->replay_endpoint, p->recover_endpoint};
 	size_t n = KVC_CS_POD_FIXED;
 	for (size_t i = 0; i < 6; i++) {
-		if (strs[i] != NULL && strlen(strs[i]) > KVC_CSTORE_STR_MAX) {
+		if (strs[i] != NULL && strlen(strs[i]) > KVC_POD_STR_MAX) {
 			return NULL;
 		}
 		n += kvc_cs_str_size(strs[i]);
@@ -129,8 +129,8 @@ kvc_cstore_pod_encode(const kvc_pod *p, size_t *len)
 }
 
 kvi_err
-kvc_cstore_pod_read(const void *rest, size_t len, kvc_pod *out, char *err,
-		    size_t errlen)
+kvc_pod_read(const void *rest, size_t len, kvc_pod *out, char *err,
+	     size_t errlen)
 {
 	kvc_cs_reader r = {rest, len, false};
 	uint8_t version = kvc_cs_u8(&r);
@@ -177,19 +177,19 @@ kvc_cstore_pod_read(const void *rest, size_t len, kvc_pod *out, char *err,
 }
 
 kvi_err
-kvc_cstore_pod_decode(const void *val, size_t len, kvc_pod *out, char *err,
-		      size_t errlen)
+kvc_pod_decode(const void *val, size_t len, kvc_pod *out, char *err,
+	       size_t errlen)
 {
 	if (!kvi_sealed(val, len)) {
 		return kvi_errf(err, errlen, KVI_ECORRUPT,
 				"pod record: bad checksum");
 	}
-	return kvc_cstore_pod_read((const uint8_t *)val + 4, len - 4, out, err,
-				   errlen);
+	return kvc_pod_read((const uint8_t *)val + 4, len - 4, out, err,
+			    errlen);
 }
 
 char *
-kvc_cstore_pod_key(const kvc_pod *p, char *buf, size_t len)
+kvc_pod_key(const kvc_pod *p, char *buf, size_t len)
 {
 	int n = p->name != NULL ? snprintf(buf, len, "%s", p->name)
 				: snprintf(buf, len, "%" PRIu64 "#%" PRIu32,

@@ -3,7 +3,7 @@
  * rank's /kv_recover endpoint.
  *
  * Every server runs on one libevent base, owned by the main thread. The
- * control API (tests/sim/README.md) reads state from the ranks and the
+ * control API (tools/sim/README.md) reads state from the ranks and the
  * engine, sets fault knobs directly on a rank, and hands everything that
  * touches a socket or publishes (prefill, clear, restart) to the engine
  * thread with sim_engine_call, which it waits for. /kv_recover answers are
