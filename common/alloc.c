@@ -58,6 +58,12 @@ kvi_strdup(const char *s)
 }
 
 char *
+kvi_strdup_null(const char *s)
+{
+	return s != NULL ? kvi_strdup(s) : NULL;
+}
+
+char *
 kvi_strndup(const char *s, size_t n)
 {
 	char *p = kvi_malloc(n + 1);

@@ -19,6 +19,8 @@ void *kvi_realloc(void *ptr, size_t size);
  * multiplication for overflow. */
 void *kvi_reallocarray(void *ptr, size_t n, size_t size);
 char *kvi_strdup(const char *s);
+/* kvi_strdup_null is kvi_strdup, NULL for NULL. */
+char *kvi_strdup_null(const char *s);
 char *kvi_strndup(const char *s, size_t n);
 void kvi_free(void *ptr);
 

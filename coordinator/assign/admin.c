@@ -17,15 +17,15 @@ typedef struct kvc_move_rec {
 } kvc_move_rec;
 
 static void
-kvc_admin_queue(kvc_assigner *a, void (*call)(kvc_assigner *, kvc_cmd *),
-		const char *s1, const char *s2, bool flag,
-		kvc_assigner_done done, void *arg)
+admin_queue(kvc_assigner *a, void (*call)(kvc_assigner *, kvc_cmd *),
+	    const char *s1, const char *s2, bool flag, kvc_assigner_done done,
+	    void *arg)
 {
 	kvc_cmd *c = kvi_calloc(1, sizeof(*c));
 	c->kind = KVC_CMD_CALL;
 	c->call = call;
-	c->name = s1 != NULL ? kvi_strdup(s1) : NULL;
-	c->model = s2 != NULL ? kvi_strdup(s2) : NULL;
+	c->name = kvi_strdup_null(s1);
+	c->model = kvi_strdup_null(s2);
 	c->flag = flag;
 	c->done = done;
 	c->arg = arg;
@@ -33,17 +33,17 @@ kvc_admin_queue(kvc_assigner *a, void (*call)(kvc_assigner *, kvc_cmd *),
 }
 
 static void
-kvc_admin_fail(kvc_cmd *c, int status, const char *fmt, const char *what)
+admin_fail(kvc_cmd *c, int status, const char *fmt, const char *what)
 {
 	char msg[400];
 	snprintf(msg, sizeof(msg), fmt, what);
 	c->done(c->arg, status, kvc_err_body(msg));
 }
 
-/* kvc_admin_id_ok says whether id can name a shard: what rendezvous
+/* admin_id_ok says whether id can name a shard: what rendezvous
  * hashing hashes and logs print, so short and plain. */
 static bool
-kvc_admin_id_ok(const char *id)
+admin_id_ok(const char *id)
 {
 	size_t n = strlen(id);
 	if (n == 0 || n > 64) {
@@ -63,27 +63,26 @@ kvc_admin_id_ok(const char *id)
 /* ---- shards -------------------------------------------------------- */
 
 static void
-kvc_do_add_shard(kvc_assigner *a, kvc_cmd *c)
+do_add_shard(kvc_assigner *a, kvc_cmd *c)
 {
 	const char *id = c->name, *url = c->model;
 	char err[256];
-	if (!kvc_admin_id_ok(id)) {
-		kvc_admin_fail(c, 400,
-			       "shard id \"%.80s\" must be 1..64 letters, "
-			       "digits, '-', '_' or '.'",
-			       id);
+	if (!admin_id_ok(id)) {
+		admin_fail(c, 400,
+			   "shard id \"%.80s\" must be 1..64 letters, "
+			   "digits, '-', '_' or '.'",
+			   id);
 		return;
 	}
 	kvi_err rv = kvc_shardset_add(a->shards, id, url, err, sizeof(err));
 	if (rv != KVI_OK) {
-		kvc_admin_fail(c, rv == KVI_EEXIST ? 409 : 400, "%s", err);
+		admin_fail(c, rv == KVI_EEXIST ? 409 : 400, "%s", err);
 		return;
 	}
 	if (a->store != NULL && kvc_cstore_shard_put(a->store, id, url, err,
 						     sizeof(err)) != KVI_OK) {
 		kvc_shardset_remove(a->shards, id);
-		kvc_admin_fail(c, 500, "the shard could not be stored: %s",
-			       err);
+		admin_fail(c, 500, "the shard could not be stored: %s", err);
 		return;
 	}
 	KVI_INFO("shard_added", "shard=%s url=%s from=admin", id, url);
@@ -96,12 +95,12 @@ void
 kvc_admin_add_shard(kvc_assigner *a, const char *id, const char *url,
 		    kvc_assigner_done done, void *arg)
 {
-	kvc_admin_queue(a, kvc_do_add_shard, id, url, false, done, arg);
+	admin_queue(a, do_add_shard, id, url, false, done, arg);
 }
 
-/* kvc_admin_owned counts the registry's listeners owned by shard id. */
+/* admin_owned counts the registry's listeners owned by shard id. */
 static size_t
-kvc_admin_owned(kvc_assigner *a, const char *id)
+admin_owned(kvc_assigner *a, const char *id)
 {
 	size_t n, owned = 0;
 	kvc_lview *lv = kvc_reg_listeners(a->reg, &n);
@@ -113,7 +112,7 @@ kvc_admin_owned(kvc_assigner *a, const char *id)
 }
 
 static void
-kvc_do_drain_shard(kvc_assigner *a, kvc_cmd *c)
+do_drain_shard(kvc_assigner *a, kvc_cmd *c)
 {
 	const char *id = c->name;
 	size_t n;
@@ -129,20 +128,19 @@ kvc_do_drain_shard(kvc_assigner *a, kvc_cmd *c)
 		}
 	}
 	if (target == NULL) {
-		kvc_admin_fail(c, 404, "no shard \"%.80s\"", id);
+		admin_fail(c, 404, "no shard \"%.80s\"", id);
 	} else if (others == 0) {
-		kvc_admin_fail(c, 409,
-			       "cannot drain %s: no other shard would take "
-			       "its listeners",
-			       id);
+		admin_fail(c, 409,
+			   "cannot drain %s: no other shard would take "
+			   "its listeners",
+			   id);
 	} else if (a->store != NULL &&
 		   kvc_cstore_drain_put(a->store, id, err, sizeof(err)) !=
 		       KVI_OK) {
-		kvc_admin_fail(c, 500, "the drain could not be stored: %s",
-			       err);
+		admin_fail(c, 500, "the drain could not be stored: %s", err);
 	} else {
 		atomic_store(&target->draining, true);
-		size_t owned = kvc_admin_owned(a, id);
+		size_t owned = admin_owned(a, id);
 		KVI_INFO("shard_draining", "shard=%s listeners=%zu", id, owned);
 		c->done(c->arg, 202,
 			json_pack("{s:s,s:s,s:I}", "id", id, "status",
@@ -155,7 +153,7 @@ void
 kvc_admin_drain_shard(kvc_assigner *a, const char *id, kvc_assigner_done done,
 		      void *arg)
 {
-	kvc_admin_queue(a, kvc_do_drain_shard, id, NULL, false, done, arg);
+	admin_queue(a, do_drain_shard, id, NULL, false, done, arg);
 }
 
 void
@@ -165,7 +163,7 @@ kvc_admin_tick(kvc_assigner *a)
 		kvc_shard *sh = a->snap[i];
 		if (!atomic_load(&sh->draining) || !a->answered[i] ||
 		    a->resps[i]->status->n_listeners != 0 ||
-		    kvc_admin_owned(a, sh->id) != 0) {
+		    admin_owned(a, sh->id) != 0) {
 			continue;
 		}
 		char err[256];
@@ -192,7 +190,7 @@ kvc_admin_tick(kvc_assigner *a)
 /* ---- pins and rebalancing ------------------------------------------ */
 
 static void
-kvc_do_move(kvc_assigner *a, kvc_cmd *c)
+do_move(kvc_assigner *a, kvc_cmd *c)
 {
 	const char *key = c->name, *to = c->model;
 	size_t n;
@@ -206,15 +204,15 @@ kvc_do_move(kvc_assigner *a, kvc_cmd *c)
 	kvc_shard *sh = kvc_shardset_find(a->shards, to);
 	char err[256];
 	if (l == NULL) {
-		kvc_admin_fail(c, 404, "no listener \"%.200s\"", key);
+		admin_fail(c, 404, "no listener \"%.200s\"", key);
 	} else if (sh == NULL) {
-		kvc_admin_fail(c, 404, "no shard \"%.80s\"", to);
+		admin_fail(c, 404, "no shard \"%.80s\"", to);
 	} else if (atomic_load(&sh->draining)) {
-		kvc_admin_fail(c, 409, "shard %s is draining", to);
+		admin_fail(c, 409, "shard %s is draining", to);
 	} else if (a->store != NULL &&
 		   kvc_cstore_pin_put(a->store, key, to, err, sizeof(err)) !=
 		       KVI_OK) {
-		kvc_admin_fail(c, 500, "the pin could not be stored: %s", err);
+		admin_fail(c, 500, "the pin could not be stored: %s", err);
 	} else {
 		kvc_rdv_pins_set(a->pins, key, to);
 		KVI_INFO("listener_pinned", "listener=%s to=%s", key, to);
@@ -232,15 +230,15 @@ void
 kvc_admin_move(kvc_assigner *a, const char *key, const char *to,
 	       kvc_assigner_done done, void *arg)
 {
-	kvc_admin_queue(a, kvc_do_move, key, to, false, done, arg);
+	admin_queue(a, do_move, key, to, false, done, arg);
 }
 
 static void
-kvc_do_rebalance(kvc_assigner *a, kvc_cmd *c)
+do_rebalance(kvc_assigner *a, kvc_cmd *c)
 {
 	bool dry_run = c->flag;
 	if (!a->polled) {
-		kvc_admin_fail(c, 503, "%s", "the shards have not been polled");
+		admin_fail(c, 503, "%s", "the shards have not been polled");
 		return;
 	}
 	size_t n;
@@ -283,7 +281,7 @@ void
 kvc_admin_rebalance(kvc_assigner *a, bool dry_run, kvc_assigner_done done,
 		    void *arg)
 {
-	kvc_admin_queue(a, kvc_do_rebalance, NULL, NULL, dry_run, done, arg);
+	admin_queue(a, do_rebalance, NULL, NULL, dry_run, done, arg);
 }
 
 /* ---- hand-offs ----------------------------------------------------- */
@@ -314,9 +312,9 @@ kvc_admin_note_move(kvc_assigner *a, const char *key,
 		 key, from, to, r.blocks);
 }
 
-/* kvc_shard_at names the shard at url, or returns url. */
+/* shard_at names the shard at url, or returns url. */
 static const char *
-kvc_shard_at(const kvc_assigner *a, const char *url)
+shard_at(const kvc_assigner *a, const char *url)
 {
 	for (size_t i = 0; i < a->n_snap; i++) {
 		if (strcmp(a->snap[i]->url, url) == 0) {
@@ -326,12 +324,12 @@ kvc_shard_at(const kvc_assigner *a, const char *url)
 	return url;
 }
 
-/* kvc_move_in_flight describes a move not done yet: waiting for the new
+/* move_in_flight describes a move not done yet: waiting for the new
  * owner ("assigning"), which takes the state from the old one
  * ("taking_state") and then catches up from its watermark
  * ("catching_up"); NULL when lv is not moving. */
 static json_t *
-kvc_move_in_flight(const kvc_assigner *a, const kvc_lview *lv)
+move_in_flight(const kvc_assigner *a, const kvc_lview *lv)
 {
 	if (lv->shard != NULL && lv->moving_to != NULL) {
 		return json_pack("{s:s,s:s,s:s,s:s}", "listener", lv->r.key,
@@ -344,20 +342,20 @@ kvc_move_in_flight(const kvc_assigner *a, const kvc_lview *lv)
 		return NULL;
 	}
 	return json_pack("{s:s,s:s,s:s,s:s,s:I}", "listener", lv->r.key, "from",
-			 kvc_shard_at(a, st->handoff_from), "to", lv->shard,
+			 shard_at(a, st->handoff_from), "to", lv->shard,
 			 "phase",
 			 st->handoff_taken ? "catching_up" : "taking_state",
 			 "blocks", (json_int_t)st->handoff_blocks);
 }
 
 static void
-kvc_do_moves(kvc_assigner *a, kvc_cmd *c)
+do_moves(kvc_assigner *a, kvc_cmd *c)
 {
 	json_t *out = json_array();
 	size_t n;
 	kvc_lview *lv = kvc_reg_listeners(a->reg, &n);
 	for (size_t i = 0; i < n; i++) {
-		json_t *m = kvc_move_in_flight(a, &lv[i]);
+		json_t *m = move_in_flight(a, &lv[i]);
 		if (m != NULL) {
 			json_array_append_new(out, m);
 		}
@@ -382,7 +380,7 @@ kvc_do_moves(kvc_assigner *a, kvc_cmd *c)
 void
 kvc_admin_moves(kvc_assigner *a, kvc_assigner_done done, void *arg)
 {
-	kvc_admin_queue(a, kvc_do_moves, NULL, NULL, false, done, arg);
+	admin_queue(a, do_moves, NULL, NULL, false, done, arg);
 }
 
 void

@@ -50,12 +50,12 @@ kvc_removed_has(const kvc_assigner *a, const char *key)
 	return false;
 }
 
-/* kvc_follow_http drops, on a follower, the HTTP registrations that no
+/* follow_http drops, on a follower, the HTTP registrations that no
  * shard owns any more (the leader removed them), once every shard has
  * answered: a follower's HTTP pods are what the shards hold, and what the
  * leader shares as pending (share.c). */
 static void
-kvc_follow_http(kvc_assigner *a)
+follow_http(kvc_assigner *a)
 {
 	for (size_t s = 0; s < a->n_snap; s++) {
 		if (!a->answered[s]) {
@@ -98,7 +98,7 @@ void
 kvc_adopt_http(kvc_assigner *a, bool leading)
 {
 	if (!leading) {
-		kvc_follow_http(a);
+		follow_http(a);
 	}
 	for (size_t i = 0; i < a->n_owned; i++) {
 		const Kvindex__Listener *sp = a->owned[i].st->listener;

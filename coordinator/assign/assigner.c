@@ -18,7 +18,7 @@
 /* ---- metrics ------------------------------------------------------- */
 
 static void
-kvc_collect_listeners(void *arg, kvi_metrics_out *out)
+collect_listeners(void *arg, kvi_metrics_out *out)
 {
 	kvc_assigner *a = arg;
 	kvc_reg_stats st;
@@ -75,7 +75,7 @@ kvc_collect_listeners(void *arg, kvi_metrics_out *out)
 }
 
 static void
-kvc_metrics_setup(kvc_assigner *a, kvi_metrics *m)
+metrics_setup(kvc_assigner *a, kvi_metrics *m)
 {
 	static const char *const res[] = {"ok", "failed"};
 	kvi_counter *c[2];
@@ -123,11 +123,11 @@ kvc_metrics_setup(kvc_assigner *a, kvi_metrics *m)
 	kvi_metrics_gauge_add(m, "kvindex_coord_registrations_pending",
 			      "Registration units waiting for a retry.",
 			      KVI_GAUGE_INT, &a->m_pending_units);
-	kvi_metrics_collector_add(m, kvc_collect_listeners, a);
+	kvi_metrics_collector_add(m, collect_listeners, a);
 }
 
 static void
-kvc_cmd_free(kvc_cmd *c)
+cmd_free(kvc_cmd *c)
 {
 	kvc_pod_fini(&c->pod);
 	kvc_pods_free(c->pods, c->n_pods);
@@ -155,7 +155,7 @@ kvc_enqueue(kvc_assigner *a, kvc_cmd *c)
 		if (c->done != NULL) {
 			c->done(c->arg, 503, kvc_err_body("shutting down"));
 		}
-		kvc_cmd_free(c);
+		cmd_free(c);
 	}
 }
 
@@ -178,8 +178,8 @@ kvc_assigner_unregister(kvc_assigner *a, const char *name, uint64_t id,
 {
 	kvc_cmd *c = kvi_calloc(1, sizeof(*c));
 	c->kind = KVC_CMD_UNREGISTER;
-	c->name = name ? kvi_strdup(name) : NULL;
-	c->model = model ? kvi_strdup(model) : NULL;
+	c->name = kvi_strdup_null(name);
+	c->model = kvi_strdup_null(model);
 	c->id = id;
 	c->rank = rank;
 	c->done = done;
@@ -265,12 +265,12 @@ kvc_assigner_ready(kvc_assigner *a, char *why, size_t len)
 
 /* ---- the thread ---------------------------------------------------- */
 
-/* kvc_store_watch probes the store while it cannot commit, at most once a
+/* store_watch probes the store while it cannot commit, at most once a
  * second (kvc_cstore_probe), and logs when it starts failing and when it
  * commits again: a store that fails is found by the write that fails, a
  * registration's, and it is ready again once a write goes through. */
 static void
-kvc_store_watch(kvc_assigner *a)
+store_watch(kvc_assigner *a)
 {
 	if (a->store == NULL) {
 		return;
@@ -294,13 +294,13 @@ kvc_store_watch(kvc_assigner *a)
 /* Listeners removed past which the memory they held is given back. */
 #define KVC_GIVE_BACK_LISTENERS 1024
 
-/* kvc_give_back returns to the system the memory of many listeners
+/* give_back returns to the system the memory of many listeners
  * removed (an unregister of a large pod, a source emptied): the allocator
  * keeps what is freed otherwise, and a coordinator that held 60,000
  * listeners for a moment kept 255 MB. It waits two ticks after the
  * removals, for the polls that drop the shards' statuses listing them. */
 static void
-kvc_give_back(kvc_assigner *a)
+give_back(kvc_assigner *a)
 {
 	if (a->removed_total - a->given_back_at < KVC_GIVE_BACK_LISTENERS) {
 		return;
@@ -320,11 +320,11 @@ kvc_give_back(kvc_assigner *a)
 	malloc_trim(0);
 }
 
-/* kvc_run_cmds runs the first of cmds - with the registrations queued
+/* run_cmds runs the first of cmds - with the registrations queued
  * right behind it when it is one, up to KVC_REGISTER_BATCH, which go
  * together - and returns the command after those it ran. */
 static kvc_cmd *
-kvc_run_cmds(kvc_assigner *a, kvc_cmd *cmds)
+run_cmds(kvc_assigner *a, kvc_cmd *cmds)
 {
 	/* a new leader takes the Lease's state before its first change */
 	uint64_t term;
@@ -342,7 +342,7 @@ kvc_run_cmds(kvc_assigner *a, kvc_cmd *cmds)
 		}
 		kvc_do_registers(a, batch, n);
 		for (size_t i = 0; i < n; i++) {
-			kvc_cmd_free(batch[i]);
+			cmd_free(batch[i]);
 		}
 		return cmds;
 	}
@@ -360,16 +360,16 @@ kvc_run_cmds(kvc_assigner *a, kvc_cmd *cmds)
 		c->call(a, c);
 		break;
 	}
-	kvc_cmd_free(c);
+	cmd_free(c);
 	return cmds;
 }
 
-/* kvc_superseded says whether c is a source's sync that a later one in
+/* superseded says whether c is a source's sync that a later one in
  * the queue replaces: each carries the source's whole set of pods, so
  * only the last counts, and a watch that outpaces the assigner does not
  * pile up work. */
 static bool
-kvc_superseded(const kvc_cmd *c)
+superseded(const kvc_cmd *c)
 {
 	if (c->kind != KVC_CMD_SYNC) {
 		return false;
@@ -382,12 +382,12 @@ kvc_superseded(const kvc_cmd *c)
 	return false;
 }
 
-/* kvc_cmd_skip frees c, which is not run, and returns the next. */
+/* cmd_skip frees c, which is not run, and returns the next. */
 static kvc_cmd *
-kvc_cmd_skip(kvc_cmd *c)
+cmd_skip(kvc_cmd *c)
 {
 	kvc_cmd *next = c->next;
-	kvc_cmd_free(c);
+	cmd_free(c);
 	return next;
 }
 
@@ -397,7 +397,7 @@ kvc_cmd_skip(kvc_cmd *c)
  * a watch, does not pay a whole tick (a poll of every listener) per
  * request or per sync. */
 static void *
-kvc_main(void *arg)
+assigner_main(void *arg)
 {
 	kvc_assigner *a = arg;
 	bool tick_now = true;
@@ -414,8 +414,8 @@ kvc_main(void *arg)
 			bool full = kvc_tick(a);
 			kvi_histogram_observe(a->m_tick_seconds[!full],
 					      kvi_now_s() - t0);
-			kvc_give_back(a);
-			kvc_store_watch(a);
+			give_back(a);
+			store_watch(a);
 			pthread_mutex_lock(&a->mu);
 			a->ticks++;
 			dl = kvi_deadline_ms(CLOCK_MONOTONIC, a->cfg.tick_ms);
@@ -442,16 +442,16 @@ kvc_main(void *arg)
 				c->done(c->arg, 503,
 					kvc_err_body("shutting down"));
 			}
-			kvc_cmd_free(c);
+			cmd_free(c);
 		}
 		while (cmds != NULL) {
-			if (kvc_superseded(cmds)) {
-				cmds = kvc_cmd_skip(cmds);
+			if (superseded(cmds)) {
+				cmds = cmd_skip(cmds);
 				continue;
 			}
 			kvc_cmd_kind kind = cmds->kind;
 			a->sync_left = false;
-			cmds = kvc_run_cmds(a, cmds);
+			cmds = run_cmds(a, cmds);
 			/* registrations and syncs assign their own
 			 * listeners; a sync that left some to adopt or
 			 * retry wants the tick at once all the same */
@@ -468,7 +468,7 @@ kvc_main(void *arg)
 }
 
 static kvi_err
-kvc_load_pod(void *arg, const char *key, const kvc_pod *pod)
+load_pod(void *arg, const char *key, const kvc_pod *pod)
 {
 	kvc_assigner *a = arg;
 	char err[320];
@@ -481,7 +481,7 @@ kvc_load_pod(void *arg, const char *key, const kvc_pod *pod)
 }
 
 static kvi_err
-kvc_load_pin(void *arg, const char *key, const char *shard)
+load_pin(void *arg, const char *key, const char *shard)
 {
 	kvc_assigner *a = arg;
 	kvc_rdv_pins_set(a->pins, key, shard);
@@ -489,7 +489,7 @@ kvc_load_pin(void *arg, const char *key, const char *shard)
 }
 
 static void
-kvc_config_defaults(kvc_assigner_config *c)
+config_defaults(kvc_assigner_config *c)
 {
 	c->tick_ms = c->tick_ms > 0 ? c->tick_ms : 500;
 	c->poll_timeout_ms = c->poll_timeout_ms > 0 ? c->poll_timeout_ms : 1000;
@@ -519,18 +519,18 @@ kvc_assigner_start(kvc_registry *reg, kvc_shardset *shards, kvc_cstore *store,
 	if (cfg != NULL) {
 		a->cfg = *cfg;
 	}
-	kvc_config_defaults(&a->cfg);
+	config_defaults(&a->cfg);
 	a->pins = kvc_rdv_pins_alloc();
 	if (m == NULL) {
 		a->own_metrics = kvi_metrics_alloc();
 		m = a->own_metrics;
 	}
-	kvc_metrics_setup(a, m);
+	metrics_setup(a, m);
 	if (store != NULL) {
 		kvi_err rv =
-		    kvc_cstore_pod_list(store, kvc_load_pod, a, err, errlen);
+		    kvc_cstore_pod_list(store, load_pod, a, err, errlen);
 		if (rv == KVI_OK) {
-			rv = kvc_cstore_pin_list(store, kvc_load_pin, a, err,
+			rv = kvc_cstore_pin_list(store, load_pin, a, err,
 						 errlen);
 		}
 		if (rv != KVI_OK) {
@@ -542,7 +542,7 @@ kvc_assigner_start(kvc_registry *reg, kvc_shardset *shards, kvc_cstore *store,
 	}
 	pthread_mutex_init(&a->mu, NULL);
 	kvi_cond_init_monotonic(&a->cv);
-	if (pthread_create(&a->thread, NULL, kvc_main, a) != 0) {
+	if (pthread_create(&a->thread, NULL, assigner_main, a) != 0) {
 		snprintf(err, errlen, "cannot start the assigner thread");
 		pthread_mutex_destroy(&a->mu);
 		pthread_cond_destroy(&a->cv);
@@ -585,7 +585,7 @@ kvc_assigner_free(kvc_assigner *a)
 		if (c->done != NULL) {
 			c->done(c->arg, 503, kvc_err_body("shutting down"));
 		}
-		kvc_cmd_free(c);
+		cmd_free(c);
 	}
 	kvc_poll_free(a);
 	kvc_kept_free(a);

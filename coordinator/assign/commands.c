@@ -20,7 +20,7 @@ kvc_err_body(const char *msg)
 }
 
 static json_t *
-kvc_keys_json(char **keys, size_t n)
+keys_json(char **keys, size_t n)
 {
 	json_t *arr = json_array();
 	for (size_t i = 0; i < n; i++) {
@@ -40,11 +40,12 @@ kvc_strv_free(char **v, size_t n)
 
 /* ---- removal ------------------------------------------------------- */
 
-/* kvc_remove takes a pod or an instance's ranks out of the registry and
+/* remove_listeners takes a pod or an instance's ranks out of the registry and
  * unassigns them from every shard known to own them. Returns the keys
  * removed (kvc_strv_free) or NULL when nothing matched. */
 static char **
-kvc_remove(kvc_assigner *a, const char *name, uint64_t id, int rank, size_t *n)
+remove_listeners(kvc_assigner *a, const char *name, uint64_t id, int rank,
+		 size_t *n)
 {
 	char **keys, **shards;
 	if (kvc_reg_remove(a->reg, name, id, rank, &keys, &shards, n) !=
@@ -89,7 +90,7 @@ kvc_remove(kvc_assigner *a, const char *name, uint64_t id, int rank, size_t *n)
 }
 
 static void
-kvc_store_delete(kvc_assigner *a, const char *name, char **keys, size_t n)
+store_delete(kvc_assigner *a, const char *name, char **keys, size_t n)
 {
 	if (a->store == NULL) {
 		return;
@@ -108,8 +109,8 @@ kvc_store_delete(kvc_assigner *a, const char *name, char **keys, size_t n)
 
 /* ---- commands ------------------------------------------------------ */
 
-/* One registration on its way: what kvc_register_prepare found, for
- * kvc_register_end to answer. */
+/* One registration on its way: what register_prepare found, for
+ * register_end to answer. */
 typedef struct kvc_regwork {
 	kvc_cmd *c;
 	bool existed;
@@ -123,10 +124,10 @@ typedef struct kvc_regwork {
 	bool answered; /* already, with an error */
 } kvc_regwork;
 
-/* kvc_register_add adds c's pod to the registry; returns false when that
+/* register_add adds c's pod to the registry; returns false when that
  * answered c (refused). */
 static bool
-kvc_register_add(kvc_assigner *a, kvc_cmd *c, kvc_regwork *w)
+register_add(kvc_assigner *a, kvc_cmd *c, kvc_regwork *w)
 {
 	char err[512] = "";
 	*w = (kvc_regwork){.c = c};
@@ -147,45 +148,44 @@ kvc_register_add(kvc_assigner *a, kvc_cmd *c, kvc_regwork *w)
 	return true;
 }
 
-/* kvc_unstored_status is the answer to a registration the store refused
+/* unstored_status is the answer to a registration the store refused
  * with rv: 507 Insufficient Storage for a full disk (or a map at its
  * limit), which no retry mends until room is made and which another
  * replica cannot take either, where 503 here means "retry, or ask again
  * elsewhere" (no leader now, shutting down); 400 for what the store
  * cannot hold (a string too long); 503 for a store failing otherwise. */
 static int
-kvc_unstored_status(kvi_err rv)
+unstored_status(kvi_err rv)
 {
 	return rv == KVI_EFULL ? 507 : rv == KVI_EINVAL ? 400 : 503;
 }
 
-/* kvc_register_unstored takes w's pod out of the registry again and
- * answers it (kvc_unstored_status): the registration could not be
+/* register_unstored takes w's pod out of the registry again and
+ * answers it (unstored_status): the registration could not be
  * stored, for rv, err. */
 static void
-kvc_register_unstored(kvc_assigner *a, kvc_regwork *w, kvi_err rv,
-		      const char *err)
+register_unstored(kvc_assigner *a, kvc_regwork *w, kvi_err rv, const char *err)
 {
 	const kvc_pod *p = &w->c->pod;
 	KVI_ERROR("store_put_failed", "instance=%" PRIu64 " err=%s",
 		  p->instance_id, err);
 	size_t n = 0;
-	char **keys = kvc_remove(a, p->name, p->instance_id,
-				 p->name ? -1 : (int)p->rank, &n);
+	char **keys = remove_listeners(a, p->name, p->instance_id,
+				       p->name ? -1 : (int)p->rank, &n);
 	kvc_strv_free(keys, n);
 	char msg[320];
 	snprintf(msg, sizeof(msg), "the registration could not be stored: %s",
 		 err);
-	w->c->done(w->c->arg, kvc_unstored_status(rv), kvc_err_body(msg));
+	w->c->done(w->c->arg, unstored_status(rv), kvc_err_body(msg));
 	w->answered = true;
 }
 
-/* kvc_register_store stores the new pods of w[0..n) in one transaction,
+/* register_store stores the new pods of w[0..n) in one transaction,
  * so that a batch costs one sync, not one a pod. When the batch fails
  * (one pod the store refuses, a failed write), each is stored alone, and
- * one that still fails is answered as kvc_unstored_status says. */
+ * one that still fails is answered as unstored_status says. */
 static void
-kvc_register_store(kvc_assigner *a, kvc_regwork *w, size_t n)
+register_store(kvc_assigner *a, kvc_regwork *w, size_t n)
 {
 	if (a->store == NULL) {
 		return;
@@ -208,7 +208,7 @@ kvc_register_store(kvc_assigner *a, kvc_regwork *w, size_t n)
 				: kvc_cstore_pod_put(a->store, &w[i].c->pod,
 						     err, sizeof(err));
 			if (one != KVI_OK) {
-				kvc_register_unstored(a, &w[i], one, err);
+				register_unstored(a, &w[i], one, err);
 				rv = one;
 			}
 		}
@@ -221,8 +221,7 @@ kvc_register_store(kvc_assigner *a, kvc_regwork *w, size_t n)
 			if (w[i].existed && !w[i].answered &&
 			    !kvc_reg_lookup(a->reg, p->name, p->instance_id,
 					    &src, &named, NULL)) {
-				w[i].c->done(w[i].c->arg,
-					     kvc_unstored_status(rv),
+				w[i].c->done(w[i].c->arg, unstored_status(rv),
 					     kvc_err_body("the registration "
 							  "could not be "
 							  "stored"));
@@ -233,10 +232,10 @@ kvc_register_store(kvc_assigner *a, kvc_regwork *w, size_t n)
 	kvi_free(fresh);
 }
 
-/* kvc_register_prepare finds the listeners of w's pod that no shard owns
+/* register_prepare finds the listeners of w's pod that no shard owns
  * yet, and the answer's body. */
 static void
-kvc_register_prepare(kvc_assigner *a, kvc_regwork *w)
+register_prepare(kvc_assigner *a, kvc_regwork *w)
 {
 	const kvc_pod *p = &w->c->pod;
 	/* this unit's listeners, looked up by key */
@@ -260,10 +259,10 @@ kvc_register_prepare(kvc_assigner *a, kvc_regwork *w)
 			    "listeners", ls);
 }
 
-/* kvc_register_end answers w's command: registered when good, else 202
+/* register_end answers w's command: registered when good, else 202
  * pending with why. */
 static void
-kvc_register_end(kvc_assigner *a, kvc_regwork *w, bool good, const char *why)
+register_end(kvc_assigner *a, kvc_regwork *w, bool good, const char *why)
 {
 	const kvc_pod *p = &w->c->pod;
 	const char *unit = p->name != NULL ? p->name : w->ranks[0].key;
@@ -307,16 +306,16 @@ kvc_do_registers(kvc_assigner *a, kvc_cmd *const *cmds, size_t n)
 	size_t *first = kvi_calloc(n + 2, sizeof(*first));
 	size_t nw = 0, units = 0, total = 0;
 	for (size_t i = 0; i < n; i++) {
-		nw += kvc_register_add(a, cmds[i], &w[nw]);
+		nw += register_add(a, cmds[i], &w[nw]);
 	}
-	kvc_register_store(a, w, nw);
+	register_store(a, w, nw);
 	size_t kept = 0;
 	for (size_t i = 0; i < nw; i++) {
 		if (w[i].answered) {
 			continue;
 		}
 		w[kept] = w[i];
-		kvc_register_prepare(a, &w[kept]);
+		register_prepare(a, &w[kept]);
 		if (w[kept].m > 0) {
 			unit[units++] = kept;
 			total += w[kept].m;
@@ -338,7 +337,7 @@ kvc_do_registers(kvc_assigner *a, kvc_cmd *const *cmds, size_t n)
 	kvc_units_attempt(a, group, first, units, good, why);
 	for (size_t i = 0, u = 0; i < nw; i++) {
 		bool assigned = w[i].m == 0 || good[u];
-		kvc_register_end(a, &w[i], assigned, w[i].m > 0 ? why[u] : "");
+		register_end(a, &w[i], assigned, w[i].m > 0 ? why[u] : "");
 		u += w[i].m > 0;
 	}
 	kvi_free(why);
@@ -391,7 +390,8 @@ kvc_do_unregister(kvc_assigner *a, kvc_cmd *c)
 		return;
 	}
 	size_t n;
-	char **keys = kvc_remove(a, named ? c->name : NULL, c->id, c->rank, &n);
+	char **keys =
+	    remove_listeners(a, named ? c->name : NULL, c->id, c->rank, &n);
 	if (keys == NULL) {
 		snprintf(msg, sizeof(msg),
 			 "instance %" PRIu64 " has no rank %d registered",
@@ -399,23 +399,23 @@ kvc_do_unregister(kvc_assigner *a, kvc_cmd *c)
 		c->done(c->arg, 404, kvc_err_body(msg));
 		return;
 	}
-	kvc_store_delete(a, named ? c->name : NULL, keys, n);
+	store_delete(a, named ? c->name : NULL, keys, n);
 	c->done(c->arg, 200,
-		json_pack("{s:o}", "unregistered", kvc_keys_json(keys, n)));
+		json_pack("{s:o}", "unregistered", keys_json(keys, n)));
 	kvc_strv_free(keys, n);
 }
 
 static int
-kvc_pod_ptr_cmp(const void *x, const void *y)
+pod_ptr_cmp(const void *x, const void *y)
 {
 	const kvc_pod *const *a = x, *const *b = y;
 	return strcmp((*a)->name, (*b)->name);
 }
 
-/* kvc_pods_by_name returns pointers to the named pods of pods, sorted by
+/* pods_by_name returns pointers to the named pods of pods, sorted by
  * name, and their number in *n (kvi_free). */
 static const kvc_pod **
-kvc_pods_by_name(const kvc_pod *pods, size_t n_pods, size_t *n)
+pods_by_name(const kvc_pod *pods, size_t n_pods, size_t *n)
 {
 	const kvc_pod **by = kvi_calloc(n_pods + 1, sizeof(*by));
 	*n = 0;
@@ -424,26 +424,26 @@ kvc_pods_by_name(const kvc_pod *pods, size_t n_pods, size_t *n)
 			by[(*n)++] = &pods[i];
 		}
 	}
-	qsort(by, *n, sizeof(*by), kvc_pod_ptr_cmp);
+	qsort(by, *n, sizeof(*by), pod_ptr_cmp);
 	return by;
 }
 
 static const kvc_pod *
-kvc_pod_named(const kvc_pod **by, size_t n, const char *name)
+pod_named(const kvc_pod **by, size_t n, const char *name)
 {
 	if (name == NULL) {
 		return NULL;
 	}
 	kvc_pod key = {.name = (char *)name};
 	const kvc_pod *k = &key;
-	const kvc_pod **hit = bsearch(&k, by, n, sizeof(*by), kvc_pod_ptr_cmp);
+	const kvc_pod **hit = bsearch(&k, by, n, sizeof(*by), pod_ptr_cmp);
 	return hit != NULL ? *hit : NULL;
 }
 
-/* kvc_polled says whether the last poll has every shard's answer, so
+/* polled says whether the last poll has every shard's answer, so
  * that a listener none of them owns is owned by none. */
 static bool
-kvc_polled(const kvc_assigner *a)
+polled(const kvc_assigner *a)
 {
 	bool all = a->n_snap > 0;
 	for (size_t i = 0; i < a->n_snap && all; i++) {
@@ -467,7 +467,7 @@ kvc_sync_assign(kvc_assigner *a, const kvc_pod *const *pods, size_t n)
 	if (n == 0) {
 		return;
 	}
-	if (!kvc_leading(a, &term) || !kvc_polled(a)) {
+	if (!kvc_leading(a, &term) || !polled(a)) {
 		a->sync_left = true;
 		return;
 	}
@@ -523,13 +523,14 @@ kvc_do_sync(kvc_assigner *a, kvc_cmd *c)
 	kvc_pod *cur = kvc_reg_pods(a->reg, c->source, &n_cur);
 	size_t removed = 0, added = 0, rejected = 0, n_by;
 	/* by name: a source of many pods syncs often (a watch event each) */
-	const kvc_pod **by = kvc_pods_by_name(c->pods, c->n_pods, &n_by);
+	const kvc_pod **by = pods_by_name(c->pods, c->n_pods, &n_by);
 	for (size_t i = 0; i < n_cur; i++) {
-		const kvc_pod *np = kvc_pod_named(by, n_by, cur[i].name);
+		const kvc_pod *np = pod_named(by, n_by, cur[i].name);
 		if (np == NULL || !kvc_pod_equal(np, &cur[i])) {
 			size_t n = 0;
 			/* two statements: an argument list has no order */
-			char **keys = kvc_remove(a, cur[i].name, 0, -1, &n);
+			char **keys =
+			    remove_listeners(a, cur[i].name, 0, -1, &n);
 			kvc_strv_free(keys, n);
 			removed++;
 		}

@@ -33,7 +33,7 @@ kvc_poll_free(kvc_assigner *a)
 }
 
 static int
-kvc_owned_cmp(const void *x, const void *y)
+owned_cmp(const void *x, const void *y)
 {
 	const kvc_owned *a = x, *b = y;
 	int c = strcmp(a->key, b->key);
@@ -75,8 +75,7 @@ kvc_shard_index(const kvc_assigner *a, const char *id)
 }
 
 static void
-kvc_shard_answered(kvc_shard *sh, const Kvindex__StatusResponse *st,
-		   int64_t now)
+shard_answered(kvc_shard *sh, const Kvindex__StatusResponse *st, int64_t now)
 {
 	if (!atomic_load(&sh->up)) {
 		KVI_INFO("shard_up", "shard=%s url=%s listeners=%zu", sh->id,
@@ -104,11 +103,11 @@ typedef struct kvc_probe {
 	kvc_shard *sh;
 } kvc_probe;
 
-/* kvc_probe_done ends a probe. A shard that answered is polled, and
+/* probe_done ends a probe. A shard that answered is polled, and
  * waited for, again at once: the assigner is woken. On an nng thread;
  * the shard's client and the assigner both wait for it before they go. */
 static void
-kvc_probe_done(void *arg, kvi_err rv, Kvindex__Response *resp, const char *err)
+probe_done(void *arg, kvi_err rv, Kvindex__Response *resp, const char *err)
 {
 	(void)err;
 	kvc_probe *p = arg;
@@ -129,12 +128,12 @@ kvc_probe_done(void *arg, kvi_err rv, Kvindex__Response *resp, const char *err)
 	pthread_mutex_unlock(&a->mu);
 }
 
-/* kvc_poll_waits says whether this tick's poll waits for sh: not for a
+/* poll_waits says whether this tick's poll waits for sh: not for a
  * shard known down, which is probed in the background instead until it
  * answers, so that a dead shard delays no tick (and no command queued
  * behind one). */
 static bool
-kvc_poll_waits(kvc_assigner *a, kvc_shard *sh, const Kvindex__Request *req)
+poll_waits(kvc_assigner *a, kvc_shard *sh, const Kvindex__Request *req)
 {
 	if (!kvc_shard_known_down(sh) ||
 	    atomic_exchange(&sh->probe_ok, false)) {
@@ -149,8 +148,8 @@ kvc_poll_waits(kvc_assigner *a, kvc_shard *sh, const Kvindex__Request *req)
 	pthread_mutex_lock(&a->mu);
 	a->probes++;
 	pthread_mutex_unlock(&a->mu);
-	if (kvp_call_async(sh->client, req, a->cfg.poll_timeout_ms,
-			   kvc_probe_done, p) != KVI_OK) {
+	if (kvp_call_async(sh->client, req, a->cfg.poll_timeout_ms, probe_done,
+			   p) != KVI_OK) {
 		atomic_store(&sh->probing, false);
 		kvi_free(p);
 		pthread_mutex_lock(&a->mu);
@@ -161,7 +160,7 @@ kvc_poll_waits(kvc_assigner *a, kvc_shard *sh, const Kvindex__Request *req)
 }
 
 static void
-kvc_poll_gauges(kvc_assigner *a)
+poll_gauges(kvc_assigner *a)
 {
 	if (a->m_shards_up != NULL) {
 		size_t up = 0;
@@ -173,7 +172,7 @@ kvc_poll_gauges(kvc_assigner *a)
 }
 
 static void
-kvc_kept_fini(kvc_kept *k)
+kept_fini(kvc_kept *k)
 {
 	kvi_free(k->id);
 	if (k->resp != NULL) {
@@ -185,16 +184,16 @@ void
 kvc_kept_free(kvc_assigner *a)
 {
 	for (size_t i = 0; i < a->n_kept; i++) {
-		kvc_kept_fini(&a->kept[i]);
+		kept_fini(&a->kept[i]);
 	}
 	kvi_free(a->kept);
 	a->kept = NULL;
 	a->n_kept = 0;
 }
 
-/* kvc_kept_of returns shard id's kept status, made empty if it has none. */
+/* kept_of returns shard id's kept status, made empty if it has none. */
 static kvc_kept *
-kvc_kept_of(kvc_assigner *a, const char *id)
+kept_of(kvc_assigner *a, const char *id)
 {
 	for (size_t i = 0; i < a->n_kept; i++) {
 		if (strcmp(a->kept[i].id, id) == 0) {
@@ -207,12 +206,12 @@ kvc_kept_of(kvc_assigner *a, const char *id)
 	return k;
 }
 
-/* kvc_kept_update takes a shard's answer (consuming resp) and returns the
+/* kept_update takes a shard's answer (consuming resp) and returns the
  * status to go on with: the answer, kept, or - when it says the listeners
  * are unchanged - the status kept, with the answer's shard-wide figures
  * (and *same set). */
 static Kvindex__Response *
-kvc_kept_update(kvc_kept *k, Kvindex__Response *resp, bool *same)
+kept_update(kvc_kept *k, Kvindex__Response *resp, bool *same)
 {
 	const Kvindex__StatusResponse *st = resp->status;
 	*same = false;
@@ -236,9 +235,9 @@ kvc_kept_update(kvc_kept *k, Kvindex__Response *resp, bool *same)
 	return resp;
 }
 
-/* kvc_kept_prune drops what is kept of shards no longer in the set. */
+/* kept_prune drops what is kept of shards no longer in the set. */
 static void
-kvc_kept_prune(kvc_assigner *a)
+kept_prune(kvc_assigner *a)
 {
 	size_t w = 0;
 	for (size_t i = 0; i < a->n_kept; i++) {
@@ -249,20 +248,20 @@ kvc_kept_prune(kvc_assigner *a)
 		if (in) {
 			a->kept[w++] = a->kept[i];
 		} else {
-			kvc_kept_fini(&a->kept[i]);
+			kept_fini(&a->kept[i]);
 		}
 	}
 	a->n_kept = w;
 }
 
-/* kvc_poll asks every shard for its listeners. When all answer that they
+/* poll_shards asks every shard for its listeners. When all answer that they
  * are as kept, from the same shards, as eligible, and all answered the
  * poll before too, owned is the poll before's (poll_same): the kept
  * answers it points into are unchanged. A shard that did not answer the
  * poll before has none of its listeners in that poll's owned, whatever
  * it kept from before its silence: its first answer rebuilds owned. */
 static void
-kvc_poll(kvc_assigner *a)
+poll_shards(kvc_assigner *a)
 {
 	kvc_shard **prev = a->snap;
 	size_t n_prev = a->n_snap;
@@ -298,10 +297,10 @@ kvc_poll(kvc_assigner *a)
 	for (size_t i = 0; i < n; i++) {
 		a->ids[i] = a->snap[i]->id;
 		/* the request is packed as it is sent: one since each */
-		const kvc_kept *k = kvc_kept_of(a, a->ids[i]);
+		const kvc_kept *k = kept_of(a, a->ids[i]);
 		sr.has_since_digest = k->resp != NULL && k->has_digest;
 		sr.since_digest = k->digest;
-		call[i] = kvc_poll_waits(a, a->snap[i], &req)
+		call[i] = poll_waits(a, a->snap[i], &req)
 			      ? kvc_fanout_start(&f, a->snap[i]->client, &req,
 						 a->cfg.poll_timeout_ms, NULL)
 			      : SIZE_MAX;
@@ -316,12 +315,11 @@ kvc_poll(kvc_assigner *a)
 		/* c == NULL: known down, and its probe has not answered */
 		if (c != NULL && c->rv == KVI_OK && c->resp != NULL &&
 		    c->resp->body_case == KVINDEX__RESPONSE__BODY_STATUS) {
-			a->resps[i] = kvc_kept_update(kvc_kept_of(a, a->ids[i]),
-						      c->resp, &kept);
+			a->resps[i] =
+			    kept_update(kept_of(a, a->ids[i]), c->resp, &kept);
 			c->resp = NULL;
 			a->answered[i] = true;
-			kvc_shard_answered(a->snap[i], a->resps[i]->status,
-					   now);
+			shard_answered(a->snap[i], a->resps[i]->status, now);
 			total += a->resps[i]->status->n_listeners;
 		} else if (c != NULL) {
 			kvc_shard_mark_down(a->snap[i], c->rv, c->err, now);
@@ -335,12 +333,12 @@ kvc_poll(kvc_assigner *a)
 	}
 	kvc_fanout_fini(&f);
 	kvi_free(call);
-	kvc_kept_prune(a);
+	kept_prune(a);
 	kvc_shardset_release(prev, n_prev);
 	kvi_free(prev_eligible);
 	kvi_free(prev_answered);
 	a->poll_same = same;
-	kvc_poll_gauges(a);
+	poll_gauges(a);
 	if (same) {
 		a->owned = prev_owned;
 		a->n_owned = n_prev_owned;
@@ -361,7 +359,7 @@ kvc_poll(kvc_assigner *a)
 			o->st = st->listeners[k];
 		}
 	}
-	qsort(a->owned, a->n_owned, sizeof(*a->owned), kvc_owned_cmp);
+	qsort(a->owned, a->n_owned, sizeof(*a->owned), owned_cmp);
 	a->polled = true;
 }
 
@@ -383,27 +381,26 @@ kvc_spec_fill(Kvindex__Listener *sp, const kvc_lview *lv)
 }
 
 static bool
-kvc_str_same(const char *x, const char *y)
+str_same(const char *x, const char *y)
 {
 	return strcmp(x != NULL ? x : "", y != NULL ? y : "") == 0;
 }
 
-/* kvc_spec_same says whether a shard owns lv under the spec the registry
+/* spec_same says whether a shard owns lv under the spec the registry
  * would assign. */
 static bool
-kvc_spec_same(const Kvindex__Listener *s, const kvc_lview *lv)
+spec_same(const Kvindex__Listener *s, const kvc_lview *lv)
 {
 	return s->instance_id == lv->instance_id && s->dp_rank == lv->r.rank &&
 	       s->block_size == lv->block_size &&
-	       kvc_str_same(s->model, lv->model) &&
-	       kvc_str_same(s->pod, lv->pod) &&
-	       kvc_str_same(s->endpoint, lv->r.endpoint) &&
-	       kvc_str_same(s->replay_endpoint, lv->r.replay_endpoint) &&
-	       kvc_str_same(s->recover_endpoint, lv->r.recover_endpoint);
+	       str_same(s->model, lv->model) && str_same(s->pod, lv->pod) &&
+	       str_same(s->endpoint, lv->r.endpoint) &&
+	       str_same(s->replay_endpoint, lv->r.replay_endpoint) &&
+	       str_same(s->recover_endpoint, lv->r.recover_endpoint);
 }
 
 static void
-kvc_status_from(kvc_lstatus *out, const Kvindex__ListenerStatus *st)
+status_from(kvc_lstatus *out, const Kvindex__ListenerStatus *st)
 {
 	memset(out, 0, sizeof(*out));
 	out->known = true;
@@ -431,11 +428,10 @@ kvc_status_from(kvc_lstatus *out, const Kvindex__ListenerStatus *st)
 	}
 }
 
-/* kvc_status_changes logs what an operator must act on when a listener's
+/* status_changes logs what an operator must act on when a listener's
  * status turns to it: misconfigured, or incomplete. */
 static void
-kvc_status_changes(const char *key, const kvc_lstatus *was,
-		   const kvc_lstatus *now)
+status_changes(const char *key, const kvc_lstatus *was, const kvc_lstatus *now)
 {
 	if (now->misconfigured[0] != '\0' && was->misconfigured[0] == '\0') {
 		KVI_WARN("listener_misconfigured", "listener=%s reason=\"%s\"",
@@ -455,8 +451,8 @@ typedef struct kvc_opvec {
 } kvc_opvec;
 
 static void
-kvc_push(kvc_opvec *o, bool assign, size_t shard, const kvc_lview *lv,
-	 const char *key)
+push(kvc_opvec *o, bool assign, size_t shard, const kvc_lview *lv,
+     const char *key)
 {
 	if (o->n == o->cap) {
 		o->cap = o->cap ? o->cap * 2 : 16;
@@ -470,26 +466,26 @@ kvc_push(kvc_opvec *o, bool assign, size_t shard, const kvc_lview *lv,
 	op->key = (char *)key;
 }
 
-/* kvc_push_move assigns lv to shard, taking its state from the shard from
+/* push_move assigns lv to shard, taking its state from the shard from
  * that owns it now (a hand-off). */
 static void
-kvc_push_move(kvc_opvec *o, size_t shard, const kvc_lview *lv, size_t from)
+push_move(kvc_opvec *o, size_t shard, const kvc_lview *lv, size_t from)
 {
-	kvc_push(o, true, shard, lv, NULL);
+	push(o, true, shard, lv, NULL);
 	o->v[o->n - 1].handoff = true;
 	o->v[o->n - 1].from = from;
 }
 
 static int
-kvc_strp_cmp(const void *x, const void *y)
+strp_cmp(const void *x, const void *y)
 {
 	return strcmp(*(const char *const *)x, *(const char *const *)y);
 }
 
-/* kvc_silent_status records that lv's owner, shard silent, is not
+/* silent_status records that lv's owner, shard silent, is not
  * answering: what it last reported stands, as not known now. */
 static void
-kvc_silent_status(kvc_assigner *a, const kvc_lview *lv, size_t silent)
+silent_status(kvc_assigner *a, const kvc_lview *lv, size_t silent)
 {
 	kvc_lstatus st = lv->st;
 	st.known = false;
@@ -498,7 +494,7 @@ kvc_silent_status(kvc_assigner *a, const kvc_lview *lv, size_t silent)
 	kvc_reg_set_status(a->reg, lv->r.key, &st);
 }
 
-/* kvc_owner_note records that cur owns lv, as cur_st says, moving to
+/* owner_note records that cur owns lv, as cur_st says, moving to
  * desired when that is another shard - unless cur stands in for the
  * owner the registry names (reg_owner), which is silent: a failover's new
  * owner rebuilding lv from the engine. The silent shard still holds lv's
@@ -508,31 +504,30 @@ kvc_silent_status(kvc_assigner *a, const kvc_lview *lv, size_t silent)
  * answer that lacks the silent one says partial instead of passing off
  * cur's state as whole. */
 static void
-kvc_owner_note(kvc_assigner *a, const kvc_lview *lv, size_t cur,
-	       const Kvindex__ListenerStatus *cur_st, size_t desired,
-	       size_t reg_owner)
+owner_note(kvc_assigner *a, const kvc_lview *lv, size_t cur,
+	   const Kvindex__ListenerStatus *cur_st, size_t desired,
+	   size_t reg_owner)
 {
 	const char *key = lv->r.key;
 	if (cur_st->state != KVC_ACTIVE && reg_owner != SIZE_MAX &&
 	    reg_owner != cur && !a->answered[reg_owner]) {
-		kvc_silent_status(a, lv, reg_owner);
+		silent_status(a, lv, reg_owner);
 		kvc_reg_set_owner(a->reg, key, a->ids[reg_owner], a->ids[cur]);
 		return;
 	}
 	kvc_lstatus st;
-	kvc_status_from(&st, cur_st);
-	kvc_status_changes(key, &lv->st, &st);
+	status_from(&st, cur_st);
+	status_changes(key, &lv->st, &st);
 	kvc_reg_set_owner(
 	    a->reg, key, a->ids[cur],
 	    desired != cur && desired != KVC_RDV_NONE ? a->ids[desired] : NULL);
 	kvc_reg_set_status(a->reg, key, &st);
 }
 
-/* kvc_listener_step decides one listener (steps 2, 4 and 5). Returns
+/* listener_step decides one listener (steps 2, 4 and 5). Returns
  * whether no shard owns it. */
 static bool
-kvc_listener_step(kvc_assigner *a, const kvc_lview *lv, kvc_opvec *ops,
-		  int64_t now)
+listener_step(kvc_assigner *a, const kvc_lview *lv, kvc_opvec *ops, int64_t now)
 {
 	const char *key = lv->r.key;
 	size_t cnt;
@@ -543,12 +538,12 @@ kvc_listener_step(kvc_assigner *a, const kvc_lview *lv, kvc_opvec *ops,
 	const Kvindex__ListenerStatus *cur_st = NULL;
 	bool desired_active = false;
 	for (size_t k = 0; k < cnt; k++) {
-		if (!kvc_spec_same(o[k].st->listener, lv)) {
+		if (!spec_same(o[k].st->listener, lv)) {
 			KVI_WARN("spec_changed",
 				 "listener=%s shard=%s: owned with an old "
 				 "spec, dropping it",
 				 key, a->ids[o[k].shard]);
-			kvc_push(ops, false, o[k].shard, NULL, key);
+			push(ops, false, o[k].shard, NULL, key);
 			continue;
 		}
 		bool better = cur == SIZE_MAX || o[k].shard == desired ||
@@ -564,20 +559,19 @@ kvc_listener_step(kvc_assigner *a, const kvc_lview *lv, kvc_opvec *ops,
 	bool move_due = desired != KVC_RDV_NONE && a->answered[desired] &&
 			desired != cur && kvc_retry_due(a, key, now);
 	if (cur != SIZE_MAX) {
-		kvc_owner_note(a, lv, cur, cur_st, desired, reg_owner);
+		owner_note(a, lv, cur, cur_st, desired, reg_owner);
 		if (cur == desired && desired_active) {
 			for (size_t k = 0; k < cnt; k++) {
 				if (o[k].shard != desired &&
-				    kvc_spec_same(o[k].st->listener, lv)) {
-					kvc_push(ops, false, o[k].shard, NULL,
-						 key);
+				    spec_same(o[k].st->listener, lv)) {
+					push(ops, false, o[k].shard, NULL, key);
 					kvc_admin_note_move(a, key, cur_st,
 							    a->ids[o[k].shard],
 							    a->ids[desired]);
 				}
 			}
 		} else if (move_due) {
-			kvc_push_move(ops, desired, lv, cur);
+			push_move(ops, desired, lv, cur);
 		} else if (cur == desired && cur_st->handoff_from == NULL &&
 			   !cur_st->has_handoff_blocks &&
 			   kvc_retry_due(a, key, now)) {
@@ -588,9 +582,8 @@ kvc_listener_step(kvc_assigner *a, const kvc_lview *lv, kvc_opvec *ops,
 			for (size_t k = 0; k < cnt; k++) {
 				if (o[k].shard != desired &&
 				    o[k].st->state == KVC_ACTIVE &&
-				    kvc_spec_same(o[k].st->listener, lv)) {
-					kvc_push_move(ops, desired, lv,
-						      o[k].shard);
+				    spec_same(o[k].st->listener, lv)) {
+					push_move(ops, desired, lv, o[k].shard);
 					break;
 				}
 			}
@@ -599,7 +592,7 @@ kvc_listener_step(kvc_assigner *a, const kvc_lview *lv, kvc_opvec *ops,
 	}
 	if (reg_owner != SIZE_MAX && !a->answered[reg_owner]) {
 		/* its shard is silent: keep it there until the grace ends */
-		kvc_silent_status(a, lv, reg_owner);
+		silent_status(a, lv, reg_owner);
 		if (move_due) {
 			KVI_WARN("failover",
 				 "listener=%s from=%s to=%s: the shard has "
@@ -608,7 +601,7 @@ kvc_listener_step(kvc_assigner *a, const kvc_lview *lv, kvc_opvec *ops,
 			kvi_counter_inc(a->m_failovers);
 			kvc_reg_set_owner(a->reg, key, a->ids[reg_owner],
 					  a->ids[desired]);
-			kvc_push(ops, true, desired, lv, NULL);
+			push(ops, true, desired, lv, NULL);
 		}
 		return false;
 	}
@@ -620,34 +613,34 @@ kvc_listener_step(kvc_assigner *a, const kvc_lview *lv, kvc_opvec *ops,
 	return true;
 }
 
-/* kvc_orphans unassigns what shards own that no source lists (step 6). */
+/* orphans unassigns what shards own that no source lists (step 6). */
 static void
-kvc_orphans(kvc_assigner *a, const kvc_lview *lv, size_t n, kvc_opvec *ops)
+orphans(kvc_assigner *a, const kvc_lview *lv, size_t n, kvc_opvec *ops)
 {
 	const char **keys = kvi_calloc(n + 1, sizeof(*keys));
 	for (size_t i = 0; i < n; i++) {
 		keys[i] = lv[i].r.key;
 	}
-	qsort(keys, n, sizeof(*keys), kvc_strp_cmp);
+	qsort(keys, n, sizeof(*keys), strp_cmp);
 	for (size_t i = 0; i < a->n_owned; i++) {
 		const char *k = a->owned[i].key;
-		if (bsearch(&k, keys, n, sizeof(*keys), kvc_strp_cmp) == NULL) {
+		if (bsearch(&k, keys, n, sizeof(*keys), strp_cmp) == NULL) {
 			KVI_INFO("orphan",
 				 "listener=%s shard=%s: no source "
 				 "lists it, dropping it",
 				 k, a->ids[a->owned[i].shard]);
 			kvi_counter_inc(a->m_orphans);
-			kvc_push(ops, false, a->owned[i].shard, NULL, k);
+			push(ops, false, a->owned[i].shard, NULL, k);
 		}
 	}
 	kvi_free(keys);
 }
 
-/* kvc_units attempts, all at once, the registration units that have
+/* attempt_due_units attempts, all at once, the registration units that have
  * unowned listeners and whose retry is due (step 3). */
 static size_t
-kvc_units(kvc_assigner *a, const kvc_lview *lv, size_t n, const bool *unowned,
-	  int64_t now)
+attempt_due_units(kvc_assigner *a, const kvc_lview *lv, size_t n,
+		  const bool *unowned, int64_t now)
 {
 	const kvc_lview **group = kvi_calloc(n + 1, sizeof(*group));
 	size_t *first = kvi_calloc(n + 2, sizeof(*first));
@@ -679,10 +672,10 @@ kvc_units(kvc_assigner *a, const kvc_lview *lv, size_t n, const bool *unowned,
 	return pending;
 }
 
-/* kvc_routes tells the registry which shards each model's queries ask:
+/* routes tells the registry which shards each model's queries ask:
  * its owners, and every shard that reported one of its listeners. */
 static void
-kvc_routes(kvc_assigner *a)
+routes(kvc_assigner *a)
 {
 	const char **models = kvi_calloc(a->n_owned + 1, sizeof(*models));
 	const char **shards = kvi_calloc(a->n_owned + 1, sizeof(*shards));
@@ -695,11 +688,11 @@ kvc_routes(kvc_assigner *a)
 	kvi_free(shards);
 }
 
-/* kvc_settle notes what a full tick saw, and whether it left anything to
+/* settle notes what a full tick saw, and whether it left anything to
  * do: a listener owned by no shard, an operation, a retry waiting. */
 static void
-kvc_settle(kvc_assigner *a, bool leading, uint64_t term, uint64_t gen,
-	   int64_t now, bool settled)
+settle(kvc_assigner *a, bool leading, uint64_t term, uint64_t gen, int64_t now,
+       bool settled)
 {
 	a->settled = settled && a->n_retries == 0;
 	a->settled_leading = leading;
@@ -708,7 +701,7 @@ kvc_settle(kvc_assigner *a, bool leading, uint64_t term, uint64_t gen,
 	a->full_at_ms = now;
 }
 
-/* kvc_quiet says whether this tick would decide what the last full one
+/* quiet says whether this tick would decide what the last full one
  * did: that one left nothing to do, and since then no command ran, no
  * listener was registered or removed, the leadership is as it was, and
  * every shard answered that its listeners are as they were. Its steps
@@ -718,15 +711,15 @@ kvc_settle(kvc_assigner *a, bool leading, uint64_t term, uint64_t gen,
 #define KVC_QUIET_MAX_MS 10000
 
 static bool
-kvc_quiet(const kvc_assigner *a, bool leading, uint64_t term, uint64_t gen,
-	  int64_t now)
+quiet(const kvc_assigner *a, bool leading, uint64_t term, uint64_t gen,
+      int64_t now)
 {
 	return a->settled && a->poll_same && !a->dirty &&
 	       leading == a->settled_leading && term == a->settled_term &&
 	       gen == a->settled_gen && now - a->full_at_ms < KVC_QUIET_MAX_MS;
 }
 
-/* kvc_busy says whether registrations (or sources' syncs) are streaming
+/* busy says whether registrations (or sources' syncs) are streaming
  * in, with the last full tick recent and the leadership as it saw it.
  * They assign their own listeners, so the walk of every listener waits
  * then, up to KVC_BUSY_FULL_MS: a fleet registering does not stall behind
@@ -735,8 +728,8 @@ kvc_quiet(const kvc_assigner *a, bool leading, uint64_t term, uint64_t gen,
 #define KVC_BUSY_FULL_MS 5000
 
 static bool
-kvc_busy(const kvc_assigner *a, bool registering, bool leading, uint64_t term,
-	 int64_t now)
+busy(const kvc_assigner *a, bool registering, bool leading, uint64_t term,
+     int64_t now)
 {
 	return registering && leading == a->settled_leading &&
 	       term == a->settled_term &&
@@ -746,7 +739,7 @@ kvc_busy(const kvc_assigner *a, bool registering, bool leading, uint64_t term,
 bool
 kvc_tick(kvc_assigner *a)
 {
-	kvc_poll(a);
+	poll_shards(a);
 	/* one answer for the whole tick: leading or following */
 	uint64_t term;
 	bool leading = kvc_leading(a, &term);
@@ -754,8 +747,8 @@ kvc_tick(kvc_assigner *a)
 	int64_t now = kvi_now_ms();
 	bool registering = a->registering;
 	a->registering = false;
-	if (kvc_quiet(a, leading, term, kvc_reg_gen(a->reg), now) ||
-	    kvc_busy(a, registering, leading, term, now)) {
+	if (quiet(a, leading, term, kvc_reg_gen(a->reg), now) ||
+	    busy(a, registering, leading, term, now)) {
 		kvi_counter_inc(a->m_ticks_quiet);
 		kvc_admin_tick(a);
 		return false;
@@ -770,15 +763,15 @@ kvc_tick(kvc_assigner *a)
 	bool *unowned = kvi_calloc(n + 1, sizeof(bool));
 	kvc_opvec ops = {0};
 	for (size_t i = 0; i < n; i++) {
-		unowned[i] = kvc_listener_step(a, &lv[i], &ops, now);
+		unowned[i] = listener_step(a, &lv[i], &ops, now);
 	}
-	kvc_routes(a);
+	routes(a);
 	pthread_mutex_lock(&a->mu);
 	bool all_synced = (a->synced & a->expected) == a->expected;
 	pthread_mutex_unlock(&a->mu);
 	if (!leading) {
 		/* a follower: it learnt the owners, and changes nothing */
-		kvc_settle(a, leading, term, gen, now, true);
+		settle(a, leading, term, gen, now, true);
 		kvi_free(ops.v);
 		kvi_free(unowned);
 		kvc_lviews_free(lv, n);
@@ -786,7 +779,7 @@ kvc_tick(kvc_assigner *a)
 		return true;
 	}
 	if (all_synced) {
-		kvc_orphans(a, lv, n, &ops);
+		orphans(a, lv, n, &ops);
 	}
 	if (ops.n > 0) {
 		bool *ok = kvi_calloc(ops.n, sizeof(bool));
@@ -803,7 +796,7 @@ kvc_tick(kvc_assigner *a)
 		}
 		kvi_free(ok);
 	}
-	size_t pending = kvc_units(a, lv, n, unowned, now);
+	size_t pending = attempt_due_units(a, lv, n, unowned, now);
 	if (a->m_pending_units != NULL) {
 		kvi_gauge_set(a->m_pending_units, (int64_t)pending);
 	}
@@ -811,7 +804,7 @@ kvc_tick(kvc_assigner *a)
 	for (size_t i = 0; i < n && !any_unowned; i++) {
 		any_unowned = unowned[i];
 	}
-	kvc_settle(a, leading, term, gen, now, ops.n == 0 && !any_unowned);
+	settle(a, leading, term, gen, now, ops.n == 0 && !any_unowned);
 	kvi_free(ops.v);
 	kvi_free(unowned);
 	kvc_lviews_free(lv, n);

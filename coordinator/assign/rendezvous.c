@@ -79,10 +79,10 @@ kvc_rdv_pins_free(kvc_rdv_pins *p)
 	kvi_free(p);
 }
 
-/* kvc_rdv_pins_find returns key's position, or where it would go; *found
+/* rdv_pins_find returns key's position, or where it would go; *found
  * says which. */
 static size_t
-kvc_rdv_pins_find(const kvc_rdv_pins *p, const char *key, bool *found)
+rdv_pins_find(const kvc_rdv_pins *p, const char *key, bool *found)
 {
 	size_t lo = 0, hi = p->n;
 	while (lo < hi) {
@@ -106,7 +106,7 @@ void
 kvc_rdv_pins_set(kvc_rdv_pins *p, const char *key, const char *shard_id)
 {
 	bool found;
-	size_t at = kvc_rdv_pins_find(p, key, &found);
+	size_t at = rdv_pins_find(p, key, &found);
 	if (found) {
 		kvi_free(p->v[at].shard_id);
 		p->v[at].shard_id = kvi_strdup(shard_id);
@@ -126,7 +126,7 @@ bool
 kvc_rdv_pins_unset(kvc_rdv_pins *p, const char *key)
 {
 	bool found;
-	size_t at = kvc_rdv_pins_find(p, key, &found);
+	size_t at = rdv_pins_find(p, key, &found);
 	if (!found) {
 		return false;
 	}
@@ -141,7 +141,7 @@ const char *
 kvc_rdv_pins_get(const kvc_rdv_pins *p, const char *key)
 {
 	bool found;
-	size_t at = kvc_rdv_pins_find(p, key, &found);
+	size_t at = rdv_pins_find(p, key, &found);
 	return found ? p->v[at].shard_id : NULL;
 }
 

@@ -27,10 +27,10 @@
  * (a Lease's annotations hold 256 KiB at most). */
 #define KVC_SHARE_PENDING_MAX (128u << 10)
 
-/* kvc_shared_json parses the text of annotation, which must be a JSON
+/* shared_json parses the text of annotation, which must be a JSON
  * value of type want; NULL (and a warning) when it is not. */
 static json_t *
-kvc_shared_json(const char *text, const char *annotation, json_type want)
+shared_json(const char *text, const char *annotation, json_type want)
 {
 	json_t *v = json_loads(text, 0, NULL);
 	if (v == NULL || json_typeof(v) != want) {
@@ -45,7 +45,7 @@ kvc_shared_json(const char *text, const char *annotation, json_type want)
 /* ---- shards ----------------------------------------------------------- */
 
 static char *
-kvc_shards_text(const kvc_assigner *a)
+shards_text(const kvc_assigner *a)
 {
 	size_t cap = 64, len = 0;
 	char *text = kvi_malloc(cap);
@@ -64,11 +64,11 @@ kvc_shards_text(const kvc_assigner *a)
 	return text;
 }
 
-/* kvc_take_shards adds the shards of text this replica lacks. It does
+/* take_shards adds the shards of text this replica lacks. It does
  * not forget shards: one drained and forgotten by the leader goes when
  * this replica forgets it itself (kvc_admin_tick) or restarts. */
 static void
-kvc_take_shards(kvc_assigner *a, char *text)
+take_shards(kvc_assigner *a, char *text)
 {
 	char *save = NULL;
 	for (char *tok = strtok_r(text, ",", &save); tok != NULL;
@@ -98,7 +98,7 @@ kvc_take_shards(kvc_assigner *a, char *text)
 /* ---- pins ------------------------------------------------------------- */
 
 static char *
-kvc_pins_text(const kvc_assigner *a)
+pins_text(const kvc_assigner *a)
 {
 	json_t *o = json_object();
 	for (size_t i = 0; i < kvc_rdv_pins_count(a->pins); i++) {
@@ -112,7 +112,7 @@ kvc_pins_text(const kvc_assigner *a)
 }
 
 static void
-kvc_pin_store(kvc_assigner *a, const char *key, const char *shard)
+pin_store(kvc_assigner *a, const char *key, const char *shard)
 {
 	char err[256];
 	if (a->store != NULL &&
@@ -124,12 +124,11 @@ kvc_pin_store(kvc_assigner *a, const char *key, const char *shard)
 	}
 }
 
-/* kvc_take_pins makes this replica's pins those of text. */
+/* take_pins makes this replica's pins those of text. */
 static void
-kvc_take_pins(kvc_assigner *a, char *text)
+take_pins(kvc_assigner *a, char *text)
 {
-	json_t *o =
-	    kvc_shared_json(text, KVC_LEASE_PINS_ANNOTATION, JSON_OBJECT);
+	json_t *o = shared_json(text, KVC_LEASE_PINS_ANNOTATION, JSON_OBJECT);
 	if (o == NULL) {
 		return;
 	}
@@ -140,7 +139,7 @@ kvc_take_pins(kvc_assigner *a, char *text)
 		if (json_object_get(o, key) == NULL) {
 			char *k = kvi_strdup(key);
 			kvc_rdv_pins_unset(a->pins, k);
-			kvc_pin_store(a, k, NULL);
+			pin_store(a, k, NULL);
 			kvi_free(k);
 		}
 	}
@@ -152,7 +151,7 @@ kvc_take_pins(kvc_assigner *a, char *text)
 		const char *was = kvc_rdv_pins_get(a->pins, key);
 		if (to != NULL && (was == NULL || strcmp(was, to) != 0)) {
 			kvc_rdv_pins_set(a->pins, key, to);
-			kvc_pin_store(a, key, to);
+			pin_store(a, key, to);
 			KVI_INFO("listener_pinned",
 				 "listener=%s to=%s from=leader", key, to);
 		}
@@ -163,7 +162,7 @@ kvc_take_pins(kvc_assigner *a, char *text)
 /* ---- drains ----------------------------------------------------------- */
 
 static char *
-kvc_drains_text(const kvc_assigner *a)
+drains_text(const kvc_assigner *a)
 {
 	json_t *arr = json_array();
 	for (size_t i = 0; i < a->n_snap; i++) {
@@ -176,12 +175,12 @@ kvc_drains_text(const kvc_assigner *a)
 	return text;
 }
 
-/* kvc_take_drains marks draining exactly the shards of text. */
+/* take_drains marks draining exactly the shards of text. */
 static void
-kvc_take_drains(kvc_assigner *a, char *text)
+take_drains(kvc_assigner *a, char *text)
 {
 	json_t *arr =
-	    kvc_shared_json(text, KVC_LEASE_DRAINS_ANNOTATION, JSON_ARRAY);
+	    shared_json(text, KVC_LEASE_DRAINS_ANNOTATION, JSON_ARRAY);
 	if (arr == NULL) {
 		return;
 	}
@@ -221,11 +220,11 @@ kvc_take_drains(kvc_assigner *a, char *text)
 
 /* ---- pending registrations -------------------------------------------- */
 
-/* kvc_pending_text returns the HTTP registrations of which some rank is
+/* pending_text returns the HTTP registrations of which some rank is
  * owned by no shard at the last poll, as a JSON array of the hex of
  * their store records. */
 static char *
-kvc_pending_text(const kvc_assigner *a)
+pending_text(const kvc_assigner *a)
 {
 	size_t n, bytes = 0, left_out = 0;
 	kvc_pod *pods = kvc_reg_pods(a->reg, KVC_SOURCE_HTTP, &n);
@@ -272,7 +271,7 @@ kvc_pending_text(const kvc_assigner *a)
 }
 
 static bool
-kvc_unhex(const char *hex, uint8_t *out, size_t len)
+unhex(const char *hex, uint8_t *out, size_t len)
 {
 	for (size_t i = 0; i < len; i++) {
 		unsigned v;
@@ -284,13 +283,13 @@ kvc_unhex(const char *hex, uint8_t *out, size_t len)
 	return true;
 }
 
-/* kvc_take_pending keeps the registrations of text as a->pending and adds
+/* take_pending keeps the registrations of text as a->pending and adds
  * those the registry lacks. */
 static void
-kvc_take_pending(kvc_assigner *a, char *text)
+take_pending(kvc_assigner *a, char *text)
 {
 	json_t *arr =
-	    kvc_shared_json(text, KVC_LEASE_PENDING_ANNOTATION, JSON_ARRAY);
+	    shared_json(text, KVC_LEASE_PENDING_ANNOTATION, JSON_ARRAY);
 	if (arr == NULL) {
 		return;
 	}
@@ -306,7 +305,7 @@ kvc_take_pending(kvc_assigner *a, char *text)
 		uint8_t *rec = kvi_malloc(len + 1);
 		kvc_pod *p = &a->pending[a->n_pending];
 		char err[256] = "not hex";
-		if (len == 0 || !kvc_unhex(hex, rec, len) ||
+		if (len == 0 || !unhex(hex, rec, len) ||
 		    kvc_pod_decode(rec, len, p, err, sizeof(err)) != KVI_OK) {
 			KVI_WARN("registration_unreadable",
 				 "annotation=%s err=\"%s\"",
@@ -354,10 +353,10 @@ typedef struct kvc_shared {
 
 /* in this order: a follower learns a shard before it learns it drains */
 static const kvc_shared kvc_shared_state[] = {
-    {KVC_LEASE_SHARDS_ANNOTATION, kvc_shards_text, kvc_take_shards},
-    {KVC_LEASE_PINS_ANNOTATION, kvc_pins_text, kvc_take_pins},
-    {KVC_LEASE_DRAINS_ANNOTATION, kvc_drains_text, kvc_take_drains},
-    {KVC_LEASE_PENDING_ANNOTATION, kvc_pending_text, kvc_take_pending},
+    {KVC_LEASE_SHARDS_ANNOTATION, shards_text, take_shards},
+    {KVC_LEASE_PINS_ANNOTATION, pins_text, take_pins},
+    {KVC_LEASE_DRAINS_ANNOTATION, drains_text, take_drains},
+    {KVC_LEASE_PENDING_ANNOTATION, pending_text, take_pending},
 };
 
 #define KVC_N_SHARED (sizeof(kvc_shared_state) / sizeof(kvc_shared_state[0]))
@@ -391,7 +390,7 @@ kvc_share_state(kvc_assigner *a, bool leading)
 	}
 	for (size_t i = 0; i < KVC_N_SHARED; i++) {
 		const kvc_shared *s = &kvc_shared_state[i];
-		if (s->take == kvc_take_pending && !a->polled) {
+		if (s->take == take_pending && !a->polled) {
 			continue; /* who owns what is not known yet */
 		}
 		char *text = s->text(a);

@@ -33,20 +33,19 @@ kvc_refused_count(kvc_assigner *a, kvc_source s, kvc_reg_why why)
 	}
 }
 
-/* kvc_skip_retryable says whether a pod refused for why may be taken
+/* skip_retryable says whether a pod refused for why may be taken
  * once something else is removed. */
 static bool
-kvc_skip_retryable(kvc_reg_why why)
+skip_retryable(kvc_reg_why why)
 {
 	return why == KVC_REG_KEY || why == KVC_REG_ENDPOINT ||
 	       why == KVC_REG_BLOCK_SIZE;
 }
 
-/* kvc_skip_known says whether the source's last sync skipped p for the
+/* skip_known says whether the source's last sync skipped p for the
  * same reason, in the way of the same listener. */
 static bool
-kvc_skip_known(const kvc_skips *old, const kvc_pod *p,
-	       const kvc_reg_result *res)
+skip_known(const kvc_skips *old, const kvc_pod *p, const kvc_reg_result *res)
 {
 	for (size_t i = 0; i < old->n; i++) {
 		const kvc_skip *k = &old->v[i];
@@ -65,7 +64,7 @@ kvc_skip_note(kvc_assigner *a, kvc_skips *next, const kvc_pod *p,
 	const char *src = kvc_source_name(p->source);
 	const char *why = kvc_reg_why_name(res->why);
 	const char *name = p->name != NULL ? p->name : "-";
-	if (kvc_skip_known(&a->skipped[p->source], p, res)) {
+	if (skip_known(&a->skipped[p->source], p, res)) {
 		KVI_DEBUG("pod_skipped", "source=%s pod=%s reason=%s still",
 			  src, name, why);
 	} else if (res->why == KVC_REG_KEY || res->why == KVC_REG_ENDPOINT) {
@@ -108,10 +107,10 @@ kvc_skip_set(kvc_assigner *a, kvc_source s, kvc_skips *next)
 	*next = (kvc_skips){0};
 }
 
-/* kvc_skip_retry_source tries again the pods of source s skipped for
+/* skip_retry_source tries again the pods of source s skipped for
  * what was in their way, and assigns those now added. */
 static void
-kvc_skip_retry_source(kvc_assigner *a, kvc_source s)
+skip_retry_source(kvc_assigner *a, kvc_source s)
 {
 	kvc_skips *sk = &a->skipped[s];
 	kvc_skips added = {0};
@@ -121,7 +120,7 @@ kvc_skip_retry_source(kvc_assigner *a, kvc_source s)
 		kvc_skip *k = &sk->v[i];
 		char err[512];
 		kvc_reg_result res;
-		if (kvc_skip_retryable(k->why) &&
+		if (skip_retryable(k->why) &&
 		    kvc_reg_add(a->reg, &k->pod, &res, err, sizeof(err)) ==
 			KVI_OK) {
 			KVI_INFO("pod_added", "source=%s pod=%s was=skipped",
@@ -152,7 +151,7 @@ kvc_skip_retry(kvc_assigner *a)
 	a->retried_at = a->removed_total;
 	for (int s = 0; s < KVC_SOURCES; s++) {
 		if (a->skipped[s].n > 0) {
-			kvc_skip_retry_source(a, (kvc_source)s);
+			skip_retry_source(a, (kvc_source)s);
 		}
 	}
 }

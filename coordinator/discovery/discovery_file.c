@@ -32,13 +32,13 @@ typedef struct kvc_df_parse {
 	size_t n_errors, cap_errors;
 } kvc_df_parse;
 
-static void kvc_df_error(kvc_df_parse *ps, size_t index, const char *name,
-			 kvi_err code, const char *fmt, ...)
+static void df_error(kvc_df_parse *ps, size_t index, const char *name,
+		     kvi_err code, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
 static void
-kvc_df_error(kvc_df_parse *ps, size_t index, const char *name, kvi_err code,
-	     const char *fmt, ...)
+df_error(kvc_df_parse *ps, size_t index, const char *name, kvi_err code,
+	 const char *fmt, ...)
 {
 	if (ps->n_errors == ps->cap_errors) {
 		ps->cap_errors = ps->cap_errors ? ps->cap_errors * 2 : 8;
@@ -55,20 +55,20 @@ kvc_df_error(kvc_df_parse *ps, size_t index, const char *name, kvi_err code,
 	va_end(ap);
 }
 
-/* kvc_df_string reads a required string field; NULL when it is missing or
+/* df_string reads a required string field; NULL when it is missing or
  * not a string. */
 static const char *
-kvc_df_string(json_t *o, const char *field)
+df_string(json_t *o, const char *field)
 {
 	json_t *v = json_object_get(o, field);
 	return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
-/* kvc_df_uint reads an integer field into *out when it is present and in
+/* df_uint reads an integer field into *out when it is present and in
  * lo..hi; *has says whether it was present (not absent, not null). */
 static kvi_err
-kvc_df_uint(json_t *o, const char *field, int64_t lo, int64_t hi, uint32_t *out,
-	    bool *has, char *msg, size_t msglen)
+df_uint(json_t *o, const char *field, int64_t lo, int64_t hi, uint32_t *out,
+	bool *has, char *msg, size_t msglen)
 {
 	json_t *v = json_object_get(o, field);
 	*has = v != NULL && !json_is_null(v);
@@ -91,19 +91,19 @@ kvc_df_uint(json_t *o, const char *field, int64_t lo, int64_t hi, uint32_t *out,
 	return KVI_OK;
 }
 
-/* kvc_df_pod turns one element of "pods" into p, or explains in msg why
+/* df_pod turns one element of "pods" into p, or explains in msg why
  * it cannot. The strings of p point into o. */
 static kvi_err
-kvc_df_pod(json_t *o, uint32_t default_dp_size, kvc_pod *p, char *msg,
-	   size_t msglen)
+df_pod(json_t *o, uint32_t default_dp_size, kvc_pod *p, char *msg,
+       size_t msglen)
 {
 	if (!json_is_object(o)) {
 		snprintf(msg, msglen, "pod is not an object");
 		return KVI_EINVAL;
 	}
-	const char *name = kvc_df_string(o, "name");
-	const char *ip = kvc_df_string(o, "ip");
-	const char *model = kvc_df_string(o, "model");
+	const char *name = df_string(o, "name");
+	const char *ip = df_string(o, "ip");
+	const char *model = df_string(o, "model");
 	const char *missing = name == NULL    ? "name"
 			      : ip == NULL    ? "ip"
 			      : model == NULL ? "model"
@@ -124,16 +124,16 @@ kvc_df_pod(json_t *o, uint32_t default_dp_size, kvc_pod *p, char *msg,
 	p->model = (char *)model;
 	bool has_zmq, has_dp, has_bs;
 	kvi_err rv;
-	if ((rv = kvc_df_uint(o, "zmq_port", 1, 65535, &p->zmq_port, &has_zmq,
-			      msg, msglen)) != KVI_OK ||
-	    (rv = kvc_df_uint(o, "recover_port", 1, 65535, &p->recover_port,
-			      &p->has_recover_port, msg, msglen)) != KVI_OK ||
-	    (rv = kvc_df_uint(o, "replay_port", 1, 65535, &p->replay_port,
-			      &p->has_replay_port, msg, msglen)) != KVI_OK ||
-	    (rv = kvc_df_uint(o, "dp_size", 1, KVC_DP_SIZE_MAX, &p->dp_size,
-			      &has_dp, msg, msglen)) != KVI_OK ||
-	    (rv = kvc_df_uint(o, "block_size", 1, 1 << 20, &p->block_size,
-			      &has_bs, msg, msglen)) != KVI_OK) {
+	if ((rv = df_uint(o, "zmq_port", 1, 65535, &p->zmq_port, &has_zmq, msg,
+			  msglen)) != KVI_OK ||
+	    (rv = df_uint(o, "recover_port", 1, 65535, &p->recover_port,
+			  &p->has_recover_port, msg, msglen)) != KVI_OK ||
+	    (rv = df_uint(o, "replay_port", 1, 65535, &p->replay_port,
+			  &p->has_replay_port, msg, msglen)) != KVI_OK ||
+	    (rv = df_uint(o, "dp_size", 1, KVC_DP_SIZE_MAX, &p->dp_size,
+			  &has_dp, msg, msglen)) != KVI_OK ||
+	    (rv = df_uint(o, "block_size", 1, 1 << 20, &p->block_size, &has_bs,
+			  msg, msglen)) != KVI_OK) {
 		return rv;
 	}
 	if (!has_zmq || !has_bs) {
@@ -156,7 +156,7 @@ typedef struct kvc_df_ref {
 } kvc_df_ref;
 
 static int
-kvc_df_by_name(const void *a, const void *b)
+df_by_name(const void *a, const void *b)
 {
 	const kvc_df_ref *x = a, *y = b;
 	int c = strcmp(x->name, y->name);
@@ -164,7 +164,7 @@ kvc_df_by_name(const void *a, const void *b)
 }
 
 static int
-kvc_df_by_id(const void *a, const void *b)
+df_by_id(const void *a, const void *b)
 {
 	const kvc_df_ref *x = a, *y = b;
 	if (x->id != y->id) {
@@ -174,17 +174,17 @@ kvc_df_by_id(const void *a, const void *b)
 }
 
 static int
-kvc_df_by_index(const void *a, const void *b)
+df_by_index(const void *a, const void *b)
 {
 	const kvc_dfile_error *x = a, *y = b;
 	return (x->index > y->index) - (x->index < y->index);
 }
 
-/* kvc_df_dups marks in bad[] each candidate whose name or instance id an
+/* df_dups marks in bad[] each candidate whose name or instance id an
  * earlier one has, and reports it. */
 static void
-kvc_df_dups(kvc_df_parse *ps, const kvc_pod *cand, const bool *ok, size_t n,
-	    bool *bad)
+df_dups(kvc_df_parse *ps, const kvc_pod *cand, const bool *ok, size_t n,
+	bool *bad)
 {
 	kvc_df_ref *refs = kvi_calloc(n ? n : 1, sizeof(*refs));
 	size_t m = 0;
@@ -194,7 +194,7 @@ kvc_df_dups(kvc_df_parse *ps, const kvc_pod *cand, const bool *ok, size_t n,
 			    (kvc_df_ref){cand[i].name, cand[i].instance_id, i};
 		}
 	}
-	qsort(refs, m, sizeof(*refs), kvc_df_by_name);
+	qsort(refs, m, sizeof(*refs), df_by_name);
 	size_t run = 0; /* the first, hence earliest, pod of a run of names */
 	for (size_t i = 1; i < m; i++) {
 		if (strcmp(refs[i].name, refs[run].name) != 0) {
@@ -202,10 +202,10 @@ kvc_df_dups(kvc_df_parse *ps, const kvc_pod *cand, const bool *ok, size_t n,
 			continue;
 		}
 		bad[refs[i].index] = true;
-		kvc_df_error(ps, refs[i].index, refs[i].name, KVI_EEXIST,
-			     "duplicate name: pod %zu has it", refs[run].index);
+		df_error(ps, refs[i].index, refs[i].name, KVI_EEXIST,
+			 "duplicate name: pod %zu has it", refs[run].index);
 	}
-	qsort(refs, m, sizeof(*refs), kvc_df_by_id);
+	qsort(refs, m, sizeof(*refs), df_by_id);
 	size_t keep = SIZE_MAX; /* the earliest pod kept with this id */
 	for (size_t i = 0; i < m; i++) {
 		if (bad[refs[i].index]) {
@@ -216,15 +216,15 @@ kvc_df_dups(kvc_df_parse *ps, const kvc_pod *cand, const bool *ok, size_t n,
 			continue;
 		}
 		bad[refs[i].index] = true;
-		kvc_df_error(ps, refs[i].index, refs[i].name, KVI_EEXIST,
-			     "instance id %" PRIu64 " collides with pod %zu",
-			     refs[i].id, refs[keep].index);
+		df_error(ps, refs[i].index, refs[i].name, KVI_EEXIST,
+			 "instance id %" PRIu64 " collides with pod %zu",
+			 refs[i].id, refs[keep].index);
 	}
 	kvi_free(refs);
 }
 
 static json_t *
-kvc_df_load(const void *data, size_t len, char *err, size_t errlen)
+df_load(const void *data, size_t len, char *err, size_t errlen)
 {
 	json_error_t je;
 	json_t *root = json_loadb(data, len, JSON_REJECT_DUPLICATES, &je);
@@ -249,7 +249,7 @@ kvi_err
 kvc_dfile_parse(const void *data, size_t len, uint32_t default_dp_size,
 		kvc_dfile *out, char *err, size_t errlen)
 {
-	json_t *root = kvc_df_load(data, len, err, errlen);
+	json_t *root = df_load(data, len, err, errlen);
 	if (root == NULL) {
 		return KVI_EPROTO;
 	}
@@ -262,14 +262,13 @@ kvc_dfile_parse(const void *data, size_t len, uint32_t default_dp_size,
 		json_t *o = json_array_get(arr, i);
 		char msg[sizeof(ps.errors->msg)];
 		kvi_err rv =
-		    kvc_df_pod(o, default_dp_size, &cand[i], msg, sizeof(msg));
+		    df_pod(o, default_dp_size, &cand[i], msg, sizeof(msg));
 		ok[i] = rv == KVI_OK;
 		if (!ok[i]) {
-			kvc_df_error(&ps, i, kvc_df_string(o, "name"), rv, "%s",
-				     msg);
+			df_error(&ps, i, df_string(o, "name"), rv, "%s", msg);
 		}
 	}
-	kvc_df_dups(&ps, cand, ok, n, bad);
+	df_dups(&ps, cand, ok, n, bad);
 	kvc_dfile f = {0};
 	f.pods = kvi_calloc(n ? n : 1, sizeof(*f.pods));
 	for (size_t i = 0; i < n; i++) {
@@ -279,8 +278,7 @@ kvc_dfile_parse(const void *data, size_t len, uint32_t default_dp_size,
 		}
 	}
 	if (ps.n_errors > 1) {
-		qsort(ps.errors, ps.n_errors, sizeof(*ps.errors),
-		      kvc_df_by_index);
+		qsort(ps.errors, ps.n_errors, sizeof(*ps.errors), df_by_index);
 	}
 	f.errors = ps.errors;
 	f.n_errors = ps.n_errors;
@@ -330,7 +328,7 @@ struct kvc_dfile_watch {
 };
 
 static void
-kvc_df_sig_of(const struct stat *st, kvc_df_sig *s)
+df_sig_of(const struct stat *st, kvc_df_sig *s)
 {
 	memset(s, 0, sizeof(*s));
 	s->dev = st->st_dev;
@@ -341,7 +339,7 @@ kvc_df_sig_of(const struct stat *st, kvc_df_sig *s)
 }
 
 static bool
-kvc_df_sig_eq(const kvc_df_sig *a, const kvc_df_sig *b)
+df_sig_eq(const kvc_df_sig *a, const kvc_df_sig *b)
 {
 	return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
 	       a->mtime.tv_sec == b->mtime.tv_sec &&
@@ -351,7 +349,7 @@ kvc_df_sig_eq(const kvc_df_sig *a, const kvc_df_sig *b)
 }
 
 static void
-kvc_df_count(kvc_dfile_watch *w, bool failed, bool missing)
+df_count(kvc_dfile_watch *w, bool failed, bool missing)
 {
 	pthread_mutex_lock(&w->mu);
 	w->stats.failures += failed;
@@ -359,11 +357,11 @@ kvc_df_count(kvc_dfile_watch *w, bool failed, bool missing)
 	pthread_mutex_unlock(&w->mu);
 }
 
-/* kvc_df_read reads the open file fd into a buffer of *len bytes, the
+/* df_read reads the open file fd into a buffer of *len bytes, the
  * caller frees it. NULL with errno set on failure; EFBIG when it is
  * larger than KVC_DFILE_MAX_BYTES. */
 static char *
-kvc_df_read(int fd, size_t hint, size_t *len)
+df_read(int fd, size_t hint, size_t *len)
 {
 	size_t cap = hint + 1, n = 0;
 	if (cap > KVC_DFILE_MAX_BYTES + 1) {
@@ -400,9 +398,9 @@ kvc_df_read(int fd, size_t hint, size_t *len)
 	return buf;
 }
 
-/* kvc_df_deliver parses a new version of the file and hands it over. */
+/* df_deliver parses a new version of the file and hands it over. */
 static void
-kvc_df_deliver(kvc_dfile_watch *w, const char *data, size_t len)
+df_deliver(kvc_dfile_watch *w, const char *data, size_t len)
 {
 	char qpath[300], qmsg[300], qname[300];
 	kvi_log_quote(qpath, sizeof(qpath), w->path);
@@ -412,7 +410,7 @@ kvc_df_deliver(kvc_dfile_watch *w, const char *data, size_t len)
 			    sizeof(err)) != KVI_OK) {
 		KVI_WARN("discovery_file_invalid", "path=%s error=%s", qpath,
 			 kvi_log_quote(qmsg, sizeof(qmsg), err));
-		kvc_df_count(w, true, false);
+		df_count(w, true, false);
 		return;
 	}
 	for (size_t i = 0; i < f.n_errors; i++) {
@@ -434,14 +432,14 @@ kvc_df_deliver(kvc_dfile_watch *w, const char *data, size_t len)
 }
 
 static int64_t
-kvc_df_ns(const struct timespec *t)
+df_ns(const struct timespec *t)
 {
 	return (int64_t)t->tv_sec * 1000000000LL + t->tv_nsec;
 }
 
-/* kvc_df_poll checks the file once and delivers a new version. */
+/* df_poll checks the file once and delivers a new version. */
 static void
-kvc_df_poll(kvc_dfile_watch *w)
+df_poll(kvc_dfile_watch *w)
 {
 	char qpath[300];
 	kvi_log_quote(qpath, sizeof(qpath), w->path);
@@ -453,7 +451,7 @@ kvc_df_poll(kvc_dfile_watch *w)
 					 : "discovery_file_unreadable",
 				 "path=%s error=\"%s\" pods=kept", qpath,
 				 strerror(errno));
-			kvc_df_count(w, !missing, missing);
+			df_count(w, !missing, missing);
 		}
 		w->logged_missing = missing;
 		w->logged_stat = !missing;
@@ -462,8 +460,8 @@ kvc_df_poll(kvc_dfile_watch *w)
 	}
 	w->logged_missing = w->logged_stat = false;
 	kvc_df_sig sig;
-	kvc_df_sig_of(&st, &sig);
-	if (w->have_sig && kvc_df_sig_eq(&sig, &w->sig) && !w->racy) {
+	df_sig_of(&st, &sig);
+	if (w->have_sig && df_sig_eq(&sig, &w->sig) && !w->racy) {
 		return;
 	}
 	/* O_NONBLOCK: a FIFO put in the file's place must not block us */
@@ -475,19 +473,19 @@ kvc_df_poll(kvc_dfile_watch *w)
 		why = strerror(errno);
 	} else if (!S_ISREG(st.st_mode)) {
 		why = "not a regular file";
-	} else if ((data = kvc_df_read(fd, (size_t)st.st_size, &len)) == NULL) {
+	} else if ((data = df_read(fd, (size_t)st.st_size, &len)) == NULL) {
 		why =
 		    errno == EFBIG ? "larger than the limit" : strerror(errno);
 	}
 	if (fd >= 0) {
 		/* the file read is the one described, even if replaced since */
-		kvc_df_sig_of(&st, &sig);
+		df_sig_of(&st, &sig);
 		close(fd);
 	}
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
-	bool changed = !w->have_sig || !kvc_df_sig_eq(&sig, &w->sig);
-	w->racy = kvc_df_ns(&now) - kvc_df_ns(&sig.mtime) < KVC_DFILE_RACY_NS;
+	bool changed = !w->have_sig || !df_sig_eq(&sig, &w->sig);
+	w->racy = df_ns(&now) - df_ns(&sig.mtime) < KVC_DFILE_RACY_NS;
 	w->sig = sig;
 	w->have_sig = true;
 	if (data == NULL) {
@@ -496,7 +494,7 @@ kvc_df_poll(kvc_dfile_watch *w)
 			KVI_WARN("discovery_file_unreadable",
 				 "path=%s error=%s pods=kept", qpath,
 				 kvi_log_quote(qwhy, sizeof(qwhy), why));
-			kvc_df_count(w, true, false);
+			df_count(w, true, false);
 		}
 		return;
 	}
@@ -507,21 +505,21 @@ kvc_df_poll(kvc_dfile_watch *w)
 	if (!w->have_hash || h != w->hash) {
 		w->hash = h;
 		w->have_hash = true;
-		kvc_df_deliver(w, data, len);
+		df_deliver(w, data, len);
 	} else {
-		kvc_df_count(w, false, false);
+		df_count(w, false, false);
 	}
 	kvi_free(data);
 }
 
 static void *
-kvc_df_main(void *arg)
+df_main(void *arg)
 {
 	kvc_dfile_watch *w = arg;
 	pthread_mutex_lock(&w->mu);
 	while (!w->stop) {
 		pthread_mutex_unlock(&w->mu);
-		kvc_df_poll(w);
+		df_poll(w);
 		pthread_mutex_lock(&w->mu);
 		struct timespec at =
 		    kvi_deadline_ms(CLOCK_MONOTONIC, w->interval_ms);
@@ -549,7 +547,7 @@ kvc_dfile_watch_start(const char *path, uint32_t default_dp_size,
 	w->arg = arg;
 	pthread_mutex_init(&w->mu, NULL);
 	kvi_cond_init_monotonic(&w->cv);
-	if (pthread_create(&w->thread, NULL, kvc_df_main, w) != 0) {
+	if (pthread_create(&w->thread, NULL, df_main, w) != 0) {
 		pthread_cond_destroy(&w->cv);
 		pthread_mutex_destroy(&w->mu);
 		kvi_free(w->path);

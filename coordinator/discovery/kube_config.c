@@ -11,7 +11,7 @@
 #include "cli.h"
 
 static bool
-kvc_kube_ns_valid(const char *s)
+kube_ns_valid(const char *s)
 {
 	size_t n = strlen(s);
 	if (n == 0 || n > 63 || s[0] == '-' || s[n - 1] == '-') {
@@ -36,7 +36,7 @@ kvc_kube_config_resolve(kvc_kube_config *cfg, kvc_kube_bufs *bufs, char *err,
 		return KVI_EINVAL;
 	}
 	for (size_t i = 0; i < cfg->n_namespaces; i++) {
-		if (!kvc_kube_ns_valid(cfg->namespaces[i])) {
+		if (!kube_ns_valid(cfg->namespaces[i])) {
 			snprintf(
 			    err, errlen,
 			    "namespace \"%.80s\" is not a valid name "
@@ -115,7 +115,7 @@ kvc_kube_read_token(const char *path, char *out, size_t len, char *err,
 static pthread_once_t kvc_curl_once = PTHREAD_ONCE_INIT;
 
 static void
-kvc_curl_init_once(void)
+curl_init_once(void)
 {
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 }
@@ -123,5 +123,5 @@ kvc_curl_init_once(void)
 void
 kvc_kube_curl_init(void)
 {
-	pthread_once(&kvc_curl_once, kvc_curl_init_once);
+	pthread_once(&kvc_curl_once, curl_init_once);
 }

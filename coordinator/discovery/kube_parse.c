@@ -11,16 +11,16 @@
 /* Pods */
 
 static const char *
-kvc_kp_str(const json_t *o, const char *field)
+kp_str(const json_t *o, const char *field)
 {
 	const json_t *v = json_object_get(o, field);
 	return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
-/* kvc_kp_decimal parses a plain decimal string (digits only) into *out;
+/* kp_decimal parses a plain decimal string (digits only) into *out;
  * false when it is not one or exceeds max. */
 static bool
-kvc_kp_decimal(const char *s, uint64_t max, uint64_t *out)
+kp_decimal(const char *s, uint64_t max, uint64_t *out)
 {
 	if (s == NULL || *s == '\0') {
 		return false;
@@ -39,11 +39,11 @@ kvc_kp_decimal(const char *s, uint64_t max, uint64_t *out)
 	return true;
 }
 
-/* kvc_kp_ann reads the integer annotation name into *out when present,
+/* kp_ann reads the integer annotation name into *out when present,
  * in lo..hi; otherwise keeps *out. False (why set) on a bad value. */
 static bool
-kvc_kp_ann(const json_t *ann, const char *name, uint32_t lo, uint32_t hi,
-	   uint32_t *out, bool *has, char *why, size_t whylen)
+kp_ann(const json_t *ann, const char *name, uint32_t lo, uint32_t hi,
+       uint32_t *out, bool *has, char *why, size_t whylen)
 {
 	const json_t *v = json_object_get(ann, name);
 	if (v == NULL) {
@@ -55,7 +55,7 @@ kvc_kp_ann(const json_t *ann, const char *name, uint32_t lo, uint32_t hi,
 		return false;
 	}
 	const char *s = json_string_value(v);
-	if (!kvc_kp_decimal(s, UINT64_MAX / 16, &x) || x < lo || x > hi) {
+	if (!kp_decimal(s, UINT64_MAX / 16, &x) || x < lo || x > hi) {
 		snprintf(why, whylen,
 			 "annotation %s=\"%.40s\" is not an integer in "
 			 "%" PRIu32 "..%" PRIu32,
@@ -70,27 +70,26 @@ kvc_kp_ann(const json_t *ann, const char *name, uint32_t lo, uint32_t hi,
 }
 
 static bool
-kvc_kp_ready(const json_t *status)
+kp_ready(const json_t *status)
 {
 	const json_t *conds = json_object_get(status, "conditions");
 	size_t i;
 	const json_t *c;
 	json_array_foreach(conds, i, c)
 	{
-		const char *type = kvc_kp_str(c, "type");
+		const char *type = kp_str(c, "type");
 		if (type != NULL && strcmp(type, "Ready") == 0) {
-			const char *st = kvc_kp_str(c, "status");
+			const char *st = kp_str(c, "status");
 			return st != NULL && strcmp(st, "True") == 0;
 		}
 	}
 	return false;
 }
 
-/* kvc_kp_settings derives out->pod from the defaults and the pod's labels
+/* kp_settings derives out->pod from the defaults and the pod's labels
  * and annotations; false with out->why set when it cannot. */
 static bool
-kvc_kp_settings(const json_t *meta, const kvc_kube_defaults *d,
-		kvc_kube_pod *out)
+kp_settings(const json_t *meta, const kvc_kube_defaults *d, kvc_kube_pod *out)
 {
 	const json_t *ann = json_object_get(meta, "annotations");
 	const json_t *labels = json_object_get(meta, "labels");
@@ -105,21 +104,21 @@ kvc_kp_settings(const json_t *meta, const kvc_kube_defaults *d,
 	p->recover_port = d->recover_port;
 	p->dp_size = d->dp_size;
 	p->block_size = d->block_size;
-	if (!kvc_kp_ann(ann, KVC_KUBE_ANN_DP_SIZE, 1, KVC_DP_SIZE_MAX,
-			&p->dp_size, NULL, why, wl) ||
-	    !kvc_kp_ann(ann, KVC_KUBE_ANN_ZMQ_PORT, 1, 65535, &p->zmq_port,
-			NULL, why, wl) ||
-	    !kvc_kp_ann(ann, KVC_KUBE_ANN_REPLAY_PORT, 1, 65535,
-			&p->replay_port, &p->has_replay_port, why, wl) ||
-	    !kvc_kp_ann(ann, KVC_KUBE_ANN_RECOVER_PORT, 1, 65535,
-			&p->recover_port, &p->has_recover_port, why, wl) ||
-	    !kvc_kp_ann(ann, KVC_KUBE_ANN_BLOCK_SIZE, 1, 1u << 20,
-			&p->block_size, NULL, why, wl)) {
+	if (!kp_ann(ann, KVC_KUBE_ANN_DP_SIZE, 1, KVC_DP_SIZE_MAX, &p->dp_size,
+		    NULL, why, wl) ||
+	    !kp_ann(ann, KVC_KUBE_ANN_ZMQ_PORT, 1, 65535, &p->zmq_port, NULL,
+		    why, wl) ||
+	    !kp_ann(ann, KVC_KUBE_ANN_REPLAY_PORT, 1, 65535, &p->replay_port,
+		    &p->has_replay_port, why, wl) ||
+	    !kp_ann(ann, KVC_KUBE_ANN_RECOVER_PORT, 1, 65535, &p->recover_port,
+		    &p->has_recover_port, why, wl) ||
+	    !kp_ann(ann, KVC_KUBE_ANN_BLOCK_SIZE, 1, 1u << 20, &p->block_size,
+		    NULL, why, wl)) {
 		return false;
 	}
-	const char *model = kvc_kp_str(ann, KVC_KUBE_ANN_MODEL);
+	const char *model = kp_str(ann, KVC_KUBE_ANN_MODEL);
 	if (model == NULL && d->model_label != NULL) {
-		model = kvc_kp_str(labels, d->model_label);
+		model = kp_str(labels, d->model_label);
 	}
 	if (model == NULL || model[0] == '\0') {
 		snprintf(why, wl,
@@ -149,8 +148,8 @@ kvc_kube_pod_parse(const json_t *obj, const kvc_kube_defaults *d,
 		   kvc_kube_pod *out, char *err, size_t errlen)
 {
 	const json_t *meta = json_object_get(obj, "metadata");
-	const char *name = kvc_kp_str(meta, "name");
-	const char *ns = kvc_kp_str(meta, "namespace");
+	const char *name = kp_str(meta, "name");
+	const char *ns = kp_str(meta, "namespace");
 	if (!json_is_object(obj) || name == NULL || ns == NULL ||
 	    name[0] == '\0' || ns[0] == '\0') {
 		snprintf(err, errlen,
@@ -163,22 +162,21 @@ kvc_kube_pod_parse(const json_t *obj, const kvc_kube_defaults *d,
 	size_t kl = strlen(ns) + 1 + strlen(name) + 1;
 	p.key = kvi_malloc(kl);
 	snprintf(p.key, kl, "%s/%s", ns, name);
-	const char *uid = kvc_kp_str(meta, "uid");
+	const char *uid = kp_str(meta, "uid");
 	p.uid = kvi_strdup(uid != NULL ? uid : "");
 	uint64_t rv = 0;
-	if (kvc_kp_decimal(kvc_kp_str(meta, "resourceVersion"), UINT64_MAX / 16,
-			   &rv)) {
+	if (kp_decimal(kp_str(meta, "resourceVersion"), UINT64_MAX / 16, &rv)) {
 		p.rv = rv;
 	}
 	const json_t *del = json_object_get(meta, "deletionTimestamp");
 	p.terminating = del != NULL && !json_is_null(del);
 	const json_t *status = json_object_get(obj, "status");
-	const char *ip = kvc_kp_str(status, "podIP");
+	const char *ip = kp_str(status, "podIP");
 	if (ip != NULL && ip[0] != '\0') {
 		p.ip = kvi_strdup(ip);
 	}
-	p.ready = kvc_kp_ready(status);
-	p.valid = kvc_kp_settings(meta, d, &p);
+	p.ready = kp_ready(status);
+	p.valid = kp_settings(meta, d, &p);
 	*out = p;
 	return KVI_OK;
 }
@@ -208,7 +206,7 @@ kvc_kube_pod_move(kvc_kube_pod *dst, kvc_kube_pod *src)
 bool
 kvc_kube_status_parse(const json_t *obj, kvc_kube_status *out)
 {
-	const char *kind = kvc_kp_str(obj, "kind");
+	const char *kind = kp_str(obj, "kind");
 	if (kind == NULL || strcmp(kind, "Status") != 0) {
 		return false;
 	}
@@ -218,8 +216,8 @@ kvc_kube_status_parse(const json_t *obj, kvc_kube_status *out)
 	    json_integer_value(code) < 1000) {
 		out->code = (int)json_integer_value(code);
 	}
-	const char *reason = kvc_kp_str(obj, "reason");
-	const char *msg = kvc_kp_str(obj, "message");
+	const char *reason = kp_str(obj, "reason");
+	const char *msg = kp_str(obj, "message");
 	snprintf(out->reason, sizeof(out->reason), "%s", reason ? reason : "");
 	snprintf(out->message, sizeof(out->message), "%s", msg ? msg : "");
 	return true;
@@ -253,8 +251,8 @@ kvc_kube_list_parse(const void *data, size_t len, const kvc_kube_defaults *d,
 	const json_t *meta = json_object_get(doc, "metadata");
 	uint64_t lrv = 0;
 	if (!json_is_array(items) ||
-	    !kvc_kp_decimal(kvc_kp_str(meta, "resourceVersion"),
-			    UINT64_MAX / 16, &lrv)) {
+	    !kp_decimal(kp_str(meta, "resourceVersion"), UINT64_MAX / 16,
+			&lrv)) {
 		snprintf(err, errlen,
 			 "not a pod list: items or metadata.resourceVersion "
 			 "is missing");
@@ -276,7 +274,7 @@ kvc_kube_list_parse(const void *data, size_t len, const kvc_kube_defaults *d,
 			l.n_skipped++;
 		}
 	}
-	const char *cont = kvc_kp_str(meta, "continue");
+	const char *cont = kp_str(meta, "continue");
 	if (cont != NULL && cont[0] != '\0') {
 		l.cont = kvi_strdup(cont);
 	}
@@ -346,10 +344,10 @@ static const struct {
     {"ERROR", KVC_KUBE_ERROR},
 };
 
-/* kvc_ks_line parses one complete line and calls back. */
+/* ks_line parses one complete line and calls back. */
 static kvi_err
-kvc_ks_line(kvc_kube_stream *s, const char *line, size_t len, char *err,
-	    size_t errlen)
+ks_line(kvc_kube_stream *s, const char *line, size_t len, char *err,
+	size_t errlen)
 {
 	while (len > 0 && (line[len - 1] == '\r' || line[len - 1] == ' ' ||
 			   line[len - 1] == '\t')) {
@@ -366,7 +364,7 @@ kvc_ks_line(kvc_kube_stream *s, const char *line, size_t len, char *err,
 		return KVI_EPROTO;
 	}
 	kvi_err rv = KVI_EPROTO;
-	const char *type = kvc_kp_str(ev, "type");
+	const char *type = kp_str(ev, "type");
 	const json_t *obj = json_object_get(ev, "object");
 	if (type == NULL || !json_is_object(obj)) {
 		snprintf(err, errlen,
@@ -389,7 +387,7 @@ out:
 }
 
 static void
-kvc_ks_keep(kvc_kube_stream *s, const char *data, size_t len)
+ks_keep(kvc_kube_stream *s, const char *data, size_t len)
 {
 	if (s->len + len > s->cap) {
 		size_t cap = s->cap ? s->cap : 4096;
@@ -418,17 +416,17 @@ kvc_kube_stream_feed(kvc_kube_stream *s, const void *data, size_t len,
 			return KVI_ETOOBIG;
 		}
 		if (nl == NULL) {
-			kvc_ks_keep(s, p, take);
+			ks_keep(s, p, take);
 			return KVI_OK;
 		}
 		kvi_err rv;
 		if (s->len == 0) {
-			rv = kvc_ks_line(s, p, take, err, errlen);
+			rv = ks_line(s, p, take, err, errlen);
 		} else {
-			kvc_ks_keep(s, p, take);
+			ks_keep(s, p, take);
 			size_t n = s->len;
 			s->len = 0;
-			rv = kvc_ks_line(s, s->buf, n, err, errlen);
+			rv = ks_line(s, s->buf, n, err, errlen);
 		}
 		if (rv != KVI_OK) {
 			return rv;

@@ -37,7 +37,7 @@ kvc_kube_table_alloc(size_t n_ns, int64_t grace_ms)
 }
 
 static void
-kvc_kt_last_clear(kvc_kube_table *t)
+kt_last_clear(kvc_kube_table *t)
 {
 	for (size_t i = 0; i < t->n_last; i++) {
 		kvc_pod_fini(&t->last[i]);
@@ -58,15 +58,15 @@ kvc_kube_table_free(kvc_kube_table *t)
 	}
 	kvi_free(t->e);
 	kvi_free(t->listed);
-	kvc_kt_last_clear(t);
+	kt_last_clear(t);
 	kvi_free(t->out);
 	kvi_free(t);
 }
 
-/* kvc_kt_find returns the index of key, or where it would go (*found
+/* kt_find returns the index of key, or where it would go (*found
  * false). */
 static size_t
-kvc_kt_find(const kvc_kube_table *t, const char *key, bool *found)
+kt_find(const kvc_kube_table *t, const char *key, bool *found)
 {
 	size_t lo = 0, hi = t->n;
 	while (lo < hi) {
@@ -86,10 +86,10 @@ kvc_kt_find(const kvc_kube_table *t, const char *key, bool *found)
 	return lo;
 }
 
-/* kvc_kt_note_bad logs a Ready pod that cannot be registered, once per
+/* kt_note_bad logs a Ready pod that cannot be registered, once per
  * reason. */
 static void
-kvc_kt_note_bad(const kvc_kube_pod *old, const kvc_kube_pod *p)
+kt_note_bad(const kvc_kube_pod *old, const kvc_kube_pod *p)
 {
 	if (p->valid || !p->ready || p->terminating || p->ip == NULL) {
 		return;
@@ -104,11 +104,11 @@ kvc_kt_note_bad(const kvc_kube_pod *old, const kvc_kube_pod *p)
 		 kvi_log_quote(qw, sizeof(qw), p->why));
 }
 
-/* kvc_kt_carry sets e's NotReady clock and published flag for its new
+/* kt_carry sets e's NotReady clock and published flag for its new
  * pod p, given the entry's previous pod old (NULL: new pod). */
 static void
-kvc_kt_carry(kvc_kt_entry *e, const kvc_kube_pod *old, const kvc_kube_pod *p,
-	     int64_t now_ms)
+kt_carry(kvc_kt_entry *e, const kvc_kube_pod *old, const kvc_kube_pod *p,
+	 int64_t now_ms)
 {
 	if (old == NULL || strcmp(old->uid, p->uid) != 0) {
 		e->published = false;
@@ -127,16 +127,16 @@ kvc_kube_table_upsert(kvc_kube_table *t, size_t ns, kvc_kube_pod *p,
 		      int64_t now_ms)
 {
 	bool found;
-	size_t i = kvc_kt_find(t, p->key, &found);
+	size_t i = kt_find(t, p->key, &found);
 	if (found) {
 		kvc_kt_entry *e = &t->e[i];
-		kvc_kt_note_bad(&e->p, p);
-		kvc_kt_carry(e, &e->p, p, now_ms);
+		kt_note_bad(&e->p, p);
+		kt_carry(e, &e->p, p, now_ms);
 		kvc_kube_pod_move(&e->p, p);
 		e->ns = ns;
 		return;
 	}
-	kvc_kt_note_bad(NULL, p);
+	kt_note_bad(NULL, p);
 	if (t->n == t->cap) {
 		t->cap = t->cap ? t->cap * 2 : 16;
 		t->e = kvi_reallocarray(t->e, t->cap, sizeof(*t->e));
@@ -146,7 +146,7 @@ kvc_kube_table_upsert(kvc_kube_table *t, size_t ns, kvc_kube_pod *p,
 	kvc_kt_entry *e = &t->e[i];
 	memset(e, 0, sizeof(*e));
 	e->ns = ns;
-	kvc_kt_carry(e, NULL, p, now_ms);
+	kt_carry(e, NULL, p, now_ms);
 	kvc_kube_pod_move(&e->p, p);
 }
 
@@ -154,7 +154,7 @@ bool
 kvc_kube_table_delete(kvc_kube_table *t, const char *key)
 {
 	bool found;
-	size_t i = kvc_kt_find(t, key, &found);
+	size_t i = kt_find(t, key, &found);
 	if (!found) {
 		return false;
 	}
@@ -165,7 +165,7 @@ kvc_kube_table_delete(kvc_kube_table *t, const char *key)
 }
 
 static int
-kvc_kt_by_key(const void *a, const void *b)
+kt_by_key(const void *a, const void *b)
 {
 	const kvc_kt_entry *x = a, *y = b;
 	return strcmp(x->p.key, y->p.key);
@@ -179,7 +179,7 @@ kvc_kube_table_replace(kvc_kube_table *t, size_t ns, kvc_kube_pod *pods,
 	size_t *old = kvi_calloc(n + 1, sizeof(*old));
 	for (size_t k = 0; k < n; k++) {
 		bool found;
-		size_t i = kvc_kt_find(t, pods[k].key, &found);
+		size_t i = kt_find(t, pods[k].key, &found);
 		old[k] = found && t->e[i].ns == ns ? i : SIZE_MAX;
 	}
 	size_t cap = t->n + n + 1;
@@ -198,8 +198,8 @@ kvc_kube_table_replace(kvc_kube_table *t, size_t ns, kvc_kube_pod *pods,
 			taken[old[k]] = true;
 		}
 		e->ns = ns;
-		kvc_kt_note_bad(prev, &pods[k]);
-		kvc_kt_carry(e, prev, &pods[k], now_ms);
+		kt_note_bad(prev, &pods[k]);
+		kt_carry(e, prev, &pods[k], now_ms);
 		kvc_kube_pod_move(&e->p, &pods[k]);
 	}
 	/* other namespaces stay; this one's old entries all go (the pods
@@ -213,7 +213,7 @@ kvc_kube_table_replace(kvc_kube_table *t, size_t ns, kvc_kube_pod *pods,
 	}
 	kvi_free(taken);
 	kvi_free(old);
-	qsort(ne, m, sizeof(*ne), kvc_kt_by_key);
+	qsort(ne, m, sizeof(*ne), kt_by_key);
 	/* a list never names a pod twice; if one did, keep the later */
 	size_t w = 0;
 	for (size_t i = 0; i < m; i++) {
@@ -243,11 +243,11 @@ kvc_kube_table_synced(const kvc_kube_table *t)
 	return true;
 }
 
-/* kvc_kt_eligible says whether e is registered at now_ms and lowers
+/* kt_eligible says whether e is registered at now_ms and lowers
  * *next_ms to when that can change by the clock. */
 static bool
-kvc_kt_eligible(const kvc_kube_table *t, const kvc_kt_entry *e, int64_t now_ms,
-		int64_t *next_ms)
+kt_eligible(const kvc_kube_table *t, const kvc_kt_entry *e, int64_t now_ms,
+	    int64_t *next_ms)
 {
 	const kvc_kube_pod *p = &e->p;
 	if (!p->valid || p->terminating) {
@@ -284,7 +284,7 @@ kvc_kube_table_desired(kvc_kube_table *t, int64_t now_ms, const kvc_pod **pods,
 	size_t m = 0;
 	for (size_t i = 0; i < t->n; i++) {
 		kvc_kt_entry *e = &t->e[i];
-		e->published = kvc_kt_eligible(t, e, now_ms, next_ms);
+		e->published = kt_eligible(t, e, now_ms, next_ms);
 		if (e->published) {
 			t->out[m++] = e->p.pod;
 		}
@@ -294,7 +294,7 @@ kvc_kube_table_desired(kvc_kube_table *t, int64_t now_ms, const kvc_pod **pods,
 		changed = !kvc_pod_equal(&t->out[i], &t->last[i]);
 	}
 	if (changed) {
-		kvc_kt_last_clear(t);
+		kt_last_clear(t);
 		t->last = kvi_calloc(m + 1, sizeof(*t->last));
 		for (size_t i = 0; i < m; i++) {
 			kvc_pod_copy(&t->last[i], &t->out[i]);

@@ -94,7 +94,7 @@ kvc_kube_watch_stats(kvc_kube_watch *w, kvc_kube_stats *out)
 	} while (0)
 
 static void
-kvc_kw_collect(void *arg, kvi_metrics_out *out)
+kw_collect(void *arg, kvi_metrics_out *out)
 {
 	kvc_kube_stats st;
 	kvc_kube_watch_stats(arg, &st);
@@ -155,9 +155,9 @@ kvc_kw_collect(void *arg, kvi_metrics_out *out)
 
 /* ---- failures and backoff ------------------------------------------ */
 
-/* kvc_kw_fail records a failed request of n and schedules its retry. */
+/* kw_fail records a failed request of n and schedules its retry. */
 static void
-kvc_kw_fail(kvc_kw_ns *n, int64_t now, const char *msg)
+kw_fail(kvc_kw_ns *n, int64_t now, const char *msg)
 {
 	kvc_kube_watch *w = n->w;
 	const kvc_kube_config *c = &w->cfg;
@@ -183,9 +183,9 @@ kvc_kw_fail(kvc_kw_ns *n, int64_t now, const char *msg)
 		 n->name, kvi_log_quote(q, sizeof(q), msg), wait);
 }
 
-/* kvc_kw_describe writes what went wrong with n's request. */
+/* kw_describe writes what went wrong with n's request. */
 static void
-kvc_kw_describe(kvc_kw_ns *n, CURLcode res, char *msg, size_t len)
+kw_describe(kvc_kw_ns *n, CURLcode res, char *msg, size_t len)
 {
 	if (n->code == 0) {
 		snprintf(msg, len, "cannot connect to the API server at %s: %s",
@@ -218,7 +218,7 @@ kvc_kw_describe(kvc_kw_ns *n, CURLcode res, char *msg, size_t len)
 /* ---- the watch stream ----------------------------------------------- */
 
 static void
-kvc_kw_set_rv(kvc_kw_ns *n, const json_t *obj)
+kw_set_rv(kvc_kw_ns *n, const json_t *obj)
 {
 	const json_t *meta = json_object_get(obj, "metadata");
 	const char *s =
@@ -235,7 +235,7 @@ kvc_kw_set_rv(kvc_kw_ns *n, const json_t *obj)
 }
 
 static bool
-kvc_kw_event(void *arg, kvc_kube_ev type, const json_t *obj)
+kw_event(void *arg, kvc_kube_ev type, const json_t *obj)
 {
 	kvc_kw_ns *n = arg;
 	kvc_kube_watch *w = n->w;
@@ -258,11 +258,11 @@ kvc_kw_event(void *arg, kvc_kube_ev type, const json_t *obj)
 		} else {
 			kvc_kube_table_upsert(w->table, n->index, &p, now);
 		}
-		kvc_kw_set_rv(n, obj);
+		kw_set_rv(n, obj);
 		w->dirty = true;
 		break;
 	case KVC_KUBE_BOOKMARK:
-		kvc_kw_set_rv(n, obj);
+		kw_set_rv(n, obj);
 		break;
 	case KVC_KUBE_ERROR: {
 		kvc_kube_status st = {0};
@@ -281,7 +281,7 @@ kvc_kw_event(void *arg, kvc_kube_ev type, const json_t *obj)
 }
 
 static size_t
-kvc_kw_write(char *data, size_t size, size_t nmemb, void *arg)
+kw_write(char *data, size_t size, size_t nmemb, void *arg)
 {
 	kvc_kw_ns *n = arg;
 	size_t len = size * nmemb;
@@ -323,7 +323,7 @@ kvc_kw_write(char *data, size_t size, size_t nmemb, void *arg)
 /* ---- requests ------------------------------------------------------ */
 
 static void
-kvc_kw_url(kvc_kube_watch *w, kvc_kw_ns *n, bool list, char *url, size_t len)
+kw_url(kvc_kube_watch *w, kvc_kw_ns *n, bool list, char *url, size_t len)
 {
 	int k = snprintf(url, len, "%s/api/v1/namespaces/%s/pods?", w->api,
 			 n->name);
@@ -358,23 +358,23 @@ kvc_kw_url(kvc_kube_watch *w, kvc_kw_ns *n, bool list, char *url, size_t len)
 }
 
 static void
-kvc_kw_start(kvc_kube_watch *w, kvc_kw_ns *n, int64_t now)
+kw_start(kvc_kube_watch *w, kvc_kw_ns *n, int64_t now)
 {
 	char token[8192], err[400];
 	n->code = 0;
 	if (!kvc_kube_read_token(w->token_file, token, sizeof(token), err,
 				 sizeof(err))) {
-		kvc_kw_fail(n, now, err);
+		kw_fail(n, now, err);
 		return;
 	}
 	bool list = n->need_list;
 	n->easy = curl_easy_init();
 	if (n->easy == NULL) {
-		kvc_kw_fail(n, now, "curl_easy_init failed");
+		kw_fail(n, now, "curl_easy_init failed");
 		return;
 	}
 	char url[4096];
-	kvc_kw_url(w, n, list, url, sizeof(url));
+	kw_url(w, n, list, url, sizeof(url));
 	n->hdrs = curl_slist_append(NULL, "Accept: application/json");
 	if (token[0] != '\0') {
 		char h[8300];
@@ -384,7 +384,7 @@ kvc_kw_start(kvc_kube_watch *w, kvc_kw_ns *n, int64_t now)
 	CURL *e = n->easy;
 	curl_easy_setopt(e, CURLOPT_URL, url);
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, n->hdrs);
-	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, kvc_kw_write);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, kw_write);
 	curl_easy_setopt(e, CURLOPT_WRITEDATA, n);
 	curl_easy_setopt(e, CURLOPT_PRIVATE, n);
 	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, n->errbuf);
@@ -412,7 +412,7 @@ kvc_kw_start(kvc_kube_watch *w, kvc_kw_ns *n, int64_t now)
 }
 
 static void
-kvc_kw_pend_clear(kvc_kw_ns *n)
+kw_pend_clear(kvc_kw_ns *n)
 {
 	for (size_t i = 0; i < n->n_pend; i++) {
 		kvc_kube_pod_fini(&n->pend[i]);
@@ -422,31 +422,31 @@ kvc_kw_pend_clear(kvc_kw_ns *n)
 	n->cont = NULL;
 }
 
-/* kvc_kw_list_done handles the end of a list page. */
+/* kw_list_done handles the end of a list page. */
 static void
-kvc_kw_list_done(kvc_kw_ns *n, CURLcode res, int64_t now)
+kw_list_done(kvc_kw_ns *n, CURLcode res, int64_t now)
 {
 	kvc_kube_watch *w = n->w;
 	char msg[600];
 	if (res == CURLE_OK && n->code == 410) {
 		/* a continue token outlived its snapshot: start over */
-		kvc_kw_pend_clear(n);
+		kw_pend_clear(n);
 		n->next_at = now;
 		KVC_KW_COUNT(w, relists);
 		return;
 	}
 	if (res != CURLE_OK || n->code != 200) {
-		kvc_kw_describe(n, res, msg, sizeof(msg));
-		kvc_kw_pend_clear(n);
-		kvc_kw_fail(n, now, msg);
+		kw_describe(n, res, msg, sizeof(msg));
+		kw_pend_clear(n);
+		kw_fail(n, now, msg);
 		return;
 	}
 	kvc_kube_list page;
 	char err[300];
 	if (kvc_kube_list_parse(n->body, n->body_len, &w->cfg.defaults, &page,
 				NULL, err, sizeof(err)) != KVI_OK) {
-		kvc_kw_pend_clear(n);
-		kvc_kw_fail(n, now, err);
+		kw_pend_clear(n);
+		kw_fail(n, now, err);
 		return;
 	}
 	if (n->cont == NULL) {
@@ -473,7 +473,7 @@ kvc_kw_list_done(kvc_kw_ns *n, CURLcode res, int64_t now)
 	kvc_kube_table_replace(w->table, n->index, n->pend, n->n_pend, now);
 	KVI_INFO("kube_listed", "namespace=%s pods=%zu rv=%" PRIu64, n->name,
 		 n->n_pend, n->list_rv);
-	kvc_kw_pend_clear(n);
+	kw_pend_clear(n);
 	n->rv = n->list_rv;
 	n->need_list = false;
 	n->backoff_ms = 0;
@@ -481,9 +481,9 @@ kvc_kw_list_done(kvc_kw_ns *n, CURLcode res, int64_t now)
 	KVC_KW_COUNT(w, lists);
 }
 
-/* kvc_kw_watch_done handles the end of a watch stream. */
+/* kw_watch_done handles the end of a watch stream. */
 static void
-kvc_kw_watch_done(kvc_kw_ns *n, CURLcode res, int64_t now)
+kw_watch_done(kvc_kw_ns *n, CURLcode res, int64_t now)
 {
 	kvc_kube_watch *w = n->w;
 	char msg[600];
@@ -500,12 +500,12 @@ kvc_kw_watch_done(kvc_kw_ns *n, CURLcode res, int64_t now)
 		return;
 	}
 	if (n->code != 200) {
-		kvc_kw_describe(n, res, msg, sizeof(msg));
-		kvc_kw_fail(n, now, msg);
+		kw_describe(n, res, msg, sizeof(msg));
+		kw_fail(n, now, msg);
 		return;
 	}
 	if (n->stopped) {
-		kvc_kw_fail(n, now, n->stop_why);
+		kw_fail(n, now, n->stop_why);
 		return;
 	}
 	if (n->got > 0 || (res == CURLE_OK && now - n->started_at >= 1000)) {
@@ -516,11 +516,11 @@ kvc_kw_watch_done(kvc_kw_ns *n, CURLcode res, int64_t now)
 	}
 	snprintf(msg, sizeof(msg), "watch stream ended at once: %s",
 		 n->errbuf[0] ? n->errbuf : curl_easy_strerror(res));
-	kvc_kw_fail(n, now, msg);
+	kw_fail(n, now, msg);
 }
 
 static void
-kvc_kw_done(kvc_kube_watch *w, kvc_kw_ns *n, CURLcode res, int64_t now)
+kw_done(kvc_kube_watch *w, kvc_kw_ns *n, CURLcode res, int64_t now)
 {
 	if (n->code == 0) {
 		curl_easy_getinfo(n->easy, CURLINFO_RESPONSE_CODE, &n->code);
@@ -533,16 +533,16 @@ kvc_kw_done(kvc_kube_watch *w, kvc_kw_ns *n, CURLcode res, int64_t now)
 	kvc_kw_state was = n->state;
 	n->state = KVC_KW_IDLE;
 	if (was == KVC_KW_LISTING) {
-		kvc_kw_list_done(n, res, now);
+		kw_list_done(n, res, now);
 	} else {
-		kvc_kw_watch_done(n, res, now);
+		kw_watch_done(n, res, now);
 	}
 }
 
 /* ---- the thread ---------------------------------------------------- */
 
 static void
-kvc_kw_publish(kvc_kube_watch *w, int64_t now)
+kw_publish(kvc_kube_watch *w, int64_t now)
 {
 	if (!w->dirty && (w->grace_next < 0 || now < w->grace_next)) {
 		return;
@@ -569,7 +569,7 @@ kvc_kw_publish(kvc_kube_watch *w, int64_t now)
 }
 
 static void *
-kvc_kw_main(void *arg)
+kw_main(void *arg)
 {
 	kvc_kube_watch *w = arg;
 	while (!atomic_load(&w->stop)) {
@@ -577,7 +577,7 @@ kvc_kw_main(void *arg)
 		for (size_t i = 0; i < w->n_ns; i++) {
 			kvc_kw_ns *n = &w->ns[i];
 			if (n->state == KVC_KW_IDLE && now >= n->next_at) {
-				kvc_kw_start(w, n, now);
+				kw_start(w, n, now);
 			}
 		}
 		int running = 0;
@@ -590,10 +590,10 @@ kvc_kw_main(void *arg)
 			}
 			kvc_kw_ns *n = NULL;
 			curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, &n);
-			kvc_kw_done(w, n, m->data.result, kvi_now_ms());
+			kw_done(w, n, m->data.result, kvi_now_ms());
 		}
 		now = kvi_now_ms();
-		kvc_kw_publish(w, now);
+		kw_publish(w, now);
 		int64_t timeout = 1000;
 		for (size_t i = 0; i < w->n_ns; i++) {
 			if (w->ns[i].state == KVC_KW_IDLE &&
@@ -609,12 +609,6 @@ kvc_kw_main(void *arg)
 		}
 	}
 	return NULL;
-}
-
-static char *
-kvc_kw_dup(const char *s)
-{
-	return s != NULL ? kvi_strdup(s) : NULL;
 }
 
 kvi_err
@@ -635,8 +629,8 @@ kvc_kube_watch_start(const kvc_kube_config *cfg, kvi_metrics *m, kvc_kube_cb cb,
 	while (al > 0 && w->api[al - 1] == '/') {
 		w->api[--al] = '\0';
 	}
-	w->token_file = kvc_kw_dup(cfg->token_file);
-	w->ca_file = kvc_kw_dup(cfg->ca_file);
+	w->token_file = kvi_strdup_null(cfg->token_file);
+	w->ca_file = kvi_strdup_null(cfg->ca_file);
 	w->selector = cfg->label_selector != NULL && cfg->label_selector[0]
 			  ? kvi_strdup(cfg->label_selector)
 			  : NULL;
@@ -658,7 +652,7 @@ kvc_kube_watch_start(const kvc_kube_config *cfg, kvi_metrics *m, kvc_kube_cb cb,
 		n->index = i;
 		n->name = kvi_strdup(cfg->namespaces[i]);
 		n->need_list = true;
-		n->stream = kvc_kube_stream_alloc(kvc_kw_event, n);
+		n->stream = kvc_kube_stream_alloc(kw_event, n);
 	}
 	w->table = kvc_kube_table_alloc(w->n_ns, c->not_ready_grace_ms);
 	w->multi = curl_multi_init();
@@ -666,13 +660,13 @@ kvc_kube_watch_start(const kvc_kube_config *cfg, kvi_metrics *m, kvc_kube_cb cb,
 		snprintf(err, errlen, "curl_multi_init failed");
 		goto fail;
 	}
-	if (pthread_create(&w->thread, NULL, kvc_kw_main, w) != 0) {
+	if (pthread_create(&w->thread, NULL, kw_main, w) != 0) {
 		snprintf(err, errlen, "cannot start the watcher thread");
 		goto fail;
 	}
 	w->started = true;
 	if (m != NULL) {
-		kvi_metrics_collector_add(m, kvc_kw_collect, w);
+		kvi_metrics_collector_add(m, kw_collect, w);
 	}
 	*out = w;
 	return KVI_OK;
@@ -699,7 +693,7 @@ kvc_kube_watch_free(kvc_kube_watch *w)
 			curl_easy_cleanup(n->easy);
 		}
 		curl_slist_free_all(n->hdrs);
-		kvc_kw_pend_clear(n);
+		kw_pend_clear(n);
 		kvi_free(n->pend);
 		kvi_free(n->body);
 		kvi_free(n->name);

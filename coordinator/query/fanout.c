@@ -19,7 +19,7 @@ kvc_fanout_init(kvc_fanout *f)
 }
 
 static void
-kvc_fan_done(void *arg, kvi_err rv, Kvindex__Response *resp, const char *err)
+fan_done(void *arg, kvi_err rv, Kvindex__Response *resp, const char *err)
 {
 	kvc_fan_arg *a = arg;
 	kvc_fanout *f = a->f;
@@ -54,12 +54,12 @@ kvc_fanout_start(kvc_fanout *f, kvp_client *c, const Kvindex__Request *req,
 	kvc_fan_arg *a = kvi_malloc(sizeof(*a));
 	a->f = f;
 	a->idx = idx;
-	kvi_err rv = kvp_call_async(c, req, timeout_ms, kvc_fan_done, a);
+	kvi_err rv = kvp_call_async(c, req, timeout_ms, fan_done, a);
 	if (rv != KVI_OK) {
 		char msg[64];
 		snprintf(msg, sizeof(msg), "call not sent: %s",
 			 kvi_strerror(rv));
-		kvc_fan_done(a, rv, NULL, msg);
+		fan_done(a, rv, NULL, msg);
 	}
 	return idx;
 }

@@ -26,8 +26,8 @@ typedef struct kvc_qsend {
 } kvc_qsend;
 
 static kvi_err
-kvc_qbatch_nng(void *ctx, const Kvindex__Request *req, int timeout_ms,
-	       kvp_call_done done, void *arg)
+qbatch_nng(void *ctx, const Kvindex__Request *req, int timeout_ms,
+	   kvp_call_done done, void *arg)
 {
 	return kvp_call_async(ctx, req, timeout_ms, done, arg);
 }
@@ -35,9 +35,8 @@ kvc_qbatch_nng(void *ctx, const Kvindex__Request *req, int timeout_ms,
 kvc_qbatch *
 kvc_qbatch_alloc(kvp_client *client, int max_inflight, size_t max_batch)
 {
-	return kvc_qbatch_alloc_via(kvc_qbatch_nng, client,
-				    kvp_client_url(client), max_inflight,
-				    max_batch);
+	return kvc_qbatch_alloc_via(qbatch_nng, client, kvp_client_url(client),
+				    max_inflight, max_batch);
 }
 
 kvc_qbatch *
@@ -65,18 +64,18 @@ kvc_qbatch_free(kvc_qbatch *b)
 	kvi_free(b);
 }
 
-/* kvc_qbatch_push puts it on the front of *list, failed with rv. */
+/* qbatch_push puts it on the front of *list, failed with rv. */
 static void
-kvc_qbatch_push(kvc_qbatch_item **list, kvc_qbatch_item *it, kvi_err rv)
+qbatch_push(kvc_qbatch_item **list, kvc_qbatch_item *it, kvi_err rv)
 {
 	it->failed = rv;
 	it->next = *list;
 	*list = it;
 }
 
-/* kvc_qbatch_fail calls back every item of list with its error. */
+/* qbatch_fail calls back every item of list with its error. */
 static void
-kvc_qbatch_fail(kvc_qbatch *b, kvc_qbatch_item *list)
+qbatch_fail(kvc_qbatch *b, kvc_qbatch_item *list)
 {
 	const char *url = b->url;
 	while (list != NULL) {
@@ -94,10 +93,10 @@ kvc_qbatch_fail(kvc_qbatch *b, kvc_qbatch_item *list)
 	}
 }
 
-/* kvc_qbatch_take removes up to max_batch queued items and returns them
+/* qbatch_take removes up to max_batch queued items and returns them
  * as a list, NULL when none wait. Under b->mu. */
 static kvc_qbatch_item *
-kvc_qbatch_take(kvc_qbatch *b)
+qbatch_take(kvc_qbatch *b)
 {
 	kvc_qbatch_item *list = b->head, **end = &b->head;
 	for (size_t n = 0; *end != NULL && n < b->max_batch; n++) {
@@ -111,11 +110,10 @@ kvc_qbatch_take(kvc_qbatch *b)
 	return list;
 }
 
-/* kvc_qbatch_live moves the items of *list whose deadline has passed to
+/* qbatch_live moves the items of *list whose deadline has passed to
  * *failed, and returns how many remain and their earliest deadline. */
 static size_t
-kvc_qbatch_live(kvc_qbatch_item **list, kvc_qbatch_item **failed,
-		int64_t *deadline)
+qbatch_live(kvc_qbatch_item **list, kvc_qbatch_item **failed, int64_t *deadline)
 {
 	int64_t now = kvi_now_ms();
 	size_t n = 0;
@@ -124,7 +122,7 @@ kvc_qbatch_live(kvc_qbatch_item **list, kvc_qbatch_item **failed,
 		kvc_qbatch_item *it = *p;
 		if (it->deadline_ms <= now) {
 			*p = it->next;
-			kvc_qbatch_push(failed, it, KVI_ETIMEDOUT);
+			qbatch_push(failed, it, KVI_ETIMEDOUT);
 			continue;
 		}
 		if (it->deadline_ms < *deadline) {
@@ -136,15 +134,14 @@ kvc_qbatch_live(kvc_qbatch_item **list, kvc_qbatch_item **failed,
 	return n;
 }
 
-static void kvc_qbatch_reply(void *arg, kvi_err rv, Kvindex__Response *resp,
-			     const char *err);
+static void qbatch_reply(void *arg, kvi_err rv, Kvindex__Response *resp,
+			 const char *err);
 
-/* kvc_qbatch_start sends the n items of list as one message, with the
+/* qbatch_start sends the n items of list as one message, with the
  * time left until deadline as its timeout. Returns KVI_OK, or why it
  * could not be sent (list untouched). */
 static kvi_err
-kvc_qbatch_start(kvc_qbatch *b, kvc_qbatch_item *list, size_t n,
-		 int64_t deadline)
+qbatch_start(kvc_qbatch *b, kvc_qbatch_item *list, size_t n, int64_t deadline)
 {
 	kvc_qsend *s = kvi_malloc(sizeof(*s) + n * sizeof(s->items[0]));
 	Kvindex__QueryRequest **qs = kvi_malloc(n * sizeof(*qs));
@@ -163,7 +160,7 @@ kvc_qbatch_start(kvc_qbatch *b, kvc_qbatch_item *list, size_t n,
 	r.query_batch = &qb;
 	int64_t left = deadline - kvi_now_ms();
 	kvi_err rv =
-	    b->send(b->ctx, &r, left > 0 ? (int)left : 1, kvc_qbatch_reply, s);
+	    b->send(b->ctx, &r, left > 0 ? (int)left : 1, qbatch_reply, s);
 	/* once sent, s and the items may be answered already: hands off */
 	kvi_free(qs);
 	if (rv != KVI_OK) {
@@ -172,29 +169,29 @@ kvc_qbatch_start(kvc_qbatch *b, kvc_qbatch_item *list, size_t n,
 	return rv;
 }
 
-/* kvc_qbatch_send sends list holding one of b's in-flight slots. A list
+/* qbatch_send sends list holding one of b's in-flight slots. A list
  * that cannot be sent is failed and the next queued items are tried,
  * until a message is in flight or nothing waits; then the slot is given
  * back. The items it fails are put on *failed, for the caller to call
  * back once it is done with b. */
 static void
-kvc_qbatch_send(kvc_qbatch *b, kvc_qbatch_item *list, kvc_qbatch_item **failed)
+qbatch_send(kvc_qbatch *b, kvc_qbatch_item *list, kvc_qbatch_item **failed)
 {
 	while (list != NULL) {
 		int64_t deadline;
-		size_t n = kvc_qbatch_live(&list, failed, &deadline);
-		kvi_err rv = n > 0 ? kvc_qbatch_start(b, list, n, deadline)
-				   : KVI_ETIMEDOUT;
+		size_t n = qbatch_live(&list, failed, &deadline);
+		kvi_err rv =
+		    n > 0 ? qbatch_start(b, list, n, deadline) : KVI_ETIMEDOUT;
 		if (n > 0 && rv == KVI_OK) {
 			return;
 		}
 		while (list != NULL) {
 			kvc_qbatch_item *it = list;
 			list = it->next;
-			kvc_qbatch_push(failed, it, rv);
+			qbatch_push(failed, it, rv);
 		}
 		pthread_mutex_lock(&b->mu);
-		list = kvc_qbatch_take(b);
+		list = qbatch_take(b);
 		if (list == NULL) {
 			b->inflight--;
 		}
@@ -225,15 +222,15 @@ kvc_qbatch_submit(kvc_qbatch *b, kvc_qbatch_item *it)
 	b->inflight++;
 	pthread_mutex_unlock(&b->mu);
 	kvc_qbatch_item *failed = NULL;
-	kvc_qbatch_send(b, it, &failed);
-	kvc_qbatch_fail(b, failed);
+	qbatch_send(b, it, &failed);
+	qbatch_fail(b, failed);
 }
 
-/* kvc_qbatch_answer returns answer i of a reply to s, or NULL with *rv
+/* qbatch_answer returns answer i of a reply to s, or NULL with *rv
  * and err set. */
 static const Kvindex__QueryResponse *
-kvc_qbatch_answer(const kvc_qsend *s, const Kvindex__Response *resp, size_t i,
-		  kvi_err *rv, char *err, size_t errlen)
+qbatch_answer(const kvc_qsend *s, const Kvindex__Response *resp, size_t i,
+	      kvi_err *rv, char *err, size_t errlen)
 {
 	const Kvindex__QueryBatchResponse *qb =
 	    resp != NULL &&
@@ -260,25 +257,24 @@ kvc_qbatch_answer(const kvc_qsend *s, const Kvindex__Response *resp, size_t i,
 	return qr;
 }
 
-/* kvc_qbatch_reply ends a message: the next queued items leave first,
+/* qbatch_reply ends a message: the next queued items leave first,
  * then every item of this one is called back with its answer. */
 static void
-kvc_qbatch_reply(void *arg, kvi_err rv, Kvindex__Response *resp,
-		 const char *err)
+qbatch_reply(void *arg, kvi_err rv, Kvindex__Response *resp, const char *err)
 {
 	kvc_qsend *s = arg;
 	kvc_qbatch *b = s->b;
 	pthread_mutex_lock(&b->mu);
-	kvc_qbatch_item *next = kvc_qbatch_take(b);
+	kvc_qbatch_item *next = qbatch_take(b);
 	if (next == NULL) {
 		b->inflight--;
 	}
 	pthread_mutex_unlock(&b->mu);
 	kvc_qbatch_item *failed = NULL;
-	kvc_qbatch_send(b, next, &failed);
+	qbatch_send(b, next, &failed);
 	/* b is not touched past this point but to report failures, which
 	 * come before the items of this reply release their shard */
-	kvc_qbatch_fail(b, failed);
+	qbatch_fail(b, failed);
 	for (size_t i = 0; i < s->n; i++) {
 		kvc_qbatch_item *it = s->items[i];
 		if (rv != KVI_OK) {
@@ -288,7 +284,7 @@ kvc_qbatch_reply(void *arg, kvi_err rv, Kvindex__Response *resp,
 		kvi_err qrv;
 		char qerr[300];
 		const Kvindex__QueryResponse *qr =
-		    kvc_qbatch_answer(s, resp, i, &qrv, qerr, sizeof(qerr));
+		    qbatch_answer(s, resp, i, &qrv, qerr, sizeof(qerr));
 		it->done(it->arg, qrv, qr, qerr);
 	}
 	if (resp != NULL) {

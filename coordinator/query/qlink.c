@@ -74,10 +74,10 @@ struct kvc_qlink {
 	int retry_ms;
 };
 
-/* kvc_qlink_parse fills l's address from url (or its host name and port);
+/* qlink_parse fills l's address from url (or its host name and port);
  * false for a URL it cannot dial. */
 static bool
-kvc_qlink_parse(kvc_qlink *l, const char *url)
+qlink_parse(kvc_qlink *l, const char *url)
 {
 	kvi_sp_url u;
 	if (!kvi_sp_url_split(url, &u) ||
@@ -97,9 +97,9 @@ kvc_qlink_parse(kvc_qlink *l, const char *url)
 	return true;
 }
 
-/* kvc_qlink_arm sets the deadline timer to the earliest call's. */
+/* qlink_arm sets the deadline timer to the earliest call's. */
 static void
-kvc_qlink_arm(kvc_qlink *l)
+qlink_arm(kvc_qlink *l)
 {
 	if (l->calls == NULL) {
 		evtimer_del(l->timer);
@@ -116,9 +116,9 @@ kvc_qlink_arm(kvc_qlink *l)
 	evtimer_add(l->timer, &tv);
 }
 
-/* kvc_qlink_end calls back a list of calls taken off l with rv. */
+/* qlink_end calls back a list of calls taken off l with rv. */
 static void
-kvc_qlink_end(kvc_qlink *l, kvc_qcall *list, kvi_err rv, const char *why)
+qlink_end(kvc_qlink *l, kvc_qcall *list, kvi_err rv, const char *why)
 {
 	while (list != NULL) {
 		kvc_qcall *c = list;
@@ -140,9 +140,9 @@ kvc_qlink_end(kvc_qlink *l, kvc_qcall *list, kvi_err rv, const char *why)
 	}
 }
 
-/* kvc_qlink_take_all takes every call in flight off l. */
+/* qlink_take_all takes every call in flight off l. */
 static kvc_qcall *
-kvc_qlink_take_all(kvc_qlink *l)
+qlink_take_all(kvc_qlink *l)
 {
 	kvc_qcall *list = l->calls;
 	l->calls = NULL;
@@ -152,13 +152,13 @@ kvc_qlink_take_all(kvc_qlink *l)
 	return list;
 }
 
-static void kvc_qlink_dial(kvc_qlink *l);
+static void qlink_dial(kvc_qlink *l);
 
-/* kvc_qlink_broken drops l's connection, fails its calls and redials
+/* qlink_broken drops l's connection, fails its calls and redials
  * after the back-off - at once when a host name has addresses left to
  * try. */
 static void
-kvc_qlink_broken(kvc_qlink *l, const char *why)
+qlink_broken(kvc_qlink *l, const char *why)
 {
 	if (l->bev != NULL) {
 		bufferevent_free(l->bev);
@@ -171,7 +171,7 @@ kvc_qlink_broken(kvc_qlink *l, const char *why)
 	if (was_up) {
 		l->next_addr = l->n_addr; /* a name may have moved */
 	} else if (l->next_addr < l->n_addr) {
-		kvc_qlink_dial(l); /* no call is in flight before ready */
+		qlink_dial(l); /* no call is in flight before ready */
 		return;
 	}
 	struct timeval tv = {l->retry_ms / 1000, (l->retry_ms % 1000) * 1000};
@@ -179,13 +179,13 @@ kvc_qlink_broken(kvc_qlink *l, const char *why)
 	l->retry_ms = l->retry_ms * 2 < KVC_QLINK_RETRY_MAX_MS
 			  ? l->retry_ms * 2
 			  : KVC_QLINK_RETRY_MAX_MS;
-	kvc_qlink_end(l, kvc_qlink_take_all(l), KVI_EUNREACHABLE, why);
+	qlink_end(l, qlink_take_all(l), KVI_EUNREACHABLE, why);
 }
 
-/* kvc_qlink_take removes and returns the call with id, NULL if none
+/* qlink_take removes and returns the call with id, NULL if none
  * (timed out already). */
 static kvc_qcall *
-kvc_qlink_take(kvc_qlink *l, uint32_t id)
+qlink_take(kvc_qlink *l, uint32_t id)
 {
 	for (kvc_qcall **p = &l->calls; *p != NULL; p = &(*p)->next) {
 		kvc_qcall *c = *p;
@@ -202,17 +202,17 @@ kvc_qlink_take(kvc_qlink *l, uint32_t id)
 	return NULL;
 }
 
-/* kvc_qlink_handshake reads the peer's 8 bytes; false when it is not an
+/* qlink_handshake reads the peer's 8 bytes; false when it is not an
  * nng rep0 socket (l is broken then) or they have not all come. */
 static bool
-kvc_qlink_handshake(kvc_qlink *l, struct evbuffer *in)
+qlink_handshake(kvc_qlink *l, struct evbuffer *in)
 {
 	uint8_t h[KVI_SP_HELLO_LEN];
 	if (evbuffer_remove(in, h, sizeof(h)) != (int)sizeof(h)) {
 		return false;
 	}
 	if (!kvi_sp_hello_is(h, KVI_SP_PROTO_REP)) {
-		kvc_qlink_broken(l, "the peer is not an nng rep0 socket");
+		qlink_broken(l, "the peer is not an nng rep0 socket");
 		return false;
 	}
 	l->state = KVC_QL_READY;
@@ -221,13 +221,13 @@ kvc_qlink_handshake(kvc_qlink *l, struct evbuffer *in)
 }
 
 static void
-kvc_qlink_on_read(struct bufferevent *bev, void *arg)
+qlink_on_read(struct bufferevent *bev, void *arg)
 {
 	kvc_qlink *l = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
 	if (l->state == KVC_QL_HANDSHAKE &&
 	    (evbuffer_get_length(in) < KVI_SP_HELLO_LEN ||
-	     !kvc_qlink_handshake(l, in))) {
+	     !qlink_handshake(l, in))) {
 		return;
 	}
 	size_t hl = kvi_sp_prefix_len(l->ipc);
@@ -241,7 +241,7 @@ kvc_qlink_on_read(struct bufferevent *bev, void *arg)
 		}
 		if (!kvi_sp_prefix_read(h, l->ipc, &len) || len < 4 ||
 		    len > KVP_MSG_MAX + 4) {
-			kvc_qlink_broken(l, "malformed message frame");
+			qlink_broken(l, "malformed message frame");
 			return;
 		}
 		if (have - hl < len) {
@@ -251,7 +251,7 @@ kvc_qlink_on_read(struct bufferevent *bev, void *arg)
 		uint8_t idb[4];
 		evbuffer_remove(in, idb, sizeof(idb));
 		size_t blen = (size_t)len - 4;
-		kvc_qcall *c = kvc_qlink_take(l, kvi_get_be32(idb));
+		kvc_qcall *c = qlink_take(l, kvi_get_be32(idb));
 		Kvindex__Response *resp = NULL;
 		char err[300] = "";
 		kvi_err rv = KVI_OK;
@@ -266,14 +266,14 @@ kvc_qlink_on_read(struct bufferevent *bev, void *arg)
 		if (c == NULL) {
 			continue; /* its deadline passed: dropped */
 		}
-		kvc_qlink_arm(l);
+		qlink_arm(l);
 		c->done(c->arg, rv, resp, err);
 		kvi_free(c);
 	}
 }
 
 static void
-kvc_qlink_on_event(struct bufferevent *bev, short what, void *arg)
+qlink_on_event(struct bufferevent *bev, short what, void *arg)
 {
 	kvc_qlink *l = arg;
 	if (what & BEV_EVENT_CONNECTED) {
@@ -292,19 +292,19 @@ kvc_qlink_on_event(struct bufferevent *bev, short what, void *arg)
 		snprintf(why, sizeof(why), "%s",
 			 evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
 	}
-	kvc_qlink_broken(l, why);
+	qlink_broken(l, why);
 }
 
-static void kvc_qlink_resolve(kvc_qlink *l);
+static void qlink_resolve(kvc_qlink *l);
 
-/* kvc_qlink_dial starts a connection to l's next address (a host name is
+/* qlink_dial starts a connection to l's next address (a host name is
  * resolved first when none is left); a failure shows as an event. */
 static void
-kvc_qlink_dial(kvc_qlink *l)
+qlink_dial(kvc_qlink *l)
 {
 	if (l->next_addr >= l->n_addr) {
 		if (!l->numeric) {
-			kvc_qlink_resolve(l);
+			qlink_resolve(l);
 			return;
 		}
 		l->next_addr = 0;
@@ -313,8 +313,7 @@ kvc_qlink_dial(kvc_qlink *l)
 	if (l->bev == NULL) {
 		kvi_oom(sizeof(struct bufferevent *));
 	}
-	bufferevent_setcb(l->bev, kvc_qlink_on_read, NULL, kvc_qlink_on_event,
-			  l);
+	bufferevent_setcb(l->bev, qlink_on_read, NULL, qlink_on_event, l);
 	bufferevent_enable(l->bev, EV_READ | EV_WRITE);
 	/* ours first: nng writes and reads its own at the same time */
 	uint8_t h[KVI_SP_HELLO_LEN];
@@ -325,14 +324,14 @@ kvc_qlink_dial(kvc_qlink *l)
 	int k = l->next_addr++;
 	int rc = bufferevent_socket_connect(bev, (struct sockaddr *)&l->addr[k],
 					    l->addr_len[k]);
-	/* one that fails at once has called kvc_qlink_on_event already */
+	/* one that fails at once has called qlink_on_event already */
 	if (rc != 0 && l->bev == bev) {
-		kvc_qlink_broken(l, "cannot start a connection");
+		qlink_broken(l, "cannot start a connection");
 	}
 }
 
 static void
-kvc_qlink_on_resolved(int result, struct evutil_addrinfo *res, void *arg)
+qlink_on_resolved(int result, struct evutil_addrinfo *res, void *arg)
 {
 	kvc_qresolve *r = arg;
 	kvc_qlink *l = r->l;
@@ -361,16 +360,16 @@ kvc_qlink_on_resolved(int result, struct evutil_addrinfo *res, void *arg)
 		snprintf(why, sizeof(why), "cannot resolve %s: %s", l->host,
 			 result != 0 ? evutil_gai_strerror(result)
 				     : "no address");
-		kvc_qlink_broken(l, why);
+		qlink_broken(l, why);
 		return;
 	}
-	kvc_qlink_dial(l);
+	qlink_dial(l);
 }
 
-/* kvc_qlink_resolve looks l's host name up; kvc_qlink_on_resolved then
+/* qlink_resolve looks l's host name up; qlink_on_resolved then
  * dials its first address. */
 static void
-kvc_qlink_resolve(kvc_qlink *l)
+qlink_resolve(kvc_qlink *l)
 {
 	l->state = KVC_QL_CONNECTING;
 	struct evutil_addrinfo hints = {.ai_family = AF_UNSPEC,
@@ -384,22 +383,22 @@ kvc_qlink_resolve(kvc_qlink *l)
 	/* may answer before it returns (from the hosts file): r is freed
 	 * then, and l->resolving cleared */
 	struct evdns_getaddrinfo_request *req = evdns_getaddrinfo(
-	    l->dns, l->host, port, &hints, kvc_qlink_on_resolved, r);
+	    l->dns, l->host, port, &hints, qlink_on_resolved, r);
 	if (req != NULL) {
 		r->req = req;
 	}
 }
 
 static void
-kvc_qlink_on_retry(evutil_socket_t fd, short what, void *arg)
+qlink_on_retry(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
-	kvc_qlink_dial(arg);
+	qlink_dial(arg);
 }
 
 static void
-kvc_qlink_on_timer(evutil_socket_t fd, short what, void *arg)
+qlink_on_timer(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
@@ -420,15 +419,15 @@ kvc_qlink_on_timer(evutil_socket_t fd, short what, void *arg)
 		late_tail = &c->next;
 	}
 	l->calls_tail = p;
-	kvc_qlink_arm(l);
-	kvc_qlink_end(l, late, KVI_ETIMEDOUT, NULL);
+	qlink_arm(l);
+	qlink_end(l, late, KVI_ETIMEDOUT, NULL);
 }
 
 kvc_qlink *
 kvc_qlink_open(struct event_base *base, struct evdns_base *dns, const char *url)
 {
 	kvc_qlink *l = kvi_calloc(1, sizeof(*l));
-	if (!kvc_qlink_parse(l, url) || (!l->numeric && dns == NULL)) {
+	if (!qlink_parse(l, url) || (!l->numeric && dns == NULL)) {
 		kvi_free(l);
 		return NULL;
 	}
@@ -437,12 +436,12 @@ kvc_qlink_open(struct event_base *base, struct evdns_base *dns, const char *url)
 	l->url = kvi_strdup(url);
 	l->calls_tail = &l->calls;
 	l->retry_ms = KVC_QLINK_RETRY_MIN_MS;
-	l->timer = evtimer_new(base, kvc_qlink_on_timer, l);
-	l->retry = evtimer_new(base, kvc_qlink_on_retry, l);
+	l->timer = evtimer_new(base, qlink_on_timer, l);
+	l->retry = evtimer_new(base, qlink_on_retry, l);
 	if (l->timer == NULL || l->retry == NULL) {
 		kvi_oom(sizeof(struct event *));
 	}
-	kvc_qlink_dial(l);
+	qlink_dial(l);
 	return l;
 }
 
@@ -462,7 +461,7 @@ kvc_qlink_close(kvc_qlink *l)
 		bufferevent_free(l->bev);
 		l->bev = NULL;
 	}
-	kvc_qlink_end(l, kvc_qlink_take_all(l), KVI_ECLOSED, NULL);
+	qlink_end(l, qlink_take_all(l), KVI_ECLOSED, NULL);
 	event_free(l->timer);
 	event_free(l->retry);
 	kvi_free(l->url);
@@ -488,7 +487,7 @@ kvc_qlink_url(const kvc_qlink *l)
 }
 
 static void
-kvc_qlink_msg_free(const void *data, size_t len, void *msg)
+qlink_msg_free(const void *data, size_t len, void *msg)
 {
 	(void)data;
 	(void)len;
@@ -519,8 +518,8 @@ kvc_qlink_call(kvc_qlink *l, const Kvindex__Request *req, int timeout_ms,
 	hl += 4;
 	struct evbuffer *out = bufferevent_get_output(l->bev);
 	if (evbuffer_add(out, h, hl) != 0 ||
-	    evbuffer_add_reference(out, nng_msg_body(msg), blen,
-				   kvc_qlink_msg_free, msg) != 0) {
+	    evbuffer_add_reference(out, nng_msg_body(msg), blen, qlink_msg_free,
+				   msg) != 0) {
 		kvi_oom(blen);
 	}
 	kvc_qcall *c = kvi_calloc(1, sizeof(*c));
@@ -532,7 +531,7 @@ kvc_qlink_call(kvc_qlink *l, const Kvindex__Request *req, int timeout_ms,
 	*l->calls_tail = c;
 	l->calls_tail = &c->next;
 	l->n_calls++;
-	kvc_qlink_arm(l);
+	qlink_arm(l);
 	return KVI_OK;
 }
 

@@ -35,7 +35,7 @@ kvc_qloop_alloc(struct event_base *base, int max_inflight, size_t max_batch)
 }
 
 static void
-kvc_qentry_fini(kvc_qentry *e)
+qentry_fini(kvc_qentry *e)
 {
 	/* the link first: its calls end through the batcher */
 	kvc_qlink_close(e->link);
@@ -50,7 +50,7 @@ kvc_qloop_free(kvc_qloop *ql)
 		return;
 	}
 	for (size_t i = 0; i < ql->n; i++) {
-		kvc_qentry_fini(&ql->e[i]);
+		qentry_fini(&ql->e[i]);
 	}
 	if (ql->dns != NULL) {
 		evdns_base_free(ql->dns, 1);
@@ -59,9 +59,9 @@ kvc_qloop_free(kvc_qloop *ql)
 	kvi_free(ql);
 }
 
-/* kvc_qloop_prune lets go of the links to removed shards once idle. */
+/* qloop_prune lets go of the links to removed shards once idle. */
 static void
-kvc_qloop_prune(kvc_qloop *ql)
+qloop_prune(kvc_qloop *ql)
 {
 	for (size_t i = 0; i < ql->n;) {
 		kvc_qentry *e = &ql->e[i];
@@ -71,13 +71,13 @@ kvc_qloop_prune(kvc_qloop *ql)
 			i++;
 			continue;
 		}
-		kvc_qentry_fini(e);
+		qentry_fini(e);
 		ql->e[i] = ql->e[--ql->n];
 	}
 }
 
 static kvc_qentry *
-kvc_qloop_entry(kvc_qloop *ql, kvc_shard *sh)
+qloop_entry(kvc_qloop *ql, kvc_shard *sh)
 {
 	for (size_t i = 0; i < ql->n; i++) {
 		if (ql->e[i].sh == sh) {
@@ -113,10 +113,10 @@ kvc_qloop_entry(kvc_qloop *ql, kvc_shard *sh)
 kvc_qbatch *
 kvc_qloop_batcher(kvc_qloop *ql, kvc_shard *sh)
 {
-	kvc_qloop_prune(ql);
+	qloop_prune(ql);
 	if (atomic_load(&sh->removed)) {
 		return sh->qbatch; /* going: no new link for it */
 	}
-	kvc_qentry *e = kvc_qloop_entry(ql, sh);
+	kvc_qentry *e = qloop_entry(ql, sh);
 	return e->link != NULL && kvc_qlink_ready(e->link) ? e->qb : sh->qbatch;
 }

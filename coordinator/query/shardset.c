@@ -24,10 +24,10 @@ kvc_shardset_alloc(void)
 	return s;
 }
 
-/* kvc_shard_destroy closes sh's client, which waits for its calls in
+/* shard_destroy closes sh's client, which waits for its calls in
  * flight, and frees sh. */
 static void
-kvc_shard_destroy(kvc_shard *sh)
+shard_destroy(kvc_shard *sh)
 {
 	kvp_client_close(sh->client);
 	kvc_qbatch_free(sh->qbatch);
@@ -50,21 +50,21 @@ void
 kvc_shard_unref(kvc_shard *sh)
 {
 	if (sh != NULL && atomic_fetch_sub(&sh->refs, 1) == 1) {
-		kvc_shard_destroy(sh);
+		shard_destroy(sh);
 	}
 }
 
 static void *
-kvc_shard_destroy_main(void *arg)
+shard_destroy_main(void *arg)
 {
-	kvc_shard_destroy(arg);
+	shard_destroy(arg);
 	return NULL;
 }
 
-/* kvc_shard_unref_async drops a reference; the last one destroys sh on a
+/* shard_unref_async drops a reference; the last one destroys sh on a
  * detached thread (on this one when no thread can start). */
 static void
-kvc_shard_unref_async(kvc_shard *sh)
+shard_unref_async(kvc_shard *sh)
 {
 	if (sh == NULL || atomic_fetch_sub(&sh->refs, 1) != 1) {
 		return;
@@ -73,8 +73,8 @@ kvc_shard_unref_async(kvc_shard *sh)
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	if (pthread_create(&t, &attr, kvc_shard_destroy_main, sh) != 0) {
-		kvc_shard_destroy(sh);
+	if (pthread_create(&t, &attr, shard_destroy_main, sh) != 0) {
+		shard_destroy(sh);
 	}
 	pthread_attr_destroy(&attr);
 }
@@ -93,9 +93,9 @@ kvc_shardset_free(kvc_shardset *s)
 	kvi_free(s);
 }
 
-/* kvc_shardset_find_locked returns the position of shard id, or s->n. */
+/* shardset_find_locked returns the position of shard id, or s->n. */
 static size_t
-kvc_shardset_find_locked(const kvc_shardset *s, const char *id)
+shardset_find_locked(const kvc_shardset *s, const char *id)
 {
 	for (size_t i = 0; i < s->n; i++) {
 		if (strcmp(s->s[i]->id, id) == 0) {
@@ -120,7 +120,7 @@ kvc_shardset_add(kvc_shardset *s, const char *id, const char *url, char *err,
 	 * and its dialer when a socket is closed while its first dial is
 	 * being negotiated. */
 	pthread_rwlock_rdlock(&s->lock);
-	bool exists = kvc_shardset_find_locked(s, id) < s->n;
+	bool exists = shardset_find_locked(s, id) < s->n;
 	pthread_rwlock_unlock(&s->lock);
 	if (exists) {
 		snprintf(err, errlen, "shard %s exists already", id);
@@ -167,7 +167,7 @@ kvc_shardset_remove(kvc_shardset *s, const char *id)
 {
 	kvc_shard *gone = NULL;
 	pthread_rwlock_wrlock(&s->lock);
-	size_t i = kvc_shardset_find_locked(s, id);
+	size_t i = shardset_find_locked(s, id);
 	if (i < s->n) {
 		gone = s->s[i];
 		atomic_store(&gone->removed, true);
@@ -206,7 +206,7 @@ void
 kvc_shardset_release_async(kvc_shard **shards, size_t n)
 {
 	for (size_t i = 0; shards != NULL && i < n; i++) {
-		kvc_shard_unref_async(shards[i]);
+		shard_unref_async(shards[i]);
 	}
 	kvi_free(shards);
 }
@@ -216,7 +216,7 @@ kvc_shardset_find(kvc_shardset *s, const char *id)
 {
 	kvc_shard *found = NULL;
 	pthread_rwlock_rdlock(&s->lock);
-	size_t i = kvc_shardset_find_locked(s, id);
+	size_t i = shardset_find_locked(s, id);
 	if (i < s->n) {
 		found = s->s[i];
 		atomic_fetch_add(&found->refs, 1);

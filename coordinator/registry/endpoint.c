@@ -19,10 +19,10 @@
 
 #define KVC_EP_HOST_MAX 256 /* a DNS name is 253 at most */
 
-/* kvc_ep_canon writes the canonical text of the address sa into out
+/* ep_canon writes the canonical text of the address sa into out
  * (INET6_ADDRSTRLEN + 2 bytes at least). */
 static void
-kvc_ep_canon(const struct sockaddr *sa, char *out, size_t len)
+ep_canon(const struct sockaddr *sa, char *out, size_t len)
 {
 	char buf[INET6_ADDRSTRLEN];
 	if (sa->sa_family == AF_INET) {
@@ -38,7 +38,7 @@ kvc_ep_canon(const struct sockaddr *sa, char *out, size_t len)
 	if (IN6_IS_ADDR_V4MAPPED(&a6)) {
 		struct sockaddr_in v4 = {.sin_family = AF_INET};
 		memcpy(&v4.sin_addr, &a6.s6_addr[12], 4);
-		kvc_ep_canon((const struct sockaddr *)&v4, out, len);
+		ep_canon((const struct sockaddr *)&v4, out, len);
 		return;
 	}
 	if (IN6_IS_ADDR_UNSPECIFIED(&a6)) {
@@ -55,15 +55,15 @@ kvc_ep_canon(const struct sockaddr *sa, char *out, size_t len)
 }
 
 static int
-kvc_ep_strcmp(const void *x, const void *y)
+ep_strcmp(const void *x, const void *y)
 {
 	return strcmp(*(char *const *)x, *(char *const *)y);
 }
 
-/* kvc_ep_collect returns the canonical texts of the addresses of ai,
+/* ep_collect returns the canonical texts of the addresses of ai,
  * sorted and distinct; NULL (and *n 0) when it has none. */
 static char **
-kvc_ep_collect(const struct addrinfo *ai, size_t *n)
+ep_collect(const struct addrinfo *ai, size_t *n)
 {
 	size_t cap = 0;
 	for (const struct addrinfo *p = ai; p != NULL; p = p->ai_next) {
@@ -76,10 +76,10 @@ kvc_ep_collect(const struct addrinfo *ai, size_t *n)
 			continue;
 		}
 		char buf[INET6_ADDRSTRLEN + 16];
-		kvc_ep_canon(p->ai_addr, buf, sizeof(buf));
+		ep_canon(p->ai_addr, buf, sizeof(buf));
 		v[m++] = kvi_strdup(buf);
 	}
-	qsort(v, m, sizeof(*v), kvc_ep_strcmp);
+	qsort(v, m, sizeof(*v), ep_strcmp);
 	size_t k = 0;
 	for (size_t i = 0; i < m; i++) {
 		if (k > 0 && strcmp(v[k - 1], v[i]) == 0) {
@@ -108,7 +108,7 @@ typedef struct kvc_ep_lookup {
 } kvc_ep_lookup;
 
 static void
-kvc_ep_lookup_unref(kvc_ep_lookup *lk)
+ep_lookup_unref(kvc_ep_lookup *lk)
 {
 	if (atomic_fetch_sub(&lk->refs, 1) == 1) {
 		if (lk->cb.ar_result != NULL) {
@@ -119,15 +119,15 @@ kvc_ep_lookup_unref(kvc_ep_lookup *lk)
 }
 
 static void
-kvc_ep_lookup_done(union sigval v)
+ep_lookup_done(union sigval v)
 {
-	kvc_ep_lookup_unref(v.sival_ptr);
+	ep_lookup_unref(v.sival_ptr);
 }
 
-/* kvc_ep_resolve returns the addresses of name, waiting at most
+/* ep_resolve returns the addresses of name, waiting at most
  * timeout_ms; NULL when it did not resolve in time. */
 static char **
-kvc_ep_resolve(const char *name, int timeout_ms, size_t *n)
+ep_resolve(const char *name, int timeout_ms, size_t *n)
 {
 	kvc_ep_lookup *lk = kvi_calloc(1, sizeof(*lk));
 	atomic_init(&lk->refs, 2);
@@ -138,7 +138,7 @@ kvc_ep_resolve(const char *name, int timeout_ms, size_t *n)
 	lk->cb.ar_request = &lk->hints;
 	struct gaicb *list[1] = {&lk->cb};
 	struct sigevent sev = {.sigev_notify = SIGEV_THREAD,
-			       .sigev_notify_function = kvc_ep_lookup_done,
+			       .sigev_notify_function = ep_lookup_done,
 			       .sigev_value.sival_ptr = lk};
 	if (getaddrinfo_a(GAI_NOWAIT, list, 1, &sev) != 0) {
 		kvi_free(lk); /* not queued: no notification will come */
@@ -156,9 +156,9 @@ kvc_ep_resolve(const char *name, int timeout_ms, size_t *n)
 	char **v = NULL;
 	*n = 0;
 	if (gai_error(&lk->cb) == 0) {
-		v = kvc_ep_collect(lk->cb.ar_result, n);
+		v = ep_collect(lk->cb.ar_result, n);
 	}
-	kvc_ep_lookup_unref(lk);
+	ep_lookup_unref(lk);
 	return v;
 }
 
@@ -186,13 +186,13 @@ kvc_ep_addrs(const char *host, int timeout_ms, size_t *n)
 			*ai = NULL;
 	char **v = NULL;
 	if (len > 0 && getaddrinfo(h, NULL, &hints, &ai) == 0) {
-		v = kvc_ep_collect(ai, n);
+		v = ep_collect(ai, n);
 		freeaddrinfo(ai);
 	} else if (len > 0) {
 		if (len > 1 && h[len - 1] == '.') {
 			h[--len] = '\0'; /* "localhost." is localhost */
 		}
-		v = kvc_ep_resolve(h, timeout_ms, n);
+		v = ep_resolve(h, timeout_ms, n);
 	}
 	if (v == NULL) {
 		v = kvi_calloc(1, sizeof(*v));
@@ -211,11 +211,11 @@ kvc_ep_id(const char *addr, uint32_t port)
 	return id;
 }
 
-/* kvc_ep_split finds the host and port of a tcp:// endpoint's address
+/* ep_split finds the host and port of a tcp:// endpoint's address
  * (after "tcp://" and any "source;"): host without brackets into h.
  * False when it is not host:port with a port in 1..65535. */
 static bool
-kvc_ep_split(const char *addr, char *h, size_t hlen, uint32_t *port)
+ep_split(const char *addr, char *h, size_t hlen, uint32_t *port)
 {
 	const char *semi = strrchr(addr, ';');
 	if (semi != NULL) {
@@ -252,7 +252,7 @@ kvc_ep_url_ids(const char *url, int timeout_ms, size_t *n)
 	char host[KVC_EP_HOST_MAX];
 	uint32_t port;
 	if (strncmp(url, "tcp://", 6) == 0 &&
-	    kvc_ep_split(url + 6, host, sizeof(host), &port)) {
+	    ep_split(url + 6, host, sizeof(host), &port)) {
 		char **addrs = kvc_ep_addrs(host, timeout_ms, n);
 		for (size_t i = 0; i < *n; i++) {
 			char *id = kvc_ep_id(addrs[i], port);

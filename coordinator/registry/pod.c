@@ -30,13 +30,13 @@ kvc_source_name(kvc_source s)
 }
 
 static bool
-kvc_prefixed(const char *s, const char *p)
+prefixed(const char *s, const char *p)
 {
 	return s != NULL && strncmp(s, p, strlen(p)) == 0 && s[strlen(p)];
 }
 
 static kvi_err
-kvc_check_common(const kvc_pod *p, char *err, size_t errlen)
+check_common(const kvc_pod *p, char *err, size_t errlen)
 {
 	if (p->model == NULL || p->model[0] == '\0') {
 		return kvi_errf(err, errlen, KVI_EINVAL, "model_name is empty");
@@ -50,8 +50,8 @@ kvc_check_common(const kvc_pod *p, char *err, size_t errlen)
 }
 
 static kvi_err
-kvc_check_port(const char *what, uint32_t port, uint32_t span, char *err,
-	       size_t errlen)
+check_port(const char *what, uint32_t port, uint32_t span, char *err,
+	   size_t errlen)
 {
 	if (port == 0 || (uint64_t)port + span - 1 > 65535) {
 		return kvi_errf(err, errlen, KVI_ERANGE,
@@ -64,7 +64,7 @@ kvc_check_port(const char *what, uint32_t port, uint32_t span, char *err,
 kvi_err
 kvc_pod_check(const kvc_pod *p, char *err, size_t errlen)
 {
-	kvi_err rv = kvc_check_common(p, err, errlen);
+	kvi_err rv = check_common(p, err, errlen);
 	if (rv != KVI_OK) {
 		return rv;
 	}
@@ -74,22 +74,22 @@ kvc_pod_check(const kvc_pod *p, char *err, size_t errlen)
 					"dp_rank %u does not fit in u16",
 					p->rank);
 		}
-		if (!kvc_prefixed(p->endpoint, "tcp://") &&
-		    !kvc_prefixed(p->endpoint, "ipc://")) {
+		if (!prefixed(p->endpoint, "tcp://") &&
+		    !prefixed(p->endpoint, "ipc://")) {
 			return kvi_errf(err, errlen, KVI_EINVAL,
 					"endpoint must be tcp://host:port or "
 					"ipc://path");
 		}
 		if (p->replay_endpoint != NULL &&
-		    !kvc_prefixed(p->replay_endpoint, "tcp://") &&
-		    !kvc_prefixed(p->replay_endpoint, "ipc://")) {
+		    !prefixed(p->replay_endpoint, "tcp://") &&
+		    !prefixed(p->replay_endpoint, "ipc://")) {
 			return kvi_errf(
 			    err, errlen, KVI_EINVAL,
 			    "replay_endpoint must be tcp:// or ipc://");
 		}
 		if (p->recover_endpoint != NULL &&
-		    !kvc_prefixed(p->recover_endpoint, "http://") &&
-		    !kvc_prefixed(p->recover_endpoint, "https://")) {
+		    !prefixed(p->recover_endpoint, "http://") &&
+		    !prefixed(p->recover_endpoint, "https://")) {
 			return kvi_errf(err, errlen, KVI_EINVAL,
 					"recover_endpoint must be http:// or "
 					"https://");
@@ -110,30 +110,30 @@ kvc_pod_check(const kvc_pod *p, char *err, size_t errlen)
 				"dp_size %u is not in 1..%u", p->dp_size,
 				KVC_DP_SIZE_MAX);
 	}
-	if ((rv = kvc_check_port("zmq_port", p->zmq_port, p->dp_size, err,
-				 errlen)) != KVI_OK ||
+	if ((rv = check_port("zmq_port", p->zmq_port, p->dp_size, err,
+			     errlen)) != KVI_OK ||
 	    (p->has_recover_port &&
-	     (rv = kvc_check_port("recover_port", p->recover_port, p->dp_size,
-				  err, errlen)) != KVI_OK) ||
+	     (rv = check_port("recover_port", p->recover_port, p->dp_size, err,
+			      errlen)) != KVI_OK) ||
 	    (p->has_replay_port &&
-	     (rv = kvc_check_port("replay_port", p->replay_port, p->dp_size,
-				  err, errlen)) != KVI_OK)) {
+	     (rv = check_port("replay_port", p->replay_port, p->dp_size, err,
+			      errlen)) != KVI_OK)) {
 		return rv;
 	}
 	return KVI_OK;
 }
 
 static char *
-kvc_fmt(const char *fmt, const char *host, uint32_t port)
+format_endpoint(const char *fmt, const char *host, uint32_t port)
 {
 	char buf[512];
 	snprintf(buf, sizeof(buf), fmt, host, port);
 	return kvi_strdup(buf);
 }
 
-/* kvc_host formats an IPv6 address in brackets for a URL. */
+/* url_host formats an IPv6 address in brackets for a URL. */
 static const char *
-kvc_host(const char *ip, char *buf, size_t len)
+url_host(const char *ip, char *buf, size_t len)
 {
 	if (strchr(ip, ':') != NULL && ip[0] != '[') {
 		snprintf(buf, len, "[%s]", ip);
@@ -153,8 +153,7 @@ kvc_pod_ranks(const kvc_pod *p, size_t *n)
 		r->key = kvi_strdup(key);
 		r->rank = (uint16_t)p->rank;
 		r->endpoint = kvi_strdup(p->endpoint);
-		r->replay_endpoint =
-		    p->replay_endpoint ? kvi_strdup(p->replay_endpoint) : NULL;
+		r->replay_endpoint = kvi_strdup_null(p->replay_endpoint);
 		r->recover_endpoint = p->recover_endpoint
 					  ? kvi_strdup(p->recover_endpoint)
 					  : NULL;
@@ -163,20 +162,21 @@ kvc_pod_ranks(const kvc_pod *p, size_t *n)
 	}
 	kvc_rank *r = kvi_calloc(p->dp_size, sizeof(*r));
 	char hostbuf[128];
-	const char *host = kvc_host(p->ip, hostbuf, sizeof(hostbuf));
+	const char *host = url_host(p->ip, hostbuf, sizeof(hostbuf));
 	for (uint32_t i = 0; i < p->dp_size; i++) {
 		char key[KVC_NAME_MAX + 16];
 		snprintf(key, sizeof(key), "%s#%u", p->name, i);
 		r[i].key = kvi_strdup(key);
 		r[i].rank = (uint16_t)i;
-		r[i].endpoint = kvc_fmt("tcp://%s:%u", host, p->zmq_port + i);
+		r[i].endpoint =
+		    format_endpoint("tcp://%s:%u", host, p->zmq_port + i);
 		if (p->has_replay_port) {
-			r[i].replay_endpoint =
-			    kvc_fmt("tcp://%s:%u", host, p->replay_port + i);
+			r[i].replay_endpoint = format_endpoint(
+			    "tcp://%s:%u", host, p->replay_port + i);
 		}
 		if (p->has_recover_port) {
-			r[i].recover_endpoint =
-			    kvc_fmt("http://%s:%u", host, p->recover_port + i);
+			r[i].recover_endpoint = format_endpoint(
+			    "http://%s:%u", host, p->recover_port + i);
 		}
 	}
 	*n = p->dp_size;
@@ -195,22 +195,16 @@ kvc_ranks_free(kvc_rank *r, size_t n)
 	kvi_free(r);
 }
 
-static char *
-kvc_dup(const char *s)
-{
-	return s != NULL ? kvi_strdup(s) : NULL;
-}
-
 void
 kvc_pod_copy(kvc_pod *dst, const kvc_pod *src)
 {
 	*dst = *src;
-	dst->name = kvc_dup(src->name);
-	dst->model = kvc_dup(src->model);
-	dst->ip = kvc_dup(src->ip);
-	dst->endpoint = kvc_dup(src->endpoint);
-	dst->replay_endpoint = kvc_dup(src->replay_endpoint);
-	dst->recover_endpoint = kvc_dup(src->recover_endpoint);
+	dst->name = kvi_strdup_null(src->name);
+	dst->model = kvi_strdup_null(src->model);
+	dst->ip = kvi_strdup_null(src->ip);
+	dst->endpoint = kvi_strdup_null(src->endpoint);
+	dst->replay_endpoint = kvi_strdup_null(src->replay_endpoint);
+	dst->recover_endpoint = kvi_strdup_null(src->recover_endpoint);
 }
 
 void
@@ -226,7 +220,7 @@ kvc_pod_fini(kvc_pod *p)
 }
 
 static bool
-kvc_str_eq(const char *a, const char *b)
+str_eq(const char *a, const char *b)
 {
 	return a == b || (a != NULL && b != NULL && strcmp(a, b) == 0);
 }
@@ -234,17 +228,15 @@ kvc_str_eq(const char *a, const char *b)
 bool
 kvc_pod_equal(const kvc_pod *a, const kvc_pod *b)
 {
-	return kvc_str_eq(a->name, b->name) &&
-	       a->instance_id == b->instance_id &&
-	       kvc_str_eq(a->model, b->model) &&
-	       a->block_size == b->block_size && kvc_str_eq(a->ip, b->ip) &&
-	       a->zmq_port == b->zmq_port &&
+	return str_eq(a->name, b->name) && a->instance_id == b->instance_id &&
+	       str_eq(a->model, b->model) && a->block_size == b->block_size &&
+	       str_eq(a->ip, b->ip) && a->zmq_port == b->zmq_port &&
 	       a->has_recover_port == b->has_recover_port &&
 	       (!a->has_recover_port || a->recover_port == b->recover_port) &&
 	       a->has_replay_port == b->has_replay_port &&
 	       (!a->has_replay_port || a->replay_port == b->replay_port) &&
 	       a->dp_size == b->dp_size && a->rank == b->rank &&
-	       kvc_str_eq(a->endpoint, b->endpoint) &&
-	       kvc_str_eq(a->replay_endpoint, b->replay_endpoint) &&
-	       kvc_str_eq(a->recover_endpoint, b->recover_endpoint);
+	       str_eq(a->endpoint, b->endpoint) &&
+	       str_eq(a->replay_endpoint, b->replay_endpoint) &&
+	       str_eq(a->recover_endpoint, b->recover_endpoint);
 }

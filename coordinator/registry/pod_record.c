@@ -24,7 +24,7 @@ typedef struct kvc_cs_reader {
 } kvc_cs_reader;
 
 static const uint8_t *
-kvc_cs_take(kvc_cs_reader *r, size_t n)
+cs_take(kvc_cs_reader *r, size_t n)
 {
 	if (r->bad || r->left < n) {
 		r->bad = true;
@@ -37,36 +37,36 @@ kvc_cs_take(kvc_cs_reader *r, size_t n)
 }
 
 static uint8_t
-kvc_cs_u8(kvc_cs_reader *r)
+cs_u8(kvc_cs_reader *r)
 {
-	const uint8_t *p = kvc_cs_take(r, 1);
+	const uint8_t *p = cs_take(r, 1);
 	return p != NULL ? p[0] : 0;
 }
 
 static uint32_t
-kvc_cs_u32(kvc_cs_reader *r)
+cs_u32(kvc_cs_reader *r)
 {
-	const uint8_t *p = kvc_cs_take(r, 4);
+	const uint8_t *p = cs_take(r, 4);
 	return p != NULL ? kvi_get_le32(p) : 0;
 }
 
 static uint64_t
-kvc_cs_u64(kvc_cs_reader *r)
+cs_u64(kvc_cs_reader *r)
 {
-	uint64_t lo = kvc_cs_u32(r);
-	return lo | (uint64_t)kvc_cs_u32(r) << 32;
+	uint64_t lo = cs_u32(r);
+	return lo | (uint64_t)cs_u32(r) << 32;
 }
 
-/* kvc_cs_str reads one string: NULL for the NULL marker or a bad one
+/* cs_str reads one string: NULL for the NULL marker or a bad one
  * (r->bad says which). */
 static char *
-kvc_cs_str(kvc_cs_reader *r)
+cs_str(kvc_cs_reader *r)
 {
-	uint32_t n = kvc_cs_u32(r);
+	uint32_t n = cs_u32(r);
 	if (r->bad || n == KVC_CS_NULL_STR) {
 		return NULL;
 	}
-	const uint8_t *p = n <= KVC_POD_STR_MAX ? kvc_cs_take(r, n) : NULL;
+	const uint8_t *p = n <= KVC_POD_STR_MAX ? cs_take(r, n) : NULL;
 	if (p == NULL || memchr(p, '\0', n) != NULL) {
 		r->bad = true;
 		return NULL;
@@ -75,13 +75,13 @@ kvc_cs_str(kvc_cs_reader *r)
 }
 
 static size_t
-kvc_cs_str_size(const char *s)
+cs_str_size(const char *s)
 {
 	return 4 + (s != NULL ? strlen(s) : 0);
 }
 
 static uint8_t *
-kvc_cs_put_str(uint8_t *p, const char *s)
+cs_put_str(uint8_t *p, const char *s)
 {
 	if (s == NULL) {
 		kvi_put_le32(p, KVC_CS_NULL_STR);
@@ -106,7 +106,7 @@ kvc_pod_encode(const kvc_pod *p, size_t *len)
 		if (strs[i] != NULL && strlen(strs[i]) > KVC_POD_STR_MAX) {
 			return NULL;
 		}
-		n += kvc_cs_str_size(strs[i]);
+		n += cs_str_size(strs[i]);
 	}
 	uint8_t *buf = kvi_malloc(n), *w = buf + 4;
 	*w++ = KVC_CS_POD_VERSION;
@@ -121,7 +121,7 @@ kvc_pod_encode(const kvc_pod *p, size_t *len)
 	}
 	w += 8 + 6 * 4;
 	for (size_t i = 0; i < 6; i++) {
-		w = kvc_cs_put_str(w, strs[i]);
+		w = cs_put_str(w, strs[i]);
 	}
 	kvi_seal(buf, n);
 	*len = n;
@@ -133,30 +133,30 @@ kvc_pod_read(const void *rest, size_t len, kvc_pod *out, char *err,
 	     size_t errlen)
 {
 	kvc_cs_reader r = {rest, len, false};
-	uint8_t version = kvc_cs_u8(&r);
+	uint8_t version = cs_u8(&r);
 	if (!r.bad && version != KVC_CS_POD_VERSION) {
 		return kvi_errf(err, errlen, KVI_EVERSION,
 				"pod record version %u is not %u", version,
 				KVC_CS_POD_VERSION);
 	}
 	kvc_pod p = {0};
-	uint8_t source = kvc_cs_u8(&r), flags = kvc_cs_u8(&r);
+	uint8_t source = cs_u8(&r), flags = cs_u8(&r);
 	p.source = (kvc_source)source;
 	p.has_recover_port = (flags & KVC_CS_FLAG_RECOVER) != 0;
 	p.has_replay_port = (flags & KVC_CS_FLAG_REPLAY) != 0;
-	p.instance_id = kvc_cs_u64(&r);
-	p.block_size = kvc_cs_u32(&r);
-	p.zmq_port = kvc_cs_u32(&r);
-	p.recover_port = kvc_cs_u32(&r);
-	p.replay_port = kvc_cs_u32(&r);
-	p.dp_size = kvc_cs_u32(&r);
-	p.rank = kvc_cs_u32(&r);
-	p.name = kvc_cs_str(&r);
-	p.model = kvc_cs_str(&r);
-	p.ip = kvc_cs_str(&r);
-	p.endpoint = kvc_cs_str(&r);
-	p.replay_endpoint = kvc_cs_str(&r);
-	p.recover_endpoint = kvc_cs_str(&r);
+	p.instance_id = cs_u64(&r);
+	p.block_size = cs_u32(&r);
+	p.zmq_port = cs_u32(&r);
+	p.recover_port = cs_u32(&r);
+	p.replay_port = cs_u32(&r);
+	p.dp_size = cs_u32(&r);
+	p.rank = cs_u32(&r);
+	p.name = cs_str(&r);
+	p.model = cs_str(&r);
+	p.ip = cs_str(&r);
+	p.endpoint = cs_str(&r);
+	p.replay_endpoint = cs_str(&r);
+	p.recover_endpoint = cs_str(&r);
 	const char *why = NULL;
 	if (r.bad) {
 		why = "truncated or bad string";

@@ -14,21 +14,21 @@
 #include "wire_json.h"
 
 static uint64_t
-kvc_key_hash(const char *key)
+key_hash(const char *key)
 {
 	return XXH3_64bits(key, strlen(key));
 }
 
 static size_t
-kvc_bucket(const char *key)
+bucket(const char *key)
 {
-	return kvc_key_hash(key) & (KVC_BUCKETS - 1);
+	return key_hash(key) & (KVC_BUCKETS - 1);
 }
 
 static kvc_lis *
-kvc_lis_find(kvc_registry *r, const char *key)
+lis_find(kvc_registry *r, const char *key)
 {
-	uint64_t h = kvc_key_hash(key);
+	uint64_t h = key_hash(key);
 	for (kvc_lis *l = r->buckets[h & (r->n_buckets - 1)]; l != NULL;
 	     l = l->hnext) {
 		if (l->hash == h && strcmp(l->r.key, key) == 0) {
@@ -39,16 +39,15 @@ kvc_lis_find(kvc_registry *r, const char *key)
 }
 
 static size_t
-kvc_ibucket(uint64_t id)
+ibucket(uint64_t id)
 {
 	return XXH3_64bits(&id, sizeof(id)) & (KVC_BUCKETS - 1);
 }
 
 static kvc_inst *
-kvc_inst_find(kvc_registry *r, uint64_t id)
+inst_find(kvc_registry *r, uint64_t id)
 {
-	for (kvc_inst *i = r->ibuckets[kvc_ibucket(id)]; i != NULL;
-	     i = i->hnext) {
+	for (kvc_inst *i = r->ibuckets[ibucket(id)]; i != NULL; i = i->hnext) {
 		if (i->id == id) {
 			return i;
 		}
@@ -59,8 +58,7 @@ kvc_inst_find(kvc_registry *r, uint64_t id)
 kvc_inst *
 kvc_inst_by_name(kvc_registry *r, const char *name)
 {
-	for (kvc_inst *i = r->nbuckets[kvc_bucket(name)]; i != NULL;
-	     i = i->nnext) {
+	for (kvc_inst *i = r->nbuckets[bucket(name)]; i != NULL; i = i->nnext) {
 		if (strcmp(i->name, name) == 0) {
 			return i;
 		}
@@ -80,7 +78,7 @@ kvc_model_find(kvc_registry *r, const char *name)
 }
 
 static void
-kvc_model_ref(kvc_registry *r, const char *name, uint32_t bs)
+model_ref(kvc_registry *r, const char *name, uint32_t bs)
 {
 	kvc_model *m = kvc_model_find(r, name);
 	if (m == NULL) {
@@ -94,7 +92,7 @@ kvc_model_ref(kvc_registry *r, const char *name, uint32_t bs)
 }
 
 static void
-kvc_model_unref(kvc_registry *r, const char *name)
+model_unref(kvc_registry *r, const char *name)
 {
 	for (kvc_model **pm = &r->models; *pm != NULL; pm = &(*pm)->next) {
 		kvc_model *m = *pm;
@@ -122,7 +120,7 @@ kvc_reg_alloc(void)
 }
 
 static void
-kvc_lis_free(kvc_lis *l)
+lis_free(kvc_lis *l)
 {
 	kvi_free(l->r.key);
 	kvi_free(l->r.endpoint);
@@ -138,10 +136,10 @@ kvc_lis_free(kvc_lis *l)
 }
 
 static void
-kvc_inst_free(kvc_inst *i)
+inst_free(kvc_inst *i)
 {
 	for (size_t k = 0; k < i->n_lis; k++) {
-		kvc_lis_free(i->lis[k]);
+		lis_free(i->lis[k]);
 	}
 	for (size_t k = 0; k < i->n_pods; k++) {
 		kvc_pod_fini(&i->pods[k]);
@@ -162,7 +160,7 @@ kvc_reg_free(kvc_registry *r)
 	while (r->insts != NULL) {
 		kvc_inst *i = r->insts;
 		r->insts = i->next;
-		kvc_inst_free(i);
+		inst_free(i);
 	}
 	while (r->models != NULL) {
 		kvc_model *m = r->models;
@@ -177,11 +175,11 @@ kvc_reg_free(kvc_registry *r)
 	kvi_free(r);
 }
 
-/* kvc_hash_grow doubles the listener buckets. With 4,096 of them, 20,000
+/* hash_grow doubles the listener buckets. With 4,096 of them, 20,000
  * listeners made chains of five, and every lookup of a registration or a
  * tick walked one (a third of a full tick in strcmp, bench_fleet). */
 static void
-kvc_hash_grow(kvc_registry *r)
+hash_grow(kvc_registry *r)
 {
 	size_t n = r->n_buckets * 2;
 	kvc_lis **b = kvi_calloc(n, sizeof(*b));
@@ -200,19 +198,19 @@ kvc_hash_grow(kvc_registry *r)
 }
 
 static void
-kvc_hash_insert(kvc_registry *r, kvc_lis *l)
+hash_insert(kvc_registry *r, kvc_lis *l)
 {
 	if (++r->n_hashed > 2 * r->n_buckets) {
-		kvc_hash_grow(r);
+		hash_grow(r);
 	}
-	l->hash = kvc_key_hash(l->r.key);
+	l->hash = key_hash(l->r.key);
 	size_t b = l->hash & (r->n_buckets - 1);
 	l->hnext = r->buckets[b];
 	r->buckets[b] = l;
 }
 
 static void
-kvc_hash_remove(kvc_registry *r, kvc_lis *l)
+hash_remove(kvc_registry *r, kvc_lis *l)
 {
 	for (kvc_lis **pl = &r->buckets[l->hash & (r->n_buckets - 1)];
 	     *pl != NULL; pl = &(*pl)->hnext) {
@@ -224,11 +222,11 @@ kvc_hash_remove(kvc_registry *r, kvc_lis *l)
 	}
 }
 
-/* kvc_inst_add_ranks adds ranks to i, keeping them sorted by rank, with
+/* inst_add_ranks adds ranks to i, keeping them sorted by rank, with
  * the endpoint ids of each (taken). */
 static void
-kvc_inst_add_ranks(kvc_registry *r, kvc_inst *i, kvc_rank *ranks, kvc_eps *eps,
-		   size_t n)
+inst_add_ranks(kvc_registry *r, kvc_inst *i, kvc_rank *ranks, kvc_eps *eps,
+	       size_t n)
 {
 	i->lis = kvi_reallocarray(i->lis, i->n_lis + n, sizeof(*i->lis));
 	for (size_t k = 0; k < n; k++) {
@@ -242,17 +240,17 @@ kvc_inst_add_ranks(kvc_registry *r, kvc_inst *i, kvc_rank *ranks, kvc_eps *eps,
 		}
 		i->lis[pos] = l;
 		i->n_lis++;
-		kvc_hash_insert(r, l);
+		hash_insert(r, l);
 		kvc_ep_index(r, l, &eps[k]);
 	}
 	kvi_free(ranks);
 }
 
-/* kvc_lis_unlink takes l out of the key and endpoint indexes. */
+/* lis_unlink takes l out of the key and endpoint indexes. */
 static void
-kvc_lis_unlink(kvc_registry *r, kvc_lis *l)
+lis_unlink(kvc_registry *r, kvc_lis *l)
 {
-	kvc_hash_remove(r, l);
+	hash_remove(r, l);
 	kvc_ep_unindex(r, l);
 }
 
@@ -271,10 +269,10 @@ kvc_reg_set_max_dp_size(kvc_registry *r, uint32_t max)
 	    max > 0 && max < KVC_DP_SIZE_MAX ? max : KVC_DP_SIZE_MAX;
 }
 
-/* kvc_reg_same says whether p is registered already, as it is and from
+/* reg_same says whether p is registered already, as it is and from
  * the same source: a named pod, or a rank registered on its own. */
 static bool
-kvc_reg_same(kvc_registry *r, const kvc_pod *p)
+reg_same(kvc_registry *r, const kvc_pod *p)
 {
 	if (p->name != NULL) {
 		kvc_inst *same = kvc_inst_by_name(r, p->name);
@@ -282,7 +280,7 @@ kvc_reg_same(kvc_registry *r, const kvc_pod *p)
 		       same->source == p->source &&
 		       kvc_pod_equal(&same->pods[0], p);
 	}
-	kvc_inst *mine = kvc_inst_find(r, p->instance_id);
+	kvc_inst *mine = inst_find(r, p->instance_id);
 	for (size_t k = 0; mine != NULL && mine->name == NULL &&
 			   mine->source == p->source && k < mine->n_pods;
 	     k++) {
@@ -293,13 +291,13 @@ kvc_reg_same(kvc_registry *r, const kvc_pod *p)
 	return false;
 }
 
-/* kvc_reg_conflict checks, under the lock, whether what p would add is
+/* reg_conflict checks, under the lock, whether what p would add is
  * in the way of what is registered: its model's block size, its keys, its
  * instance id, its endpoints (eps, one per rank). */
 static kvi_err
-kvc_reg_conflict(kvc_registry *r, const kvc_pod *p, const kvc_rank *ranks,
-		 const kvc_eps *eps, size_t n, kvc_reg_result *res, char *err,
-		 size_t errlen)
+reg_conflict(kvc_registry *r, const kvc_pod *p, const kvc_rank *ranks,
+	     const kvc_eps *eps, size_t n, kvc_reg_result *res, char *err,
+	     size_t errlen)
 {
 	kvc_model *m = kvc_model_find(r, p->model);
 	if (m != NULL && m->block_size != p->block_size) {
@@ -309,7 +307,7 @@ kvc_reg_conflict(kvc_registry *r, const kvc_pod *p, const kvc_rank *ranks,
 		return KVI_EEXIST;
 	}
 	for (size_t k = 0; k < n; k++) {
-		if (kvc_lis_find(r, ranks[k].key) != NULL) {
+		if (lis_find(r, ranks[k].key) != NULL) {
 			res->why = KVC_REG_KEY;
 			snprintf(res->holder, sizeof(res->holder), "%s",
 				 ranks[k].key);
@@ -319,7 +317,7 @@ kvc_reg_conflict(kvc_registry *r, const kvc_pod *p, const kvc_rank *ranks,
 			return KVI_EEXIST;
 		}
 	}
-	kvc_inst *i = kvc_inst_find(r, p->instance_id);
+	kvc_inst *i = inst_find(r, p->instance_id);
 	if (i != NULL && (p->name != NULL || i->name != NULL ||
 			  strcmp(i->model, p->model) != 0)) {
 		res->why = KVC_REG_KEY;
@@ -347,13 +345,13 @@ kvc_reg_conflict(kvc_registry *r, const kvc_pod *p, const kvc_rank *ranks,
 	return KVI_OK;
 }
 
-/* kvc_inst_new adds an instance for p, with no listeners yet. */
+/* inst_new adds an instance for p, with no listeners yet. */
 static kvc_inst *
-kvc_inst_new(kvc_registry *r, const kvc_pod *p)
+inst_new(kvc_registry *r, const kvc_pod *p)
 {
 	kvc_inst *i = kvi_calloc(1, sizeof(*i));
 	i->id = p->instance_id;
-	i->name = p->name ? kvi_strdup(p->name) : NULL;
+	i->name = kvi_strdup_null(p->name);
 	i->model = kvi_strdup(p->model);
 	i->block_size = p->block_size;
 	i->source = p->source;
@@ -362,11 +360,11 @@ kvc_inst_new(kvc_registry *r, const kvc_pod *p)
 		i->next->prev = i;
 	}
 	r->insts = i;
-	i->hnext = r->ibuckets[kvc_ibucket(i->id)];
-	r->ibuckets[kvc_ibucket(i->id)] = i;
+	i->hnext = r->ibuckets[ibucket(i->id)];
+	r->ibuckets[ibucket(i->id)] = i;
 	if (i->name != NULL) {
-		i->nnext = r->nbuckets[kvc_bucket(i->name)];
-		r->nbuckets[kvc_bucket(i->name)] = i;
+		i->nnext = r->nbuckets[bucket(i->name)];
+		r->nbuckets[bucket(i->name)] = i;
 	}
 	return i;
 }
@@ -384,7 +382,7 @@ kvc_reg_add(kvc_registry *r, const kvc_pod *p, kvc_reg_result *res, char *err,
 				p->dp_size, r->max_dp_size);
 	}
 	pthread_mutex_lock(&r->mu);
-	res->existed = kvc_reg_same(r, p);
+	res->existed = reg_same(r, p);
 	pthread_mutex_unlock(&r->mu);
 	if (res->existed) {
 		return KVI_OK; /* nothing to resolve */
@@ -394,19 +392,19 @@ kvc_reg_add(kvc_registry *r, const kvc_pod *p, kvc_reg_result *res, char *err,
 	kvc_eps *eps = kvc_pod_eps(p, n);
 	pthread_mutex_lock(&r->mu);
 	kvi_err rv = KVI_OK;
-	if ((res->existed = kvc_reg_same(r, p)) ||
-	    (rv = kvc_reg_conflict(r, p, ranks, eps, n, res, err, errlen)) !=
+	if ((res->existed = reg_same(r, p)) ||
+	    (rv = reg_conflict(r, p, ranks, eps, n, res, err, errlen)) !=
 		KVI_OK) {
 		goto out;
 	}
-	kvc_inst *i = kvc_inst_find(r, p->instance_id);
+	kvc_inst *i = inst_find(r, p->instance_id);
 	if (i == NULL) {
-		i = kvc_inst_new(r, p);
+		i = inst_new(r, p);
 	}
 	i->pods = kvi_reallocarray(i->pods, i->n_pods + 1, sizeof(*i->pods));
 	kvc_pod_copy(&i->pods[i->n_pods++], p);
-	kvc_model_ref(r, p->model, p->block_size);
-	kvc_inst_add_ranks(r, i, ranks, eps, n);
+	model_ref(r, p->model, p->block_size);
+	inst_add_ranks(r, i, ranks, eps, n);
 	ranks = NULL;
 	r->gen++;
 out:
@@ -417,21 +415,21 @@ out:
 }
 
 static void
-kvc_collect(kvc_lis *l, char ***keys, char ***shards, size_t *n)
+collect(kvc_lis *l, char ***keys, char ***shards, size_t *n)
 {
 	*keys = kvi_reallocarray(*keys, *n + 1, sizeof(char *));
 	*shards = kvi_reallocarray(*shards, *n + 1, sizeof(char *));
 	(*keys)[*n] = kvi_strdup(l->r.key);
-	(*shards)[*n] = l->shard ? kvi_strdup(l->shard) : NULL;
+	(*shards)[*n] = kvi_strdup_null(l->shard);
 	(*n)++;
 }
 
-/* kvc_inst_drop_rank removes the listener at position k of i. */
+/* inst_drop_rank removes the listener at position k of i. */
 static void
-kvc_inst_drop_rank(kvc_registry *r, kvc_inst *i, size_t k)
+inst_drop_rank(kvc_registry *r, kvc_inst *i, size_t k)
 {
 	kvc_lis *l = i->lis[k];
-	kvc_lis_unlink(r, l);
+	lis_unlink(r, l);
 	memmove(&i->lis[k], &i->lis[k + 1], (i->n_lis - k - 1) * sizeof(l));
 	i->n_lis--;
 	for (size_t p = 0; p < i->n_pods; p++) {
@@ -441,12 +439,12 @@ kvc_inst_drop_rank(kvc_registry *r, kvc_inst *i, size_t k)
 			break;
 		}
 	}
-	kvc_model_unref(r, i->model);
-	kvc_lis_free(l);
+	model_unref(r, i->model);
+	lis_free(l);
 }
 
 static void
-kvc_inst_unlink(kvc_registry *r, kvc_inst *i)
+inst_unlink(kvc_registry *r, kvc_inst *i)
 {
 	if (i->prev != NULL) {
 		i->prev->next = i->next;
@@ -456,14 +454,14 @@ kvc_inst_unlink(kvc_registry *r, kvc_inst *i)
 	if (i->next != NULL) {
 		i->next->prev = i->prev;
 	}
-	for (kvc_inst **pi = &r->ibuckets[kvc_ibucket(i->id)]; *pi != NULL;
+	for (kvc_inst **pi = &r->ibuckets[ibucket(i->id)]; *pi != NULL;
 	     pi = &(*pi)->hnext) {
 		if (*pi == i) {
 			*pi = i->hnext;
 			break;
 		}
 	}
-	for (kvc_inst **pi = i->name != NULL ? &r->nbuckets[kvc_bucket(i->name)]
+	for (kvc_inst **pi = i->name != NULL ? &r->nbuckets[bucket(i->name)]
 					     : NULL;
 	     pi != NULL && *pi != NULL; pi = &(*pi)->nnext) {
 		if (*pi == i) {
@@ -482,29 +480,29 @@ kvc_reg_remove(kvc_registry *r, const char *name, uint64_t id, int rank,
 	*n = 0;
 	pthread_mutex_lock(&r->mu);
 	kvc_inst *i =
-	    name != NULL ? kvc_inst_by_name(r, name) : kvc_inst_find(r, id);
+	    name != NULL ? kvc_inst_by_name(r, name) : inst_find(r, id);
 	if (i != NULL) {
 		for (size_t k = i->n_lis; k-- > 0;) {
 			/* a named pod's ranks go together, whatever the rank */
 			if (rank < 0 || i->name != NULL ||
 			    i->lis[k]->r.rank == rank) {
-				kvc_collect(i->lis[k], keys, shards, n);
+				collect(i->lis[k], keys, shards, n);
 				if (i->name == NULL) {
-					kvc_inst_drop_rank(r, i, k);
+					inst_drop_rank(r, i, k);
 				}
 			}
 		}
 		if (i->name != NULL) {
 			/* a named pod goes whole: its ranks go together */
 			for (size_t k = 0; k < i->n_lis; k++) {
-				kvc_lis_unlink(r, i->lis[k]);
+				lis_unlink(r, i->lis[k]);
 			}
-			kvc_model_unref(r, i->model);
-			kvc_inst_unlink(r, i);
-			kvc_inst_free(i);
+			model_unref(r, i->model);
+			inst_unlink(r, i);
+			inst_free(i);
 		} else if (i->n_lis == 0) {
-			kvc_inst_unlink(r, i);
-			kvc_inst_free(i);
+			inst_unlink(r, i);
+			inst_free(i);
 		}
 	}
 	r->gen += *n > 0;
@@ -530,7 +528,7 @@ kvc_reg_pod_names(kvc_registry *r, const uint64_t *ids, size_t n,
 	size_t *at = kvi_reallocarray(NULL, n ? n : 1, sizeof(*at));
 	pthread_mutex_lock(&r->mu);
 	for (size_t k = 0; k < n; k++) {
-		kvc_inst *i = kvc_inst_find(r, ids[k]);
+		kvc_inst *i = inst_find(r, ids[k]);
 		if (i == NULL || i->name == NULL) {
 			at[k] = SIZE_MAX;
 			continue;
@@ -558,7 +556,7 @@ kvc_reg_lookup(kvc_registry *r, const char *name, uint64_t id,
 {
 	pthread_mutex_lock(&r->mu);
 	kvc_inst *i =
-	    name != NULL ? kvc_inst_by_name(r, name) : kvc_inst_find(r, id);
+	    name != NULL ? kvc_inst_by_name(r, name) : inst_find(r, id);
 	if (i != NULL) {
 		*source = i->source;
 		*named = i->name != NULL;
@@ -599,26 +597,20 @@ kvc_pods_free(kvc_pod *p, size_t n)
 	kvi_free(p);
 }
 
-static char *
-kvc_dup(const char *s)
-{
-	return s != NULL ? kvi_strdup(s) : NULL;
-}
-
 static void
-kvc_lview_fill(kvc_lview *v, const kvc_inst *i, const kvc_lis *l)
+lview_fill(kvc_lview *v, const kvc_inst *i, const kvc_lis *l)
 {
 	v->r.key = kvi_strdup(l->r.key);
 	v->r.rank = l->r.rank;
 	v->r.endpoint = kvi_strdup(l->r.endpoint);
-	v->r.replay_endpoint = kvc_dup(l->r.replay_endpoint);
-	v->r.recover_endpoint = kvc_dup(l->r.recover_endpoint);
+	v->r.replay_endpoint = kvi_strdup_null(l->r.replay_endpoint);
+	v->r.recover_endpoint = kvi_strdup_null(l->r.recover_endpoint);
 	v->instance_id = i->id;
 	v->pod = kvi_strdup(i->name ? i->name : "");
 	v->model = kvi_strdup(i->model);
 	v->block_size = i->block_size;
-	v->shard = kvc_dup(l->shard);
-	v->moving_to = kvc_dup(l->moving_to);
+	v->shard = kvi_strdup_null(l->shard);
+	v->moving_to = kvi_strdup_null(l->moving_to);
 	v->st = l->st;
 }
 
@@ -634,7 +626,7 @@ kvc_reg_listeners(kvc_registry *r, size_t *n)
 	size_t k = 0;
 	for (kvc_inst *i = r->insts; i != NULL; i = i->next) {
 		for (size_t j = 0; j < i->n_lis; j++) {
-			kvc_lview_fill(&v[k++], i, i->lis[j]);
+			lview_fill(&v[k++], i, i->lis[j]);
 		}
 	}
 	pthread_mutex_unlock(&r->mu);
@@ -650,9 +642,9 @@ kvc_reg_listeners_of(kvc_registry *r, const kvc_rank *ranks, size_t n,
 	size_t k = 0;
 	pthread_mutex_lock(&r->mu);
 	for (size_t j = 0; j < n; j++) {
-		const kvc_lis *l = kvc_lis_find(r, ranks[j].key);
+		const kvc_lis *l = lis_find(r, ranks[j].key);
 		if (l != NULL) {
-			kvc_lview_fill(&v[k++], l->inst, l);
+			lview_fill(&v[k++], l->inst, l);
 		}
 	}
 	pthread_mutex_unlock(&r->mu);
@@ -677,14 +669,14 @@ kvc_lviews_free(kvc_lview *v, size_t n)
 }
 
 static void
-kvc_set_str(char **dst, const char *src)
+set_str(char **dst, const char *src)
 {
 	if ((*dst == NULL && src == NULL) ||
 	    (*dst != NULL && src != NULL && strcmp(*dst, src) == 0)) {
 		return;
 	}
 	kvi_free(*dst);
-	*dst = kvc_dup(src);
+	*dst = kvi_strdup_null(src);
 }
 
 void
@@ -692,14 +684,14 @@ kvc_reg_set_owner(kvc_registry *r, const char *key, const char *shard,
 		  const char *moving_to)
 {
 	pthread_mutex_lock(&r->mu);
-	kvc_lis *l = kvc_lis_find(r, key);
+	kvc_lis *l = lis_find(r, key);
 	if (l != NULL) {
 		if (l->shard != NULL &&
 		    (shard == NULL || strcmp(l->shard, shard) != 0)) {
 			l->st = (kvc_lstatus){0}; /* another owner's figures */
 		}
-		kvc_set_str(&l->shard, shard);
-		kvc_set_str(&l->moving_to, moving_to);
+		set_str(&l->shard, shard);
+		set_str(&l->moving_to, moving_to);
 		kvc_model *m = kvc_model_find(r, l->inst->model);
 		kvc_route_add(m, shard);
 		kvc_route_add(m, moving_to);
@@ -711,7 +703,7 @@ bool
 kvc_reg_has(kvc_registry *r, const char *key)
 {
 	pthread_mutex_lock(&r->mu);
-	bool has = kvc_lis_find(r, key) != NULL;
+	bool has = lis_find(r, key) != NULL;
 	pthread_mutex_unlock(&r->mu);
 	return has;
 }
@@ -721,7 +713,7 @@ kvc_reg_http_record(kvc_registry *r, const char *key, size_t *len)
 {
 	uint8_t *rec = NULL;
 	pthread_mutex_lock(&r->mu);
-	kvc_lis *l = kvc_lis_find(r, key);
+	kvc_lis *l = lis_find(r, key);
 	if (l != NULL && l->inst->source == KVC_SOURCE_HTTP) {
 		const kvc_inst *i = l->inst;
 		for (size_t k = 0; k < i->n_pods && rec == NULL; k++) {
@@ -738,7 +730,7 @@ void
 kvc_reg_set_status(kvc_registry *r, const char *key, const kvc_lstatus *st)
 {
 	pthread_mutex_lock(&r->mu);
-	kvc_lis *l = kvc_lis_find(r, key);
+	kvc_lis *l = lis_find(r, key);
 	if (l != NULL) {
 		l->st = *st;
 	}
@@ -760,7 +752,7 @@ kvc_reg_ranks(kvc_registry *r, uint64_t id, bool connected_only,
 	      uint32_t *ranks, int max)
 {
 	pthread_mutex_lock(&r->mu);
-	kvc_inst *i = kvc_inst_find(r, id);
+	kvc_inst *i = inst_find(r, id);
 	int n = -1;
 	if (i != NULL) {
 		n = 0;

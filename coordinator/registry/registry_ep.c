@@ -49,18 +49,18 @@ kvc_eps_free(kvc_eps *e, size_t n)
 }
 
 static uint64_t
-kvc_ep_hash(const char *id)
+ep_hash(const char *id)
 {
 	return XXH3_64bits(id, strlen(id));
 }
 
 static kvc_lis *
-kvc_ep_find(kvc_registry *r, const char *id)
+ep_find(kvc_registry *r, const char *id)
 {
 	if (r->ep_buckets == NULL) {
 		return NULL;
 	}
-	uint64_t h = kvc_ep_hash(id);
+	uint64_t h = ep_hash(id);
 	for (kvc_epnode *e = r->ep_buckets[h & (r->n_ep_buckets - 1)];
 	     e != NULL; e = e->next) {
 		if (e->hash == h && strcmp(e->id, id) == 0) {
@@ -76,7 +76,7 @@ kvc_eps_owner(kvc_registry *r, const kvc_eps *e, size_t n, size_t *rank,
 {
 	for (size_t i = 0; i < n; i++) {
 		for (size_t k = 0; k < e[i].n; k++) {
-			const kvc_lis *l = kvc_ep_find(r, e[i].ids[k]);
+			const kvc_lis *l = ep_find(r, e[i].ids[k]);
 			if (l != NULL) {
 				*rank = i;
 				*id = e[i].ids[k];
@@ -87,10 +87,10 @@ kvc_eps_owner(kvc_registry *r, const kvc_eps *e, size_t n, size_t *rank,
 	return NULL;
 }
 
-/* kvc_ep_grow doubles the buckets, so that chains stay short however
+/* ep_grow doubles the buckets, so that chains stay short however
  * many listeners there are. */
 static void
-kvc_ep_grow(kvc_registry *r)
+ep_grow(kvc_registry *r)
 {
 	size_t n = r->n_ep_buckets ? r->n_ep_buckets * 2 : KVC_EP_BUCKETS;
 	kvc_epnode **b = kvi_calloc(n, sizeof(*b));
@@ -117,11 +117,11 @@ kvc_ep_index(kvc_registry *r, kvc_lis *l, kvc_eps *e)
 	e->n = 0;
 	for (size_t k = 0; k < l->n_eps; k++) {
 		if (++r->n_ep > 2 * r->n_ep_buckets) {
-			kvc_ep_grow(r);
+			ep_grow(r);
 		}
 		kvc_epnode *node = kvi_calloc(1, sizeof(*node));
 		node->id = l->eps[k];
-		node->hash = kvc_ep_hash(node->id);
+		node->hash = ep_hash(node->id);
 		node->l = l;
 		size_t b = node->hash & (r->n_ep_buckets - 1);
 		node->next = r->ep_buckets[b];
@@ -133,7 +133,7 @@ void
 kvc_ep_unindex(kvc_registry *r, kvc_lis *l)
 {
 	for (size_t k = 0; k < l->n_eps; k++) {
-		uint64_t h = kvc_ep_hash(l->eps[k]);
+		uint64_t h = ep_hash(l->eps[k]);
 		for (kvc_epnode **pe =
 			 &r->ep_buckets[h & (r->n_ep_buckets - 1)];
 		     *pe != NULL; pe = &(*pe)->next) {

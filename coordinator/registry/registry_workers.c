@@ -18,7 +18,7 @@ const char *const kvc_state_names[KVC_STATES] = {
 
 /* The badness of a state for a pod's worst-of status. */
 static int
-kvc_state_rank(int state)
+state_rank(int state)
 {
 	/* pending, active, recovering, failed, stale */
 	static const int rank[KVC_STATES] = {1, 0, 2, 4, 3};
@@ -33,21 +33,21 @@ kvc_lis_state(const kvc_lis *l)
 }
 
 static json_t *
-kvc_str_or_null(const char *s)
+str_or_null(const char *s)
 {
 	return s != NULL ? json_string(s) : json_null();
 }
 
 static json_t *
-kvc_lis_json(const kvc_lis *l)
+lis_json(const kvc_lis *l)
 {
 	json_t *o = json_object();
 	json_object_set_new(o, "endpoint", json_string(l->r.endpoint));
 	json_object_set_new(o, "recover_endpoint",
-			    kvc_str_or_null(l->r.recover_endpoint));
+			    str_or_null(l->r.recover_endpoint));
 	json_object_set_new(o, "replay_endpoint",
-			    kvc_str_or_null(l->r.replay_endpoint));
-	json_object_set_new(o, "shard", kvc_str_or_null(l->shard));
+			    str_or_null(l->r.replay_endpoint));
+	json_object_set_new(o, "shard", str_or_null(l->shard));
 	json_object_set_new(o, "status",
 			    json_string(kvc_state_names[kvc_lis_state(l)]));
 	json_object_set_new(o, "last_seq",
@@ -75,13 +75,13 @@ kvc_lis_json(const kvc_lis *l)
 }
 
 static json_t *
-kvc_inst_json(const kvc_inst *i)
+inst_json(const kvc_inst *i)
 {
 	json_t *o = json_object();
 	char id[24];
 	snprintf(id, sizeof(id), "%" PRIu64, i->id);
 	json_object_set_new(o, "instance_id", json_string(id));
-	json_object_set_new(o, "name", kvc_str_or_null(i->name));
+	json_object_set_new(o, "name", str_or_null(i->name));
 	json_object_set_new(o, "model_name", json_string(i->model));
 	json_object_set_new(o, "block_size", json_integer(i->block_size));
 	json_object_set_new(o, "source",
@@ -91,10 +91,10 @@ kvc_inst_json(const kvc_inst *i)
 	for (size_t k = 0; k < i->n_lis; k++) {
 		char rank[8];
 		snprintf(rank, sizeof(rank), "%u", i->lis[k]->r.rank);
-		json_object_set_new(ls, rank, kvc_lis_json(i->lis[k]));
+		json_object_set_new(ls, rank, lis_json(i->lis[k]));
 		int st = kvc_lis_state(i->lis[k]);
-		if (k == 0 || kvc_state_rank(st) > worst) {
-			worst = kvc_state_rank(st);
+		if (k == 0 || state_rank(st) > worst) {
+			worst = state_rank(st);
 			worst_state = st;
 		}
 	}
@@ -105,7 +105,7 @@ kvc_inst_json(const kvc_inst *i)
 }
 
 static int
-kvc_inst_id_cmp(const void *x, const void *y)
+inst_id_cmp(const void *x, const void *y)
 {
 	uint64_t a = (*(const kvc_inst *const *)x)->id;
 	uint64_t b = (*(const kvc_inst *const *)y)->id;
@@ -113,7 +113,7 @@ kvc_inst_id_cmp(const void *x, const void *y)
 }
 
 static bool
-kvc_inst_selected(const kvc_inst *i, const kvc_workers_query *q)
+inst_selected(const kvc_inst *i, const kvc_workers_query *q)
 {
 	return (q->model == NULL || strcmp(q->model, i->model) == 0) &&
 	       (q->name == NULL ||
@@ -132,13 +132,13 @@ kvc_reg_workers(kvc_registry *r, const kvc_workers_query *q, bool *more,
 	pthread_mutex_lock(&r->mu);
 	if (q->name != NULL) {
 		kvc_inst *i = kvc_inst_by_name(r, q->name);
-		if (i != NULL && kvc_inst_selected(i, q)) {
-			json_array_append_new(arr, kvc_inst_json(i));
+		if (i != NULL && inst_selected(i, q)) {
+			json_array_append_new(arr, inst_json(i));
 		}
 	} else if (q->limit == 0 && !q->has_cursor) {
 		for (kvc_inst *i = r->insts; i != NULL; i = i->next) {
-			if (kvc_inst_selected(i, q)) {
-				json_array_append_new(arr, kvc_inst_json(i));
+			if (inst_selected(i, q)) {
+				json_array_append_new(arr, inst_json(i));
 			}
 		}
 	} else {
@@ -146,7 +146,7 @@ kvc_reg_workers(kvc_registry *r, const kvc_workers_query *q, bool *more,
 		size_t n = 0, cap = 64;
 		const kvc_inst **sel = kvi_calloc(cap, sizeof(*sel));
 		for (kvc_inst *i = r->insts; i != NULL; i = i->next) {
-			if (!kvc_inst_selected(i, q)) {
+			if (!inst_selected(i, q)) {
 				continue;
 			}
 			if (n == cap) {
@@ -155,10 +155,10 @@ kvc_reg_workers(kvc_registry *r, const kvc_workers_query *q, bool *more,
 			}
 			sel[n++] = i;
 		}
-		qsort(sel, n, sizeof(*sel), kvc_inst_id_cmp);
+		qsort(sel, n, sizeof(*sel), inst_id_cmp);
 		size_t take = q->limit > 0 && q->limit < n ? q->limit : n;
 		for (size_t k = 0; k < take; k++) {
-			json_array_append_new(arr, kvc_inst_json(sel[k]));
+			json_array_append_new(arr, inst_json(sel[k]));
 		}
 		if (take < n && more != NULL) {
 			*more = true;

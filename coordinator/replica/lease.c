@@ -66,7 +66,7 @@ typedef struct kvc_lease_buf {
 } kvc_lease_buf;
 
 static size_t
-kvc_lease_write(char *data, size_t size, size_t n, void *arg)
+lease_write(char *data, size_t size, size_t n, void *arg)
 {
 	kvc_lease_buf *b = arg;
 	size_t add = size * n;
@@ -81,12 +81,12 @@ kvc_lease_write(char *data, size_t size, size_t n, void *arg)
 	return add;
 }
 
-/* kvc_lease_http makes one request of the lease API and returns its
+/* lease_http makes one request of the lease API and returns its
  * status (0: no answer; err says why) and its body as JSON in *out (NULL
  * when it is none). */
 static long
-kvc_lease_http(kvc_lease *l, const char *method, const char *url,
-	       const char *body, json_t **out, char *err, size_t errlen)
+lease_http(kvc_lease *l, const char *method, const char *url, const char *body,
+	   json_t **out, char *err, size_t errlen)
 {
 	*out = NULL;
 	char token[8192];
@@ -113,7 +113,7 @@ kvc_lease_http(kvc_lease *l, const char *method, const char *url,
 	curl_easy_setopt(e, CURLOPT_URL, url);
 	curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
-	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, kvc_lease_write);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, lease_write);
 	curl_easy_setopt(e, CURLOPT_WRITEDATA, &b);
 	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, ebuf);
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
@@ -149,40 +149,38 @@ kvc_lease_http(kvc_lease *l, const char *method, const char *url,
 /* ---- records ------------------------------------------------------------ */
 
 static void
-kvc_lease_copy(char *dst, size_t cap, const char *src)
+lease_copy(char *dst, size_t cap, const char *src)
 {
 	snprintf(dst, cap, "%s", src != NULL ? src : "");
 }
 
 static void
-kvc_lease_rec_fini(kvc_lease_rec *r)
+lease_rec_fini(kvc_lease_rec *r)
 {
 	kvi_free(r->raw);
 	json_decref(r->ann);
 	*r = (kvc_lease_rec){0};
 }
 
-/* kvc_lease_parse reads a Lease object into *r. */
+/* lease_parse reads a Lease object into *r. */
 static void
-kvc_lease_parse(const json_t *o, kvc_lease_rec *r)
+lease_parse(const json_t *o, kvc_lease_rec *r)
 {
-	kvc_lease_rec_fini(r);
+	lease_rec_fini(r);
 	json_t *meta = json_object_get(o, "metadata");
 	json_t *spec = json_object_get(o, "spec");
 	json_t *ann = json_object_get(meta, "annotations");
 	r->exists = true;
-	kvc_lease_copy(
-	    r->rv, sizeof(r->rv),
-	    json_string_value(json_object_get(meta, "resourceVersion")));
-	kvc_lease_copy(
-	    r->holder, sizeof(r->holder),
-	    json_string_value(json_object_get(spec, "holderIdentity")));
-	kvc_lease_copy(
+	lease_copy(r->rv, sizeof(r->rv),
+		   json_string_value(json_object_get(meta, "resourceVersion")));
+	lease_copy(r->holder, sizeof(r->holder),
+		   json_string_value(json_object_get(spec, "holderIdentity")));
+	lease_copy(
 	    r->url, sizeof(r->url),
 	    json_string_value(json_object_get(ann, KVC_LEASE_URL_ANNOTATION)));
 	r->ann = json_is_object(ann) ? json_deep_copy(ann) : NULL;
-	kvc_lease_copy(r->acquire, sizeof(r->acquire),
-		       json_string_value(json_object_get(spec, "acquireTime")));
+	lease_copy(r->acquire, sizeof(r->acquire),
+		   json_string_value(json_object_get(spec, "acquireTime")));
 	json_t *d = json_object_get(spec, "leaseDurationSeconds");
 	r->duration_s = json_is_integer(d) ? json_integer_value(d) : 0;
 	json_t *t = json_object_get(spec, "leaseTransitions");
@@ -194,9 +192,9 @@ kvc_lease_parse(const json_t *o, kvc_lease_rec *r)
 	json_decref(seen);
 }
 
-/* kvc_lease_now formats the wall clock as a Kubernetes MicroTime. */
+/* lease_now formats the wall clock as a Kubernetes MicroTime. */
 static void
-kvc_lease_now(char *out, size_t len)
+lease_now(char *out, size_t len)
 {
 	struct timeval tv;
 	gettimeofday(&tv, NULL);
@@ -207,14 +205,14 @@ kvc_lease_now(char *out, size_t len)
 	snprintf(out, len, "%s.%06ldZ", base, (long)tv.tv_usec);
 }
 
-/* kvc_lease_body returns the Lease this replica writes: held by holder
+/* lease_body returns the Lease this replica writes: held by holder
  * (NULL: released), with rv when it updates one. */
 static char *
-kvc_lease_body(kvc_lease *l, const char *rv, const char *holder,
-	       int64_t duration_s, const char *acquire, uint64_t transitions)
+lease_body(kvc_lease *l, const char *rv, const char *holder, int64_t duration_s,
+	   const char *acquire, uint64_t transitions)
 {
 	char now[40];
-	kvc_lease_now(now, sizeof(now));
+	lease_now(now, sizeof(now));
 	json_t *meta =
 	    json_pack("{s:s,s:s}", "name", l->name, "namespace", l->ns);
 	if (rv != NULL) {
@@ -255,12 +253,11 @@ kvc_lease_body(kvc_lease *l, const char *rv, const char *holder,
 /* ---- the election ------------------------------------------------------- */
 
 static void
-kvc_lease_publish(kvc_lease *l)
+lease_publish(kvc_lease *l)
 {
 	pthread_mutex_lock(&l->view_mu);
-	kvc_lease_copy(l->view.holder, sizeof(l->view.holder), l->seen.holder);
-	kvc_lease_copy(l->view.holder_url, sizeof(l->view.holder_url),
-		       l->seen.url);
+	lease_copy(l->view.holder, sizeof(l->view.holder), l->seen.holder);
+	lease_copy(l->view.holder_url, sizeof(l->view.holder_url), l->seen.url);
 	l->view.epoch = l->seen.exists ? l->seen.transitions + 1 : 0;
 	l->view_seen_at = l->seen_at;
 	json_decref(l->seen_ann);
@@ -269,48 +266,48 @@ kvc_lease_publish(kvc_lease *l)
 	pthread_mutex_unlock(&l->view_mu);
 }
 
-/* kvc_lease_saw records what a read or write returned. */
+/* lease_saw records what a read or write returned. */
 static void
-kvc_lease_saw(kvc_lease *l, const json_t *o, int64_t now)
+lease_saw(kvc_lease *l, const json_t *o, int64_t now)
 {
 	kvc_lease_rec r = {0};
-	kvc_lease_parse(o, &r);
+	lease_parse(o, &r);
 	if (!l->seen.exists || l->seen.raw == NULL || r.raw == NULL ||
 	    strcmp(l->seen.raw, r.raw) != 0) {
 		l->seen_at = now; /* a new record: its time starts now */
 	}
-	kvc_lease_rec_fini(&l->seen);
+	lease_rec_fini(&l->seen);
 	l->seen = r;
-	kvc_lease_publish(l);
+	lease_publish(l);
 }
 
-/* kvc_lease_try acquires or renews the Lease once: true when this
+/* lease_try acquires or renews the Lease once: true when this
  * replica holds it now. */
 static bool
-kvc_lease_try(kvc_lease *l, int64_t now)
+lease_try(kvc_lease *l, int64_t now)
 {
 	const char *url = l->item_url;
 	char err[600];
 	int64_t duration_s = (l->cfg.lease_duration_ms + 999) / 1000;
 	json_t *o = NULL;
-	long st = kvc_lease_http(l, "GET", url, NULL, &o, err, sizeof(err));
+	long st = lease_http(l, "GET", url, NULL, &o, err, sizeof(err));
 	bool ok = false;
 	if (st == 404) {
 		json_decref(o);
 		char *body =
-		    kvc_lease_body(l, NULL, l->identity, duration_s, NULL, 0);
-		st = kvc_lease_http(l, "POST", l->coll_url, body, &o, err,
-				    sizeof(err));
+		    lease_body(l, NULL, l->identity, duration_s, NULL, 0);
+		st = lease_http(l, "POST", l->coll_url, body, &o, err,
+				sizeof(err));
 		kvi_free(body);
 		if (st == 201) {
-			kvc_lease_saw(l, o, now);
+			lease_saw(l, o, now);
 			atomic_store(&l->term, l->seen.transitions + 1);
 			ok = true;
 		} else if (st == 409) {
 			kvi_counter_inc(l->c_conflicts);
 		}
 	} else if (st == 200 && json_is_object(o)) {
-		kvc_lease_saw(l, o, now);
+		lease_saw(l, o, now);
 		json_decref(o);
 		o = NULL;
 		const kvc_lease_rec *r = &l->seen;
@@ -320,16 +317,16 @@ kvc_lease_try(kvc_lease *l, int64_t now)
 			return false; /* held by another, and not expired */
 		}
 		char rv[64], acquire[40];
-		kvc_lease_copy(rv, sizeof(rv), r->rv);
-		kvc_lease_copy(acquire, sizeof(acquire), r->acquire);
+		lease_copy(rv, sizeof(rv), r->rv);
+		lease_copy(acquire, sizeof(acquire), r->acquire);
 		uint64_t transitions =
 		    mine ? r->transitions : r->transitions + 1;
-		char *body = kvc_lease_body(l, rv, l->identity, duration_s,
-					    mine ? acquire : NULL, transitions);
-		st = kvc_lease_http(l, "PUT", url, body, &o, err, sizeof(err));
+		char *body = lease_body(l, rv, l->identity, duration_s,
+					mine ? acquire : NULL, transitions);
+		st = lease_http(l, "PUT", url, body, &o, err, sizeof(err));
 		kvi_free(body);
 		if (st == 200 && json_is_object(o)) {
-			kvc_lease_saw(l, o, now);
+			lease_saw(l, o, now);
 			if (!mine) {
 				kvi_counter_inc(l->c_transitions);
 			}
@@ -362,24 +359,23 @@ kvc_lease_leading(kvc_lease *l, uint64_t *term)
 	return true;
 }
 
-/* kvc_lease_release gives the Lease up at a clean stop. */
+/* lease_release gives the Lease up at a clean stop. */
 static void
-kvc_lease_release(kvc_lease *l)
+lease_release(kvc_lease *l)
 {
 	char err[600];
 	char *body =
-	    kvc_lease_body(l, l->seen.rv, NULL, 1, NULL, l->seen.transitions);
+	    lease_body(l, l->seen.rv, NULL, 1, NULL, l->seen.transitions);
 	json_t *o = NULL;
-	long st =
-	    kvc_lease_http(l, "PUT", l->item_url, body, &o, err, sizeof(err));
+	long st = lease_http(l, "PUT", l->item_url, body, &o, err, sizeof(err));
 	kvi_free(body);
 	json_decref(o);
 	KVI_INFO("lease_released", "identity=%s status=%ld", l->identity, st);
 }
 
-/* kvc_lease_wait sleeps ms unless stopped first; true when stopping. */
+/* lease_wait sleeps ms unless stopped first; true when stopping. */
 static bool
-kvc_lease_wait(kvc_lease *l, int64_t ms)
+lease_wait(kvc_lease *l, int64_t ms)
 {
 	struct timespec until = kvi_deadline_ms(CLOCK_MONOTONIC, ms);
 	pthread_mutex_lock(&l->mu);
@@ -393,13 +389,13 @@ kvc_lease_wait(kvc_lease *l, int64_t ms)
 }
 
 static void *
-kvc_lease_main(void *arg)
+lease_main(void *arg)
 {
 	kvc_lease *l = arg;
 	unsigned seed = (unsigned)kvi_now_ms() ^ (unsigned)(uintptr_t)l;
 	for (;;) {
 		int64_t start = kvi_now_ms();
-		bool got = kvc_lease_try(l, start);
+		bool got = lease_try(l, start);
 		bool was = atomic_load(&l->leading);
 		if (got) {
 			atomic_store(&l->renewed, start);
@@ -434,13 +430,13 @@ kvc_lease_main(void *arg)
 				wait = left + 1;
 			}
 		}
-		if (kvc_lease_wait(l, wait)) {
+		if (lease_wait(l, wait)) {
 			break;
 		}
 	}
 	if (kvc_lease_leading(l, NULL)) {
 		atomic_store(&l->leading, false);
-		kvc_lease_release(l);
+		lease_release(l);
 	}
 	atomic_store(&l->leading, false);
 	kvi_gauge_set(l->g_leader, 0);
@@ -448,7 +444,7 @@ kvc_lease_main(void *arg)
 }
 
 static char *
-kvc_lease_dup(const char *s)
+lease_dup(const char *s)
 {
 	return s != NULL ? kvi_strdup(s) : NULL;
 }
@@ -489,15 +485,15 @@ kvc_lease_start(const kvc_lease_config *cfg, kvi_metrics *m, kvc_lease **out,
 		 c.ns);
 	l->item_url = kvi_malloc(ulen);
 	snprintf(l->item_url, ulen, "%s/%s", l->coll_url, c.name);
-	l->token_file = kvc_lease_dup(c.token_file);
-	l->ca_file = kvc_lease_dup(c.ca_file);
-	l->ns = kvc_lease_dup(c.ns);
-	l->name = kvc_lease_dup(c.name);
-	l->identity = kvc_lease_dup(c.identity);
-	l->url = kvc_lease_dup(c.url);
+	l->token_file = lease_dup(c.token_file);
+	l->ca_file = lease_dup(c.ca_file);
+	l->ns = lease_dup(c.ns);
+	l->name = lease_dup(c.name);
+	l->identity = lease_dup(c.identity);
+	l->url = lease_dup(c.url);
 	l->shared = json_object();
 	l->cfg = c;
-	kvc_lease_copy(l->view.identity, sizeof(l->view.identity), c.identity);
+	lease_copy(l->view.identity, sizeof(l->view.identity), c.identity);
 	pthread_mutex_init(&l->mu, NULL);
 	pthread_mutex_init(&l->view_mu, NULL);
 	kvi_cond_init_monotonic(&l->cv);
@@ -518,7 +514,7 @@ kvc_lease_start(const kvc_lease_config *cfg, kvi_metrics *m, kvc_lease **out,
 		    &l->c_transitions);
 	}
 	kvc_kube_curl_init();
-	if (pthread_create(&l->thread, NULL, kvc_lease_main, l) != 0) {
+	if (pthread_create(&l->thread, NULL, lease_main, l) != 0) {
 		snprintf(err, errlen, "cannot start the lease thread");
 		kvc_lease_free(l);
 		return KVI_EIO;
@@ -549,7 +545,7 @@ kvc_lease_free(kvc_lease *l)
 		return;
 	}
 	kvc_lease_stop(l);
-	kvc_lease_rec_fini(&l->seen);
+	lease_rec_fini(&l->seen);
 	pthread_cond_destroy(&l->cv);
 	pthread_mutex_destroy(&l->mu);
 	pthread_mutex_destroy(&l->view_mu);
@@ -571,7 +567,7 @@ kvc_lease_set_url(kvc_lease *l, const char *url)
 {
 	pthread_mutex_lock(&l->view_mu);
 	kvi_free(l->url);
-	l->url = kvc_lease_dup(url);
+	l->url = lease_dup(url);
 	pthread_mutex_unlock(&l->view_mu);
 }
 

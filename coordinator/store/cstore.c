@@ -40,15 +40,15 @@ struct kvc_cstore {
 };
 
 static kvi_err
-kvc_cs_mdb_fail(char *err, size_t errlen, int rc, const char *what)
+cs_mdb_fail(char *err, size_t errlen, int rc, const char *what)
 {
 	return kvi_errf(err, errlen, kvi_mdb_err(rc), "lmdb %s: %s", what,
 			mdb_strerror(rc));
 }
 
-/* kvc_cs_mkdirs creates dir and its missing parents. */
+/* cs_mkdirs creates dir and its missing parents. */
 static kvi_err
-kvc_cs_mkdirs(const char *dir, char *err, size_t errlen)
+cs_mkdirs(const char *dir, char *err, size_t errlen)
 {
 	char path[4096];
 	size_t n = strlen(dir);
@@ -77,14 +77,14 @@ kvc_cs_mkdirs(const char *dir, char *err, size_t errlen)
 	return KVI_OK;
 }
 
-/* kvc_cs_init_dbs opens the tables and checks or writes the format. */
+/* cs_init_dbs opens the tables and checks or writes the format. */
 static kvi_err
-kvc_cs_init_dbs(kvc_cstore *s, char *err, size_t errlen)
+cs_init_dbs(kvc_cstore *s, char *err, size_t errlen)
 {
 	MDB_txn *txn;
 	int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
 	if (rc != 0) {
-		return kvc_cs_mdb_fail(err, errlen, rc, "begin");
+		return cs_mdb_fail(err, errlen, rc, "begin");
 	}
 	if ((rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &s->meta)) != 0 ||
 	    (rc = mdb_dbi_open(txn, "pods", MDB_CREATE, &s->pods)) != 0 ||
@@ -116,18 +116,18 @@ kvc_cs_init_dbs(kvc_cstore *s, char *err, size_t errlen)
 				KVC_CS_FORMAT);
 	}
 	if ((rc = mdb_txn_commit(txn)) != 0) {
-		return kvc_cs_mdb_fail(err, errlen, rc, "commit");
+		return cs_mdb_fail(err, errlen, rc, "commit");
 	}
 	return KVI_OK;
 fail:
 	mdb_txn_abort(txn);
-	return kvc_cs_mdb_fail(err, errlen, rc, "open tables");
+	return cs_mdb_fail(err, errlen, rc, "open tables");
 }
 
 kvi_err
 kvc_cstore_open(const char *dir, kvc_cstore **out, char *err, size_t errlen)
 {
-	kvi_err rv = kvc_cs_mkdirs(dir, err, errlen);
+	kvi_err rv = cs_mkdirs(dir, err, errlen);
 	if (rv != KVI_OK) {
 		return rv;
 	}
@@ -139,7 +139,7 @@ kvc_cstore_open(const char *dir, kvc_cstore **out, char *err, size_t errlen)
 	int rc = mdb_env_create(&s->env);
 	if (rc != 0) {
 		s->env = NULL;
-		rv = kvc_cs_mdb_fail(err, errlen, rc, "create");
+		rv = cs_mdb_fail(err, errlen, rc, "create");
 		goto fail;
 	}
 	if ((rc = mdb_env_set_maxdbs(s->env, 5)) != 0 ||
@@ -158,7 +158,7 @@ kvc_cstore_open(const char *dir, kvc_cstore **out, char *err, size_t errlen)
 	if (info.me_mapsize > s->map_size) {
 		s->map_size = info.me_mapsize; /* grown by an earlier run */
 	}
-	if ((rv = kvc_cs_init_dbs(s, err, errlen)) != KVI_OK) {
+	if ((rv = cs_init_dbs(s, err, errlen)) != KVI_OK) {
 		goto fail;
 	}
 	*out = s;
@@ -184,7 +184,7 @@ kvc_cstore_close(kvc_cstore *s)
 }
 
 static kvi_err
-kvc_cs_check_key(const char *what, const char *key, char *err, size_t errlen)
+cs_check_key(const char *what, const char *key, char *err, size_t errlen)
 {
 	size_t n = key != NULL ? strlen(key) : 0;
 	if (n == 0 || n > KVC_CSTORE_KEY_MAX) {
@@ -195,10 +195,10 @@ kvc_cs_check_key(const char *what, const char *key, char *err, size_t errlen)
 	return KVI_OK;
 }
 
-/* kvc_cs_free_bytes returns what the store's filesystem has free for us,
+/* cs_free_bytes returns what the store's filesystem has free for us,
  * or UINT64_MAX when it cannot be told. */
 static uint64_t
-kvc_cs_free_bytes(const kvc_cstore *s)
+cs_free_bytes(const kvc_cstore *s)
 {
 	struct statvfs fs;
 	if (statvfs(s->dir, &fs) != 0) {
@@ -207,14 +207,14 @@ kvc_cs_free_bytes(const kvc_cstore *s)
 	return (uint64_t)fs.f_bavail * fs.f_frsize;
 }
 
-/* kvc_cs_failed says why a write failed with rc, and records it: LMDB
+/* cs_failed says why a write failed with rc, and records it: LMDB
  * reports a short write as EIO, which is a full disk when the filesystem
  * has next to nothing free. */
 static kvi_err
-kvc_cs_failed(kvc_cstore *s, int rc, char *err, size_t errlen)
+cs_failed(kvc_cstore *s, int rc, char *err, size_t errlen)
 {
 	kvi_err rv = kvi_mdb_err(rc);
-	uint64_t avail = kvc_cs_free_bytes(s);
+	uint64_t avail = cs_free_bytes(s);
 	bool full = rc == ENOSPC || rc == EDQUOT ||
 		    (rv == KVI_EIO && avail < KVC_CS_DISK_LOW);
 	char why[256];
@@ -234,12 +234,12 @@ kvc_cs_failed(kvc_cstore *s, int rc, char *err, size_t errlen)
 	return kvi_errf(err, errlen, full ? KVI_EFULL : rv, "%s", why);
 }
 
-/* kvc_cs_committed records a write that went through: the store commits
+/* cs_committed records a write that went through: the store commits
  * again, unless it failed for a full disk and the disk has still next to
  * nothing free (a small write may fit in pages LMDB frees and reuses,
  * the next one not). */
 static void
-kvc_cs_committed(kvc_cstore *s)
+cs_committed(kvc_cstore *s)
 {
 	pthread_mutex_lock(&s->health_mu);
 	bool full = s->failing && s->full;
@@ -247,20 +247,20 @@ kvc_cs_committed(kvc_cstore *s)
 		s->failing = false;
 	}
 	pthread_mutex_unlock(&s->health_mu);
-	if (full && kvc_cs_free_bytes(s) >= KVC_CS_DISK_LOW) {
+	if (full && cs_free_bytes(s) >= KVC_CS_DISK_LOW) {
 		pthread_mutex_lock(&s->health_mu);
 		s->failing = false;
 		pthread_mutex_unlock(&s->health_mu);
 	}
 }
 
-/* kvc_cs_write_many puts vals[i] (sealed already) under keys[i] in dbi,
+/* cs_write_many puts vals[i] (sealed already) under keys[i] in dbi,
  * or deletes keys[i] when vals[i] is NULL, all in one write transaction:
  * one sync for them all. A full map is grown and the write retried. */
 static kvi_err
-kvc_cs_write_many(kvc_cstore *s, MDB_dbi dbi, const char *const *keys,
-		  const uint8_t *const *vals, const size_t *lens, size_t n,
-		  char *err, size_t errlen)
+cs_write_many(kvc_cstore *s, MDB_dbi dbi, const char *const *keys,
+	      const uint8_t *const *vals, const size_t *lens, size_t n,
+	      char *err, size_t errlen)
 {
 	pthread_mutex_lock(&s->mu);
 	kvi_err rv = KVI_OK;
@@ -286,9 +286,9 @@ kvc_cs_write_many(kvc_cstore *s, MDB_dbi dbi, const char *const *keys,
 			rv = kvi_errf(err, errlen, KVI_ENOENT,
 				      "%s is not stored", keys[i]);
 		} else if (rc != 0) {
-			rv = kvc_cs_failed(s, rc, err, errlen);
+			rv = cs_failed(s, rc, err, errlen);
 		} else {
-			kvc_cs_committed(s);
+			cs_committed(s);
 		}
 		break;
 	}
@@ -320,16 +320,16 @@ kvc_cstore_probe(kvc_cstore *s)
 	const uint8_t *val = now;
 	size_t len = sizeof(now);
 	char err[256];
-	kvc_cs_write_many(s, s->meta, &key, &val, &len, 1, err, sizeof(err));
+	cs_write_many(s, s->meta, &key, &val, &len, 1, err, sizeof(err));
 }
 
-/* kvc_cs_write puts val (sealed already) under key in dbi, or deletes key
+/* cs_write puts val (sealed already) under key in dbi, or deletes key
  * when val is NULL, in one write transaction. */
 static kvi_err
-kvc_cs_write(kvc_cstore *s, MDB_dbi dbi, const char *key, const uint8_t *val,
-	     size_t len, char *err, size_t errlen)
+cs_write(kvc_cstore *s, MDB_dbi dbi, const char *key, const uint8_t *val,
+	 size_t len, char *err, size_t errlen)
 {
-	return kvc_cs_write_many(s, dbi, &key, &val, &len, 1, err, errlen);
+	return cs_write_many(s, dbi, &key, &val, &len, 1, err, errlen);
 }
 
 /* kvc_cs_visit_fn receives one entry of a listing: its key, NUL-terminated,
@@ -339,8 +339,8 @@ typedef kvi_err (*kvc_cs_visit_fn)(void *ctx, const char *key,
 				   size_t errlen);
 
 static kvi_err
-kvc_cs_list(kvc_cstore *s, MDB_dbi dbi, kvc_cs_visit_fn visit, void *ctx,
-	    char *err, size_t errlen)
+cs_list(kvc_cstore *s, MDB_dbi dbi, kvc_cs_visit_fn visit, void *ctx, char *err,
+	size_t errlen)
 {
 	pthread_mutex_lock(&s->mu);
 	MDB_txn *txn = NULL;
@@ -351,7 +351,7 @@ kvc_cs_list(kvc_cstore *s, MDB_dbi dbi, kvc_cs_visit_fn visit, void *ctx,
 		rc = mdb_cursor_open(txn, dbi, &c);
 	}
 	if (rc != 0) {
-		rv = kvc_cs_mdb_fail(err, errlen, rc, "read");
+		rv = cs_mdb_fail(err, errlen, rc, "read");
 		goto out;
 	}
 	MDB_val k, v;
@@ -378,7 +378,7 @@ kvc_cs_list(kvc_cstore *s, MDB_dbi dbi, kvc_cs_visit_fn visit, void *ctx,
 		}
 	}
 	if (rc != MDB_NOTFOUND) {
-		rv = kvc_cs_mdb_fail(err, errlen, rc, "read");
+		rv = cs_mdb_fail(err, errlen, rc, "read");
 	}
 out:
 	if (c != NULL) {
@@ -393,11 +393,11 @@ out:
 
 /* Pod records (their encoding is cstore_pod.c's). */
 
-/* kvc_cs_pod_value encodes p and its key into key; NULL (with err) when
+/* cs_pod_value encodes p and its key into key; NULL (with err) when
  * one does not fit. */
 static uint8_t *
-kvc_cs_pod_value(const kvc_pod *p, char key[KVC_CSTORE_KEY_MAX + 1],
-		 size_t *len, kvi_err *rv, char *err, size_t errlen)
+cs_pod_value(const kvc_pod *p, char key[KVC_CSTORE_KEY_MAX + 1], size_t *len,
+	     kvi_err *rv, char *err, size_t errlen)
 {
 	if (kvc_pod_key(p, key, KVC_CSTORE_KEY_MAX + 1) == NULL ||
 	    key[0] == '\0') {
@@ -433,13 +433,12 @@ kvc_cstore_pods_put(kvc_cstore *s, const kvc_pod *const *pods, size_t n,
 	size_t i = 0;
 	for (; i < n && rv == KVI_OK; i++) {
 		kp[i] = keys[i];
-		vals[i] = kvc_cs_pod_value(pods[i], keys[i], &lens[i], &rv, err,
-					   errlen);
+		vals[i] =
+		    cs_pod_value(pods[i], keys[i], &lens[i], &rv, err, errlen);
 	}
 	if (rv == KVI_OK) {
-		rv = kvc_cs_write_many(s, s->pods, kp,
-				       (const uint8_t *const *)vals, lens, n,
-				       err, errlen);
+		rv = cs_write_many(s, s->pods, kp, (const uint8_t *const *)vals,
+				   lens, n, err, errlen);
 	}
 	for (size_t k = 0; k < i; k++) {
 		kvi_free(vals[k]);
@@ -454,10 +453,9 @@ kvc_cstore_pods_put(kvc_cstore *s, const kvc_pod *const *pods, size_t n,
 kvi_err
 kvc_cstore_pod_delete(kvc_cstore *s, const char *key, char *err, size_t errlen)
 {
-	kvi_err rv = kvc_cs_check_key("pod key", key, err, errlen);
-	return rv != KVI_OK
-		   ? rv
-		   : kvc_cs_write(s, s->pods, key, NULL, 0, err, errlen);
+	kvi_err rv = cs_check_key("pod key", key, err, errlen);
+	return rv != KVI_OK ? rv
+			    : cs_write(s, s->pods, key, NULL, 0, err, errlen);
 }
 
 typedef struct kvc_cs_pod_ctx {
@@ -466,8 +464,8 @@ typedef struct kvc_cs_pod_ctx {
 } kvc_cs_pod_ctx;
 
 static kvi_err
-kvc_cs_visit_pod(void *ctx, const char *key, const uint8_t *val, size_t len,
-		 char *err, size_t errlen)
+cs_visit_pod(void *ctx, const char *key, const uint8_t *val, size_t len,
+	     char *err, size_t errlen)
 {
 	kvc_cs_pod_ctx *c = ctx;
 	kvc_pod p;
@@ -486,16 +484,16 @@ kvc_cstore_pod_list(kvc_cstore *s, kvc_cstore_pod_cb cb, void *arg, char *err,
 		    size_t errlen)
 {
 	kvc_cs_pod_ctx c = {cb, arg};
-	return kvc_cs_list(s, s->pods, kvc_cs_visit_pod, &c, err, errlen);
+	return cs_list(s, s->pods, cs_visit_pod, &c, err, errlen);
 }
 
 /* Pins, shards and drains: string values. */
 
 static kvi_err
-kvc_cs_put_pair(kvc_cstore *s, MDB_dbi dbi, const char *what, const char *key,
-		const char *value, char *err, size_t errlen)
+cs_put_pair(kvc_cstore *s, MDB_dbi dbi, const char *what, const char *key,
+	    const char *value, char *err, size_t errlen)
 {
-	kvi_err rv = kvc_cs_check_key(what, key, err, errlen);
+	kvi_err rv = cs_check_key(what, key, err, errlen);
 	if (rv != KVI_OK) {
 		return rv;
 	}
@@ -508,18 +506,17 @@ kvc_cs_put_pair(kvc_cstore *s, MDB_dbi dbi, const char *what, const char *key,
 	uint8_t *val = kvi_malloc(4 + n);
 	memcpy(val + 4, value != NULL ? value : "", n);
 	kvi_seal(val, 4 + n);
-	rv = kvc_cs_write(s, dbi, key, val, 4 + n, err, errlen);
+	rv = cs_write(s, dbi, key, val, 4 + n, err, errlen);
 	kvi_free(val);
 	return rv;
 }
 
 static kvi_err
-kvc_cs_delete(kvc_cstore *s, MDB_dbi dbi, const char *what, const char *key,
-	      char *err, size_t errlen)
+cs_delete(kvc_cstore *s, MDB_dbi dbi, const char *what, const char *key,
+	  char *err, size_t errlen)
 {
-	kvi_err rv = kvc_cs_check_key(what, key, err, errlen);
-	return rv != KVI_OK ? rv
-			    : kvc_cs_write(s, dbi, key, NULL, 0, err, errlen);
+	kvi_err rv = cs_check_key(what, key, err, errlen);
+	return rv != KVI_OK ? rv : cs_write(s, dbi, key, NULL, 0, err, errlen);
 }
 
 typedef struct kvc_cs_pair_ctx {
@@ -529,8 +526,8 @@ typedef struct kvc_cs_pair_ctx {
 } kvc_cs_pair_ctx;
 
 static kvi_err
-kvc_cs_visit_pair(void *ctx, const char *key, const uint8_t *val, size_t len,
-		  char *err, size_t errlen)
+cs_visit_pair(void *ctx, const char *key, const uint8_t *val, size_t len,
+	      char *err, size_t errlen)
 {
 	kvc_cs_pair_ctx *c = ctx;
 	if (c->key != NULL) {
@@ -554,19 +551,17 @@ kvi_err
 kvc_cstore_pin_put(kvc_cstore *s, const char *listener_key,
 		   const char *shard_id, char *err, size_t errlen)
 {
-	kvi_err rv = kvc_cs_check_key("shard id", shard_id, err, errlen);
-	return rv != KVI_OK
-		   ? rv
-		   : kvc_cs_put_pair(s, s->pins, "listener key", listener_key,
-				     shard_id, err, errlen);
+	kvi_err rv = cs_check_key("shard id", shard_id, err, errlen);
+	return rv != KVI_OK ? rv
+			    : cs_put_pair(s, s->pins, "listener key",
+					  listener_key, shard_id, err, errlen);
 }
 
 kvi_err
 kvc_cstore_pin_delete(kvc_cstore *s, const char *listener_key, char *err,
 		      size_t errlen)
 {
-	return kvc_cs_delete(s, s->pins, "listener key", listener_key, err,
-			     errlen);
+	return cs_delete(s, s->pins, "listener key", listener_key, err, errlen);
 }
 
 kvi_err
@@ -574,7 +569,7 @@ kvc_cstore_pin_list(kvc_cstore *s, kvc_cstore_pair_cb cb, void *arg, char *err,
 		    size_t errlen)
 {
 	kvc_cs_pair_ctx c = {cb, NULL, arg};
-	return kvc_cs_list(s, s->pins, kvc_cs_visit_pair, &c, err, errlen);
+	return cs_list(s, s->pins, cs_visit_pair, &c, err, errlen);
 }
 
 kvi_err
@@ -585,15 +580,15 @@ kvc_cstore_shard_put(kvc_cstore *s, const char *shard_id, const char *endpoint,
 		return kvi_errf(err, errlen, KVI_EINVAL,
 				"shard endpoint is empty");
 	}
-	return kvc_cs_put_pair(s, s->shards, "shard id", shard_id, endpoint,
-			       err, errlen);
+	return cs_put_pair(s, s->shards, "shard id", shard_id, endpoint, err,
+			   errlen);
 }
 
 kvi_err
 kvc_cstore_shard_delete(kvc_cstore *s, const char *shard_id, char *err,
 			size_t errlen)
 {
-	return kvc_cs_delete(s, s->shards, "shard id", shard_id, err, errlen);
+	return cs_delete(s, s->shards, "shard id", shard_id, err, errlen);
 }
 
 kvi_err
@@ -601,22 +596,22 @@ kvc_cstore_shard_list(kvc_cstore *s, kvc_cstore_pair_cb cb, void *arg,
 		      char *err, size_t errlen)
 {
 	kvc_cs_pair_ctx c = {cb, NULL, arg};
-	return kvc_cs_list(s, s->shards, kvc_cs_visit_pair, &c, err, errlen);
+	return cs_list(s, s->shards, cs_visit_pair, &c, err, errlen);
 }
 
 kvi_err
 kvc_cstore_drain_put(kvc_cstore *s, const char *shard_id, char *err,
 		     size_t errlen)
 {
-	return kvc_cs_put_pair(s, s->drains, "shard id", shard_id, NULL, err,
-			       errlen);
+	return cs_put_pair(s, s->drains, "shard id", shard_id, NULL, err,
+			   errlen);
 }
 
 kvi_err
 kvc_cstore_drain_delete(kvc_cstore *s, const char *shard_id, char *err,
 			size_t errlen)
 {
-	return kvc_cs_delete(s, s->drains, "shard id", shard_id, err, errlen);
+	return cs_delete(s, s->drains, "shard id", shard_id, err, errlen);
 }
 
 kvi_err
@@ -624,5 +619,5 @@ kvc_cstore_drain_list(kvc_cstore *s, kvc_cstore_key_cb cb, void *arg, char *err,
 		      size_t errlen)
 {
 	kvc_cs_pair_ctx c = {NULL, cb, arg};
-	return kvc_cs_list(s, s->drains, kvc_cs_visit_pair, &c, err, errlen);
+	return cs_list(s, s->drains, cs_visit_pair, &c, err, errlen);
 }
