@@ -599,8 +599,8 @@ main(int argc, char **argv)
 		KVI_WARN("no_store", "msg=\"no --data-dir: HTTP registrations "
 				     "will not survive a restart\"");
 	}
-	if ((rv = kvc_assigner_start(reg, shards, store, metrics, &o.assign,
-				     &asg, err, sizeof(err))) != KVI_OK) {
+	if ((rv = kvc_assigner_open(reg, shards, store, metrics, &o.assign,
+				    &asg, err, sizeof(err))) != KVI_OK) {
 		KVI_ERROR("start_failed", "err=%s", err);
 		goto out;
 	}
@@ -610,9 +610,9 @@ main(int argc, char **argv)
 				.http = o.http,
 				.le = o.le};
 	if (o.lease != NULL &&
-	    kvc_replica_start(&rf, &o.kube, metrics, &lease, identity,
-			      sizeof(identity), advertise,
-			      sizeof(advertise)) != KVI_OK) {
+	    kvc_replica_open(&rf, &o.kube, metrics, &lease, identity,
+			     sizeof(identity), advertise,
+			     sizeof(advertise)) != KVI_OK) {
 		goto out;
 	}
 	kvc_assigner_set_lease(asg, lease);
@@ -624,9 +624,9 @@ main(int argc, char **argv)
 	query = kvc_query_alloc(reg, shards, metrics, &o.query);
 	if (o.discovery_file != NULL) {
 		kvc_assigner_expect(asg, KVC_SOURCE_FILE);
-		if (kvc_dfile_watch_start(o.discovery_file, o.dp_size, 500,
-					  coord_on_file, asg,
-					  &watch) != KVI_OK) {
+		if (kvc_dfile_watch_open(o.discovery_file, o.dp_size, 500,
+					 coord_on_file, asg,
+					 &watch) != KVI_OK) {
 			KVI_ERROR("start_failed",
 				  "err=\"cannot watch the discovery file\"");
 			goto out;
@@ -634,8 +634,8 @@ main(int argc, char **argv)
 	}
 	if (o.kube.n_namespaces > 0) {
 		kvc_assigner_expect(asg, KVC_SOURCE_KUBERNETES);
-		if (kvc_kube_watch_start(&o.kube, metrics, coord_on_kube, asg,
-					 &kube, err, sizeof(err)) != KVI_OK) {
+		if (kvc_kube_watch_open(&o.kube, metrics, coord_on_kube, asg,
+					&kube, err, sizeof(err)) != KVI_OK) {
 			KVI_ERROR("start_failed", "kubernetes=\"%s\"", err);
 			goto out;
 		}

@@ -508,9 +508,9 @@ config_defaults(kvc_assigner_config *c)
 }
 
 kvi_err
-kvc_assigner_start(kvc_registry *reg, kvc_shardset *shards, kvc_cstore *store,
-		   kvi_metrics *m, const kvc_assigner_config *cfg,
-		   kvc_assigner **out, char *err, size_t errlen)
+kvc_assigner_open(kvc_registry *reg, kvc_shardset *shards, kvc_cstore *store,
+		  kvi_metrics *m, const kvc_assigner_config *cfg,
+		  kvc_assigner **out, char *err, size_t errlen)
 {
 	kvc_assigner *a = kvi_calloc(1, sizeof(*a));
 	a->reg = reg;

@@ -97,14 +97,14 @@ typedef struct kvc_assigner kvc_assigner;
  * reference the callee takes). Runs on the assigner thread. */
 typedef void (*kvc_assigner_done)(void *arg, int status, json_t *body);
 
-/* kvc_assigner_start loads the HTTP registrations from store (may be
+/* kvc_assigner_open loads the HTTP registrations from store (may be
  * NULL: nothing is persisted), registers metrics in m (may be NULL) and
  * starts the thread. Returns KVI_ECORRUPT when the store cannot be read;
  * err says what. */
-kvi_err kvc_assigner_start(kvc_registry *reg, kvc_shardset *shards,
-			   kvc_cstore *store, kvi_metrics *m,
-			   const kvc_assigner_config *cfg, kvc_assigner **out,
-			   char *err, size_t errlen);
+kvi_err kvc_assigner_open(kvc_registry *reg, kvc_shardset *shards,
+			  kvc_cstore *store, kvi_metrics *m,
+			  const kvc_assigner_config *cfg, kvc_assigner **out,
+			  char *err, size_t errlen);
 
 /* kvc_assigner_set_lease makes a follow the lease l (lease.h): it
  * commands shards only while l says it leads, with l's term on every

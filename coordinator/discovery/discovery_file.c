@@ -532,9 +532,9 @@ df_main(void *arg)
 }
 
 kvi_err
-kvc_dfile_watch_start(const char *path, uint32_t default_dp_size,
-		      uint32_t interval_ms, kvc_dfile_cb cb, void *arg,
-		      kvc_dfile_watch **out)
+kvc_dfile_watch_open(const char *path, uint32_t default_dp_size,
+		     uint32_t interval_ms, kvc_dfile_cb cb, void *arg,
+		     kvc_dfile_watch **out)
 {
 	if (path == NULL || path[0] == '\0' || cb == NULL || interval_ms == 0) {
 		return KVI_EINVAL;

@@ -96,13 +96,13 @@ typedef struct kvc_dfile_stats {
 	bool missing;      /* the file does not exist now */
 } kvc_dfile_stats;
 
-/* kvc_dfile_watch_start starts a thread that watches path every
+/* kvc_dfile_watch_open starts a thread that watches path every
  * interval_ms and calls cb(arg, ...) with each new valid version; the
  * first check runs at once. Returns KVI_EINVAL for an empty path, a NULL
  * cb or a zero interval, KVI_EIO if the thread cannot start. */
-kvi_err kvc_dfile_watch_start(const char *path, uint32_t default_dp_size,
-			      uint32_t interval_ms, kvc_dfile_cb cb, void *arg,
-			      kvc_dfile_watch **out);
+kvi_err kvc_dfile_watch_open(const char *path, uint32_t default_dp_size,
+			     uint32_t interval_ms, kvc_dfile_cb cb, void *arg,
+			     kvc_dfile_watch **out);
 
 /* kvc_dfile_watch_free stops the thread and frees w; NULL is allowed. */
 void kvc_dfile_watch_free(kvc_dfile_watch *w);

@@ -612,8 +612,8 @@ kw_main(void *arg)
 }
 
 kvi_err
-kvc_kube_watch_start(const kvc_kube_config *cfg, kvi_metrics *m, kvc_kube_cb cb,
-		     void *arg, kvc_kube_watch **out, char *err, size_t errlen)
+kvc_kube_watch_open(const kvc_kube_config *cfg, kvi_metrics *m, kvc_kube_cb cb,
+		    void *arg, kvc_kube_watch **out, char *err, size_t errlen)
 {
 	kvc_kube_curl_init();
 	kvc_kube_watch *w = kvi_calloc(1, sizeof(*w));

@@ -67,12 +67,12 @@ typedef struct kvc_kube_stats {
 	char last_error[256];
 } kvc_kube_stats;
 
-/* kvc_kube_watch_start starts the watcher (cfg resolved; copied),
+/* kvc_kube_watch_open starts the watcher (cfg resolved; copied),
  * registers its metrics in m (may be NULL). Returns KVI_EIO when libcurl
  * or the thread cannot start. */
-kvi_err kvc_kube_watch_start(const kvc_kube_config *cfg, kvi_metrics *m,
-			     kvc_kube_cb cb, void *arg, kvc_kube_watch **out,
-			     char *err, size_t errlen);
+kvi_err kvc_kube_watch_open(const kvc_kube_config *cfg, kvi_metrics *m,
+			    kvc_kube_cb cb, void *arg, kvc_kube_watch **out,
+			    char *err, size_t errlen);
 
 /* kvc_kube_watch_free stops the thread and frees w; NULL is allowed. */
 void kvc_kube_watch_free(kvc_kube_watch *w);

@@ -450,8 +450,8 @@ lease_dup(const char *s)
 }
 
 kvi_err
-kvc_lease_start(const kvc_lease_config *cfg, kvi_metrics *m, kvc_lease **out,
-		char *err, size_t errlen)
+kvc_lease_open(const kvc_lease_config *cfg, kvi_metrics *m, kvc_lease **out,
+	       char *err, size_t errlen)
 {
 	kvc_lease_config c = *cfg;
 	c.lease_duration_ms = c.lease_duration_ms ? c.lease_duration_ms : 15000;

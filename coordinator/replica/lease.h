@@ -67,10 +67,10 @@ typedef struct kvc_lease_config {
 
 typedef struct kvc_lease kvc_lease;
 
-/* kvc_lease_start checks cfg (KVI_EINVAL, err says why) and starts the
+/* kvc_lease_open checks cfg (KVI_EINVAL, err says why) and starts the
  * election thread; metrics go to m (may be NULL). */
-kvi_err kvc_lease_start(const kvc_lease_config *cfg, kvi_metrics *m,
-			kvc_lease **out, char *err, size_t errlen);
+kvi_err kvc_lease_open(const kvc_lease_config *cfg, kvi_metrics *m,
+		       kvc_lease **out, char *err, size_t errlen);
 
 /* kvc_lease_stop ends the thread, releasing the Lease when this replica
  * holds it; kvc_lease_leading is false from then on. NULL is a no-op. */

@@ -56,11 +56,11 @@ kvc_replica_url(const kvc_replica_flags *o, int port, const char *identity,
 	}
 }
 
-/* kvc_replica_start starts leader election (--leader-election-lease). */
+/* kvc_replica_open starts leader election (--leader-election-lease). */
 kvi_err
-kvc_replica_start(const kvc_replica_flags *o, const kvc_kube_config *kube,
-		  kvi_metrics *metrics, kvc_lease **out, char *identity,
-		  size_t ilen, char *url, size_t ulen)
+kvc_replica_open(const kvc_replica_flags *o, const kvc_kube_config *kube,
+		 kvi_metrics *metrics, kvc_lease **out, char *identity,
+		 size_t ilen, char *url, size_t ulen)
 {
 	char err[512];
 	char ns[254], name[254]; /* the lease keeps copies */
@@ -86,7 +86,7 @@ kvc_replica_start(const kvc_replica_flags *o, const kvc_kube_config *kube,
 	c.name = name;
 	c.identity = identity;
 	c.url = url[0] != '\0' ? url : NULL;
-	if (kvc_lease_start(&c, metrics, out, err, sizeof(err)) != KVI_OK) {
+	if (kvc_lease_open(&c, metrics, out, err, sizeof(err)) != KVI_OK) {
 		fprintf(stderr, "kvindex-coordinator: leader election: %s\n",
 			err);
 		return KVI_EINVAL;

@@ -31,13 +31,13 @@ void kvc_replica_identity(const char *given, char *out, size_t len);
 void kvc_replica_url(const kvc_replica_flags *f, int port, const char *identity,
 		     char *url, size_t ulen);
 
-/* kvc_replica_start checks the lease name and starts the election with
+/* kvc_replica_open checks the lease name and starts the election with
  * kube's API server and credentials (resolved already:
  * kvc_kube_api_resolve); identity and url receive what it used. Prints
  * what is wrong to standard error and returns KVI_EINVAL otherwise. */
-kvi_err kvc_replica_start(const kvc_replica_flags *f,
-			  const kvc_kube_config *kube, kvi_metrics *metrics,
-			  kvc_lease **out, char *identity, size_t ilen,
-			  char *url, size_t ulen);
+kvi_err kvc_replica_open(const kvc_replica_flags *f,
+			 const kvc_kube_config *kube, kvi_metrics *metrics,
+			 kvc_lease **out, char *identity, size_t ilen,
+			 char *url, size_t ulen);
 
 #endif /* KVI_COORDINATOR_REPLICA_H */

@@ -395,7 +395,7 @@ test_watcher(void **state)
 	pthread_mutex_init(&r.mu, NULL);
 	pthread_cond_init(&r.cv, NULL);
 	kvc_dfile_watch *w = NULL;
-	assert_int_equal(kvc_dfile_watch_start(path, 3, 20, on_pods, &r, &w),
+	assert_int_equal(kvc_dfile_watch_open(path, 3, 20, on_pods, &r, &w),
 			 KVI_OK);
 
 	/* no file yet: nothing, and the watcher says so */
@@ -474,7 +474,7 @@ test_watcher(void **state)
 	/* stop does not wait for the interval */
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	assert_int_equal(kvc_dfile_watch_start(path, 1, 60000, on_pods, &r, &w),
+	assert_int_equal(kvc_dfile_watch_open(path, 1, 60000, on_pods, &r, &w),
 			 KVI_OK);
 	wait_calls(&r, 7, "");
 	kvc_dfile_watch_free(w);
@@ -483,11 +483,11 @@ test_watcher(void **state)
 	kvc_dfile_watch_free(NULL);
 
 	/* bad arguments */
-	assert_int_equal(kvc_dfile_watch_start("", 1, 20, on_pods, &r, &w),
+	assert_int_equal(kvc_dfile_watch_open("", 1, 20, on_pods, &r, &w),
 			 KVI_EINVAL);
-	assert_int_equal(kvc_dfile_watch_start(path, 1, 0, on_pods, &r, &w),
+	assert_int_equal(kvc_dfile_watch_open(path, 1, 0, on_pods, &r, &w),
 			 KVI_EINVAL);
-	assert_int_equal(kvc_dfile_watch_start(path, 1, 20, NULL, &r, &w),
+	assert_int_equal(kvc_dfile_watch_open(path, 1, 20, NULL, &r, &w),
 			 KVI_EINVAL);
 
 	assert_int_equal(unlink(path), 0);
