@@ -28,7 +28,6 @@
 #include "httpd.h"
 #include "kube_watch.h"
 #include "lease.h"
-#include "lmdb_util.h"
 #include "log.h"
 #include "metrics.h"
 #include "query.h"
@@ -425,49 +424,6 @@ coord_read_tokens(const coord_opts *o, char **admin, char **reg)
 	return true;
 }
 
-/* coord_open_store opens the store, moving a corrupt one aside. */
-static kvi_err
-coord_open_store(const char *dir, kvc_cstore **out)
-{
-	char err[512] = "", qdir[600], qerr[1100], qmoved[1100];
-	kvi_log_quote(qdir, sizeof(qdir), dir);
-	if (kvi_mdb_file_empty(dir)) {
-		KVI_WARN("store_empty",
-			 "dir=%s reason=\"data.mdb is 0 bytes: cut to nothing, "
-			 "or never written\" note=\"starting without HTTP "
-			 "registrations and pins; routers must register "
-			 "again\"",
-			 qdir);
-	}
-	kvi_err rv = kvc_cstore_open(dir, out, err, sizeof(err));
-	if (rv != KVI_ECORRUPT) {
-		if (rv != KVI_OK) {
-			KVI_ERROR("store_failed", "dir=%s err=%s", qdir,
-				  kvi_log_quote(qerr, sizeof(qerr), err));
-		}
-		return rv;
-	}
-	kvi_log_quote(qerr, sizeof(qerr), err);
-	char moved[1024];
-	if (kvi_store_quarantine(dir, moved, sizeof(moved)) != KVI_OK) {
-		KVI_ERROR("store_corrupt",
-			  "dir=%s err=%s note=\"cannot move it aside\"", qdir,
-			  qerr);
-		return rv;
-	}
-	KVI_ERROR("store_quarantined",
-		  "dir=%s moved_to=%s err=%s note=\"starting without HTTP "
-		  "registrations and pins; routers must register again\"",
-		  qdir, kvi_log_quote(qmoved, sizeof(qmoved), moved), qerr);
-	err[0] = '\0';
-	rv = kvc_cstore_open(dir, out, err, sizeof(err));
-	if (rv != KVI_OK) {
-		KVI_ERROR("store_failed", "dir=%s err=%s", qdir,
-			  kvi_log_quote(qerr, sizeof(qerr), err));
-	}
-	return rv;
-}
-
 static kvi_err
 coord_load_shard(void *arg, const char *id, const char *url)
 {
@@ -503,28 +459,41 @@ coord_on_kube(void *arg, const kvc_pod *pods, size_t n)
 	kvc_assigner_sync(arg, KVC_SOURCE_KUBERNETES, pods, n);
 }
 
-int
-main(int argc, char **argv)
-{
+/* The running coordinator: what main wires and takes down again. */
+typedef struct coord {
 	coord_opts o;
-	int rc = coord_parse(argc, argv, &o);
-	if (rc != 0) {
-		if (rc < 0) {
-			kvi_flags_usage(stderr, &coord_flags);
-		}
-		coord_opts_fini(&o);
-		return rc < 0 ? 2 : 0;
-	}
-	int log_fd = kvi_log_open_fd(o.log_file);
+	long nofile;
+	char *token, *reg_token;
+	kvi_metrics *metrics;
+	kvc_registry *reg;
+	kvc_shardset *shards;
+	kvc_cstore *store;
+	kvc_assigner *asg;
+	kvc_query *query;
+	kvc_dfile_watch *watch;
+	kvc_kube_watch *kube;
+	kvc_kube_bufs kube_bufs;
+	kvc_replica_flags rf;
+	kvc_lease *lease;
+	char identity[KVC_LEASE_IDENTITY_MAX], advertise[KVC_LEASE_URL_MAX];
+	kvi_httpd *httpd;
+} coord;
+
+/* coord_process readies the process: the log, signals for sigwait, the
+ * allocator's thresholds and the open-file limit. False when the log
+ * cannot be opened. */
+static bool
+coord_process(coord *c, sigset_t *sigs)
+{
+	int log_fd = kvi_log_open_fd(c->o.log_file);
 	if (log_fd < 0) {
-		return 2;
+		return false;
 	}
-	kvi_log_setup("coordinator", o.log_level, log_fd);
-	sigset_t sigs;
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGINT);
-	sigaddset(&sigs, SIGTERM);
-	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	kvi_log_setup("coordinator", c->o.log_level, log_fd);
+	sigemptyset(sigs);
+	sigaddset(sigs, SIGINT);
+	sigaddset(sigs, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	/* glibc raises its trim threshold to twice the largest block it
 	 * freed from mmap (up to 64 MiB), and the heaps of threads other
@@ -536,180 +505,256 @@ main(int argc, char **argv)
 	mallopt(M_MMAP_THRESHOLD, 1 << 20);
 	mallopt(M_TRIM_THRESHOLD, 2 << 20);
 	/* a descriptor per client connection */
-	long nofile = kvi_nofile_raise();
+	c->nofile = kvi_nofile_raise();
+	return true;
+}
 
-	int status = 1;
+/* coord_secrets reads the tokens and the RPC secret, and resolves the
+ * Kubernetes API server the pod watcher and the lease share. */
+static bool
+coord_secrets(coord *c)
+{
+	coord_opts *o = &c->o;
 	char err[512] = "";
-	char *token = NULL, *reg_token = NULL;
-	kvi_metrics *metrics = kvi_metrics_alloc();
-	kvc_registry *reg = kvc_reg_alloc();
-	kvc_reg_set_max_dp_size(reg, o.max_dp_size);
-	kvc_shardset *shards = kvc_shardset_alloc();
-	kvc_shardset_set_batching(shards, o.query_inflight,
-				  (size_t)o.query_batch);
-	kvc_cstore *store = NULL;
-	kvc_assigner *asg = NULL;
-	kvc_query *query = NULL;
-	kvc_dfile_watch *watch = NULL;
-	kvc_kube_watch *kube = NULL;
-	kvc_kube_bufs kube_bufs;
-	kvc_lease *lease = NULL;
-	char identity[KVC_LEASE_IDENTITY_MAX] = "",
-	     advertise[KVC_LEASE_URL_MAX];
-	kvi_httpd *httpd = NULL;
-	kvi_err rv = KVI_OK;
-
-	if (!coord_read_tokens(&o, &token, &reg_token)) {
-		goto out;
+	if (!coord_read_tokens(o, &c->token, &c->reg_token)) {
+		return false;
 	}
-	if (o.rpc_secret_file != NULL &&
-	    kvp_secret_load(o.rpc_secret_file, err, sizeof(err)) != KVI_OK) {
+	if (o->rpc_secret_file != NULL &&
+	    kvp_secret_load(o->rpc_secret_file, err, sizeof(err)) != KVI_OK) {
 		fprintf(stderr, "kvindex-coordinator: --rpc-secret-file %s\n",
 			err);
-		rv = KVI_EINVAL;
-		goto out;
+		return false;
 	}
-	/* the pod watcher and the lease share one API server and token */
-	if ((o.kube.n_namespaces > 0 &&
-	     kvc_kube_config_resolve(&o.kube, &kube_bufs, err, sizeof(err)) !=
-		 KVI_OK) ||
-	    (o.kube.n_namespaces == 0 && o.lease != NULL &&
-	     kvc_kube_api_resolve(&o.kube, &kube_bufs, err, sizeof(err)) !=
+	if ((o->kube.n_namespaces > 0 &&
+	     kvc_kube_config_resolve(&o->kube, &c->kube_bufs, err,
+				     sizeof(err)) != KVI_OK) ||
+	    (o->kube.n_namespaces == 0 && o->lease != NULL &&
+	     kvc_kube_api_resolve(&o->kube, &c->kube_bufs, err, sizeof(err)) !=
 		 KVI_OK)) {
 		fprintf(stderr, "kvindex-coordinator: kubernetes: %s\n", err);
-		goto out;
+		return false;
 	}
-	for (size_t i = 0; i < o.n_shards; i++) {
-		if (kvc_shardset_add(shards, o.shard_ids[i], o.shard_urls[i],
-				     err, sizeof(err)) != KVI_OK) {
+	return true;
+}
+
+/* coord_state makes the registry and the shard set, and opens the store,
+ * which adds the shards and drains it kept. */
+static bool
+coord_state(coord *c)
+{
+	coord_opts *o = &c->o;
+	char err[512] = "";
+	c->reg = kvc_reg_alloc();
+	kvc_reg_set_max_dp_size(c->reg, o->max_dp_size);
+	c->shards = kvc_shardset_alloc();
+	kvc_shardset_set_batching(c->shards, o->query_inflight,
+				  (size_t)o->query_batch);
+	for (size_t i = 0; i < o->n_shards; i++) {
+		if (kvc_shardset_add(c->shards, o->shard_ids[i],
+				     o->shard_urls[i], err,
+				     sizeof(err)) != KVI_OK) {
 			fprintf(stderr, "kvindex-coordinator: --shards: %s\n",
 				err);
-			goto out;
+			return false;
 		}
 	}
-	if (o.data_dir != NULL) {
-		if (coord_open_store(o.data_dir, &store) != KVI_OK) {
-			goto out;
-		}
-		kvc_cstore_shard_list(store, coord_load_shard, shards, err,
-				      sizeof(err));
-		kvc_cstore_drain_list(store, coord_load_drain, shards, err,
-				      sizeof(err));
-	} else {
+	if (o->data_dir == NULL) {
 		KVI_WARN("no_store", "msg=\"no --data-dir: HTTP registrations "
 				     "will not survive a restart\"");
+		return true;
 	}
-	if ((rv = kvc_assigner_open(reg, shards, store, metrics, &o.assign,
-				    &asg, err, sizeof(err))) != KVI_OK) {
+	if (kvc_cstore_open_or_move(o->data_dir, &c->store) != KVI_OK) {
+		return false;
+	}
+	kvc_cstore_shard_list(c->store, coord_load_shard, c->shards, err,
+			      sizeof(err));
+	kvc_cstore_drain_list(c->store, coord_load_drain, c->shards, err,
+			      sizeof(err));
+	return true;
+}
+
+/* coord_owners opens the assigner and, with --lease, the election, and
+ * makes the query path. */
+static bool
+coord_owners(coord *c)
+{
+	coord_opts *o = &c->o;
+	char err[512] = "";
+	if (kvc_assigner_open(c->reg, c->shards, c->store, c->metrics,
+			      &o->assign, &c->asg, err,
+			      sizeof(err)) != KVI_OK) {
 		KVI_ERROR("start_failed", "err=%s", err);
-		goto out;
+		return false;
 	}
-	kvc_replica_flags rf = {.lease = o.lease,
-				.identity = o.identity,
-				.advertise = o.advertise,
-				.http = o.http,
-				.le = o.le};
-	if (o.lease != NULL &&
-	    kvc_replica_open(&rf, &o.kube, metrics, &lease, identity,
-			     sizeof(identity), advertise,
-			     sizeof(advertise)) != KVI_OK) {
-		goto out;
+	c->rf = (kvc_replica_flags){.lease = o->lease,
+				    .identity = o->identity,
+				    .advertise = o->advertise,
+				    .http = o->http,
+				    .le = o->le};
+	if (o->lease != NULL &&
+	    kvc_replica_open(&c->rf, &o->kube, c->metrics, &c->lease,
+			     c->identity, sizeof(c->identity), c->advertise,
+			     sizeof(c->advertise)) != KVI_OK) {
+		return false;
 	}
-	kvc_assigner_set_lease(asg, lease);
-	if (o.lease == NULL) {
-		kvc_replica_identity(o.identity, identity, sizeof(identity));
+	kvc_assigner_set_lease(c->asg, c->lease);
+	if (o->lease == NULL) {
+		kvc_replica_identity(o->identity, c->identity,
+				     sizeof(c->identity));
 	}
-	o.query.batch_inflight = o.query_inflight;
-	o.query.batch_max = (size_t)o.query_batch;
-	query = kvc_query_alloc(reg, shards, metrics, &o.query);
-	if (o.discovery_file != NULL) {
-		kvc_assigner_expect(asg, KVC_SOURCE_FILE);
-		if (kvc_dfile_watch_open(o.discovery_file, o.dp_size, 500,
-					 coord_on_file, asg,
-					 &watch) != KVI_OK) {
+	o->query.batch_inflight = o->query_inflight;
+	o->query.batch_max = (size_t)o->query_batch;
+	c->query = kvc_query_alloc(c->reg, c->shards, c->metrics, &o->query);
+	return true;
+}
+
+/* coord_sources opens the discovery sources the flags name. */
+static bool
+coord_sources(coord *c)
+{
+	coord_opts *o = &c->o;
+	char err[512] = "";
+	if (o->discovery_file != NULL) {
+		kvc_assigner_expect(c->asg, KVC_SOURCE_FILE);
+		if (kvc_dfile_watch_open(o->discovery_file, o->dp_size, 500,
+					 coord_on_file, c->asg,
+					 &c->watch) != KVI_OK) {
 			KVI_ERROR("start_failed",
 				  "err=\"cannot watch the discovery file\"");
-			goto out;
+			return false;
 		}
 	}
-	if (o.kube.n_namespaces > 0) {
-		kvc_assigner_expect(asg, KVC_SOURCE_KUBERNETES);
-		if (kvc_kube_watch_open(&o.kube, metrics, coord_on_kube, asg,
-					&kube, err, sizeof(err)) != KVI_OK) {
+	if (o->kube.n_namespaces > 0) {
+		kvc_assigner_expect(c->asg, KVC_SOURCE_KUBERNETES);
+		if (kvc_kube_watch_open(&o->kube, c->metrics, coord_on_kube,
+					c->asg, &c->kube, err,
+					sizeof(err)) != KVI_OK) {
 			KVI_ERROR("start_failed", "kubernetes=\"%s\"", err);
-			goto out;
+			return false;
 		}
 		KVI_INFO("kube_watching", "api=%s namespaces=%zu label=%s",
-			 o.kube.api, o.kube.n_namespaces,
-			 o.kube.label_selector ? o.kube.label_selector : "-");
+			 o->kube.api, o->kube.n_namespaces,
+			 o->kube.label_selector ? o->kube.label_selector : "-");
 	}
+	return true;
+}
+
+/* coord_http starts the HTTP API; with a lease and no --advertise-url,
+ * the port it bound then names where followers send writes. */
+static bool
+coord_http(coord *c)
+{
+	coord_opts *o = &c->o;
+	char err[512] = "";
 	kvc_api api = {
-	    .reg = reg,
-	    .shards = shards,
-	    .assigner = asg,
-	    .query = query,
-	    .metrics = metrics,
-	    .default_dp_size = o.dp_size,
-	    .admin_token = token,
-	    .register_token = reg_token,
-	    .lease = lease,
-	    .identity = identity,
+	    .reg = c->reg,
+	    .shards = c->shards,
+	    .assigner = c->asg,
+	    .query = c->query,
+	    .metrics = c->metrics,
+	    .default_dp_size = o->dp_size,
+	    .admin_token = c->token,
+	    .register_token = c->reg_token,
+	    .lease = c->lease,
+	    .identity = c->identity,
 	};
 	/* past the limit a client gets a fast 503, not a hang: half the
 	 * descriptors for clients, the rest for shards, files and the API
 	 * server */
-	int conns = o.max_conns > 0 ? o.max_conns
-		    : nofile > 0
-			? (int)(nofile / 2 < INT_MAX ? nofile / 2 : INT_MAX)
-			: 0;
+	int conns =
+	    o->max_conns > 0 ? o->max_conns
+	    : c->nofile > 0
+		? (int)(c->nofile / 2 < INT_MAX ? c->nofile / 2 : INT_MAX)
+		: 0;
 	kvi_httpd_config hc = {
-	    .max_body = o.max_body,
+	    .max_body = o->max_body,
 	    .drain_ms = 2000,
 	    .max_conns =
-		conns > 0 ? (conns + o.http_threads - 1) / o.http_threads : 0,
+		conns > 0 ? (conns + o->http_threads - 1) / o->http_threads : 0,
 	    .local_free = kvc_query_loop_free,
-	    .local_arg = query,
+	    .local_arg = c->query,
 	};
-	httpd = kvi_httpd_alloc(&hc);
-	if (kvc_api_routes(httpd, &api) != KVI_OK ||
-	    (rv = kvi_httpd_start(httpd, o.http, o.http_threads, err,
-				  sizeof(err))) != KVI_OK) {
-		KVI_ERROR("start_failed", "http=%s err=%s", o.http, err);
-		goto out;
+	c->httpd = kvi_httpd_alloc(&hc);
+	if (kvc_api_routes(c->httpd, &api) != KVI_OK ||
+	    kvi_httpd_start(c->httpd, o->http, o->http_threads, err,
+			    sizeof(err)) != KVI_OK) {
+		KVI_ERROR("start_failed", "http=%s err=%s", o->http, err);
+		return false;
 	}
-	kvi_metrics_collector_add(metrics, coord_http_metrics, httpd);
-	if (lease != NULL && advertise[0] == '\0') {
-		int port = (int)kvi_httpd_port(httpd);
-		kvc_replica_url(&rf, port, identity, advertise,
-				sizeof(advertise));
-		kvc_lease_set_url(lease, advertise);
+	kvi_metrics_collector_add(c->metrics, coord_http_metrics, c->httpd);
+	if (c->lease != NULL && c->advertise[0] == '\0') {
+		int port = (int)kvi_httpd_port(c->httpd);
+		kvc_replica_url(&c->rf, port, c->identity, c->advertise,
+				sizeof(c->advertise));
+		kvc_lease_set_url(c->lease, c->advertise);
 	}
-	KVI_INFO("serving",
-		 "http=%s port=%u shards=%zu discovery_file=%s "
-		 "dp_size=%u",
-		 o.http, kvi_httpd_port(httpd), kvc_shardset_count(shards),
-		 o.discovery_file ? o.discovery_file : "-", o.dp_size);
-	int sig = 0;
-	sigwait(&sigs, &sig);
-	KVI_INFO("stopping", "signal=%d", sig);
-	status = 0;
-out:
-	kvi_httpd_stop(httpd);
-	kvc_dfile_watch_free(watch);
-	kvc_kube_watch_free(kube);
+	return true;
+}
+
+/* coord_close takes down what coord_wire made, in reverse order. */
+static void
+coord_close(coord *c)
+{
+	kvi_httpd_stop(c->httpd);
+	kvc_dfile_watch_free(c->watch);
+	kvc_kube_watch_free(c->kube);
 	/* the lease is released before the assigner goes, so that a
 	 * follower takes over at once */
-	kvc_lease_stop(lease);
-	kvc_assigner_free(asg);
-	kvc_lease_free(lease);
-	kvi_httpd_free(httpd);
-	kvc_query_free(query);
-	kvc_shardset_free(shards);
-	kvc_reg_free(reg);
-	kvc_cstore_close(store);
-	kvi_metrics_free(metrics);
-	kvi_free(token);
-	kvi_free(reg_token);
-	coord_opts_fini(&o);
+	kvc_lease_stop(c->lease);
+	kvc_assigner_free(c->asg);
+	kvc_lease_free(c->lease);
+	kvi_httpd_free(c->httpd);
+	kvc_query_free(c->query);
+	kvc_shardset_free(c->shards);
+	kvc_reg_free(c->reg);
+	kvc_cstore_close(c->store);
+	kvi_metrics_free(c->metrics);
+	kvi_free(c->token);
+	kvi_free(c->reg_token);
+	coord_opts_fini(&c->o);
+}
+
+/* coord_wire opens every part, in order: secrets, state, owners, sources,
+ * the HTTP API. False at the first that fails (it said why). */
+static bool
+coord_wire(coord *c)
+{
+	c->metrics = kvi_metrics_alloc();
+	return coord_secrets(c) && coord_state(c) && coord_owners(c) &&
+	       coord_sources(c) && coord_http(c);
+}
+
+int
+main(int argc, char **argv)
+{
+	coord c = {0};
+	int rc = coord_parse(argc, argv, &c.o);
+	if (rc != 0) {
+		if (rc < 0) {
+			kvi_flags_usage(stderr, &coord_flags);
+		}
+		coord_opts_fini(&c.o);
+		return rc < 0 ? 2 : 0;
+	}
+	sigset_t sigs;
+	if (!coord_process(&c, &sigs)) {
+		coord_opts_fini(&c.o);
+		return 2;
+	}
+	int status = 1;
+	if (coord_wire(&c)) {
+		KVI_INFO("serving",
+			 "http=%s port=%u shards=%zu discovery_file=%s "
+			 "dp_size=%u",
+			 c.o.http, kvi_httpd_port(c.httpd),
+			 kvc_shardset_count(c.shards),
+			 c.o.discovery_file ? c.o.discovery_file : "-",
+			 c.o.dp_size);
+		int sig = 0;
+		sigwait(&sigs, &sig);
+		KVI_INFO("stopping", "signal=%d", sig);
+		status = 0;
+	}
+	coord_close(&c);
 	return status;
 }

@@ -18,6 +18,7 @@
 #include "alloc.h"
 #include "bytes.h"
 #include "lmdb_util.h"
+#include "log.h"
 
 #define KVC_CS_FORMAT  1u
 #define KVC_CS_MAPSIZE ((size_t)16 << 20)
@@ -620,4 +621,48 @@ kvc_cstore_drain_list(kvc_cstore *s, kvc_cstore_key_cb cb, void *arg, char *err,
 {
 	kvc_cs_pair_ctx c = {NULL, cb, arg};
 	return cs_list(s, s->drains, cs_visit_pair, &c, err, errlen);
+}
+
+/* ---- opening, or moving a damaged store aside --------------------- */
+
+kvi_err
+kvc_cstore_open_or_move(const char *dir, kvc_cstore **out)
+{
+	char err[512] = "", qdir[600], qerr[1100], qmoved[1100];
+	kvi_log_quote(qdir, sizeof(qdir), dir);
+	if (kvi_mdb_file_empty(dir)) {
+		KVI_WARN("store_empty",
+			 "dir=%s reason=\"data.mdb is 0 bytes: cut to nothing, "
+			 "or never written\" note=\"starting without HTTP "
+			 "registrations and pins; routers must register "
+			 "again\"",
+			 qdir);
+	}
+	kvi_err rv = kvc_cstore_open(dir, out, err, sizeof(err));
+	if (rv != KVI_ECORRUPT) {
+		if (rv != KVI_OK) {
+			KVI_ERROR("store_failed", "dir=%s err=%s", qdir,
+				  kvi_log_quote(qerr, sizeof(qerr), err));
+		}
+		return rv;
+	}
+	kvi_log_quote(qerr, sizeof(qerr), err);
+	char moved[1024];
+	if (kvi_store_quarantine(dir, moved, sizeof(moved)) != KVI_OK) {
+		KVI_ERROR("store_corrupt",
+			  "dir=%s err=%s note=\"cannot move it aside\"", qdir,
+			  qerr);
+		return rv;
+	}
+	KVI_ERROR("store_quarantined",
+		  "dir=%s moved_to=%s err=%s note=\"starting without HTTP "
+		  "registrations and pins; routers must register again\"",
+		  qdir, kvi_log_quote(qmoved, sizeof(qmoved), moved), qerr);
+	err[0] = '\0';
+	rv = kvc_cstore_open(dir, out, err, sizeof(err));
+	if (rv != KVI_OK) {
+		KVI_ERROR("store_failed", "dir=%s err=%s", qdir,
+			  kvi_log_quote(qerr, sizeof(qerr), err));
+	}
+	return rv;
 }

@@ -68,6 +68,13 @@ typedef struct kvc_cstore kvc_cstore;
 kvi_err kvc_cstore_open(const char *dir, kvc_cstore **out, char *err,
 			size_t errlen);
 
+/* kvc_cstore_open_or_move opens the store in dir as kvc_cstore_open does,
+ * logging what it finds: a 0-byte data.mdb starts empty, with a warning;
+ * a store that cannot be read (KVI_ECORRUPT) is moved aside
+ * (kvi_store_quarantine) and a new one opened, at the price of the HTTP
+ * registrations and pins it held. Other errors are logged and returned. */
+kvi_err kvc_cstore_open_or_move(const char *dir, kvc_cstore **out);
+
 /* kvc_cstore_close closes s; NULL is allowed. */
 void kvc_cstore_close(kvc_cstore *s);
 
