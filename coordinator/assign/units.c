@@ -22,6 +22,96 @@ kvc_leading(kvc_assigner *a, uint64_t *term)
 	return a->lease == NULL || kvc_lease_leading(a->lease, term);
 }
 
+/* not_leading answers a batch that a coordinator no longer leading must
+ * not send. */
+static void
+not_leading(size_t n, bool *ok, bool *existed, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (ok != NULL) {
+			ok[i] = false;
+		}
+		if (existed != NULL) {
+			existed[i] = false;
+		}
+	}
+	if (err != NULL && errlen > 0) {
+		snprintf(err, errlen, "this coordinator no longer leads");
+	}
+}
+
+/* send_op starts op's call on f under term; *rec receives the HTTP
+ * registration record an assign carries (the caller frees it once the
+ * call is sent). */
+static void
+send_op(kvc_assigner *a, kvc_fanout *f, const kvc_op *op, uint64_t term,
+	uint8_t **rec)
+{
+	Kvindex__Request req = KVINDEX__REQUEST__INIT;
+	req.has_term = term > 0;
+	req.term = term;
+	Kvindex__AssignRequest ar = KVINDEX__ASSIGN_REQUEST__INIT;
+	Kvindex__UnassignRequest ur = KVINDEX__UNASSIGN_REQUEST__INIT;
+	Kvindex__Listener spec;
+	if (op->assign) {
+		kvc_spec_fill(&spec, op->lv);
+		size_t rlen = 0;
+		*rec = kvc_reg_http_record(a->reg, op->lv->r.key, &rlen);
+		spec.has_registration = *rec != NULL;
+		spec.registration.data = *rec;
+		spec.registration.len = rlen;
+		ar.listener = &spec;
+		if (op->handoff) {
+			ar.handoff_from = a->snap[op->from]->url;
+		}
+		req.body_case = KVINDEX__REQUEST__BODY_ASSIGN;
+		req.assign = &ar;
+	} else {
+		ur.key = op->key;
+		req.body_case = KVINDEX__REQUEST__BODY_UNASSIGN;
+		req.unassign = &ur;
+	}
+	kvc_fanout_start(f, a->snap[op->shard]->client, &req,
+			 a->cfg.rpc_timeout_ms, NULL);
+}
+
+/* op_done takes the outcome of op's call c: counted, logged, and on a
+ * failure written into op->err and, for the batch's first, into err.
+ * Returns whether it succeeded; *existed says whether the shard already
+ * had the listener. */
+static bool
+op_done(kvc_assigner *a, kvc_op *op, const kvc_call *c, bool first_failure,
+	bool *existed, char *err, size_t errlen)
+{
+	const char *key = op->assign ? op->lv->r.key : op->key;
+	/* unassigning what a shard no longer has is done */
+	bool good = c->rv == KVI_OK || (!op->assign && c->rv == KVI_ENOENT);
+	*existed = good && c->resp != NULL &&
+		   c->resp->body_case == KVINDEX__RESPONSE__BODY_ASSIGN &&
+		   c->resp->assign->existed;
+	if (op->assign) {
+		kvi_counter_inc(good ? a->m_assign_ok : a->m_assign_failed);
+	} else {
+		kvi_counter_inc(good ? a->m_unassign_ok : a->m_unassign_failed);
+	}
+	if (good) {
+		KVI_INFO(op->assign ? "assigned" : "unassigned",
+			 "listener=%s shard=%s", key, a->ids[op->shard]);
+		return true;
+	}
+	const char *why = c->err[0] ? c->err : kvi_strerror(c->rv);
+	snprintf(op->err, sizeof(op->err), "%.120s", why);
+	KVI_WARN(op->assign ? "assign_failed" : "unassign_failed",
+		 "listener=%s shard=%s err=%s: %s", key, a->ids[op->shard],
+		 kvi_strerror(c->rv), c->err);
+	if (first_failure && err != NULL) {
+		snprintf(err, errlen, "shard %s %s %s: %s", a->ids[op->shard],
+			 op->assign ? "did not take" : "did not drop", key,
+			 why);
+	}
+	return false;
+}
+
 void
 kvc_run_ops(kvc_assigner *a, kvc_op *ops, size_t n, bool *ok, bool *existed,
 	    char *err, size_t errlen)
@@ -30,108 +120,30 @@ kvc_run_ops(kvc_assigner *a, kvc_op *ops, size_t n, bool *ok, bool *existed,
 	bool failed = false;
 	uint64_t term;
 	if (!kvc_leading(a, &term)) {
-		for (size_t i = 0; i < n; i++) {
-			if (ok != NULL) {
-				ok[i] = false;
-			}
-			if (existed != NULL) {
-				existed[i] = false;
-			}
-		}
-		if (err != NULL && errlen > 0) {
-			snprintf(err, errlen,
-				 "this coordinator no longer leads");
-		}
+		not_leading(n, ok, existed, err, errlen);
 		return;
 	}
 	for (size_t base = 0; base < n; base += chunk) {
 		size_t end = base + chunk < n ? base + chunk : n;
 		kvc_fanout f;
 		kvc_fanout_init(&f);
-		uint8_t **recs = kvi_calloc(end - base, sizeof(*recs));
 		for (size_t i = base; i < end; i++) {
-			Kvindex__Request req = KVINDEX__REQUEST__INIT;
-			req.has_term = term > 0;
-			req.term = term;
-			Kvindex__AssignRequest ar =
-			    KVINDEX__ASSIGN_REQUEST__INIT;
-			Kvindex__UnassignRequest ur =
-			    KVINDEX__UNASSIGN_REQUEST__INIT;
-			Kvindex__Listener spec;
-			if (ops[i].assign) {
-				kvc_spec_fill(&spec, ops[i].lv);
-				size_t rlen = 0;
-				recs[i - base] = kvc_reg_http_record(
-				    a->reg, ops[i].lv->r.key, &rlen);
-				spec.has_registration = recs[i - base] != NULL;
-				spec.registration.data = recs[i - base];
-				spec.registration.len = rlen;
-				ar.listener = &spec;
-				if (ops[i].handoff) {
-					ar.handoff_from =
-					    a->snap[ops[i].from]->url;
-				}
-				req.body_case = KVINDEX__REQUEST__BODY_ASSIGN;
-				req.assign = &ar;
-			} else {
-				ur.key = ops[i].key;
-				req.body_case = KVINDEX__REQUEST__BODY_UNASSIGN;
-				req.unassign = &ur;
-			}
-			kvc_fanout_start(&f, a->snap[ops[i].shard]->client,
-					 &req, a->cfg.rpc_timeout_ms, NULL);
+			uint8_t *rec = NULL;
+			send_op(a, &f, &ops[i], term, &rec);
+			kvi_free(rec);
 		}
 		kvc_fanout_wait(&f);
 		for (size_t i = base; i < end; i++) {
-			kvi_free(recs[i - base]);
-		}
-		kvi_free(recs);
-		for (size_t i = base; i < end; i++) {
-			const kvc_call *c = &f.calls[i - base];
-			kvc_op *op = &ops[i];
-			const char *key = op->assign ? op->lv->r.key : op->key;
-			/* unassigning what a shard no longer has is done */
-			bool good = c->rv == KVI_OK ||
-				    (!op->assign && c->rv == KVI_ENOENT);
+			bool had;
+			bool good = op_done(a, &ops[i], &f.calls[i - base],
+					    !failed, &had, err, errlen);
+			failed = failed || !good;
 			if (ok != NULL) {
 				ok[i] = good;
 			}
 			if (existed != NULL) {
-				existed[i] =
-				    good && c->resp != NULL &&
-				    c->resp->body_case ==
-					KVINDEX__RESPONSE__BODY_ASSIGN &&
-				    c->resp->assign->existed;
+				existed[i] = had;
 			}
-			if (op->assign) {
-				kvi_counter_inc(good ? a->m_assign_ok
-						     : a->m_assign_failed);
-			} else {
-				kvi_counter_inc(good ? a->m_unassign_ok
-						     : a->m_unassign_failed);
-			}
-			if (good) {
-				KVI_INFO(op->assign ? "assigned" : "unassigned",
-					 "listener=%s shard=%s", key,
-					 a->ids[op->shard]);
-				continue;
-			}
-			snprintf(op->err, sizeof(op->err), "%.120s",
-				 c->err[0] ? c->err : kvi_strerror(c->rv));
-			KVI_WARN(
-			    op->assign ? "assign_failed" : "unassign_failed",
-			    "listener=%s shard=%s err=%s: %s", key,
-			    a->ids[op->shard], kvi_strerror(c->rv), c->err);
-			if (!failed && err != NULL) {
-				snprintf(err, errlen, "shard %s %s %s: %s",
-					 a->ids[op->shard],
-					 op->assign ? "did not take"
-						    : "did not drop",
-					 key,
-					 c->err[0] ? c->err
-						   : kvi_strerror(c->rv));
-			}
-			failed = true;
 		}
 		kvc_fanout_fini(&f);
 	}
