@@ -159,10 +159,10 @@ kvc_admin_drain_shard(kvc_assigner *a, const char *id, kvc_assigner_done done,
 void
 kvc_admin_tick(kvc_assigner *a)
 {
-	for (size_t i = 0; i < a->n_snap; i++) {
-		kvc_shard *sh = a->snap[i];
-		if (!atomic_load(&sh->draining) || !a->answered[i] ||
-		    a->resps[i]->status->n_listeners != 0 ||
+	for (size_t i = 0; i < a->poll.n; i++) {
+		kvc_shard *sh = a->poll.snap[i];
+		if (!atomic_load(&sh->draining) || !a->poll.answered[i] ||
+		    a->poll.resps[i]->status->n_listeners != 0 ||
 		    admin_owned(a, sh->id) != 0) {
 			continue;
 		}
@@ -237,7 +237,7 @@ static void
 do_rebalance(kvc_assigner *a, kvc_cmd *c)
 {
 	bool dry_run = c->flag;
-	if (!a->polled) {
+	if (!a->poll.done) {
 		admin_fail(c, 503, "%s", "the shards have not been polled");
 		return;
 	}
@@ -247,15 +247,15 @@ do_rebalance(kvc_assigner *a, kvc_cmd *c)
 	size_t unpinned = 0;
 	for (size_t i = 0; i < n; i++) {
 		const char *key = lv[i].r.key;
-		size_t want =
-		    kvc_rdv_pick_index(a->ids, a->n_snap, a->eligible, key);
+		size_t want = kvc_rdv_pick_index(a->poll.ids, a->poll.n,
+						 a->poll.eligible, key);
 		if (lv[i].shard == NULL || want == KVC_RDV_NONE ||
-		    strcmp(lv[i].shard, a->ids[want]) == 0) {
+		    strcmp(lv[i].shard, a->poll.ids[want]) == 0) {
 			continue;
 		}
 		json_array_append_new(
 		    moves, json_pack("{s:s,s:s,s:s}", "listener", key, "from",
-				     lv[i].shard, "to", a->ids[want]));
+				     lv[i].shard, "to", a->poll.ids[want]));
 		char err[256];
 		if (!dry_run && kvc_rdv_pins_get(a->pins, key) != NULL) {
 			kvc_rdv_pins_unset(a->pins, key);
@@ -295,18 +295,19 @@ kvc_admin_note_move(kvc_assigner *a, const char *key,
 			  kvi_strdup(to),         kvi_now_ms(),
 			  st->has_handoff_blocks, st->handoff_blocks};
 	pthread_mutex_lock(&a->mu);
-	if (a->n_moves == KVC_ADMIN_MOVES_KEPT) {
-		kvi_free(a->moves[0].key);
-		kvi_free(a->moves[0].from);
-		kvi_free(a->moves[0].to);
-		memmove(&a->moves[0], &a->moves[1],
-			(a->n_moves - 1) * sizeof(*a->moves));
-		a->n_moves--;
+	if (a->moves.n == KVC_ADMIN_MOVES_KEPT) {
+		kvi_free(a->moves.v[0].key);
+		kvi_free(a->moves.v[0].from);
+		kvi_free(a->moves.v[0].to);
+		memmove(&a->moves.v[0], &a->moves.v[1],
+			(a->moves.n - 1) * sizeof(*a->moves.v));
+		a->moves.n--;
 	}
-	if (a->moves == NULL) {
-		a->moves = kvi_calloc(KVC_ADMIN_MOVES_KEPT, sizeof(*a->moves));
+	if (a->moves.v == NULL) {
+		a->moves.v =
+		    kvi_calloc(KVC_ADMIN_MOVES_KEPT, sizeof(*a->moves.v));
 	}
-	a->moves[a->n_moves++] = r;
+	a->moves.v[a->moves.n++] = r;
 	pthread_mutex_unlock(&a->mu);
 	KVI_INFO("handoff_done", "listener=%s from=%s to=%s blocks=%" PRIu64,
 		 key, from, to, r.blocks);
@@ -316,9 +317,9 @@ kvc_admin_note_move(kvc_assigner *a, const char *key,
 static const char *
 shard_at(const kvc_assigner *a, const char *url)
 {
-	for (size_t i = 0; i < a->n_snap; i++) {
-		if (strcmp(a->snap[i]->url, url) == 0) {
-			return a->ids[i];
+	for (size_t i = 0; i < a->poll.n; i++) {
+		if (strcmp(a->poll.snap[i]->url, url) == 0) {
+			return a->poll.ids[i];
 		}
 	}
 	return url;
@@ -363,8 +364,8 @@ do_moves(kvc_assigner *a, kvc_cmd *c)
 	kvc_lviews_free(lv, n);
 	int64_t now = kvi_now_ms();
 	pthread_mutex_lock(&a->mu);
-	for (size_t i = a->n_moves; i-- > 0;) {
-		const kvc_move_rec *r = &a->moves[i];
+	for (size_t i = a->moves.n; i-- > 0;) {
+		const kvc_move_rec *r = &a->moves.v[i];
 		json_array_append_new(
 		    out,
 		    json_pack("{s:s,s:s,s:s,s:s,s:I,s:b,s:I}", "listener",
@@ -386,12 +387,12 @@ kvc_admin_moves(kvc_assigner *a, kvc_assigner_done done, void *arg)
 void
 kvc_admin_fini(kvc_assigner *a)
 {
-	for (size_t i = 0; i < a->n_moves; i++) {
-		kvi_free(a->moves[i].key);
-		kvi_free(a->moves[i].from);
-		kvi_free(a->moves[i].to);
+	for (size_t i = 0; i < a->moves.n; i++) {
+		kvi_free(a->moves.v[i].key);
+		kvi_free(a->moves.v[i].from);
+		kvi_free(a->moves.v[i].to);
 	}
-	kvi_free(a->moves);
-	a->moves = NULL;
-	a->n_moves = 0;
+	kvi_free(a->moves.v);
+	a->moves.v = NULL;
+	a->moves.n = 0;
 }

@@ -16,11 +16,12 @@
 void
 kvc_removed_note(kvc_assigner *a, const char *key, bool removed)
 {
-	for (size_t i = 0; i < a->n_removed; i++) {
-		if (strcmp(a->removed[i], key) == 0) {
+	for (size_t i = 0; i < a->removed.n; i++) {
+		if (strcmp(a->removed.keys[i], key) == 0) {
 			if (!removed) {
-				kvi_free(a->removed[i]);
-				a->removed[i] = a->removed[--a->n_removed];
+				kvi_free(a->removed.keys[i]);
+				a->removed.keys[i] =
+				    a->removed.keys[--a->removed.n];
 			}
 			return;
 		}
@@ -28,22 +29,22 @@ kvc_removed_note(kvc_assigner *a, const char *key, bool removed)
 	if (!removed) {
 		return;
 	}
-	if (a->n_removed == KVC_REMOVED_MAX) {
-		kvi_free(a->removed[0]);
-		memmove(a->removed, a->removed + 1,
-			(a->n_removed - 1) * sizeof(*a->removed));
-		a->n_removed--;
+	if (a->removed.n == KVC_REMOVED_MAX) {
+		kvi_free(a->removed.keys[0]);
+		memmove(a->removed.keys, a->removed.keys + 1,
+			(a->removed.n - 1) * sizeof(*a->removed.keys));
+		a->removed.n--;
 	}
-	a->removed =
-	    kvi_reallocarray(a->removed, a->n_removed + 1, sizeof(*a->removed));
-	a->removed[a->n_removed++] = kvi_strdup(key);
+	a->removed.keys = kvi_reallocarray(a->removed.keys, a->removed.n + 1,
+					   sizeof(*a->removed.keys));
+	a->removed.keys[a->removed.n++] = kvi_strdup(key);
 }
 
 bool
 kvc_removed_has(const kvc_assigner *a, const char *key)
 {
-	for (size_t i = 0; i < a->n_removed; i++) {
-		if (strcmp(a->removed[i], key) == 0) {
+	for (size_t i = 0; i < a->removed.n; i++) {
+		if (strcmp(a->removed.keys[i], key) == 0) {
 			return true;
 		}
 	}
@@ -57,8 +58,8 @@ kvc_removed_has(const kvc_assigner *a, const char *key)
 static void
 follow_http(kvc_assigner *a)
 {
-	for (size_t s = 0; s < a->n_snap; s++) {
-		if (!a->answered[s]) {
+	for (size_t s = 0; s < a->poll.n; s++) {
+		if (!a->poll.answered[s]) {
 			return;
 		}
 	}
@@ -100,8 +101,8 @@ kvc_adopt_http(kvc_assigner *a, bool leading)
 	if (!leading) {
 		follow_http(a);
 	}
-	for (size_t i = 0; i < a->n_owned; i++) {
-		const Kvindex__Listener *sp = a->owned[i].st->listener;
+	for (size_t i = 0; i < a->poll.n_owned; i++) {
+		const Kvindex__Listener *sp = a->poll.owned[i].st->listener;
 		if (!sp->has_registration || kvc_reg_has(a->reg, sp->key) ||
 		    (leading && kvc_removed_has(a, sp->key))) {
 			continue;
@@ -112,14 +113,14 @@ kvc_adopt_http(kvc_assigner *a, bool leading)
 				   &p, err, sizeof(err)) != KVI_OK) {
 			KVI_WARN("registration_unreadable",
 				 "listener=%s shard=%s err=\"%s\"", sp->key,
-				 a->ids[a->owned[i].shard], err);
+				 a->poll.ids[a->poll.owned[i].shard], err);
 			continue;
 		}
 		kvc_reg_result res;
 		if (kvc_reg_add(a->reg, &p, &res, err, sizeof(err)) == KVI_OK &&
 		    !res.existed) {
 			KVI_INFO("registration_adopted", "listener=%s shard=%s",
-				 sp->key, a->ids[a->owned[i].shard]);
+				 sp->key, a->poll.ids[a->poll.owned[i].shard]);
 			if (a->store != NULL && leading &&
 			    kvc_cstore_pod_put(a->store, &p, err,
 					       sizeof(err)) != KVI_OK) {

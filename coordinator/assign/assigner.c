@@ -69,7 +69,7 @@ collect_listeners(void *arg, kvi_metrics_out *out)
 			    {"reason", kvc_reg_why_name((kvc_reg_why)w)}};
 			kvi_metrics_out_sample_i64(
 			    out, fam, l, 2,
-			    (int64_t)atomic_load(&a->refused[s][w]));
+			    (int64_t)atomic_load(&a->refusals.count[s][w]));
 		}
 	}
 }
@@ -82,25 +82,25 @@ metrics_setup(kvc_assigner *a, kvi_metrics *m)
 	kvi_metrics_counter_vec_add(m, "kvindex_coord_assign_total",
 				    "Assign calls to shards, by result.",
 				    "result", res, 2, c);
-	a->m_assign_ok = c[0];
-	a->m_assign_failed = c[1];
+	a->m.assign_ok = c[0];
+	a->m.assign_failed = c[1];
 	kvi_metrics_counter_vec_add(m, "kvindex_coord_unassign_total",
 				    "Unassign calls to shards, by result.",
 				    "result", res, 2, c);
-	a->m_unassign_ok = c[0];
-	a->m_unassign_failed = c[1];
+	a->m.unassign_ok = c[0];
+	a->m.unassign_failed = c[1];
 	kvi_metrics_counter_add(m, "kvindex_coord_failovers_total",
 				"Listeners reassigned away from a shard "
 				"silent past the grace period.",
-				&a->m_failovers);
+				&a->m.failovers);
 	kvi_metrics_counter_add(m, "kvindex_coord_orphans_dropped_total",
 				"Listeners dropped from shards because no "
 				"source lists them.",
-				&a->m_orphans);
+				&a->m.orphans);
 	kvi_metrics_counter_add(m, "kvindex_coord_registration_retries_total",
 				"Registration attempts that failed and were "
 				"rolled back, to be retried.",
-				&a->m_reg_retries);
+				&a->m.reg_retries);
 	static const char *const kind[] = {"full", "quiet"};
 	kvi_metrics_counter_vec_add(m, "kvindex_coord_ticks_total",
 				    "Assigner ticks: full, or quiet (steps "
@@ -108,21 +108,21 @@ metrics_setup(kvc_assigner *a, kvi_metrics *m)
 				    "full one, or registrations are streaming "
 				    "in and it is recent).",
 				    "kind", kind, 2, c);
-	a->m_ticks_full = c[0];
-	a->m_ticks_quiet = c[1];
+	a->m.ticks_full = c[0];
+	a->m.ticks_quiet = c[1];
 	static const double tick_bounds[] = {
 	    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
 	kvi_metrics_histogram_vec_add(
 	    m, "kvindex_coord_tick_seconds",
 	    "Assigner tick duration, the poll included, by kind.", tick_bounds,
 	    sizeof(tick_bounds) / sizeof(tick_bounds[0]), "kind", kind, 2,
-	    a->m_tick_seconds);
+	    a->m.tick_seconds);
 	kvi_metrics_gauge_add(m, "kvindex_coord_shards_up",
 			      "Shards that answered the last status poll.",
-			      KVI_GAUGE_INT, &a->m_shards_up);
+			      KVI_GAUGE_INT, &a->m.shards_up);
 	kvi_metrics_gauge_add(m, "kvindex_coord_registrations_pending",
 			      "Registration units waiting for a retry.",
-			      KVI_GAUGE_INT, &a->m_pending_units);
+			      KVI_GAUGE_INT, &a->m.pending_units);
 	kvi_metrics_collector_add(m, collect_listeners, a);
 }
 
@@ -206,7 +206,7 @@ void
 kvc_assigner_expect(kvc_assigner *a, kvc_source source)
 {
 	pthread_mutex_lock(&a->mu);
-	a->expected |= 1u << source;
+	a->sources.expected |= 1u << source;
 	pthread_mutex_unlock(&a->mu);
 }
 
@@ -214,7 +214,7 @@ bool
 kvc_assigner_ready(kvc_assigner *a, char *why, size_t len)
 {
 	pthread_mutex_lock(&a->mu);
-	unsigned missing = a->expected & ~a->synced;
+	unsigned missing = a->sources.expected & ~a->sources.synced;
 	bool polled = a->ticks > 0;
 	pthread_mutex_unlock(&a->mu);
 	for (int s = 0; s <= KVC_SOURCE_KUBERNETES; s++) {
@@ -412,7 +412,7 @@ assigner_main(void *arg)
 			pthread_mutex_unlock(&a->mu);
 			double t0 = kvi_now_s();
 			bool full = kvc_tick(a);
-			kvi_histogram_observe(a->m_tick_seconds[!full],
+			kvi_histogram_observe(a->m.tick_seconds[!full],
 					      kvi_now_s() - t0);
 			give_back(a);
 			store_watch(a);
@@ -421,17 +421,17 @@ assigner_main(void *arg)
 			dl = kvi_deadline_ms(CLOCK_MONOTONIC, a->cfg.tick_ms);
 		}
 		tick_now = false;
-		while (!a->stop && a->head == NULL && !a->probe_answer) {
+		while (!a->stop && a->head == NULL && !a->poll.probe_answer) {
 			if (pthread_cond_timedwait(&a->cv, &a->mu, &dl) ==
 			    ETIMEDOUT) {
 				tick_now = true;
 				break;
 			}
 		}
-		tick_now = tick_now || a->probe_answer;
+		tick_now = tick_now || a->poll.probe_answer;
 		kvc_cmd *cmds = a->head;
 		a->head = a->tail = NULL;
-		a->probe_answer = false;
+		a->poll.probe_answer = false;
 		bool stop = a->stop;
 		pthread_mutex_unlock(&a->mu);
 
@@ -450,16 +450,17 @@ assigner_main(void *arg)
 				continue;
 			}
 			kvc_cmd_kind kind = cmds->kind;
-			a->sync_left = false;
+			a->sources.sync_left = false;
 			cmds = run_cmds(a, cmds);
 			/* registrations and syncs assign their own
 			 * listeners; a sync that left some to adopt or
 			 * retry wants the tick at once all the same */
-			bool own = kind == KVC_CMD_REGISTER ||
-				   (kind == KVC_CMD_SYNC && !a->sync_left);
+			bool own =
+			    kind == KVC_CMD_REGISTER ||
+			    (kind == KVC_CMD_SYNC && !a->sources.sync_left);
 			tick_now = tick_now || !own;
-			a->registering = a->registering || own;
-			a->dirty = true;
+			a->settle.registering = a->settle.registering || own;
+			a->settle.dirty = true;
 		}
 		/* what a removal made room for: a source's skipped pods */
 		kvc_skip_retry(a);
@@ -522,8 +523,8 @@ kvc_assigner_open(kvc_registry *reg, kvc_shardset *shards, kvc_cstore *store,
 	config_defaults(&a->cfg);
 	a->pins = kvc_rdv_pins_alloc();
 	if (m == NULL) {
-		a->own_metrics = kvi_metrics_alloc();
-		m = a->own_metrics;
+		a->m.own = kvi_metrics_alloc();
+		m = a->m.own;
 	}
 	metrics_setup(a, m);
 	if (store != NULL) {
@@ -535,7 +536,7 @@ kvc_assigner_open(kvc_registry *reg, kvc_shardset *shards, kvc_cstore *store,
 		}
 		if (rv != KVI_OK) {
 			kvc_rdv_pins_free(a->pins);
-			kvi_metrics_free(a->own_metrics);
+			kvi_metrics_free(a->m.own);
 			kvi_free(a);
 			return rv;
 		}
@@ -547,7 +548,7 @@ kvc_assigner_open(kvc_registry *reg, kvc_shardset *shards, kvc_cstore *store,
 		pthread_mutex_destroy(&a->mu);
 		pthread_cond_destroy(&a->cv);
 		kvc_rdv_pins_free(a->pins);
-		kvi_metrics_free(a->own_metrics);
+		kvi_metrics_free(a->m.own);
 		kvi_free(a);
 		return KVI_EIO;
 	}
@@ -575,7 +576,7 @@ kvc_assigner_free(kvc_assigner *a)
 	pthread_mutex_unlock(&a->mu);
 	pthread_join(a->thread, NULL);
 	pthread_mutex_lock(&a->mu);
-	while (a->probes > 0) { /* each ends within the poll timeout */
+	while (a->poll.probes > 0) { /* each ends within the poll timeout */
 		pthread_cond_wait(&a->cv, &a->mu);
 	}
 	pthread_mutex_unlock(&a->mu);
@@ -589,21 +590,21 @@ kvc_assigner_free(kvc_assigner *a)
 	}
 	kvc_poll_free(a);
 	kvc_kept_free(a);
-	for (size_t i = 0; i < a->n_retries; i++) {
-		kvi_free(a->retries[i].unit);
+	for (size_t i = 0; i < a->retries.n; i++) {
+		kvi_free(a->retries.v[i].unit);
 	}
-	kvi_free(a->retries);
-	for (size_t i = 0; i < a->n_removed; i++) {
-		kvi_free(a->removed[i]);
+	kvi_free(a->retries.v);
+	for (size_t i = 0; i < a->removed.n; i++) {
+		kvi_free(a->removed.keys[i]);
 	}
-	kvi_free(a->removed);
-	kvc_pods_free(a->pending, a->n_pending);
+	kvi_free(a->removed.keys);
+	kvc_pods_free(a->share.pending, a->share.n_pending);
 	for (int s = 0; s < KVC_SOURCES; s++) {
-		kvc_skips_fini(&a->skipped[s]);
+		kvc_skips_fini(&a->refusals.skipped[s]);
 	}
 	kvc_rdv_pins_free(a->pins);
 	kvc_admin_fini(a);
-	kvi_metrics_free(a->own_metrics);
+	kvi_metrics_free(a->m.own);
 	pthread_mutex_destroy(&a->mu);
 	pthread_cond_destroy(&a->cv);
 	kvi_free(a);

@@ -139,6 +139,93 @@ bool kvc_share_pending_has(const kvc_assigner *a, const kvc_pod *p);
 void kvc_removed_note(kvc_assigner *a, const char *key, bool removed);
 bool kvc_removed_has(const kvc_assigner *a, const char *key);
 
+/* The last poll of the shards (reconcile.c writes it; the tick's other
+ * steps and the commands read it). */
+typedef struct kvc_poll {
+	kvc_shard **snap; /* the shards polled */
+	size_t n;
+	const char **ids; /* snap[i]->id */
+	bool *answered;
+	bool *eligible;
+	Kvindex__Response **resps; /* borrowed from kept */
+	kvc_owned *owned;
+	size_t n_owned;
+	bool done; /* a poll ran */
+	/* every shard answered that its listeners are as kept, the same
+	 * shards as the poll before, as eligible (owned is the poll
+	 * before's then, not rebuilt) */
+	bool same;
+	kvc_kept *kept; /* a shard's last full status, by shard id */
+	size_t n_kept;
+	int probes;        /* probes of down shards in flight; under mu */
+	bool probe_answer; /* one answered: tick again now; under mu */
+} kvc_poll;
+
+/* Whether the last full tick left nothing to do, and what it saw; a
+ * tick that would see the same skips its steps (reconcile.c). The
+ * assigner thread marks what ran since. */
+typedef struct kvc_settle {
+	bool done;
+	bool leading;
+	uint64_t term, gen;
+	int64_t full_at_ms;
+	bool dirty;       /* a command ran since */
+	bool registering; /* registrations ran since */
+} kvc_settle;
+
+/* The discovery sources: those expected and those synced once (a bit per
+ * kvc_source, under mu), and whether the last sync left listeners to the
+ * tick (the assigner thread's). */
+typedef struct kvc_sources {
+	unsigned expected, synced;
+	bool sync_left;
+} kvc_sources;
+
+/* Registration units waiting to be retried (units.c). */
+typedef struct kvc_retries {
+	kvc_retry *v;
+	size_t n;
+} kvc_retries;
+
+/* Listeners this coordinator removed, not to be rebuilt from a shard that
+ * missed the removal; oldest dropped first (adopt_http.c). */
+typedef struct kvc_removed {
+	char **keys;
+	size_t n;
+} kvc_removed;
+
+/* Pods of each source the registry refused, and how many listeners had
+ * been removed when they were last tried (skipped.c); registrations
+ * refused, by source and reason (any thread reads). */
+typedef struct kvc_refusals {
+	kvc_skips skipped[KVC_SOURCES];
+	uint64_t retried_at;
+	_Atomic uint64_t count[KVC_SOURCES][KVC_REG_WHYS];
+} kvc_refusals;
+
+/* The pending registrations last taken from the Lease, and whether this
+ * replica took the Lease's state since it began leading (share.c). */
+typedef struct kvc_share_taken {
+	kvc_pod *pending;
+	size_t n_pending;
+	bool took;
+} kvc_share_taken;
+
+/* Hand-offs completed lately, newest last (admin.c); under mu. */
+typedef struct kvc_moves {
+	struct kvc_move_rec *v;
+	size_t n;
+} kvc_moves;
+
+/* The assigner's metrics, in the caller's registry or own. */
+typedef struct kvc_assigner_metrics {
+	kvi_metrics *own;
+	kvi_counter *assign_ok, *assign_failed, *unassign_ok, *unassign_failed,
+	    *failovers, *orphans, *reg_retries, *ticks_full, *ticks_quiet;
+	kvi_histogram *tick_seconds[2]; /* full, quiet */
+	kvi_gauge *shards_up, *pending_units;
+} kvc_assigner_metrics;
+
 struct kvc_assigner {
 	kvc_registry *reg;
 	kvc_shardset *shards;
@@ -147,85 +234,35 @@ struct kvc_assigner {
 	kvc_rdv_pins *pins;
 	kvc_lease *lease; /* NULL: alone, always leading */
 
+	/* the thread and its queue (assigner.c) */
 	pthread_t thread;
-	pthread_mutex_t mu; /* guards the fields down to synced */
+	pthread_mutex_t mu; /* guards the queue, stop, ticks, the probes of
+			     * poll, sources' bits and moves */
 	pthread_cond_t cv;
 	kvc_cmd *head, *tail;
 	bool stop;
-	uint64_t ticks;    /* ticks run; under mu */
-	int probes;        /* probes of down shards in flight (reconcile.c) */
-	bool probe_answer; /* one answered: tick again now */
-	bool sync_left;    /* the last sync left listeners to the tick (the
-			    * assigner thread) */
-	unsigned expected, synced; /* bit per kvc_source */
+	uint64_t ticks; /* ticks run */
 
-	/* the last poll (assigner thread) */
-	kvc_shard **snap;
-	size_t n_snap;
-	const char **ids; /* snap[i]->id */
-	bool *answered;
-	bool *eligible;
-	Kvindex__Response **resps; /* borrowed from kept */
-	kvc_owned *owned;
-	size_t n_owned;
-	bool polled;
-	/* this poll: every shard answered that its listeners are as kept,
-	 * the same shards as the poll before, as eligible (owned is the
-	 * poll before's then, not rebuilt) */
-	bool poll_same;
+	kvc_sources sources;
+	kvc_poll poll;
+	kvc_settle settle;
+	kvc_retries retries;
+	kvc_removed removed;
+	kvc_refusals refusals;
+	kvc_share_taken share;
+	kvc_moves moves;
+	kvc_assigner_metrics m;
 
-	/* the last full tick (reconcile.c): whether it left nothing to do,
-	 * and what it saw; a tick that would see the same skips its steps */
-	bool settled;
-	bool settled_leading;
-	uint64_t settled_term, settled_gen;
-	int64_t full_at_ms;
-	bool dirty;       /* a command ran since (assigner.c) */
-	bool registering; /* registrations ran since the last tick */
-	kvc_kept *kept;   /* a shard's last full status, by shard id */
-	size_t n_kept;
-
-	kvc_retry *retries;
-	size_t n_retries;
-
-	/* listeners this coordinator removed, not to be rebuilt from a shard
-	 * that missed the removal (kvc_adopt_http); oldest dropped first */
-	char **removed;
-	size_t n_removed;
-
-	/* pods of each source the registry refused (skipped.c); listeners
-	 * removed so far, and how many when the skipped were last tried */
-	kvc_skips skipped[KVC_SOURCES];
-	uint64_t removed_total, retried_at;
-	/* removed_total when memory was last given back, and when it is to
-	 * be given back next (0: not due; assigner.c) */
+	/* listeners removed so far (commands.c, adopt_http.c); memory is
+	 * given back once many have gone: the count when it last was, and
+	 * when it is due next (0: not due; assigner.c) */
+	uint64_t removed_total;
 	uint64_t given_back_at;
 	int64_t give_back_ms;
-	/* the store failing at the last look, and its last probe (assigner.c)
-	 */
+	/* the store failing at the last look, and its last probe
+	 * (assigner.c) */
 	bool store_failing;
 	int64_t store_probe_ms;
-	/* registrations refused, by source and reason (any thread reads) */
-	_Atomic uint64_t refused[KVC_SOURCES][KVC_REG_WHYS];
-
-	/* the pending registrations last taken from the Lease, and whether
-	 * this replica took the Lease's state since it began leading
-	 * (share.c) */
-	kvc_pod *pending;
-	size_t n_pending;
-	bool took_shared;
-
-	/* metrics, in the caller's registry or own_metrics */
-	kvi_metrics *own_metrics;
-	kvi_counter *m_assign_ok, *m_assign_failed, *m_unassign_ok,
-	    *m_unassign_failed, *m_failovers, *m_orphans, *m_reg_retries,
-	    *m_ticks_full, *m_ticks_quiet;
-	kvi_histogram *m_tick_seconds[2]; /* full, quiet */
-	kvi_gauge *m_shards_up, *m_pending_units;
-
-	/* hand-offs completed lately, newest last (admin.c); under mu */
-	struct kvc_move_rec *moves;
-	size_t n_moves;
 };
 
 /* assigner.c */

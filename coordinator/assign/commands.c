@@ -445,9 +445,9 @@ pod_named(const kvc_pod **by, size_t n, const char *name)
 static bool
 polled(const kvc_assigner *a)
 {
-	bool all = a->n_snap > 0;
-	for (size_t i = 0; i < a->n_snap && all; i++) {
-		all = a->answered[i];
+	bool all = a->poll.n > 0;
+	for (size_t i = 0; i < a->poll.n && all; i++) {
+		all = a->poll.answered[i];
 	}
 	return all;
 }
@@ -459,7 +459,7 @@ polled(const kvc_assigner *a)
  * coordinator restarted, say) is the ticks' to adopt, and so is
  * everything while a shard has not answered the last poll; a unit that
  * fails is retried by the ticks. A follower assigns nothing. Whatever is
- * left to the ticks sets a->sync_left. */
+ * left to the ticks sets a->sources.sync_left. */
 void
 kvc_sync_assign(kvc_assigner *a, const kvc_pod *const *pods, size_t n)
 {
@@ -468,7 +468,7 @@ kvc_sync_assign(kvc_assigner *a, const kvc_pod *const *pods, size_t n)
 		return;
 	}
 	if (!kvc_leading(a, &term) || !polled(a)) {
-		a->sync_left = true;
+		a->sources.sync_left = true;
 		return;
 	}
 	kvc_lview **lv = kvi_calloc(n, sizeof(*lv));
@@ -494,7 +494,7 @@ kvc_sync_assign(kvc_assigner *a, const kvc_pod *const *pods, size_t n)
 			if (kvc_owned_find(a, lv[i][k].r.key, &cnt) == NULL) {
 				group[g++] = &lv[i][k];
 			} else {
-				a->sync_left = true; /* to adopt */
+				a->sources.sync_left = true; /* to adopt */
 			}
 		}
 		if (g > start) {
@@ -504,7 +504,7 @@ kvc_sync_assign(kvc_assigner *a, const kvc_pod *const *pods, size_t n)
 	}
 	first[units] = g;
 	if (kvc_units_retry(a, group, first, names, units) > 0) {
-		a->sync_left = true;
+		a->sources.sync_left = true;
 	}
 	kvi_free(names);
 	kvi_free(first);
@@ -558,6 +558,6 @@ kvc_do_sync(kvc_assigner *a, kvc_cmd *c)
 		 kvc_source_name(c->source), c->n_pods, added, removed,
 		 rejected);
 	pthread_mutex_lock(&a->mu);
-	a->synced |= 1u << c->source;
+	a->sources.synced |= 1u << c->source;
 	pthread_mutex_unlock(&a->mu);
 }

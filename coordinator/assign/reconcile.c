@@ -18,18 +18,18 @@
 void
 kvc_poll_free(kvc_assigner *a)
 {
-	kvc_shardset_release(a->snap, a->n_snap);
-	kvi_free(a->ids);
-	kvi_free(a->answered);
-	kvi_free(a->eligible);
-	kvi_free(a->resps);
-	kvi_free(a->owned);
-	a->snap = NULL;
-	a->ids = NULL;
-	a->answered = a->eligible = NULL;
-	a->resps = NULL;
-	a->owned = NULL;
-	a->n_snap = a->n_owned = 0;
+	kvc_shardset_release(a->poll.snap, a->poll.n);
+	kvi_free(a->poll.ids);
+	kvi_free(a->poll.answered);
+	kvi_free(a->poll.eligible);
+	kvi_free(a->poll.resps);
+	kvi_free(a->poll.owned);
+	a->poll.snap = NULL;
+	a->poll.ids = NULL;
+	a->poll.answered = a->poll.eligible = NULL;
+	a->poll.resps = NULL;
+	a->poll.owned = NULL;
+	a->poll.n = a->poll.n_owned = 0;
 }
 
 static int
@@ -46,28 +46,28 @@ owned_cmp(const void *x, const void *y)
 const kvc_owned *
 kvc_owned_find(const kvc_assigner *a, const char *key, size_t *n)
 {
-	size_t lo = 0, hi = a->n_owned;
+	size_t lo = 0, hi = a->poll.n_owned;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (strcmp(a->owned[mid].key, key) < 0) {
+		if (strcmp(a->poll.owned[mid].key, key) < 0) {
 			lo = mid + 1;
 		} else {
 			hi = mid;
 		}
 	}
 	size_t k = lo;
-	while (k < a->n_owned && strcmp(a->owned[k].key, key) == 0) {
+	while (k < a->poll.n_owned && strcmp(a->poll.owned[k].key, key) == 0) {
 		k++;
 	}
 	*n = k - lo;
-	return *n > 0 ? &a->owned[lo] : NULL;
+	return *n > 0 ? &a->poll.owned[lo] : NULL;
 }
 
 size_t
 kvc_shard_index(const kvc_assigner *a, const char *id)
 {
-	for (size_t i = 0; id != NULL && i < a->n_snap; i++) {
-		if (strcmp(a->ids[i], id) == 0) {
+	for (size_t i = 0; id != NULL && i < a->poll.n; i++) {
+		if (strcmp(a->poll.ids[i], id) == 0) {
 			return i;
 		}
 	}
@@ -122,8 +122,8 @@ probe_done(void *arg, kvi_err rv, Kvindex__Response *resp, const char *err)
 	atomic_store(&p->sh->probing, false);
 	kvi_free(p);
 	pthread_mutex_lock(&a->mu);
-	a->probe_answer = a->probe_answer || ok;
-	a->probes--;
+	a->poll.probe_answer = a->poll.probe_answer || ok;
+	a->poll.probes--;
 	pthread_cond_broadcast(&a->cv);
 	pthread_mutex_unlock(&a->mu);
 }
@@ -146,14 +146,14 @@ poll_waits(kvc_assigner *a, kvc_shard *sh, const Kvindex__Request *req)
 	p->a = a;
 	p->sh = sh;
 	pthread_mutex_lock(&a->mu);
-	a->probes++;
+	a->poll.probes++;
 	pthread_mutex_unlock(&a->mu);
 	if (kvp_call_async(sh->client, req, a->cfg.poll_timeout_ms, probe_done,
 			   p) != KVI_OK) {
 		atomic_store(&sh->probing, false);
 		kvi_free(p);
 		pthread_mutex_lock(&a->mu);
-		a->probes--;
+		a->poll.probes--;
 		pthread_mutex_unlock(&a->mu);
 	}
 	return false;
@@ -162,12 +162,12 @@ poll_waits(kvc_assigner *a, kvc_shard *sh, const Kvindex__Request *req)
 static void
 poll_gauges(kvc_assigner *a)
 {
-	if (a->m_shards_up != NULL) {
+	if (a->m.shards_up != NULL) {
 		size_t up = 0;
-		for (size_t i = 0; i < a->n_snap; i++) {
-			up += a->answered[i];
+		for (size_t i = 0; i < a->poll.n; i++) {
+			up += a->poll.answered[i];
 		}
-		kvi_gauge_set(a->m_shards_up, (int64_t)up);
+		kvi_gauge_set(a->m.shards_up, (int64_t)up);
 	}
 }
 
@@ -183,25 +183,26 @@ kept_fini(kvc_kept *k)
 void
 kvc_kept_free(kvc_assigner *a)
 {
-	for (size_t i = 0; i < a->n_kept; i++) {
-		kept_fini(&a->kept[i]);
+	for (size_t i = 0; i < a->poll.n_kept; i++) {
+		kept_fini(&a->poll.kept[i]);
 	}
-	kvi_free(a->kept);
-	a->kept = NULL;
-	a->n_kept = 0;
+	kvi_free(a->poll.kept);
+	a->poll.kept = NULL;
+	a->poll.n_kept = 0;
 }
 
 /* kept_of returns shard id's kept status, made empty if it has none. */
 static kvc_kept *
 kept_of(kvc_assigner *a, const char *id)
 {
-	for (size_t i = 0; i < a->n_kept; i++) {
-		if (strcmp(a->kept[i].id, id) == 0) {
-			return &a->kept[i];
+	for (size_t i = 0; i < a->poll.n_kept; i++) {
+		if (strcmp(a->poll.kept[i].id, id) == 0) {
+			return &a->poll.kept[i];
 		}
 	}
-	a->kept = kvi_reallocarray(a->kept, a->n_kept + 1, sizeof(*a->kept));
-	kvc_kept *k = &a->kept[a->n_kept++];
+	a->poll.kept = kvi_reallocarray(a->poll.kept, a->poll.n_kept + 1,
+					sizeof(*a->poll.kept));
+	kvc_kept *k = &a->poll.kept[a->poll.n_kept++];
 	*k = (kvc_kept){.id = kvi_strdup(id)};
 	return k;
 }
@@ -240,18 +241,18 @@ static void
 kept_prune(kvc_assigner *a)
 {
 	size_t w = 0;
-	for (size_t i = 0; i < a->n_kept; i++) {
+	for (size_t i = 0; i < a->poll.n_kept; i++) {
 		bool in = false;
-		for (size_t j = 0; j < a->n_snap && !in; j++) {
-			in = strcmp(a->ids[j], a->kept[i].id) == 0;
+		for (size_t j = 0; j < a->poll.n && !in; j++) {
+			in = strcmp(a->poll.ids[j], a->poll.kept[i].id) == 0;
 		}
 		if (in) {
-			a->kept[w++] = a->kept[i];
+			a->poll.kept[w++] = a->poll.kept[i];
 		} else {
-			kept_fini(&a->kept[i]);
+			kept_fini(&a->poll.kept[i]);
 		}
 	}
-	a->n_kept = w;
+	a->poll.n_kept = w;
 }
 
 /* poll_shards asks every shard for its listeners. When all answer that they
@@ -263,24 +264,24 @@ kept_prune(kvc_assigner *a)
 static void
 poll_shards(kvc_assigner *a)
 {
-	kvc_shard **prev = a->snap;
-	size_t n_prev = a->n_snap;
-	bool *prev_eligible = a->eligible;
-	bool *prev_answered = a->answered;
-	kvc_owned *prev_owned = a->owned;
-	size_t n_prev_owned = a->n_owned;
-	bool was_polled = a->polled;
-	a->snap = NULL;
-	a->eligible = NULL;
-	a->answered = NULL;
-	a->owned = NULL;
+	kvc_shard **prev = a->poll.snap;
+	size_t n_prev = a->poll.n;
+	bool *prev_eligible = a->poll.eligible;
+	bool *prev_answered = a->poll.answered;
+	kvc_owned *prev_owned = a->poll.owned;
+	size_t n_prev_owned = a->poll.n_owned;
+	bool was_polled = a->poll.done;
+	a->poll.snap = NULL;
+	a->poll.eligible = NULL;
+	a->poll.answered = NULL;
+	a->poll.owned = NULL;
 	kvc_poll_free(a);
-	a->snap = kvc_shardset_snapshot(a->shards, &a->n_snap);
-	size_t n = a->n_snap;
-	a->ids = kvi_calloc(n + 1, sizeof(*a->ids));
-	a->answered = kvi_calloc(n + 1, sizeof(bool));
-	a->eligible = kvi_calloc(n + 1, sizeof(bool));
-	a->resps = kvi_calloc(n + 1, sizeof(*a->resps));
+	a->poll.snap = kvc_shardset_snapshot(a->shards, &a->poll.n);
+	size_t n = a->poll.n;
+	a->poll.ids = kvi_calloc(n + 1, sizeof(*a->poll.ids));
+	a->poll.answered = kvi_calloc(n + 1, sizeof(bool));
+	a->poll.eligible = kvi_calloc(n + 1, sizeof(bool));
+	a->poll.resps = kvi_calloc(n + 1, sizeof(*a->poll.resps));
 
 	Kvindex__StatusRequest sr = KVINDEX__STATUS_REQUEST__INIT;
 	Kvindex__Request req = KVINDEX__REQUEST__INIT;
@@ -295,15 +296,16 @@ poll_shards(kvc_assigner *a)
 	kvc_fanout_init(&f);
 	size_t *call = kvi_calloc(n + 1, sizeof(*call));
 	for (size_t i = 0; i < n; i++) {
-		a->ids[i] = a->snap[i]->id;
+		a->poll.ids[i] = a->poll.snap[i]->id;
 		/* the request is packed as it is sent: one since each */
-		const kvc_kept *k = kept_of(a, a->ids[i]);
+		const kvc_kept *k = kept_of(a, a->poll.ids[i]);
 		sr.has_since_digest = k->resp != NULL && k->has_digest;
 		sr.since_digest = k->digest;
-		call[i] = poll_waits(a, a->snap[i], &req)
-			      ? kvc_fanout_start(&f, a->snap[i]->client, &req,
-						 a->cfg.poll_timeout_ms, NULL)
-			      : SIZE_MAX;
+		call[i] =
+		    poll_waits(a, a->poll.snap[i], &req)
+			? kvc_fanout_start(&f, a->poll.snap[i]->client, &req,
+					   a->cfg.poll_timeout_ms, NULL)
+			: SIZE_MAX;
 	}
 	kvc_fanout_wait(&f);
 	int64_t now = kvi_now_ms();
@@ -315,21 +317,26 @@ poll_shards(kvc_assigner *a)
 		/* c == NULL: known down, and its probe has not answered */
 		if (c != NULL && c->rv == KVI_OK && c->resp != NULL &&
 		    c->resp->body_case == KVINDEX__RESPONSE__BODY_STATUS) {
-			a->resps[i] =
-			    kept_update(kept_of(a, a->ids[i]), c->resp, &kept);
+			a->poll.resps[i] = kept_update(
+			    kept_of(a, a->poll.ids[i]), c->resp, &kept);
 			c->resp = NULL;
-			a->answered[i] = true;
-			shard_answered(a->snap[i], a->resps[i]->status, now);
-			total += a->resps[i]->status->n_listeners;
+			a->poll.answered[i] = true;
+			shard_answered(a->poll.snap[i],
+				       a->poll.resps[i]->status, now);
+			total += a->poll.resps[i]->status->n_listeners;
 		} else if (c != NULL) {
-			kvc_shard_mark_down(a->snap[i], c->rv, c->err, now);
+			kvc_shard_mark_down(a->poll.snap[i], c->rv, c->err,
+					    now);
 		}
-		int64_t down = atomic_load(&a->snap[i]->down_since_ms);
-		bool grace = a->cfg.failover_grace_ms < 0 || a->answered[i] ||
+		int64_t down = atomic_load(&a->poll.snap[i]->down_since_ms);
+		bool grace = a->cfg.failover_grace_ms < 0 ||
+			     a->poll.answered[i] ||
 			     now - down < a->cfg.failover_grace_ms;
-		a->eligible[i] = grace && !atomic_load(&a->snap[i]->draining);
-		same = same && kept && a->snap[i] == prev[i] &&
-		       prev_answered[i] && a->eligible[i] == prev_eligible[i];
+		a->poll.eligible[i] =
+		    grace && !atomic_load(&a->poll.snap[i]->draining);
+		same = same && kept && a->poll.snap[i] == prev[i] &&
+		       prev_answered[i] &&
+		       a->poll.eligible[i] == prev_eligible[i];
 	}
 	kvc_fanout_fini(&f);
 	kvi_free(call);
@@ -337,30 +344,31 @@ poll_shards(kvc_assigner *a)
 	kvc_shardset_release(prev, n_prev);
 	kvi_free(prev_eligible);
 	kvi_free(prev_answered);
-	a->poll_same = same;
+	a->poll.same = same;
 	poll_gauges(a);
 	if (same) {
-		a->owned = prev_owned;
-		a->n_owned = n_prev_owned;
+		a->poll.owned = prev_owned;
+		a->poll.n_owned = n_prev_owned;
 		return;
 	}
 	kvi_free(prev_owned);
 
-	a->owned = kvi_calloc(total + 1, sizeof(*a->owned));
+	a->poll.owned = kvi_calloc(total + 1, sizeof(*a->poll.owned));
 	for (size_t i = 0; i < n; i++) {
-		if (!a->answered[i]) {
+		if (!a->poll.answered[i]) {
 			continue;
 		}
-		const Kvindex__StatusResponse *st = a->resps[i]->status;
+		const Kvindex__StatusResponse *st = a->poll.resps[i]->status;
 		for (size_t k = 0; k < st->n_listeners; k++) {
-			kvc_owned *o = &a->owned[a->n_owned++];
+			kvc_owned *o = &a->poll.owned[a->poll.n_owned++];
 			o->key = st->listeners[k]->listener->key;
 			o->shard = i;
 			o->st = st->listeners[k];
 		}
 	}
-	qsort(a->owned, a->n_owned, sizeof(*a->owned), owned_cmp);
-	a->polled = true;
+	qsort(a->poll.owned, a->poll.n_owned, sizeof(*a->poll.owned),
+	      owned_cmp);
+	a->poll.done = true;
 }
 
 /* ---- specs --------------------------------------------------------- */
@@ -490,7 +498,7 @@ silent_status(kvc_assigner *a, const kvc_lview *lv, size_t silent)
 	kvc_lstatus st = lv->st;
 	st.known = false;
 	snprintf(st.last_error, sizeof(st.last_error),
-		 "shard %s is not answering", a->ids[silent]);
+		 "shard %s is not answering", a->poll.ids[silent]);
 	kvc_reg_set_status(a->reg, lv->r.key, &st);
 }
 
@@ -510,17 +518,19 @@ owner_note(kvc_assigner *a, const kvc_lview *lv, size_t cur,
 {
 	const char *key = lv->r.key;
 	if (cur_st->state != KVC_ACTIVE && reg_owner != SIZE_MAX &&
-	    reg_owner != cur && !a->answered[reg_owner]) {
+	    reg_owner != cur && !a->poll.answered[reg_owner]) {
 		silent_status(a, lv, reg_owner);
-		kvc_reg_set_owner(a->reg, key, a->ids[reg_owner], a->ids[cur]);
+		kvc_reg_set_owner(a->reg, key, a->poll.ids[reg_owner],
+				  a->poll.ids[cur]);
 		return;
 	}
 	kvc_lstatus st;
 	status_from(&st, cur_st);
 	status_changes(key, &lv->st, &st);
-	kvc_reg_set_owner(
-	    a->reg, key, a->ids[cur],
-	    desired != cur && desired != KVC_RDV_NONE ? a->ids[desired] : NULL);
+	kvc_reg_set_owner(a->reg, key, a->poll.ids[cur],
+			  desired != cur && desired != KVC_RDV_NONE
+			      ? a->poll.ids[desired]
+			      : NULL);
 	kvc_reg_set_status(a->reg, key, &st);
 }
 
@@ -532,8 +542,8 @@ listener_step(kvc_assigner *a, const kvc_lview *lv, kvc_opvec *ops, int64_t now)
 	const char *key = lv->r.key;
 	size_t cnt;
 	const kvc_owned *o = kvc_owned_find(a, key, &cnt);
-	size_t desired =
-	    kvc_rdv_assign(a->pins, a->ids, a->n_snap, a->eligible, key, NULL);
+	size_t desired = kvc_rdv_assign(a->pins, a->poll.ids, a->poll.n,
+					a->poll.eligible, key, NULL);
 	size_t cur = SIZE_MAX, reg_owner = kvc_shard_index(a, lv->shard);
 	const Kvindex__ListenerStatus *cur_st = NULL;
 	bool desired_active = false;
@@ -542,7 +552,7 @@ listener_step(kvc_assigner *a, const kvc_lview *lv, kvc_opvec *ops, int64_t now)
 			KVI_WARN("spec_changed",
 				 "listener=%s shard=%s: owned with an old "
 				 "spec, dropping it",
-				 key, a->ids[o[k].shard]);
+				 key, a->poll.ids[o[k].shard]);
 			push(ops, false, o[k].shard, NULL, key);
 			continue;
 		}
@@ -556,7 +566,7 @@ listener_step(kvc_assigner *a, const kvc_lview *lv, kvc_opvec *ops, int64_t now)
 			desired_active = o[k].st->state == KVC_ACTIVE;
 		}
 	}
-	bool move_due = desired != KVC_RDV_NONE && a->answered[desired] &&
+	bool move_due = desired != KVC_RDV_NONE && a->poll.answered[desired] &&
 			desired != cur && kvc_retry_due(a, key, now);
 	if (cur != SIZE_MAX) {
 		owner_note(a, lv, cur, cur_st, desired, reg_owner);
@@ -565,9 +575,10 @@ listener_step(kvc_assigner *a, const kvc_lview *lv, kvc_opvec *ops, int64_t now)
 				if (o[k].shard != desired &&
 				    spec_same(o[k].st->listener, lv)) {
 					push(ops, false, o[k].shard, NULL, key);
-					kvc_admin_note_move(a, key, cur_st,
-							    a->ids[o[k].shard],
-							    a->ids[desired]);
+					kvc_admin_note_move(
+					    a, key, cur_st,
+					    a->poll.ids[o[k].shard],
+					    a->poll.ids[desired]);
 				}
 			}
 		} else if (move_due) {
@@ -590,17 +601,18 @@ listener_step(kvc_assigner *a, const kvc_lview *lv, kvc_opvec *ops, int64_t now)
 		}
 		return false;
 	}
-	if (reg_owner != SIZE_MAX && !a->answered[reg_owner]) {
+	if (reg_owner != SIZE_MAX && !a->poll.answered[reg_owner]) {
 		/* its shard is silent: keep it there until the grace ends */
 		silent_status(a, lv, reg_owner);
 		if (move_due) {
 			KVI_WARN("failover",
 				 "listener=%s from=%s to=%s: the shard has "
 				 "been silent past the grace period",
-				 key, a->ids[reg_owner], a->ids[desired]);
-			kvi_counter_inc(a->m_failovers);
-			kvc_reg_set_owner(a->reg, key, a->ids[reg_owner],
-					  a->ids[desired]);
+				 key, a->poll.ids[reg_owner],
+				 a->poll.ids[desired]);
+			kvi_counter_inc(a->m.failovers);
+			kvc_reg_set_owner(a->reg, key, a->poll.ids[reg_owner],
+					  a->poll.ids[desired]);
 			push(ops, true, desired, lv, NULL);
 		}
 		return false;
@@ -622,15 +634,15 @@ orphans(kvc_assigner *a, const kvc_lview *lv, size_t n, kvc_opvec *ops)
 		keys[i] = lv[i].r.key;
 	}
 	qsort(keys, n, sizeof(*keys), strp_cmp);
-	for (size_t i = 0; i < a->n_owned; i++) {
-		const char *k = a->owned[i].key;
+	for (size_t i = 0; i < a->poll.n_owned; i++) {
+		const char *k = a->poll.owned[i].key;
 		if (bsearch(&k, keys, n, sizeof(*keys), strp_cmp) == NULL) {
 			KVI_INFO("orphan",
 				 "listener=%s shard=%s: no source "
 				 "lists it, dropping it",
-				 k, a->ids[a->owned[i].shard]);
-			kvi_counter_inc(a->m_orphans);
-			push(ops, false, a->owned[i].shard, NULL, k);
+				 k, a->poll.ids[a->poll.owned[i].shard]);
+			kvi_counter_inc(a->m.orphans);
+			push(ops, false, a->poll.owned[i].shard, NULL, k);
 		}
 	}
 	kvi_free(keys);
@@ -677,13 +689,13 @@ attempt_due_units(kvc_assigner *a, const kvc_lview *lv, size_t n,
 static void
 routes(kvc_assigner *a)
 {
-	const char **models = kvi_calloc(a->n_owned + 1, sizeof(*models));
-	const char **shards = kvi_calloc(a->n_owned + 1, sizeof(*shards));
-	for (size_t i = 0; i < a->n_owned; i++) {
-		models[i] = a->owned[i].st->listener->model;
-		shards[i] = a->ids[a->owned[i].shard];
+	const char **models = kvi_calloc(a->poll.n_owned + 1, sizeof(*models));
+	const char **shards = kvi_calloc(a->poll.n_owned + 1, sizeof(*shards));
+	for (size_t i = 0; i < a->poll.n_owned; i++) {
+		models[i] = a->poll.owned[i].st->listener->model;
+		shards[i] = a->poll.ids[a->poll.owned[i].shard];
 	}
-	kvc_reg_routes_set(a->reg, models, shards, a->n_owned);
+	kvc_reg_routes_set(a->reg, models, shards, a->poll.n_owned);
 	kvi_free(models);
 	kvi_free(shards);
 }
@@ -694,11 +706,11 @@ static void
 settle(kvc_assigner *a, bool leading, uint64_t term, uint64_t gen, int64_t now,
        bool settled)
 {
-	a->settled = settled && a->n_retries == 0;
-	a->settled_leading = leading;
-	a->settled_term = term;
-	a->settled_gen = gen;
-	a->full_at_ms = now;
+	a->settle.done = settled && a->retries.n == 0;
+	a->settle.leading = leading;
+	a->settle.term = term;
+	a->settle.gen = gen;
+	a->settle.full_at_ms = now;
 }
 
 /* quiet says whether this tick would decide what the last full one
@@ -714,9 +726,10 @@ static bool
 quiet(const kvc_assigner *a, bool leading, uint64_t term, uint64_t gen,
       int64_t now)
 {
-	return a->settled && a->poll_same && !a->dirty &&
-	       leading == a->settled_leading && term == a->settled_term &&
-	       gen == a->settled_gen && now - a->full_at_ms < KVC_QUIET_MAX_MS;
+	return a->settle.done && a->poll.same && !a->settle.dirty &&
+	       leading == a->settle.leading && term == a->settle.term &&
+	       gen == a->settle.gen &&
+	       now - a->settle.full_at_ms < KVC_QUIET_MAX_MS;
 }
 
 /* busy says whether registrations (or sources' syncs) are streaming
@@ -731,9 +744,9 @@ static bool
 busy(const kvc_assigner *a, bool registering, bool leading, uint64_t term,
      int64_t now)
 {
-	return registering && leading == a->settled_leading &&
-	       term == a->settled_term &&
-	       now - a->full_at_ms < KVC_BUSY_FULL_MS;
+	return registering && leading == a->settle.leading &&
+	       term == a->settle.term &&
+	       now - a->settle.full_at_ms < KVC_BUSY_FULL_MS;
 }
 
 bool
@@ -745,16 +758,16 @@ kvc_tick(kvc_assigner *a)
 	bool leading = kvc_leading(a, &term);
 	kvc_share_state(a, leading);
 	int64_t now = kvi_now_ms();
-	bool registering = a->registering;
-	a->registering = false;
+	bool registering = a->settle.registering;
+	a->settle.registering = false;
 	if (quiet(a, leading, term, kvc_reg_gen(a->reg), now) ||
 	    busy(a, registering, leading, term, now)) {
-		kvi_counter_inc(a->m_ticks_quiet);
+		kvi_counter_inc(a->m.ticks_quiet);
 		kvc_admin_tick(a);
 		return false;
 	}
-	kvi_counter_inc(a->m_ticks_full);
-	a->dirty = false;
+	kvi_counter_inc(a->m.ticks_full);
+	a->settle.dirty = false;
 	kvc_adopt_http(a, leading);
 	/* what the steps below see; a change after this is the next tick's */
 	uint64_t gen = kvc_reg_gen(a->reg);
@@ -767,7 +780,8 @@ kvc_tick(kvc_assigner *a)
 	}
 	routes(a);
 	pthread_mutex_lock(&a->mu);
-	bool all_synced = (a->synced & a->expected) == a->expected;
+	bool all_synced =
+	    (a->sources.synced & a->sources.expected) == a->sources.expected;
 	pthread_mutex_unlock(&a->mu);
 	if (!leading) {
 		/* a follower: it learnt the owners, and changes nothing */
@@ -797,8 +811,8 @@ kvc_tick(kvc_assigner *a)
 		kvi_free(ok);
 	}
 	size_t pending = attempt_due_units(a, lv, n, unowned, now);
-	if (a->m_pending_units != NULL) {
-		kvi_gauge_set(a->m_pending_units, (int64_t)pending);
+	if (a->m.pending_units != NULL) {
+		kvi_gauge_set(a->m.pending_units, (int64_t)pending);
 	}
 	bool any_unowned = false;
 	for (size_t i = 0; i < n && !any_unowned; i++) {

@@ -50,16 +50,16 @@ shards_text(const kvc_assigner *a)
 	size_t cap = 64, len = 0;
 	char *text = kvi_malloc(cap);
 	text[0] = '\0';
-	for (size_t i = 0; i < a->n_snap; i++) {
-		size_t need =
-		    strlen(a->snap[i]->id) + strlen(a->snap[i]->url) + 3;
+	for (size_t i = 0; i < a->poll.n; i++) {
+		size_t need = strlen(a->poll.snap[i]->id) +
+			      strlen(a->poll.snap[i]->url) + 3;
 		while (len + need >= cap) {
 			cap *= 2;
 			text = kvi_realloc(text, cap);
 		}
 		len += (size_t)snprintf(text + len, cap - len, "%s%s=%s",
-					i ? "," : "", a->snap[i]->id,
-					a->snap[i]->url);
+					i ? "," : "", a->poll.snap[i]->id,
+					a->poll.snap[i]->url);
 	}
 	return text;
 }
@@ -165,9 +165,10 @@ static char *
 drains_text(const kvc_assigner *a)
 {
 	json_t *arr = json_array();
-	for (size_t i = 0; i < a->n_snap; i++) {
-		if (atomic_load(&a->snap[i]->draining)) {
-			json_array_append_new(arr, json_string(a->snap[i]->id));
+	for (size_t i = 0; i < a->poll.n; i++) {
+		if (atomic_load(&a->poll.snap[i]->draining)) {
+			json_array_append_new(arr,
+					      json_string(a->poll.snap[i]->id));
 		}
 	}
 	char *text = json_dumps(arr, JSON_COMPACT);
@@ -283,7 +284,7 @@ unhex(const char *hex, uint8_t *out, size_t len)
 	return true;
 }
 
-/* take_pending keeps the registrations of text as a->pending and adds
+/* take_pending keeps the registrations of text as a->share.pending and adds
  * those the registry lacks. */
 static void
 take_pending(kvc_assigner *a, char *text)
@@ -293,9 +294,10 @@ take_pending(kvc_assigner *a, char *text)
 	if (arr == NULL) {
 		return;
 	}
-	kvc_pods_free(a->pending, a->n_pending);
-	a->pending = kvi_calloc(json_array_size(arr) + 1, sizeof(kvc_pod));
-	a->n_pending = 0;
+	kvc_pods_free(a->share.pending, a->share.n_pending);
+	a->share.pending =
+	    kvi_calloc(json_array_size(arr) + 1, sizeof(kvc_pod));
+	a->share.n_pending = 0;
 	size_t i;
 	json_t *v;
 	json_array_foreach(arr, i, v)
@@ -303,7 +305,7 @@ take_pending(kvc_assigner *a, char *text)
 		const char *hex = json_string_value(v);
 		size_t len = hex != NULL ? strlen(hex) / 2 : 0;
 		uint8_t *rec = kvi_malloc(len + 1);
-		kvc_pod *p = &a->pending[a->n_pending];
+		kvc_pod *p = &a->share.pending[a->share.n_pending];
 		char err[256] = "not hex";
 		if (len == 0 || !unhex(hex, rec, len) ||
 		    kvc_pod_decode(rec, len, p, err, sizeof(err)) != KVI_OK) {
@@ -314,7 +316,7 @@ take_pending(kvc_assigner *a, char *text)
 			continue;
 		}
 		kvi_free(rec);
-		a->n_pending++;
+		a->share.n_pending++;
 		kvc_reg_result res;
 		if (kvc_reg_add(a->reg, p, &res, err, sizeof(err)) == KVI_OK &&
 		    !res.existed) {
@@ -329,8 +331,8 @@ take_pending(kvc_assigner *a, char *text)
 bool
 kvc_share_pending_has(const kvc_assigner *a, const kvc_pod *p)
 {
-	for (size_t i = 0; i < a->n_pending; i++) {
-		const kvc_pod *q = &a->pending[i];
+	for (size_t i = 0; i < a->share.n_pending; i++) {
+		const kvc_pod *q = &a->share.pending[i];
 		bool same =
 		    p->name != NULL
 			? q->name != NULL && strcmp(p->name, q->name) == 0
@@ -364,7 +366,7 @@ static const kvc_shared kvc_shared_state[] = {
 void
 kvc_share_take(kvc_assigner *a, bool leading)
 {
-	if (a->lease == NULL || (leading && a->took_shared)) {
+	if (a->lease == NULL || (leading && a->share.took)) {
 		return;
 	}
 	for (size_t i = 0; i < KVC_N_SHARED; i++) {
@@ -378,7 +380,7 @@ kvc_share_take(kvc_assigner *a, bool leading)
 		 * not its to write again */
 		kvc_lease_share(a->lease, s->annotation, NULL);
 	}
-	a->took_shared = leading;
+	a->share.took = leading;
 }
 
 void
@@ -390,7 +392,7 @@ kvc_share_state(kvc_assigner *a, bool leading)
 	}
 	for (size_t i = 0; i < KVC_N_SHARED; i++) {
 		const kvc_shared *s = &kvc_shared_state[i];
-		if (s->take == take_pending && !a->polled) {
+		if (s->take == take_pending && !a->poll.done) {
 			continue; /* who owns what is not known yet */
 		}
 		char *text = s->text(a);

@@ -29,7 +29,7 @@ void
 kvc_refused_count(kvc_assigner *a, kvc_source s, kvc_reg_why why)
 {
 	if ((unsigned)s < KVC_SOURCES && (unsigned)why < KVC_REG_WHYS) {
-		atomic_fetch_add(&a->refused[s][why], 1);
+		atomic_fetch_add(&a->refusals.count[s][why], 1);
 	}
 }
 
@@ -64,7 +64,7 @@ kvc_skip_note(kvc_assigner *a, kvc_skips *next, const kvc_pod *p,
 	const char *src = kvc_source_name(p->source);
 	const char *why = kvc_reg_why_name(res->why);
 	const char *name = p->name != NULL ? p->name : "-";
-	if (skip_known(&a->skipped[p->source], p, res)) {
+	if (skip_known(&a->refusals.skipped[p->source], p, res)) {
 		KVI_DEBUG("pod_skipped", "source=%s pod=%s reason=%s still",
 			  src, name, why);
 	} else if (res->why == KVC_REG_KEY || res->why == KVC_REG_ENDPOINT) {
@@ -102,8 +102,8 @@ kvc_skips_fini(kvc_skips *s)
 void
 kvc_skip_set(kvc_assigner *a, kvc_source s, kvc_skips *next)
 {
-	kvc_skips_fini(&a->skipped[s]);
-	a->skipped[s] = *next;
+	kvc_skips_fini(&a->refusals.skipped[s]);
+	a->refusals.skipped[s] = *next;
 	*next = (kvc_skips){0};
 }
 
@@ -112,7 +112,7 @@ kvc_skip_set(kvc_assigner *a, kvc_source s, kvc_skips *next)
 static void
 skip_retry_source(kvc_assigner *a, kvc_source s)
 {
-	kvc_skips *sk = &a->skipped[s];
+	kvc_skips *sk = &a->refusals.skipped[s];
 	kvc_skips added = {0};
 	const kvc_pod **fresh = kvi_calloc(sk->n + 1, sizeof(*fresh));
 	size_t kept = 0;
@@ -145,12 +145,12 @@ skip_retry_source(kvc_assigner *a, kvc_source s)
 void
 kvc_skip_retry(kvc_assigner *a)
 {
-	if (a->removed_total == a->retried_at) {
+	if (a->removed_total == a->refusals.retried_at) {
 		return;
 	}
-	a->retried_at = a->removed_total;
+	a->refusals.retried_at = a->removed_total;
 	for (int s = 0; s < KVC_SOURCES; s++) {
-		if (a->skipped[s].n > 0) {
+		if (a->refusals.skipped[s].n > 0) {
 			skip_retry_source(a, (kvc_source)s);
 		}
 	}

@@ -62,7 +62,7 @@ send_op(kvc_assigner *a, kvc_fanout *f, const kvc_op *op, uint64_t term,
 		spec.registration.len = rlen;
 		ar.listener = &spec;
 		if (op->handoff) {
-			ar.handoff_from = a->snap[op->from]->url;
+			ar.handoff_from = a->poll.snap[op->from]->url;
 		}
 		req.body_case = KVINDEX__REQUEST__BODY_ASSIGN;
 		req.assign = &ar;
@@ -71,7 +71,7 @@ send_op(kvc_assigner *a, kvc_fanout *f, const kvc_op *op, uint64_t term,
 		req.body_case = KVINDEX__REQUEST__BODY_UNASSIGN;
 		req.unassign = &ur;
 	}
-	kvc_fanout_start(f, a->snap[op->shard]->client, &req,
+	kvc_fanout_start(f, a->poll.snap[op->shard]->client, &req,
 			 a->cfg.rpc_timeout_ms, NULL);
 }
 
@@ -90,24 +90,24 @@ op_done(kvc_assigner *a, kvc_op *op, const kvc_call *c, bool first_failure,
 		   c->resp->body_case == KVINDEX__RESPONSE__BODY_ASSIGN &&
 		   c->resp->assign->existed;
 	if (op->assign) {
-		kvi_counter_inc(good ? a->m_assign_ok : a->m_assign_failed);
+		kvi_counter_inc(good ? a->m.assign_ok : a->m.assign_failed);
 	} else {
-		kvi_counter_inc(good ? a->m_unassign_ok : a->m_unassign_failed);
+		kvi_counter_inc(good ? a->m.unassign_ok : a->m.unassign_failed);
 	}
 	if (good) {
 		KVI_INFO(op->assign ? "assigned" : "unassigned",
-			 "listener=%s shard=%s", key, a->ids[op->shard]);
+			 "listener=%s shard=%s", key, a->poll.ids[op->shard]);
 		return true;
 	}
 	const char *why = c->err[0] ? c->err : kvi_strerror(c->rv);
 	snprintf(op->err, sizeof(op->err), "%.120s", why);
 	KVI_WARN(op->assign ? "assign_failed" : "unassign_failed",
-		 "listener=%s shard=%s err=%s: %s", key, a->ids[op->shard],
+		 "listener=%s shard=%s err=%s: %s", key, a->poll.ids[op->shard],
 		 kvi_strerror(c->rv), c->err);
 	if (first_failure && err != NULL) {
-		snprintf(err, errlen, "shard %s %s %s: %s", a->ids[op->shard],
-			 op->assign ? "did not take" : "did not drop", key,
-			 why);
+		snprintf(
+		    err, errlen, "shard %s %s %s: %s", a->poll.ids[op->shard],
+		    op->assign ? "did not take" : "did not drop", key, why);
 	}
 	return false;
 }
@@ -160,17 +160,17 @@ kvc_unit_of(const kvc_lview *lv)
 kvc_retry *
 kvc_retry_get(kvc_assigner *a, const char *unit, bool create)
 {
-	for (size_t i = 0; i < a->n_retries; i++) {
-		if (strcmp(a->retries[i].unit, unit) == 0) {
-			return &a->retries[i];
+	for (size_t i = 0; i < a->retries.n; i++) {
+		if (strcmp(a->retries.v[i].unit, unit) == 0) {
+			return &a->retries.v[i];
 		}
 	}
 	if (!create) {
 		return NULL;
 	}
-	a->retries =
-	    kvi_reallocarray(a->retries, a->n_retries + 1, sizeof(*a->retries));
-	kvc_retry *r = &a->retries[a->n_retries++];
+	a->retries.v = kvi_reallocarray(a->retries.v, a->retries.n + 1,
+					sizeof(*a->retries.v));
+	kvc_retry *r = &a->retries.v[a->retries.n++];
 	memset(r, 0, sizeof(*r));
 	r->unit = kvi_strdup(unit);
 	return r;
@@ -187,16 +187,16 @@ kvc_retry_fail(kvc_assigner *a, const char *unit, const char *err)
 	}
 	r->next_ms = kvi_now_ms() + r->backoff_ms;
 	snprintf(r->err, sizeof(r->err), "%s", err);
-	kvi_counter_inc(a->m_reg_retries);
+	kvi_counter_inc(a->m.reg_retries);
 }
 
 void
 kvc_retry_clear(kvc_assigner *a, const char *unit)
 {
-	for (size_t i = 0; i < a->n_retries; i++) {
-		if (strcmp(a->retries[i].unit, unit) == 0) {
-			kvi_free(a->retries[i].unit);
-			a->retries[i] = a->retries[--a->n_retries];
+	for (size_t i = 0; i < a->retries.n; i++) {
+		if (strcmp(a->retries.v[i].unit, unit) == 0) {
+			kvi_free(a->retries.v[i].unit);
+			a->retries.v[i] = a->retries.v[--a->retries.n];
 			return;
 		}
 	}
@@ -224,21 +224,22 @@ kvc_units_attempt(kvc_assigner *a, const kvc_lview *const *lvs,
 		size_t start = m;
 		for (size_t i = first[u]; i < first[u + 1] && good[u]; i++) {
 			const char *key = lvs[i]->r.key;
-			size_t d = kvc_rdv_assign(a->pins, a->ids, a->n_snap,
-						  a->eligible, key, NULL);
+			size_t d =
+			    kvc_rdv_assign(a->pins, a->poll.ids, a->poll.n,
+					   a->poll.eligible, key, NULL);
 			if (d == KVC_RDV_NONE) {
 				snprintf(why[u], sizeof(why[u]),
 					 "no shard can take %s: %s", key,
-					 a->n_snap
+					 a->poll.n
 					     ? "every shard is down or "
 					       "draining"
 					     : "no shards are configured");
 				good[u] = false;
-			} else if (!a->answered[d]) {
+			} else if (!a->poll.answered[d]) {
 				snprintf(why[u], sizeof(why[u]),
 					 "shard %s, which owns %s, is not "
 					 "answering",
-					 a->ids[d], key);
+					 a->poll.ids[d], key);
 				good[u] = false;
 			} else {
 				ops[m] = (kvc_op){
@@ -260,7 +261,7 @@ kvc_units_attempt(kvc_assigner *a, const kvc_lview *const *lvs,
 			good[u] = false;
 			snprintf(why[u], sizeof(why[u]),
 				 "shard %s did not take %s%s%s",
-				 a->ids[ops[k].shard], ops[k].lv->r.key,
+				 a->poll.ids[ops[k].shard], ops[k].lv->r.key,
 				 ops[k].err[0] ? ": " : "", ops[k].err);
 		}
 	}
@@ -270,8 +271,8 @@ kvc_units_attempt(kvc_assigner *a, const kvc_lview *const *lvs,
 	for (size_t k = 0; k < m; k++) {
 		const char *key = ops[k].lv->r.key;
 		if (good[unit[k]]) {
-			kvc_reg_set_owner(a->reg, key, a->ids[ops[k].shard],
-					  NULL);
+			kvc_reg_set_owner(a->reg, key,
+					  a->poll.ids[ops[k].shard], NULL);
 		} else if (ok[k] && !existed[k]) {
 			undo[n_undo++] = (kvc_op){.assign = false,
 						  .shard = ops[k].shard,
