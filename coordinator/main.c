@@ -477,6 +477,7 @@ typedef struct coord {
 	kvc_lease *lease;
 	char identity[KVC_LEASE_IDENTITY_MAX], advertise[KVC_LEASE_URL_MAX];
 	kvi_httpd *httpd;
+	kvc_api api; /* the routes keep pointers into it */
 } coord;
 
 /* coord_process readies the process: the log, signals for sigwait, the
@@ -646,7 +647,7 @@ coord_http(coord *c)
 {
 	coord_opts *o = &c->o;
 	char err[512] = "";
-	kvc_api api = {
+	c->api = (kvc_api){
 	    .reg = c->reg,
 	    .shards = c->shards,
 	    .assigner = c->asg,
@@ -675,7 +676,7 @@ coord_http(coord *c)
 	    .local_arg = c->query,
 	};
 	c->httpd = kvi_httpd_alloc(&hc);
-	if (kvc_api_routes(c->httpd, &api) != KVI_OK ||
+	if (kvc_api_routes(c->httpd, &c->api) != KVI_OK ||
 	    kvi_httpd_start(c->httpd, o->http, o->http_threads, err,
 			    sizeof(err)) != KVI_OK) {
 		KVI_ERROR("start_failed", "http=%s err=%s", o->http, err);
