@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <malloc.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -39,31 +38,6 @@ kvl_listener *
 kvg_listener(kvg_ingest *g, uint32_t lid)
 {
 	return lid < g->cap_lis ? g->lis[lid] : NULL;
-}
-
-void
-kvg_log_listener(kvl_listener *l, const char *event, const char *fmt, ...)
-{
-	if (!kvi_log_enabled(KVI_LOG_INFO)) {
-		return;
-	}
-	char rest[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(rest, sizeof(rest), fmt, ap);
-	va_end(ap);
-	kvi_log(KVI_LOG_INFO, event, "listener=%s %s", l->key, rest);
-}
-
-void
-kvg_warn_listener(kvl_listener *l, const char *event, const char *fmt, ...)
-{
-	char rest[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(rest, sizeof(rest), fmt, ap);
-	va_end(ap);
-	kvi_log(KVI_LOG_WARN, event, "listener=%s %s", l->key, rest);
 }
 
 void
@@ -513,24 +487,6 @@ kvg_collect(kvg_ingest *g, kvw_job *job, kvl_listener *l)
 	}
 	kvo_rec_reset(&l->rec);
 	l->dirty = false;
-}
-
-void
-kvl_touch(kvl_listener *l)
-{
-	if (l->dirty) {
-		return;
-	}
-	l->dirty = true;
-	kvl_dirtyq *q = l->dirtyq;
-	if (q == NULL) {
-		return; /* not an ingest's: nothing commits it */
-	}
-	if (q->n == q->cap) {
-		q->cap = q->cap ? q->cap * 2 : 64;
-		q->lids = kvi_reallocarray(q->lids, q->cap, sizeof(*q->lids));
-	}
-	q->lids[q->n++] = l->lid;
 }
 
 bool

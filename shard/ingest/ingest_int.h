@@ -192,17 +192,6 @@ void kvg_wake(kvg_ingest *g); /* ZeroMQ sockets the ingest context may hold
 				 (ZMQ_MAX_SOCKETS). */
 #define KVG_MAX_SOCKETS 65536
 
-/* kvg_error sets l's last_error, what /workers and status show. */
-void kvg_error(kvl_listener *l, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-/* any thread; kvg_warn_listener logs at warn, for what an operator must
- * act on or know */
-void kvg_log_listener(kvl_listener *l, const char *event, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-void kvg_warn_listener(kvl_listener *l, const char *event, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
 /* ingest_load.c: kvg_fetcher_start starts g's /kv_recover fetcher as its
  * config says, notify(arg) after each result (NULL: none). */
 kvi_err kvg_fetcher_start(kvg_ingest *g, void (*notify)(void *), void *arg);

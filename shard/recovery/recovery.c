@@ -65,15 +65,6 @@
 static void kvg_finish(kvg_ingest *g, kvl_listener *l);
 static void kvg_begin_fetch(kvg_ingest *g, kvl_listener *l, bool full);
 
-void
-kvg_error(kvl_listener *l, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(l->last_error, sizeof(l->last_error), fmt, ap);
-	va_end(ap);
-}
-
 /* ---- the end of a repair -------------------------------------------- */
 
 /* kvg_finish ends a repair: the listener is in step (unless a batch on the

@@ -2,8 +2,9 @@
  * test_recovery.c - a listener's recovery as a state machine, without
  * sockets: recovery.c, recovery_rules.c and backlog.c linked against the
  * stubs below, which stand for the index (kva_*), the sockets (kvg_io_*),
- * the /kv_recover fetcher (kvr_*) and the hand-off thread, and record what
- * the machine asked of them. Each test drives one listener through events
+ * the /kv_recover fetcher (kvr_*), the hand-off thread and the listener's
+ * last error and log lines (listener.c), and record what the machine asked
+ * of them. Each test drives one listener through events
  * and checks its state and those requests.
  */
 #include <setjmp.h>
@@ -167,6 +168,15 @@ kvg_listener(kvg_ingest *g, uint32_t lid)
 {
 	(void)g;
 	return st.l != NULL && st.l->lid == lid ? st.l : NULL;
+}
+
+void
+kvg_error(kvl_listener *l, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(l->last_error, sizeof(l->last_error), fmt, ap);
+	va_end(ap);
 }
 
 void
