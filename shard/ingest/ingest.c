@@ -292,7 +292,7 @@ kvg_do_assign(kvg_ingest *g, kvg_cmd *c)
 	kvw_job_put(g->filling, lid, packed, len);
 	kvw_job_snap(g->filling, lid, &l->mark, 0);
 	kvi_free(packed);
-	kvg_log_listener(l, "listener_assigned", "endpoint=%s", l->endpoint);
+	kvl_log(l, "listener_assigned", "endpoint=%s", l->endpoint);
 	c->lid = lid;
 	if (c->handoff_from != NULL && c->handoff_from[0] != '\0' &&
 	    g->ho_started) {

@@ -197,7 +197,7 @@ kvg_drain_sub(kvg_ingest *g, kvg_io *io)
 			applied += !defer;
 		} else {
 			l->c.malformed++;
-			kvg_error(l, "%s", why);
+			kvl_error(l, "%s", why);
 		}
 		kvg_msg_close(&m);
 	}
@@ -255,7 +255,7 @@ kvg_drain_dealer(kvg_ingest *g, kvg_io *io)
 					 .len = msg.payload.len});
 		} else {
 			io->l->c.malformed++;
-			kvg_error(io->l, "%s", why);
+			kvl_error(io->l, "%s", why);
 		}
 		kvg_msg_close(&m);
 	}
@@ -377,7 +377,7 @@ kvg_io_failed(kvg_ingest *g, kvl_listener *l, const char *what, int err)
 		atomic_store(&g->files_out_ms, kvi_now_ms());
 		struct rlimit lim = {0};
 		getrlimit(RLIMIT_NOFILE, &lim);
-		kvg_error(l,
+		kvl_error(l,
 			  "%s: the shard is out of file descriptors or ZeroMQ "
 			  "sockets (%s; open-file limit %llu, ZMQ_MAX_SOCKETS "
 			  "%d)",
@@ -385,7 +385,7 @@ kvg_io_failed(kvg_ingest *g, kvl_listener *l, const char *what, int err)
 			  (unsigned long long)lim.rlim_cur, KVG_MAX_SOCKETS);
 		return KVI_EFULL;
 	}
-	kvg_error(l, "%s: %s", what, zmq_strerror(err));
+	kvl_error(l, "%s: %s", what, zmq_strerror(err));
 	return KVI_EINVAL;
 }
 

@@ -30,7 +30,7 @@ kvl_touch(kvl_listener *l)
 }
 
 void
-kvg_error(kvl_listener *l, const char *fmt, ...)
+kvl_error(kvl_listener *l, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -39,7 +39,7 @@ kvg_error(kvl_listener *l, const char *fmt, ...)
 }
 
 void
-kvg_log_listener(kvl_listener *l, const char *event, const char *fmt, ...)
+kvl_log(kvl_listener *l, const char *event, const char *fmt, ...)
 {
 	if (!kvi_log_enabled(KVI_LOG_INFO)) {
 		return;
@@ -53,7 +53,7 @@ kvg_log_listener(kvl_listener *l, const char *event, const char *fmt, ...)
 }
 
 void
-kvg_warn_listener(kvl_listener *l, const char *event, const char *fmt, ...)
+kvl_warn(kvl_listener *l, const char *event, const char *fmt, ...)
 {
 	char rest[512];
 	va_list ap;

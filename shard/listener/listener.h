@@ -230,15 +230,15 @@ typedef struct kvl_listener {
 /* kvl_touch marks l as having ops to commit. */
 void kvl_touch(kvl_listener *l);
 
-/* kvg_error sets l's last_error, what /workers and status show. */
-void kvg_error(kvl_listener *l, const char *fmt, ...)
+/* kvl_error sets l's last_error, what /workers and status show. */
+void kvl_error(kvl_listener *l, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* kvg_log_listener logs event of l at info, kvg_warn_listener at warn, for
- * what an operator must act on or know; any thread. */
-void kvg_log_listener(kvl_listener *l, const char *event, const char *fmt, ...)
+/* kvl_log logs event of l at info, kvl_warn at warn, for what an
+ * operator must act on or know; any thread. */
+void kvl_log(kvl_listener *l, const char *event, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-void kvg_warn_listener(kvl_listener *l, const char *event, const char *fmt, ...)
+void kvl_warn(kvl_listener *l, const char *event, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 #endif /* KVI_SHARD_LISTENER_H */

@@ -36,12 +36,12 @@ kvg_backlog_push(kvg_ingest *g, kvl_listener *l, uint64_t seq,
 		 * from the watermark: memory stays bounded, nothing is lost
 		 * for good. */
 		if (l->c.backlog_overflows++ == 0 || l->backlog_len > 0) {
-			kvg_log_listener(
-			    l, "backlog_overflow",
-			    "batches=%zu bytes=%zu shard_bytes=%zu",
-			    l->backlog_len, l->backlog_bytes, g->backlog_bytes);
+			kvl_log(l, "backlog_overflow",
+				"batches=%zu bytes=%zu shard_bytes=%zu",
+				l->backlog_len, l->backlog_bytes,
+				g->backlog_bytes);
 		}
-		kvg_error(l,
+		kvl_error(l,
 			  "%zu live batches (%zu bytes) queued past the "
 			  "budget (%zu per listener, %zu per shard): dropped, "
 			  "to be repaired from the watermark",

@@ -122,9 +122,8 @@ kvg_do_handoff(kvg_ingest *g, kvg_cmd *c)
 	if (off == 0) {
 		kvg_snapshot_free(l->ho.snap);
 		l->ho.snap = kvg_snapshot_take(g, l);
-		kvg_log_listener(l, "handoff_snapshot",
-				 "entries=%zu watermark=%" PRIu64,
-				 l->ho.snap->n, l->ho.snap->mark.wm);
+		kvl_log(l, "handoff_snapshot", "entries=%zu watermark=%" PRIu64,
+			l->ho.snap->n, l->ho.snap->mark.wm);
 	}
 	kvl_snapshot *s = l->ho.snap;
 	if (s == NULL || off > s->n) {
@@ -351,8 +350,7 @@ kvg_handoff_ask(kvg_ingest *g, kvl_listener *l)
 		     : l->ho.tries > 0 ? KVG_HANDOFF_RETRY_MS
 				       : 0;
 	l->ho.tries++;
-	kvg_log_listener(l, "handoff_begin", "from=%s try=%d", l->ho.from,
-			 l->ho.tries);
+	kvl_log(l, "handoff_begin", "from=%s try=%d", l->ho.from, l->ho.tries);
 	pthread_mutex_lock(&g->ho_mu);
 	kvg_hojob **p = &g->ho_jobs;
 	while (*p != NULL) {
@@ -383,10 +381,10 @@ kvg_on_handoff(kvg_ingest *g, kvg_hojob *j)
 	}
 	if (j->rv != KVI_OK) {
 		l->c.handoffs_failed++;
-		kvg_error(l, "hand-off from %.100s: %s (%.100s)", l->ho.from,
+		kvl_error(l, "hand-off from %.100s: %s (%.100s)", l->ho.from,
 			  kvi_strerror(j->rv), j->err);
-		kvg_log_listener(l, "handoff_failed", "from=%s error=\"%s\"",
-				 l->ho.from, l->last_error);
+		kvl_log(l, "handoff_failed", "from=%s error=\"%s\"", l->ho.from,
+			l->last_error);
 		if (++l->ho.fails < KVG_HANDOFF_FAILS && j->rv != KVI_ENOENT) {
 			/* The old owner may be restarting: ask again. */
 			kvg_handoff_ask(g, l);
@@ -401,9 +399,8 @@ kvg_on_handoff(kvg_ingest *g, kvg_hojob *j)
 	l->ho.taken = true;
 	l->ho.blocks = j->n;
 	l->c.handoffs++;
-	kvg_log_listener(l, "handoff_applied",
-			 "from=%s entries=%zu watermark=%" PRIu64, l->ho.from,
-			 j->n, j->mark.wm);
+	kvl_log(l, "handoff_applied", "from=%s entries=%zu watermark=%" PRIu64,
+		l->ho.from, j->n, j->mark.wm);
 	kvg_recovery_on(g, l, &(kvg_event){.kind = KVG_EV_HANDOFF_TAKEN});
 }
 

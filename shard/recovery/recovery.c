@@ -106,7 +106,7 @@ kvg_give_up(kvg_ingest *g, kvl_listener *l)
 	kvl_recovery *r = &l->recovery;
 	l->c.unrepaired_gaps++;
 	size_t dropped = kvx_listener_entries(g->idx, l->lid);
-	kvg_error(l,
+	kvl_error(l,
 		  "gap before seq %" PRIu64 " cannot be repaired (%s): %zu "
 		  "entries dropped, incomplete until the engine's whole "
 		  "state is taken",
@@ -115,9 +115,8 @@ kvg_give_up(kvg_ingest *g, kvl_listener *l)
 		      ? "no replay or recover endpoint"
 		      : "the replay buffer does not reach back far enough",
 		  dropped);
-	kvg_warn_listener(l, "gap_unrepaired",
-			  "seq=%" PRIu64 " entries_dropped=%zu", r->gap_seq,
-			  dropped);
+	kvl_warn(l, "gap_unrepaired", "seq=%" PRIu64 " entries_dropped=%zu",
+		 r->gap_seq, dropped);
 	kva_clear(g->idx, l);
 	if (r->gap_seq > 0) {
 		/* batches before gap_seq were missed */
@@ -177,10 +176,10 @@ kvg_replay_failed(kvg_ingest *g, kvl_listener *l, bool unchecked,
 	kvg_io_timer(g, l, -1);
 	l->c.replays_failed++;
 	r->replay_spent = true;
-	kvg_error(l, "replay from %" PRIu64 ": %s", r->replay_from, why);
+	kvl_error(l, "replay from %" PRIu64 ": %s", r->replay_from, why);
 	char q[600];
-	kvg_log_listener(l, "replay_failed", "from=%" PRIu64 " reason=%s",
-			 r->replay_from, kvi_log_quote(q, sizeof(q), why));
+	kvl_log(l, "replay_failed", "from=%" PRIu64 " reason=%s",
+		r->replay_from, kvi_log_quote(q, sizeof(q), why));
 	r->state = KVL_R_STREAMING;
 	if (unchecked) {
 		r->unverifiable = true;
@@ -194,8 +193,7 @@ kvg_replay_failed(kvg_ingest *g, kvl_listener *l, bool unchecked,
 		 * ROUTER drops what passes its high-water mark (1,000
 		 * messages) - : ask again from where it got to. Each round
 		 * moves the watermark on, so this ends. */
-		kvg_log_listener(l, "replay_again", "from=%" PRIu64,
-				 l->mark.wm + 1);
+		kvl_log(l, "replay_again", "from=%" PRIu64, l->mark.wm + 1);
 		kvg_begin_replay(g, l, l->mark.wm + 1, false);
 		return;
 	}
@@ -318,7 +316,7 @@ kvg_begin_fetch(kvg_ingest *g, kvl_listener *l, bool full)
 					have < max ? max - have : 0);
 	if (rv != KVI_OK) {
 		l->c.recoveries_failed++;
-		kvg_error(l, "cannot fetch %s: %s", url, kvi_strerror(rv));
+		kvl_error(l, "cannot fetch %s: %s", url, kvi_strerror(rv));
 		kvg_backoff(g, l);
 	}
 }
@@ -334,12 +332,12 @@ kvg_fetch_failed(kvg_ingest *g, kvl_listener *l, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
-	kvg_error(l, "%s", why);
+	kvl_error(l, "%s", why);
 	l->c.recoveries_failed++;
 	char q[600];
-	kvg_log_listener(l, "recover_failed", "attempt=%d error=%s",
-			 l->recovery.attempts + 1,
-			 kvi_log_quote(q, sizeof(q), l->last_error));
+	kvl_log(l, "recover_failed", "attempt=%d error=%s",
+		l->recovery.attempts + 1,
+		kvi_log_quote(q, sizeof(q), l->last_error));
 	kvg_backoff(g, l);
 }
 
@@ -421,9 +419,9 @@ kvg_fetched(kvg_ingest *g, kvl_listener *l, kvr_result *res)
 		l->c.recoveries_treedump++;
 		r->need_full = false;
 		l->orphan_streak = 0;
-		kvg_log_listener(l, "recovered",
-				 "kind=tree_dump events=%zu watermark=%" PRIu64,
-				 resp->n_events, resp->last_event_id);
+		kvl_log(l, "recovered",
+			"kind=tree_dump events=%zu watermark=%" PRIu64,
+			resp->n_events, resp->last_event_id);
 		kvg_finish(g, l);
 		break;
 	case KVR_KIND_EVENTS:

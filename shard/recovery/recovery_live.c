@@ -38,7 +38,7 @@ kvg_misconfigured(kvl_listener *l)
 		return;
 	}
 	l->foreign_logged_ms = l->foreign_at_ms;
-	kvg_warn_listener(
+	kvl_warn(
 	    l, "listener_misconfigured",
 	    "foreign_rank=%u rank=%u batches=%" PRIu64
 	    " reason=\"batches of another data-parallel rank arrive on this "
@@ -74,13 +74,12 @@ kvg_apply(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
 	if (res == KVA_LOST && l->recover_ep != NULL) {
 		/* A replay would return the same bytes: only the engine's
 		 * whole state repairs a lost batch. */
-		kvg_log_listener(l, "lost_batch_resync", "seq=%" PRIu64, seq);
+		kvl_log(l, "lost_batch_resync", "seq=%" PRIu64, seq);
 		kvg_resync(g, l, seq);
 		return true;
 	}
 	if (l->orphan_streak >= g->cfg.orphan_resync && l->recover_ep != NULL) {
-		kvg_log_listener(l, "orphan_resync", "orphans=%u",
-				 l->orphan_streak);
+		kvl_log(l, "orphan_resync", "orphans=%u", l->orphan_streak);
 		l->orphan_streak = 0;
 		kvg_resync(g, l, seq);
 	}
@@ -116,9 +115,9 @@ kvg_take(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
 		l->c.gaps++;
 		r->gap_seq = seq;
 		r->need_full = r->need_full || !r->trusted;
-		kvg_log_listener(
-		    l, "gap", "watermark=%" PRIu64 " seq=%" PRIu64 " full=%d",
-		    l->mark.wm, seq, r->need_full);
+		kvl_log(l, "gap",
+			"watermark=%" PRIu64 " seq=%" PRIu64 " full=%d",
+			l->mark.wm, seq, r->need_full);
 		break;
 	}
 	return v;
@@ -192,10 +191,9 @@ kvg_engine_restart(kvg_ingest *g, kvl_listener *l, uint64_t seq)
 {
 	l->c.engine_restarts++;
 	l->recovery.trusted = false;
-	kvg_log_listener(l, "engine_restart",
-			 "watermark=%" PRIu64 " last_live=%" PRIu64
-			 " seq=%" PRIu64,
-			 l->mark.wm, l->last_live, seq);
+	kvl_log(l, "engine_restart",
+		"watermark=%" PRIu64 " last_live=%" PRIu64 " seq=%" PRIu64,
+		l->mark.wm, l->last_live, seq);
 	kvg_recovery_reset(g, l);
 	kva_clear(g->idx, l);
 	l->has_live = false;
@@ -207,8 +205,8 @@ void
 kvg_restarted(kvg_ingest *g, kvl_listener *l, const char *reason)
 {
 	l->c.engine_restarts++;
-	kvg_log_listener(l, "engine_restart", "watermark=%" PRIu64 " reason=%s",
-			 l->mark.wm, reason);
+	kvl_log(l, "engine_restart", "watermark=%" PRIu64 " reason=%s",
+		l->mark.wm, reason);
 	kva_clear(g->idx, l);
 	l->recovery.state = KVL_R_STREAMING;
 	kvg_repair_gap(g, l, false);

@@ -44,7 +44,7 @@ static struct {
 	int asks; /* kvg_handoff_ask */
 	kvr_response resp;
 	kvl_listener *l;
-	int warnings; /* kvg_warn_listener calls */
+	int warnings; /* kvl_warn calls */
 } st;
 
 /* Payloads of another rank's batches start with "other-" (foreign()). */
@@ -171,7 +171,7 @@ kvg_listener(kvg_ingest *g, uint32_t lid)
 }
 
 void
-kvg_error(kvl_listener *l, const char *fmt, ...)
+kvl_error(kvl_listener *l, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -180,13 +180,13 @@ kvg_error(kvl_listener *l, const char *fmt, ...)
 }
 
 void
-kvg_log_listener(kvl_listener *l, const char *event, const char *fmt, ...)
+kvl_log(kvl_listener *l, const char *event, const char *fmt, ...)
 {
 	(void)l, (void)event, (void)fmt;
 }
 
 void
-kvg_warn_listener(kvl_listener *l, const char *event, const char *fmt, ...)
+kvl_warn(kvl_listener *l, const char *event, const char *fmt, ...)
 {
 	(void)l, (void)event, (void)fmt;
 	st.warnings++;
