@@ -391,8 +391,8 @@ kvg_on_handoff(kvg_ingest *g, kvg_hojob *j)
 			return;
 		}
 		kvg_handoff_forget(l);
-		kvg_recovery_on(g, l,
-				&(kvg_event){.kind = KVG_EV_HANDOFF_FAILED});
+		kvq_recovery_on(g, l,
+				&(kvq_event){.kind = KVQ_EV_HANDOFF_FAILED});
 		return;
 	}
 	kva_handoff(g->idx, l, j->ext, j->seq, j->tiers, j->n, &j->mark);
@@ -401,7 +401,7 @@ kvg_on_handoff(kvg_ingest *g, kvg_hojob *j)
 	l->c.handoffs++;
 	kvl_log(l, "handoff_applied", "from=%s entries=%zu watermark=%" PRIu64,
 		l->ho.from, j->n, j->mark.wm);
-	kvg_recovery_on(g, l, &(kvg_event){.kind = KVG_EV_HANDOFF_TAKEN});
+	kvq_recovery_on(g, l, &(kvq_event){.kind = KVQ_EV_HANDOFF_TAKEN});
 }
 
 void

@@ -173,7 +173,7 @@ kvg_listener_create(kvg_ingest *g, uint32_t lid, const Kvindex__Listener *spec,
 static void
 kvg_listener_free(kvg_ingest *g, kvl_listener *l, bool unindex)
 {
-	kvg_recovery_reset(g, l);
+	kvq_recovery_reset(g, l);
 	kvg_handoff_forget(l);
 	kvg_io_close(g, l);
 	if (unindex) {
@@ -268,7 +268,7 @@ kvg_do_assign(kvg_ingest *g, kvg_cmd *c)
 			/* Owned with no state yet, say after a restart in
 			 * the middle of a hand-off: take it now. */
 			l->ho.from = kvi_strdup(c->handoff_from);
-			kvg_recovery_move_in(g, l,
+			kvq_recovery_move_in(g, l,
 					     KVG_HANDOFF_SUB_MS); /* SUB up */
 		}
 		return KVI_OK;
@@ -298,7 +298,7 @@ kvg_do_assign(kvg_ingest *g, kvg_cmd *c)
 	    g->ho_started) {
 		/* A planned move: the state comes from the old owner. */
 		l->ho.from = kvi_strdup(c->handoff_from);
-		kvg_recovery_move_in(g, l, KVG_HANDOFF_CONNECT_WAIT_MS);
+		kvq_recovery_move_in(g, l, KVG_HANDOFF_CONNECT_WAIT_MS);
 	}
 	return KVI_OK;
 }
@@ -607,7 +607,7 @@ kvg_on_wake(evutil_socket_t fd, short what, void *arg)
 	kvg_run_commands(g);
 	kvr_result *res;
 	while ((res = kvr_fetcher_pop(g->fetcher)) != NULL) {
-		kvg_on_fetched(g, res);
+		kvq_on_fetched(g, res);
 	}
 	kvg_handoff_results(g);
 	if (atomic_load(&g->stopping)) {

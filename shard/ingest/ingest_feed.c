@@ -46,8 +46,8 @@ kvg_feed(kvg_ingest *g, uint32_t lid, uint64_t seq, const void *payload,
 {
 	kvl_listener *l = kvg_listener(g, lid);
 	if (l != NULL) {
-		kvg_recovery_on(g, l,
-				&(kvg_event){.kind = KVG_EV_LIVE,
+		kvq_recovery_on(g, l,
+				&(kvq_event){.kind = KVQ_EV_LIVE,
 					     .seq = seq,
 					     .payload = payload,
 					     .len = len});

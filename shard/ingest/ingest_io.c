@@ -111,7 +111,7 @@ kvg_on_timer_ev(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	kvg_io *io = arg;
-	kvg_recovery_on(io->g, io->l, &(kvg_event){.kind = KVG_EV_TIMER});
+	kvq_recovery_on(io->g, io->l, &(kvq_event){.kind = KVQ_EV_TIMER});
 }
 
 /* ---- receiving ----------------------------------------------------- */
@@ -174,7 +174,7 @@ kvg_drain_sub(kvg_ingest *g, kvg_io *io)
 	kvl_listener *l = io->l;
 	size_t applied = 0;
 	if (!g->paused && l->recovery.state == KVL_R_STREAMING) {
-		applied = kvg_backlog_apply(g, l, KVG_BUDGET);
+		applied = kvq_backlog_apply(g, l, KVG_BUDGET);
 	}
 	for (int i = 0; i < KVG_READ_AHEAD; i++) {
 		kvg_msg m;
@@ -188,8 +188,8 @@ kvg_drain_sub(kvg_ingest *g, kvg_io *io)
 		if (kvi_frame_parse_live(m.frames, (size_t)m.n, &msg, why,
 					 sizeof(why)) == KVI_OK) {
 			bool defer = g->paused || applied >= KVG_BUDGET;
-			kvg_recovery_on(g, l,
-					&(kvg_event){.kind = KVG_EV_LIVE,
+			kvq_recovery_on(g, l,
+					&(kvq_event){.kind = KVQ_EV_LIVE,
 						     .seq = msg.seq,
 						     .payload = msg.payload.ptr,
 						     .len = msg.payload.len,
@@ -220,13 +220,13 @@ kvg_drain_mon(kvg_ingest *g, kvg_io *io)
 				kvg_io_lost(io, ev == ZMQ_EVENT_DISCONNECTED);
 			}
 			if (ev == ZMQ_EVENT_DISCONNECTED) {
-				kvg_recovery_on(
+				kvq_recovery_on(
 				    g, io->l,
-				    &(kvg_event){.kind = KVG_EV_DISCONNECTED});
+				    &(kvq_event){.kind = KVQ_EV_DISCONNECTED});
 			} else if (ev == ZMQ_EVENT_CONNECTED) {
-				kvg_recovery_on(
+				kvq_recovery_on(
 				    g, io->l,
-				    &(kvg_event){.kind = KVG_EV_CONNECTED});
+				    &(kvq_event){.kind = KVQ_EV_CONNECTED});
 			}
 		}
 		kvg_msg_close(&m);
@@ -246,10 +246,10 @@ kvg_drain_dealer(kvg_ingest *g, kvg_io *io)
 		char why[128];
 		if (kvi_frame_parse_replay(m.frames, (size_t)m.n, &msg, why,
 					   sizeof(why)) == KVI_OK) {
-			kvg_recovery_on(
+			kvq_recovery_on(
 			    g, io->l,
-			    &(kvg_event){.kind = msg.end ? KVG_EV_REPLAY_END
-							 : KVG_EV_REPLAY,
+			    &(kvq_event){.kind = msg.end ? KVQ_EV_REPLAY_END
+							 : KVQ_EV_REPLAY,
 					 .seq = msg.seq,
 					 .payload = msg.payload.ptr,
 					 .len = msg.payload.len});

@@ -71,7 +71,7 @@ kvg_status_of(kvg_ingest *g, kvl_listener *l, kvp_arena *a,
 	ProtobufCAllocator alloc;
 	kvp_arena_allocator(a, &alloc);
 	st->listener = kvindex__listener__unpack(&alloc, l->spec_len, l->spec);
-	st->state = (Kvindex__ListenerState)kvg_state_of(l);
+	st->state = (Kvindex__ListenerState)kvq_state_of(l);
 	st->has_watermark = l->mark.has_wm;
 	st->watermark = l->mark.wm;
 	st->blocks = kvx_listener_entries(g->idx, l->lid);
@@ -125,7 +125,7 @@ kvg_status_digest(kvg_ingest *g, const char *store_error)
 			continue;
 		}
 		uint64_t v[] = {l->spec_len,
-				(uint64_t)kvg_state_of(l),
+				(uint64_t)kvq_state_of(l),
 				l->mark.has_wm,
 				l->mark.wm,
 				kvx_listener_entries(g->idx, l->lid),
@@ -300,7 +300,7 @@ kvg_publish_totals(kvg_ingest *g, const kvw_job *done)
 				kvg_lag_note(&t, l);
 			}
 			t.by_state[t.store_failing ? KVL_STALE
-						   : kvg_state_of(l)]++;
+						   : kvq_state_of(l)]++;
 			t.waiting += kvg_io_waiting(l);
 		}
 	}

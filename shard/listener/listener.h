@@ -7,7 +7,7 @@
  * counters. Listeners belong to the ingest thread: only that thread reads
  * or writes them (status requests are answered on it).
  *
- * States (what status reports; kvg_state_of gives it from the recovery
+ * States (what status reports; kvq_state_of gives it from the recovery
  * state, recovery.h):
  *
  *   PENDING     assigned and subscribed, not yet known to be in step
@@ -43,7 +43,7 @@ typedef enum kvl_state {
  * recovery.c (its header draws the transitions).
  */
 typedef enum kvl_rstate {
-	/* Live batches are judged as they come (kvg_judge): applied in
+	/* Live batches are judged as they come (kvq_judge): applied in
 	 * order, duplicates dropped, a gap starts a repair. */
 	KVL_R_STREAMING = 0,
 	/* A replay from the watermark is in flight to compare its batch

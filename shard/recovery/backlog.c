@@ -13,7 +13,7 @@
 #include "log.h"
 
 void
-kvg_backlog_clear(kvg_ingest *g, kvl_listener *l)
+kvq_backlog_clear(kvg_ingest *g, kvl_listener *l)
 {
 	while (l->backlog != NULL) {
 		kvl_pending_msg *m = l->backlog;
@@ -27,7 +27,7 @@ kvg_backlog_clear(kvg_ingest *g, kvl_listener *l)
 }
 
 void
-kvg_backlog_push(kvg_ingest *g, kvl_listener *l, uint64_t seq,
+kvq_backlog_push(kvg_ingest *g, kvl_listener *l, uint64_t seq,
 		 const void *payload, size_t len, bool checked)
 {
 	if (g->backlog_bytes + len > g->cfg.backlog_max_bytes ||
@@ -48,7 +48,7 @@ kvg_backlog_push(kvg_ingest *g, kvl_listener *l, uint64_t seq,
 			  l->backlog_len + 1, l->backlog_bytes + len,
 			  g->cfg.listener_backlog_max_bytes,
 			  g->cfg.backlog_max_bytes);
-		kvg_backlog_clear(g, l);
+		kvq_backlog_clear(g, l);
 		return;
 	}
 	kvl_pending_msg *m = kvi_malloc(sizeof(*m) + len);
@@ -72,7 +72,7 @@ kvg_backlog_push(kvg_ingest *g, kvl_listener *l, uint64_t seq,
 }
 
 kvl_pending_msg *
-kvg_backlog_pop(kvg_ingest *g, kvl_listener *l)
+kvq_backlog_pop(kvg_ingest *g, kvl_listener *l)
 {
 	kvl_pending_msg *m = l->backlog;
 	if (m != NULL) {
@@ -88,7 +88,7 @@ kvg_backlog_pop(kvg_ingest *g, kvl_listener *l)
 }
 
 void
-kvg_backlog_unpop(kvg_ingest *g, kvl_listener *l, kvl_pending_msg *m)
+kvq_backlog_unpop(kvg_ingest *g, kvl_listener *l, kvl_pending_msg *m)
 {
 	m->next = l->backlog;
 	l->backlog = m;

@@ -35,7 +35,7 @@
  * ranks on one socket) is never sequenced: its seq belongs to that rank's
  * numbering, and would read here as a restart, a duplicate or a gap.
  *
- * recovery.h draws the states and their transitions; kvg_recovery_on
+ * recovery.h draws the states and their transitions; kvq_recovery_on
  * takes every event, and each state's handling is below under its name.
  * The choices (what a batch is, which repair) are recovery_rules.c's; the
  * live batches in order (applying, duplicates, restarts, the queue) are
@@ -55,12 +55,12 @@
 #include "log.h"
 #include "recovery_int.h"
 
-#define KVG_BACKOFF_MIN_MS 100
-#define KVG_TOO_NEW_FULL   3 /* TooNew answers before asking for a dump */
+#define KVQ_BACKOFF_MIN_MS 100
+#define KVQ_TOO_NEW_FULL   3 /* TooNew answers before asking for a dump */
 
 /* How long a listener with no state and no engine to repair it from waits
  * for a hand-off before it takes the stream as it comes. */
-#define KVG_HANDOFF_WAIT_MS 3000
+#define KVQ_HANDOFF_WAIT_MS 3000
 
 static void kvg_finish(kvg_ingest *g, kvl_listener *l);
 static void kvg_begin_fetch(kvg_ingest *g, kvl_listener *l, bool full);
@@ -86,7 +86,7 @@ kvg_finish(kvg_ingest *g, kvl_listener *l)
 	r->attempts = 0;
 	r->too_new = 0;
 	r->replay_spent = false;
-	kvg_backlog_apply(g, l, SIZE_MAX);
+	kvq_backlog_apply(g, l, SIZE_MAX);
 }
 
 /* kvg_give_up steps over a gap nothing can repair. What the listener held
@@ -132,7 +132,7 @@ kvg_backoff(kvg_ingest *g, kvl_listener *l)
 {
 	kvl_recovery *r = &l->recovery;
 	r->attempts++;
-	long ms = KVG_BACKOFF_MIN_MS;
+	long ms = KVQ_BACKOFF_MIN_MS;
 	for (int i = 1; i < r->attempts && ms < g->cfg.backoff_max_ms; i++) {
 		ms *= 2;
 	}
@@ -158,7 +158,7 @@ kvg_begin_replay(kvg_ingest *g, kvl_listener *l, uint64_t from, bool verify)
 		l->c.replays_failed++;
 		r->replay_spent = true;
 		r->state = KVL_R_STREAMING;
-		kvg_repair_gap(g, l, verify);
+		kvq_repair_gap(g, l, verify);
 		return;
 	}
 	kvg_io_timer(g, l, g->cfg.replay_timeout_ms);
@@ -184,7 +184,7 @@ kvg_replay_failed(kvg_ingest *g, kvl_listener *l, bool unchecked,
 	if (unchecked) {
 		r->unverifiable = true;
 		r->replay_spent = false;
-		kvg_backlog_apply(g, l, SIZE_MAX);
+		kvq_backlog_apply(g, l, SIZE_MAX);
 		return;
 	}
 	if (r->replay_started && l->mark.has_wm &&
@@ -197,7 +197,7 @@ kvg_replay_failed(kvg_ingest *g, kvl_listener *l, bool unchecked,
 		kvg_begin_replay(g, l, l->mark.wm + 1, false);
 		return;
 	}
-	kvg_repair_gap(g, l, false);
+	kvq_repair_gap(g, l, false);
 }
 
 /* kvg_verified takes the replayed batch a VERIFYING listener asked for:
@@ -227,7 +227,7 @@ kvg_verified(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
 	}
 	/* Same seq, other payload: another engine process. */
 	kvg_io_replay_stop(g, l);
-	kvg_restarted(g, l, "fingerprint");
+	kvq_restarted(g, l, "fingerprint");
 }
 
 /* kvg_replayed takes a replayed batch of a REPLAYING listener. */
@@ -254,7 +254,7 @@ kvg_replayed(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
 		return;
 	}
 	r->replay_expect = seq + 1;
-	kvg_apply(g, l, seq, payload, len);
+	kvq_apply(g, l, seq, payload, len);
 }
 
 /* kvg_replay_end judges a replay by what it delivered before its end
@@ -268,7 +268,7 @@ kvg_replay_end(kvg_ingest *g, kvl_listener *l)
 	if (r->state == KVL_R_VERIFYING && empty) {
 		/* The engine has no batch at all, not even the one at the
 		 * watermark it published to us: a new process. */
-		kvg_restarted(g, l, "empty_replay");
+		kvq_restarted(g, l, "empty_replay");
 	} else if (r->state == KVL_R_VERIFYING) {
 		r->need_full = true;
 		kvg_replay_failed(g, l, false,
@@ -354,7 +354,7 @@ kvg_fetched_events(kvg_ingest *g, kvl_listener *l, const kvr_response *resp)
 		r->need_full = true;
 		l->c.recoveries_failed++;
 		r->state = KVL_R_STREAMING;
-		kvg_repair_gap(g, l, false);
+		kvq_repair_gap(g, l, false);
 		return;
 	}
 	if (resp->last_event_id + 1 < r->gap_seq) {
@@ -428,7 +428,7 @@ kvg_fetched(kvg_ingest *g, kvl_listener *l, kvr_result *res)
 		kvg_fetched_events(g, l, resp);
 		break;
 	case KVR_KIND_TOO_NEW:
-		if (++r->too_new >= KVG_TOO_NEW_FULL) {
+		if (++r->too_new >= KVQ_TOO_NEW_FULL) {
 			r->need_full = true;
 		}
 		kvg_fetch_failed(g, l,
@@ -453,78 +453,78 @@ kvg_fetched(kvg_ingest *g, kvl_listener *l, kvr_result *res)
 }
 
 void
-kvg_on_fetched(kvg_ingest *g, kvr_result *r)
+kvq_on_fetched(kvg_ingest *g, kvr_result *r)
 {
 	kvl_listener *l = kvg_listener(g, (uint32_t)(r->token >> 32));
 	if (l == NULL) {
 		kvr_result_free(r);
 		return; /* a listener gone */
 	}
-	kvg_recovery_on(g, l,
-			&(kvg_event){.kind = KVG_EV_FETCHED, .fetched = r});
+	kvq_recovery_on(g, l,
+			&(kvq_event){.kind = KVQ_EV_FETCHED, .fetched = r});
 }
 
 /* ---- choosing a repair --------------------------------------------- */
 
-/* kvg_repair_gap starts the repair kvg_plan_repair chooses. */
+/* kvq_repair_gap starts the repair kvq_plan_repair chooses. */
 void
-kvg_repair_gap(kvg_ingest *g, kvl_listener *l, bool verify)
+kvq_repair_gap(kvg_ingest *g, kvl_listener *l, bool verify)
 {
 	kvl_recovery *r = &l->recovery;
 	kvg_io_timer(g, l, -1);
-	kvg_plan p = kvg_plan_repair(l, verify);
+	kvq_plan p = kvq_plan_repair(l, verify);
 	r->need_full = p.need_full;
 	switch (p.repair) {
-	case KVG_REPAIR_VERIFY:
+	case KVQ_REPAIR_VERIFY:
 		kvg_begin_replay(g, l, l->mark.wm, true);
 		break;
-	case KVG_REPAIR_NONE:
+	case KVQ_REPAIR_NONE:
 		kvg_finish(g, l);
 		break;
-	case KVG_REPAIR_REPLAY:
+	case KVQ_REPAIR_REPLAY:
 		kvg_begin_replay(g, l, l->mark.has_wm ? l->mark.wm + 1 : 0,
 				 false);
 		break;
-	case KVG_REPAIR_EVENTS:
-	case KVG_REPAIR_DUMP:
-		kvg_begin_fetch(g, l, p.repair == KVG_REPAIR_DUMP);
+	case KVQ_REPAIR_EVENTS:
+	case KVQ_REPAIR_DUMP:
+		kvg_begin_fetch(g, l, p.repair == KVQ_REPAIR_DUMP);
 		break;
-	case KVG_REPAIR_HANDOFF:
+	case KVQ_REPAIR_HANDOFF:
 		r->state = KVL_R_HANDOFF;
 		kvg_handoff_ask(g, l);
 		break;
-	case KVG_REPAIR_AWAIT_HANDOFF:
+	case KVQ_REPAIR_AWAIT_HANDOFF:
 		l->ho.waited = true;
 		r->state = KVL_R_AWAIT_HANDOFF;
-		kvg_io_timer(g, l, KVG_HANDOFF_WAIT_MS);
+		kvg_io_timer(g, l, KVQ_HANDOFF_WAIT_MS);
 		break;
-	case KVG_REPAIR_GIVE_UP:
+	case KVQ_REPAIR_GIVE_UP:
 		kvg_give_up(g, l);
 		break;
 	}
 }
 
 void
-kvg_recovery_start(kvg_ingest *g, kvl_listener *l)
+kvq_recovery_begin(kvg_ingest *g, kvl_listener *l)
 {
 	if (!l->mark.has_wm &&
 	    (l->replay_ep != NULL || l->recover_ep != NULL)) {
 		l->recovery.gap_seq = 0;
-		kvg_repair_gap(g, l, false);
+		kvq_repair_gap(g, l, false);
 	} else {
 		kvg_finish(g, l);
 	}
 }
 
 void
-kvg_recovery_move_in(kvg_ingest *g, kvl_listener *l, int ms)
+kvq_recovery_move_in(kvg_ingest *g, kvl_listener *l, int ms)
 {
 	l->recovery.state = KVL_R_HANDOFF_ARMED;
 	kvg_io_timer(g, l, ms);
 }
 
 void
-kvg_recovery_reset(kvg_ingest *g, kvl_listener *l)
+kvq_recovery_reset(kvg_ingest *g, kvl_listener *l)
 {
 	kvl_recovery *r = &l->recovery;
 	kvg_io_replay_stop(g, l);
@@ -537,7 +537,7 @@ kvg_recovery_reset(kvg_ingest *g, kvl_listener *l)
 	r->replay_spent = false;
 	r->attempts = 0;
 	r->too_new = 0;
-	kvg_backlog_clear(g, l);
+	kvq_backlog_clear(g, l);
 }
 
 /* ---- the transition function ----------------------------------------- */
@@ -557,14 +557,14 @@ kvg_on_connected(kvg_ingest *g, kvl_listener *l)
 	if (r->trusted || r->state != KVL_R_STREAMING) {
 		return;
 	}
-	if (!r->unverifiable && kvg_can_verify(l)) {
+	if (!r->unverifiable && kvq_can_verify(l)) {
 		r->gap_seq = l->mark.wm + 1;
-		kvg_repair_gap(g, l, true);
+		kvq_repair_gap(g, l, true);
 	} else if (!l->mark.has_wm &&
 		   (l->replay_ep != NULL || l->recover_ep != NULL)) {
 		/* No state yet: fetch the engine's current one. */
 		r->gap_seq = 0;
-		kvg_repair_gap(g, l, false);
+		kvq_repair_gap(g, l, false);
 	}
 }
 
@@ -586,7 +586,7 @@ kvg_on_timer(kvg_ingest *g, kvl_listener *l)
 	case KVL_R_AWAIT_HANDOFF:
 		r->state = KVL_R_STREAMING;
 		r->replay_spent = false;
-		kvg_repair_gap(g, l, false);
+		kvq_repair_gap(g, l, false);
 		break;
 	default:
 		break;
@@ -594,18 +594,18 @@ kvg_on_timer(kvg_ingest *g, kvl_listener *l)
 }
 
 static void
-kvg_on_replay(kvg_ingest *g, kvl_listener *l, const kvg_event *ev)
+kvg_on_replay(kvg_ingest *g, kvl_listener *l, const kvq_event *ev)
 {
 	kvl_recovery *r = &l->recovery;
 	if (r->state != KVL_R_VERIFYING && r->state != KVL_R_REPLAYING) {
 		return;
 	}
 	kvg_io_timer(g, l, g->cfg.replay_timeout_ms);
-	if (ev->kind == KVG_EV_REPLAY_END) {
+	if (ev->kind == KVQ_EV_REPLAY_END) {
 		kvg_replay_end(g, l);
 		return;
 	}
-	if (kvg_foreign(l, ev->payload, ev->len)) {
+	if (kvq_foreign(l, ev->payload, ev->len)) {
 		return; /* a replay socket shared by several ranks */
 	}
 	r->replay_got++;
@@ -629,40 +629,40 @@ kvg_on_handoff_end(kvg_ingest *g, kvl_listener *l, bool taken)
 	l->recovery.state = KVL_R_STREAMING;
 	if (l->ho.taken) {
 		/* A gap after a snapshot: the usual repairs. */
-		kvg_repair_gap(g, l, false);
+		kvq_repair_gap(g, l, false);
 	} else {
 		/* Start as any new listener does. */
-		kvg_recovery_start(g, l);
+		kvq_recovery_begin(g, l);
 	}
 }
 
 void
-kvg_recovery_on(kvg_ingest *g, kvl_listener *l, const kvg_event *ev)
+kvq_recovery_on(kvg_ingest *g, kvl_listener *l, const kvq_event *ev)
 {
 	switch (ev->kind) {
-	case KVG_EV_LIVE:
-		kvg_on_live(g, l, ev);
+	case KVQ_EV_LIVE:
+		kvq_on_live(g, l, ev);
 		break;
-	case KVG_EV_CONNECTED:
+	case KVQ_EV_CONNECTED:
 		kvg_on_connected(g, l);
 		break;
-	case KVG_EV_DISCONNECTED:
+	case KVQ_EV_DISCONNECTED:
 		l->recovery.trusted = false;
 		l->recovery.unverifiable = false;
 		break;
-	case KVG_EV_REPLAY:
-	case KVG_EV_REPLAY_END:
+	case KVQ_EV_REPLAY:
+	case KVQ_EV_REPLAY_END:
 		kvg_on_replay(g, l, ev);
 		break;
-	case KVG_EV_FETCHED:
+	case KVQ_EV_FETCHED:
 		kvg_fetched(g, l, ev->fetched);
 		break;
-	case KVG_EV_TIMER:
+	case KVQ_EV_TIMER:
 		kvg_on_timer(g, l);
 		break;
-	case KVG_EV_HANDOFF_TAKEN:
-	case KVG_EV_HANDOFF_FAILED:
-		kvg_on_handoff_end(g, l, ev->kind == KVG_EV_HANDOFF_TAKEN);
+	case KVQ_EV_HANDOFF_TAKEN:
+	case KVQ_EV_HANDOFF_FAILED:
+		kvg_on_handoff_end(g, l, ev->kind == KVQ_EV_HANDOFF_TAKEN);
 		break;
 	}
 }

@@ -4,7 +4,7 @@
  * waiting live batches (backlog.c).
  *
  * The states are kvl_rstate (listener.h, a comment each). The events that
- * drive them are kvg_event_kind; kvg_recovery_on is the one transition
+ * drive them are kvq_event_kind; kvq_recovery_on is the one transition
  * function. What changes state, in short:
  *
  *   STREAMING      --live batch past a gap / no state--> a repair
@@ -24,7 +24,7 @@
  *   HANDOFF_ARMED  --connected--> (a moment) --timer--> HANDOFF
  *   HANDOFF        --taken--> STREAMING   --failed--> a repair or a start
  *
- * "A repair" is what kvg_plan_repair chooses: verify, replay, fetch the
+ * "A repair" is what kvq_plan_repair chooses: verify, replay, fetch the
  * gap's events or a whole dump, a newer hand-off snapshot, wait for a
  * hand-off, nothing (the backlog reaches the watermark), or give up (the
  * gap is counted and stepped over, the listener emptied and marked
@@ -47,118 +47,118 @@ typedef struct kvg_ingest kvg_ingest;
 
 /* ---- the transition function (recovery.c) --------------------------- */
 
-typedef enum kvg_event_kind {
-	KVG_EV_LIVE,           /* a live batch: seq, payload, len, defer */
-	KVG_EV_CONNECTED,      /* the SUB connected to the engine */
-	KVG_EV_DISCONNECTED,   /* the SUB lost it */
-	KVG_EV_REPLAY,         /* a replayed batch: seq, payload, len */
-	KVG_EV_REPLAY_END,     /* the replay's end marker */
-	KVG_EV_FETCHED,        /* a /kv_recover answer: fetched */
-	KVG_EV_TIMER,          /* the listener's one timer */
-	KVG_EV_HANDOFF_TAKEN,  /* the old owner's snapshot was applied */
-	KVG_EV_HANDOFF_FAILED, /* the old owner gave no snapshot, for good */
-} kvg_event_kind;
+typedef enum kvq_event_kind {
+	KVQ_EV_LIVE,           /* a live batch: seq, payload, len, defer */
+	KVQ_EV_CONNECTED,      /* the SUB connected to the engine */
+	KVQ_EV_DISCONNECTED,   /* the SUB lost it */
+	KVQ_EV_REPLAY,         /* a replayed batch: seq, payload, len */
+	KVQ_EV_REPLAY_END,     /* the replay's end marker */
+	KVQ_EV_FETCHED,        /* a /kv_recover answer: fetched */
+	KVQ_EV_TIMER,          /* the listener's one timer */
+	KVQ_EV_HANDOFF_TAKEN,  /* the old owner's snapshot was applied */
+	KVQ_EV_HANDOFF_FAILED, /* the old owner gave no snapshot, for good */
+} kvq_event_kind;
 
-typedef struct kvg_event {
-	kvg_event_kind kind;
+typedef struct kvq_event {
+	kvq_event_kind kind;
 	uint64_t seq;
 	const void *payload;
 	size_t len;
-	/* KVG_EV_LIVE: queue the batch rather than apply it now (the store
+	/* KVQ_EV_LIVE: queue the batch rather than apply it now (the store
 	 * is paused, or this turn's budget is spent) */
 	bool defer;
-	/* KVG_EV_FETCHED: the answer, taken (freed) by the call */
+	/* KVQ_EV_FETCHED: the answer, taken (freed) by the call */
 	kvr_result *fetched;
-} kvg_event;
+} kvq_event;
 
-/* kvg_recovery_on takes one event of listener l. */
-void kvg_recovery_on(kvg_ingest *g, kvl_listener *l, const kvg_event *ev);
+/* kvq_recovery_on takes one event of listener l. */
+void kvq_recovery_on(kvg_ingest *g, kvl_listener *l, const kvq_event *ev);
 
-/* kvg_on_fetched finds the listener a fetcher result is for (none: a
+/* kvq_on_fetched finds the listener a fetcher result is for (none: a
  * listener gone) and gives it the result. */
-void kvg_on_fetched(kvg_ingest *g, kvr_result *r);
+void kvq_on_fetched(kvg_ingest *g, kvr_result *r);
 
-/* kvg_recovery_start starts a listener that has just been assigned or
+/* kvq_recovery_begin starts a listener that has just been assigned or
  * loaded: without a state it fetches the engine's current one when it
  * can; otherwise it takes the stream as it comes. */
-void kvg_recovery_start(kvg_ingest *g, kvl_listener *l);
+void kvq_recovery_begin(kvg_ingest *g, kvl_listener *l);
 
-/* kvg_recovery_move_in starts a planned move: the listener asks the old
+/* kvq_recovery_move_in starts a planned move: the listener asks the old
  * owner (l->ho.from) for its state once its SUB is connected, or after ms
  * at the latest. */
-void kvg_recovery_move_in(kvg_ingest *g, kvl_listener *l, int ms);
+void kvq_recovery_move_in(kvg_ingest *g, kvl_listener *l, int ms);
 
-/* kvg_recovery_reset drops the listener's recovery and backlog. */
-void kvg_recovery_reset(kvg_ingest *g, kvl_listener *l);
+/* kvq_recovery_reset drops the listener's recovery and backlog. */
+void kvq_recovery_reset(kvg_ingest *g, kvl_listener *l);
 
-/* kvg_backlog_apply applies at most max queued batches of a listener in
+/* kvq_backlog_apply applies at most max queued batches of a listener in
  * step, in order (a gap among them starts a repair); returns how many it
  * took. */
-size_t kvg_backlog_apply(kvg_ingest *g, kvl_listener *l, size_t max);
+size_t kvq_backlog_apply(kvg_ingest *g, kvl_listener *l, size_t max);
 
 /* ---- the rules, pure (recovery_rules.c) ------------------------------ */
 
 /* What to do with a live batch while streaming. */
-typedef enum kvg_verdict {
-	KVG_APPLY,        /* the next one: apply it */
-	KVG_DROP,         /* at or below the watermark: a duplicate */
-	KVG_NEED_HISTORY, /* no state, and not seq 0: the engine's history */
-	KVG_VERIFY,       /* continuity unknown and checkable: check first */
-	KVG_GAP,          /* past the next one: repair the gap */
-	KVG_FOREIGN,      /* another rank's (only kvg_take finds it out):
+typedef enum kvq_verdict {
+	KVQ_APPLY,        /* the next one: apply it */
+	KVQ_DROP,         /* at or below the watermark: a duplicate */
+	KVQ_NEED_HISTORY, /* no state, and not seq 0: the engine's history */
+	KVQ_VERIFY,       /* continuity unknown and checkable: check first */
+	KVQ_GAP,          /* past the next one: repair the gap */
+	KVQ_FOREIGN,      /* another rank's (only kvg_take finds it out):
 			   * dropped, unsequenced */
-} kvg_verdict;
+} kvq_verdict;
 
-/* kvg_judge says what batch seq is to l, streaming. */
-kvg_verdict kvg_judge(const kvl_listener *l, uint64_t seq);
+/* kvq_judge says what batch seq is to l, streaming. */
+kvq_verdict kvq_judge(const kvl_listener *l, uint64_t seq);
 
-/* kvg_is_restart says whether live batch seq shows the engine restarted:
+/* kvq_is_restart says whether live batch seq shows the engine restarted:
  * its seq went back on one connection, or, continuity unknown, it is at
  * or below the watermark. */
-bool kvg_is_restart(const kvl_listener *l, uint64_t seq);
+bool kvq_is_restart(const kvl_listener *l, uint64_t seq);
 
-/* kvg_can_verify says whether continuity can be checked by replaying the
+/* kvq_can_verify says whether continuity can be checked by replaying the
  * batch at the watermark. */
-bool kvg_can_verify(const kvl_listener *l);
+bool kvq_can_verify(const kvl_listener *l);
 
-typedef enum kvg_repair {
-	KVG_REPAIR_VERIFY,        /* replay from the watermark, comparing */
-	KVG_REPAIR_NONE,          /* the backlog reaches the watermark */
-	KVG_REPAIR_REPLAY,        /* replay from watermark + 1 (or 0) */
-	KVG_REPAIR_EVENTS,        /* /kv_recover the gap's events */
-	KVG_REPAIR_DUMP,          /* /kv_recover the whole state */
-	KVG_REPAIR_HANDOFF,       /* a newer snapshot from the old owner */
-	KVG_REPAIR_AWAIT_HANDOFF, /* wait once for a hand-off */
-	KVG_REPAIR_GIVE_UP,       /* step over the gap, counted */
-} kvg_repair;
+typedef enum kvq_repair {
+	KVQ_REPAIR_VERIFY,        /* replay from the watermark, comparing */
+	KVQ_REPAIR_NONE,          /* the backlog reaches the watermark */
+	KVQ_REPAIR_REPLAY,        /* replay from watermark + 1 (or 0) */
+	KVQ_REPAIR_EVENTS,        /* /kv_recover the gap's events */
+	KVQ_REPAIR_DUMP,          /* /kv_recover the whole state */
+	KVQ_REPAIR_HANDOFF,       /* a newer snapshot from the old owner */
+	KVQ_REPAIR_AWAIT_HANDOFF, /* wait once for a hand-off */
+	KVQ_REPAIR_GIVE_UP,       /* step over the gap, counted */
+} kvq_repair;
 
-typedef struct kvg_plan {
-	kvg_repair repair;
+typedef struct kvq_plan {
+	kvq_repair repair;
 	bool need_full; /* what l->recovery.need_full becomes */
-} kvg_plan;
+} kvq_plan;
 
-/* kvg_plan_repair chooses the next repair of l's gap; verify: its
+/* kvq_plan_repair chooses the next repair of l's gap; verify: its
  * continuity is to be checked first. */
-kvg_plan kvg_plan_repair(const kvl_listener *l, bool verify);
+kvq_plan kvq_plan_repair(const kvl_listener *l, bool verify);
 
-/* kvg_state_of is what status reports for l's recovery state. */
-kvl_state kvg_state_of(const kvl_listener *l);
+/* kvq_state_of is what status reports for l's recovery state. */
+kvl_state kvq_state_of(const kvl_listener *l);
 
-/* kvg_rstate_name names a recovery state, for logs and tests. */
-const char *kvg_rstate_name(kvl_rstate s);
+/* kvq_rstate_name names a recovery state, for logs and tests. */
+const char *kvq_rstate_name(kvl_rstate s);
 
 /* ---- the backlog (backlog.c) ----------------------------------------- */
 
-/* kvg_backlog_push queues a live batch (checked: its rank was read, and
+/* kvq_backlog_push queues a live batch (checked: its rank was read, and
  * the restart it could reveal looked for); past the listener's or the
  * shard's budget it drops the whole queue instead (counted, logged, to
  * be repaired from the watermark). */
-void kvg_backlog_push(kvg_ingest *g, kvl_listener *l, uint64_t seq,
+void kvq_backlog_push(kvg_ingest *g, kvl_listener *l, uint64_t seq,
 		      const void *payload, size_t len, bool checked);
-/* kvg_backlog_pop takes the oldest queued batch (NULL: none); the caller
- * frees it or gives it back with kvg_backlog_unpop. */
-kvl_pending_msg *kvg_backlog_pop(kvg_ingest *g, kvl_listener *l);
-void kvg_backlog_unpop(kvg_ingest *g, kvl_listener *l, kvl_pending_msg *m);
-void kvg_backlog_clear(kvg_ingest *g, kvl_listener *l);
+/* kvq_backlog_pop takes the oldest queued batch (NULL: none); the caller
+ * frees it or gives it back with kvq_backlog_unpop. */
+kvl_pending_msg *kvq_backlog_pop(kvg_ingest *g, kvl_listener *l);
+void kvq_backlog_unpop(kvg_ingest *g, kvl_listener *l, kvl_pending_msg *m);
+void kvq_backlog_clear(kvg_ingest *g, kvl_listener *l);
 
 #endif /* KVI_SHARD_RECOVERY_H */

@@ -15,28 +15,28 @@
 
 /* recovery.c */
 
-/* kvg_repair_gap starts the repair of l's gap that kvg_plan_repair
+/* kvq_repair_gap starts the repair of l's gap that kvq_plan_repair
  * chooses (verify: check its continuity first). */
-void kvg_repair_gap(kvg_ingest *g, kvl_listener *l, bool verify);
+void kvq_repair_gap(kvg_ingest *g, kvl_listener *l, bool verify);
 
 /* recovery_live.c */
 
-/* kvg_on_live takes a live batch (KVG_EV_LIVE). */
-void kvg_on_live(kvg_ingest *g, kvl_listener *l, const kvg_event *ev);
+/* kvq_on_live takes a live batch (KVQ_EV_LIVE). */
+void kvq_on_live(kvg_ingest *g, kvl_listener *l, const kvq_event *ev);
 
-/* kvg_apply applies the batch at seq, resyncing a listener whose batch
+/* kvq_apply applies the batch at seq, resyncing a listener whose batch
  * was lost or whose orphans keep coming; false when the batch was another
  * rank's (nothing changed). */
-bool kvg_apply(kvg_ingest *g, kvl_listener *l, uint64_t seq,
+bool kvq_apply(kvg_ingest *g, kvl_listener *l, uint64_t seq,
 	       const void *payload, size_t len);
 
-/* kvg_foreign drops a batch of another rank before anything sequences it
+/* kvq_foreign drops a batch of another rank before anything sequences it
  * (apply.h's kva_foreign), logging it at most once a minute; true when it
  * did. */
-bool kvg_foreign(kvl_listener *l, const void *payload, size_t len);
+bool kvq_foreign(kvl_listener *l, const void *payload, size_t len);
 
-/* kvg_restarted clears a listener whose engine turned out to be another
+/* kvq_restarted clears a listener whose engine turned out to be another
  * process (reason), and repairs it from nothing. */
-void kvg_restarted(kvg_ingest *g, kvl_listener *l, const char *reason);
+void kvq_restarted(kvg_ingest *g, kvl_listener *l, const char *reason);
 
 #endif /* KVI_SHARD_RECOVERY_INT_H */

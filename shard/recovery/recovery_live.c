@@ -25,7 +25,7 @@ kvg_resync(kvg_ingest *g, kvl_listener *l, uint64_t seq)
 	l->recovery.need_full = true;
 	if (l->recovery.state == KVL_R_STREAMING) {
 		l->recovery.gap_seq = seq + 1;
-		kvg_repair_gap(g, l, false);
+		kvq_repair_gap(g, l, false);
 	}
 }
 
@@ -47,10 +47,10 @@ kvg_misconfigured(kvl_listener *l)
 	    l->foreign_rank, l->dp_rank, l->c.rank_mismatches);
 }
 
-/* kvg_foreign drops a batch of another rank before anything sequences it
+/* kvq_foreign drops a batch of another rank before anything sequences it
  * (kva_foreign); true when it did. */
 bool
-kvg_foreign(kvl_listener *l, const void *payload, size_t len)
+kvq_foreign(kvl_listener *l, const void *payload, size_t len)
 {
 	if (!kva_foreign(l, payload, len)) {
 		return false;
@@ -59,10 +59,10 @@ kvg_foreign(kvl_listener *l, const void *payload, size_t len)
 	return true;
 }
 
-/* kvg_apply applies the batch at seq; false when it was another rank's
+/* kvq_apply applies the batch at seq; false when it was another rank's
  * (nothing changed). */
 bool
-kvg_apply(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
+kvq_apply(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
 	  size_t len)
 {
 	kva_result res =
@@ -86,32 +86,32 @@ kvg_apply(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
 	return true;
 }
 
-/* kvg_take applies or drops a batch while streaming, as kvg_judge says;
+/* kvg_take applies or drops a batch while streaming, as kvq_judge says;
  * any other verdict is returned for the caller to hold the batch and
  * start the repair, after noting what the repair must reach. */
-static kvg_verdict
+static kvq_verdict
 kvg_take(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
 	 size_t len)
 {
 	kvl_recovery *r = &l->recovery;
-	kvg_verdict v = kvg_judge(l, seq);
+	kvq_verdict v = kvq_judge(l, seq);
 	switch (v) {
-	case KVG_APPLY:
-		if (!kvg_apply(g, l, seq, payload, len)) {
-			return KVG_FOREIGN;
+	case KVQ_APPLY:
+		if (!kvq_apply(g, l, seq, payload, len)) {
+			return KVQ_FOREIGN;
 		}
 		r->trusted = true;
 		break;
-	case KVG_DROP:
+	case KVQ_DROP:
 		l->c.duplicates++;
 		break;
-	case KVG_NEED_HISTORY:
-	case KVG_VERIFY:
+	case KVQ_NEED_HISTORY:
+	case KVQ_VERIFY:
 		r->gap_seq = seq;
 		break;
-	case KVG_FOREIGN:
+	case KVQ_FOREIGN:
 		break;
-	case KVG_GAP:
+	case KVQ_GAP:
 		l->c.gaps++;
 		r->gap_seq = seq;
 		r->need_full = r->need_full || !r->trusted;
@@ -124,9 +124,9 @@ kvg_take(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
 }
 
 static bool
-kvg_taken(kvg_verdict v)
+kvg_taken(kvq_verdict v)
 {
-	return v == KVG_APPLY || v == KVG_DROP || v == KVG_FOREIGN;
+	return v == KVQ_APPLY || v == KVQ_DROP || v == KVQ_FOREIGN;
 }
 
 static void kvg_engine_restart(kvg_ingest *g, kvl_listener *l, uint64_t seq);
@@ -139,26 +139,26 @@ static void kvg_engine_restart(kvg_ingest *g, kvl_listener *l, uint64_t seq);
  * seq would start a repair or reveal a restart (checked: already read,
  * at its arrival). The next batch, applied at once, is decoded anyway,
  * and its decode finds another rank for free; a duplicate is dropped
- * either way. Returns the verdict, KVG_FOREIGN for a batch dropped as
+ * either way. Returns the verdict, KVQ_FOREIGN for a batch dropped as
  * another rank's. */
-static kvg_verdict
+static kvq_verdict
 kvg_in_order(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
 	     size_t len, bool checked)
 {
-	if (!checked && kvg_is_restart(l, seq)) {
-		if (kvg_foreign(l, payload, len)) {
-			return KVG_FOREIGN;
+	if (!checked && kvq_is_restart(l, seq)) {
+		if (kvq_foreign(l, payload, len)) {
+			return KVQ_FOREIGN;
 		}
 		checked = true;
 		kvg_engine_restart(g, l, seq);
 	}
-	kvg_verdict j = kvg_judge(l, seq);
-	if (!checked && j != KVG_APPLY && j != KVG_DROP &&
-	    kvg_foreign(l, payload, len)) {
-		return KVG_FOREIGN;
+	kvq_verdict j = kvq_judge(l, seq);
+	if (!checked && j != KVQ_APPLY && j != KVQ_DROP &&
+	    kvq_foreign(l, payload, len)) {
+		return KVQ_FOREIGN;
 	}
-	kvg_verdict v = kvg_take(g, l, seq, payload, len);
-	if (v != KVG_FOREIGN) {
+	kvq_verdict v = kvg_take(g, l, seq, payload, len);
+	if (v != KVQ_FOREIGN) {
 		l->has_live = true;
 		l->last_live = seq;
 	}
@@ -166,19 +166,19 @@ kvg_in_order(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
 }
 
 size_t
-kvg_backlog_apply(kvg_ingest *g, kvl_listener *l, size_t max)
+kvq_backlog_apply(kvg_ingest *g, kvl_listener *l, size_t max)
 {
 	size_t n = 0;
 	kvl_pending_msg *m;
 	while (n < max && l->recovery.state == KVL_R_STREAMING &&
-	       (m = kvg_backlog_pop(g, l)) != NULL) {
+	       (m = kvq_backlog_pop(g, l)) != NULL) {
 		n++;
-		kvg_verdict v =
+		kvq_verdict v =
 		    kvg_in_order(g, l, m->seq, m->payload, m->len, m->checked);
 		if (!kvg_taken(v)) {
 			m->checked = true;
-			kvg_backlog_unpop(g, l, m);
-			kvg_repair_gap(g, l, v == KVG_VERIFY);
+			kvq_backlog_unpop(g, l, m);
+			kvq_repair_gap(g, l, v == KVQ_VERIFY);
 			return n;
 		}
 		kvi_free(m);
@@ -194,36 +194,36 @@ kvg_engine_restart(kvg_ingest *g, kvl_listener *l, uint64_t seq)
 	kvl_log(l, "engine_restart",
 		"watermark=%" PRIu64 " last_live=%" PRIu64 " seq=%" PRIu64,
 		l->mark.wm, l->last_live, seq);
-	kvg_recovery_reset(g, l);
+	kvq_recovery_reset(g, l);
 	kva_clear(g->idx, l);
 	l->has_live = false;
 }
 
-/* kvg_restarted clears a listener whose engine turned out to be another
+/* kvq_restarted clears a listener whose engine turned out to be another
  * process (reason), and repairs it from nothing. */
 void
-kvg_restarted(kvg_ingest *g, kvl_listener *l, const char *reason)
+kvq_restarted(kvg_ingest *g, kvl_listener *l, const char *reason)
 {
 	l->c.engine_restarts++;
 	kvl_log(l, "engine_restart", "watermark=%" PRIu64 " reason=%s",
 		l->mark.wm, reason);
 	kva_clear(g->idx, l);
 	l->recovery.state = KVL_R_STREAMING;
-	kvg_repair_gap(g, l, false);
+	kvq_repair_gap(g, l, false);
 }
 
-/* kvg_on_live takes a live batch. A restart it reveals is acted on at
+/* kvq_on_live takes a live batch. A restart it reveals is acted on at
  * once, whatever the listener is doing (a repair in flight is dropped);
  * otherwise a batch that must wait - a repair in flight, or ingest
  * behind - is queued as it is and judged in order when taken from the
- * queue (kvg_backlog_apply), its rank read then if need be
+ * queue (kvq_backlog_apply), its rank read then if need be
  * (kvg_in_order). */
 void
-kvg_on_live(kvg_ingest *g, kvl_listener *l, const kvg_event *ev)
+kvq_on_live(kvg_ingest *g, kvl_listener *l, const kvq_event *ev)
 {
 	bool checked = false;
-	if (kvg_is_restart(l, ev->seq)) {
-		if (kvg_foreign(l, ev->payload, ev->len)) {
+	if (kvq_is_restart(l, ev->seq)) {
+		if (kvq_foreign(l, ev->payload, ev->len)) {
 			return;
 		}
 		checked = true;
@@ -233,13 +233,13 @@ kvg_on_live(kvg_ingest *g, kvl_listener *l, const kvg_event *ev)
 	}
 	if (l->recovery.state != KVL_R_STREAMING || l->backlog != NULL ||
 	    ev->defer) {
-		kvg_backlog_push(g, l, ev->seq, ev->payload, ev->len, checked);
+		kvq_backlog_push(g, l, ev->seq, ev->payload, ev->len, checked);
 		return;
 	}
-	kvg_verdict v =
+	kvq_verdict v =
 	    kvg_in_order(g, l, ev->seq, ev->payload, ev->len, checked);
 	if (!kvg_taken(v)) {
-		kvg_backlog_push(g, l, ev->seq, ev->payload, ev->len, true);
-		kvg_repair_gap(g, l, v == KVG_VERIFY);
+		kvq_backlog_push(g, l, ev->seq, ev->payload, ev->len, true);
+		kvq_repair_gap(g, l, v == KVQ_VERIFY);
 	}
 }

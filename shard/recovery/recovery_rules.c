@@ -7,43 +7,43 @@
 #include "handoff.h"
 #include "recovery.h"
 
-kvg_verdict
-kvg_judge(const kvl_listener *l, uint64_t seq)
+kvq_verdict
+kvq_judge(const kvl_listener *l, uint64_t seq)
 {
 	const kvl_recovery *r = &l->recovery;
 	if (!l->mark.has_wm) {
-		return seq == 0 ? KVG_APPLY : KVG_NEED_HISTORY;
+		return seq == 0 ? KVQ_APPLY : KVQ_NEED_HISTORY;
 	}
-	if (!r->trusted && !r->unverifiable && kvg_can_verify(l)) {
-		return KVG_VERIFY;
+	if (!r->trusted && !r->unverifiable && kvq_can_verify(l)) {
+		return KVQ_VERIFY;
 	}
 	if (seq <= l->mark.wm) {
-		return KVG_DROP;
+		return KVQ_DROP;
 	}
-	return seq == l->mark.wm + 1 ? KVG_APPLY : KVG_GAP;
+	return seq == l->mark.wm + 1 ? KVQ_APPLY : KVQ_GAP;
 }
 
 bool
-kvg_is_restart(const kvl_listener *l, uint64_t seq)
+kvq_is_restart(const kvl_listener *l, uint64_t seq)
 {
 	return (l->has_live && seq <= l->last_live) ||
 	       (!l->recovery.trusted && l->mark.has_wm && seq <= l->mark.wm);
 }
 
 bool
-kvg_can_verify(const kvl_listener *l)
+kvq_can_verify(const kvl_listener *l)
 {
 	return l->mark.has_wm && l->mark.has_fp && l->replay_ep != NULL;
 }
 
-kvg_plan
-kvg_plan_repair(const kvl_listener *l, bool verify)
+kvq_plan
+kvq_plan_repair(const kvl_listener *l, bool verify)
 {
 	const kvl_recovery *r = &l->recovery;
-	kvg_plan p = {.need_full = r->need_full};
+	kvq_plan p = {.need_full = r->need_full};
 	if (verify) {
 		if (!r->replay_spent) {
-			p.repair = KVG_REPAIR_VERIFY;
+			p.repair = KVQ_REPAIR_VERIFY;
 			return p;
 		}
 		/* Continuity cannot be checked: only a whole state is
@@ -54,30 +54,30 @@ kvg_plan_repair(const kvl_listener *l, bool verify)
 	if (!full && l->backlog != NULL && l->backlog->seq <= l->mark.wm + 1) {
 		/* Nothing is missing: what was replayed reaches the batches
 		 * held since the gap, which take it from here. */
-		p.repair = KVG_REPAIR_NONE;
+		p.repair = KVQ_REPAIR_NONE;
 	} else if (!r->replay_spent && l->replay_ep != NULL &&
 		   (!full || !l->mark.has_wm)) {
 		/* A gap: replay from the watermark. No state at all: the
 		 * buffer may still hold the engine's whole history. */
-		p.repair = KVG_REPAIR_REPLAY;
+		p.repair = KVQ_REPAIR_REPLAY;
 	} else if (l->recover_ep != NULL) {
-		p.repair = full ? KVG_REPAIR_DUMP : KVG_REPAIR_EVENTS;
+		p.repair = full ? KVQ_REPAIR_DUMP : KVQ_REPAIR_EVENTS;
 	} else if (kvg_handoff_can_retry(l)) {
 		/* the old owner, still applying, is newer by now */
-		p.repair = KVG_REPAIR_HANDOFF;
+		p.repair = KVQ_REPAIR_HANDOFF;
 	} else if (!l->mark.has_wm && !l->ho.taken && !l->ho.waited) {
 		/* No state at all and nothing to repair it from: a hand-off
 		 * may be on its way (this shard restarted in the middle of
 		 * one). Not in step meanwhile, so ownership stays put. */
-		p.repair = KVG_REPAIR_AWAIT_HANDOFF;
+		p.repair = KVQ_REPAIR_AWAIT_HANDOFF;
 	} else {
-		p.repair = KVG_REPAIR_GIVE_UP;
+		p.repair = KVQ_REPAIR_GIVE_UP;
 	}
 	return p;
 }
 
 kvl_state
-kvg_state_of(const kvl_listener *l)
+kvq_state_of(const kvl_listener *l)
 {
 	switch (l->recovery.state) {
 	case KVL_R_VERIFYING:
@@ -99,7 +99,7 @@ kvg_state_of(const kvl_listener *l)
 }
 
 const char *
-kvg_rstate_name(kvl_rstate s)
+kvq_rstate_name(kvl_rstate s)
 {
 	static const char *const names[KVL_RSTATE_COUNT] = {
 	    [KVL_R_STREAMING] = "streaming",

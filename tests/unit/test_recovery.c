@@ -233,7 +233,7 @@ static int
 teardown(void **state)
 {
 	fx *f = *state;
-	kvg_backlog_clear(f->g, &f->l);
+	kvq_backlog_clear(f->g, &f->l);
 	free(f->g);
 	free(f);
 	return 0;
@@ -241,13 +241,13 @@ teardown(void **state)
 
 /* Payloads are the seq's decimal text: the fingerprint of batch s. */
 static void
-ev(fx *f, kvg_event_kind kind, uint64_t seq)
+ev(fx *f, kvq_event_kind kind, uint64_t seq)
 {
 	char payload[24];
 	int n = snprintf(payload, sizeof(payload), "batch-%llu",
 			 (unsigned long long)seq);
-	kvg_recovery_on(f->g, &f->l,
-			&(kvg_event){.kind = kind,
+	kvq_recovery_on(f->g, &f->l,
+			&(kvq_event){.kind = kind,
 				     .seq = seq,
 				     .payload = payload,
 				     .len = (size_t)n});
@@ -256,13 +256,13 @@ ev(fx *f, kvg_event_kind kind, uint64_t seq)
 /* foreign sends a batch of another rank, numbered seq, as live or
  * replayed. */
 static void
-foreign(fx *f, kvg_event_kind kind, uint64_t seq)
+foreign(fx *f, kvq_event_kind kind, uint64_t seq)
 {
 	char payload[24];
 	int n = snprintf(payload, sizeof(payload), "other-%llu",
 			 (unsigned long long)seq);
-	kvg_recovery_on(f->g, &f->l,
-			&(kvg_event){.kind = kind,
+	kvq_recovery_on(f->g, &f->l,
+			&(kvq_event){.kind = kind,
 				     .seq = seq,
 				     .payload = payload,
 				     .len = (size_t)n});
@@ -272,7 +272,7 @@ static void
 live(fx *f, uint64_t from, uint64_t to)
 {
 	for (uint64_t s = from; s <= to; s++) {
-		ev(f, KVG_EV_LIVE, s);
+		ev(f, KVQ_EV_LIVE, s);
 	}
 }
 
@@ -282,12 +282,12 @@ fetched(fx *f, kvr_kind kind, uint64_t last)
 	kvr_result *r = calloc(1, sizeof(*r));
 	r->token = f->l.recovery.fetch_token;
 	st.resp = (kvr_response){.kind = kind, .last_event_id = last};
-	kvg_on_fetched(f->g, r);
+	kvq_on_fetched(f->g, r);
 }
 
 #define assert_rstate(f, s)                                                    \
-	assert_string_equal(kvg_rstate_name((f)->l.recovery.state),            \
-			    kvg_rstate_name(s))
+	assert_string_equal(kvq_rstate_name((f)->l.recovery.state),            \
+			    kvq_rstate_name(s))
 
 /* A listener in step at watermark wm on a trusted connection. */
 static void
@@ -308,24 +308,24 @@ test_judge(void **state)
 {
 	fx *f = *state;
 	kvl_listener *l = &f->l;
-	assert_int_equal(kvg_judge(l, 0), KVG_APPLY);
-	assert_int_equal(kvg_judge(l, 5), KVG_NEED_HISTORY);
+	assert_int_equal(kvq_judge(l, 0), KVQ_APPLY);
+	assert_int_equal(kvq_judge(l, 5), KVQ_NEED_HISTORY);
 	l->mark = (kvs_mark){.has_wm = true, .wm = 10, .has_fp = true};
 	/* continuity unknown and checkable: verify, whatever the seq */
-	assert_int_equal(kvg_judge(l, 11), KVG_VERIFY);
+	assert_int_equal(kvq_judge(l, 11), KVQ_VERIFY);
 	l->recovery.unverifiable = true;
-	assert_int_equal(kvg_judge(l, 11), KVG_APPLY);
+	assert_int_equal(kvq_judge(l, 11), KVQ_APPLY);
 	l->recovery.unverifiable = false;
 	l->recovery.trusted = true;
-	assert_int_equal(kvg_judge(l, 10), KVG_DROP);
-	assert_int_equal(kvg_judge(l, 3), KVG_DROP);
-	assert_int_equal(kvg_judge(l, 11), KVG_APPLY);
-	assert_int_equal(kvg_judge(l, 12), KVG_GAP);
-	assert_int_equal(kvg_judge(l, 13), KVG_GAP);
+	assert_int_equal(kvq_judge(l, 10), KVQ_DROP);
+	assert_int_equal(kvq_judge(l, 3), KVQ_DROP);
+	assert_int_equal(kvq_judge(l, 11), KVQ_APPLY);
+	assert_int_equal(kvq_judge(l, 12), KVQ_GAP);
+	assert_int_equal(kvq_judge(l, 13), KVQ_GAP);
 	/* without a replay socket there is nothing to verify with */
 	l->recovery.trusted = false;
 	l->replay_ep = NULL;
-	assert_int_equal(kvg_judge(l, 11), KVG_APPLY);
+	assert_int_equal(kvq_judge(l, 11), KVQ_APPLY);
 }
 
 static void
@@ -333,16 +333,16 @@ test_is_restart(void **state)
 {
 	fx *f = *state;
 	kvl_listener *l = &f->l;
-	assert_false(kvg_is_restart(l, 0));
+	assert_false(kvq_is_restart(l, 0));
 	l->has_live = true;
 	l->last_live = 9;
-	assert_true(kvg_is_restart(l, 9));
-	assert_false(kvg_is_restart(l, 10));
+	assert_true(kvq_is_restart(l, 9));
+	assert_false(kvq_is_restart(l, 10));
 	l->has_live = false;
 	l->mark = (kvs_mark){.has_wm = true, .wm = 20};
-	assert_true(kvg_is_restart(l, 20)); /* continuity unknown */
+	assert_true(kvq_is_restart(l, 20)); /* continuity unknown */
 	l->recovery.trusted = true;
-	assert_false(kvg_is_restart(l, 20)); /* a duplicate, then */
+	assert_false(kvq_is_restart(l, 20)); /* a duplicate, then */
 }
 
 static void
@@ -351,42 +351,42 @@ test_plan(void **state)
 	fx *f = *state;
 	kvl_listener *l = &f->l;
 	/* no state: replay from 0, else a dump */
-	assert_int_equal(kvg_plan_repair(l, false).repair, KVG_REPAIR_REPLAY);
+	assert_int_equal(kvq_plan_repair(l, false).repair, KVQ_REPAIR_REPLAY);
 	l->recovery.replay_spent = true;
-	assert_int_equal(kvg_plan_repair(l, false).repair, KVG_REPAIR_DUMP);
+	assert_int_equal(kvq_plan_repair(l, false).repair, KVQ_REPAIR_DUMP);
 	/* a gap with a state: replay, then the gap's events */
 	l->recovery.replay_spent = false;
 	l->mark = (kvs_mark){.has_wm = true, .wm = 10, .has_fp = true};
-	assert_int_equal(kvg_plan_repair(l, false).repair, KVG_REPAIR_REPLAY);
-	assert_int_equal(kvg_plan_repair(l, true).repair, KVG_REPAIR_VERIFY);
+	assert_int_equal(kvq_plan_repair(l, false).repair, KVQ_REPAIR_REPLAY);
+	assert_int_equal(kvq_plan_repair(l, true).repair, KVQ_REPAIR_VERIFY);
 	l->recovery.replay_spent = true;
-	kvg_plan p = kvg_plan_repair(l, false);
-	assert_int_equal(p.repair, KVG_REPAIR_EVENTS);
+	kvq_plan p = kvq_plan_repair(l, false);
+	assert_int_equal(p.repair, KVQ_REPAIR_EVENTS);
 	assert_false(p.need_full);
 	/* verification impossible: only a whole state will do */
-	p = kvg_plan_repair(l, true);
-	assert_int_equal(p.repair, KVG_REPAIR_DUMP);
+	p = kvq_plan_repair(l, true);
+	assert_int_equal(p.repair, KVQ_REPAIR_DUMP);
 	assert_true(p.need_full);
 	/* a whole state is not replayed */
 	l->recovery.replay_spent = false;
 	l->recovery.need_full = true;
-	assert_int_equal(kvg_plan_repair(l, false).repair, KVG_REPAIR_DUMP);
+	assert_int_equal(kvq_plan_repair(l, false).repair, KVQ_REPAIR_DUMP);
 	/* neither endpoint: a newer snapshot if it came by a hand-off */
 	l->recovery.need_full = false;
 	l->replay_ep = l->recover_ep = NULL;
-	assert_int_equal(kvg_plan_repair(l, false).repair, KVG_REPAIR_GIVE_UP);
+	assert_int_equal(kvq_plan_repair(l, false).repair, KVQ_REPAIR_GIVE_UP);
 	l->ho.from = "tcp://old";
 	l->ho.taken = true;
-	assert_int_equal(kvg_plan_repair(l, false).repair, KVG_REPAIR_HANDOFF);
+	assert_int_equal(kvq_plan_repair(l, false).repair, KVQ_REPAIR_HANDOFF);
 	l->ho.tries = KVG_HANDOFF_TRIES;
-	assert_int_equal(kvg_plan_repair(l, false).repair, KVG_REPAIR_GIVE_UP);
+	assert_int_equal(kvq_plan_repair(l, false).repair, KVQ_REPAIR_GIVE_UP);
 	/* no state and nothing at all: wait for a hand-off, once */
 	l->ho = (kvl_handoff){0};
 	l->mark = (kvs_mark){0};
-	assert_int_equal(kvg_plan_repair(l, false).repair,
-			 KVG_REPAIR_AWAIT_HANDOFF);
+	assert_int_equal(kvq_plan_repair(l, false).repair,
+			 KVQ_REPAIR_AWAIT_HANDOFF);
 	l->ho.waited = true;
-	assert_int_equal(kvg_plan_repair(l, false).repair, KVG_REPAIR_GIVE_UP);
+	assert_int_equal(kvq_plan_repair(l, false).repair, KVQ_REPAIR_GIVE_UP);
 }
 
 static void
@@ -394,9 +394,9 @@ test_state_of(void **state)
 {
 	fx *f = *state;
 	kvl_listener *l = &f->l;
-	assert_int_equal(kvg_state_of(l), KVL_PENDING);
+	assert_int_equal(kvq_state_of(l), KVL_PENDING);
 	l->recovery.trusted = true;
-	assert_int_equal(kvg_state_of(l), KVL_ACTIVE);
+	assert_int_equal(kvq_state_of(l), KVL_ACTIVE);
 	static const kvl_state want[KVL_RSTATE_COUNT] = {
 	    [KVL_R_STREAMING] = KVL_ACTIVE,
 	    [KVL_R_VERIFYING] = KVL_RECOVERING,
@@ -410,8 +410,8 @@ test_state_of(void **state)
 	};
 	for (int s = 0; s < KVL_RSTATE_COUNT; s++) {
 		l->recovery.state = (kvl_rstate)s;
-		assert_int_equal(kvg_state_of(l), want[s]);
-		assert_string_not_equal(kvg_rstate_name((kvl_rstate)s), "?");
+		assert_int_equal(kvq_state_of(l), want[s]);
+		assert_string_not_equal(kvq_rstate_name((kvl_rstate)s), "?");
 	}
 }
 
@@ -423,14 +423,14 @@ static void
 test_connect_without_state(void **state)
 {
 	fx *f = *state;
-	ev(f, KVG_EV_CONNECTED, 0);
+	ev(f, KVQ_EV_CONNECTED, 0);
 	assert_rstate(f, KVL_R_REPLAYING);
 	assert_int_equal(st.replay_from, 0);
 	assert_int_equal(st.timer_ms, 2000);
-	assert_int_equal(kvg_state_of(&f->l), KVL_RECOVERING);
-	ev(f, KVG_EV_REPLAY_END, 0);
+	assert_int_equal(kvq_state_of(&f->l), KVL_RECOVERING);
+	ev(f, KVQ_EV_REPLAY_END, 0);
 	assert_rstate(f, KVL_R_STREAMING);
-	assert_int_equal(kvg_state_of(&f->l), KVL_ACTIVE);
+	assert_int_equal(kvq_state_of(&f->l), KVL_ACTIVE);
 	assert_int_equal(f->l.c.replays_ok, 1);
 	live(f, 0, 2);
 	assert_int_equal(st.n_applied, 3);
@@ -449,10 +449,10 @@ test_gap_replayed(void **state)
 	assert_int_equal(st.replay_from, 6);
 	assert_int_equal(f->l.c.gaps, 1);
 	assert_int_equal(f->l.backlog_len, 2);
-	ev(f, KVG_EV_REPLAY, 6);
-	ev(f, KVG_EV_REPLAY, 7);
-	ev(f, KVG_EV_REPLAY, 8); /* the replay reaches into the backlog */
-	ev(f, KVG_EV_REPLAY_END, 0);
+	ev(f, KVQ_EV_REPLAY, 6);
+	ev(f, KVQ_EV_REPLAY, 7);
+	ev(f, KVQ_EV_REPLAY, 8); /* the replay reaches into the backlog */
+	ev(f, KVQ_EV_REPLAY_END, 0);
 	assert_rstate(f, KVL_R_STREAMING);
 	assert_int_equal(f->l.mark.wm, 9);
 	assert_int_equal(st.n_applied, 4); /* 6 7 8, then 9; 8 dropped */
@@ -470,7 +470,7 @@ test_replay_silent_then_fetch(void **state)
 	fx *f = *state;
 	in_step(f, 5);
 	live(f, 9, 9);
-	ev(f, KVG_EV_TIMER, 0); /* the replay's silence */
+	ev(f, KVQ_EV_TIMER, 0); /* the replay's silence */
 	assert_rstate(f, KVL_R_FETCH_EVENTS);
 	assert_int_equal(f->l.c.replays_failed, 1);
 	assert_string_equal(st.url,
@@ -478,18 +478,18 @@ test_replay_silent_then_fetch(void **state)
 	kvr_result *r = calloc(1, sizeof(*r));
 	r->token = f->l.recovery.fetch_token;
 	r->err = KVI_EIO;
-	kvg_on_fetched(f->g, r);
+	kvq_on_fetched(f->g, r);
 	assert_rstate(f, KVL_R_BACKOFF);
-	assert_int_equal(kvg_state_of(&f->l), KVL_FAILED);
+	assert_int_equal(kvq_state_of(&f->l), KVL_FAILED);
 	assert_int_equal(st.timer_ms, 100);
 	/* an answer to an older ask is ignored */
 	r = calloc(1, sizeof(*r));
 	r->token = f->l.recovery.fetch_token + 1;
-	kvg_on_fetched(f->g, r);
+	kvq_on_fetched(f->g, r);
 	assert_rstate(f, KVL_R_BACKOFF);
-	ev(f, KVG_EV_TIMER, 0); /* backoff over: the replay again first */
+	ev(f, KVQ_EV_TIMER, 0); /* backoff over: the replay again first */
 	assert_rstate(f, KVL_R_REPLAYING);
-	ev(f, KVG_EV_REPLAY_END, 0); /* nothing: the gap stays */
+	ev(f, KVQ_EV_REPLAY_END, 0); /* nothing: the gap stays */
 	assert_rstate(f, KVL_R_FETCH_EVENTS);
 	fetched(f, KVR_KIND_EVENTS, 8);
 	assert_rstate(f, KVL_R_STREAMING);
@@ -509,7 +509,7 @@ test_too_new_asks_for_dump(void **state)
 		assert_rstate(f, KVL_R_FETCH_EVENTS);
 		fetched(f, KVR_KIND_TOO_NEW, 0);
 		assert_rstate(f, KVL_R_BACKOFF);
-		ev(f, KVG_EV_TIMER, 0);
+		ev(f, KVQ_EV_TIMER, 0);
 	}
 	assert_rstate(f, KVL_R_FETCH_DUMP);
 	assert_string_equal(st.url, "http://127.0.0.1:8100/kv_recover");
@@ -540,7 +540,7 @@ test_too_big_refused(void **state)
 	r->blocks = 601;
 	snprintf(r->message, sizeof(r->message),
 		 "the answer stores more than 600 blocks");
-	kvg_on_fetched(f->g, r);
+	kvq_on_fetched(f->g, r);
 	assert_rstate(f, KVL_R_BACKOFF);
 	assert_int_equal(f->l.c.recoveries_too_big, 1);
 	assert_int_equal(f->l.c.recoveries_failed, 1);
@@ -550,7 +550,7 @@ test_too_big_refused(void **state)
 			    "answer stores more than 600 blocks "
 			    "(--listener-max-entries 1000)");
 	f->l.recovery.need_full = true;
-	ev(f, KVG_EV_TIMER, 0);
+	ev(f, KVQ_EV_TIMER, 0);
 	assert_rstate(f, KVL_R_FETCH_DUMP);
 	assert_int_equal(st.max_blocks, 1000);
 }
@@ -562,16 +562,16 @@ test_reconnect_verified(void **state)
 {
 	fx *f = *state;
 	in_step(f, 5);
-	ev(f, KVG_EV_DISCONNECTED, 0);
+	ev(f, KVQ_EV_DISCONNECTED, 0);
 	assert_false(f->l.recovery.trusted);
-	ev(f, KVG_EV_CONNECTED, 0);
+	ev(f, KVQ_EV_CONNECTED, 0);
 	assert_rstate(f, KVL_R_VERIFYING);
 	assert_int_equal(st.replay_from, 5);
-	ev(f, KVG_EV_REPLAY, 5);
+	ev(f, KVQ_EV_REPLAY, 5);
 	assert_rstate(f, KVL_R_REPLAYING);
 	assert_true(f->l.recovery.trusted);
-	ev(f, KVG_EV_REPLAY, 6);
-	ev(f, KVG_EV_REPLAY_END, 0);
+	ev(f, KVQ_EV_REPLAY, 6);
+	ev(f, KVQ_EV_REPLAY_END, 0);
 	assert_rstate(f, KVL_R_STREAMING);
 	assert_int_equal(f->l.mark.wm, 6);
 	assert_int_equal(f->l.c.engine_restarts, 0);
@@ -584,11 +584,11 @@ test_reconnect_other_engine(void **state)
 {
 	fx *f = *state;
 	in_step(f, 5);
-	ev(f, KVG_EV_DISCONNECTED, 0);
-	ev(f, KVG_EV_CONNECTED, 0);
+	ev(f, KVQ_EV_DISCONNECTED, 0);
+	ev(f, KVQ_EV_CONNECTED, 0);
 	char other[] = "another process";
-	kvg_recovery_on(f->g, &f->l,
-			&(kvg_event){.kind = KVG_EV_REPLAY,
+	kvq_recovery_on(f->g, &f->l,
+			&(kvq_event){.kind = KVQ_EV_REPLAY,
 				     .seq = 5,
 				     .payload = other,
 				     .len = sizeof(other)});
@@ -605,16 +605,16 @@ test_verify_silent(void **state)
 {
 	fx *f = *state;
 	in_step(f, 5);
-	ev(f, KVG_EV_DISCONNECTED, 0);
+	ev(f, KVQ_EV_DISCONNECTED, 0);
 	live(f, 6, 7);
 	assert_rstate(f, KVL_R_VERIFYING);
-	ev(f, KVG_EV_TIMER, 0);
+	ev(f, KVQ_EV_TIMER, 0);
 	assert_rstate(f, KVL_R_STREAMING);
 	assert_true(f->l.recovery.unverifiable);
 	assert_int_equal(f->l.mark.wm, 7);
 	assert_int_equal(st.n_applied, 2);
 	/* a new connection may be checked again */
-	ev(f, KVG_EV_DISCONNECTED, 0);
+	ev(f, KVQ_EV_DISCONNECTED, 0);
 	assert_false(f->l.recovery.unverifiable);
 }
 
@@ -653,8 +653,8 @@ test_unseen_restart_clears(void **state)
 	f->l.replay_ep = f->l.recover_ep = NULL;
 	in_step(f, 19);
 	st.entries = 40;
-	ev(f, KVG_EV_DISCONNECTED, 0);
-	ev(f, KVG_EV_CONNECTED, 0);
+	ev(f, KVQ_EV_DISCONNECTED, 0);
+	ev(f, KVQ_EV_CONNECTED, 0);
 	live(f, 25, 26);
 	assert_int_equal(st.clears, 1);
 	assert_true(f->l.mark.incomplete);
@@ -670,10 +670,10 @@ test_foreign_rank(void **state)
 	fx *f = *state;
 	f->l.replay_ep = f->l.recover_ep = NULL;
 	in_step(f, 5);
-	foreign(f, KVG_EV_LIVE, 0); /* would read as a restart */
-	foreign(f, KVG_EV_LIVE, 3); /* as a duplicate */
-	foreign(f, KVG_EV_LIVE, 6); /* as the next one */
-	foreign(f, KVG_EV_LIVE, 9); /* as a gap */
+	foreign(f, KVQ_EV_LIVE, 0); /* would read as a restart */
+	foreign(f, KVQ_EV_LIVE, 3); /* as a duplicate */
+	foreign(f, KVQ_EV_LIVE, 6); /* as the next one */
+	foreign(f, KVQ_EV_LIVE, 9); /* as a gap */
 	assert_int_equal(f->l.c.rank_mismatches, 4);
 	assert_int_equal(f->l.c.engine_restarts, 0);
 	assert_int_equal(f->l.c.duplicates, 0);
@@ -697,13 +697,13 @@ test_foreign_rank_queued(void **state)
 	in_step(f, 5);
 	live(f, 8, 8);
 	assert_rstate(f, KVL_R_REPLAYING);
-	foreign(f, KVG_EV_LIVE, 0);  /* below the last seq: read at once */
-	foreign(f, KVG_EV_LIVE, 30); /* queued as it is */
+	foreign(f, KVQ_EV_LIVE, 0);  /* below the last seq: read at once */
+	foreign(f, KVQ_EV_LIVE, 30); /* queued as it is */
 	live(f, 9, 9);
 	assert_int_equal(f->l.backlog_len, 3);
-	ev(f, KVG_EV_REPLAY, 6);
-	ev(f, KVG_EV_REPLAY, 7);
-	ev(f, KVG_EV_REPLAY_END, 0);
+	ev(f, KVQ_EV_REPLAY, 6);
+	ev(f, KVQ_EV_REPLAY, 7);
+	ev(f, KVQ_EV_REPLAY_END, 0);
 	assert_rstate(f, KVL_R_STREAMING);
 	assert_int_equal(f->l.mark.wm, 9);
 	assert_int_equal(f->l.backlog_len, 0);
@@ -722,12 +722,12 @@ test_foreign_rank_replayed(void **state)
 	live(f, 8, 8);
 	assert_rstate(f, KVL_R_REPLAYING);
 	assert_int_equal(st.replay_from, 6);
-	foreign(f, KVG_EV_REPLAY, 2);
-	foreign(f, KVG_EV_REPLAY, 9);
-	ev(f, KVG_EV_REPLAY, 6);
-	foreign(f, KVG_EV_REPLAY, 7);
-	ev(f, KVG_EV_REPLAY, 7);
-	ev(f, KVG_EV_REPLAY_END, 0);
+	foreign(f, KVQ_EV_REPLAY, 2);
+	foreign(f, KVQ_EV_REPLAY, 9);
+	ev(f, KVQ_EV_REPLAY, 6);
+	foreign(f, KVQ_EV_REPLAY, 7);
+	ev(f, KVQ_EV_REPLAY, 7);
+	ev(f, KVQ_EV_REPLAY_END, 0);
 	assert_rstate(f, KVL_R_STREAMING);
 	assert_int_equal(f->l.mark.wm, 8);
 	assert_int_equal(f->l.c.rank_mismatches, 3);
@@ -775,21 +775,21 @@ test_move_in(void **state)
 	fx *f = *state;
 	f->l.replay_ep = f->l.recover_ep = NULL;
 	f->l.ho.from = "tcp://127.0.0.1:9001";
-	kvg_recovery_move_in(f->g, &f->l, KVG_HANDOFF_CONNECT_WAIT_MS);
+	kvq_recovery_move_in(f->g, &f->l, KVG_HANDOFF_CONNECT_WAIT_MS);
 	assert_rstate(f, KVL_R_HANDOFF_ARMED);
 	assert_int_equal(st.timer_ms, KVG_HANDOFF_CONNECT_WAIT_MS);
-	ev(f, KVG_EV_CONNECTED, 0);
+	ev(f, KVQ_EV_CONNECTED, 0);
 	assert_int_equal(st.timer_ms, KVG_HANDOFF_SUB_MS);
 	assert_int_equal(st.asks, 0);
 	live(f, 4, 5);
-	ev(f, KVG_EV_TIMER, 0);
+	ev(f, KVQ_EV_TIMER, 0);
 	assert_rstate(f, KVL_R_HANDOFF);
 	assert_int_equal(st.asks, 1);
-	assert_int_equal(kvg_state_of(&f->l), KVL_RECOVERING);
+	assert_int_equal(kvq_state_of(&f->l), KVL_RECOVERING);
 	/* the snapshot, exact at 3 */
 	f->l.mark = (kvs_mark){.has_wm = true, .wm = 3};
 	f->l.ho.taken = true;
-	ev(f, KVG_EV_HANDOFF_TAKEN, 0);
+	ev(f, KVQ_EV_HANDOFF_TAKEN, 0);
 	assert_rstate(f, KVL_R_STREAMING);
 	assert_int_equal(f->l.mark.wm, 5);
 	assert_int_equal(st.n_applied, 2);
@@ -805,11 +805,11 @@ test_move_in_failed(void **state)
 {
 	fx *f = *state;
 	f->l.ho.from = "tcp://127.0.0.1:9001";
-	kvg_recovery_move_in(f->g, &f->l, KVG_HANDOFF_CONNECT_WAIT_MS);
-	ev(f, KVG_EV_TIMER, 0);
+	kvq_recovery_move_in(f->g, &f->l, KVG_HANDOFF_CONNECT_WAIT_MS);
+	ev(f, KVQ_EV_TIMER, 0);
 	assert_rstate(f, KVL_R_HANDOFF);
 	f->l.ho.from = NULL; /* handoff.c forgets it, then says so */
-	ev(f, KVG_EV_HANDOFF_FAILED, 0);
+	ev(f, KVQ_EV_HANDOFF_FAILED, 0);
 	assert_rstate(f, KVL_R_REPLAYING);
 	assert_int_equal(st.replay_from, 0);
 }
@@ -823,9 +823,9 @@ test_await_handoff(void **state)
 	f->l.replay_ep = f->l.recover_ep = NULL;
 	live(f, 7, 7);
 	assert_rstate(f, KVL_R_AWAIT_HANDOFF);
-	assert_int_equal(kvg_state_of(&f->l), KVL_FAILED);
+	assert_int_equal(kvq_state_of(&f->l), KVL_FAILED);
 	assert_int_equal(st.timer_ms, 3000);
-	ev(f, KVG_EV_TIMER, 0);
+	ev(f, KVQ_EV_TIMER, 0);
 	assert_rstate(f, KVL_R_STREAMING);
 	assert_int_equal(f->l.c.unrepaired_gaps, 1);
 	assert_int_equal(f->l.mark.wm, 7);
@@ -851,9 +851,9 @@ test_replay_cut_short(void **state)
 	fx *f = *state;
 	in_step(f, 5);
 	live(f, 12, 12);
-	ev(f, KVG_EV_REPLAY, 6);
-	ev(f, KVG_EV_REPLAY, 7);
-	ev(f, KVG_EV_REPLAY_END, 0);
+	ev(f, KVQ_EV_REPLAY, 6);
+	ev(f, KVQ_EV_REPLAY, 7);
+	ev(f, KVQ_EV_REPLAY_END, 0);
 	assert_rstate(f, KVL_R_REPLAYING);
 	assert_int_equal(st.replays, 2);
 	assert_int_equal(st.replay_from, 8);
@@ -868,7 +868,7 @@ test_reset(void **state)
 	in_step(f, 5);
 	live(f, 9, 11);
 	assert_rstate(f, KVL_R_FETCH_EVENTS);
-	kvg_recovery_reset(f->g, &f->l);
+	kvq_recovery_reset(f->g, &f->l);
 	assert_rstate(f, KVL_R_STREAMING);
 	assert_int_equal(st.cancels, 1);
 	assert_int_equal(f->l.backlog_len, 0);
