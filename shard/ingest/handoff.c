@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "apply.h"
 #include "clock.h"
 #include "log.h"
 #include "rpc.h"
@@ -391,7 +392,7 @@ kvg_on_handoff(kvg_ingest *g, kvg_hojob *j)
 			return;
 		}
 		kvg_handoff_forget(l);
-		kvq_recovery_on(g, l,
+		kvq_recovery_on(&g->recovery, l,
 				&(kvq_event){.kind = KVQ_EV_HANDOFF_FAILED});
 		return;
 	}
@@ -401,7 +402,8 @@ kvg_on_handoff(kvg_ingest *g, kvg_hojob *j)
 	l->c.handoffs++;
 	kvl_log(l, "handoff_applied", "from=%s entries=%zu watermark=%" PRIu64,
 		l->ho.from, j->n, j->mark.wm);
-	kvq_recovery_on(g, l, &(kvq_event){.kind = KVQ_EV_HANDOFF_TAKEN});
+	kvq_recovery_on(&g->recovery, l,
+			&(kvq_event){.kind = KVQ_EV_HANDOFF_TAKEN});
 }
 
 void

@@ -25,24 +25,6 @@ void kvg_handoff_stop(kvg_ingest *g);
  * KVL_R_HANDOFF, its live batches in the backlog. */
 void kvg_handoff_ask(kvg_ingest *g, kvl_listener *l);
 
-/* The wait for the SUB before a hand-off asks anyway, and the moment
- * given to a connected SUB's subscription to reach the engine, in ms. */
-#define KVG_HANDOFF_CONNECT_WAIT_MS 2000
-#define KVG_HANDOFF_SUB_MS          100
-
-/* Snapshots a move may take, the later ones to close gaps that no engine
- * endpoint can. */
-#define KVG_HANDOFF_TRIES 50
-
-/* kvg_handoff_can_retry says whether a newer snapshot may close a gap of
- * l: it came by a hand-off and has tries left. */
-static inline bool
-kvg_handoff_can_retry(const kvl_listener *l)
-{
-	return l->ho.from != NULL && l->ho.taken &&
-	       l->ho.tries < KVG_HANDOFF_TRIES;
-}
-
 /* kvg_handoff_forget drops both sides' hand-off state of l. */
 void kvg_handoff_forget(kvl_listener *l);
 

@@ -18,7 +18,6 @@
 #include <xxhash.h>
 
 #include "alloc.h"
-#include "apply.h"
 #include "clock.h"
 #include "handoff.h"
 #include "ingest_int.h"
@@ -28,7 +27,6 @@
 #define KVG_LOG_RECORDS_MAX    100000u
 #define KVG_JOB_MAX_BYTES      ((size_t)64 << 20)
 #define KVG_ENDPOINT_MAX       512
-#define KVG_GIVE_BACK_BYTES    ((size_t)32 << 20)
 /* Unassigned listeners that make memory worth giving back, and how long
  * after the last of them: ZeroMQ's reaper closes their sockets first. */
 #define KVG_GIVE_BACK_LISTENERS 64
@@ -173,7 +171,7 @@ kvg_listener_create(kvg_ingest *g, uint32_t lid, const Kvindex__Listener *spec,
 static void
 kvg_listener_free(kvg_ingest *g, kvl_listener *l, bool unindex)
 {
-	kvq_recovery_reset(g, l);
+	kvq_recovery_reset(&g->recovery, l);
 	kvg_handoff_forget(l);
 	kvg_io_close(g, l);
 	if (unindex) {
@@ -268,7 +266,7 @@ kvg_do_assign(kvg_ingest *g, kvg_cmd *c)
 			/* Owned with no state yet, say after a restart in
 			 * the middle of a hand-off: take it now. */
 			l->ho.from = kvi_strdup(c->handoff_from);
-			kvq_recovery_move_in(g, l,
+			kvq_recovery_move_in(&g->recovery, l,
 					     KVG_HANDOFF_SUB_MS); /* SUB up */
 		}
 		return KVI_OK;
@@ -298,7 +296,8 @@ kvg_do_assign(kvg_ingest *g, kvg_cmd *c)
 	    g->ho_started) {
 		/* A planned move: the state comes from the old owner. */
 		l->ho.from = kvi_strdup(c->handoff_from);
-		kvq_recovery_move_in(g, l, KVG_HANDOFF_CONNECT_WAIT_MS);
+		kvq_recovery_move_in(&g->recovery, l,
+				     KVG_HANDOFF_CONNECT_WAIT_MS);
 	}
 	return KVI_OK;
 }
@@ -526,12 +525,7 @@ kvg_commit_done(kvg_ingest *g, kvw_job *done)
 static void
 kvg_give_back(kvg_ingest *g)
 {
-	if (g->backlog_bytes == 0 && g->backlog_peak > KVG_GIVE_BACK_BYTES) {
-		kvi_log(KVI_LOG_INFO, "memory_given_back",
-			"backlog_peak_bytes=%zu", g->backlog_peak);
-		g->backlog_peak = 0;
-		malloc_trim(0);
-	}
+	kvq_backlog_give_back(&g->recovery);
 	if (g->give_back_at_ms != 0 && kvi_now_ms() >= g->give_back_at_ms) {
 		kvi_log(KVI_LOG_INFO, "memory_given_back",
 			"unassigned_listeners=%u", g->unassigned_since);
@@ -607,7 +601,7 @@ kvg_on_wake(evutil_socket_t fd, short what, void *arg)
 	kvg_run_commands(g);
 	kvr_result *res;
 	while ((res = kvr_fetcher_pop(g->fetcher)) != NULL) {
-		kvq_on_fetched(g, res);
+		kvq_on_fetched(&g->recovery, res);
 	}
 	kvg_handoff_results(g);
 	if (atomic_load(&g->stopping)) {
@@ -748,8 +742,7 @@ kvg_ingest_free(kvg_ingest *g)
 	if (g->wake_fd >= 0) {
 		close(g->wake_fd);
 	}
-	kvi_decoder_free(g->dec);
-	kva_scratch_fini(&g->scratch);
+	kvq_recovery_fini(&g->recovery);
 	pthread_mutex_destroy(&g->cmd_mu);
 	pthread_mutex_destroy(&g->stats_mu);
 	kvi_free(g);

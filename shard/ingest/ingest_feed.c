@@ -46,7 +46,7 @@ kvg_feed(kvg_ingest *g, uint32_t lid, uint64_t seq, const void *payload,
 {
 	kvl_listener *l = kvg_listener(g, lid);
 	if (l != NULL) {
-		kvq_recovery_on(g, l,
+		kvq_recovery_on(&g->recovery, l,
 				&(kvq_event){.kind = KVQ_EV_LIVE,
 					     .seq = seq,
 					     .payload = payload,

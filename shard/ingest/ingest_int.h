@@ -3,10 +3,10 @@
  * header): ingest.c (the thread, requests, group commits), ingest_load.c
  * (building it: the store's state into the index), ingest_io.c (ZeroMQ
  * sockets and the loop's readiness handling), ingest_status.c (status,
- * dumps and the totals for /metrics), ingest_feed.c (feeding it in process),
- * recovery*.c and backlog.c (sequencing and gap repair, recovery.h) and
- * handoff.c (planned moves). Everything here runs on the ingest thread unless a
- * comment says otherwise.
+ * dumps and the totals for /metrics), ingest_feed.c (feeding it in process)
+ * and handoff.c (planned moves). Every listener's sequence is recovery's
+ * (recovery.h), which this thread drives and serves (kvq_owner). Everything
+ * here runs on the ingest thread unless a comment says otherwise.
  */
 #ifndef KVI_SHARD_INGEST_INT_H
 #define KVI_SHARD_INGEST_INT_H
@@ -15,7 +15,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "apply.h"
 #include "ingest.h"
 #include "listener.h"
 #include "recover_fetch.h"
@@ -93,11 +92,10 @@ struct kvg_ingest {
 	kvg_config cfg;
 	kvx_index *idx;
 	kvs_store *store;
-	kvi_decoder *dec;
-	kva_scratch scratch;
-	kvx_bulk *bulk;     /* loading snapshots at start-up */
-	kvg_load_pass pass; /* what the store's load callbacks take */
-	bool loaded;        /* the store's state is in the index */
+	kvq_recovery recovery; /* every listener's sequence (recovery/) */
+	kvx_bulk *bulk;        /* loading snapshots at start-up */
+	kvg_load_pass pass;    /* what the store's load callbacks take */
+	bool loaded;           /* the store's state is in the index */
 	/* the store's state the image beside it holds (ingest_image.c) */
 	kvs_stamp image_stamp;
 	bool image_current;
@@ -133,8 +131,8 @@ struct kvg_ingest {
 	bool feeding; /* fed in process (kvg_feed): no loop, no sockets */
 	double last_commit;
 
-	kvr_fetcher *fetcher;
-	uint64_t fetch_gen;
+	kvr_fetcher *fetcher; /* recovery's, made and stopped here */
+	uint64_t fetch_gen;   /* of hand-offs */
 
 	/* hand-offs (handoff.c): jobs for the hand-off thread, results
 	 * back, under ho_mu */
@@ -144,9 +142,6 @@ struct kvg_ingest {
 	pthread_cond_t ho_cv;
 	struct kvg_hojob *ho_jobs, *ho_done;
 
-	/* live batches queued by every listener (backlog.c) */
-	size_t backlog_bytes;
-	size_t backlog_peak; /* since memory was last given back */
 	/* listeners unassigned since memory was last given back, and when
 	 * to give it back (0: not due) */
 	uint32_t unassigned_since;

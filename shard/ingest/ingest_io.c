@@ -111,7 +111,8 @@ kvg_on_timer_ev(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	kvg_io *io = arg;
-	kvq_recovery_on(io->g, io->l, &(kvq_event){.kind = KVQ_EV_TIMER});
+	kvq_recovery_on(&io->g->recovery, io->l,
+			&(kvq_event){.kind = KVQ_EV_TIMER});
 }
 
 /* ---- receiving ----------------------------------------------------- */
@@ -174,7 +175,7 @@ kvg_drain_sub(kvg_ingest *g, kvg_io *io)
 	kvl_listener *l = io->l;
 	size_t applied = 0;
 	if (!g->paused && l->recovery.state == KVL_R_STREAMING) {
-		applied = kvq_backlog_apply(g, l, KVG_BUDGET);
+		applied = kvq_backlog_apply(&g->recovery, l, KVG_BUDGET);
 	}
 	for (int i = 0; i < KVG_READ_AHEAD; i++) {
 		kvg_msg m;
@@ -188,7 +189,7 @@ kvg_drain_sub(kvg_ingest *g, kvg_io *io)
 		if (kvi_frame_parse_live(m.frames, (size_t)m.n, &msg, why,
 					 sizeof(why)) == KVI_OK) {
 			bool defer = g->paused || applied >= KVG_BUDGET;
-			kvq_recovery_on(g, l,
+			kvq_recovery_on(&g->recovery, l,
 					&(kvq_event){.kind = KVQ_EV_LIVE,
 						     .seq = msg.seq,
 						     .payload = msg.payload.ptr,
@@ -221,11 +222,11 @@ kvg_drain_mon(kvg_ingest *g, kvg_io *io)
 			}
 			if (ev == ZMQ_EVENT_DISCONNECTED) {
 				kvq_recovery_on(
-				    g, io->l,
+				    &g->recovery, io->l,
 				    &(kvq_event){.kind = KVQ_EV_DISCONNECTED});
 			} else if (ev == ZMQ_EVENT_CONNECTED) {
 				kvq_recovery_on(
-				    g, io->l,
+				    &g->recovery, io->l,
 				    &(kvq_event){.kind = KVQ_EV_CONNECTED});
 			}
 		}
@@ -247,7 +248,7 @@ kvg_drain_dealer(kvg_ingest *g, kvg_io *io)
 		if (kvi_frame_parse_replay(m.frames, (size_t)m.n, &msg, why,
 					   sizeof(why)) == KVI_OK) {
 			kvq_recovery_on(
-			    g, io->l,
+			    &g->recovery, io->l,
 			    &(kvq_event){.kind = msg.end ? KVQ_EV_REPLAY_END
 							 : KVQ_EV_REPLAY,
 					 .seq = msg.seq,

@@ -10,6 +10,7 @@
 
 #include "alloc.h"
 #include "clock.h"
+#include "handoff.h"
 #include "ingest_int.h"
 #include "log.h"
 
@@ -368,7 +369,66 @@ kvg_fetcher_start(kvg_ingest *g, void (*notify)(void *), void *arg)
 	    .notify = notify,
 	    .arg = arg,
 	};
-	return kvr_fetcher_start(&o, &g->fetcher);
+	kvi_err rv = kvr_fetcher_start(&o, &g->fetcher);
+	if (rv == KVI_OK) {
+		kvq_recovery_use_fetcher(&g->recovery, g->fetcher);
+	}
+	return rv;
+}
+
+/* ---- what recovery asks of the ingest (recovery.h's kvq_owner) ------ */
+
+static void
+owner_timer(void *arg, kvl_listener *l, int ms)
+{
+	kvg_io_timer(arg, l, ms);
+}
+
+static kvi_err
+owner_replay_start(void *arg, kvl_listener *l, uint64_t seq)
+{
+	return kvg_io_replay_start(arg, l, seq);
+}
+
+static void
+owner_replay_stop(void *arg, kvl_listener *l)
+{
+	kvg_io_replay_stop(arg, l);
+}
+
+static void
+owner_handoff_ask(void *arg, kvl_listener *l)
+{
+	kvg_handoff_ask(arg, l);
+}
+
+static kvl_listener *
+owner_listener(void *arg, uint32_t lid)
+{
+	return kvg_listener(arg, lid);
+}
+
+/* recovery_init readies g's recovery with g's config. */
+static void
+recovery_init(kvg_ingest *g)
+{
+	kvq_config qc = {
+	    .replay_timeout_ms = g->cfg.replay_timeout_ms,
+	    .backoff_max_ms = g->cfg.backoff_max_ms,
+	    .orphan_resync = g->cfg.orphan_resync,
+	    .listener_max_entries = g->cfg.listener_max_entries,
+	    .backlog_max_bytes = g->cfg.backlog_max_bytes,
+	    .listener_backlog_max_bytes = g->cfg.listener_backlog_max_bytes,
+	};
+	kvq_owner owner = {
+	    .arg = g,
+	    .timer = owner_timer,
+	    .replay_start = owner_replay_start,
+	    .replay_stop = owner_replay_stop,
+	    .handoff_ask = owner_handoff_ask,
+	    .listener = owner_listener,
+	};
+	kvq_recovery_init(&g->recovery, &qc, g->idx, &owner);
 }
 
 kvi_err
@@ -380,7 +440,7 @@ kvg_ingest_open(const kvg_config *cfg, kvg_ingest **out, char *err,
 	kvg_config_defaults(&g->cfg);
 	g->idx = cfg->idx;
 	g->store = cfg->store;
-	g->dec = kvi_decoder_alloc();
+	recovery_init(g);
 	g->wake_fd = -1;
 	pthread_mutex_init(&g->cmd_mu, NULL);
 	pthread_mutex_init(&g->stats_mu, NULL);

@@ -304,7 +304,7 @@ kvg_publish_totals(kvg_ingest *g, const kvw_job *done)
 			t.waiting += kvg_io_waiting(l);
 		}
 	}
-	t.backlog_bytes = g->backlog_bytes;
+	t.backlog_bytes = kvq_backlog_bytes(&g->recovery);
 	pthread_mutex_lock(&g->stats_mu);
 	t.store = g->store_stats;
 	g->totals = t;

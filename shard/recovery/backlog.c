@@ -6,14 +6,18 @@
  * dropped becomes a gap that the next repair closes from the watermark,
  * so memory stays bounded and nothing is lost for good.
  */
+#include <malloc.h>
 #include <string.h>
 
 #include "alloc.h"
-#include "ingest_int.h"
 #include "log.h"
+#include "recovery.h"
+
+/* A burst of queued batches whose memory is worth giving back. */
+#define KVQ_GIVE_BACK_BYTES ((size_t)32 << 20)
 
 void
-kvq_backlog_clear(kvg_ingest *g, kvl_listener *l)
+kvq_backlog_clear(kvq_recovery *q, kvl_listener *l)
 {
 	while (l->backlog != NULL) {
 		kvl_pending_msg *m = l->backlog;
@@ -21,17 +25,17 @@ kvq_backlog_clear(kvg_ingest *g, kvl_listener *l)
 		kvi_free(m);
 	}
 	l->backlog_tail = NULL;
-	g->backlog_bytes -= l->backlog_bytes;
+	q->backlog.bytes -= l->backlog_bytes;
 	l->backlog_bytes = 0;
 	l->backlog_len = 0;
 }
 
 void
-kvq_backlog_push(kvg_ingest *g, kvl_listener *l, uint64_t seq,
+kvq_backlog_push(kvq_recovery *q, kvl_listener *l, uint64_t seq,
 		 const void *payload, size_t len, bool checked)
 {
-	if (g->backlog_bytes + len > g->cfg.backlog_max_bytes ||
-	    l->backlog_bytes + len > g->cfg.listener_backlog_max_bytes) {
+	if (q->backlog.bytes + len > q->cfg.backlog_max_bytes ||
+	    l->backlog_bytes + len > q->cfg.listener_backlog_max_bytes) {
 		/* What is dropped becomes a gap that the next repair covers,
 		 * from the watermark: memory stays bounded, nothing is lost
 		 * for good. */
@@ -39,16 +43,16 @@ kvq_backlog_push(kvg_ingest *g, kvl_listener *l, uint64_t seq,
 			kvl_log(l, "backlog_overflow",
 				"batches=%zu bytes=%zu shard_bytes=%zu",
 				l->backlog_len, l->backlog_bytes,
-				g->backlog_bytes);
+				q->backlog.bytes);
 		}
 		kvl_error(l,
 			  "%zu live batches (%zu bytes) queued past the "
 			  "budget (%zu per listener, %zu per shard): dropped, "
 			  "to be repaired from the watermark",
 			  l->backlog_len + 1, l->backlog_bytes + len,
-			  g->cfg.listener_backlog_max_bytes,
-			  g->cfg.backlog_max_bytes);
-		kvq_backlog_clear(g, l);
+			  q->cfg.listener_backlog_max_bytes,
+			  q->cfg.backlog_max_bytes);
+		kvq_backlog_clear(q, l);
 		return;
 	}
 	kvl_pending_msg *m = kvi_malloc(sizeof(*m) + len);
@@ -65,14 +69,14 @@ kvq_backlog_push(kvg_ingest *g, kvl_listener *l, uint64_t seq,
 	l->backlog_tail = m;
 	l->backlog_len++;
 	l->backlog_bytes += len;
-	g->backlog_bytes += len;
-	if (g->backlog_bytes > g->backlog_peak) {
-		g->backlog_peak = g->backlog_bytes;
+	q->backlog.bytes += len;
+	if (q->backlog.bytes > q->backlog.peak) {
+		q->backlog.peak = q->backlog.bytes;
 	}
 }
 
 kvl_pending_msg *
-kvq_backlog_pop(kvg_ingest *g, kvl_listener *l)
+kvq_backlog_pop(kvq_recovery *q, kvl_listener *l)
 {
 	kvl_pending_msg *m = l->backlog;
 	if (m != NULL) {
@@ -82,13 +86,13 @@ kvq_backlog_pop(kvg_ingest *g, kvl_listener *l)
 		}
 		l->backlog_len--;
 		l->backlog_bytes -= m->len;
-		g->backlog_bytes -= m->len;
+		q->backlog.bytes -= m->len;
 	}
 	return m;
 }
 
 void
-kvq_backlog_unpop(kvg_ingest *g, kvl_listener *l, kvl_pending_msg *m)
+kvq_backlog_unpop(kvq_recovery *q, kvl_listener *l, kvl_pending_msg *m)
 {
 	m->next = l->backlog;
 	l->backlog = m;
@@ -97,5 +101,22 @@ kvq_backlog_unpop(kvg_ingest *g, kvl_listener *l, kvl_pending_msg *m)
 	}
 	l->backlog_len++;
 	l->backlog_bytes += m->len;
-	g->backlog_bytes += m->len;
+	q->backlog.bytes += m->len;
+}
+
+size_t
+kvq_backlog_bytes(const kvq_recovery *q)
+{
+	return q->backlog.bytes;
+}
+
+void
+kvq_backlog_give_back(kvq_recovery *q)
+{
+	if (q->backlog.bytes == 0 && q->backlog.peak > KVQ_GIVE_BACK_BYTES) {
+		kvi_log(KVI_LOG_INFO, "memory_given_back",
+			"backlog_peak_bytes=%zu", q->backlog.peak);
+		q->backlog.peak = 0;
+		malloc_trim(0);
+	}
 }

@@ -42,6 +42,7 @@
  * recovery_live.c's.
  */
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -50,8 +51,6 @@
 
 #include "alloc.h"
 #include "apply.h"
-#include "handoff.h"
-#include "ingest_int.h"
 #include "log.h"
 #include "recovery_int.h"
 
@@ -62,8 +61,56 @@
  * for a hand-off before it takes the stream as it comes. */
 #define KVQ_HANDOFF_WAIT_MS 3000
 
-static void kvg_finish(kvg_ingest *g, kvl_listener *l);
-static void kvg_begin_fetch(kvg_ingest *g, kvl_listener *l, bool full);
+static void kvg_finish(kvq_recovery *q, kvl_listener *l);
+static void kvg_begin_fetch(kvq_recovery *q, kvl_listener *l, bool full);
+
+void
+kvq_recovery_init(kvq_recovery *q, const kvq_config *cfg, kvx_index *idx,
+		  const kvq_owner *owner)
+{
+	*q = (kvq_recovery){.cfg = *cfg, .owner = *owner, .idx = idx};
+	q->dec = kvi_decoder_alloc();
+}
+
+void
+kvq_recovery_use_fetcher(kvq_recovery *q, kvr_fetcher *f)
+{
+	q->fetcher = f;
+}
+
+void
+kvq_recovery_fini(kvq_recovery *q)
+{
+	kvi_decoder_free(q->dec);
+	q->dec = NULL;
+	kva_scratch_fini(&q->scratch);
+}
+
+/* ---- what the owner does for recovery (kvq_owner) ------------------- */
+
+static void
+arm_timer(kvq_recovery *q, kvl_listener *l, int ms)
+{
+	q->owner.timer(q->owner.arg, l, ms);
+}
+
+static kvi_err
+replay_start(kvq_recovery *q, kvl_listener *l, uint64_t seq)
+{
+	return q->owner.replay_start(q->owner.arg, l, seq);
+}
+
+static void
+replay_stop(kvq_recovery *q, kvl_listener *l)
+{
+	q->owner.replay_stop(q->owner.arg, l);
+}
+
+static void
+handoff_ask(kvq_recovery *q, kvl_listener *l)
+{
+	q->owner.handoff_ask(q->owner.arg, l);
+}
 
 /* ---- the end of a repair -------------------------------------------- */
 
@@ -71,22 +118,22 @@ static void kvg_begin_fetch(kvg_ingest *g, kvl_listener *l, bool full);
  * way asked for a whole state, which comes first), and what it held
  * meanwhile is applied. */
 static void
-kvg_finish(kvg_ingest *g, kvl_listener *l)
+kvg_finish(kvq_recovery *q, kvl_listener *l)
 {
 	kvl_recovery *r = &l->recovery;
-	kvg_io_timer(g, l, -1);
+	arm_timer(q, l, -1);
 	r->state = KVL_R_STREAMING;
 	if (r->need_full && l->recover_ep != NULL) {
 		/* A batch applied on the way was lost or orphaned: only
 		 * the engine's whole state repairs it. */
-		kvg_begin_fetch(g, l, true);
+		kvg_begin_fetch(q, l, true);
 		return;
 	}
 	r->trusted = true; /* what was applied came from this engine */
 	r->attempts = 0;
 	r->too_new = 0;
 	r->replay_spent = false;
-	kvq_backlog_apply(g, l, SIZE_MAX);
+	kvq_backlog_apply(q, l, SIZE_MAX);
 }
 
 /* kvg_give_up steps over a gap nothing can repair. What the listener held
@@ -101,11 +148,11 @@ kvg_finish(kvg_ingest *g, kvl_listener *l)
  * status, /workers and durably in its mark) until a whole state or an
  * AllBlocksCleared makes it exact again. */
 static void
-kvg_give_up(kvg_ingest *g, kvl_listener *l)
+kvg_give_up(kvq_recovery *q, kvl_listener *l)
 {
 	kvl_recovery *r = &l->recovery;
 	l->c.unrepaired_gaps++;
-	size_t dropped = kvx_listener_entries(g->idx, l->lid);
+	size_t dropped = kvx_listener_entries(q->idx, l->lid);
 	kvl_error(l,
 		  "gap before seq %" PRIu64 " cannot be repaired (%s): %zu "
 		  "entries dropped, incomplete until the engine's whole "
@@ -117,36 +164,36 @@ kvg_give_up(kvg_ingest *g, kvl_listener *l)
 		  dropped);
 	kvl_warn(l, "gap_unrepaired", "seq=%" PRIu64 " entries_dropped=%zu",
 		 r->gap_seq, dropped);
-	kva_clear(g->idx, l);
+	kva_clear(q->idx, l);
 	if (r->gap_seq > 0) {
 		/* batches before gap_seq were missed */
 		l->mark = (kvs_mark){
 		    .has_wm = true, .wm = r->gap_seq - 1, .incomplete = true};
 	}
 	r->need_full = false;
-	kvg_finish(g, l);
+	kvg_finish(q, l);
 }
 
 static void
-kvg_backoff(kvg_ingest *g, kvl_listener *l)
+kvg_backoff(kvq_recovery *q, kvl_listener *l)
 {
 	kvl_recovery *r = &l->recovery;
 	r->attempts++;
 	long ms = KVQ_BACKOFF_MIN_MS;
-	for (int i = 1; i < r->attempts && ms < g->cfg.backoff_max_ms; i++) {
+	for (int i = 1; i < r->attempts && ms < q->cfg.backoff_max_ms; i++) {
 		ms *= 2;
 	}
-	if (ms > g->cfg.backoff_max_ms) {
-		ms = g->cfg.backoff_max_ms;
+	if (ms > q->cfg.backoff_max_ms) {
+		ms = q->cfg.backoff_max_ms;
 	}
 	r->state = KVL_R_BACKOFF;
-	kvg_io_timer(g, l, (int)ms);
+	arm_timer(q, l, (int)ms);
 }
 
 /* ---- VERIFYING and REPLAYING ------------------------------------------ */
 
 static void
-kvg_begin_replay(kvg_ingest *g, kvl_listener *l, uint64_t from, bool verify)
+kvg_begin_replay(kvq_recovery *q, kvl_listener *l, uint64_t from, bool verify)
 {
 	kvl_recovery *r = &l->recovery;
 	r->state = verify ? KVL_R_VERIFYING : KVL_R_REPLAYING;
@@ -154,37 +201,37 @@ kvg_begin_replay(kvg_ingest *g, kvl_listener *l, uint64_t from, bool verify)
 	r->replay_expect = from;
 	r->replay_started = false;
 	r->replay_got = 0;
-	if (kvg_io_replay_start(g, l, from) != KVI_OK) {
+	if (replay_start(q, l, from) != KVI_OK) {
 		l->c.replays_failed++;
 		r->replay_spent = true;
 		r->state = KVL_R_STREAMING;
-		kvq_repair_gap(g, l, verify);
+		kvq_repair_gap(q, l, verify);
 		return;
 	}
-	kvg_io_timer(g, l, g->cfg.replay_timeout_ms);
+	arm_timer(q, l, q->cfg.replay_timeout_ms);
 }
 
 /* kvg_replay_failed ends a replay that did not repair the gap. unchecked:
  * it was checking continuity, which stays unknown on this connection, so
  * batches are judged from here as without a replay socket. */
 static void
-kvg_replay_failed(kvg_ingest *g, kvl_listener *l, bool unchecked,
+kvg_replay_failed(kvq_recovery *q, kvl_listener *l, bool unchecked,
 		  const char *why)
 {
 	kvl_recovery *r = &l->recovery;
-	kvg_io_replay_stop(g, l);
-	kvg_io_timer(g, l, -1);
+	replay_stop(q, l);
+	arm_timer(q, l, -1);
 	l->c.replays_failed++;
 	r->replay_spent = true;
 	kvl_error(l, "replay from %" PRIu64 ": %s", r->replay_from, why);
-	char q[600];
+	char quoted[600];
 	kvl_log(l, "replay_failed", "from=%" PRIu64 " reason=%s",
-		r->replay_from, kvi_log_quote(q, sizeof(q), why));
+		r->replay_from, kvi_log_quote(quoted, sizeof(quoted), why));
 	r->state = KVL_R_STREAMING;
 	if (unchecked) {
 		r->unverifiable = true;
 		r->replay_spent = false;
-		kvq_backlog_apply(g, l, SIZE_MAX);
+		kvq_backlog_apply(q, l, SIZE_MAX);
 		return;
 	}
 	if (r->replay_started && l->mark.has_wm &&
@@ -194,25 +241,25 @@ kvg_replay_failed(kvg_ingest *g, kvl_listener *l, bool unchecked,
 		 * messages) - : ask again from where it got to. Each round
 		 * moves the watermark on, so this ends. */
 		kvl_log(l, "replay_again", "from=%" PRIu64, l->mark.wm + 1);
-		kvg_begin_replay(g, l, l->mark.wm + 1, false);
+		kvg_begin_replay(q, l, l->mark.wm + 1, false);
 		return;
 	}
-	kvq_repair_gap(g, l, false);
+	kvq_repair_gap(q, l, false);
 }
 
 /* kvg_verified takes the replayed batch a VERIFYING listener asked for:
  * the one at the watermark, compared with the fingerprint of the one
  * applied. */
 static void
-kvg_verified(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
-	     size_t len)
+kvg_verified(kvq_recovery *q, kvl_listener *l, uint64_t seq,
+	     const void *payload, size_t len)
 {
 	kvl_recovery *r = &l->recovery;
 	if (seq != l->mark.wm) {
 		/* The buffer no longer reaches back to the watermark: with
 		 * continuity unknown, rebuild from a tree dump. */
 		r->need_full = true;
-		kvg_replay_failed(g, l, false,
+		kvg_replay_failed(q, l, false,
 				  "the watermark's batch is no longer "
 				  "buffered, continuity unknown");
 		return;
@@ -226,14 +273,14 @@ kvg_verified(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
 		return;
 	}
 	/* Same seq, other payload: another engine process. */
-	kvg_io_replay_stop(g, l);
-	kvq_restarted(g, l, "fingerprint");
+	replay_stop(q, l);
+	kvq_restarted(q, l, "fingerprint");
 }
 
 /* kvg_replayed takes a replayed batch of a REPLAYING listener. */
 static void
-kvg_replayed(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
-	     size_t len)
+kvg_replayed(kvq_recovery *q, kvl_listener *l, uint64_t seq,
+	     const void *payload, size_t len)
 {
 	kvl_recovery *r = &l->recovery;
 	if (!r->replay_started) {
@@ -242,7 +289,7 @@ kvg_replayed(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
 			char why[96];
 			snprintf(why, sizeof(why),
 				 "the buffer starts at %" PRIu64, seq);
-			kvg_replay_failed(g, l, false, why);
+			kvg_replay_failed(q, l, false, why);
 			return;
 		}
 	}
@@ -250,47 +297,47 @@ kvg_replayed(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
 		return;
 	}
 	if (seq > r->replay_expect) {
-		kvg_replay_failed(g, l, false, "replay skipped batches");
+		kvg_replay_failed(q, l, false, "replay skipped batches");
 		return;
 	}
 	r->replay_expect = seq + 1;
-	kvq_apply(g, l, seq, payload, len);
+	kvq_apply(q, l, seq, payload, len);
 }
 
 /* kvg_replay_end judges a replay by what it delivered before its end
  * marker. */
 static void
-kvg_replay_end(kvg_ingest *g, kvl_listener *l)
+kvg_replay_end(kvq_recovery *q, kvl_listener *l)
 {
 	kvl_recovery *r = &l->recovery;
-	kvg_io_replay_stop(g, l);
+	replay_stop(q, l);
 	bool empty = r->replay_got == 0;
 	if (r->state == KVL_R_VERIFYING && empty) {
 		/* The engine has no batch at all, not even the one at the
 		 * watermark it published to us: a new process. */
-		kvq_restarted(g, l, "empty_replay");
+		kvq_restarted(q, l, "empty_replay");
 	} else if (r->state == KVL_R_VERIFYING) {
 		r->need_full = true;
-		kvg_replay_failed(g, l, false,
+		kvg_replay_failed(q, l, false,
 				  "the watermark's batch was not "
 				  "replayed, continuity unknown");
 	} else if (!l->mark.has_wm && empty) {
 		/* From seq 0 and nothing: the engine has published nothing;
 		 * the next batch is seq 0. */
 		l->c.replays_ok++;
-		kvg_finish(g, l);
+		kvg_finish(q, l);
 	} else if (l->mark.has_wm && l->mark.wm + 1 >= r->gap_seq) {
 		l->c.replays_ok++;
-		kvg_finish(g, l);
+		kvg_finish(q, l);
 	} else {
-		kvg_replay_failed(g, l, false, "ended before the gap closed");
+		kvg_replay_failed(q, l, false, "ended before the gap closed");
 	}
 }
 
 /* ---- FETCH_EVENTS and FETCH_DUMP ------------------------------------ */
 
 static void
-kvg_begin_fetch(kvg_ingest *g, kvl_listener *l, bool full)
+kvg_begin_fetch(kvq_recovery *q, kvl_listener *l, bool full)
 {
 	kvl_recovery *r = &l->recovery;
 	char url[1024];
@@ -307,25 +354,25 @@ kvg_begin_fetch(kvg_ingest *g, kvl_listener *l, bool full)
 			 (int)n, l->recover_ep, l->mark.wm + 1, r->gap_seq);
 	}
 	r->fetch_token =
-	    (uint64_t)l->lid << 32 | (++g->fetch_gen & 0xffffffffu);
+	    (uint64_t)l->lid << 32 | (++q->fetch_gen & 0xffffffffu);
 	r->state = full ? KVL_R_FETCH_DUMP : KVL_R_FETCH_EVENTS;
 	/* a dump replaces the listener's entries, events add to them */
-	uint64_t max = g->cfg.listener_max_entries;
-	uint64_t have = full ? 0 : kvx_listener_entries(g->idx, l->lid);
-	kvi_err rv = kvr_fetcher_submit(g->fetcher, r->fetch_token, url,
+	uint64_t max = q->cfg.listener_max_entries;
+	uint64_t have = full ? 0 : kvx_listener_entries(q->idx, l->lid);
+	kvi_err rv = kvr_fetcher_submit(q->fetcher, r->fetch_token, url,
 					have < max ? max - have : 0);
 	if (rv != KVI_OK) {
 		l->c.recoveries_failed++;
 		kvl_error(l, "cannot fetch %s: %s", url, kvi_strerror(rv));
-		kvg_backoff(g, l);
+		kvg_backoff(q, l);
 	}
 }
 
-static void kvg_fetch_failed(kvg_ingest *g, kvl_listener *l, const char *fmt,
+static void kvg_fetch_failed(kvq_recovery *q, kvl_listener *l, const char *fmt,
 			     ...) __attribute__((format(printf, 3, 4)));
 
 static void
-kvg_fetch_failed(kvg_ingest *g, kvl_listener *l, const char *fmt, ...)
+kvg_fetch_failed(kvq_recovery *q, kvl_listener *l, const char *fmt, ...)
 {
 	char why[sizeof(l->last_error)];
 	va_list ap;
@@ -334,19 +381,19 @@ kvg_fetch_failed(kvg_ingest *g, kvl_listener *l, const char *fmt, ...)
 	va_end(ap);
 	kvl_error(l, "%s", why);
 	l->c.recoveries_failed++;
-	char q[600];
+	char quoted[600];
 	kvl_log(l, "recover_failed", "attempt=%d error=%s",
 		l->recovery.attempts + 1,
-		kvi_log_quote(q, sizeof(q), l->last_error));
-	kvg_backoff(g, l);
+		kvi_log_quote(quoted, sizeof(quoted), l->last_error));
+	kvg_backoff(q, l);
 }
 
 static void
-kvg_fetched_events(kvg_ingest *g, kvl_listener *l, const kvr_response *resp)
+kvg_fetched_events(kvq_recovery *q, kvl_listener *l, const kvr_response *resp)
 {
 	kvl_recovery *r = &l->recovery;
 	if (r->state == KVL_R_FETCH_DUMP || !l->mark.has_wm) {
-		kvg_fetch_failed(g, l, "asked for a tree dump, got Events");
+		kvg_fetch_failed(q, l, "asked for a tree dump, got Events");
 		return;
 	}
 	if (resp->n_events > 0 && resp->events[0].event_id > l->mark.wm + 1) {
@@ -354,47 +401,47 @@ kvg_fetched_events(kvg_ingest *g, kvl_listener *l, const kvr_response *resp)
 		r->need_full = true;
 		l->c.recoveries_failed++;
 		r->state = KVL_R_STREAMING;
-		kvq_repair_gap(g, l, false);
+		kvq_repair_gap(q, l, false);
 		return;
 	}
 	if (resp->last_event_id + 1 < r->gap_seq) {
 		kvg_fetch_failed(
-		    g, l, "Events end at %" PRIu64 ", the gap at %" PRIu64,
+		    q, l, "Events end at %" PRIu64 ", the gap at %" PRIu64,
 		    resp->last_event_id, r->gap_seq);
 		return;
 	}
-	kva_recover(g->idx, &g->scratch, l, resp);
+	kva_recover(q->idx, &q->scratch, l, resp);
 	l->c.recoveries_events++;
-	kvg_finish(g, l);
+	kvg_finish(q, l);
 }
 
 /* kvg_fetch_refused takes an answer refused for its size (res, freed
  * here): nothing of it is applied, and the listener says why. */
 static void
-kvg_fetch_refused(kvg_ingest *g, kvl_listener *l, kvr_result *res)
+kvg_fetch_refused(kvq_recovery *q, kvl_listener *l, kvr_result *res)
 {
-	char q[400];
+	char quoted[400];
 	l->c.recoveries_too_big++;
 	kvi_log(KVI_LOG_WARN, "recover_refused",
 		"listener=%s blocks=%" PRIu64 " bytes=%" PRIu64
 		" max_entries=%" PRIu64 " reason=%s",
 		l->key, res->blocks, res->body_bytes,
-		g->cfg.listener_max_entries,
-		kvi_log_quote(q, sizeof(q), res->message));
+		q->cfg.listener_max_entries,
+		kvi_log_quote(quoted, sizeof(quoted), res->message));
 	char bound[64] = ""; /* too many blocks, not a body past 1 GiB */
 	if (res->body_bytes <= KVR_FETCH_BODY_MAX) {
 		snprintf(bound, sizeof(bound),
 			 " (--listener-max-entries %" PRIu64 ")",
-			 g->cfg.listener_max_entries);
+			 q->cfg.listener_max_entries);
 	}
-	kvg_fetch_failed(g, l, "/kv_recover refused, none of it applied: %s%s",
+	kvg_fetch_failed(q, l, "/kv_recover refused, none of it applied: %s%s",
 			 res->message, bound);
 	kvr_result_free(res);
 }
 
 /* kvg_fetched takes a fetching listener's answer (r, freed here). */
 static void
-kvg_fetched(kvg_ingest *g, kvl_listener *l, kvr_result *res)
+kvg_fetched(kvq_recovery *q, kvl_listener *l, kvr_result *res)
 {
 	kvl_recovery *r = &l->recovery;
 	if ((r->state != KVL_R_FETCH_EVENTS && r->state != KVL_R_FETCH_DUMP) ||
@@ -403,11 +450,11 @@ kvg_fetched(kvg_ingest *g, kvl_listener *l, kvr_result *res)
 		return; /* an answer to an older ask */
 	}
 	if (res->err == KVI_ETOOBIG) {
-		kvg_fetch_refused(g, l, res);
+		kvg_fetch_refused(q, l, res);
 		return;
 	}
 	if (res->err != KVI_OK) {
-		kvg_fetch_failed(g, l, "/kv_recover: %s (%s)",
+		kvg_fetch_failed(q, l, "/kv_recover: %s (%s)",
 				 kvi_strerror(res->err), res->message);
 		kvr_result_free(res);
 		return;
@@ -415,23 +462,23 @@ kvg_fetched(kvg_ingest *g, kvl_listener *l, kvr_result *res)
 	const kvr_response *resp = kvr_parser_result(res->parser);
 	switch (resp->kind) {
 	case KVR_KIND_TREE_DUMP:
-		kva_recover(g->idx, &g->scratch, l, resp);
+		kva_recover(q->idx, &q->scratch, l, resp);
 		l->c.recoveries_treedump++;
 		r->need_full = false;
 		l->orphan_streak = 0;
 		kvl_log(l, "recovered",
 			"kind=tree_dump events=%zu watermark=%" PRIu64,
 			resp->n_events, resp->last_event_id);
-		kvg_finish(g, l);
+		kvg_finish(q, l);
 		break;
 	case KVR_KIND_EVENTS:
-		kvg_fetched_events(g, l, resp);
+		kvg_fetched_events(q, l, resp);
 		break;
 	case KVR_KIND_TOO_NEW:
 		if (++r->too_new >= KVQ_TOO_NEW_FULL) {
 			r->need_full = true;
 		}
-		kvg_fetch_failed(g, l,
+		kvg_fetch_failed(q, l,
 				 "TooNew: asked %" PRIu64 "..%" PRIu64
 				 ", newest %" PRIu64,
 				 resp->requested_start, resp->requested_end,
@@ -439,12 +486,12 @@ kvg_fetched(kvg_ingest *g, kvl_listener *l, kvr_result *res)
 		break;
 	case KVR_KIND_INVALID_RANGE:
 		r->need_full = true;
-		kvg_fetch_failed(g, l, "InvalidRange %" PRIu64 "..%" PRIu64,
+		kvg_fetch_failed(q, l, "InvalidRange %" PRIu64 "..%" PRIu64,
 				 resp->start_id, resp->end_id);
 		break;
 	default:
 		kvg_fetch_failed(
-		    g, l, "Error: %.*s",
+		    q, l, "Error: %.*s",
 		    (int)(resp->message_len > 200 ? 200 : resp->message_len),
 		    resp->message != NULL ? resp->message : "");
 		break;
@@ -453,14 +500,15 @@ kvg_fetched(kvg_ingest *g, kvl_listener *l, kvr_result *res)
 }
 
 void
-kvq_on_fetched(kvg_ingest *g, kvr_result *r)
+kvq_on_fetched(kvq_recovery *q, kvr_result *r)
 {
-	kvl_listener *l = kvg_listener(g, (uint32_t)(r->token >> 32));
+	kvl_listener *l =
+	    q->owner.listener(q->owner.arg, (uint32_t)(r->token >> 32));
 	if (l == NULL) {
 		kvr_result_free(r);
 		return; /* a listener gone */
 	}
-	kvq_recovery_on(g, l,
+	kvq_recovery_on(q, l,
 			&(kvq_event){.kind = KVQ_EV_FETCHED, .fetched = r});
 }
 
@@ -468,87 +516,87 @@ kvq_on_fetched(kvg_ingest *g, kvr_result *r)
 
 /* kvq_repair_gap starts the repair kvq_plan_repair chooses. */
 void
-kvq_repair_gap(kvg_ingest *g, kvl_listener *l, bool verify)
+kvq_repair_gap(kvq_recovery *q, kvl_listener *l, bool verify)
 {
 	kvl_recovery *r = &l->recovery;
-	kvg_io_timer(g, l, -1);
+	arm_timer(q, l, -1);
 	kvq_plan p = kvq_plan_repair(l, verify);
 	r->need_full = p.need_full;
 	switch (p.repair) {
 	case KVQ_REPAIR_VERIFY:
-		kvg_begin_replay(g, l, l->mark.wm, true);
+		kvg_begin_replay(q, l, l->mark.wm, true);
 		break;
 	case KVQ_REPAIR_NONE:
-		kvg_finish(g, l);
+		kvg_finish(q, l);
 		break;
 	case KVQ_REPAIR_REPLAY:
-		kvg_begin_replay(g, l, l->mark.has_wm ? l->mark.wm + 1 : 0,
+		kvg_begin_replay(q, l, l->mark.has_wm ? l->mark.wm + 1 : 0,
 				 false);
 		break;
 	case KVQ_REPAIR_EVENTS:
 	case KVQ_REPAIR_DUMP:
-		kvg_begin_fetch(g, l, p.repair == KVQ_REPAIR_DUMP);
+		kvg_begin_fetch(q, l, p.repair == KVQ_REPAIR_DUMP);
 		break;
 	case KVQ_REPAIR_HANDOFF:
 		r->state = KVL_R_HANDOFF;
-		kvg_handoff_ask(g, l);
+		handoff_ask(q, l);
 		break;
 	case KVQ_REPAIR_AWAIT_HANDOFF:
 		l->ho.waited = true;
 		r->state = KVL_R_AWAIT_HANDOFF;
-		kvg_io_timer(g, l, KVQ_HANDOFF_WAIT_MS);
+		arm_timer(q, l, KVQ_HANDOFF_WAIT_MS);
 		break;
 	case KVQ_REPAIR_GIVE_UP:
-		kvg_give_up(g, l);
+		kvg_give_up(q, l);
 		break;
 	}
 }
 
 void
-kvq_recovery_begin(kvg_ingest *g, kvl_listener *l)
+kvq_recovery_begin(kvq_recovery *q, kvl_listener *l)
 {
 	if (!l->mark.has_wm &&
 	    (l->replay_ep != NULL || l->recover_ep != NULL)) {
 		l->recovery.gap_seq = 0;
-		kvq_repair_gap(g, l, false);
+		kvq_repair_gap(q, l, false);
 	} else {
-		kvg_finish(g, l);
+		kvg_finish(q, l);
 	}
 }
 
 void
-kvq_recovery_move_in(kvg_ingest *g, kvl_listener *l, int ms)
+kvq_recovery_move_in(kvq_recovery *q, kvl_listener *l, int ms)
 {
 	l->recovery.state = KVL_R_HANDOFF_ARMED;
-	kvg_io_timer(g, l, ms);
+	arm_timer(q, l, ms);
 }
 
 void
-kvq_recovery_reset(kvg_ingest *g, kvl_listener *l)
+kvq_recovery_reset(kvq_recovery *q, kvl_listener *l)
 {
 	kvl_recovery *r = &l->recovery;
-	kvg_io_replay_stop(g, l);
-	kvg_io_timer(g, l, -1);
+	replay_stop(q, l);
+	arm_timer(q, l, -1);
 	if (r->state == KVL_R_FETCH_EVENTS || r->state == KVL_R_FETCH_DUMP) {
-		kvr_fetcher_cancel(g->fetcher, r->fetch_token);
+		kvr_fetcher_cancel(q->fetcher, r->fetch_token);
 	}
 	r->state = KVL_R_STREAMING;
 	r->need_full = false;
 	r->replay_spent = false;
 	r->attempts = 0;
 	r->too_new = 0;
-	kvq_backlog_clear(g, l);
+	kvq_backlog_clear(q, l);
 }
 
 /* ---- the transition function ----------------------------------------- */
 
 static void
-kvg_on_connected(kvg_ingest *g, kvl_listener *l)
+kvg_on_connected(kvq_recovery *q, kvl_listener *l)
 {
 	kvl_recovery *r = &l->recovery;
 	if (r->state == KVL_R_HANDOFF_ARMED) {
 		/* give the subscription a moment to reach the engine */
-		kvg_io_timer(g, l, KVG_HANDOFF_SUB_MS);
+		arm_timer(q, l, KVG_HANDOFF_SUB_MS);
 		return;
 	}
 	/* Check the process behind the new connection, and catch up, now
@@ -559,34 +607,34 @@ kvg_on_connected(kvg_ingest *g, kvl_listener *l)
 	}
 	if (!r->unverifiable && kvq_can_verify(l)) {
 		r->gap_seq = l->mark.wm + 1;
-		kvq_repair_gap(g, l, true);
+		kvq_repair_gap(q, l, true);
 	} else if (!l->mark.has_wm &&
 		   (l->replay_ep != NULL || l->recover_ep != NULL)) {
 		/* No state yet: fetch the engine's current one. */
 		r->gap_seq = 0;
-		kvq_repair_gap(g, l, false);
+		kvq_repair_gap(q, l, false);
 	}
 }
 
 static void
-kvg_on_timer(kvg_ingest *g, kvl_listener *l)
+kvg_on_timer(kvq_recovery *q, kvl_listener *l)
 {
 	kvl_recovery *r = &l->recovery;
 	switch (r->state) {
 	case KVL_R_HANDOFF_ARMED:
 		r->state = KVL_R_HANDOFF;
-		kvg_handoff_ask(g, l);
+		handoff_ask(q, l);
 		break;
 	case KVL_R_VERIFYING:
 	case KVL_R_REPLAYING:
-		kvg_replay_failed(g, l, r->state == KVL_R_VERIFYING,
+		kvg_replay_failed(q, l, r->state == KVL_R_VERIFYING,
 				  "no answer in time");
 		break;
 	case KVL_R_BACKOFF:
 	case KVL_R_AWAIT_HANDOFF:
 		r->state = KVL_R_STREAMING;
 		r->replay_spent = false;
-		kvq_repair_gap(g, l, false);
+		kvq_repair_gap(q, l, false);
 		break;
 	default:
 		break;
@@ -594,15 +642,15 @@ kvg_on_timer(kvg_ingest *g, kvl_listener *l)
 }
 
 static void
-kvg_on_replay(kvg_ingest *g, kvl_listener *l, const kvq_event *ev)
+kvg_on_replay(kvq_recovery *q, kvl_listener *l, const kvq_event *ev)
 {
 	kvl_recovery *r = &l->recovery;
 	if (r->state != KVL_R_VERIFYING && r->state != KVL_R_REPLAYING) {
 		return;
 	}
-	kvg_io_timer(g, l, g->cfg.replay_timeout_ms);
+	arm_timer(q, l, q->cfg.replay_timeout_ms);
 	if (ev->kind == KVQ_EV_REPLAY_END) {
-		kvg_replay_end(g, l);
+		kvg_replay_end(q, l);
 		return;
 	}
 	if (kvq_foreign(l, ev->payload, ev->len)) {
@@ -610,41 +658,41 @@ kvg_on_replay(kvg_ingest *g, kvl_listener *l, const kvq_event *ev)
 	}
 	r->replay_got++;
 	if (r->state == KVL_R_VERIFYING) {
-		kvg_verified(g, l, ev->seq, ev->payload, ev->len);
+		kvg_verified(q, l, ev->seq, ev->payload, ev->len);
 	} else {
-		kvg_replayed(g, l, ev->seq, ev->payload, ev->len);
+		kvg_replayed(q, l, ev->seq, ev->payload, ev->len);
 	}
 }
 
 static void
-kvg_on_handoff_end(kvg_ingest *g, kvl_listener *l, bool taken)
+kvg_on_handoff_end(kvq_recovery *q, kvl_listener *l, bool taken)
 {
 	if (l->recovery.state != KVL_R_HANDOFF) {
 		return;
 	}
 	if (taken) {
-		kvg_finish(g, l);
+		kvg_finish(q, l);
 		return;
 	}
 	l->recovery.state = KVL_R_STREAMING;
 	if (l->ho.taken) {
 		/* A gap after a snapshot: the usual repairs. */
-		kvq_repair_gap(g, l, false);
+		kvq_repair_gap(q, l, false);
 	} else {
 		/* Start as any new listener does. */
-		kvq_recovery_begin(g, l);
+		kvq_recovery_begin(q, l);
 	}
 }
 
 void
-kvq_recovery_on(kvg_ingest *g, kvl_listener *l, const kvq_event *ev)
+kvq_recovery_on(kvq_recovery *q, kvl_listener *l, const kvq_event *ev)
 {
 	switch (ev->kind) {
 	case KVQ_EV_LIVE:
-		kvq_on_live(g, l, ev);
+		kvq_on_live(q, l, ev);
 		break;
 	case KVQ_EV_CONNECTED:
-		kvg_on_connected(g, l);
+		kvg_on_connected(q, l);
 		break;
 	case KVQ_EV_DISCONNECTED:
 		l->recovery.trusted = false;
@@ -652,17 +700,17 @@ kvq_recovery_on(kvg_ingest *g, kvl_listener *l, const kvq_event *ev)
 		break;
 	case KVQ_EV_REPLAY:
 	case KVQ_EV_REPLAY_END:
-		kvg_on_replay(g, l, ev);
+		kvg_on_replay(q, l, ev);
 		break;
 	case KVQ_EV_FETCHED:
-		kvg_fetched(g, l, ev->fetched);
+		kvg_fetched(q, l, ev->fetched);
 		break;
 	case KVQ_EV_TIMER:
-		kvg_on_timer(g, l);
+		kvg_on_timer(q, l);
 		break;
 	case KVQ_EV_HANDOFF_TAKEN:
 	case KVQ_EV_HANDOFF_FAILED:
-		kvg_on_handoff_end(g, l, ev->kind == KVQ_EV_HANDOFF_TAKEN);
+		kvg_on_handoff_end(q, l, ev->kind == KVQ_EV_HANDOFF_TAKEN);
 		break;
 	}
 }

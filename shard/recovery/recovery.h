@@ -31,7 +31,11 @@
  * incomplete). A live batch that reveals a restart
  * (its seq went back) clears the listener first, in any state.
  *
- * Ingest thread only, like the listeners.
+ * Recovery sees a listener's engine only through the thread that owns
+ * the listeners (ingest), which hands it every event and does for it what
+ * it asks (kvq_owner): a timer, a replay, a hand-off. /kv_recover fetches
+ * it submits itself, to the owner's fetcher. Ingest thread only, like the
+ * listeners.
  */
 #ifndef KVI_SHARD_RECOVERY_H
 #define KVI_SHARD_RECOVERY_H
@@ -40,10 +44,70 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "apply.h"
+#include "index.h"
 #include "listener.h"
 #include "recover_fetch.h"
+#include "wire.h"
 
-typedef struct kvg_ingest kvg_ingest;
+/* ---- the shard's recovery (recovery.c) -------------------------------- */
+
+/* What recovery asks of the thread that owns the listeners, called with
+ * arg on that thread. */
+typedef struct kvq_owner {
+	void *arg;
+	/* arm l's one timer (replay silence, backoff), which comes back as
+	 * KVQ_EV_TIMER; ms < 0 disarms it */
+	void (*timer)(void *arg, kvl_listener *l, int ms);
+	/* ask l's replay socket for every batch from seq on, which come
+	 * back as KVQ_EV_REPLAY and KVQ_EV_REPLAY_END; replay_stop drops
+	 * the replay in flight */
+	kvi_err (*replay_start)(void *arg, kvl_listener *l, uint64_t seq);
+	void (*replay_stop)(void *arg, kvl_listener *l);
+	/* ask l->ho.from for l's state, which comes back as
+	 * KVQ_EV_HANDOFF_TAKEN or KVQ_EV_HANDOFF_FAILED */
+	void (*handoff_ask)(void *arg, kvl_listener *l);
+	/* the listener with id lid; NULL: gone */
+	kvl_listener *(*listener)(void *arg, uint32_t lid);
+} kvq_owner;
+
+/* What recovery is configured with (ingest.h's kvg_config says each). */
+typedef struct kvq_config {
+	int replay_timeout_ms;
+	int backoff_max_ms;
+	uint32_t orphan_resync;
+	uint64_t listener_max_entries;
+	size_t backlog_max_bytes;
+	size_t listener_backlog_max_bytes;
+} kvq_config;
+
+/* The live batches queued over every listener (backlog.c's). */
+typedef struct kvq_backlog {
+	size_t bytes;
+	size_t peak; /* since memory was last given back */
+} kvq_backlog;
+
+/* The shard's recovery, embedded in its owner: what it applies with (the
+ * index, a decoder and scratch arrays), the fetcher it submits to (the
+ * owner's), the tokens of its fetches and the backlog's totals. */
+typedef struct kvq_recovery {
+	kvq_config cfg;
+	kvq_owner owner;
+	kvx_index *idx;
+	kvi_decoder *dec;
+	kva_scratch scratch;
+	kvr_fetcher *fetcher; /* NULL until the owner starts one */
+	uint64_t fetch_gen;
+	kvq_backlog backlog;
+} kvq_recovery;
+
+/* kvq_recovery_init readies q, which applies to idx and asks owner; the
+ * owner hands it its fetcher once started (kvq_recovery_use_fetcher).
+ * kvq_recovery_fini frees what q holds, once no listener recovers. */
+void kvq_recovery_init(kvq_recovery *q, const kvq_config *cfg, kvx_index *idx,
+		       const kvq_owner *owner);
+void kvq_recovery_use_fetcher(kvq_recovery *q, kvr_fetcher *f);
+void kvq_recovery_fini(kvq_recovery *q);
 
 /* ---- the transition function (recovery.c) --------------------------- */
 
@@ -72,29 +136,34 @@ typedef struct kvq_event {
 } kvq_event;
 
 /* kvq_recovery_on takes one event of listener l. */
-void kvq_recovery_on(kvg_ingest *g, kvl_listener *l, const kvq_event *ev);
+void kvq_recovery_on(kvq_recovery *q, kvl_listener *l, const kvq_event *ev);
 
 /* kvq_on_fetched finds the listener a fetcher result is for (none: a
  * listener gone) and gives it the result. */
-void kvq_on_fetched(kvg_ingest *g, kvr_result *r);
+void kvq_on_fetched(kvq_recovery *q, kvr_result *r);
 
 /* kvq_recovery_begin starts a listener that has just been assigned or
  * loaded: without a state it fetches the engine's current one when it
  * can; otherwise it takes the stream as it comes. */
-void kvq_recovery_begin(kvg_ingest *g, kvl_listener *l);
+void kvq_recovery_begin(kvq_recovery *q, kvl_listener *l);
 
 /* kvq_recovery_move_in starts a planned move: the listener asks the old
  * owner (l->ho.from) for its state once its SUB is connected, or after ms
  * at the latest. */
-void kvq_recovery_move_in(kvg_ingest *g, kvl_listener *l, int ms);
+void kvq_recovery_move_in(kvq_recovery *q, kvl_listener *l, int ms);
+
+/* The wait for the SUB before a planned move asks anyway, and the moment
+ * given to a connected SUB's subscription to reach the engine, in ms. */
+#define KVG_HANDOFF_CONNECT_WAIT_MS 2000
+#define KVG_HANDOFF_SUB_MS          100
 
 /* kvq_recovery_reset drops the listener's recovery and backlog. */
-void kvq_recovery_reset(kvg_ingest *g, kvl_listener *l);
+void kvq_recovery_reset(kvq_recovery *q, kvl_listener *l);
 
 /* kvq_backlog_apply applies at most max queued batches of a listener in
  * step, in order (a gap among them starts a repair); returns how many it
  * took. */
-size_t kvq_backlog_apply(kvg_ingest *g, kvl_listener *l, size_t max);
+size_t kvq_backlog_apply(kvq_recovery *q, kvl_listener *l, size_t max);
 
 /* ---- the rules, pure (recovery_rules.c) ------------------------------ */
 
@@ -141,6 +210,19 @@ typedef struct kvq_plan {
  * continuity is to be checked first. */
 kvq_plan kvq_plan_repair(const kvl_listener *l, bool verify);
 
+/* Snapshots a move may take, the later ones to close gaps that no engine
+ * endpoint can. */
+#define KVG_HANDOFF_TRIES 50
+
+/* kvg_handoff_can_retry says whether a newer snapshot may close a gap of
+ * l: it came by a hand-off and has tries left. */
+static inline bool
+kvg_handoff_can_retry(const kvl_listener *l)
+{
+	return l->ho.from != NULL && l->ho.taken &&
+	       l->ho.tries < KVG_HANDOFF_TRIES;
+}
+
 /* kvq_state_of is what status reports for l's recovery state. */
 kvl_state kvq_state_of(const kvl_listener *l);
 
@@ -153,12 +235,20 @@ const char *kvq_rstate_name(kvl_rstate s);
  * the restart it could reveal looked for); past the listener's or the
  * shard's budget it drops the whole queue instead (counted, logged, to
  * be repaired from the watermark). */
-void kvq_backlog_push(kvg_ingest *g, kvl_listener *l, uint64_t seq,
+void kvq_backlog_push(kvq_recovery *q, kvl_listener *l, uint64_t seq,
 		      const void *payload, size_t len, bool checked);
 /* kvq_backlog_pop takes the oldest queued batch (NULL: none); the caller
  * frees it or gives it back with kvq_backlog_unpop. */
-kvl_pending_msg *kvq_backlog_pop(kvg_ingest *g, kvl_listener *l);
-void kvq_backlog_unpop(kvg_ingest *g, kvl_listener *l, kvl_pending_msg *m);
-void kvq_backlog_clear(kvg_ingest *g, kvl_listener *l);
+kvl_pending_msg *kvq_backlog_pop(kvq_recovery *q, kvl_listener *l);
+void kvq_backlog_unpop(kvq_recovery *q, kvl_listener *l, kvl_pending_msg *m);
+void kvq_backlog_clear(kvq_recovery *q, kvl_listener *l);
+
+/* kvq_backlog_bytes is what every listener has queued. */
+size_t kvq_backlog_bytes(const kvq_recovery *q);
+
+/* kvq_backlog_give_back returns to the system the memory a burst of
+ * queued batches took, once the queues are empty again: the allocator
+ * would otherwise keep it. */
+void kvq_backlog_give_back(kvq_recovery *q);
 
 #endif /* KVI_SHARD_RECOVERY_H */

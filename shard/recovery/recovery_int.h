@@ -17,17 +17,17 @@
 
 /* kvq_repair_gap starts the repair of l's gap that kvq_plan_repair
  * chooses (verify: check its continuity first). */
-void kvq_repair_gap(kvg_ingest *g, kvl_listener *l, bool verify);
+void kvq_repair_gap(kvq_recovery *q, kvl_listener *l, bool verify);
 
 /* recovery_live.c */
 
 /* kvq_on_live takes a live batch (KVQ_EV_LIVE). */
-void kvq_on_live(kvg_ingest *g, kvl_listener *l, const kvq_event *ev);
+void kvq_on_live(kvq_recovery *q, kvl_listener *l, const kvq_event *ev);
 
 /* kvq_apply applies the batch at seq, resyncing a listener whose batch
  * was lost or whose orphans keep coming; false when the batch was another
  * rank's (nothing changed). */
-bool kvq_apply(kvg_ingest *g, kvl_listener *l, uint64_t seq,
+bool kvq_apply(kvq_recovery *q, kvl_listener *l, uint64_t seq,
 	       const void *payload, size_t len);
 
 /* kvq_foreign drops a batch of another rank before anything sequences it
@@ -37,6 +37,6 @@ bool kvq_foreign(kvl_listener *l, const void *payload, size_t len);
 
 /* kvq_restarted clears a listener whose engine turned out to be another
  * process (reason), and repairs it from nothing. */
-void kvq_restarted(kvg_ingest *g, kvl_listener *l, const char *reason);
+void kvq_restarted(kvq_recovery *q, kvl_listener *l, const char *reason);
 
 #endif /* KVI_SHARD_RECOVERY_INT_H */

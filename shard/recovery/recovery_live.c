@@ -10,7 +10,6 @@
 
 #include "alloc.h"
 #include "apply.h"
-#include "ingest_int.h"
 #include "log.h"
 #include "recovery_int.h"
 
@@ -20,12 +19,12 @@
  * orphans keep coming. At once when streaming; a repair in flight
  * fetches it when it ends. */
 static void
-kvg_resync(kvg_ingest *g, kvl_listener *l, uint64_t seq)
+kvg_resync(kvq_recovery *q, kvl_listener *l, uint64_t seq)
 {
 	l->recovery.need_full = true;
 	if (l->recovery.state == KVL_R_STREAMING) {
 		l->recovery.gap_seq = seq + 1;
-		kvq_repair_gap(g, l, false);
+		kvq_repair_gap(q, l, false);
 	}
 }
 
@@ -62,11 +61,11 @@ kvq_foreign(kvl_listener *l, const void *payload, size_t len)
 /* kvq_apply applies the batch at seq; false when it was another rank's
  * (nothing changed). */
 bool
-kvq_apply(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
+kvq_apply(kvq_recovery *q, kvl_listener *l, uint64_t seq, const void *payload,
 	  size_t len)
 {
 	kva_result res =
-	    kva_batch(g->idx, g->dec, &g->scratch, l, seq, payload, len);
+	    kva_batch(q->idx, q->dec, &q->scratch, l, seq, payload, len);
 	if (res == KVA_FOREIGN) {
 		kvg_misconfigured(l);
 		return false;
@@ -75,13 +74,13 @@ kvq_apply(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
 		/* A replay would return the same bytes: only the engine's
 		 * whole state repairs a lost batch. */
 		kvl_log(l, "lost_batch_resync", "seq=%" PRIu64, seq);
-		kvg_resync(g, l, seq);
+		kvg_resync(q, l, seq);
 		return true;
 	}
-	if (l->orphan_streak >= g->cfg.orphan_resync && l->recover_ep != NULL) {
+	if (l->orphan_streak >= q->cfg.orphan_resync && l->recover_ep != NULL) {
 		kvl_log(l, "orphan_resync", "orphans=%u", l->orphan_streak);
 		l->orphan_streak = 0;
-		kvg_resync(g, l, seq);
+		kvg_resync(q, l, seq);
 	}
 	return true;
 }
@@ -90,14 +89,14 @@ kvq_apply(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
  * any other verdict is returned for the caller to hold the batch and
  * start the repair, after noting what the repair must reach. */
 static kvq_verdict
-kvg_take(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
+kvg_take(kvq_recovery *q, kvl_listener *l, uint64_t seq, const void *payload,
 	 size_t len)
 {
 	kvl_recovery *r = &l->recovery;
 	kvq_verdict v = kvq_judge(l, seq);
 	switch (v) {
 	case KVQ_APPLY:
-		if (!kvq_apply(g, l, seq, payload, len)) {
+		if (!kvq_apply(q, l, seq, payload, len)) {
 			return KVQ_FOREIGN;
 		}
 		r->trusted = true;
@@ -129,7 +128,7 @@ kvg_taken(kvq_verdict v)
 	return v == KVQ_APPLY || v == KVQ_DROP || v == KVQ_FOREIGN;
 }
 
-static void kvg_engine_restart(kvg_ingest *g, kvl_listener *l, uint64_t seq);
+static void kvg_engine_restart(kvq_recovery *q, kvl_listener *l, uint64_t seq);
 
 /* kvg_in_order takes live batch seq, the next in arrival order, while
  * streaming: first the engine restart it may reveal, then kvg_take. One
@@ -142,22 +141,22 @@ static void kvg_engine_restart(kvg_ingest *g, kvl_listener *l, uint64_t seq);
  * either way. Returns the verdict, KVQ_FOREIGN for a batch dropped as
  * another rank's. */
 static kvq_verdict
-kvg_in_order(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
-	     size_t len, bool checked)
+kvg_in_order(kvq_recovery *q, kvl_listener *l, uint64_t seq,
+	     const void *payload, size_t len, bool checked)
 {
 	if (!checked && kvq_is_restart(l, seq)) {
 		if (kvq_foreign(l, payload, len)) {
 			return KVQ_FOREIGN;
 		}
 		checked = true;
-		kvg_engine_restart(g, l, seq);
+		kvg_engine_restart(q, l, seq);
 	}
 	kvq_verdict j = kvq_judge(l, seq);
 	if (!checked && j != KVQ_APPLY && j != KVQ_DROP &&
 	    kvq_foreign(l, payload, len)) {
 		return KVQ_FOREIGN;
 	}
-	kvq_verdict v = kvg_take(g, l, seq, payload, len);
+	kvq_verdict v = kvg_take(q, l, seq, payload, len);
 	if (v != KVQ_FOREIGN) {
 		l->has_live = true;
 		l->last_live = seq;
@@ -166,19 +165,19 @@ kvg_in_order(kvg_ingest *g, kvl_listener *l, uint64_t seq, const void *payload,
 }
 
 size_t
-kvq_backlog_apply(kvg_ingest *g, kvl_listener *l, size_t max)
+kvq_backlog_apply(kvq_recovery *q, kvl_listener *l, size_t max)
 {
 	size_t n = 0;
 	kvl_pending_msg *m;
 	while (n < max && l->recovery.state == KVL_R_STREAMING &&
-	       (m = kvq_backlog_pop(g, l)) != NULL) {
+	       (m = kvq_backlog_pop(q, l)) != NULL) {
 		n++;
 		kvq_verdict v =
-		    kvg_in_order(g, l, m->seq, m->payload, m->len, m->checked);
+		    kvg_in_order(q, l, m->seq, m->payload, m->len, m->checked);
 		if (!kvg_taken(v)) {
 			m->checked = true;
-			kvq_backlog_unpop(g, l, m);
-			kvq_repair_gap(g, l, v == KVQ_VERIFY);
+			kvq_backlog_unpop(q, l, m);
+			kvq_repair_gap(q, l, v == KVQ_VERIFY);
 			return n;
 		}
 		kvi_free(m);
@@ -187,29 +186,29 @@ kvq_backlog_apply(kvg_ingest *g, kvl_listener *l, size_t max)
 }
 
 static void
-kvg_engine_restart(kvg_ingest *g, kvl_listener *l, uint64_t seq)
+kvg_engine_restart(kvq_recovery *q, kvl_listener *l, uint64_t seq)
 {
 	l->c.engine_restarts++;
 	l->recovery.trusted = false;
 	kvl_log(l, "engine_restart",
 		"watermark=%" PRIu64 " last_live=%" PRIu64 " seq=%" PRIu64,
 		l->mark.wm, l->last_live, seq);
-	kvq_recovery_reset(g, l);
-	kva_clear(g->idx, l);
+	kvq_recovery_reset(q, l);
+	kva_clear(q->idx, l);
 	l->has_live = false;
 }
 
 /* kvq_restarted clears a listener whose engine turned out to be another
  * process (reason), and repairs it from nothing. */
 void
-kvq_restarted(kvg_ingest *g, kvl_listener *l, const char *reason)
+kvq_restarted(kvq_recovery *q, kvl_listener *l, const char *reason)
 {
 	l->c.engine_restarts++;
 	kvl_log(l, "engine_restart", "watermark=%" PRIu64 " reason=%s",
 		l->mark.wm, reason);
-	kva_clear(g->idx, l);
+	kva_clear(q->idx, l);
 	l->recovery.state = KVL_R_STREAMING;
-	kvq_repair_gap(g, l, false);
+	kvq_repair_gap(q, l, false);
 }
 
 /* kvq_on_live takes a live batch. A restart it reveals is acted on at
@@ -219,7 +218,7 @@ kvq_restarted(kvg_ingest *g, kvl_listener *l, const char *reason)
  * queue (kvq_backlog_apply), its rank read then if need be
  * (kvg_in_order). */
 void
-kvq_on_live(kvg_ingest *g, kvl_listener *l, const kvq_event *ev)
+kvq_on_live(kvq_recovery *q, kvl_listener *l, const kvq_event *ev)
 {
 	bool checked = false;
 	if (kvq_is_restart(l, ev->seq)) {
@@ -227,19 +226,19 @@ kvq_on_live(kvg_ingest *g, kvl_listener *l, const kvq_event *ev)
 			return;
 		}
 		checked = true;
-		kvg_engine_restart(g, l, ev->seq);
+		kvg_engine_restart(q, l, ev->seq);
 		l->has_live = true;
 		l->last_live = ev->seq;
 	}
 	if (l->recovery.state != KVL_R_STREAMING || l->backlog != NULL ||
 	    ev->defer) {
-		kvq_backlog_push(g, l, ev->seq, ev->payload, ev->len, checked);
+		kvq_backlog_push(q, l, ev->seq, ev->payload, ev->len, checked);
 		return;
 	}
 	kvq_verdict v =
-	    kvg_in_order(g, l, ev->seq, ev->payload, ev->len, checked);
+	    kvg_in_order(q, l, ev->seq, ev->payload, ev->len, checked);
 	if (!kvg_taken(v)) {
-		kvq_backlog_push(g, l, ev->seq, ev->payload, ev->len, true);
-		kvq_repair_gap(g, l, v == KVQ_VERIFY);
+		kvq_backlog_push(q, l, ev->seq, ev->payload, ev->len, true);
+		kvq_repair_gap(q, l, v == KVQ_VERIFY);
 	}
 }

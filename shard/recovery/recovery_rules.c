@@ -4,7 +4,6 @@
  * closes its gap, and what status reports. recovery.c carries them out;
  * test_recovery checks them without sockets.
  */
-#include "handoff.h"
 #include "recovery.h"
 
 kvq_verdict

@@ -2,9 +2,10 @@
  * test_recovery.c - a listener's recovery as a state machine, without
  * sockets: recovery.c, recovery_rules.c and backlog.c linked against the
  * stubs below, which stand for the index (kva_*), the sockets (kvg_io_*),
- * the /kv_recover fetcher (kvr_*), the hand-off thread and the listener's
- * last error and log lines (listener.c), and record what the machine asked
- * of them. Each test drives one listener through events
+ * the /kv_recover fetcher (kvr_*), the listener's last error and log
+ * lines (listener.c) and what the ingest does for recovery (kvq_owner: the
+ * sockets and the hand-off thread), and record what the machine asked of
+ * them. Each test drives one listener through events
  * and checks its state and those requests.
  */
 #include <setjmp.h>
@@ -20,8 +21,6 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "handoff.h"
-#include "ingest_int.h"
 #include "recovery.h"
 
 /* ---- stubs: what recovery asked for ------------------------------- */
@@ -109,26 +108,32 @@ kva_recover(kvx_index *idx, kva_scratch *scratch, kvl_listener *l,
 }
 
 void
-kvg_io_timer(kvg_ingest *g, kvl_listener *l, int ms)
+kva_scratch_fini(kva_scratch *s)
 {
-	(void)g, (void)l;
+	(void)s;
+}
+
+static void
+io_timer(void *arg, kvl_listener *l, int ms)
+{
+	(void)arg, (void)l;
 	st.timer_ms = ms;
 }
 
-kvi_err
-kvg_io_replay_start(kvg_ingest *g, kvl_listener *l, uint64_t seq)
+static kvi_err
+io_replay_start(void *arg, kvl_listener *l, uint64_t seq)
 {
-	(void)g, (void)l;
+	(void)arg, (void)l;
 	st.replays++;
 	st.replay_from = seq;
 	st.replay_open = st.replay_rv == KVI_OK;
 	return st.replay_rv;
 }
 
-void
-kvg_io_replay_stop(kvg_ingest *g, kvl_listener *l)
+static void
+io_replay_stop(void *arg, kvl_listener *l)
 {
-	(void)g, (void)l;
+	(void)arg, (void)l;
 	st.replay_open = false;
 }
 
@@ -163,10 +168,10 @@ kvr_result_free(kvr_result *r)
 	free(r);
 }
 
-kvl_listener *
-kvg_listener(kvg_ingest *g, uint32_t lid)
+static kvl_listener *
+listener_of(void *arg, uint32_t lid)
 {
-	(void)g;
+	(void)arg;
 	return st.l != NULL && st.l->lid == lid ? st.l : NULL;
 }
 
@@ -192,10 +197,10 @@ kvl_warn(kvl_listener *l, const char *event, const char *fmt, ...)
 	st.warnings++;
 }
 
-void
-kvg_handoff_ask(kvg_ingest *g, kvl_listener *l)
+static void
+handoff_ask(void *arg, kvl_listener *l)
 {
-	(void)g;
+	(void)arg;
 	st.asks++;
 	l->ho.tries++;
 }
@@ -203,7 +208,7 @@ kvg_handoff_ask(kvg_ingest *g, kvl_listener *l)
 /* ---- fixture -------------------------------------------------------- */
 
 typedef struct fx {
-	kvg_ingest *g;
+	kvq_recovery *q;
 	kvl_listener l;
 } fx;
 
@@ -212,12 +217,17 @@ setup(void **state)
 {
 	memset(&st, 0, sizeof(st));
 	fx *f = calloc(1, sizeof(*f));
-	f->g = calloc(1, sizeof(*f->g));
-	f->g->cfg.replay_timeout_ms = 2000;
-	f->g->cfg.backoff_max_ms = 30000;
-	f->g->cfg.orphan_resync = 8;
-	f->g->cfg.backlog_max_bytes = 1 << 20;
-	f->g->cfg.listener_backlog_max_bytes = 1 << 20;
+	f->q = calloc(1, sizeof(*f->q));
+	f->q->owner = (kvq_owner){.timer = io_timer,
+				  .replay_start = io_replay_start,
+				  .replay_stop = io_replay_stop,
+				  .handoff_ask = handoff_ask,
+				  .listener = listener_of};
+	f->q->cfg.replay_timeout_ms = 2000;
+	f->q->cfg.backoff_max_ms = 30000;
+	f->q->cfg.orphan_resync = 8;
+	f->q->cfg.backlog_max_bytes = 1 << 20;
+	f->q->cfg.listener_backlog_max_bytes = 1 << 20;
 	f->l.lid = 7;
 	f->l.key = "pod-a#0";
 	f->l.replay_ep = "tcp://127.0.0.1:5558";
@@ -233,8 +243,8 @@ static int
 teardown(void **state)
 {
 	fx *f = *state;
-	kvq_backlog_clear(f->g, &f->l);
-	free(f->g);
+	kvq_backlog_clear(f->q, &f->l);
+	free(f->q);
 	free(f);
 	return 0;
 }
@@ -246,7 +256,7 @@ ev(fx *f, kvq_event_kind kind, uint64_t seq)
 	char payload[24];
 	int n = snprintf(payload, sizeof(payload), "batch-%llu",
 			 (unsigned long long)seq);
-	kvq_recovery_on(f->g, &f->l,
+	kvq_recovery_on(f->q, &f->l,
 			&(kvq_event){.kind = kind,
 				     .seq = seq,
 				     .payload = payload,
@@ -261,7 +271,7 @@ foreign(fx *f, kvq_event_kind kind, uint64_t seq)
 	char payload[24];
 	int n = snprintf(payload, sizeof(payload), "other-%llu",
 			 (unsigned long long)seq);
-	kvq_recovery_on(f->g, &f->l,
+	kvq_recovery_on(f->q, &f->l,
 			&(kvq_event){.kind = kind,
 				     .seq = seq,
 				     .payload = payload,
@@ -282,7 +292,7 @@ fetched(fx *f, kvr_kind kind, uint64_t last)
 	kvr_result *r = calloc(1, sizeof(*r));
 	r->token = f->l.recovery.fetch_token;
 	st.resp = (kvr_response){.kind = kind, .last_event_id = last};
-	kvq_on_fetched(f->g, r);
+	kvq_on_fetched(f->q, r);
 }
 
 #define assert_rstate(f, s)                                                    \
@@ -478,14 +488,14 @@ test_replay_silent_then_fetch(void **state)
 	kvr_result *r = calloc(1, sizeof(*r));
 	r->token = f->l.recovery.fetch_token;
 	r->err = KVI_EIO;
-	kvq_on_fetched(f->g, r);
+	kvq_on_fetched(f->q, r);
 	assert_rstate(f, KVL_R_BACKOFF);
 	assert_int_equal(kvq_state_of(&f->l), KVL_FAILED);
 	assert_int_equal(st.timer_ms, 100);
 	/* an answer to an older ask is ignored */
 	r = calloc(1, sizeof(*r));
 	r->token = f->l.recovery.fetch_token + 1;
-	kvq_on_fetched(f->g, r);
+	kvq_on_fetched(f->q, r);
 	assert_rstate(f, KVL_R_BACKOFF);
 	ev(f, KVQ_EV_TIMER, 0); /* backoff over: the replay again first */
 	assert_rstate(f, KVL_R_REPLAYING);
@@ -528,7 +538,7 @@ test_too_big_refused(void **state)
 {
 	fx *f = *state;
 	f->l.replay_ep = NULL;
-	f->g->cfg.listener_max_entries = 1000;
+	f->q->cfg.listener_max_entries = 1000;
 	in_step(f, 5);
 	st.entries = 400;
 	live(f, 9, 9);
@@ -540,7 +550,7 @@ test_too_big_refused(void **state)
 	r->blocks = 601;
 	snprintf(r->message, sizeof(r->message),
 		 "the answer stores more than 600 blocks");
-	kvq_on_fetched(f->g, r);
+	kvq_on_fetched(f->q, r);
 	assert_rstate(f, KVL_R_BACKOFF);
 	assert_int_equal(f->l.c.recoveries_too_big, 1);
 	assert_int_equal(f->l.c.recoveries_failed, 1);
@@ -587,7 +597,7 @@ test_reconnect_other_engine(void **state)
 	ev(f, KVQ_EV_DISCONNECTED, 0);
 	ev(f, KVQ_EV_CONNECTED, 0);
 	char other[] = "another process";
-	kvq_recovery_on(f->g, &f->l,
+	kvq_recovery_on(f->q, &f->l,
 			&(kvq_event){.kind = KVQ_EV_REPLAY,
 				     .seq = 5,
 				     .payload = other,
@@ -775,7 +785,7 @@ test_move_in(void **state)
 	fx *f = *state;
 	f->l.replay_ep = f->l.recover_ep = NULL;
 	f->l.ho.from = "tcp://127.0.0.1:9001";
-	kvq_recovery_move_in(f->g, &f->l, KVG_HANDOFF_CONNECT_WAIT_MS);
+	kvq_recovery_move_in(f->q, &f->l, KVG_HANDOFF_CONNECT_WAIT_MS);
 	assert_rstate(f, KVL_R_HANDOFF_ARMED);
 	assert_int_equal(st.timer_ms, KVG_HANDOFF_CONNECT_WAIT_MS);
 	ev(f, KVQ_EV_CONNECTED, 0);
@@ -805,7 +815,7 @@ test_move_in_failed(void **state)
 {
 	fx *f = *state;
 	f->l.ho.from = "tcp://127.0.0.1:9001";
-	kvq_recovery_move_in(f->g, &f->l, KVG_HANDOFF_CONNECT_WAIT_MS);
+	kvq_recovery_move_in(f->q, &f->l, KVG_HANDOFF_CONNECT_WAIT_MS);
 	ev(f, KVQ_EV_TIMER, 0);
 	assert_rstate(f, KVL_R_HANDOFF);
 	f->l.ho.from = NULL; /* handoff.c forgets it, then says so */
@@ -868,11 +878,11 @@ test_reset(void **state)
 	in_step(f, 5);
 	live(f, 9, 11);
 	assert_rstate(f, KVL_R_FETCH_EVENTS);
-	kvq_recovery_reset(f->g, &f->l);
+	kvq_recovery_reset(f->q, &f->l);
 	assert_rstate(f, KVL_R_STREAMING);
 	assert_int_equal(st.cancels, 1);
 	assert_int_equal(f->l.backlog_len, 0);
-	assert_int_equal(f->g->backlog_bytes, 0);
+	assert_int_equal(f->q->backlog.bytes, 0);
 }
 
 /* Past its budget the backlog is dropped whole, to be repaired. */
@@ -880,7 +890,7 @@ static void
 test_backlog_budget(void **state)
 {
 	fx *f = *state;
-	f->g->cfg.listener_backlog_max_bytes = 40;
+	f->q->cfg.listener_backlog_max_bytes = 40;
 	in_step(f, 5);
 	live(f, 9, 14); /* 39 bytes by 13: the sixth passes 40 */
 	assert_int_equal(f->l.c.backlog_overflows, 1);
