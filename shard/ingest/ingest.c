@@ -267,7 +267,7 @@ kvg_do_assign(kvg_ingest *g, kvg_cmd *c)
 			 * the middle of a hand-off: take it now. */
 			l->ho.from = kvi_strdup(c->handoff_from);
 			kvq_recovery_move_in(&g->recovery, l,
-					     KVG_HANDOFF_SUB_MS); /* SUB up */
+					     KVQ_HANDOFF_SUB_MS); /* SUB up */
 		}
 		return KVI_OK;
 	}
@@ -297,7 +297,7 @@ kvg_do_assign(kvg_ingest *g, kvg_cmd *c)
 		/* A planned move: the state comes from the old owner. */
 		l->ho.from = kvi_strdup(c->handoff_from);
 		kvq_recovery_move_in(&g->recovery, l,
-				     KVG_HANDOFF_CONNECT_WAIT_MS);
+				     KVQ_HANDOFF_CONNECT_WAIT_MS);
 	}
 	return KVI_OK;
 }

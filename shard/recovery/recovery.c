@@ -596,7 +596,7 @@ kvg_on_connected(kvq_recovery *q, kvl_listener *l)
 	kvl_recovery *r = &l->recovery;
 	if (r->state == KVL_R_HANDOFF_ARMED) {
 		/* give the subscription a moment to reach the engine */
-		arm_timer(q, l, KVG_HANDOFF_SUB_MS);
+		arm_timer(q, l, KVQ_HANDOFF_SUB_MS);
 		return;
 	}
 	/* Check the process behind the new connection, and catch up, now

@@ -154,8 +154,8 @@ void kvq_recovery_move_in(kvq_recovery *q, kvl_listener *l, int ms);
 
 /* The wait for the SUB before a planned move asks anyway, and the moment
  * given to a connected SUB's subscription to reach the engine, in ms. */
-#define KVG_HANDOFF_CONNECT_WAIT_MS 2000
-#define KVG_HANDOFF_SUB_MS          100
+#define KVQ_HANDOFF_CONNECT_WAIT_MS 2000
+#define KVQ_HANDOFF_SUB_MS          100
 
 /* kvq_recovery_reset drops the listener's recovery and backlog. */
 void kvq_recovery_reset(kvq_recovery *q, kvl_listener *l);
@@ -212,15 +212,15 @@ kvq_plan kvq_plan_repair(const kvl_listener *l, bool verify);
 
 /* Snapshots a move may take, the later ones to close gaps that no engine
  * endpoint can. */
-#define KVG_HANDOFF_TRIES 50
+#define KVQ_HANDOFF_TRIES 50
 
-/* kvg_handoff_can_retry says whether a newer snapshot may close a gap of
+/* kvq_handoff_can_retry says whether a newer snapshot may close a gap of
  * l: it came by a hand-off and has tries left. */
 static inline bool
-kvg_handoff_can_retry(const kvl_listener *l)
+kvq_handoff_can_retry(const kvl_listener *l)
 {
 	return l->ho.from != NULL && l->ho.taken &&
-	       l->ho.tries < KVG_HANDOFF_TRIES;
+	       l->ho.tries < KVQ_HANDOFF_TRIES;
 }
 
 /* kvq_state_of is what status reports for l's recovery state. */

@@ -61,7 +61,7 @@ kvq_plan_repair(const kvl_listener *l, bool verify)
 		p.repair = KVQ_REPAIR_REPLAY;
 	} else if (l->recover_ep != NULL) {
 		p.repair = full ? KVQ_REPAIR_DUMP : KVQ_REPAIR_EVENTS;
-	} else if (kvg_handoff_can_retry(l)) {
+	} else if (kvq_handoff_can_retry(l)) {
 		/* the old owner, still applying, is newer by now */
 		p.repair = KVQ_REPAIR_HANDOFF;
 	} else if (!l->mark.has_wm && !l->ho.taken && !l->ho.waited) {

@@ -388,7 +388,7 @@ test_plan(void **state)
 	l->ho.from = "tcp://old";
 	l->ho.taken = true;
 	assert_int_equal(kvq_plan_repair(l, false).repair, KVQ_REPAIR_HANDOFF);
-	l->ho.tries = KVG_HANDOFF_TRIES;
+	l->ho.tries = KVQ_HANDOFF_TRIES;
 	assert_int_equal(kvq_plan_repair(l, false).repair, KVQ_REPAIR_GIVE_UP);
 	/* no state and nothing at all: wait for a hand-off, once */
 	l->ho = (kvl_handoff){0};
@@ -785,11 +785,11 @@ test_move_in(void **state)
 	fx *f = *state;
 	f->l.replay_ep = f->l.recover_ep = NULL;
 	f->l.ho.from = "tcp://127.0.0.1:9001";
-	kvq_recovery_move_in(f->q, &f->l, KVG_HANDOFF_CONNECT_WAIT_MS);
+	kvq_recovery_move_in(f->q, &f->l, KVQ_HANDOFF_CONNECT_WAIT_MS);
 	assert_rstate(f, KVL_R_HANDOFF_ARMED);
-	assert_int_equal(st.timer_ms, KVG_HANDOFF_CONNECT_WAIT_MS);
+	assert_int_equal(st.timer_ms, KVQ_HANDOFF_CONNECT_WAIT_MS);
 	ev(f, KVQ_EV_CONNECTED, 0);
-	assert_int_equal(st.timer_ms, KVG_HANDOFF_SUB_MS);
+	assert_int_equal(st.timer_ms, KVQ_HANDOFF_SUB_MS);
 	assert_int_equal(st.asks, 0);
 	live(f, 4, 5);
 	ev(f, KVQ_EV_TIMER, 0);
@@ -815,7 +815,7 @@ test_move_in_failed(void **state)
 {
 	fx *f = *state;
 	f->l.ho.from = "tcp://127.0.0.1:9001";
-	kvq_recovery_move_in(f->q, &f->l, KVG_HANDOFF_CONNECT_WAIT_MS);
+	kvq_recovery_move_in(f->q, &f->l, KVQ_HANDOFF_CONNECT_WAIT_MS);
 	ev(f, KVQ_EV_TIMER, 0);
 	assert_rstate(f, KVL_R_HANDOFF);
 	f->l.ho.from = NULL; /* handoff.c forgets it, then says so */
