@@ -177,8 +177,14 @@ kvi_err kvg_listener_create(kvg_ingest *g, uint32_t lid,
 			    const uint8_t *packed, size_t len,
 			    kvl_listener **out);
 kvi_err kvg_do_assign(kvg_ingest *g, kvg_cmd *c);
-/* kvg_commit hands what was applied since the last commit to the writer
- * unless it is busy; kvg_commit_done takes back a committed job. */
+/* kvg_give_back returns to the system the memory a burst of queued
+ * batches took, once the queues are empty again, and the memory of many
+ * listeners unassigned: the allocator would otherwise keep it. */
+void kvg_give_back(kvg_ingest *g);
+
+/* ingest_commit.c: kvg_commit hands what was applied since the last commit
+ * to the writer unless it is busy; kvg_commit_done takes back a committed
+ * job. */
 void kvg_commit(kvg_ingest *g);
 void kvg_commit_done(kvg_ingest *g, kvw_job *done);
 void kvg_on_wake(evutil_socket_t fd, short what, void *arg);
