@@ -145,7 +145,7 @@ kvg_listener_create(kvg_ingest *g, uint32_t lid, const Kvindex__Listener *spec,
 	memcpy(l->spec, packed, len);
 	l->spec_len = len;
 	kvo_rec_init(&l->rec);
-	l->dirtyq = &g->dirtyq;
+	kvg_commit_watch(g, l);
 	if (lid >= g->cap_lis) {
 		uint32_t cap = g->cap_lis ? g->cap_lis : 64;
 		while (cap <= lid) {
@@ -284,8 +284,7 @@ kvg_do_assign(kvg_ingest *g, kvg_cmd *c)
 		return rv;
 	}
 	/* Durable with its empty snapshot in the next group commit. */
-	kvw_job_put(g->filling, lid, packed, len);
-	kvw_job_snap(g->filling, lid, &l->mark, 0);
+	kvg_commit_assign(g, l);
 	kvi_free(packed);
 	kvl_log(l, "listener_assigned", "endpoint=%s", l->endpoint);
 	c->lid = lid;
@@ -308,7 +307,7 @@ kvg_do_unassign(kvg_ingest *g, kvg_cmd *c)
 			 c->key);
 		return KVI_ENOENT;
 	}
-	kvw_job_put(g->filling, l->lid, NULL, 0);
+	kvg_commit_unassign(g, l->lid);
 	kvi_log(KVI_LOG_INFO, "listener_unassigned", "listener=%s", l->key);
 	kvg_listener_free(g, l, true);
 	if (++g->unassigned_since >= KVG_GIVE_BACK_LISTENERS) {
@@ -510,24 +509,7 @@ kvg_main(void *arg)
 	 * stays with the engines, to be replayed from the committed
 	 * watermarks at the next start. */
 	kvg_run_commands(g);
-	kvw_job *done;
-	char why[256];
-	while ((done = kvw_poll(g->writer)) == NULL && kvw_busy(g->writer) &&
-	       !kvw_failing(g->writer, NULL, 0)) {
-		usleep(1000);
-	}
-	if (done != NULL) {
-		kvg_commit_done(g, done);
-	}
-	if (kvw_failing(g->writer, why, sizeof(why))) {
-		char q[600];
-		kvi_log(KVI_LOG_ERROR, "stop_uncommitted",
-			"reason=%s note=\"events since the last commit "
-			"are replayed from the engines at the next start\"",
-			kvi_log_quote(q, sizeof(q), why));
-		return NULL;
-	}
-	kvg_commit(g);
+	kvg_commit_last(g);
 	return NULL;
 }
 
@@ -536,8 +518,7 @@ kvg_ingest_start(kvg_ingest *g, char *err, size_t errlen)
 {
 	kvi_err rv = kvg_fetcher_start(g, kvg_notify, g);
 	if (rv == KVI_OK) {
-		rv = kvw_start(g->store, kvg_notify, g, g->c_commit_errors,
-			       &g->writer);
+		rv = kvg_commit_start(g, kvg_notify, g);
 	}
 	if (rv == KVI_OK) {
 		rv = kvg_handoff_start(g);
@@ -547,9 +528,7 @@ kvg_ingest_start(kvg_ingest *g, char *err, size_t errlen)
 			 kvi_strerror(rv));
 		return rv;
 	}
-	struct timeval tv = {g->cfg.commit_ms / 1000,
-			     (g->cfg.commit_ms % 1000) * 1000};
-	event_add(g->ev_commit, &tv);
+	kvg_commit_arm(g);
 	g->started = true;
 	if (pthread_create(&g->thread, NULL, kvg_main, g) != 0) {
 		g->started = false;
@@ -572,11 +551,7 @@ kvg_ingest_stop(kvg_ingest *g)
 	pthread_join(g->thread, NULL);
 	g->started = false;
 	kvg_handoff_stop(g);
-	kvw_stop(g->writer);
-	kvw_job *done = kvw_poll(g->writer);
-	if (done != NULL) {
-		kvg_commit_done(g, done);
-	}
+	kvg_commit_stop(g);
 	kvr_fetcher_stop(g->fetcher);
 }
 
@@ -595,15 +570,9 @@ kvg_ingest_free(kvg_ingest *g)
 		}
 	}
 	kvi_free(g->lis);
-	kvi_free(g->dirtyq.lids);
 	kvi_free(g->by_key);
-	kvw_free(g->writer);
+	kvg_commit_fini(g);
 	kvr_fetcher_free(g->fetcher);
-	kvw_job_fini(&g->jobs[0]);
-	kvw_job_fini(&g->jobs[1]);
-	if (g->ev_commit != NULL) {
-		event_free(g->ev_commit);
-	}
 	if (g->ev_wake != NULL) {
 		event_free(g->ev_wake);
 	}

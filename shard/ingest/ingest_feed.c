@@ -3,10 +3,7 @@
  * calling thread plays the ingest thread, without sockets.
  */
 #include <stdio.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "clock.h"
 #include "ingest_int.h"
 
 kvi_err
@@ -14,8 +11,7 @@ kvg_feed_start(kvg_ingest *g, char *err, size_t errlen)
 {
 	kvi_err rv = kvg_fetcher_start(g, NULL, NULL);
 	if (rv == KVI_OK) {
-		rv = kvw_start(g->store, NULL, NULL, g->c_commit_errors,
-			       &g->writer);
+		rv = kvg_commit_start(g, NULL, NULL);
 	}
 	if (rv != KVI_OK) {
 		snprintf(err, errlen, "cannot start threads: %s",
@@ -23,7 +19,6 @@ kvg_feed_start(kvg_ingest *g, char *err, size_t errlen)
 		return rv;
 	}
 	g->feeding = true;
-	g->last_commit = kvi_now_s();
 	return KVI_OK;
 }
 
@@ -52,35 +47,11 @@ kvg_feed(kvg_ingest *g, uint32_t lid, uint64_t seq, const void *payload,
 					     .payload = payload,
 					     .len = len});
 	}
-	double now = kvi_now_s();
-	if (now - g->last_commit < g->cfg.commit_ms / 1000.0) {
-		return;
-	}
-	g->last_commit = now;
-	kvg_commit(g);
-	while (g->paused) {
-		/* The store lags: wait for it, as the loop would stop
-		 * reading. */
-		usleep(200);
-		kvg_commit(g);
-	}
+	kvg_commit_feed(g);
 }
 
 void
 kvg_feed_sync(kvg_ingest *g)
 {
-	for (;;) {
-		kvw_job *done;
-		while ((done = kvw_poll(g->writer)) == NULL &&
-		       kvw_busy(g->writer)) {
-			usleep(200);
-		}
-		if (done != NULL) {
-			kvg_commit_done(g, done);
-		}
-		if (g->dirtyq.n == 0 && kvw_job_empty(g->filling)) {
-			return;
-		}
-		kvg_commit(g);
-	}
+	kvg_commit_sync(g);
 }

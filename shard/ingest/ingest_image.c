@@ -89,10 +89,7 @@ kvg_image_load(kvg_ingest *g, int fd, const kvs_stamp *stamp)
 static bool
 kvg_image_exact(kvg_ingest *g)
 {
-	if (!g->loaded ||
-	    (g->writer != NULL &&
-	     (kvw_busy(g->writer) || kvw_failing(g->writer, NULL, 0))) ||
-	    !kvw_job_empty(g->filling) || g->dirtyq.n != 0) {
+	if (!g->loaded || !kvg_commit_settled(g)) {
 		return false;
 	}
 	for (uint32_t i = 0; i < g->next_lid; i++) {

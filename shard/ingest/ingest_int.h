@@ -88,6 +88,22 @@ struct kvg_cmd {
 	kvg_cmd *next;
 };
 
+/* Group commits (ingest_commit.c's, which alone touches them): the
+ * listeners with ops to commit, the writer thread and its two jobs, the
+ * commit timer, and what the last commit said of the store's log. */
+typedef struct kvg_commits {
+	kvl_dirtyq dirtyq;
+	kvw_writer *writer;
+	kvw_job jobs[2];
+	kvw_job *filling;    /* the job collecting the next commit */
+	struct event *timer; /* every commit interval; NULL when fed */
+	bool snapshot_oldest;
+	uint32_t oldest_lid;
+	double last; /* fed in process: when the last commit ran */
+	kvi_histogram *h_latency;
+	kvi_counter *c_errors;
+} kvg_commits;
+
 struct kvg_ingest {
 	kvg_config cfg;
 	kvx_index *idx;
@@ -129,7 +145,6 @@ struct kvg_ingest {
 	struct event *ev_drain;
 	bool paused;  /* backpressure: not reading live sockets */
 	bool feeding; /* fed in process (kvg_feed): no loop, no sockets */
-	double last_commit;
 
 	kvr_fetcher *fetcher; /* recovery's, made and stopped here */
 	uint64_t fetch_gen;   /* of hand-offs */
@@ -147,14 +162,7 @@ struct kvg_ingest {
 	uint32_t unassigned_since;
 	int64_t give_back_at_ms;
 
-	/* group commits: the listeners with ops to commit, then the jobs */
-	kvl_dirtyq dirtyq;
-	kvw_writer *writer;
-	kvw_job jobs[2];
-	kvw_job *filling; /* the job collecting the next commit */
-	struct event *ev_commit;
-	bool snapshot_oldest;
-	uint32_t oldest_lid;
+	kvg_commits commits; /* group commits (ingest_commit.c) */
 
 	/* metrics */
 	pthread_mutex_t stats_mu;
@@ -163,8 +171,6 @@ struct kvg_ingest {
 	kvg_totals totals;
 	kvs_store_stats store_stats; /* of the last commit */
 	int64_t totals_at_ms;        /* totals last published */
-	kvi_histogram *h_commit;
-	kvi_counter *c_commit_errors;
 };
 
 /* ingest.c */
@@ -182,13 +188,39 @@ kvi_err kvg_do_assign(kvg_ingest *g, kvg_cmd *c);
  * listeners unassigned: the allocator would otherwise keep it. */
 void kvg_give_back(kvg_ingest *g);
 
-/* ingest_commit.c: kvg_commit hands what was applied since the last commit
- * to the writer unless it is busy; kvg_commit_done takes back a committed
- * job. */
+/* ingest_commit.c: group commits. kvg_commit_init readies them (the jobs)
+ * and kvg_commit_metrics registers their metrics; kvg_commit_start starts
+ * the writer (notify(arg) after each commit), kvg_commit_arm the commit
+ * timer in g's loop; kvg_commit_stop stops the writer, taking back its
+ * last job, and kvg_commit_fini frees what they hold. */
+void kvg_commit_init(kvg_ingest *g);
+void kvg_commit_metrics(kvg_ingest *g, kvi_metrics *m);
+kvi_err kvg_commit_start(kvg_ingest *g, void (*notify)(void *), void *arg);
+void kvg_commit_arm(kvg_ingest *g);
+void kvg_commit_stop(kvg_ingest *g);
+void kvg_commit_fini(kvg_ingest *g);
+/* kvg_commit_watch has l's changes committed; kvg_commit_assign puts l's
+ * spec and an empty snapshot in the next commit, kvg_commit_unassign the
+ * removal of listener lid. */
+void kvg_commit_watch(kvg_ingest *g, kvl_listener *l);
+void kvg_commit_assign(kvg_ingest *g, const kvl_listener *l);
+void kvg_commit_unassign(kvg_ingest *g, uint32_t lid);
+/* kvg_commit_settled says whether everything applied is committed, as far
+ * as the commits know (listeners may hold changes not yet queued). */
+bool kvg_commit_settled(kvg_ingest *g);
+/* kvg_commit hands what was applied since the last commit to the writer
+ * unless it is busy; kvg_commit_done takes back a committed job. */
 void kvg_commit(kvg_ingest *g);
 void kvg_commit_done(kvg_ingest *g, kvw_job *done);
+/* kvg_commit_last is the stop's: it waits for the job in flight and
+ * commits what is left, unless the store is failing. */
+void kvg_commit_last(kvg_ingest *g);
+/* Fed in process: kvg_commit_feed commits when the interval has passed
+ * (waiting for a lagging store as the loop would stop reading);
+ * kvg_commit_sync returns once everything fed is committed. */
+void kvg_commit_feed(kvg_ingest *g);
+void kvg_commit_sync(kvg_ingest *g);
 void kvg_on_wake(evutil_socket_t fd, short what, void *arg);
-void kvg_on_commit_timer(evutil_socket_t fd, short what, void *arg);
 void kvg_wake(kvg_ingest *g); /* ZeroMQ sockets the ingest context may hold
 				 (ZMQ_MAX_SOCKETS). */
 #define KVG_MAX_SOCKETS 65536
@@ -227,7 +259,10 @@ void kvg_io_close(kvg_ingest *g, kvl_listener *l);
  * l holds no sockets, and probes it (ingest_io.c). */
 bool kvg_io_waiting(const kvl_listener *l);
 void kvg_io_drain(kvg_ingest *g);
+/* kvg_io_pause stops reading live sockets (backpressure) or starts again;
+ * kvg_io_paused says which. */
 void kvg_io_pause(kvg_ingest *g, bool paused);
+bool kvg_io_paused(const kvg_ingest *g);
 /* kvg_io_replay_start opens a DEALER to the listener's replay socket and
  * asks for every batch from seq on. */
 kvi_err kvg_io_replay_start(kvg_ingest *g, kvl_listener *l, uint64_t seq);

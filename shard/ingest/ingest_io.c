@@ -333,6 +333,12 @@ kvg_io_pause(kvg_ingest *g, bool paused)
 	}
 }
 
+bool
+kvg_io_paused(const kvg_ingest *g)
+{
+	return g->paused;
+}
+
 /* ---- sockets ------------------------------------------------------- */
 
 static struct event *

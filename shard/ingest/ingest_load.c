@@ -299,21 +299,11 @@ kvg_collect_metrics(void *arg, kvi_metrics_out *out)
 static void
 kvg_metrics_register(kvg_ingest *g)
 {
-	static const double bounds[] = {0.0005, 0.001, 0.0025, 0.005,
-					0.01,   0.025, 0.05,   0.1,
-					0.25,   0.5,   1,      2.5};
 	kvi_metrics *m = g->cfg.metrics;
 	if (m == NULL) {
 		return;
 	}
-	kvi_metrics_histogram_add(
-	    m, "kvindex_store_commit_seconds",
-	    "Group commit latency (one LMDB transaction).", bounds,
-	    sizeof(bounds) / sizeof(bounds[0]), &g->h_commit);
-	kvi_metrics_counter_add(m, "kvindex_store_commit_errors_total",
-				"Failed group commit attempts (each is "
-				"retried).",
-				&g->c_commit_errors);
+	kvg_commit_metrics(g, m);
 	kvi_metrics_collector_add(m, kvg_collect_metrics, g);
 }
 
@@ -444,9 +434,7 @@ kvg_ingest_open(const kvg_config *cfg, kvg_ingest **out, char *err,
 	g->wake_fd = -1;
 	pthread_mutex_init(&g->cmd_mu, NULL);
 	pthread_mutex_init(&g->stats_mu, NULL);
-	kvw_job_init(&g->jobs[0]);
-	kvw_job_init(&g->jobs[1]);
-	g->filling = &g->jobs[0];
+	kvg_commit_init(g);
 	kvi_err rv = kvg_load(g, err, errlen);
 	if (rv != KVI_OK) {
 		kvg_ingest_free(g);
@@ -470,8 +458,6 @@ kvg_ingest_open(const kvg_config *cfg, kvg_ingest **out, char *err,
 			       kvg_on_wake, g);
 	event_add(g->ev_wake, NULL);
 	g->ev_drain = event_new(g->base, -1, 0, kvg_on_drain, g);
-	g->ev_commit =
-	    event_new(g->base, -1, EV_PERSIST, kvg_on_commit_timer, g);
 	kvg_metrics_register(g);
 	kvg_publish_totals(g, NULL);
 	*out = g;
