@@ -259,18 +259,18 @@ static void *
 kvg_handoff_main(void *arg)
 {
 	kvg_ingest *g = arg;
-	pthread_mutex_lock(&g->ho_mu);
+	pthread_mutex_lock(&g->handoffs.mu);
 	for (;;) {
-		while (g->ho_jobs == NULL && !g->ho_stop) {
-			pthread_cond_wait(&g->ho_cv, &g->ho_mu);
+		while (g->handoffs.jobs == NULL && !g->handoffs.stop) {
+			pthread_cond_wait(&g->handoffs.cv, &g->handoffs.mu);
 		}
-		if (g->ho_stop) {
+		if (g->handoffs.stop) {
 			break;
 		}
-		kvg_hojob *j = g->ho_jobs;
-		g->ho_jobs = j->next;
+		kvg_hojob *j = g->handoffs.jobs;
+		g->handoffs.jobs = j->next;
 		j->next = NULL;
-		pthread_mutex_unlock(&g->ho_mu);
+		pthread_mutex_unlock(&g->handoffs.mu);
 		if (j->wait_ms > 0) {
 			usleep((useconds_t)j->wait_ms * 1000);
 		}
@@ -283,27 +283,34 @@ kvg_handoff_main(void *arg)
 			kvg_fetch_chunks(g, cl, j);
 			kvp_client_close(cl);
 		}
-		pthread_mutex_lock(&g->ho_mu);
-		j->next = g->ho_done;
-		g->ho_done = j;
-		pthread_mutex_unlock(&g->ho_mu);
+		pthread_mutex_lock(&g->handoffs.mu);
+		j->next = g->handoffs.done;
+		g->handoffs.done = j;
+		pthread_mutex_unlock(&g->handoffs.mu);
 		kvg_wake(g);
-		pthread_mutex_lock(&g->ho_mu);
+		pthread_mutex_lock(&g->handoffs.mu);
 	}
-	pthread_mutex_unlock(&g->ho_mu);
+	pthread_mutex_unlock(&g->handoffs.mu);
 	return NULL;
 }
 
 kvi_err
 kvg_handoff_start(kvg_ingest *g)
 {
-	pthread_mutex_init(&g->ho_mu, NULL);
-	pthread_cond_init(&g->ho_cv, NULL);
-	if (pthread_create(&g->ho_thread, NULL, kvg_handoff_main, g) != 0) {
+	pthread_mutex_init(&g->handoffs.mu, NULL);
+	pthread_cond_init(&g->handoffs.cv, NULL);
+	if (pthread_create(&g->handoffs.thread, NULL, kvg_handoff_main, g) !=
+	    0) {
 		return KVI_EIO;
 	}
-	g->ho_started = true;
+	g->handoffs.started = true;
 	return KVI_OK;
+}
+
+bool
+kvg_handoff_running(const kvg_ingest *g)
+{
+	return g->handoffs.started;
 }
 
 static void
@@ -319,20 +326,20 @@ kvg_hojobs_free(kvg_hojob *j)
 void
 kvg_handoff_stop(kvg_ingest *g)
 {
-	if (!g->ho_started) {
+	if (!g->handoffs.started) {
 		return;
 	}
-	pthread_mutex_lock(&g->ho_mu);
-	g->ho_stop = true;
-	pthread_cond_signal(&g->ho_cv);
-	pthread_mutex_unlock(&g->ho_mu);
-	pthread_join(g->ho_thread, NULL);
-	kvg_hojobs_free(g->ho_jobs);
-	kvg_hojobs_free(g->ho_done);
-	g->ho_jobs = g->ho_done = NULL;
-	pthread_mutex_destroy(&g->ho_mu);
-	pthread_cond_destroy(&g->ho_cv);
-	g->ho_started = false;
+	pthread_mutex_lock(&g->handoffs.mu);
+	g->handoffs.stop = true;
+	pthread_cond_signal(&g->handoffs.cv);
+	pthread_mutex_unlock(&g->handoffs.mu);
+	pthread_join(g->handoffs.thread, NULL);
+	kvg_hojobs_free(g->handoffs.jobs);
+	kvg_hojobs_free(g->handoffs.done);
+	g->handoffs.jobs = g->handoffs.done = NULL;
+	pthread_mutex_destroy(&g->handoffs.mu);
+	pthread_cond_destroy(&g->handoffs.cv);
+	g->handoffs.started = false;
 }
 
 /* ---- the new owner -------------------------------------------------- */
@@ -341,7 +348,8 @@ void
 kvg_handoff_ask(kvg_ingest *g, kvl_listener *l)
 {
 	kvg_hojob *j = kvi_calloc(1, sizeof(*j));
-	l->ho.token = ((uint64_t)l->lid << 32) | (++g->fetch_gen & 0xffffffffu);
+	l->ho.token =
+	    ((uint64_t)l->lid << 32) | (++g->handoffs.gen & 0xffffffffu);
 	j->token = l->ho.token;
 	j->key = kvi_strdup(l->key);
 	j->from = kvi_strdup(l->ho.from);
@@ -352,14 +360,14 @@ kvg_handoff_ask(kvg_ingest *g, kvl_listener *l)
 				       : 0;
 	l->ho.tries++;
 	kvl_log(l, "handoff_begin", "from=%s try=%d", l->ho.from, l->ho.tries);
-	pthread_mutex_lock(&g->ho_mu);
-	kvg_hojob **p = &g->ho_jobs;
+	pthread_mutex_lock(&g->handoffs.mu);
+	kvg_hojob **p = &g->handoffs.jobs;
 	while (*p != NULL) {
 		p = &(*p)->next;
 	}
 	*p = j;
-	pthread_cond_signal(&g->ho_cv);
-	pthread_mutex_unlock(&g->ho_mu);
+	pthread_cond_signal(&g->handoffs.cv);
+	pthread_mutex_unlock(&g->handoffs.mu);
 }
 
 void
@@ -409,13 +417,13 @@ kvg_on_handoff(kvg_ingest *g, kvg_hojob *j)
 void
 kvg_handoff_results(kvg_ingest *g)
 {
-	if (!g->ho_started) {
+	if (!g->handoffs.started) {
 		return;
 	}
-	pthread_mutex_lock(&g->ho_mu);
-	kvg_hojob *done = g->ho_done;
-	g->ho_done = NULL;
-	pthread_mutex_unlock(&g->ho_mu);
+	pthread_mutex_lock(&g->handoffs.mu);
+	kvg_hojob *done = g->handoffs.done;
+	g->handoffs.done = NULL;
+	pthread_mutex_unlock(&g->handoffs.mu);
 	/* oldest first */
 	kvg_hojob *rev = NULL;
 	while (done != NULL) {

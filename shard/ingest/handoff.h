@@ -20,6 +20,10 @@ kvi_err kvg_do_handoff(kvg_ingest *g, kvg_cmd *c);
 kvi_err kvg_handoff_start(kvg_ingest *g);
 void kvg_handoff_stop(kvg_ingest *g);
 
+/* kvg_handoff_running says whether the hand-off thread runs: a planned
+ * move can be taken (not when fed in process). */
+bool kvg_handoff_running(const kvg_ingest *g);
+
 /* kvg_handoff_ask asks l->ho.from for l's state (the hand-off thread
  * fetches it; kvg_handoff_results gives it back); l waits in
  * KVL_R_HANDOFF, its live batches in the backlog. */

@@ -254,8 +254,8 @@ kvg_do_assign(kvg_ingest *g, kvg_cmd *c)
 		}
 		c->existed = true;
 		if (c->handoff_from != NULL && c->handoff_from[0] != '\0' &&
-		    g->ho_started && l->ho.from == NULL && !l->ho.taken &&
-		    !l->mark.has_wm &&
+		    kvg_handoff_running(g) && l->ho.from == NULL &&
+		    !l->ho.taken && !l->mark.has_wm &&
 		    (l->recovery.state == KVL_R_STREAMING ||
 		     l->recovery.state == KVL_R_BACKOFF ||
 		     l->recovery.state == KVL_R_AWAIT_HANDOFF) &&
@@ -289,7 +289,7 @@ kvg_do_assign(kvg_ingest *g, kvg_cmd *c)
 	kvl_log(l, "listener_assigned", "endpoint=%s", l->endpoint);
 	c->lid = lid;
 	if (c->handoff_from != NULL && c->handoff_from[0] != '\0' &&
-	    g->ho_started) {
+	    kvg_handoff_running(g)) {
 		/* A planned move: the state comes from the old owner. */
 		l->ho.from = kvi_strdup(c->handoff_from);
 		kvq_recovery_move_in(&g->recovery, l,

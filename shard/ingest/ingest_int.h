@@ -88,6 +88,18 @@ struct kvg_cmd {
 	kvg_cmd *next;
 };
 
+/* Hand-offs (handoff.c's, which alone touches them): the hand-off thread,
+ * the jobs it is given and the results it gives back, under mu, and the
+ * tokens of the asks. */
+typedef struct kvg_handoffs {
+	pthread_t thread;
+	bool started, stop;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct kvg_hojob *jobs, *done;
+	uint64_t gen;
+} kvg_handoffs;
+
 /* Group commits (ingest_commit.c's, which alone touches them): the
  * listeners with ops to commit, the writer thread and its two jobs, the
  * commit timer, and what the last commit said of the store's log. */
@@ -146,16 +158,8 @@ struct kvg_ingest {
 	bool paused;  /* backpressure: not reading live sockets */
 	bool feeding; /* fed in process (kvg_feed): no loop, no sockets */
 
-	kvr_fetcher *fetcher; /* recovery's, made and stopped here */
-	uint64_t fetch_gen;   /* of hand-offs */
-
-	/* hand-offs (handoff.c): jobs for the hand-off thread, results
-	 * back, under ho_mu */
-	pthread_t ho_thread;
-	bool ho_started, ho_stop;
-	pthread_mutex_t ho_mu;
-	pthread_cond_t ho_cv;
-	struct kvg_hojob *ho_jobs, *ho_done;
+	kvr_fetcher *fetcher;  /* recovery's, made and stopped here */
+	kvg_handoffs handoffs; /* planned moves (handoff.c) */
 
 	/* listeners unassigned since memory was last given back, and when
 	 * to give it back (0: not due) */
