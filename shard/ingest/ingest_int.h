@@ -88,6 +88,16 @@ struct kvg_cmd {
 	kvg_cmd *next;
 };
 
+/* Probes of engines that take no connection (ingest_probe.c's, which
+ * alone touches them): the connects in flight; the probe budget's next
+ * free slot, on kvi_now_us()'s clock; probes made, and those that waited
+ * for the budget (read by the metrics thread). */
+typedef struct kvg_probes {
+	unsigned in_flight;
+	_Atomic uint64_t slot_us;
+	_Atomic uint64_t made, waited;
+} kvg_probes;
+
 /* Hand-offs (handoff.c's, which alone touches them): the hand-off thread,
  * the jobs it is given and the results it gives back, under mu, and the
  * tokens of the asks. */
@@ -149,11 +159,7 @@ struct kvg_ingest {
 
 	/* sockets with messages left to read (see ingest_io.c) */
 	struct kvg_io *ready_head, *ready_tail;
-	unsigned probes; /* probes' connects in flight (ingest_probe.c) */
-	/* the probe budget (ingest_probe.c): the next free slot, on
-	 * kvi_now_us()'s clock; probes made, and those that waited */
-	_Atomic uint64_t probe_slot_us;
-	_Atomic uint64_t probes_made, probes_waited;
+	kvg_probes probes; /* of engines not there (ingest_probe.c) */
 	struct event *ev_drain;
 	bool paused;  /* backpressure: not reading live sockets */
 	bool feeding; /* fed in process (kvg_feed): no loop, no sockets */
@@ -260,8 +266,12 @@ void kvg_on_drain(evutil_socket_t fd, short what, void *arg);
 kvi_err kvg_io_open(kvg_ingest *g, kvl_listener *l);
 void kvg_io_close(kvg_ingest *g, kvl_listener *l);
 /* kvg_io_waiting: l's engine has not taken a connection (yet, or again):
- * l holds no sockets, and probes it (ingest_io.c). */
+ * l holds no sockets, and probes it (ingest_probe.c). */
 bool kvg_io_waiting(const kvl_listener *l);
+/* kvg_probe_metrics gives what probing the engines that are not there
+ * cost, and how far behind the probe budget (--probe-rate) is; any
+ * thread (ingest_probe.c). */
+void kvg_probe_metrics(kvi_metrics_out *out, kvg_ingest *g);
 void kvg_io_drain(kvg_ingest *g);
 /* kvg_io_pause stops reading live sockets (backpressure) or starts again;
  * kvg_io_paused says which. */

@@ -181,26 +181,6 @@ kvg_out_one(kvi_metrics_out *out, const char *name, const char *help,
 	kvi_metrics_out_sample_i64(out, name, NULL, 0, (int64_t)v);
 }
 
-/* kvg_out_probes gives what probing the engines that are not there cost,
- * and how far behind the probe budget (--probe-rate) is. */
-static void
-kvg_out_probes(kvi_metrics_out *out, kvg_ingest *g)
-{
-	kvg_out_one(out, "kvindex_shard_probes_total",
-		    "Connects made to engines that took no connection yet.",
-		    KVI_METRIC_COUNTER, atomic_load(&g->probes_made));
-	kvg_out_one(out, "kvindex_shard_probes_waited_total",
-		    "Probes that waited for the probe budget (--probe-rate).",
-		    KVI_METRIC_COUNTER, atomic_load(&g->probes_waited));
-	uint64_t slot = atomic_load(&g->probe_slot_us), now = kvi_now_us();
-	kvi_metrics_out_family(out, "kvindex_shard_probe_behind_seconds",
-			       "How long a probe that asks now waits for the "
-			       "probe budget.",
-			       KVI_METRIC_GAUGE);
-	kvi_metrics_out_sample(out, "kvindex_shard_probe_behind_seconds", NULL,
-			       0, slot > now ? (double)(slot - now) / 1e6 : 0);
-}
-
 /* kvg_out_lagging gives the listeners furthest behind, by name: a series
  * each for at most KVG_LAGGING_MAX of them, none while none is behind, so
  * that a fleet of listeners does not make a series each. */
@@ -293,7 +273,7 @@ kvg_collect_metrics(void *arg, kvi_metrics_out *out)
 	kvg_out_one(out, "kvindex_store_failing",
 		    "1 while commits to the store fail (full disk, I/O).",
 		    KVI_METRIC_GAUGE, t.store_failing);
-	kvg_out_probes(out, g);
+	kvg_probe_metrics(out, g);
 }
 
 static void

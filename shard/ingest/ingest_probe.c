@@ -214,11 +214,11 @@ kvg_probe_slot(kvg_ingest *g, const kvg_io *io)
 	}
 	uint64_t now = kvi_now_us(), step = 1000000u / rate + 1;
 	uint64_t saved = (uint64_t)KVG_PROBE_BURST_MS * 1000;
-	uint64_t slot = atomic_load(&g->probe_slot_us);
+	uint64_t slot = atomic_load(&g->probes.slot_us);
 	if (slot + saved < now) {
 		slot = now - saved;
 	}
-	atomic_store(&g->probe_slot_us, slot + step);
+	atomic_store(&g->probes.slot_us, slot + step);
 	if (slot <= now) {
 		return 0;
 	}
@@ -232,12 +232,12 @@ kvg_io_probe(kvg_ingest *g, kvg_io *io)
 		int wait = kvg_probe_slot(g, io);
 		io->slotted = true; /* the slot is io's until it probes */
 		if (wait > 0) {
-			atomic_fetch_add(&g->probes_waited, 1);
+			atomic_fetch_add(&g->probes.waited, 1);
 			kvg_io_arm(io, -1, wait);
 			return KVI_OK;
 		}
 	}
-	if (g->probes >= KVG_PROBES_MAX) {
+	if (g->probes.in_flight >= KVG_PROBES_MAX) {
 		kvg_io_arm(io, -1, 10 + (int)(io->l->lid % 90));
 		return KVI_OK;
 	}
@@ -250,7 +250,7 @@ kvg_io_probe(kvg_ingest *g, kvg_io *io)
 			 io->l->endpoint);
 		return kvg_io_failed(g, io->l, what, errno);
 	}
-	atomic_fetch_add(&g->probes_made, 1);
+	atomic_fetch_add(&g->probes.made, 1);
 	io->probed_us = kvi_now_us();
 	if (connect(fd, (struct sockaddr *)&io->addr, io->addr_len) == 0) {
 		close(fd);
@@ -258,7 +258,7 @@ kvg_io_probe(kvg_ingest *g, kvg_io *io)
 	}
 	if (errno == EINPROGRESS) {
 		io->probe_fd = fd;
-		g->probes++;
+		g->probes.in_flight++;
 		kvg_io_arm(io, fd, KVG_PROBE_WAIT_MS);
 		return KVI_OK;
 	}
@@ -293,7 +293,7 @@ kvg_on_probe(evutil_socket_t fd, short what, void *arg)
 	}
 	close(io->probe_fd);
 	io->probe_fd = -1;
-	g->probes--;
+	g->probes.in_flight--;
 	kvg_io_retry(io, err != 0 ? KVI_EAGAIN : kvg_io_reached(g, io));
 }
 
@@ -329,6 +329,33 @@ kvg_io_probe_stop(kvg_io *io)
 	if (io->probe_fd >= 0) {
 		close(io->probe_fd);
 		io->probe_fd = -1;
-		io->g->probes--;
+		io->g->probes.in_flight--;
 	}
+}
+
+/* counter_out gives one unlabelled counter. */
+static void
+counter_out(kvi_metrics_out *out, const char *name, const char *help,
+	    uint64_t v)
+{
+	kvi_metrics_out_family(out, name, help, KVI_METRIC_COUNTER);
+	kvi_metrics_out_sample_i64(out, name, NULL, 0, (int64_t)v);
+}
+
+void
+kvg_probe_metrics(kvi_metrics_out *out, kvg_ingest *g)
+{
+	counter_out(out, "kvindex_shard_probes_total",
+		    "Connects made to engines that took no connection yet.",
+		    atomic_load(&g->probes.made));
+	counter_out(out, "kvindex_shard_probes_waited_total",
+		    "Probes that waited for the probe budget (--probe-rate).",
+		    atomic_load(&g->probes.waited));
+	uint64_t slot = atomic_load(&g->probes.slot_us), now = kvi_now_us();
+	kvi_metrics_out_family(out, "kvindex_shard_probe_behind_seconds",
+			       "How long a probe that asks now waits for the "
+			       "probe budget.",
+			       KVI_METRIC_GAUGE);
+	kvi_metrics_out_sample(out, "kvindex_shard_probe_behind_seconds", NULL,
+			       0, slot > now ? (double)(slot - now) / 1e6 : 0);
 }
