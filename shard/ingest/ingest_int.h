@@ -1,12 +1,14 @@
 /*
  * ingest_int.h - what the ingest thread's modules share (not a public
- * header): ingest.c (the thread, requests, group commits), ingest_load.c
- * (building it: the store's state into the index), ingest_io.c (ZeroMQ
- * sockets and the loop's readiness handling), ingest_status.c (status,
- * dumps and the totals for /metrics), ingest_feed.c (feeding it in process)
- * and handoff.c (planned moves). Every listener's sequence is recovery's
- * (recovery.h), which this thread drives and serves (kvq_owner). Everything
- * here runs on the ingest thread unless a comment says otherwise.
+ * header): ingest.c (the thread, its listeners, requests), ingest_load.c
+ * (building it: the store's state into the index), ingest_commit.c (group
+ * commits), ingest_io.c (ZeroMQ sockets and the loop's readiness
+ * handling), ingest_probe.c (probing engines that are not there),
+ * ingest_status.c (status and dumps), ingest_metrics.c (the totals and
+ * /metrics), ingest_image.c (the index image), ingest_feed.c (feeding it
+ * in process) and handoff.c (planned moves). Every listener's sequence is
+ * recovery's (recovery.h), which this thread drives and serves (kvq_owner).
+ * Everything here runs on the ingest thread unless a comment says otherwise.
  */
 #ifndef KVI_SHARD_INGEST_INT_H
 #define KVI_SHARD_INGEST_INT_H
@@ -239,14 +241,17 @@ void kvg_wake(kvg_ingest *g); /* ZeroMQ sockets the ingest context may hold
  * config says, notify(arg) after each result (NULL: none). */
 kvi_err kvg_fetcher_start(kvg_ingest *g, void (*notify)(void *), void *arg);
 
-/* ingest_status.c: the status and dump requests, and the totals */
+/* ingest_status.c: the status and dump requests */
 void kvg_counters_add(kvl_counters *sum, const kvl_counters *c);
 kvi_err kvg_do_status(kvg_ingest *g, kvg_cmd *c);
 kvi_err kvg_do_dump(kvg_ingest *g, kvg_cmd *c);
-/* kvg_publish_totals republishes the shard-wide figures (at most every
- * 100 ms: it sums every listener), with the store's figures of done, the
- * commit just finished (NULL: none). */
+
+/* ingest_metrics.c: kvg_publish_totals republishes the shard-wide figures
+ * (at most every 100 ms: it sums every listener), with the store's figures
+ * of done, the commit just finished (NULL: none); kvg_metrics_register
+ * registers /metrics, which renders the last ones published. */
 void kvg_publish_totals(kvg_ingest *g, const kvw_job *done);
+void kvg_metrics_register(kvg_ingest *g);
 
 /* ingest_image.c: the index image beside the store */
 #define KVG_IMAGE_FILE "index.image"

@@ -1,8 +1,7 @@
 /*
  * ingest_status.c - what the ingest thread says of its listeners: status
  * (state, watermark, counters, a hand-off in progress) and the exact dump
- * of one listener's entries, run on the ingest thread as requests; and
- * the shard-wide totals it publishes for /metrics.
+ * of one listener's entries, run on the ingest thread as requests.
  */
 #include <stdio.h>
 #include <string.h>
@@ -12,8 +11,6 @@
 
 #include "clock.h"
 #include "ingest_int.h"
-
-#define KVG_TOTALS_MS 100 /* shard-wide figures, republished */
 
 /* How long after the last batch of another rank on its socket a listener
  * is reported misconfigured. */
@@ -246,67 +243,4 @@ kvg_do_dump(kvg_ingest *g, kvg_cmd *c)
 	c->dump->has_watermark = l->mark.has_wm;
 	c->dump->watermark = l->mark.wm;
 	return KVI_OK;
-}
-
-/* kvg_lag_note keeps l in t's list of the listeners furthest behind, by
- * bytes queued, largest first. */
-static void
-kvg_lag_note(kvg_totals *t, const kvl_listener *l)
-{
-	size_t at = t->n_lagging;
-	while (at > 0 && t->lagging[at - 1].bytes < l->backlog_bytes) {
-		at--;
-	}
-	if (at == KVG_LAGGING_MAX) {
-		return;
-	}
-	size_t n =
-	    t->n_lagging < KVG_LAGGING_MAX ? t->n_lagging + 1 : KVG_LAGGING_MAX;
-	memmove(&t->lagging[at + 1], &t->lagging[at],
-		(n - 1 - at) * sizeof(t->lagging[0]));
-	kvg_lag *e = &t->lagging[at];
-	snprintf(e->key, sizeof(e->key), "%s", l->key);
-	e->batches = l->backlog_len;
-	e->bytes = l->backlog_bytes;
-	t->n_lagging = n;
-}
-
-void
-kvg_publish_totals(kvg_ingest *g, const kvw_job *done)
-{
-	if (done != NULL) {
-		g->store_stats = done->stats;
-	}
-	/* a sum over every listener: at most every KVG_TOTALS_MS, however
-	 * often commits come, and a millisecond later for every ten
-	 * listeners, so that what it costs does not grow with the fleet */
-	int64_t now = kvi_now_ms();
-	int64_t every = KVG_TOTALS_MS + (int64_t)(g->n_keyed / 10);
-	if (g->totals_at_ms != 0 && now - g->totals_at_ms < every) {
-		return;
-	}
-	g->totals_at_ms = now;
-	kvg_totals t = {0};
-	t.store_failing = kvg_ingest_store_failing(g, NULL, 0);
-	for (uint32_t i = 0; i < g->next_lid; i++) {
-		kvl_listener *l = g->lis[i];
-		if (l != NULL) {
-			kvg_counters_add(&t.c, &l->c);
-			t.backlog_batches += l->backlog_len;
-			if (l->backlog_bytes > t.backlog_max_listener) {
-				t.backlog_max_listener = l->backlog_bytes;
-			}
-			if (l->backlog_len > 0) {
-				kvg_lag_note(&t, l);
-			}
-			t.by_state[t.store_failing ? KVL_STALE
-						   : kvq_state_of(l)]++;
-			t.waiting += kvg_io_waiting(l);
-		}
-	}
-	t.backlog_bytes = kvq_backlog_bytes(&g->recovery);
-	pthread_mutex_lock(&g->stats_mu);
-	t.store = g->store_stats;
-	g->totals = t;
-	pthread_mutex_unlock(&g->stats_mu);
 }
