@@ -590,6 +590,6 @@ kvg_ingest_free(kvg_ingest *g)
 	}
 	kvq_recovery_fini(&g->recovery);
 	pthread_mutex_destroy(&g->cmd_mu);
-	pthread_mutex_destroy(&g->stats_mu);
+	kvg_metrics_fini(g);
 	kvi_free(g);
 }

@@ -48,6 +48,16 @@ typedef struct kvg_totals {
 	bool store_failing;
 } kvg_totals;
 
+/* The totals published (ingest_metrics.c's, which alone touches them):
+ * the last ones, under mu for the metrics thread; the store's figures of
+ * the last commit; and when they were last published. */
+typedef struct kvg_stats {
+	pthread_mutex_t mu;
+	kvg_totals totals;
+	kvs_store_stats store;
+	int64_t at_ms;
+} kvg_stats;
+
 typedef struct kvg_cmd kvg_cmd;
 
 /* What a load of the store takes (ingest_load.c): everything; the
@@ -176,13 +186,9 @@ struct kvg_ingest {
 
 	kvg_commits commits; /* group commits (ingest_commit.c) */
 
-	/* metrics */
-	pthread_mutex_t stats_mu;
+	kvg_stats stats; /* the totals for /metrics (ingest_metrics.c) */
 	_Atomic int64_t files_out_ms; /* a socket could not be made for want
 				       * of descriptors, then (0: never) */
-	kvg_totals totals;
-	kvs_store_stats store_stats; /* of the last commit */
-	int64_t totals_at_ms;        /* totals last published */
 };
 
 /* ingest.c */
@@ -252,6 +258,12 @@ kvi_err kvg_do_dump(kvg_ingest *g, kvg_cmd *c);
  * registers /metrics, which renders the last ones published. */
 void kvg_publish_totals(kvg_ingest *g, const kvw_job *done);
 void kvg_metrics_register(kvg_ingest *g);
+/* kvg_metrics_init readies the totals, kvg_metrics_fini releases them;
+ * kvg_metrics_store gives the store's figures last published (any
+ * thread). */
+void kvg_metrics_init(kvg_ingest *g);
+void kvg_metrics_fini(kvg_ingest *g);
+kvs_store_stats kvg_metrics_store(kvg_ingest *g);
 
 /* ingest_image.c: the index image beside the store */
 #define KVG_IMAGE_FILE "index.image"

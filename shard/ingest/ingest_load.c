@@ -269,7 +269,7 @@ kvg_ingest_open(const kvg_config *cfg, kvg_ingest **out, char *err,
 	recovery_init(g);
 	g->wake_fd = -1;
 	pthread_mutex_init(&g->cmd_mu, NULL);
-	pthread_mutex_init(&g->stats_mu, NULL);
+	kvg_metrics_init(g);
 	kvg_commit_init(g);
 	kvi_err rv = kvg_load(g, err, errlen);
 	if (rv != KVI_OK) {

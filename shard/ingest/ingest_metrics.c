@@ -14,6 +14,27 @@
 
 /* ---- the totals (the ingest thread) --------------------------------- */
 
+void
+kvg_metrics_init(kvg_ingest *g)
+{
+	pthread_mutex_init(&g->stats.mu, NULL);
+}
+
+void
+kvg_metrics_fini(kvg_ingest *g)
+{
+	pthread_mutex_destroy(&g->stats.mu);
+}
+
+kvs_store_stats
+kvg_metrics_store(kvg_ingest *g)
+{
+	pthread_mutex_lock(&g->stats.mu);
+	kvs_store_stats ss = g->stats.totals.store;
+	pthread_mutex_unlock(&g->stats.mu);
+	return ss;
+}
+
 /* kvg_lag_note keeps l in t's list of the listeners furthest behind, by
  * bytes queued, largest first. */
 static void
@@ -41,17 +62,17 @@ void
 kvg_publish_totals(kvg_ingest *g, const kvw_job *done)
 {
 	if (done != NULL) {
-		g->store_stats = done->stats;
+		g->stats.store = done->stats;
 	}
 	/* a sum over every listener: at most every KVG_TOTALS_MS, however
 	 * often commits come, and a millisecond later for every ten
 	 * listeners, so that what it costs does not grow with the fleet */
 	int64_t now = kvi_now_ms();
 	int64_t every = KVG_TOTALS_MS + (int64_t)(g->n_keyed / 10);
-	if (g->totals_at_ms != 0 && now - g->totals_at_ms < every) {
+	if (g->stats.at_ms != 0 && now - g->stats.at_ms < every) {
 		return;
 	}
-	g->totals_at_ms = now;
+	g->stats.at_ms = now;
 	kvg_totals t = {0};
 	t.store_failing = kvg_ingest_store_failing(g, NULL, 0);
 	for (uint32_t i = 0; i < g->next_lid; i++) {
@@ -71,10 +92,10 @@ kvg_publish_totals(kvg_ingest *g, const kvw_job *done)
 		}
 	}
 	t.backlog_bytes = kvq_backlog_bytes(&g->recovery);
-	pthread_mutex_lock(&g->stats_mu);
-	t.store = g->store_stats;
-	g->totals = t;
-	pthread_mutex_unlock(&g->stats_mu);
+	pthread_mutex_lock(&g->stats.mu);
+	t.store = g->stats.store;
+	g->stats.totals = t;
+	pthread_mutex_unlock(&g->stats.mu);
 }
 
 /* ---- /metrics, from the totals (the metrics thread) ----------------- */
@@ -147,9 +168,9 @@ kvg_collect_metrics(void *arg, kvi_metrics_out *out)
 {
 	kvg_ingest *g = arg;
 	kvg_totals t;
-	pthread_mutex_lock(&g->stats_mu);
-	t = g->totals;
-	pthread_mutex_unlock(&g->stats_mu);
+	pthread_mutex_lock(&g->stats.mu);
+	t = g->stats.totals;
+	pthread_mutex_unlock(&g->stats.mu);
 	for (size_t i = 0; i < sizeof(kvg_families) / sizeof(kvg_families[0]);
 	     i++) {
 		const kvg_family *f = &kvg_families[i];

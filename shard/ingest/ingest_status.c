@@ -193,10 +193,7 @@ kvg_do_status(kvg_ingest *g, kvg_cmd *c)
 	}
 	kvx_stats xs;
 	kvx_index_stats(g->idx, &xs);
-	kvs_store_stats ss;
-	pthread_mutex_lock(&g->stats_mu);
-	ss = g->totals.store;
-	pthread_mutex_unlock(&g->stats_mu);
+	kvs_store_stats ss = kvg_metrics_store(g);
 	out->shard_id = kvp_arena_strdup(a, g->cfg.shard_id);
 	out->entries = xs.entries;
 	out->store_bytes = ss.file_bytes;
