@@ -12,7 +12,6 @@
 #include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
-#include <zmq.h>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -444,13 +443,6 @@ kvg_handoff_chunk(kvg_ingest *g, const Kvindex__HandoffRequest *req,
 
 /* ---- memory and descriptors --------------------------------------- */
 
-bool
-kvg_ingest_files_out(kvg_ingest *g, int64_t ms)
-{
-	int64_t at = atomic_load(&g->files_out_ms);
-	return at != 0 && kvi_now_ms() - at < ms;
-}
-
 void
 kvg_give_back(kvg_ingest *g)
 {
@@ -576,14 +568,9 @@ kvg_ingest_free(kvg_ingest *g)
 	if (g->ev_wake != NULL) {
 		event_free(g->ev_wake);
 	}
-	if (g->ev_drain != NULL) {
-		event_free(g->ev_drain);
-	}
+	kvg_io_fini(g);
 	if (g->base != NULL) {
 		event_base_free(g->base);
-	}
-	if (g->zctx != NULL) {
-		zmq_ctx_term(g->zctx);
 	}
 	if (g->wake_fd >= 0) {
 		close(g->wake_fd);

@@ -100,6 +100,19 @@ struct kvg_cmd {
 	kvg_cmd *next;
 };
 
+/* The listeners' sockets (ingest_io.c's, which alone touches them): the
+ * ZeroMQ context; the sockets with messages left to read and the event
+ * that drains them; backpressure (not reading live sockets); and when a
+ * socket could not be made for want of descriptors (kvi_now_ms; 0: never;
+ * read by any thread). */
+typedef struct kvg_sockets {
+	void *zctx;
+	struct kvg_io *ready_head, *ready_tail;
+	struct event *ev_drain;
+	bool paused;
+	_Atomic int64_t files_out_ms;
+} kvg_sockets;
+
 /* Probes of engines that take no connection (ingest_probe.c's, which
  * alone touches them): the connects in flight; the probe budget's next
  * free slot, on kvi_now_us()'s clock; probes made, and those that waited
@@ -149,7 +162,6 @@ struct kvg_ingest {
 	/* the store's state the image beside it holds (ingest_image.c) */
 	kvs_stamp image_stamp;
 	bool image_current;
-	void *zctx;
 	struct event_base *base;
 	pthread_t thread;
 	bool started;
@@ -169,11 +181,8 @@ struct kvg_ingest {
 	pthread_mutex_t cmd_mu;
 	kvg_cmd *cmd_head, *cmd_tail;
 
-	/* sockets with messages left to read (see ingest_io.c) */
-	struct kvg_io *ready_head, *ready_tail;
-	kvg_probes probes; /* of engines not there (ingest_probe.c) */
-	struct event *ev_drain;
-	bool paused;  /* backpressure: not reading live sockets */
+	kvg_sockets sockets; /* the listeners' (ingest_io.c) */
+	kvg_probes probes;   /* of engines not there (ingest_probe.c) */
 	bool feeding; /* fed in process (kvg_feed): no loop, no sockets */
 
 	kvr_fetcher *fetcher;  /* recovery's, made and stopped here */
@@ -187,8 +196,6 @@ struct kvg_ingest {
 	kvg_commits commits; /* group commits (ingest_commit.c) */
 
 	kvg_stats stats; /* the totals for /metrics (ingest_metrics.c) */
-	_Atomic int64_t files_out_ms; /* a socket could not be made for want
-				       * of descriptors, then (0: never) */
 };
 
 /* ingest.c */
@@ -239,9 +246,7 @@ void kvg_commit_last(kvg_ingest *g);
 void kvg_commit_feed(kvg_ingest *g);
 void kvg_commit_sync(kvg_ingest *g);
 void kvg_on_wake(evutil_socket_t fd, short what, void *arg);
-void kvg_wake(kvg_ingest *g); /* ZeroMQ sockets the ingest context may hold
-				 (ZMQ_MAX_SOCKETS). */
-#define KVG_MAX_SOCKETS 65536
+void kvg_wake(kvg_ingest *g);
 
 /* ingest_load.c: kvg_fetcher_start starts g's /kv_recover fetcher as its
  * config says, notify(arg) after each result (NULL: none). */
@@ -279,7 +284,11 @@ bool kvg_image_load(kvg_ingest *g, int fd, const kvs_stamp *stamp);
 void kvg_image_save(kvg_ingest *g);
 
 /* ingest_io.c */
-void kvg_on_drain(evutil_socket_t fd, short what, void *arg);
+/* kvg_io_init makes the ZeroMQ context and the drain event in g's loop:
+ * KVI_EIO when the context cannot be made; kvg_io_fini frees them, once
+ * every listener's sockets are closed. */
+kvi_err kvg_io_init(kvg_ingest *g);
+void kvg_io_fini(kvg_ingest *g);
 kvi_err kvg_io_open(kvg_ingest *g, kvl_listener *l);
 void kvg_io_close(kvg_ingest *g, kvl_listener *l);
 /* kvg_io_waiting: l's engine has not taken a connection (yet, or again):

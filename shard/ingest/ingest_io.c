@@ -32,6 +32,8 @@
 #define KVG_MAX_FRAMES    6
 #define KVG_REPLAY_RCVHWM 1000 /* replay batches ZeroMQ queues for us */
 enum { KVG_SUB = 1, KVG_MON = 2, KVG_DEALER = 4 };
+/* ZeroMQ sockets the ingest context may hold (ZMQ_MAX_SOCKETS). */
+#define KVG_MAX_SOCKETS 65536
 
 /* ---- ready list ---------------------------------------------------- */
 
@@ -43,12 +45,12 @@ kvg_io_queue(kvg_ingest *g, kvg_io *io, uint8_t what)
 	if (!io->queued) {
 		io->queued = true;
 		io->next = NULL;
-		if (g->ready_tail != NULL) {
-			g->ready_tail->next = io;
+		if (g->sockets.ready_tail != NULL) {
+			g->sockets.ready_tail->next = io;
 		} else {
-			g->ready_head = io;
+			g->sockets.ready_head = io;
 		}
-		g->ready_tail = io;
+		g->sockets.ready_tail = io;
 	}
 }
 
@@ -57,13 +59,13 @@ static void
 kvg_io_ready(kvg_ingest *g, kvg_io *io, uint8_t what)
 {
 	kvg_io_queue(g, io, what);
-	event_active(g->ev_drain, EV_READ, 0);
+	event_active(g->sockets.ev_drain, EV_READ, 0);
 }
 
 static void
 kvg_io_unqueue(kvg_ingest *g, kvg_io *io)
 {
-	kvg_io **pp = &g->ready_head;
+	kvg_io **pp = &g->sockets.ready_head;
 	kvg_io *prev = NULL;
 	while (*pp != NULL && *pp != io) {
 		prev = *pp;
@@ -71,8 +73,8 @@ kvg_io_unqueue(kvg_ingest *g, kvg_io *io)
 	}
 	if (*pp == io) {
 		*pp = io->next;
-		if (g->ready_tail == io) {
-			g->ready_tail = prev;
+		if (g->sockets.ready_tail == io) {
+			g->sockets.ready_tail = prev;
 		}
 	}
 	io->queued = false;
@@ -174,13 +176,13 @@ kvg_drain_sub(kvg_ingest *g, kvg_io *io)
 {
 	kvl_listener *l = io->l;
 	size_t applied = 0;
-	if (!g->paused && l->recovery.state == KVL_R_STREAMING) {
+	if (!g->sockets.paused && l->recovery.state == KVL_R_STREAMING) {
 		applied = kvq_backlog_apply(&g->recovery, l, KVG_BUDGET);
 	}
 	for (int i = 0; i < KVG_READ_AHEAD; i++) {
 		kvg_msg m;
 		if (io->sub == NULL || !kvg_msg_recv(io->sub, &m)) {
-			return !g->paused &&
+			return !g->sockets.paused &&
 			       l->recovery.state == KVL_R_STREAMING &&
 			       l->backlog != NULL;
 		}
@@ -188,7 +190,7 @@ kvg_drain_sub(kvg_ingest *g, kvg_io *io)
 		char why[128];
 		if (kvi_frame_parse_live(m.frames, (size_t)m.n, &msg, why,
 					 sizeof(why)) == KVI_OK) {
-			bool defer = g->paused || applied >= KVG_BUDGET;
+			bool defer = g->sockets.paused || applied >= KVG_BUDGET;
 			kvq_recovery_on(&g->recovery, l,
 					&(kvq_event){.kind = KVQ_EV_LIVE,
 						     .seq = msg.seq,
@@ -263,8 +265,8 @@ kvg_drain_dealer(kvg_ingest *g, kvg_io *io)
 	return io->dealer != NULL;
 }
 
-void
-kvg_on_drain(evutil_socket_t fd, short what, void *arg)
+static void
+on_drain(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
@@ -275,12 +277,12 @@ void
 kvg_io_drain(kvg_ingest *g)
 {
 	/* One pass over what is ready now; what stays ready goes round. */
-	kvg_io *tail = g->ready_tail;
-	while (g->ready_head != NULL) {
-		kvg_io *io = g->ready_head;
-		g->ready_head = io->next;
-		if (g->ready_head == NULL) {
-			g->ready_tail = NULL;
+	kvg_io *tail = g->sockets.ready_tail;
+	while (g->sockets.ready_head != NULL) {
+		kvg_io *io = g->sockets.ready_head;
+		g->sockets.ready_head = io->next;
+		if (g->sockets.ready_head == NULL) {
+			g->sockets.ready_tail = NULL;
 		}
 		io->queued = false;
 		uint8_t want = io->want;
@@ -303,23 +305,23 @@ kvg_io_drain(kvg_ingest *g)
 			break;
 		}
 	}
-	if (g->ready_head != NULL) {
+	if (g->sockets.ready_head != NULL) {
 		/* More to read: go on in the next loop turn, after timers
 		 * (group commits) and wake-ups (requests) have run. An
 		 * event activated from its own callback would run again in
 		 * this turn, for ever under load. */
 		static const struct timeval now = {0, 0};
-		event_add(g->ev_drain, &now);
+		event_add(g->sockets.ev_drain, &now);
 	}
 }
 
 void
 kvg_io_pause(kvg_ingest *g, bool paused)
 {
-	if (g->paused == paused) {
+	if (g->sockets.paused == paused) {
 		return;
 	}
-	g->paused = paused;
+	g->sockets.paused = paused;
 	kvi_log(paused ? KVI_LOG_WARN : KVI_LOG_INFO,
 		paused ? "ingest_paused" : "ingest_resumed",
 		"reason=store_backlog");
@@ -333,10 +335,47 @@ kvg_io_pause(kvg_ingest *g, bool paused)
 	}
 }
 
+kvi_err
+kvg_io_init(kvg_ingest *g)
+{
+	kvg_sockets *s = &g->sockets;
+	s->zctx = zmq_ctx_new();
+	if (s->zctx == NULL) {
+		return KVI_EIO;
+	}
+	/* Three sockets a listener (SUB, its monitor and the monitor's
+	 * pipe), more while replaying: libzmq's default of 1023 would cap a
+	 * shard at about 340 listeners. */
+	zmq_ctx_set(s->zctx, ZMQ_MAX_SOCKETS, KVG_MAX_SOCKETS);
+	s->ev_drain = event_new(g->base, -1, 0, on_drain, g);
+	return KVI_OK;
+}
+
+void
+kvg_io_fini(kvg_ingest *g)
+{
+	kvg_sockets *s = &g->sockets;
+	if (s->ev_drain != NULL) {
+		event_free(s->ev_drain);
+		s->ev_drain = NULL;
+	}
+	if (s->zctx != NULL) {
+		zmq_ctx_term(s->zctx);
+		s->zctx = NULL;
+	}
+}
+
+bool
+kvg_ingest_files_out(kvg_ingest *g, int64_t ms)
+{
+	int64_t at = atomic_load(&g->sockets.files_out_ms);
+	return at != 0 && kvi_now_ms() - at < ms;
+}
+
 bool
 kvg_io_paused(const kvg_ingest *g)
 {
-	return g->paused;
+	return g->sockets.paused;
 }
 
 /* ---- sockets ------------------------------------------------------- */
@@ -381,7 +420,7 @@ kvi_err
 kvg_io_failed(kvg_ingest *g, kvl_listener *l, const char *what, int err)
 {
 	if (err == EMFILE || err == ENFILE) {
-		atomic_store(&g->files_out_ms, kvi_now_ms());
+		atomic_store(&g->sockets.files_out_ms, kvi_now_ms());
 		struct rlimit lim = {0};
 		getrlimit(RLIMIT_NOFILE, &lim);
 		kvl_error(l,
@@ -404,7 +443,7 @@ kvg_io_sub_open(kvg_ingest *g, kvg_io *io)
 	char what[320];
 	snprintf(what, sizeof(what), "cannot subscribe to %s", l->endpoint);
 	kvi_err rv = KVI_OK;
-	if ((io->sub = zmq_socket(g->zctx, ZMQ_SUB)) == NULL) {
+	if ((io->sub = zmq_socket(g->sockets.zctx, ZMQ_SUB)) == NULL) {
 		rv = kvg_io_failed(g, l, what, errno);
 		goto fail;
 	}
@@ -420,7 +459,7 @@ kvg_io_sub_open(kvg_ingest *g, kvg_io *io)
 	if (zmq_socket_monitor(io->sub, addr,
 			       ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) !=
 		0 ||
-	    (io->mon = zmq_socket(g->zctx, ZMQ_PAIR)) == NULL ||
+	    (io->mon = zmq_socket(g->sockets.zctx, ZMQ_PAIR)) == NULL ||
 	    zmq_setsockopt(io->mon, ZMQ_LINGER, &zero, sizeof(zero)) != 0 ||
 	    zmq_connect(io->mon, addr) != 0 ||
 	    zmq_connect(io->sub, l->endpoint) != 0) {
@@ -519,7 +558,7 @@ kvg_io_replay_start(kvg_ingest *g, kvl_listener *l, uint64_t seq)
 	char what[320];
 	snprintf(what, sizeof(what), "cannot connect to replay %s",
 		 l->replay_ep);
-	if ((io->dealer = zmq_socket(g->zctx, ZMQ_DEALER)) == NULL) {
+	if ((io->dealer = zmq_socket(g->sockets.zctx, ZMQ_DEALER)) == NULL) {
 		return kvg_io_failed(g, l, what, errno);
 	}
 	kvg_io_setopts(g, io->dealer);

@@ -6,7 +6,6 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
-#include <zmq.h>
 
 #include "alloc.h"
 #include "clock.h"
@@ -276,16 +275,9 @@ kvg_ingest_open(const kvg_config *cfg, kvg_ingest **out, char *err,
 		kvg_ingest_free(g);
 		return rv;
 	}
-	g->zctx = zmq_ctx_new();
-	if (g->zctx != NULL) {
-		/* Three sockets a listener (SUB, its monitor and the monitor's
-		 * pipe), more while replaying: libzmq's default of 1023
-		 * would cap a shard at about 340 listeners. */
-		zmq_ctx_set(g->zctx, ZMQ_MAX_SOCKETS, KVG_MAX_SOCKETS);
-	}
 	g->base = event_base_new();
 	g->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (g->zctx == NULL || g->base == NULL || g->wake_fd < 0) {
+	if (g->base == NULL || g->wake_fd < 0 || kvg_io_init(g) != KVI_OK) {
 		snprintf(err, errlen, "cannot create the ingest loop");
 		kvg_ingest_free(g);
 		return KVI_EIO;
@@ -293,7 +285,6 @@ kvg_ingest_open(const kvg_config *cfg, kvg_ingest **out, char *err,
 	g->ev_wake = event_new(g->base, g->wake_fd, EV_READ | EV_PERSIST,
 			       kvg_on_wake, g);
 	event_add(g->ev_wake, NULL);
-	g->ev_drain = event_new(g->base, -1, 0, kvg_on_drain, g);
 	kvg_metrics_register(g);
 	kvg_publish_totals(g, NULL);
 	*out = g;
