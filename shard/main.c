@@ -54,7 +54,7 @@ static const shard_opts shard_defaults = {
     .listen = "tcp://127.0.0.1:7001",
     .log_level = KVI_LOG_INFO,
     .workers = 4,
-    .io_threads = KVS_LOOPS_DEFAULT,
+    .io_threads = KVN_LOOPS_DEFAULT,
     .ingest.probe_rate = 500,
 };
 
@@ -69,9 +69,9 @@ static const kvi_flag shard_flag[] = {
     {"metrics", "HOST:PORT", "serve /metrics, /health and /ready",
      KVI_FLAG_STR(shard_opts, metrics)},
     {"workers", "N", "threads for requests that may block",
-     KVI_FLAG_INT(shard_opts, workers, 1, KVS_WORKERS_MAX)},
+     KVI_FLAG_INT(shard_opts, workers, 1, KVN_WORKERS_MAX)},
     {"io-threads", "N", "threads reading requests and answering queries",
-     KVI_FLAG_INT(shard_opts, io_threads, 1, KVS_LOOPS_MAX)},
+     KVI_FLAG_INT(shard_opts, io_threads, 1, KVN_LOOPS_MAX)},
     {"commit-ms", "N", "group commit interval",
      KVI_FLAG_INT(shard_opts, ingest.commit_ms, 1, 10000), .def = "20"},
     {"replay-timeout-ms", "N", "replay silence that fails it",
@@ -296,8 +296,8 @@ shard_files_metrics(void *arg, kvi_metrics_out *out)
 static void
 shard_rpc_metrics(void *arg, kvi_metrics_out *out)
 {
-	kvs_stats st;
-	kvs_service_stats(arg, &st);
+	kvn_stats st;
+	kvn_service_stats(arg, &st);
 	static const struct {
 		const char *name, *help;
 		size_t off;
@@ -305,21 +305,21 @@ shard_rpc_metrics(void *arg, kvi_metrics_out *out)
 	} by_kind[] = {
 	    {"kvindex_shard_rpc_requests_total",
 	     "Coordinator requests handled, by kind.",
-	     offsetof(kvs_stats, requests), 1},
+	     offsetof(kvn_stats, requests), 1},
 	    {"kvindex_shard_rpc_errors_total",
 	     "Coordinator requests answered with an error, by kind.",
-	     offsetof(kvs_stats, errors), 1},
+	     offsetof(kvn_stats, errors), 1},
 	    {"kvindex_shard_rpc_handler_seconds_total",
 	     "Time spent answering coordinator requests, by kind.",
-	     offsetof(kvs_stats, handler_us), 1e-6},
+	     offsetof(kvn_stats, handler_us), 1e-6},
 	};
 	for (size_t f = 0; f < sizeof(by_kind) / sizeof(by_kind[0]); f++) {
 		const uint64_t *v =
 		    (const uint64_t *)((const char *)&st + by_kind[f].off);
 		kvi_metrics_out_family(out, by_kind[f].name, by_kind[f].help,
 				       KVI_METRIC_COUNTER);
-		for (int k = 0; k < KVS_KIND_COUNT; k++) {
-			kvi_label l = {"kind", kvs_kind_name((kvs_kind)k)};
+		for (int k = 0; k < KVN_KIND_COUNT; k++) {
+			kvi_label l = {"kind", kvn_kind_name((kvn_kind)k)};
 			kvi_metrics_out_sample(out, by_kind[f].name, &l, 1,
 					       (double)v[k] * by_kind[f].scale);
 		}
@@ -385,7 +385,7 @@ main(int argc, char **argv)
 	kvs_store *store = NULL;
 	kvx_index *idx = NULL;
 	kvg_ingest *ingest = NULL;
-	kvs_service *svc = NULL;
+	kvn_service *svc = NULL;
 	kvi_httpd *httpd = NULL;
 	kvh_shard *handler = NULL;
 	int status = 1;
@@ -407,8 +407,8 @@ main(int argc, char **argv)
 	kvx_index_stats(idx, &xs);
 	handler = kvh_shard_alloc(idx, ingest, metrics);
 	if ((rv = kvg_ingest_start(ingest, err, sizeof(err))) != KVI_OK ||
-	    (rv = kvs_service_open(
-		 &(kvs_service_opts){.url = o.listen,
+	    (rv = kvn_service_open(
+		 &(kvn_service_opts){.url = o.listen,
 				     .workers = o.workers,
 				     .loops = o.io_threads,
 				     .inline_kinds = kvh_shard_inline_kinds()},
@@ -448,7 +448,7 @@ main(int argc, char **argv)
 	/* The ports bound, given port 0 or not: what a supervisor or a test
 	 * that let the kernel choose reads. */
 	kvi_log(KVI_LOG_INFO, "listening", "rpc=%s rpc_port=%d metrics_port=%u",
-		o.listen, kvs_service_port(svc),
+		o.listen, kvn_service_port(svc),
 		httpd != NULL ? kvi_httpd_port(httpd) : 0);
 	int sig = 0;
 	sigwait(&sigs, &sig);
@@ -456,7 +456,7 @@ main(int argc, char **argv)
 	status = 0;
 out:
 	kvi_httpd_stop(httpd);
-	kvs_service_free(svc);
+	kvn_service_free(svc);
 	kvg_ingest_free(ingest);
 	kvh_shard_free(handler);
 	kvi_httpd_free(httpd);

@@ -342,10 +342,10 @@ kvh_shard_free(kvh_shard *s)
 unsigned
 kvh_shard_inline_kinds(void)
 {
-	return 1u << KVS_KIND_QUERY | 1u << KVS_KIND_QUERY_BATCH;
+	return 1u << KVN_KIND_QUERY | 1u << KVN_KIND_QUERY_BATCH;
 }
 
-kvs_handler
+kvn_handler
 kvh_shard_handler(void)
 {
 	return kvh_handle;

@@ -25,13 +25,13 @@ kvh_shard *kvh_shard_alloc(kvx_index *idx, kvg_ingest *ingest,
 			   kvi_metrics *metrics);
 void kvh_shard_free(kvh_shard *s);
 
-/* kvh_shard_handler returns the kvs_handler to serve with, called with a
+/* kvh_shard_handler returns the kvn_handler to serve with, called with a
  * kvh_shard as its arg. */
-kvs_handler kvh_shard_handler(void);
+kvn_handler kvh_shard_handler(void);
 
 /* kvh_shard_inline_kinds returns the request kinds the handler answers
  * without blocking (queries: a read lock and a probe), for
- * kvs_service_opts.inline_kinds. */
+ * kvn_service_opts.inline_kinds. */
 unsigned kvh_shard_inline_kinds(void);
 
 #endif /* KVI_SHARD_HANDLER_H */

@@ -8,24 +8,24 @@
 #include "rpc.h"
 #include "service_int.h"
 
-static const char *const kvs_kind_names[KVS_KIND_COUNT] = {
-    [KVS_KIND_ASSIGN] = "assign",   [KVS_KIND_UNASSIGN] = "unassign",
-    [KVS_KIND_QUERY] = "query",     [KVS_KIND_STATUS] = "status",
-    [KVS_KIND_DUMP] = "dump",       [KVS_KIND_QUERY_BATCH] = "query_batch",
-    [KVS_KIND_HANDOFF] = "handoff",
+static const char *const kvs_kind_names[KVN_KIND_COUNT] = {
+    [KVN_KIND_ASSIGN] = "assign",   [KVN_KIND_UNASSIGN] = "unassign",
+    [KVN_KIND_QUERY] = "query",     [KVN_KIND_STATUS] = "status",
+    [KVN_KIND_DUMP] = "dump",       [KVN_KIND_QUERY_BATCH] = "query_batch",
+    [KVN_KIND_HANDOFF] = "handoff",
 };
 
 const char *
-kvs_kind_name(kvs_kind kind)
+kvn_kind_name(kvn_kind kind)
 {
-	if ((unsigned)kind >= KVS_KIND_COUNT) {
+	if ((unsigned)kind >= KVN_KIND_COUNT) {
 		return "unknown";
 	}
 	return kvs_kind_names[kind];
 }
 
 void
-kvs_count(_Atomic uint64_t *counter, uint64_t n)
+kvn_count(_Atomic uint64_t *counter, uint64_t n)
 {
 	atomic_fetch_add_explicit(counter, n, memory_order_relaxed);
 }
@@ -33,29 +33,29 @@ kvs_count(_Atomic uint64_t *counter, uint64_t n)
 /* kvs_kind_of finds the kind of req's body. Returns false when it has none
  * this build knows. */
 static bool
-kvs_kind_of(const Kvindex__Request *req, kvs_kind *out)
+kvs_kind_of(const Kvindex__Request *req, kvn_kind *out)
 {
 	switch (req->body_case) {
 	case KVINDEX__REQUEST__BODY_ASSIGN:
-		*out = KVS_KIND_ASSIGN;
+		*out = KVN_KIND_ASSIGN;
 		return req->assign != NULL;
 	case KVINDEX__REQUEST__BODY_UNASSIGN:
-		*out = KVS_KIND_UNASSIGN;
+		*out = KVN_KIND_UNASSIGN;
 		return req->unassign != NULL;
 	case KVINDEX__REQUEST__BODY_QUERY:
-		*out = KVS_KIND_QUERY;
+		*out = KVN_KIND_QUERY;
 		return req->query != NULL;
 	case KVINDEX__REQUEST__BODY_STATUS:
-		*out = KVS_KIND_STATUS;
+		*out = KVN_KIND_STATUS;
 		return req->status != NULL;
 	case KVINDEX__REQUEST__BODY_DUMP:
-		*out = KVS_KIND_DUMP;
+		*out = KVN_KIND_DUMP;
 		return req->dump != NULL;
 	case KVINDEX__REQUEST__BODY_QUERY_BATCH:
-		*out = KVS_KIND_QUERY_BATCH;
+		*out = KVN_KIND_QUERY_BATCH;
 		return req->query_batch != NULL;
 	case KVINDEX__REQUEST__BODY_HANDOFF:
-		*out = KVS_KIND_HANDOFF;
+		*out = KVN_KIND_HANDOFF;
 		return req->handoff != NULL;
 	default:
 		return false;
@@ -80,14 +80,14 @@ kvs_reply_error(kvi_err code, const char *message)
 /* kvs_service_handle runs the handler on a decoded request and returns the
  * packed reply. */
 static nng_msg *
-kvs_service_handle(kvs_service *svc, kvp_arena *arena,
-		   const Kvindex__Request *req, kvs_kind kind)
+kvs_service_handle(kvn_service *svc, kvp_arena *arena,
+		   const Kvindex__Request *req, kvn_kind kind)
 {
 	Kvindex__Response resp = KVINDEX__RESPONSE__INIT;
 	uint64_t t0 = kvi_now_us();
 	svc->handler(svc->arg, req, &resp, arena);
-	kvs_count(&svc->handler_us[kind], kvi_now_us() - t0);
-	kvs_count(&svc->requests[kind], 1);
+	kvn_count(&svc->handler_us[kind], kvi_now_us() - t0);
+	kvn_count(&svc->requests[kind], 1);
 
 	resp.version = KVP_VERSION;
 	if (resp.code != KVI_OK && resp.error == NULL) {
@@ -99,14 +99,14 @@ kvs_service_handle(kvs_service *svc, kvp_arena *arena,
 	if (rv != KVI_OK) {
 		char q[300];
 		KVI_WARN("rpc_bad_response", "kind=%s error=%s",
-			 kvs_kind_name(kind), kvi_log_quote(q, sizeof(q), err));
-		kvs_count(&svc->bad_responses, 1);
-		kvs_count(&svc->errors[kind], 1);
+			 kvn_kind_name(kind), kvi_log_quote(q, sizeof(q), err));
+		kvn_count(&svc->bad_responses, 1);
+		kvn_count(&svc->errors[kind], 1);
 		rv = rv == KVI_ETOOBIG ? KVI_ETOOBIG : KVI_EINTERNAL;
 		return kvs_reply_error(rv, err);
 	}
 	if (resp.code != KVI_OK) {
-		kvs_count(&svc->errors[kind], 1);
+		kvn_count(&svc->errors[kind], 1);
 	}
 	return reply;
 }
@@ -115,8 +115,8 @@ kvs_service_handle(kvs_service *svc, kvp_arena *arena,
  * with *req and *kind set when it is ready to be handled, else the packed
  * envelope error to reply. */
 static nng_msg *
-kvs_decode(kvs_service *svc, kvp_arena *arena, const uint8_t *body, size_t len,
-	   const Kvindex__Request **req, kvs_kind *kind)
+kvs_decode(kvn_service *svc, kvp_arena *arena, const uint8_t *body, size_t len,
+	   const Kvindex__Request **req, kvn_kind *kind)
 {
 	ProtobufCAllocator alloc;
 	kvp_arena_allocator(arena, &alloc);
@@ -125,15 +125,15 @@ kvs_decode(kvs_service *svc, kvp_arena *arena, const uint8_t *body, size_t len,
 	kvi_err rv =
 	    kvp_request_unpack(body, len, &alloc, &r, err, sizeof(err));
 	if (rv == KVI_EVERSION) {
-		kvs_count(&svc->version_mismatches, 1);
+		kvn_count(&svc->version_mismatches, 1);
 		return kvs_reply_error(rv, err);
 	}
 	if (rv != KVI_OK) {
-		kvs_count(&svc->malformed, 1);
+		kvn_count(&svc->malformed, 1);
 		return kvs_reply_error(KVI_EPROTO, err);
 	}
 	if (!kvs_kind_of(r, kind)) {
-		kvs_count(&svc->no_body, 1);
+		kvn_count(&svc->no_body, 1);
 		return kvs_reply_error(KVI_EINVAL,
 				       "request has no body this shard knows");
 	}
@@ -142,10 +142,10 @@ kvs_decode(kvs_service *svc, kvp_arena *arena, const uint8_t *body, size_t len,
 }
 
 nng_msg *
-kvs_answer(kvs_service *svc, kvp_arena *arena, const uint8_t *body, size_t len)
+kvn_answer(kvn_service *svc, kvp_arena *arena, const uint8_t *body, size_t len)
 {
 	const Kvindex__Request *req;
-	kvs_kind kind;
+	kvn_kind kind;
 	nng_msg *reply = kvs_decode(svc, arena, body, len, &req, &kind);
 	if (reply != NULL) {
 		return reply;
@@ -157,7 +157,7 @@ kvs_answer(kvs_service *svc, kvp_arena *arena, const uint8_t *body, size_t len)
 }
 
 void
-kvs_submit(kvs_service *svc, kvs_job *job)
+kvn_submit(kvn_service *svc, kvn_job *job)
 {
 	job->next = NULL;
 	pthread_mutex_lock(&svc->mu);
@@ -169,14 +169,14 @@ kvs_submit(kvs_service *svc, kvs_job *job)
 
 /* kvs_worker_next waits for a job. Returns NULL when the service is
  * stopping. */
-static kvs_job *
-kvs_worker_next(kvs_service *svc)
+static kvn_job *
+kvs_worker_next(kvn_service *svc)
 {
 	pthread_mutex_lock(&svc->mu);
 	while (!svc->stopping && svc->queue == NULL) {
 		pthread_cond_wait(&svc->cv, &svc->mu);
 	}
-	kvs_job *job = NULL;
+	kvn_job *job = NULL;
 	if (!svc->stopping) {
 		job = svc->queue;
 		svc->queue = job->next;
@@ -191,13 +191,13 @@ kvs_worker_next(kvs_service *svc)
 static void *
 kvs_worker_main(void *arg)
 {
-	kvs_service *svc = arg;
+	kvn_service *svc = arg;
 	kvp_arena arena;
 	kvp_arena_init(&arena);
-	kvs_job *job;
+	kvn_job *job;
 	while ((job = kvs_worker_next(svc)) != NULL) {
 		const Kvindex__Request *req;
-		kvs_kind kind;
+		kvn_kind kind;
 		/* the loop decoded it already: this cannot fail */
 		job->reply =
 		    kvs_decode(svc, &arena, job->body, job->len, &req, &kind);
@@ -205,7 +205,7 @@ kvs_worker_main(void *arg)
 			job->reply = kvs_service_handle(svc, &arena, req, kind);
 		}
 		kvp_arena_reset(&arena);
-		kvs_net_done(job);
+		kvn_net_done(job);
 	}
 	kvp_arena_fini(&arena);
 	return NULL;
@@ -213,7 +213,7 @@ kvs_worker_main(void *arg)
 
 /* kvs_service_spawn starts the workers. */
 static kvi_err
-kvs_service_spawn(kvs_service *svc, char *err, size_t errlen)
+kvs_service_spawn(kvn_service *svc, char *err, size_t errlen)
 {
 	for (int i = 0; i < svc->n_workers; i++) {
 		if (pthread_create(&svc->threads[i], NULL, kvs_worker_main,
@@ -228,27 +228,27 @@ kvs_service_spawn(kvs_service *svc, char *err, size_t errlen)
 }
 
 kvi_err
-kvs_service_start(const char *url, int workers, kvs_handler handler, void *arg,
-		  kvs_service **out, char *err, size_t errlen)
+kvn_service_start(const char *url, int workers, kvn_handler handler, void *arg,
+		  kvn_service **out, char *err, size_t errlen)
 {
-	kvs_service_opts o = {.url = url, .workers = workers};
-	return kvs_service_open(&o, handler, arg, out, err, errlen);
+	kvn_service_opts o = {.url = url, .workers = workers};
+	return kvn_service_open(&o, handler, arg, out, err, errlen);
 }
 
 kvi_err
-kvs_service_open(const kvs_service_opts *o, kvs_handler handler, void *arg,
-		 kvs_service **out, char *err, size_t errlen)
+kvn_service_open(const kvn_service_opts *o, kvn_handler handler, void *arg,
+		 kvn_service **out, char *err, size_t errlen)
 {
-	int loops = o->loops == 0 ? KVS_LOOPS_DEFAULT : o->loops;
+	int loops = o->loops == 0 ? KVN_LOOPS_DEFAULT : o->loops;
 	if (o->url == NULL || handler == NULL || out == NULL ||
-	    o->workers < 1 || o->workers > KVS_WORKERS_MAX || loops < 1 ||
-	    loops > KVS_LOOPS_MAX) {
+	    o->workers < 1 || o->workers > KVN_WORKERS_MAX || loops < 1 ||
+	    loops > KVN_LOOPS_MAX) {
 		kvi_msgf(err, errlen,
 			 "invalid service arguments (workers %d, loops %d)",
 			 o->workers, o->loops);
 		return KVI_EINVAL;
 	}
-	kvs_service *svc = kvi_calloc(1, sizeof(*svc));
+	kvn_service *svc = kvi_calloc(1, sizeof(*svc));
 	svc->handler = handler;
 	svc->arg = arg;
 	svc->inline_kinds = o->inline_kinds;
@@ -258,15 +258,15 @@ kvs_service_open(const kvs_service_opts *o, kvs_handler handler, void *arg,
 	svc->queue_tail = &svc->queue;
 	svc->n_workers = o->workers;
 	svc->threads = kvi_calloc((size_t)o->workers, sizeof(pthread_t));
-	kvi_err rv = kvs_net_listen(svc, o->url, err, errlen);
+	kvi_err rv = kvn_net_listen(svc, o->url, err, errlen);
 	if (rv == KVI_OK) {
 		rv = kvs_service_spawn(svc, err, errlen);
 	}
 	if (rv == KVI_OK) {
-		rv = kvs_net_start(svc, loops, err, errlen);
+		rv = kvn_net_start(svc, loops, err, errlen);
 	}
 	if (rv != KVI_OK) {
-		kvs_service_free(svc);
+		kvn_service_free(svc);
 		return rv;
 	}
 	*out = svc;
@@ -274,19 +274,19 @@ kvs_service_open(const kvs_service_opts *o, kvs_handler handler, void *arg,
 }
 
 int
-kvs_service_port(const kvs_service *svc)
+kvn_service_port(const kvn_service *svc)
 {
 	return svc->port;
 }
 
 void
-kvs_service_free(kvs_service *svc)
+kvn_service_free(kvn_service *svc)
 {
 	if (svc == NULL) {
 		return;
 	}
 	/* no new requests; the workers finish the one in hand and stop */
-	kvs_net_quiet(svc);
+	kvn_net_quiet(svc);
 	pthread_mutex_lock(&svc->mu);
 	svc->stopping = true;
 	pthread_cond_broadcast(&svc->cv);
@@ -295,11 +295,11 @@ kvs_service_free(kvs_service *svc)
 		pthread_join(svc->threads[i], NULL);
 	}
 	/* their replies go out, for up to a second */
-	kvs_net_stop(svc);
+	kvn_net_stop(svc);
 	while (svc->queue != NULL) {
-		kvs_job *job = svc->queue; /* queued, never handled */
+		kvn_job *job = svc->queue; /* queued, never handled */
 		svc->queue = job->next;
-		kvs_net_drop(job);
+		kvn_net_drop(job);
 	}
 	kvi_free(svc->ipc_path);
 	kvi_free(svc->url);
@@ -310,9 +310,9 @@ kvs_service_free(kvs_service *svc)
 }
 
 void
-kvs_service_stats(kvs_service *svc, kvs_stats *out)
+kvn_service_stats(kvn_service *svc, kvn_stats *out)
 {
-	for (int k = 0; k < KVS_KIND_COUNT; k++) {
+	for (int k = 0; k < KVN_KIND_COUNT; k++) {
 		out->requests[k] = atomic_load_explicit(&svc->requests[k],
 							memory_order_relaxed);
 		out->errors[k] =

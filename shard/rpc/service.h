@@ -2,7 +2,7 @@
  * service.h - the shard's request server: coordinator requests in, answers
  * out, on nng's request/reply wire.
  *
- * A kvs_service listens on tcp:// or ipc:// and speaks the protocol of an
+ * A kvn_service listens on tcp:// or ipc:// and speaks the protocol of an
  * nng rep0 socket (common/sp.h), so nng's req0 clients (rpc.h, the
  * coordinator's control path and tools) and the coordinator's own query
  * links (coordinator/query/qlink.h) both talk to it. It is served by `loops`
@@ -38,7 +38,7 @@
  *
  * Threading: the handler runs on a worker thread or, for inline kinds, on
  * a loop thread, concurrently with itself; it must be thread-safe, and for
- * inline kinds it must not block. kvs_service_stats may be called from any
+ * inline kinds it must not block. kvn_service_stats may be called from any
  * thread at any time.
  */
 #ifndef KVI_SHARD_SERVICE_H
@@ -52,82 +52,82 @@
 #include "kvindex.pb-c.h"
 
 /* The most workers a service runs, and its loops. */
-#define KVS_WORKERS_MAX   256
-#define KVS_LOOPS_MAX     64
-#define KVS_LOOPS_DEFAULT 2
+#define KVN_WORKERS_MAX   256
+#define KVN_LOOPS_MAX     64
+#define KVN_LOOPS_DEFAULT 2
 
-typedef struct kvs_service kvs_service;
+typedef struct kvn_service kvn_service;
 
-/* kvs_handler answers req into resp (see above); arena provides the memory
+/* kvn_handler answers req into resp (see above); arena provides the memory
  * for resp's body and strings. */
-typedef void (*kvs_handler)(void *arg, const Kvindex__Request *req,
+typedef void (*kvn_handler)(void *arg, const Kvindex__Request *req,
 			    Kvindex__Response *resp, kvp_arena *arena);
 
 /* The request kinds, for statistics. */
-typedef enum kvs_kind {
-	KVS_KIND_ASSIGN = 0,
-	KVS_KIND_UNASSIGN,
-	KVS_KIND_QUERY,
-	KVS_KIND_STATUS,
-	KVS_KIND_DUMP,
-	KVS_KIND_QUERY_BATCH,
-	KVS_KIND_HANDOFF,
-	KVS_KIND_COUNT
-} kvs_kind;
+typedef enum kvn_kind {
+	KVN_KIND_ASSIGN = 0,
+	KVN_KIND_UNASSIGN,
+	KVN_KIND_QUERY,
+	KVN_KIND_STATUS,
+	KVN_KIND_DUMP,
+	KVN_KIND_QUERY_BATCH,
+	KVN_KIND_HANDOFF,
+	KVN_KIND_COUNT
+} kvn_kind;
 
 /* Counters since start; a snapshot, each counter read atomically. */
-typedef struct kvs_stats {
-	uint64_t requests[KVS_KIND_COUNT];   /* handed to the handler */
-	uint64_t errors[KVS_KIND_COUNT];     /* of those, answered code != 0 */
-	uint64_t handler_us[KVS_KIND_COUNT]; /* time spent in the handler */
+typedef struct kvn_stats {
+	uint64_t requests[KVN_KIND_COUNT];   /* handed to the handler */
+	uint64_t errors[KVN_KIND_COUNT];     /* of those, answered code != 0 */
+	uint64_t handler_us[KVN_KIND_COUNT]; /* time spent in the handler */
 	uint64_t malformed;          /* undecodable requests, answered EPROTO */
 	uint64_t version_mismatches; /* answered EVERSION */
 	uint64_t no_body;            /* answered EINVAL */
 	uint64_t bad_responses; /* handler responses replaced by an error */
 	uint64_t send_failures; /* replies that could not be sent */
-} kvs_stats;
+} kvn_stats;
 
 /* How a service is started. */
-typedef struct kvs_service_opts {
+typedef struct kvn_service_opts {
 	const char *url;       /* "tcp://host:port" (port 0: any), "ipc:///p" */
-	int workers;           /* 1..KVS_WORKERS_MAX */
-	int loops;             /* 1..KVS_LOOPS_MAX; 0: KVS_LOOPS_DEFAULT */
+	int workers;           /* 1..KVN_WORKERS_MAX */
+	int loops;             /* 1..KVN_LOOPS_MAX; 0: KVN_LOOPS_DEFAULT */
 	unsigned inline_kinds; /* bit 1 << kind: answered on the loops */
-} kvs_service_opts;
+} kvn_service_opts;
 
-/* kvs_service_open listens on o->url (host "*" or empty: every address;
- * see kvs_service_port for the port picked) and starts the workers and
+/* kvn_service_open listens on o->url (host "*" or empty: every address;
+ * see kvn_service_port for the port picked) and starts the workers and
  * loops, which answer requests with handler(arg, ...). Returns KVI_EINVAL
  * for a malformed url, an address this host cannot bind or a bad count;
  * KVI_EIO when the address is in use or a thread cannot start; with a
  * message in err (may be NULL). *out is written only on success. */
-kvi_err kvs_service_open(const kvs_service_opts *o, kvs_handler handler,
-			 void *arg, kvs_service **out, char *err,
+kvi_err kvn_service_open(const kvn_service_opts *o, kvn_handler handler,
+			 void *arg, kvn_service **out, char *err,
 			 size_t errlen);
 
-/* kvs_service_start is kvs_service_open with the default loops and no
+/* kvn_service_start is kvn_service_open with the default loops and no
  * kind inline. */
-kvi_err kvs_service_start(const char *url, int workers, kvs_handler handler,
-			  void *arg, kvs_service **out, char *err,
+kvi_err kvn_service_start(const char *url, int workers, kvn_handler handler,
+			  void *arg, kvn_service **out, char *err,
 			  size_t errlen);
 
-/* kvs_service_port returns the TCP port svc listens on (the one picked when
+/* kvn_service_port returns the TCP port svc listens on (the one picked when
  * the url asked for port 0), or 0 for another transport. */
-int kvs_service_port(const kvs_service *svc);
+int kvn_service_port(const kvn_service *svc);
 
-/* kvs_service_free stops accepting and reading requests, waits for the
+/* kvn_service_free stops accepting and reading requests, waits for the
  * handlers in progress to return, gives their replies and those already
  * written up to a second to leave, closes every connection and the socket
  * (removing an ipc path) and frees svc. NULL is a no-op. Must not be called
  * from a handler. */
-void kvs_service_free(kvs_service *svc);
+void kvn_service_free(kvn_service *svc);
 
-/* kvs_service_stats copies svc's counters into *out (the shard exports
+/* kvn_service_stats copies svc's counters into *out (the shard exports
  * them as kvindex_shard_rpc_*). */
-void kvs_service_stats(kvs_service *svc, kvs_stats *out);
+void kvn_service_stats(kvn_service *svc, kvn_stats *out);
 
-/* kvs_kind_name returns "assign", "unassign", "query", "status", "dump"
+/* kvn_kind_name returns "assign", "unassign", "query", "status", "dump"
  * or "query_batch", for metric labels. */
-const char *kvs_kind_name(kvs_kind kind);
+const char *kvn_kind_name(kvn_kind kind);
 
 #endif /* KVI_SHARD_SERVICE_H */

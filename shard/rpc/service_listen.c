@@ -19,7 +19,7 @@
 /* kvs_net_bind binds fd to ss, setting errno on failure. An ipc path left
  * by a process that is gone is removed and bound again. */
 static int
-kvs_net_bind(kvs_service *svc, int fd, const struct sockaddr_storage *ss,
+kvs_net_bind(kvn_service *svc, int fd, const struct sockaddr_storage *ss,
 	     socklen_t sl, const char *path)
 {
 	if (bind(fd, (const struct sockaddr *)ss, sl) == 0) {
@@ -45,7 +45,7 @@ kvs_net_bind(kvs_service *svc, int fd, const struct sockaddr_storage *ss,
 
 /* kvs_net_addr fills ss from url. */
 static kvi_err
-kvs_net_addr(kvs_service *svc, const char *url, struct sockaddr_storage *ss,
+kvs_net_addr(kvn_service *svc, const char *url, struct sockaddr_storage *ss,
 	     socklen_t *sl, char *err, size_t errlen)
 {
 	kvi_sp_url u;
@@ -75,7 +75,7 @@ kvs_net_fail(const char *url, int e, char *err, size_t errlen)
 }
 
 kvi_err
-kvs_net_listen(kvs_service *svc, const char *url, char *err, size_t errlen)
+kvn_net_listen(kvn_service *svc, const char *url, char *err, size_t errlen)
 {
 	svc->url = kvi_strdup(url);
 	struct sockaddr_storage ss;

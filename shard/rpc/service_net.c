@@ -5,11 +5,11 @@
  *
  * Loop 0 accepts and deals connections out to the loops in turn; a
  * connection then belongs to its loop's thread. A loop reads each complete
- * request, answers an inline kind at once (kvs_answer) and writes the reply
+ * request, answers an inline kind at once (kvn_answer) and writes the reply
  * behind it, and copies any other request into a job for a worker, whose
  * reply comes back through the loop's done queue and an eventfd. A
- * connection stops being read while it has KVS_CONN_JOBS jobs out or more
- * than KVS_OUT_HIGH bytes of replies unwritten, and is read again once
+ * connection stops being read while it has KVN_CONN_JOBS jobs out or more
+ * than KVN_OUT_HIGH bytes of replies unwritten, and is read again once
  * they drain: a peer that stops reading holds at most that much.
  */
 #include <event2/buffer.h>
@@ -31,19 +31,19 @@
 #include "service_int.h"
 
 /* Jobs a connection may have out before it is no longer read. */
-#define KVS_CONN_JOBS 32
+#define KVN_CONN_JOBS 32
 /* Unwritten reply bytes past which a connection is no longer read; it is
  * read again below half of it. */
-#define KVS_OUT_HIGH ((size_t)8 << 20)
+#define KVN_OUT_HIGH ((size_t)8 << 20)
 /* How long a stopping loop waits for its replies to leave. */
-#define KVS_DRAIN_MS 1000
+#define KVN_DRAIN_MS 1000
 /* How long accepting pauses after an error (out of descriptors). */
-#define KVS_ACCEPT_PAUSE_MS 100
+#define KVN_ACCEPT_PAUSE_MS 100
 
-struct kvs_conn {
-	kvs_loop *loop;
+struct kvn_conn {
+	kvn_loop *loop;
 	struct bufferevent *bev;
-	kvs_conn *prev, *next; /* in loop->conns */
+	kvn_conn *prev, *next; /* in loop->conns */
 	int refs;              /* 1 while open, and 1 per job out */
 	int jobs;
 	bool hello;  /* the peer's hello was read */
@@ -52,10 +52,10 @@ struct kvs_conn {
 };
 
 /* The phases a loop is told to go through. */
-enum { KVS_RUN, KVS_QUIET, KVS_STOP };
+enum { KVN_RUN, KVN_QUIET, KVN_STOP };
 
-struct kvs_loop {
-	kvs_service *svc;
+struct kvn_loop {
+	kvn_service *svc;
 	int index;
 	struct event_base *base;
 	int wake_fd;
@@ -67,22 +67,22 @@ struct kvs_loop {
 	bool started;
 	/* shared with other threads, under mu */
 	pthread_mutex_t mu;
-	kvs_job *done, **done_tail;
+	kvn_job *done, **done_tail;
 	int *incoming; /* accepted descriptors dealt to this loop */
 	size_t n_incoming, cap_incoming;
 	int phase;
 	/* the loop thread's */
-	kvs_conn *conns;
+	kvn_conn *conns;
 	bool quiet, stopping;
 	kvp_arena arena;
 };
 
 /* ---- connections --------------------------------------------------------- */
 
-static void kvs_conn_process(kvs_conn *c);
+static void kvs_conn_process(kvn_conn *c);
 
 static void
-kvs_conn_unref(kvs_conn *c)
+kvs_conn_unref(kvn_conn *c)
 {
 	if (--c->refs == 0) {
 		kvi_free(c);
@@ -92,7 +92,7 @@ kvs_conn_unref(kvs_conn *c)
 /* kvs_conn_close drops c's socket; its jobs still out keep c until they
  * come back. */
 static void
-kvs_conn_close(kvs_conn *c, const char *why)
+kvs_conn_close(kvn_conn *c, const char *why)
 {
 	if (c->closed) {
 		return;
@@ -101,7 +101,7 @@ kvs_conn_close(kvs_conn *c, const char *why)
 	c->closed = true;
 	bufferevent_free(c->bev);
 	c->bev = NULL;
-	kvs_loop *loop = c->loop;
+	kvn_loop *loop = c->loop;
 	if (c->prev != NULL) {
 		c->prev->next = c->next;
 	} else {
@@ -115,11 +115,11 @@ kvs_conn_close(kvs_conn *c, const char *why)
 
 /* kvs_conn_readable says whether c may take more requests now. */
 static bool
-kvs_conn_readable(const kvs_conn *c)
+kvs_conn_readable(const kvn_conn *c)
 {
-	return !c->closed && !c->loop->quiet && c->jobs < KVS_CONN_JOBS &&
+	return !c->closed && !c->loop->quiet && c->jobs < KVN_CONN_JOBS &&
 	       evbuffer_get_length(bufferevent_get_output(c->bev)) <
-		   KVS_OUT_HIGH;
+		   KVN_OUT_HIGH;
 }
 
 static void
@@ -132,7 +132,7 @@ kvs_reply_free(const void *data, size_t len, void *msg)
 
 /* kvs_conn_reply writes reply behind the request's header head. */
 static void
-kvs_conn_reply(kvs_conn *c, const uint8_t *head, size_t head_len,
+kvs_conn_reply(kvn_conn *c, const uint8_t *head, size_t head_len,
 	       nng_msg *reply)
 {
 	size_t blen = nng_msg_len(reply);
@@ -149,23 +149,23 @@ kvs_conn_reply(kvs_conn *c, const uint8_t *head, size_t head_len,
 
 /* kvs_conn_request answers or hands off the request data[0..len). */
 static void
-kvs_conn_request(kvs_conn *c, const uint8_t *data, size_t len)
+kvs_conn_request(kvn_conn *c, const uint8_t *data, size_t len)
 {
-	kvs_loop *loop = c->loop;
-	kvs_service *svc = loop->svc;
+	kvn_loop *loop = c->loop;
+	kvn_service *svc = loop->svc;
 	size_t hl = kvi_sp_backtrace_len(data, len);
 	if (hl == 0) {
-		kvs_count(&svc->malformed, 1);
+		kvn_count(&svc->malformed, 1);
 		kvs_conn_close(c, "a request without a request id");
 		return;
 	}
-	nng_msg *reply = kvs_answer(svc, &loop->arena, data + hl, len - hl);
+	nng_msg *reply = kvn_answer(svc, &loop->arena, data + hl, len - hl);
 	kvp_arena_reset(&loop->arena);
 	if (reply != NULL) {
 		kvs_conn_reply(c, data, hl, reply);
 		return;
 	}
-	kvs_job *job = kvi_calloc(1, sizeof(*job));
+	kvn_job *job = kvi_calloc(1, sizeof(*job));
 	job->svc = svc;
 	job->loop = loop;
 	job->conn = c;
@@ -176,15 +176,15 @@ kvs_conn_request(kvs_conn *c, const uint8_t *data, size_t len)
 	memcpy(job->body, data + hl, job->len);
 	c->refs++;
 	c->jobs++;
-	kvs_submit(svc, job);
+	kvn_submit(svc, job);
 }
 
 /* kvs_conn_frame takes the next whole frame off c's input, if there is
  * one; false when there is not (or c was closed). */
 static bool
-kvs_conn_frame(kvs_conn *c)
+kvs_conn_frame(kvn_conn *c)
 {
-	kvs_service *svc = c->loop->svc;
+	kvn_service *svc = c->loop->svc;
 	struct evbuffer *in = bufferevent_get_input(c->bev);
 	size_t have = evbuffer_get_length(in);
 	if (!c->hello) {
@@ -194,7 +194,7 @@ kvs_conn_frame(kvs_conn *c)
 		}
 		evbuffer_remove(in, h, sizeof(h));
 		if (!kvi_sp_hello_is(h, KVI_SP_PROTO_REQ)) {
-			kvs_count(&svc->malformed, 1);
+			kvn_count(&svc->malformed, 1);
 			kvs_conn_close(c, "the peer is not an nng req0 socket");
 			return false;
 		}
@@ -209,7 +209,7 @@ kvs_conn_frame(kvs_conn *c)
 	}
 	if (!kvi_sp_prefix_read(p, svc->ipc, &len) ||
 	    len > KVP_MSG_MAX + 4 * KVI_SP_HOPS_MAX) {
-		kvs_count(&svc->malformed, 1);
+		kvn_count(&svc->malformed, 1);
 		kvs_conn_close(c, "malformed or oversized message frame");
 		return false;
 	}
@@ -229,7 +229,7 @@ kvs_conn_frame(kvs_conn *c)
 /* kvs_conn_process takes c's whole requests while it may, then reads on
  * or pauses. */
 static void
-kvs_conn_process(kvs_conn *c)
+kvs_conn_process(kvn_conn *c)
 {
 	c->refs++; /* c outlives a close in here */
 	while (kvs_conn_readable(c) && kvs_conn_frame(c)) {
@@ -253,15 +253,15 @@ kvs_conn_on_read(struct bufferevent *bev, void *arg)
 	kvs_conn_process(arg);
 }
 
-static void kvs_loop_check_drained(kvs_loop *loop);
+static void kvs_loop_check_drained(kvn_loop *loop);
 
-/* Called when c's output falls to half of KVS_OUT_HIGH: it may be read
+/* Called when c's output falls to half of KVN_OUT_HIGH: it may be read
  * again. */
 static void
 kvs_conn_on_write(struct bufferevent *bev, void *arg)
 {
 	(void)bev;
-	kvs_conn *c = arg;
+	kvn_conn *c = arg;
 	if (c->loop->stopping) {
 		kvs_loop_check_drained(c->loop);
 	} else if (c->paused) {
@@ -273,7 +273,7 @@ static void
 kvs_conn_on_event(struct bufferevent *bev, short what, void *arg)
 {
 	(void)bev;
-	kvs_conn *c = arg;
+	kvn_conn *c = arg;
 	char why[160];
 	if (what & BEV_EVENT_EOF) {
 		snprintf(why, sizeof(why), "closed by the peer");
@@ -281,7 +281,7 @@ kvs_conn_on_event(struct bufferevent *bev, short what, void *arg)
 		snprintf(why, sizeof(why), "%s",
 			 evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
 	}
-	kvs_loop *loop = c->loop;
+	kvn_loop *loop = c->loop;
 	kvs_conn_close(c, why);
 	if (loop->stopping) {
 		kvs_loop_check_drained(loop);
@@ -290,7 +290,7 @@ kvs_conn_on_event(struct bufferevent *bev, short what, void *arg)
 
 /* kvs_conn_open serves the accepted descriptor fd on loop. */
 static void
-kvs_conn_open(kvs_loop *loop, int fd)
+kvs_conn_open(kvn_loop *loop, int fd)
 {
 	if (loop->quiet) {
 		close(fd);
@@ -301,7 +301,7 @@ kvs_conn_open(kvs_loop *loop, int fd)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	}
 	evutil_make_socket_nonblocking(fd);
-	kvs_conn *c = kvi_calloc(1, sizeof(*c));
+	kvn_conn *c = kvi_calloc(1, sizeof(*c));
 	c->loop = loop;
 	c->refs = 1;
 	c->bev = bufferevent_socket_new(loop->base, fd, BEV_OPT_CLOSE_ON_FREE);
@@ -310,7 +310,7 @@ kvs_conn_open(kvs_loop *loop, int fd)
 	}
 	bufferevent_setcb(c->bev, kvs_conn_on_read, kvs_conn_on_write,
 			  kvs_conn_on_event, c);
-	bufferevent_setwatermark(c->bev, EV_WRITE, KVS_OUT_HIGH / 2, 0);
+	bufferevent_setwatermark(c->bev, EV_WRITE, KVN_OUT_HIGH / 2, 0);
 	uint8_t h[KVI_SP_HELLO_LEN];
 	kvi_sp_hello(h, KVI_SP_PROTO_REP);
 	bufferevent_write(c->bev, h, sizeof(h));
@@ -324,18 +324,18 @@ kvs_conn_open(kvs_loop *loop, int fd)
 
 /* kvs_conn_done writes a worker's reply to its connection, if still open. */
 static void
-kvs_conn_done(kvs_job *job)
+kvs_conn_done(kvn_job *job)
 {
-	kvs_conn *c = job->conn;
+	kvn_conn *c = job->conn;
 	if (c->closed || job->reply == NULL) {
-		kvs_net_drop(job);
+		kvn_net_drop(job);
 		return;
 	}
 	c->jobs--;
 	kvs_conn_reply(c, job->head, job->head_len, job->reply);
 	job->reply = NULL;
 	job->conn = NULL;
-	kvs_net_drop(job);
+	kvn_net_drop(job);
 	if (c->paused && !c->loop->stopping) {
 		kvs_conn_process(c);
 	}
@@ -346,7 +346,7 @@ kvs_conn_done(kvs_job *job)
 
 /* kvs_loop_wake makes loop run kvs_loop_on_wake; under loop->mu. */
 static void
-kvs_loop_wake(kvs_loop *loop)
+kvs_loop_wake(kvn_loop *loop)
 {
 	uint64_t one = 1;
 	if (write(loop->wake_fd, &one, sizeof(one)) < 0) {
@@ -355,9 +355,9 @@ kvs_loop_wake(kvs_loop *loop)
 }
 
 static void
-kvs_loop_check_drained(kvs_loop *loop)
+kvs_loop_check_drained(kvn_loop *loop)
 {
-	for (kvs_conn *c = loop->conns; c != NULL; c = c->next) {
+	for (kvn_conn *c = loop->conns; c != NULL; c = c->next) {
 		if (evbuffer_get_length(bufferevent_get_output(c->bev)) > 0) {
 			return;
 		}
@@ -366,7 +366,7 @@ kvs_loop_check_drained(kvs_loop *loop)
 }
 
 static void
-kvs_loop_go_quiet(kvs_loop *loop)
+kvs_loop_go_quiet(kvn_loop *loop)
 {
 	if (loop->quiet) {
 		return;
@@ -376,7 +376,7 @@ kvs_loop_go_quiet(kvs_loop *loop)
 		evconnlistener_free(loop->lev); /* closes the socket */
 		loop->lev = NULL;
 	}
-	for (kvs_conn *c = loop->conns; c != NULL; c = c->next) {
+	for (kvn_conn *c = loop->conns; c != NULL; c = c->next) {
 		bufferevent_disable(c->bev, EV_READ);
 	}
 }
@@ -385,13 +385,13 @@ static void
 kvs_loop_on_wake(evutil_socket_t fd, short what, void *arg)
 {
 	(void)what;
-	kvs_loop *loop = arg;
+	kvn_loop *loop = arg;
 	uint64_t n;
 	if (read(fd, &n, sizeof(n)) < 0) {
 		/* EAGAIN: woken twice for one write */
 	}
 	pthread_mutex_lock(&loop->mu);
-	kvs_job *done = loop->done;
+	kvn_job *done = loop->done;
 	loop->done = NULL;
 	loop->done_tail = &loop->done;
 	int in[64];
@@ -408,21 +408,21 @@ kvs_loop_on_wake(evutil_socket_t fd, short what, void *arg)
 	int phase = loop->phase;
 	pthread_mutex_unlock(&loop->mu);
 
-	if (phase >= KVS_QUIET) {
+	if (phase >= KVN_QUIET) {
 		kvs_loop_go_quiet(loop);
 	}
 	for (size_t i = 0; i < n_in; i++) {
 		kvs_conn_open(loop, in[i]);
 	}
 	while (done != NULL) {
-		kvs_job *job = done;
+		kvn_job *job = done;
 		done = job->next;
 		kvs_conn_done(job);
 	}
-	if (phase == KVS_STOP && !loop->stopping) {
+	if (phase == KVN_STOP && !loop->stopping) {
 		loop->stopping = true;
-		struct timeval tv = {KVS_DRAIN_MS / 1000,
-				     (KVS_DRAIN_MS % 1000) * 1000};
+		struct timeval tv = {KVN_DRAIN_MS / 1000,
+				     (KVN_DRAIN_MS % 1000) * 1000};
 		evtimer_add(loop->drain, &tv);
 		kvs_loop_check_drained(loop);
 	}
@@ -433,7 +433,7 @@ kvs_loop_on_drain(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
-	kvs_loop *loop = arg;
+	kvn_loop *loop = arg;
 	event_base_loopbreak(loop->base);
 }
 
@@ -444,15 +444,15 @@ kvs_loop_on_accept(struct evconnlistener *lev, evutil_socket_t fd,
 	(void)lev;
 	(void)sa;
 	(void)salen;
-	kvs_loop *loop0 = arg;
-	kvs_service *svc = loop0->svc;
+	kvn_loop *loop0 = arg;
+	kvn_service *svc = loop0->svc;
 	unsigned i =
 	    atomic_fetch_add(&svc->next_loop, 1) % (unsigned)svc->n_loops;
 	if (i == 0) {
 		kvs_conn_open(loop0, fd);
 		return;
 	}
-	kvs_loop *loop = svc->loops[i];
+	kvn_loop *loop = svc->loops[i];
 	pthread_mutex_lock(&loop->mu);
 	if (loop->n_incoming == loop->cap_incoming) {
 		loop->cap_incoming =
@@ -468,12 +468,12 @@ kvs_loop_on_accept(struct evconnlistener *lev, evutil_socket_t fd,
 static void
 kvs_loop_on_accept_error(struct evconnlistener *lev, void *arg)
 {
-	kvs_loop *loop = arg;
+	kvn_loop *loop = arg;
 	int e = EVUTIL_SOCKET_ERROR();
 	KVI_WARN("rpc_accept_failed", "error=\"%s\" pause_ms=%d",
-		 evutil_socket_error_to_string(e), KVS_ACCEPT_PAUSE_MS);
+		 evutil_socket_error_to_string(e), KVN_ACCEPT_PAUSE_MS);
 	evconnlistener_disable(lev);
-	struct timeval tv = {0, KVS_ACCEPT_PAUSE_MS * 1000};
+	struct timeval tv = {0, KVN_ACCEPT_PAUSE_MS * 1000};
 	evtimer_add(loop->accept_pause, &tv);
 }
 
@@ -482,7 +482,7 @@ kvs_loop_on_accept_pause(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
-	kvs_loop *loop = arg;
+	kvn_loop *loop = arg;
 	if (loop->lev != NULL) {
 		evconnlistener_enable(loop->lev);
 	}
@@ -491,7 +491,7 @@ kvs_loop_on_accept_pause(evutil_socket_t fd, short what, void *arg)
 static void *
 kvs_loop_main(void *arg)
 {
-	kvs_loop *loop = arg;
+	kvn_loop *loop = arg;
 	char name[16];
 	snprintf(name, sizeof(name), "kvs-rpc-%d", loop->index);
 	pthread_setname_np(pthread_self(), name);
@@ -499,10 +499,10 @@ kvs_loop_main(void *arg)
 	return NULL;
 }
 
-static kvs_loop *
-kvs_loop_alloc(kvs_service *svc, int index)
+static kvn_loop *
+kvs_loop_alloc(kvn_service *svc, int index)
 {
-	kvs_loop *loop = kvi_calloc(1, sizeof(*loop));
+	kvn_loop *loop = kvi_calloc(1, sizeof(*loop));
 	loop->svc = svc;
 	loop->index = index;
 	pthread_mutex_init(&loop->mu, NULL);
@@ -527,12 +527,12 @@ kvs_loop_alloc(kvs_service *svc, int index)
 
 /* kvs_loop_free closes what loop still holds; its thread has stopped. */
 static void
-kvs_loop_free(kvs_loop *loop)
+kvs_loop_free(kvn_loop *loop)
 {
 	while (loop->done != NULL) {
-		kvs_job *job = loop->done;
+		kvn_job *job = loop->done;
 		loop->done = job->next;
-		kvs_net_drop(job);
+		kvn_net_drop(job);
 	}
 	while (loop->conns != NULL) {
 		kvs_conn_close(loop->conns, "the service stopped");
@@ -555,14 +555,14 @@ kvs_loop_free(kvs_loop *loop)
 }
 
 kvi_err
-kvs_net_start(kvs_service *svc, int n_loops, char *err, size_t errlen)
+kvn_net_start(kvn_service *svc, int n_loops, char *err, size_t errlen)
 {
-	svc->loops = kvi_calloc((size_t)n_loops, sizeof(kvs_loop *));
+	svc->loops = kvi_calloc((size_t)n_loops, sizeof(kvn_loop *));
 	svc->n_loops = n_loops;
 	for (int i = 0; i < n_loops; i++) {
 		svc->loops[i] = kvs_loop_alloc(svc, i);
 	}
-	kvs_loop *loop0 = svc->loops[0];
+	kvn_loop *loop0 = svc->loops[0];
 	loop0->lev = evconnlistener_new(
 	    loop0->base, kvs_loop_on_accept, loop0,
 	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, svc->listen_fd);
@@ -574,7 +574,7 @@ kvs_net_start(kvs_service *svc, int n_loops, char *err, size_t errlen)
 	svc->listen_fd = -1; /* the listener's now */
 	evconnlistener_set_error_cb(loop0->lev, kvs_loop_on_accept_error);
 	for (int i = 0; i < n_loops; i++) {
-		kvs_loop *loop = svc->loops[i];
+		kvn_loop *loop = svc->loops[i];
 		if (pthread_create(&loop->thread, NULL, kvs_loop_main, loop) !=
 		    0) {
 			kvi_msgf(err, errlen, "cannot start loop thread %d", i);
@@ -587,10 +587,10 @@ kvs_net_start(kvs_service *svc, int n_loops, char *err, size_t errlen)
 
 /* kvs_net_phase tells every loop to go to phase. */
 static void
-kvs_net_phase(kvs_service *svc, int phase)
+kvs_net_phase(kvn_service *svc, int phase)
 {
 	for (int i = 0; i < svc->n_loops; i++) {
-		kvs_loop *loop = svc->loops[i];
+		kvn_loop *loop = svc->loops[i];
 		pthread_mutex_lock(&loop->mu);
 		loop->phase = phase;
 		kvs_loop_wake(loop);
@@ -599,15 +599,15 @@ kvs_net_phase(kvs_service *svc, int phase)
 }
 
 void
-kvs_net_quiet(kvs_service *svc)
+kvn_net_quiet(kvn_service *svc)
 {
-	kvs_net_phase(svc, KVS_QUIET);
+	kvs_net_phase(svc, KVN_QUIET);
 }
 
 void
-kvs_net_stop(kvs_service *svc)
+kvn_net_stop(kvn_service *svc)
 {
-	kvs_net_phase(svc, KVS_STOP);
+	kvs_net_phase(svc, KVN_STOP);
 	for (int i = 0; i < svc->n_loops; i++) {
 		if (svc->loops[i]->started) {
 			pthread_join(svc->loops[i]->thread, NULL);
@@ -629,11 +629,11 @@ kvs_net_stop(kvs_service *svc)
 }
 
 void
-kvs_net_drop(kvs_job *job)
+kvn_net_drop(kvn_job *job)
 {
-	kvs_conn *c = job->conn;
+	kvn_conn *c = job->conn;
 	if (c != NULL) {
-		kvs_count(&job->svc->send_failures, 1);
+		kvn_count(&job->svc->send_failures, 1);
 		c->jobs--;
 		kvs_conn_unref(c);
 	}
@@ -645,9 +645,9 @@ kvs_net_drop(kvs_job *job)
 }
 
 void
-kvs_net_done(kvs_job *job)
+kvn_net_done(kvn_job *job)
 {
-	kvs_loop *loop = job->loop;
+	kvn_loop *loop = job->loop;
 	job->next = NULL;
 	pthread_mutex_lock(&loop->mu);
 	*loop->done_tail = job;

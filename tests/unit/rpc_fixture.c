@@ -257,23 +257,23 @@ fake_start(fake_shard *f, int port)
 	pthread_mutex_init(&f->mu, NULL);
 	char url[64], err[256];
 	snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", port);
-	kvi_err rv = kvs_service_start(url, 4, fake_handler, f, &f->svc, err,
+	kvi_err rv = kvn_service_start(url, 4, fake_handler, f, &f->svc, err,
 				       sizeof(err));
 	if (rv != KVI_OK) {
-		fail_msg("kvs_service_start %s: %s", url, err);
+		fail_msg("kvn_service_start %s: %s", url, err);
 	}
-	assert_true(kvs_service_port(f->svc) > 0);
+	assert_true(kvn_service_port(f->svc) > 0);
 	if (port != 0) {
-		assert_int_equal(kvs_service_port(f->svc), port);
+		assert_int_equal(kvn_service_port(f->svc), port);
 	}
 	snprintf(f->url, sizeof(f->url), "tcp://127.0.0.1:%d",
-		 kvs_service_port(f->svc));
+		 kvn_service_port(f->svc));
 }
 
 void
 fake_stop(fake_shard *f)
 {
-	kvs_service_free(f->svc);
+	kvn_service_free(f->svc);
 	f->svc = NULL;
 	pthread_mutex_destroy(&f->mu);
 }

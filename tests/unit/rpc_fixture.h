@@ -2,7 +2,7 @@
  * rpc_fixture.h - what the rpc tests (test_rpc_envelope.c, test_rpc_calls.c,
  * test_rpc_timeouts.c) share.
  *
- * A fake shard: a real kvs_service on a loopback port whose handler answers
+ * A fake shard: a real kvn_service on a loopback port whose handler answers
  * from the request itself (a match per seq hash, a rank per instance, fixed
  * status and dump bodies) and keeps the last request it saw. Some keys make
  * it misbehave: assign "slow" sleeps SLOW_MS, assign "fail" answers EEXIST,
@@ -33,7 +33,7 @@
 /* A shard whose handler answers from the request itself and keeps the last
  * request it saw, packed. */
 typedef struct fake_shard {
-	kvs_service *svc;
+	kvn_service *svc;
 	char url[64];
 	pthread_mutex_t mu;
 	uint8_t last[8192]; /* the last request, packed again */
@@ -60,7 +60,7 @@ void sleep_ms(int ms);
 /* free_port returns a loopback TCP port that nothing listens on now. */
 int free_port(void);
 
-/* fake_handler is the fake shard's kvs_handler; arg is its fake_shard. */
+/* fake_handler is the fake shard's kvn_handler; arg is its fake_shard. */
 void fake_handler(void *arg, const Kvindex__Request *req,
 		  Kvindex__Response *resp, kvp_arena *arena);
 

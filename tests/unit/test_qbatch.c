@@ -146,7 +146,7 @@ job_fini(job *j)
 }
 
 typedef struct env {
-	kvs_service *svc;
+	kvn_service *svc;
 	kvp_client *client;
 	kvc_qbatch *b;
 } env;
@@ -155,12 +155,12 @@ static void
 env_start(env *e, int inflight, size_t max_batch)
 {
 	char err[256];
-	assert_int_equal(kvs_service_start("tcp://127.0.0.1:0", 2, handler,
+	assert_int_equal(kvn_service_start("tcp://127.0.0.1:0", 2, handler,
 					   NULL, &e->svc, err, sizeof(err)),
 			 KVI_OK);
 	char url[64];
 	snprintf(url, sizeof(url), "tcp://127.0.0.1:%d",
-		 kvs_service_port(e->svc));
+		 kvn_service_port(e->svc));
 	assert_int_equal(kvp_client_open(url, &e->client), KVI_OK);
 	e->b = kvc_qbatch_alloc(e->client, inflight, max_batch);
 	atomic_store(&messages, 0);
@@ -174,7 +174,7 @@ env_stop(env *e)
 {
 	kvp_client_close(e->client);
 	kvc_qbatch_free(e->b);
-	kvs_service_free(e->svc);
+	kvn_service_free(e->svc);
 }
 
 #define JOBS 64

@@ -102,7 +102,7 @@ test_calls_and_a_shard_that_comes_back(void **state)
 	(void)state;
 	fake_shard f;
 	fake_start(&f, 0);
-	int port = kvs_service_port(f.svc);
+	int port = kvn_service_port(f.svc);
 	struct event_base *base = event_base_new();
 	kvc_qlink *l = kvc_qlink_open(base, NULL, f.url);
 	assert_non_null(l);
@@ -185,7 +185,7 @@ test_host_name_with_two_addresses(void **state)
 	(void)state;
 	fake_shard f;
 	fake_start(&f, 0); /* on 127.0.0.1 only */
-	int port = kvs_service_port(f.svc);
+	int port = kvn_service_port(f.svc);
 	char hosts[256];
 	snprintf(hosts, sizeof(hosts), "%s/kvi-qlink-hosts-XXXXXX",
 		 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");

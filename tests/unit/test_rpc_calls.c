@@ -279,21 +279,21 @@ test_service_stats(void **state)
 	req.version = KVP_VERSION;
 	kvindex__response__free_unpacked(raw_call_request(f.url, &req), NULL);
 
-	kvs_stats st;
-	kvs_service_stats(f.svc, &st);
-	assert_int_equal(st.requests[KVS_KIND_QUERY], 2);
-	assert_int_equal(st.errors[KVS_KIND_QUERY], 0);
-	assert_int_equal(st.requests[KVS_KIND_ASSIGN], 1);
-	assert_int_equal(st.errors[KVS_KIND_ASSIGN], 1);
-	assert_int_equal(st.requests[KVS_KIND_STATUS], 1);
-	assert_int_equal(st.errors[KVS_KIND_STATUS], 1);
-	assert_int_equal(st.requests[KVS_KIND_DUMP], 0);
+	kvn_stats st;
+	kvn_service_stats(f.svc, &st);
+	assert_int_equal(st.requests[KVN_KIND_QUERY], 2);
+	assert_int_equal(st.errors[KVN_KIND_QUERY], 0);
+	assert_int_equal(st.requests[KVN_KIND_ASSIGN], 1);
+	assert_int_equal(st.errors[KVN_KIND_ASSIGN], 1);
+	assert_int_equal(st.requests[KVN_KIND_STATUS], 1);
+	assert_int_equal(st.errors[KVN_KIND_STATUS], 1);
+	assert_int_equal(st.requests[KVN_KIND_DUMP], 0);
 	assert_int_equal(st.malformed, 1);
 	assert_int_equal(st.version_mismatches, 1);
 	assert_int_equal(st.no_body, 1);
 	assert_int_equal(st.bad_responses, 1);
 	assert_int_equal(st.send_failures, 0);
-	assert_string_equal(kvs_kind_name(KVS_KIND_UNASSIGN), "unassign");
+	assert_string_equal(kvn_kind_name(KVN_KIND_UNASSIGN), "unassign");
 	kvp_client_close(c);
 	fake_stop(&f);
 }

@@ -135,8 +135,8 @@ closed(int fd)
 static uint64_t
 malformed(void)
 {
-	kvs_stats st;
-	kvs_service_stats(g_shard.svc, &st);
+	kvn_stats st;
+	kvn_service_stats(g_shard.svc, &st);
 	return st.malformed;
 }
 
@@ -148,7 +148,7 @@ static void
 test_pipelined_out_of_order(void **state)
 {
 	(void)state;
-	int fd = dial_tcp(kvs_service_port(g_shard.svc));
+	int fd = dial_tcp(kvn_service_port(g_shard.svc));
 	hello(fd);
 	Kvindex__Request slow, q;
 	Kvindex__AssignRequest ar;
@@ -177,7 +177,7 @@ test_bad_frames(void **state)
 {
 	(void)state;
 	uint64_t before = malformed();
-	int port = kvs_service_port(g_shard.svc);
+	int port = kvn_service_port(g_shard.svc);
 
 	/* a hello of another protocol (a pub socket's, 0x20) */
 	int fd = dial_tcp(port);
@@ -236,7 +236,7 @@ test_peer_that_never_reads(void **state)
 	(void)state;
 	fake_shard f;
 	fake_start(&f, 0);
-	int fd = dial_tcp(kvs_service_port(f.svc));
+	int fd = dial_tcp(kvn_service_port(f.svc));
 	int rcvbuf = 64 << 10;
 	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
 	hello(fd);
@@ -315,15 +315,15 @@ test_ipc(void **state)
 	fake_shard f;
 	memset(&f, 0, sizeof(f));
 	pthread_mutex_init(&f.mu, NULL);
-	kvs_service_opts o = {.url = url, .workers = 2, .loops = 3};
+	kvn_service_opts o = {.url = url, .workers = 2, .loops = 3};
 	assert_int_equal(
-	    kvs_service_open(&o, fake_handler, &f, &f.svc, err, sizeof(err)),
+	    kvn_service_open(&o, fake_handler, &f, &f.svc, err, sizeof(err)),
 	    KVI_OK);
-	assert_int_equal(kvs_service_port(f.svc), 0);
+	assert_int_equal(kvn_service_port(f.svc), 0);
 
-	kvs_service *again = NULL;
+	kvn_service *again = NULL;
 	assert_int_equal(
-	    kvs_service_open(&o, fake_handler, &f, &again, err, sizeof(err)),
+	    kvn_service_open(&o, fake_handler, &f, &again, err, sizeof(err)),
 	    KVI_EIO);
 	assert_null(again);
 
@@ -359,23 +359,23 @@ test_listen_forms(void **state)
 	const char *ok[] = {"tcp://*:0", "tcp://:0", "tcp://localhost:0",
 			    "tcp4://127.0.0.1:0", "tcp://[::1]:0"};
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
-		kvs_service *svc = NULL;
-		kvi_err rv = kvs_service_start(ok[i], 1, fake_handler, NULL,
+		kvn_service *svc = NULL;
+		kvi_err rv = kvn_service_start(ok[i], 1, fake_handler, NULL,
 					       &svc, err, sizeof(err));
 		if (rv != KVI_OK && strstr(ok[i], "::1") != NULL) {
 			continue; /* a host without IPv6 loopback */
 		}
 		assert_int_equal(rv, KVI_OK);
-		assert_true(kvs_service_port(svc) > 0);
-		kvs_service_free(svc);
+		assert_true(kvn_service_port(svc) > 0);
+		kvn_service_free(svc);
 	}
 	const char *bad[] = {"tcp://127.0.0.1", "udp://127.0.0.1:1",
 			     "tcp://no-such-host.invalid:0", "ipc://",
 			     "tcp://192.0.2.1:0"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		kvs_service *svc = NULL;
+		kvn_service *svc = NULL;
 		err[0] = '\0';
-		assert_int_equal(kvs_service_start(bad[i], 1, fake_handler,
+		assert_int_equal(kvn_service_start(bad[i], 1, fake_handler,
 						   NULL, &svc, err,
 						   sizeof(err)),
 				 KVI_EINVAL);
