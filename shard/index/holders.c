@@ -26,7 +26,7 @@ kvx_hold_fini(kvx_holdmap *h)
 }
 
 static void
-kvx_seqs_add(kvx_stripe *st, int64_t d)
+seqs_add(kvx_stripe *st, int64_t d)
 {
 	atomic_store_explicit(
 	    &st->seqs,
@@ -36,11 +36,11 @@ kvx_seqs_add(kvx_stripe *st, int64_t d)
 
 /* ---- the pool ------------------------------------------------------ */
 
-/* kvx_block_size returns the size class of a list of n holders (n >= 2)
+/* block_size returns the size class of a list of n holders (n >= 2)
  * and sets *words to the size of its block: the smallest of 3, 4, 6, 8,
  * 12, 16, ... that holds n + 1 words. */
 static uint32_t
-kvx_block_size(uint32_t n, size_t *words)
+block_size(uint32_t n, size_t *words)
 {
 	uint32_t w = n + 1;
 	if (w <= 3) {
@@ -54,10 +54,10 @@ kvx_block_size(uint32_t n, size_t *words)
 	return 2 * (b - 1) + (w > small);
 }
 
-/* kvx_pool_grow makes room for at least need more words in st's pool. It
+/* pool_grow makes room for at least need more words in st's pool. It
  * may move the pool. */
 static void
-kvx_pool_grow(kvx_stripe *st, size_t need)
+pool_grow(kvx_stripe *st, size_t need)
 {
 	if (st->pool_used == 0) {
 		st->pool_used = 1; /* offset 0 marks "no block" */
@@ -92,19 +92,19 @@ kvx_pool_grow(kvx_stripe *st, size_t need)
 	st->pool_cap = next;
 }
 
-/* kvx_list_alloc returns the offset of a block for a list of n holders,
+/* list_alloc returns the offset of a block for a list of n holders,
  * its first word set to n. It may move the pool. */
 static uint32_t
-kvx_list_alloc(kvx_stripe *st, uint32_t n)
+list_alloc(kvx_stripe *st, uint32_t n)
 {
 	size_t words;
-	uint32_t c = kvx_block_size(n, &words);
+	uint32_t c = block_size(n, &words);
 	uint32_t off = st->free_head[c];
 	if (off != 0) {
 		st->free_head[c] = st->pool[off];
 	} else {
 		if (st->pool_used + words > st->pool_cap) {
-			kvx_pool_grow(st, words);
+			pool_grow(st, words);
 		}
 		off = (uint32_t)st->pool_used;
 		st->pool_used += words;
@@ -113,29 +113,29 @@ kvx_list_alloc(kvx_stripe *st, uint32_t n)
 	return off;
 }
 
-/* kvx_list_release frees the block at off, which holds a list of n. */
+/* list_release frees the block at off, which holds a list of n. */
 static void
-kvx_list_release(kvx_stripe *st, uint32_t off, uint32_t n)
+list_release(kvx_stripe *st, uint32_t off, uint32_t n)
 {
 	size_t words;
-	uint32_t c = kvx_block_size(n, &words);
+	uint32_t c = block_size(n, &words);
 	st->pool[off] = st->free_head[c];
 	st->free_head[c] = off;
 }
 
-/* kvx_list_fits says whether a list of n holders can take the block of
+/* list_fits says whether a list of n holders can take the block of
  * one of m holders: sizes depend only on the length. */
 static bool
-kvx_list_fits(uint32_t n, uint32_t m)
+list_fits(uint32_t n, uint32_t m)
 {
 	size_t wn, wm;
-	return kvx_block_size(n, &wn) == kvx_block_size(m, &wm);
+	return block_size(n, &wn) == block_size(m, &wm);
 }
 
-/* kvx_list_pos returns the position of lid in the n holders h, or where
+/* list_pos returns the position of lid in the n holders h, or where
  * it would go. */
 static uint32_t
-kvx_list_pos(const uint32_t *h, uint32_t n, uint32_t lid, bool *found)
+list_pos(const uint32_t *h, uint32_t n, uint32_t lid, bool *found)
 {
 	uint32_t lo = 0, hi = n;
 	/* Lists grow by appends in id order most of the time: look at the
@@ -182,7 +182,7 @@ kvx_hold_word_tiers(const kvx_stripe *st, uint32_t w, uint32_t lid)
 	}
 	const uint32_t *l = &st->pool[w & ~KVX_LIST_FLAG];
 	bool found;
-	uint32_t pos = kvx_list_pos(l + 1, l[0], lid, &found);
+	uint32_t pos = list_pos(l + 1, l[0], lid, &found);
 	return found ? KVX_HOLDER_TIERS(l[1 + pos]) : 0;
 }
 
@@ -196,25 +196,25 @@ kvx_hold_drop(kvx_stripe *st, uint64_t seq, uint32_t lid)
 	if (!(w->w & KVX_LIST_FLAG)) {
 		if (KVX_HOLDER_LID(w->w) == lid) {
 			kvx_seqmap_remove(&st->map, seq, NULL);
-			kvx_seqs_add(st, -1);
+			seqs_add(st, -1);
 		}
 		return;
 	}
 	uint32_t off = w->w & ~KVX_LIST_FLAG;
 	uint32_t n = st->pool[off];
 	bool found;
-	uint32_t pos = kvx_list_pos(&st->pool[off + 1], n, lid, &found);
+	uint32_t pos = list_pos(&st->pool[off + 1], n, lid, &found);
 	if (!found) {
 		return;
 	}
 	if (n == 2) {
 		w->w = st->pool[off + 1 + (pos == 0)]; /* back inline */
-		kvx_list_release(st, off, n);
+		list_release(st, off, n);
 		return;
 	}
 	uint32_t to = off;
-	if (!kvx_list_fits(n - 1, n)) {
-		to = kvx_list_alloc(st, n - 1);
+	if (!list_fits(n - 1, n)) {
+		to = list_alloc(st, n - 1);
 		memcpy(&st->pool[to + 1], &st->pool[off + 1],
 		       pos * sizeof(uint32_t));
 	}
@@ -222,7 +222,7 @@ kvx_hold_drop(kvx_stripe *st, uint64_t seq, uint32_t lid)
 		(n - pos - 1) * sizeof(uint32_t));
 	st->pool[to] = n - 1;
 	if (to != off) {
-		kvx_list_release(st, off, n);
+		list_release(st, off, n);
 		w->w = KVX_LIST_FLAG | to;
 	}
 }
@@ -235,7 +235,7 @@ kvx_hold_put(kvx_stripe *st, uint64_t seq, uint32_t lid, uint8_t tiers)
 	uint32_t word = KVX_HOLDER(lid, tiers);
 	if (added) {
 		w->w = word;
-		kvx_seqs_add(st, 1);
+		seqs_add(st, 1);
 		return 0;
 	}
 	if (!(w->w & KVX_LIST_FLAG)) {
@@ -245,7 +245,7 @@ kvx_hold_put(kvx_stripe *st, uint64_t seq, uint32_t lid, uint8_t tiers)
 			return old;
 		}
 		uint32_t other = w->w;
-		uint32_t off = kvx_list_alloc(st, 2);
+		uint32_t off = list_alloc(st, 2);
 		bool first = KVX_HOLDER_LID(other) < lid;
 		st->pool[off + 1] = first ? other : word;
 		st->pool[off + 2] = first ? word : other;
@@ -255,15 +255,15 @@ kvx_hold_put(kvx_stripe *st, uint64_t seq, uint32_t lid, uint8_t tiers)
 	uint32_t off = w->w & ~KVX_LIST_FLAG;
 	uint32_t n = st->pool[off];
 	bool found;
-	uint32_t pos = kvx_list_pos(&st->pool[off + 1], n, lid, &found);
+	uint32_t pos = list_pos(&st->pool[off + 1], n, lid, &found);
 	if (found) {
 		uint8_t old = KVX_HOLDER_TIERS(st->pool[off + 1 + pos]);
 		st->pool[off + 1 + pos] = word;
 		return old;
 	}
 	uint32_t to = off;
-	if (!kvx_list_fits(n + 1, n)) {
-		to = kvx_list_alloc(st, n + 1); /* may move the pool */
+	if (!list_fits(n + 1, n)) {
+		to = list_alloc(st, n + 1); /* may move the pool */
 		memcpy(&st->pool[to + 1], &st->pool[off + 1],
 		       pos * sizeof(uint32_t));
 	}
@@ -272,7 +272,7 @@ kvx_hold_put(kvx_stripe *st, uint64_t seq, uint32_t lid, uint8_t tiers)
 	st->pool[to + 1 + pos] = word;
 	st->pool[to] = n + 1;
 	if (to != off) {
-		kvx_list_release(st, off, n);
+		list_release(st, off, n);
 		w->w = KVX_LIST_FLAG | to;
 	}
 	return 0;

@@ -8,9 +8,9 @@
 
 #include "alloc.h"
 
-/* kvx_img_digest_new returns a fresh XXH3-64 state. */
+/* img_digest_new returns a fresh XXH3-64 state. */
 static XXH3_state_t *
-kvx_img_digest_new(void)
+img_digest_new(void)
 {
 	XXH3_state_t *xs = XXH3_createState();
 	if (xs == NULL) {
@@ -23,7 +23,7 @@ kvx_img_digest_new(void)
 /* ---- writing ------------------------------------------------------- */
 
 static void
-kvx_imgw_write(kvx_imgw *w, const void *p, size_t n)
+imgw_write(kvx_imgw *w, const void *p, size_t n)
 {
 	const uint8_t *b = p;
 	while (w->err == 0 && n > 0) {
@@ -41,9 +41,9 @@ kvx_imgw_write(kvx_imgw *w, const void *p, size_t n)
 }
 
 static void
-kvx_imgw_flush(kvx_imgw *w)
+imgw_flush(kvx_imgw *w)
 {
-	kvx_imgw_write(w, w->buf, w->used);
+	imgw_write(w, w->buf, w->used);
 	w->used = 0;
 }
 
@@ -53,7 +53,7 @@ kvx_imgw_init(kvx_imgw *w, int fd)
 	memset(w, 0, sizeof(*w));
 	w->fd = fd;
 	w->buf = kvi_malloc(KVX_IMG_BUF);
-	w->xs = kvx_img_digest_new();
+	w->xs = img_digest_new();
 }
 
 void
@@ -74,12 +74,12 @@ kvx_imgw_raw(kvx_imgw *w, const void *p, size_t n)
 		return;
 	}
 	if (n >= KVX_IMG_BUF / 4) {
-		kvx_imgw_flush(w);
-		kvx_imgw_write(w, p, n);
+		imgw_flush(w);
+		imgw_write(w, p, n);
 		return;
 	}
 	if (w->used + n > KVX_IMG_BUF) {
-		kvx_imgw_flush(w);
+		imgw_flush(w);
 	}
 	memcpy(w->buf + w->used, p, n);
 	w->used += n;
@@ -90,11 +90,11 @@ kvx_imgw_finish(kvx_imgw *w)
 {
 	uint64_t d = XXH3_64bits_digest(w->xs);
 	if (w->used + sizeof(d) > KVX_IMG_BUF) {
-		kvx_imgw_flush(w);
+		imgw_flush(w);
 	}
 	memcpy(w->buf + w->used, &d, sizeof(d));
 	w->used += sizeof(d);
-	kvx_imgw_flush(w);
+	imgw_flush(w);
 	XXH3_freeState(w->xs);
 	kvi_free(w->buf);
 	w->xs = NULL;
@@ -113,9 +113,9 @@ kvx_imgr_fail(kvx_imgr *r, const char *why)
 	return false;
 }
 
-/* kvx_imgr_read reads exactly n bytes from the file into p. */
+/* imgr_read reads exactly n bytes from the file into p. */
 static bool
-kvx_imgr_read(kvx_imgr *r, uint8_t *p, size_t n)
+imgr_read(kvx_imgr *r, uint8_t *p, size_t n)
 {
 	while (n > 0) {
 		ssize_t k = read(r->fd, p, n);
@@ -141,7 +141,7 @@ kvx_imgr_init(kvx_imgr *r, int fd, uint64_t off, uint64_t body_len)
 	memset(r, 0, sizeof(*r));
 	r->fd = fd;
 	r->buf = kvi_malloc(KVX_IMG_BUF);
-	r->xs = kvx_img_digest_new();
+	r->xs = img_digest_new();
 	r->left = body_len;
 	if (lseek(fd, (off_t)off, SEEK_SET) != (off_t)off) {
 		char why[96];
@@ -167,7 +167,7 @@ kvx_imgr_get(kvx_imgr *r, void *p, size_t n)
 	r->pos += take;
 	size_t rest = n - take;
 	if (rest >= KVX_IMG_BUF / 4) {
-		if (!kvx_imgr_read(r, out + take, rest)) {
+		if (!imgr_read(r, out + take, rest)) {
 			return false;
 		}
 	} else if (rest > 0) {
@@ -175,7 +175,7 @@ kvx_imgr_get(kvx_imgr *r, void *p, size_t n)
 		 * so the digest stays in the file */
 		uint64_t body = r->left - n + rest;
 		size_t want = body < KVX_IMG_BUF ? (size_t)body : KVX_IMG_BUF;
-		if (!kvx_imgr_read(r, r->buf, want)) {
+		if (!imgr_read(r, r->buf, want)) {
 			return false;
 		}
 		r->pos = rest;
@@ -196,7 +196,7 @@ kvx_imgr_finish(kvx_imgr *r)
 				      "header gives");
 	}
 	uint64_t d = 0;
-	if (ok && !kvx_imgr_read(r, (uint8_t *)&d, sizeof(d))) {
+	if (ok && !imgr_read(r, (uint8_t *)&d, sizeof(d))) {
 		ok = false;
 	}
 	if (ok && d != XXH3_64bits_digest(r->xs)) {
@@ -219,7 +219,7 @@ kvx_imgr_free(kvx_imgr *r)
 bool
 kvx_img_body_intact(int fd, uint64_t off, uint64_t body_len)
 {
-	XXH3_state_t *xs = kvx_img_digest_new();
+	XXH3_state_t *xs = img_digest_new();
 	uint8_t *buf = kvi_malloc(KVX_IMG_BUF);
 	uint64_t at = off, end = off + body_len, d = 0;
 	bool ok = true;

@@ -14,7 +14,7 @@
 /* ---- listeners ----------------------------------------------------- */
 
 static kvx_part *
-kvx_part_find(const kvx_index *idx, const char *model)
+part_find(const kvx_index *idx, const char *model)
 {
 	for (kvx_part *p = idx->parts; p != NULL; p = p->next) {
 		if (strcmp(p->model, model) == 0) {
@@ -25,7 +25,7 @@ kvx_part_find(const kvx_index *idx, const char *model)
 }
 
 static kvx_part *
-kvx_part_new(kvx_index *idx, const char *model, uint32_t block_size)
+part_new(kvx_index *idx, const char *model, uint32_t block_size)
 {
 	kvx_part *p = kvi_calloc(1, sizeof(*p));
 	p->model = kvi_strdup(model);
@@ -44,7 +44,7 @@ kvx_part_new(kvx_index *idx, const char *model, uint32_t block_size)
 }
 
 static void
-kvx_part_free(kvx_part *p)
+part_free(kvx_part *p)
 {
 	kvx_hold_fini(&p->holders);
 	pthread_rwlock_destroy(&p->lock);
@@ -61,7 +61,7 @@ kvx_index_alloc(void)
 }
 
 static void
-kvx_lis_free(kvx_lis *l)
+lis_free(kvx_lis *l)
 {
 	kvx_ents_fini(l);
 	kvi_free((char *)l->info.key);
@@ -77,14 +77,14 @@ kvx_index_free(kvx_index *idx)
 	}
 	for (uint32_t i = 0; i < idx->cap_lis; i++) {
 		if (idx->lis[i] != NULL) {
-			kvx_lis_free(idx->lis[i]);
+			lis_free(idx->lis[i]);
 		}
 	}
 	kvi_free(idx->lis);
 	while (idx->parts != NULL) {
 		kvx_part *p = idx->parts;
 		idx->parts = p->next;
-		kvx_part_free(p);
+		part_free(p);
 	}
 	pthread_rwlock_destroy(&idx->meta);
 	kvi_free(idx);
@@ -100,7 +100,7 @@ kvx_listener_add(kvx_index *idx, uint32_t lid, const char *key, const char *pod,
 	}
 	kvi_err rv = KVI_OK;
 	pthread_rwlock_wrlock(&idx->meta);
-	kvx_part *p = kvx_part_find(idx, model);
+	kvx_part *p = part_find(idx, model);
 	if (kvx_lis_get(idx, lid) != NULL) {
 		rv = KVI_EEXIST;
 		goto out;
@@ -120,7 +120,7 @@ kvx_listener_add(kvx_index *idx, uint32_t lid, const char *key, const char *pod,
 		idx->cap_lis = cap;
 	}
 	if (p == NULL) {
-		p = kvx_part_new(idx, model, block_size);
+		p = part_new(idx, model, block_size);
 	}
 	kvx_lis *l = kvi_calloc(1, sizeof(*l));
 	l->part = p;
@@ -160,10 +160,10 @@ kvx_listener_remove(kvx_index *idx, uint32_t lid)
 			pp = &(*pp)->next;
 		}
 		*pp = p->next;
-		kvx_part_free(p);
+		part_free(p);
 	}
 	pthread_rwlock_unlock(&idx->meta);
-	kvx_lis_free(l);
+	lis_free(l);
 }
 
 bool
@@ -285,7 +285,7 @@ typedef struct kvx_cand {
 } kvx_cand;
 
 static bool
-kvx_filter_pass(const kvx_filter *f, const kvx_listener_info *info)
+filter_pass(const kvx_filter *f, const kvx_listener_info *info)
 {
 	if (f == NULL) {
 		return true;
@@ -304,9 +304,9 @@ kvx_filter_pass(const kvx_filter *f, const kvx_listener_info *info)
 	return false;
 }
 
-/* kvx_cand_step extends c by one block held on tiers. */
+/* cand_step extends c by one block held on tiers. */
 static inline kvx_cand
-kvx_cand_step(kvx_cand c, uint8_t tiers)
+cand_step(kvx_cand c, uint8_t tiers)
 {
 	const uint8_t gc =
 	    KVX_TIER_BIT(KVI_TIER_GPU) | KVX_TIER_BIT(KVI_TIER_CPU);
@@ -317,7 +317,7 @@ kvx_cand_step(kvx_cand c, uint8_t tiers)
 }
 
 static void
-kvx_cand_emit(kvx_index *idx, const kvx_cand *c, kvx_match_fn fn, void *arg)
+cand_emit(kvx_index *idx, const kvx_cand *c, kvx_match_fn fn, void *arg)
 {
 	kvx_match m = {
 	    .gpu = c->gpu,
@@ -328,10 +328,10 @@ kvx_cand_emit(kvx_index *idx, const kvx_cand *c, kvx_match_fn fn, void *arg)
 	fn(arg, &idx->lis[c->lid]->info, &m);
 }
 
-/* kvx_cand_step_run extends c by run blocks each held on tiers: a prefix
+/* cand_step_run extends c by run blocks each held on tiers: a prefix
  * that grows at the first of them grows at all. */
 static inline kvx_cand
-kvx_cand_step_run(kvx_cand c, uint8_t tiers, uint32_t run)
+cand_step_run(kvx_cand c, uint8_t tiers, uint32_t run)
 {
 	const uint8_t gc =
 	    KVX_TIER_BIT(KVI_TIER_GPU) | KVX_TIER_BIT(KVI_TIER_CPU);
@@ -342,12 +342,12 @@ kvx_cand_step_run(kvx_cand c, uint8_t tiers, uint32_t run)
 	return c;
 }
 
-/* kvx_merge extends the candidates alive[0..*na) by run blocks whose
+/* merge extends the candidates alive[0..*na) by run blocks whose
  * holders are h[0..nh) (both sorted by listener id), emitting those that
  * do not hold them; returns how many remain. */
 static uint32_t
-kvx_merge(kvx_index *idx, kvx_cand *alive, uint32_t na, const uint32_t *h,
-	  uint32_t nh, uint32_t run, kvx_match_fn fn, void *arg)
+merge(kvx_index *idx, kvx_cand *alive, uint32_t na, const uint32_t *h,
+      uint32_t nh, uint32_t run, kvx_match_fn fn, void *arg)
 {
 	uint32_t out = 0, k = 0;
 	for (uint32_t a = 0; a < na; a++) {
@@ -357,15 +357,15 @@ kvx_merge(kvx_index *idx, kvx_cand *alive, uint32_t na, const uint32_t *h,
 		}
 		if (k < nh && KVX_HOLDER_LID(h[k]) == c.lid) {
 			alive[out++] =
-			    kvx_cand_step_run(c, KVX_HOLDER_TIERS(h[k]), run);
+			    cand_step_run(c, KVX_HOLDER_TIERS(h[k]), run);
 		} else {
-			kvx_cand_emit(idx, &c, fn, arg);
+			cand_emit(idx, &c, fn, arg);
 		}
 	}
 	return out;
 }
 
-/* kvx_probe runs the probe loop over a partition whose read lock is held.
+/* probe runs the probe loop over a partition whose read lock is held.
  *
  * A query's cost is the candidates stepped per block. A prefix every
  * listener of a fleet holds (a system prompt) would step them all at
@@ -373,8 +373,8 @@ kvx_merge(kvx_index *idx, kvx_cand *alive, uint32_t na, const uint32_t *h,
  * holders step every candidate the same way, so such a run is found by
  * comparing holder lists and applied to the candidates once. */
 static void
-kvx_probe(kvx_index *idx, kvx_part *p, const uint64_t *seq, size_t n,
-	  const kvx_filter *filter, kvx_match_fn fn, void *arg)
+probe(kvx_index *idx, kvx_part *p, const uint64_t *seq, size_t n,
+      const kvx_filter *filter, kvx_match_fn fn, void *arg)
 {
 	uint32_t nh, one;
 	const uint32_t *h =
@@ -390,9 +390,9 @@ kvx_probe(kvx_index *idx, kvx_part *p, const uint64_t *seq, size_t n,
 	uint32_t na = 0;
 	for (uint32_t k = 0; k < nh; k++) {
 		uint32_t lid = KVX_HOLDER_LID(h[k]);
-		if (kvx_filter_pass(filter, &idx->lis[lid]->info)) {
-			alive[na++] = kvx_cand_step((kvx_cand){.lid = lid},
-						    KVX_HOLDER_TIERS(h[k]));
+		if (filter_pass(filter, &idx->lis[lid]->info)) {
+			alive[na++] = cand_step((kvx_cand){.lid = lid},
+						KVX_HOLDER_TIERS(h[k]));
 		}
 	}
 	/* The holders of the last block merged, and how many blocks after
@@ -419,19 +419,18 @@ kvx_probe(kvx_index *idx, kvx_part *p, const uint64_t *seq, size_t n,
 			continue;
 		}
 		if (run > 0) {
-			na = kvx_merge(idx, alive, na, prev, prev_n, run, fn,
-				       arg);
+			na = merge(idx, alive, na, prev, prev_n, run, fn, arg);
 			run = 0;
 		}
-		na = kvx_merge(idx, alive, na, h, h ? nh : 0, 1, fn, arg);
+		na = merge(idx, alive, na, h, h ? nh : 0, 1, fn, arg);
 		prev = h == &one ? (prev_one = one, &prev_one) : h;
 		prev_n = h ? nh : 0;
 	}
 	if (run > 0) {
-		na = kvx_merge(idx, alive, na, prev, prev_n, run, fn, arg);
+		na = merge(idx, alive, na, prev, prev_n, run, fn, arg);
 	}
 	for (uint32_t a = 0; a < na; a++) {
-		kvx_cand_emit(idx, &alive[a], fn, arg);
+		cand_emit(idx, &alive[a], fn, arg);
 	}
 	if (alive != stack) {
 		kvi_free(alive);
@@ -444,14 +443,14 @@ kvx_query(kvx_index *idx, const char *model, const uint64_t *seq, size_t n,
 	  uint32_t *block_size)
 {
 	pthread_rwlock_rdlock(&idx->meta);
-	kvx_part *p = kvx_part_find(idx, model);
+	kvx_part *p = part_find(idx, model);
 	if (p == NULL) {
 		pthread_rwlock_unlock(&idx->meta);
 		return KVI_ENOENT;
 	}
 	*block_size = p->block_size;
 	pthread_rwlock_rdlock(&p->lock);
-	kvx_probe(idx, p, seq, n, filter, fn, arg);
+	probe(idx, p, seq, n, filter, fn, arg);
 	pthread_rwlock_unlock(&p->lock);
 	pthread_rwlock_unlock(&idx->meta);
 	return KVI_OK;

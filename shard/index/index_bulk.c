@@ -156,7 +156,7 @@ typedef struct kvx_bulk_item {
 } kvx_bulk_item;
 
 static void
-kvx_bulk_apply_op(kvx_lis *l, const kvx_bulk_item *it)
+bulk_apply_op(kvx_lis *l, const kvx_bulk_item *it)
 {
 	bool added;
 	kvx_extval *v;
@@ -182,13 +182,12 @@ kvx_bulk_apply_op(kvx_lis *l, const kvx_bulk_item *it)
 	}
 }
 
-/* kvx_bulk_radix sorts items[0..n) by their home slot in l's map with an
+/* bulk_radix sorts items[0..n) by their home slot in l's map with an
  * LSD radix sort, which keeps the items of one home (one ext) in log
  * order. The items themselves move, so the pass that applies them reads
  * them in order too. */
 static void
-kvx_bulk_radix(const kvx_lis *l, kvx_bulk_item *items, kvx_bulk_item *tmp,
-	       size_t n)
+bulk_radix(const kvx_lis *l, kvx_bulk_item *items, kvx_bulk_item *tmp, size_t n)
 {
 	for (uint32_t shift = 0; shift < l->exc.bits; shift += 11) {
 		size_t count[2049] = {0};
@@ -207,12 +206,12 @@ kvx_bulk_radix(const kvx_lis *l, kvx_bulk_item *items, kvx_bulk_item *tmp,
 	}
 }
 
-/* kvx_bulk_listener builds one listener's map from its items: what
+/* bulk_listener builds one listener's map from its items: what
  * follows its last clear, inserted in the order of their home slots, so
  * the table fills front to back instead of at random. */
 static void
-kvx_bulk_listener(kvx_lis *l, kvx_bulk_item *items, size_t n,
-		  kvx_bulk_item **tmp, size_t *cap)
+bulk_listener(kvx_lis *l, kvx_bulk_item *items, size_t n, kvx_bulk_item **tmp,
+	      size_t *cap)
 {
 	size_t first = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -233,16 +232,16 @@ kvx_bulk_listener(kvx_lis *l, kvx_bulk_item *items, size_t n,
 		*cap = n;
 		*tmp = kvi_reallocarray(*tmp, n, sizeof(**tmp));
 	}
-	kvx_bulk_radix(l, items, *tmp, n);
+	bulk_radix(l, items, *tmp, n);
 	for (size_t i = 0; i < n; i++) {
-		kvx_bulk_apply_op(l, &items[i]);
+		bulk_apply_op(l, &items[i]);
 	}
 }
 
-/* kvx_bulk_items lays every listener's items out together: snapshot
+/* bulk_items lays every listener's items out together: snapshot
  * entries first, then ops in log order. */
 static void
-kvx_bulk_items(kvx_bulk_job *j)
+bulk_items(kvx_bulk_job *j)
 {
 	kvx_bulk *b = j->b;
 	uint32_t n_lis = b->idx->cap_lis;
@@ -281,7 +280,7 @@ kvx_bulk_items(kvx_bulk_job *j)
 }
 
 static void
-kvx_bulk_ext_maps(kvx_bulk_job *j, int id)
+bulk_ext_maps(kvx_bulk_job *j, int id)
 {
 	kvx_bulk_item *tmp = NULL;
 	size_t cap = 0;
@@ -291,8 +290,8 @@ kvx_bulk_ext_maps(kvx_bulk_job *j, int id)
 		if (n == 0 || (int)(lid % (uint32_t)j->threads) != id) {
 			continue;
 		}
-		kvx_bulk_listener(kvx_lis_get(idx, lid),
-				  j->items + j->item_start[lid], n, &tmp, &cap);
+		bulk_listener(kvx_lis_get(idx, lid),
+			      j->items + j->item_start[lid], n, &tmp, &cap);
 	}
 	kvi_free(tmp);
 }
@@ -300,7 +299,7 @@ kvx_bulk_ext_maps(kvx_bulk_job *j, int id)
 /* ---- phase B: holders, by stripe ----------------------------------- */
 
 static size_t
-kvx_bulk_part_of(kvx_bulk_job *j, const kvx_part *p)
+bulk_part_of(kvx_bulk_job *j, const kvx_part *p)
 {
 	for (size_t i = 0; i < j->n_parts; i++) {
 		if (j->parts[i] == p) {
@@ -310,10 +309,10 @@ kvx_bulk_part_of(kvx_bulk_job *j, const kvx_part *p)
 	return 0;
 }
 
-/* kvx_bulk_sort places every entry of the listener maps, as phase A left
+/* bulk_sort places every entry of the listener maps, as phase A left
  * them, in its (partition, stripe) bucket, listeners in id order. */
 static void
-kvx_bulk_sort(kvx_bulk_job *j)
+bulk_sort(kvx_bulk_job *j)
 {
 	kvx_index *idx = j->b->idx;
 	for (kvx_part *p = idx->parts; p != NULL; p = p->next) {
@@ -346,7 +345,7 @@ kvx_bulk_sort(kvx_bulk_job *j)
 			}
 			if (pass == 0) {
 				base[lid] =
-				    kvx_bulk_part_of(j, l->part) * KVX_STRIPES;
+				    bulk_part_of(j, l->part) * KVX_STRIPES;
 				total += kvx_extmap_size(&l->exc);
 			}
 			size_t pos = 0;
@@ -371,7 +370,7 @@ kvx_bulk_sort(kvx_bulk_job *j)
 }
 
 static void
-kvx_bulk_fix(kvx_fixlist *fl, uint32_t lid, uint64_t seq)
+bulk_fix(kvx_fixlist *fl, uint32_t lid, uint64_t seq)
 {
 	if (fl->n == fl->cap) {
 		fl->cap = fl->cap ? fl->cap * 2 : 64;
@@ -380,9 +379,9 @@ kvx_bulk_fix(kvx_fixlist *fl, uint32_t lid, uint64_t seq)
 	fl->f[fl->n++] = (kvx_fixup){lid, seq};
 }
 
-/* kvx_bulk_slot_bits returns the bits a table reserved for n keys gets. */
+/* bulk_slot_bits returns the bits a table reserved for n keys gets. */
 static uint32_t
-kvx_bulk_slot_bits(size_t n)
+bulk_slot_bits(size_t n)
 {
 	uint32_t bits = 4;
 	while (n > kvx_seqmap_max_load((size_t)1 << bits)) {
@@ -393,22 +392,22 @@ kvx_bulk_slot_bits(size_t n)
 
 /* The slot-order key of a sequence hash in a table of bits bits. */
 static inline uint64_t
-kvx_bulk_slot(uint64_t seq, uint32_t bits)
+bulk_slot(uint64_t seq, uint32_t bits)
 {
 	return (seq << KVX_STRIPE_BITS) >> (64 - bits);
 }
 
-/* kvx_bulk_distinct counts the distinct sequence hashes of holds sorted
+/* bulk_distinct counts the distinct sequence hashes of holds sorted
  * by slot key: equal hashes share a slot key, so they are only looked for
  * within a run of equal keys. */
 static size_t
-kvx_bulk_distinct(const kvx_bulk_hold *h, size_t n, uint32_t bits)
+bulk_distinct(const kvx_bulk_hold *h, size_t n, uint32_t bits)
 {
 	size_t distinct = 0;
 	for (size_t i = 0; i < n;) {
 		size_t end = i;
-		uint64_t key = kvx_bulk_slot(h[i].seq, bits);
-		while (end < n && kvx_bulk_slot(h[end].seq, bits) == key) {
+		uint64_t key = bulk_slot(h[i].seq, bits);
+		while (end < n && bulk_slot(h[end].seq, bits) == key) {
 			end++;
 		}
 		for (size_t k = i; k < end; k++) {
@@ -424,7 +423,7 @@ kvx_bulk_distinct(const kvx_bulk_hold *h, size_t n, uint32_t bits)
 }
 
 static int
-kvx_hold_cmp(const void *a, const void *b)
+hold_cmp(const void *a, const void *b)
 {
 	const kvx_bulk_hold *x = a, *y = b;
 	if (x->lid != y->lid) {
@@ -433,7 +432,7 @@ kvx_hold_cmp(const void *a, const void *b)
 	return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-/* kvx_bulk_prefixes notes in fl the sequence hashes that a listener must
+/* bulk_prefixes notes in fl the sequence hashes that a listener must
  * hold as exceptions (index_refs.c): of the hashes with one prefix that
  * one listener holds, all but the smallest (some noted twice). h[0..n)
  * are sorted by their
@@ -441,8 +440,8 @@ kvx_hold_cmp(const void *a, const void *b)
  * when a slot key is shorter than a prefix, among those of one slot key;
  * tmp has room for n. */
 static void
-kvx_bulk_prefixes(kvx_fixlist *fl, const kvx_bulk_hold *h, size_t n,
-		  uint32_t bits, kvx_bulk_hold *tmp)
+bulk_prefixes(kvx_fixlist *fl, const kvx_bulk_hold *h, size_t n, uint32_t bits,
+	      kvx_bulk_hold *tmp)
 {
 	uint32_t run_bits =
 	    KVX_STRIPE_BITS + (bits < KVX_REF_BITS - KVX_STRIPE_BITS
@@ -472,10 +471,10 @@ kvx_bulk_prefixes(kvx_fixlist *fl, const kvx_bulk_hold *h, size_t n,
 					    a->seq != b->seq &&
 					    KVX_REF_PREFIX(a->seq) ==
 						KVX_REF_PREFIX(b->seq)) {
-						kvx_bulk_fix(fl, a->lid,
-							     a->seq > b->seq
-								 ? a->seq
-								 : b->seq);
+						bulk_fix(fl, a->lid,
+							 a->seq > b->seq
+							     ? a->seq
+							     : b->seq);
 					}
 				}
 			}
@@ -483,24 +482,24 @@ kvx_bulk_prefixes(kvx_fixlist *fl, const kvx_bulk_hold *h, size_t n,
 			continue;
 		}
 		memcpy(tmp, h + i, m * sizeof(*tmp));
-		qsort(tmp, m, sizeof(*tmp), kvx_hold_cmp);
+		qsort(tmp, m, sizeof(*tmp), hold_cmp);
 		for (size_t k = 1; k < m; k++) {
 			const kvx_bulk_hold *a = &tmp[k - 1], *b = &tmp[k];
 			if (a->lid == b->lid && a->seq != b->seq &&
 			    KVX_REF_PREFIX(a->seq) == KVX_REF_PREFIX(b->seq)) {
-				kvx_bulk_fix(fl, b->lid, b->seq);
+				bulk_fix(fl, b->lid, b->seq);
 			}
 		}
 		i = end;
 	}
 }
 
-/* kvx_bulk_stripe builds one stripe: its holds sorted by slot (stably, so
+/* bulk_stripe builds one stripe: its holds sorted by slot (stably, so
  * listeners stay in id order), the table sized for the distinct hashes,
  * then filled front to back. */
 static void
-kvx_bulk_stripe(kvx_bulk_job *j, int id, size_t bucket, kvx_bulk_hold **tmp,
-		size_t *cap)
+bulk_stripe(kvx_bulk_job *j, int id, size_t bucket, kvx_bulk_hold **tmp,
+	    size_t *cap)
 {
 	kvx_part *p = j->parts[bucket / KVX_STRIPES];
 	kvx_stripe *st = &p->holders.stripes[bucket % KVX_STRIPES];
@@ -513,46 +512,45 @@ kvx_bulk_stripe(kvx_bulk_job *j, int id, size_t bucket, kvx_bulk_hold **tmp,
 		*cap = n;
 		*tmp = kvi_reallocarray(*tmp, n, sizeof(**tmp));
 	}
-	uint32_t bits = kvx_bulk_slot_bits(n);
+	uint32_t bits = bulk_slot_bits(n);
 	for (uint32_t shift = 0; shift < bits; shift += 11) {
 		size_t count[2049] = {0};
 		for (size_t i = 0; i < n; i++) {
-			count[((kvx_bulk_slot(h[i].seq, bits) >> shift) &
-			       2047) +
+			count[((bulk_slot(h[i].seq, bits) >> shift) & 2047) +
 			      1]++;
 		}
 		for (size_t d = 0; d < 2048; d++) {
 			count[d + 1] += count[d];
 		}
 		for (size_t i = 0; i < n; i++) {
-			(*tmp)[count[(kvx_bulk_slot(h[i].seq, bits) >> shift) &
+			(*tmp)[count[(bulk_slot(h[i].seq, bits) >> shift) &
 				     2047]++] = h[i];
 		}
 		memcpy(h, *tmp, n * sizeof(*h));
 	}
-	kvx_bulk_prefixes(&j->prefix_fix[id], h, n, bits, *tmp);
-	kvx_hold_reserve(st, kvx_bulk_distinct(h, n, bits));
+	bulk_prefixes(&j->prefix_fix[id], h, n, bits, *tmp);
+	kvx_hold_reserve(st, bulk_distinct(h, n, bits));
 	for (size_t i = 0; i < n; i++) {
 		uint8_t cur = kvx_hold_put(st, h[i].seq, h[i].lid, h[i].tiers);
 		if (cur != 0) {
 			/* Another external hash of lid holds seq too. */
 			kvx_hold_put(st, h[i].seq, h[i].lid,
 				     (uint8_t)(cur | h[i].tiers));
-			kvx_bulk_fix(&j->alias_fix[id], h[i].lid, h[i].seq);
+			bulk_fix(&j->alias_fix[id], h[i].lid, h[i].seq);
 		}
 	}
 }
 
 static void *
-kvx_bulk_work_maps(void *arg)
+bulk_work_maps(void *arg)
 {
 	kvx_bulk_worker *w = arg;
-	kvx_bulk_ext_maps(w->job, w->id);
+	bulk_ext_maps(w->job, w->id);
 	return NULL;
 }
 
 static void *
-kvx_bulk_work_holders(void *arg)
+bulk_work_holders(void *arg)
 {
 	kvx_bulk_worker *w = arg;
 	kvx_bulk_job *j = w->job;
@@ -564,15 +562,15 @@ kvx_bulk_work_holders(void *arg)
 		if (bucket >= buckets) {
 			break;
 		}
-		kvx_bulk_stripe(j, w->id, bucket, &tmp, &cap);
+		bulk_stripe(j, w->id, bucket, &tmp, &cap);
 	}
 	kvi_free(tmp);
 	return NULL;
 }
 
-/* kvx_bulk_run_phase runs fn on threads threads, this one included. */
+/* bulk_run_phase runs fn on threads threads, this one included. */
 static void
-kvx_bulk_run_phase(kvx_bulk_worker *w, int threads, void *(*fn)(void *))
+bulk_run_phase(kvx_bulk_worker *w, int threads, void *(*fn)(void *))
 {
 	pthread_t *tids = kvi_calloc((size_t)threads, sizeof(*tids));
 	for (int t = 1; t < threads; t++) {
@@ -590,7 +588,7 @@ kvx_bulk_run_phase(kvx_bulk_worker *w, int threads, void *(*fn)(void *))
 /* ---- phase C: shared sequence hashes ------------------------------- */
 
 static int
-kvx_fixup_cmp(const void *a, const void *b)
+fixup_cmp(const void *a, const void *b)
 {
 	const kvx_fixup *x = a, *y = b;
 	if (x->lid != y->lid) {
@@ -600,16 +598,16 @@ kvx_fixup_cmp(const void *a, const void *b)
 }
 
 static kvx_fixup *
-kvx_fixup_find(kvx_fixup *f, size_t n, uint32_t lid, uint64_t seq)
+fixup_find(kvx_fixup *f, size_t n, uint32_t lid, uint64_t seq)
 {
 	kvx_fixup key = {lid, seq};
-	return bsearch(&key, f, n, sizeof(*f), kvx_fixup_cmp);
+	return bsearch(&key, f, n, sizeof(*f), fixup_cmp);
 }
 
-/* kvx_fix_merge returns every thread's pairs of fl, sorted (NULL when
+/* fix_merge returns every thread's pairs of fl, sorted (NULL when
  * there are none), and their number in *n; it frees the lists. */
 static kvx_fixup *
-kvx_fix_merge(kvx_fixlist *fl, int threads, size_t *n)
+fix_merge(kvx_fixlist *fl, int threads, size_t *n)
 {
 	*n = 0;
 	for (int t = 0; t < threads; t++) {
@@ -626,18 +624,18 @@ kvx_fix_merge(kvx_fixlist *fl, int threads, size_t *n)
 		fl[t] = (kvx_fixlist){0};
 	}
 	if (*n > 1) {
-		qsort(all, *n, sizeof(*all), kvx_fixup_cmp);
+		qsort(all, *n, sizeof(*all), fixup_cmp);
 	}
 	return all;
 }
 
-/* kvx_bulk_aliases counts, per tier, the external hashes of each listener
+/* bulk_aliases counts, per tier, the external hashes of each listener
  * behind every sequence hash a fixup names. */
 static void
-kvx_bulk_aliases(kvx_bulk_job *j)
+bulk_aliases(kvx_bulk_job *j)
 {
 	size_t n;
-	kvx_fixup *all = kvx_fix_merge(j->alias_fix, j->threads, &n);
+	kvx_fixup *all = fix_merge(j->alias_fix, j->threads, &n);
 	for (size_t i = 0; i < n;) {
 		uint32_t lid = all[i].lid;
 		size_t end = i;
@@ -649,8 +647,7 @@ kvx_bulk_aliases(kvx_bulk_job *j)
 		uint64_t ext;
 		kvx_extval v;
 		while (kvx_extmap_next(&l->exc, &pos, &ext, &v)) {
-			if (kvx_fixup_find(all + i, end - i, lid, v.seq) ==
-			    NULL) {
+			if (fixup_find(all + i, end - i, lid, v.seq) == NULL) {
 				continue;
 			}
 			bool added;
@@ -670,7 +667,7 @@ kvx_bulk_aliases(kvx_bulk_job *j)
 /* ---- phase D: listener maps by reference -------------------------- */
 
 static void *
-kvx_bulk_work_narrow(void *arg)
+bulk_work_narrow(void *arg)
 {
 	kvx_bulk_worker *w = arg;
 	kvx_bulk_job *j = w->job;
@@ -710,23 +707,23 @@ kvx_bulk_finish(kvx_bulk *b, int threads, kvx_bulk_stats *stats)
 	for (int t = 0; t < threads; t++) {
 		w[t] = (kvx_bulk_worker){&j, t};
 	}
-	kvx_bulk_items(&j);
+	bulk_items(&j);
 	st.items_s = kvi_now_s() - t0;
 	t0 += st.items_s;
-	kvx_bulk_run_phase(w, threads, kvx_bulk_work_maps);
+	bulk_run_phase(w, threads, bulk_work_maps);
 	kvi_free(j.items);
 	j.items = NULL;
 	st.maps_s = kvi_now_s() - t0;
 	t0 += st.maps_s;
-	kvx_bulk_sort(&j);
+	bulk_sort(&j);
 	st.gather_s = kvi_now_s() - t0;
 	t0 += st.gather_s;
-	kvx_bulk_run_phase(w, threads, kvx_bulk_work_holders);
-	kvx_bulk_aliases(&j);
+	bulk_run_phase(w, threads, bulk_work_holders);
+	bulk_aliases(&j);
 	st.holders_s = kvi_now_s() - t0;
 	t0 += st.holders_s;
-	j.prefix_all = kvx_fix_merge(j.prefix_fix, threads, &j.n_prefix_all);
-	kvx_bulk_run_phase(w, threads, kvx_bulk_work_narrow);
+	j.prefix_all = fix_merge(j.prefix_fix, threads, &j.n_prefix_all);
+	bulk_run_phase(w, threads, bulk_work_narrow);
 	st.narrow_s = kvi_now_s() - t0;
 	if (stats != NULL) {
 		*stats = st;

@@ -45,9 +45,9 @@
 #define KVX_HEAD_FIXED (8 + 4 + 4 + 8 + 8 + 4)
 #define KVX_HEAD_MAX   (KVX_HEAD_FIXED + KVX_IMAGE_STAMP_MAX + 8)
 
-/* kvx_image_layout packs what the slot arrays' bytes depend on. */
+/* image_layout packs what the slot arrays' bytes depend on. */
 static uint64_t
-kvx_image_layout(void)
+image_layout(void)
 {
 	return (uint64_t)sizeof(kvx_refmap_slot) |
 	       (uint64_t)sizeof(kvx_extmap_slot) << 8 |
@@ -58,9 +58,9 @@ kvx_image_layout(void)
 	       (uint64_t)KVX_POOL_SIZES << 56;
 }
 
-/* kvx_image_count counts idx's partitions and listeners. */
+/* image_count counts idx's partitions and listeners. */
 static void
-kvx_image_count(const kvx_index *idx, uint32_t *n_parts, uint32_t *n_lis)
+image_count(const kvx_index *idx, uint32_t *n_parts, uint32_t *n_lis)
 {
 	*n_parts = *n_lis = 0;
 	for (kvx_part *p = idx->parts; p != NULL; p = p->next) {
@@ -72,7 +72,7 @@ kvx_image_count(const kvx_index *idx, uint32_t *n_parts, uint32_t *n_lis)
 }
 
 static void
-kvx_image_save_lis(const kvx_lis *l, kvx_imgw *w)
+image_save_lis(const kvx_lis *l, kvx_imgw *w)
 {
 	kvx_refmap_save(&l->ext, w);
 	kvx_extmap_save(&l->exc, w);
@@ -81,7 +81,7 @@ kvx_image_save_lis(const kvx_lis *l, kvx_imgw *w)
 }
 
 static bool
-kvx_image_load_lis(kvx_lis *l, kvx_imgr *r)
+image_load_lis(kvx_lis *l, kvx_imgr *r)
 {
 	bool ok = kvx_refmap_load(&l->ext, r) && kvx_extmap_load(&l->exc, r) &&
 		  kvx_countmap_load(&l->exc_seqs, r) &&
@@ -90,14 +90,13 @@ kvx_image_load_lis(kvx_lis *l, kvx_imgr *r)
 	return ok;
 }
 
-/* kvx_image_head writes the header of an image of stamp whose body is
+/* image_head writes the header of an image of stamp whose body is
  * body_len bytes into h (KVX_HEAD_MAX bytes) and returns its length. */
 static size_t
-kvx_image_head(uint8_t *h, const void *stamp, uint32_t stamp_len,
-	       uint64_t body_len)
+image_head(uint8_t *h, const void *stamp, uint32_t stamp_len, uint64_t body_len)
 {
 	uint32_t version = KVX_IMAGE_VERSION, order = KVX_IMAGE_ORDER;
-	uint64_t layout = kvx_image_layout();
+	uint64_t layout = image_layout();
 	memcpy(h, KVX_IMAGE_MAGIC, 8);
 	memcpy(h + 8, &version, 4);
 	memcpy(h + 12, &order, 4);
@@ -111,13 +110,13 @@ kvx_image_head(uint8_t *h, const void *stamp, uint32_t stamp_len,
 	return n + 8;
 }
 
-/* kvx_image_save_body writes the directory and the tables. */
+/* image_save_body writes the directory and the tables. */
 static void
-kvx_image_save_body(kvx_index *idx, kvx_imgw *w)
+image_save_body(kvx_index *idx, kvx_imgw *w)
 {
 	pthread_rwlock_rdlock(&idx->meta);
 	uint32_t n_parts, n_lis;
-	kvx_image_count(idx, &n_parts, &n_lis);
+	image_count(idx, &n_parts, &n_lis);
 	kvx_imgw_u32(w, n_parts);
 	for (kvx_part *p = idx->parts; p != NULL; p = p->next) {
 		uint32_t len = (uint32_t)strlen(p->model);
@@ -147,7 +146,7 @@ kvx_image_save_body(kvx_index *idx, kvx_imgw *w)
 		kvx_lis *l = idx->lis[i];
 		if (l != NULL) {
 			pthread_rwlock_rdlock(&l->part->lock);
-			kvx_image_save_lis(l, w);
+			image_save_lis(l, w);
 			pthread_rwlock_unlock(&l->part->lock);
 		}
 	}
@@ -166,14 +165,14 @@ kvx_image_save(kvx_index *idx, int fd, const void *stamp, size_t stamp_len,
 	 * again then, in place */
 	off_t start = lseek(fd, 0, SEEK_CUR);
 	uint8_t head[KVX_HEAD_MAX];
-	size_t hlen = kvx_image_head(head, stamp, (uint32_t)stamp_len, 0);
+	size_t hlen = image_head(head, stamp, (uint32_t)stamp_len, 0);
 	kvx_imgw w;
 	kvx_imgw_init(&w, fd);
 	kvx_imgw_raw(&w, head, hlen);
-	kvx_image_save_body(idx, &w);
+	image_save_body(idx, &w);
 	int e = kvx_imgw_finish(&w);
 	if (e == 0 && start >= 0) {
-		kvx_image_head(head, stamp, (uint32_t)stamp_len, w.body);
+		image_head(head, stamp, (uint32_t)stamp_len, w.body);
 		ssize_t k = pwrite(fd, head, hlen, start);
 		e = k == (ssize_t)hlen ? 0 : k < 0 ? errno : EIO;
 	}
@@ -189,12 +188,12 @@ typedef struct kvx_image_at {
 	uint64_t off, len;
 } kvx_image_at;
 
-/* kvx_image_head_id checks what kind of file the header h of n bytes
+/* image_head_id checks what kind of file the header h of n bytes
  * (of a file of size bytes) says it is: an index image, of this byte
  * order and version. Returns KVI_ECORRUPT with the reason otherwise. */
 static kvi_err
-kvx_image_head_id(const uint8_t *h, size_t n, uint64_t size, char *err,
-		  size_t errlen)
+image_head_id(const uint8_t *h, size_t n, uint64_t size, char *err,
+	      size_t errlen)
 {
 	uint32_t version, order;
 	if (n < 16) {
@@ -226,14 +225,14 @@ kvx_image_head_id(const uint8_t *h, size_t n, uint64_t size, char *err,
 	return KVI_OK;
 }
 
-/* kvx_image_head_check checks the header h of n bytes read from the
+/* image_head_check checks the header h of n bytes read from the
  * start of a file of size bytes, up to its stamp: KVI_ECORRUPT with the
  * reason, else KVI_OK and where the body is (*at). */
 static kvi_err
-kvx_image_head_check(const uint8_t *h, size_t n, uint64_t size,
-		     kvx_image_at *at, char *err, size_t errlen)
+image_head_check(const uint8_t *h, size_t n, uint64_t size, kvx_image_at *at,
+		 char *err, size_t errlen)
 {
-	kvi_err rv = kvx_image_head_id(h, n, size, err, errlen);
+	kvi_err rv = image_head_id(h, n, size, err, errlen);
 	if (rv != KVI_OK) {
 		return rv;
 	}
@@ -257,7 +256,7 @@ kvx_image_head_check(const uint8_t *h, size_t n, uint64_t size,
 				"bad checksum: the header is damaged");
 	}
 	memcpy(&layout, h + 16, 8);
-	if (layout != kvx_image_layout()) {
+	if (layout != image_layout()) {
 		return kvi_errf(err, errlen, KVI_ECORRUPT,
 				"written by a build of another slot layout");
 	}
@@ -274,14 +273,14 @@ kvx_image_head_check(const uint8_t *h, size_t n, uint64_t size,
 	return KVI_OK;
 }
 
-/* kvx_image_header reads and checks the header of the image fd: KVI_OK
+/* image_header reads and checks the header of the image fd: KVI_OK
  * and where its body is (*at) for an image of this build with stamp,
  * KVI_ENOENT for one of another stamp (the store has moved on since: a
  * stale image), KVI_ECORRUPT for anything else, KVI_EIO when it cannot
  * be read; err says which. */
 static kvi_err
-kvx_image_header(int fd, const void *stamp, size_t stamp_len, kvx_image_at *at,
-		 char *err, size_t errlen)
+image_header(int fd, const void *stamp, size_t stamp_len, kvx_image_at *at,
+	     char *err, size_t errlen)
 {
 	uint8_t h[KVX_HEAD_MAX];
 	struct stat st;
@@ -291,8 +290,8 @@ kvx_image_header(int fd, const void *stamp, size_t stamp_len, kvx_image_at *at,
 				strerror(errno));
 	}
 	uint32_t slen = 0;
-	kvi_err rv = kvx_image_head_check(h, (size_t)n, (uint64_t)st.st_size,
-					  at, err, errlen);
+	kvi_err rv = image_head_check(h, (size_t)n, (uint64_t)st.st_size, at,
+				      err, errlen);
 	if (rv != KVI_OK) {
 		return rv;
 	}
@@ -310,17 +309,17 @@ kvx_image_check(int fd, const void *stamp, size_t stamp_len, char *err,
 		size_t errlen)
 {
 	kvx_image_at at;
-	return kvx_image_header(fd, stamp, stamp_len, &at, err, errlen);
+	return image_header(fd, stamp, stamp_len, &at, err, errlen);
 }
 
-/* kvx_image_dir reads the directory into parts[] and lids[] and checks it
+/* image_dir reads the directory into parts[] and lids[] and checks it
  * names exactly the index's partitions and listeners. */
 static bool
-kvx_image_dir(kvx_index *idx, kvx_imgr *r, kvx_part ***parts, uint32_t *n_parts,
-	      uint32_t **lids, uint32_t *n_lis)
+image_dir(kvx_index *idx, kvx_imgr *r, kvx_part ***parts, uint32_t *n_parts,
+	  uint32_t **lids, uint32_t *n_lis)
 {
 	uint32_t have_parts, have_lis;
-	kvx_image_count(idx, &have_parts, &have_lis);
+	image_count(idx, &have_parts, &have_lis);
 	*n_parts = kvx_imgr_u32(r);
 	if (*n_parts != have_parts) {
 		return kvx_imgr_fail(r, "another set of models");
@@ -364,9 +363,9 @@ kvx_image_dir(kvx_index *idx, kvx_imgr *r, kvx_part ***parts, uint32_t *n_parts,
 	return r->why[0] == '\0';
 }
 
-/* kvx_image_empty drops whatever a refused load left in the index. */
+/* image_empty drops whatever a refused load left in the index. */
 static void
-kvx_image_empty(kvx_index *idx)
+image_empty(kvx_index *idx)
 {
 	for (kvx_part *p = idx->parts; p != NULL; p = p->next) {
 		kvx_hold_fini(&p->holders);
@@ -382,25 +381,25 @@ kvx_image_empty(kvx_index *idx)
 	}
 }
 
-/* kvx_image_load_body reads the body into idx; false (and r->why) if it
+/* image_load_body reads the body into idx; false (and r->why) if it
  * is refused. */
 static bool
-kvx_image_load_body(kvx_index *idx, int fd, const kvx_image_at *at, kvx_imgr *r)
+image_load_body(kvx_index *idx, int fd, const kvx_image_at *at, kvx_imgr *r)
 {
 	kvx_part **parts = NULL;
 	uint32_t *lids = NULL, n_parts = 0, n_lis = 0;
 	bool ok = kvx_imgr_init(r, fd, at->off, at->len) &&
-		  kvx_image_dir(idx, r, &parts, &n_parts, &lids, &n_lis);
+		  image_dir(idx, r, &parts, &n_parts, &lids, &n_lis);
 	bool touched = ok;
 	for (uint32_t k = 0; ok && k < n_parts; k++) {
 		ok = kvx_hold_load(&parts[k]->holders, r);
 	}
 	for (uint32_t k = 0; ok && k < n_lis; k++) {
-		ok = kvx_image_load_lis(kvx_lis_get(idx, lids[k]), r);
+		ok = image_load_lis(kvx_lis_get(idx, lids[k]), r);
 	}
 	ok = kvx_imgr_finish(r) && ok;
 	if (!ok && touched) {
-		kvx_image_empty(idx);
+		image_empty(idx);
 	}
 	kvi_free(parts);
 	kvi_free(lids);
@@ -421,9 +420,9 @@ kvx_image_load(kvx_index *idx, int fd, const void *stamp, size_t stamp_len,
 		}
 	}
 	kvx_image_at at;
-	kvi_err rv = kvx_image_header(fd, stamp, stamp_len, &at, err, errlen);
+	kvi_err rv = image_header(fd, stamp, stamp_len, &at, err, errlen);
 	kvx_imgr r;
-	if (rv == KVI_OK && !kvx_image_load_body(idx, fd, &at, &r)) {
+	if (rv == KVI_OK && !image_load_body(idx, fd, &at, &r)) {
 		/* what the body held was refused: say whether it is damaged
 		 * or another index's (the digest decides) */
 		bool digest = strncmp(r.why, "bad checksum", 12) == 0;

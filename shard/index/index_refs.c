@@ -26,27 +26,26 @@
 
 #include "index_int.h"
 
-/* kvx_ref_ok says whether l holds seq, whose holder word in st is w, by
+/* ref_ok says whether l holds seq, whose holder word in st is w, by
  * reference. */
 static bool
-kvx_ref_ok(kvx_lis *l, const kvx_stripe *st, uint32_t w, uint64_t seq)
+ref_ok(kvx_lis *l, const kvx_stripe *st, uint32_t w, uint64_t seq)
 {
 	return kvx_hold_word_tiers(st, w, l->info.lid) != 0 &&
 	       (kvx_countmap_size(&l->exc_seqs) == 0 ||
 		kvx_countmap_find(&l->exc_seqs, seq) == NULL);
 }
 
-/* kvx_ref_find finds the sequence hash with prefix p that l holds by
+/* ref_find finds the sequence hash with prefix p that l holds by
  * reference, skip excepted when has_skip. */
 static bool
-kvx_ref_find(kvx_lis *l, uint32_t p, bool has_skip, uint64_t skip,
-	     uint64_t *seq)
+ref_find(kvx_lis *l, uint32_t p, bool has_skip, uint64_t skip, uint64_t *seq)
 {
 	const kvx_stripe *st =
 	    &l->part->holders.stripes[p >> (KVX_REF_BITS - KVX_STRIPE_BITS)];
 	const kvx_seqmap *m = &st->map;
 	if (p == 0 && m->has_zero && !(has_skip && skip == 0) &&
-	    kvx_ref_ok(l, st, m->zero_val.w, 0)) {
+	    ref_ok(l, st, m->zero_val.w, 0)) {
 		*seq = 0;
 		return true;
 	}
@@ -74,7 +73,7 @@ kvx_ref_find(kvx_lis *l, uint32_t p, bool has_skip, uint64_t skip,
 			break;
 		}
 		if (KVX_REF_PREFIX(k) == p && !(has_skip && k == skip) &&
-		    kvx_ref_ok(l, st, m->slots[i].val.w, k)) {
+		    ref_ok(l, st, m->slots[i].val.w, k)) {
 			*seq = k;
 			return true;
 		}
@@ -82,12 +81,12 @@ kvx_ref_find(kvx_lis *l, uint32_t p, bool has_skip, uint64_t skip,
 	return false;
 }
 
-/* kvx_ref_resolve returns the sequence hash of l's reference r. */
+/* ref_resolve returns the sequence hash of l's reference r. */
 static uint64_t
-kvx_ref_resolve(kvx_lis *l, uint32_t r)
+ref_resolve(kvx_lis *l, uint32_t r)
 {
 	uint64_t seq;
-	if (!kvx_ref_find(l, KVX_REF_OF(r), false, 0, &seq)) {
+	if (!ref_find(l, KVX_REF_OF(r), false, 0, &seq)) {
 		/* The holders and the listener's map disagree: nothing the
 		 * index says could be trusted any more. */
 		fprintf(stderr, "kvx: listener %u: reference %08x unresolved\n",
@@ -110,11 +109,11 @@ kvx_holder_set(kvx_part *p, uint64_t seq, uint32_t lid, uint8_t tiers)
 	}
 }
 
-/* kvx_ref_update applies the change of one external hash's tiers for seq,
+/* ref_update applies the change of one external hash's tiers for seq,
  * from `from` to `to` (0 meaning absent), to lid's holder word, counting
  * per tier when several external hashes of the listener share seq. */
 static void
-kvx_ref_update(kvx_lis *l, uint64_t seq, uint8_t from, uint8_t to)
+ref_update(kvx_lis *l, uint64_t seq, uint8_t from, uint8_t to)
 {
 	kvx_part *p = l->part;
 	kvx_aliasval *a = kvx_aliasmap_size(&l->alias) == 0
@@ -188,12 +187,12 @@ typedef struct kvx_ent {
 } kvx_ent;
 
 static bool
-kvx_ent_get(kvx_lis *l, uint64_t ext, kvx_ent *e)
+ent_get(kvx_lis *l, uint64_t ext, kvx_ent *e)
 {
 	kvx_ref *r = kvx_refmap_find(&l->ext, ext);
 	if (r != NULL) {
-		*e = (kvx_ent){false, kvx_ref_resolve(l, r->r),
-			       KVX_REF_TIERS(r->r)};
+		*e =
+		    (kvx_ent){false, ref_resolve(l, r->r), KVX_REF_TIERS(r->r)};
 		return true;
 	}
 	kvx_extval *v = kvx_extmap_size(&l->exc) == 0
@@ -207,7 +206,7 @@ kvx_ent_get(kvx_lis *l, uint64_t ext, kvx_ent *e)
 }
 
 static void
-kvx_exc_count(kvx_lis *l, uint64_t seq, int d)
+exc_count(kvx_lis *l, uint64_t seq, int d)
 {
 	bool added;
 	kvx_count *c = kvx_countmap_insert(&l->exc_seqs, seq, &added);
@@ -217,31 +216,31 @@ kvx_exc_count(kvx_lis *l, uint64_t seq, int d)
 	}
 }
 
-/* kvx_ent_needs_exc says whether a new entry of l for seq must keep its
+/* ent_needs_exc says whether a new entry of l for seq must keep its
  * whole hash: seq is an exception already, or l holds by reference
  * another hash with its prefix. */
 static bool
-kvx_ent_needs_exc(kvx_lis *l, uint64_t seq)
+ent_needs_exc(kvx_lis *l, uint64_t seq)
 {
 	uint64_t other;
 	return (kvx_countmap_size(&l->exc_seqs) != 0 &&
 		kvx_countmap_find(&l->exc_seqs, seq) != NULL) ||
-	       kvx_ref_find(l, KVX_REF_PREFIX(seq), true, seq, &other);
+	       ref_find(l, KVX_REF_PREFIX(seq), true, seq, &other);
 }
 
 static void
-kvx_ent_drop(kvx_lis *l, uint64_t ext, const kvx_ent *e)
+ent_drop(kvx_lis *l, uint64_t ext, const kvx_ent *e)
 {
 	if (e->exc) {
 		kvx_extmap_remove(&l->exc, ext, NULL);
-		kvx_exc_count(l, e->seq, -1);
+		exc_count(l, e->seq, -1);
 	} else {
 		kvx_refmap_remove(&l->ext, ext, NULL);
 	}
 }
 
 static void
-kvx_ent_retier(kvx_lis *l, uint64_t ext, const kvx_ent *e, uint8_t tiers)
+ent_retier(kvx_lis *l, uint64_t ext, const kvx_ent *e, uint8_t tiers)
 {
 	if (e->exc) {
 		kvx_extmap_find(&l->exc, ext)->tiers = tiers;
@@ -250,35 +249,35 @@ kvx_ent_retier(kvx_lis *l, uint64_t ext, const kvx_ent *e, uint8_t tiers)
 	}
 }
 
-/* kvx_ents_store_slow is kvx_ents_store() for an external hash l has, or
+/* ents_store_slow is kvx_ents_store() for an external hash l has, or
  * one whose sequence hash must be an exception. */
 static void
-kvx_ents_store_slow(kvx_lis *l, uint64_t ext, uint64_t seq, uint8_t mask)
+ents_store_slow(kvx_lis *l, uint64_t ext, uint64_t seq, uint8_t mask)
 {
 	kvx_ent e;
-	if (kvx_ent_get(l, ext, &e)) {
+	if (ent_get(l, ext, &e)) {
 		if (e.seq == seq) {
 			uint8_t to = (uint8_t)(e.tiers | mask);
 			if (to != e.tiers) {
-				kvx_ent_retier(l, ext, &e, to);
-				kvx_ref_update(l, seq, e.tiers, to);
+				ent_retier(l, ext, &e, to);
+				ref_update(l, seq, e.tiers, to);
 			}
 			return;
 		}
 		/* The engine reused an external hash for another prefix:
 		 * the old mapping goes entirely. */
-		kvx_ent_drop(l, ext, &e);
-		kvx_ref_update(l, e.seq, e.tiers, 0);
+		ent_drop(l, ext, &e);
+		ref_update(l, e.seq, e.tiers, 0);
 	}
 	bool added;
-	if (kvx_ent_needs_exc(l, seq)) {
+	if (ent_needs_exc(l, seq)) {
 		kvx_extval *v = kvx_extmap_insert(&l->exc, ext, &added);
 		*v = (kvx_extval){seq, mask};
-		kvx_exc_count(l, seq, 1);
+		exc_count(l, seq, 1);
 	} else {
 		kvx_refmap_insert(&l->ext, ext, &added)->r = KVX_REF(seq, mask);
 	}
-	kvx_ref_update(l, seq, 0, mask);
+	ref_update(l, seq, 0, mask);
 }
 
 void
@@ -289,30 +288,30 @@ kvx_ents_store(kvx_lis *l, uint64_t ext, uint64_t seq, uint8_t mask)
 	if (added) {
 		if ((kvx_extmap_size(&l->exc) == 0 ||
 		     kvx_extmap_find(&l->exc, ext) == NULL) &&
-		    !kvx_ent_needs_exc(l, seq)) {
+		    !ent_needs_exc(l, seq)) {
 			r->r = KVX_REF(seq, mask); /* the common case */
-			kvx_ref_update(l, seq, 0, mask);
+			ref_update(l, seq, 0, mask);
 			return;
 		}
 		kvx_refmap_remove(&l->ext, ext, NULL);
 	}
-	kvx_ents_store_slow(l, ext, seq, mask);
+	ents_store_slow(l, ext, seq, mask);
 }
 
 bool
 kvx_ents_remove(kvx_lis *l, uint64_t ext, uint8_t bit)
 {
 	kvx_ent e;
-	if (!kvx_ent_get(l, ext, &e) || !(e.tiers & bit)) {
+	if (!ent_get(l, ext, &e) || !(e.tiers & bit)) {
 		return false;
 	}
 	uint8_t to = (uint8_t)(e.tiers & ~bit);
 	if (to == 0) {
-		kvx_ent_drop(l, ext, &e);
+		ent_drop(l, ext, &e);
 	} else {
-		kvx_ent_retier(l, ext, &e, to);
+		ent_retier(l, ext, &e, to);
 	}
-	kvx_ref_update(l, e.seq, e.tiers, to);
+	ref_update(l, e.seq, e.tiers, to);
 	return true;
 }
 
@@ -320,7 +319,7 @@ bool
 kvx_ents_lookup(kvx_lis *l, uint64_t ext, uint64_t *seq)
 {
 	kvx_ent e;
-	if (!kvx_ent_get(l, ext, &e)) {
+	if (!ent_get(l, ext, &e)) {
 		return false;
 	}
 	*seq = e.seq;
@@ -337,7 +336,7 @@ kvx_ents_clear(kvx_lis *l)
 	while (kvx_refmap_next(&l->ext, &pos, &ext, &r)) {
 		/* Not found: another external hash of the same block has
 		 * dropped it already. */
-		if (kvx_ref_find(l, KVX_REF_OF(r.r), false, 0, &seq)) {
+		if (ref_find(l, KVX_REF_OF(r.r), false, 0, &seq)) {
 			kvx_holder_set(l->part, seq, lid, 0);
 		}
 	}
@@ -359,7 +358,7 @@ kvx_ents_foreach(kvx_lis *l, kvx_entry_fn fn, void *arg)
 	uint64_t ext;
 	kvx_ref r;
 	while (kvx_refmap_next(&l->ext, &pos, &ext, &r)) {
-		fn(arg, ext, kvx_ref_resolve(l, r.r), KVX_REF_TIERS(r.r));
+		fn(arg, ext, ref_resolve(l, r.r), KVX_REF_TIERS(r.r));
 	}
 	pos = 0;
 	kvx_extval v;

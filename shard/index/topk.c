@@ -20,9 +20,9 @@ kvh_topk_init(kvh_topk *t, size_t k, kvp_arena *a)
 	*t = (kvh_topk){.k = k, .arena = a};
 }
 
-/* kvh_topk_grow makes room for one more kept entry (n < k). */
+/* topk_grow makes room for one more kept entry (n < k). */
 static void
-kvh_topk_grow(kvh_topk *t)
+topk_grow(kvh_topk *t)
 {
 	size_t cap = t->cap ? t->cap * 2 : 16;
 	cap = cap < t->k ? cap : t->k;
@@ -34,15 +34,15 @@ kvh_topk_grow(kvh_topk *t)
 	t->cap = cap;
 }
 
-/* kvh_worse: is entry i of the heap worse than entry j? */
+/* worse: is entry i of the heap worse than entry j? */
 static int
-kvh_worse(const kvh_topk *t, size_t i, size_t j)
+worse(const kvh_topk *t, size_t i, size_t j)
 {
 	return kvh_topk_cmp(&t->e[i], &t->e[j]) > 0;
 }
 
 static void
-kvh_swap(kvh_topk *t, size_t i, size_t j)
+swap(kvh_topk *t, size_t i, size_t j)
 {
 	kvh_topk_entry x = t->e[i];
 	t->e[i] = t->e[j];
@@ -54,12 +54,12 @@ kvh_topk_add(kvh_topk *t, const kvh_topk_entry *m)
 {
 	if (t->n < t->k) {
 		if (t->n == t->cap) {
-			kvh_topk_grow(t);
+			topk_grow(t);
 		}
 		size_t i = t->n++;
 		t->e[i] = *m;
-		while (i > 0 && kvh_worse(t, i, (i - 1) / 2)) {
-			kvh_swap(t, i, (i - 1) / 2);
+		while (i > 0 && worse(t, i, (i - 1) / 2)) {
+			swap(t, i, (i - 1) / 2);
 			i = (i - 1) / 2;
 		}
 		return;
@@ -70,16 +70,16 @@ kvh_topk_add(kvh_topk *t, const kvh_topk_entry *m)
 	t->e[0] = *m;
 	for (size_t i = 0;;) {
 		size_t l = 2 * i + 1, r = l + 1, w = i;
-		if (l < t->n && kvh_worse(t, l, w)) {
+		if (l < t->n && worse(t, l, w)) {
 			w = l;
 		}
-		if (r < t->n && kvh_worse(t, r, w)) {
+		if (r < t->n && worse(t, r, w)) {
 			w = r;
 		}
 		if (w == i) {
 			return;
 		}
-		kvh_swap(t, i, w);
+		swap(t, i, w);
 		i = w;
 	}
 }

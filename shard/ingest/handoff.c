@@ -64,7 +64,7 @@ typedef struct kvg_hojob {
 } kvg_hojob;
 
 static void
-kvg_hojob_free(kvg_hojob *j)
+hojob_free(kvg_hojob *j)
 {
 	kvi_free(j->key);
 	kvi_free(j->from);
@@ -77,7 +77,7 @@ kvg_hojob_free(kvg_hojob *j)
 /* ---- the old owner ------------------------------------------------- */
 
 static void
-kvg_snapshot_free(kvl_snapshot *s)
+snapshot_free(kvl_snapshot *s)
 {
 	if (s != NULL) {
 		kvi_free(s->ext);
@@ -88,7 +88,7 @@ kvg_snapshot_free(kvl_snapshot *s)
 }
 
 static void
-kvg_snapshot_entry(void *arg, uint64_t ext, uint64_t seq, uint8_t tiers)
+snapshot_entry(void *arg, uint64_t ext, uint64_t seq, uint8_t tiers)
 {
 	kvl_snapshot *s = arg;
 	s->ext[s->n] = ext;
@@ -98,14 +98,14 @@ kvg_snapshot_entry(void *arg, uint64_t ext, uint64_t seq, uint8_t tiers)
 }
 
 static kvl_snapshot *
-kvg_snapshot_take(kvg_ingest *g, kvl_listener *l)
+snapshot_take(kvg_ingest *g, kvl_listener *l)
 {
 	size_t n = kvx_listener_entries(g->idx, l->lid);
 	kvl_snapshot *s = kvi_calloc(1, sizeof(*s));
 	s->ext = kvi_reallocarray(NULL, n + 1, sizeof(uint64_t));
 	s->seq = kvi_reallocarray(NULL, n + 1, sizeof(uint64_t));
 	s->tiers = kvi_malloc(n + 1);
-	kvx_listener_foreach(g->idx, l->lid, kvg_snapshot_entry, s);
+	kvx_listener_foreach(g->idx, l->lid, snapshot_entry, s);
 	s->mark = l->mark;
 	return s;
 }
@@ -121,8 +121,8 @@ kvg_do_handoff(kvg_ingest *g, kvg_cmd *c)
 	}
 	uint64_t off = c->ho_req->offset;
 	if (off == 0) {
-		kvg_snapshot_free(l->ho.snap);
-		l->ho.snap = kvg_snapshot_take(g, l);
+		snapshot_free(l->ho.snap);
+		l->ho.snap = snapshot_take(g, l);
 		kvl_log(l, "handoff_snapshot", "entries=%zu watermark=%" PRIu64,
 			l->ho.snap->n, l->ho.snap->mark.wm);
 	}
@@ -156,7 +156,7 @@ kvg_do_handoff(kvg_ingest *g, kvg_cmd *c)
 	out->tiers.data = kvp_arena_alloc(c->arena, m + 1);
 	memcpy(out->tiers.data, s->tiers + off, m);
 	if (off + m == s->n) {
-		kvg_snapshot_free(s);
+		snapshot_free(s);
 		l->ho.snap = NULL;
 	}
 	return KVI_OK;
@@ -164,10 +164,10 @@ kvg_do_handoff(kvg_ingest *g, kvg_cmd *c)
 
 /* ---- the hand-off thread -------------------------------------------- */
 
-/* kvg_pace sleeps until `done` entries are within the rate cap, counted
+/* pace sleeps until `done` entries are within the rate cap, counted
  * from t0. */
 static void
-kvg_pace(const kvg_ingest *g, double t0, uint64_t done)
+pace(const kvg_ingest *g, double t0, uint64_t done)
 {
 	uint64_t rate = g->cfg.handoff_rate;
 	if (rate == 0) {
@@ -179,9 +179,9 @@ kvg_pace(const kvg_ingest *g, double t0, uint64_t done)
 	}
 }
 
-/* kvg_fetch_chunks reads the whole snapshot of j->key from j->from. */
+/* fetch_chunks reads the whole snapshot of j->key from j->from. */
 static void
-kvg_fetch_chunks(kvg_ingest *g, kvp_client *cl, kvg_hojob *j)
+fetch_chunks(kvg_ingest *g, kvp_client *cl, kvg_hojob *j)
 {
 	uint64_t off = 0, total = 0;
 	size_t cap = 0;
@@ -246,7 +246,7 @@ kvg_fetch_chunks(kvg_ingest *g, kvp_client *cl, kvg_hojob *j)
 		}
 		off += h->n_ext;
 		kvindex__response__free_unpacked(resp, NULL);
-		kvg_pace(g, t0, off);
+		pace(g, t0, off);
 	} while (off < total && !atomic_load(&g->stopping));
 	j->n = (size_t)off;
 	if (off < total) {
@@ -256,7 +256,7 @@ kvg_fetch_chunks(kvg_ingest *g, kvp_client *cl, kvg_hojob *j)
 }
 
 static void *
-kvg_handoff_main(void *arg)
+handoff_main(void *arg)
 {
 	kvg_ingest *g = arg;
 	pthread_mutex_lock(&g->handoffs.mu);
@@ -280,7 +280,7 @@ kvg_handoff_main(void *arg)
 			snprintf(j->err, sizeof(j->err), "bad address %.200s",
 				 j->from);
 		} else {
-			kvg_fetch_chunks(g, cl, j);
+			fetch_chunks(g, cl, j);
 			kvp_client_close(cl);
 		}
 		pthread_mutex_lock(&g->handoffs.mu);
@@ -299,8 +299,7 @@ kvg_handoff_start(kvg_ingest *g)
 {
 	pthread_mutex_init(&g->handoffs.mu, NULL);
 	pthread_cond_init(&g->handoffs.cv, NULL);
-	if (pthread_create(&g->handoffs.thread, NULL, kvg_handoff_main, g) !=
-	    0) {
+	if (pthread_create(&g->handoffs.thread, NULL, handoff_main, g) != 0) {
 		return KVI_EIO;
 	}
 	g->handoffs.started = true;
@@ -314,11 +313,11 @@ kvg_handoff_running(const kvg_ingest *g)
 }
 
 static void
-kvg_hojobs_free(kvg_hojob *j)
+hojobs_free(kvg_hojob *j)
 {
 	while (j != NULL) {
 		kvg_hojob *next = j->next;
-		kvg_hojob_free(j);
+		hojob_free(j);
 		j = next;
 	}
 }
@@ -334,8 +333,8 @@ kvg_handoff_stop(kvg_ingest *g)
 	pthread_cond_signal(&g->handoffs.cv);
 	pthread_mutex_unlock(&g->handoffs.mu);
 	pthread_join(g->handoffs.thread, NULL);
-	kvg_hojobs_free(g->handoffs.jobs);
-	kvg_hojobs_free(g->handoffs.done);
+	hojobs_free(g->handoffs.jobs);
+	hojobs_free(g->handoffs.done);
 	g->handoffs.jobs = g->handoffs.done = NULL;
 	pthread_mutex_destroy(&g->handoffs.mu);
 	pthread_cond_destroy(&g->handoffs.cv);
@@ -375,13 +374,13 @@ kvg_handoff_forget(kvl_listener *l)
 {
 	kvi_free(l->ho.from);
 	l->ho.from = NULL;
-	kvg_snapshot_free(l->ho.snap);
+	snapshot_free(l->ho.snap);
 	l->ho.snap = NULL;
 }
 
-/* kvg_on_handoff takes one finished fetch. */
+/* on_handoff takes one finished fetch. */
 static void
-kvg_on_handoff(kvg_ingest *g, kvg_hojob *j)
+on_handoff(kvg_ingest *g, kvg_hojob *j)
 {
 	kvl_listener *l = kvg_listener(g, (uint32_t)(j->token >> 32));
 	if (l == NULL || l->recovery.state != KVL_R_HANDOFF ||
@@ -434,8 +433,8 @@ kvg_handoff_results(kvg_ingest *g)
 	}
 	while (rev != NULL) {
 		kvg_hojob *next = rev->next;
-		kvg_on_handoff(g, rev);
-		kvg_hojob_free(rev);
+		on_handoff(g, rev);
+		hojob_free(rev);
 		rev = next;
 	}
 }

@@ -45,7 +45,7 @@ kvg_wake(kvg_ingest *g)
 /* ---- listeners by key: a chained hash table ------------------------ */
 
 static size_t
-kvg_key_bucket(const kvg_ingest *g, const char *key)
+key_bucket(const kvg_ingest *g, const char *key)
 {
 	return (size_t)(XXH3_64bits(key, strlen(key)) &
 			(uint64_t)(g->n_buckets - 1));
@@ -57,7 +57,7 @@ kvg_listener_find(kvg_ingest *g, const char *key)
 	if (g->n_buckets == 0) {
 		return NULL;
 	}
-	for (kvl_listener *l = g->by_key[kvg_key_bucket(g, key)]; l != NULL;
+	for (kvl_listener *l = g->by_key[key_bucket(g, key)]; l != NULL;
 	     l = l->key_next) {
 		if (strcmp(l->key, key) == 0) {
 			return l;
@@ -66,10 +66,10 @@ kvg_listener_find(kvg_ingest *g, const char *key)
 	return NULL;
 }
 
-/* kvg_key_add files l under its key, growing the table to keep chains
+/* key_add files l under its key, growing the table to keep chains
  * short: an assignment must not cost more as the shard owns more. */
 static void
-kvg_key_add(kvg_ingest *g, kvl_listener *l)
+key_add(kvg_ingest *g, kvl_listener *l)
 {
 	if (g->n_keyed + 1 > g->n_buckets) {
 		size_t old = g->n_buckets;
@@ -80,27 +80,27 @@ kvg_key_add(kvg_ingest *g, kvl_listener *l)
 			while (was[b] != NULL) {
 				kvl_listener *x = was[b];
 				was[b] = x->key_next;
-				size_t nb = kvg_key_bucket(g, x->key);
+				size_t nb = key_bucket(g, x->key);
 				x->key_next = g->by_key[nb];
 				g->by_key[nb] = x;
 			}
 		}
 		kvi_free(was);
 	}
-	size_t b = kvg_key_bucket(g, l->key);
+	size_t b = key_bucket(g, l->key);
 	l->key_next = g->by_key[b];
 	g->by_key[b] = l;
 	g->n_keyed++;
 }
 
 static void
-kvg_key_remove(kvg_ingest *g, kvl_listener *l)
+key_remove(kvg_ingest *g, kvl_listener *l)
 {
 	if (g->n_buckets == 0) {
 		return;
 	}
-	for (kvl_listener **p = &g->by_key[kvg_key_bucket(g, l->key)];
-	     *p != NULL; p = &(*p)->key_next) {
+	for (kvl_listener **p = &g->by_key[key_bucket(g, l->key)]; *p != NULL;
+	     p = &(*p)->key_next) {
 		if (*p == l) {
 			*p = l->key_next;
 			g->n_keyed--;
@@ -112,7 +112,7 @@ kvg_key_remove(kvg_ingest *g, kvl_listener *l)
 /* ---- listeners ----------------------------------------------------- */
 
 static char *
-kvg_dup_opt(const char *s)
+dup_opt(const char *s)
 {
 	return s != NULL && s[0] != '\0' ? kvi_strdup(s) : NULL;
 }
@@ -133,10 +133,10 @@ kvg_listener_create(kvg_ingest *g, uint32_t lid, const Kvindex__Listener *spec,
 	l->pod = kvi_strdup(spec->pod != NULL ? spec->pod : "");
 	l->model = kvi_strdup(spec->model);
 	l->endpoint = kvi_strdup(spec->endpoint);
-	l->replay_ep = kvg_dup_opt(spec->replay_endpoint);
-	l->recover_ep = kvg_dup_opt(spec->recover_endpoint);
-	l->topic = kvg_dup_opt(spec->topic);
-	l->lora_name = kvg_dup_opt(spec->lora_name);
+	l->replay_ep = dup_opt(spec->replay_endpoint);
+	l->recover_ep = dup_opt(spec->recover_endpoint);
+	l->topic = dup_opt(spec->topic);
+	l->lora_name = dup_opt(spec->lora_name);
 	l->instance_id = spec->instance_id;
 	l->dp_rank = (uint16_t)spec->dp_rank;
 	l->block_size = spec->block_size;
@@ -156,7 +156,7 @@ kvg_listener_create(kvg_ingest *g, uint32_t lid, const Kvindex__Listener *spec,
 		g->cap_lis = cap;
 	}
 	g->lis[lid] = l;
-	kvg_key_add(g, l);
+	key_add(g, l);
 	if (lid >= g->next_lid) {
 		g->next_lid = lid + 1;
 	}
@@ -165,7 +165,7 @@ kvg_listener_create(kvg_ingest *g, uint32_t lid, const Kvindex__Listener *spec,
 }
 
 static void
-kvg_listener_free(kvg_ingest *g, kvl_listener *l, bool unindex)
+listener_free(kvg_ingest *g, kvl_listener *l, bool unindex)
 {
 	kvq_recovery_reset(&g->recovery, l);
 	kvg_handoff_forget(l);
@@ -174,7 +174,7 @@ kvg_listener_free(kvg_ingest *g, kvl_listener *l, bool unindex)
 		kvx_listener_remove(g->idx, l->lid);
 	}
 	g->lis[l->lid] = NULL;
-	kvg_key_remove(g, l);
+	key_remove(g, l);
 	kvo_rec_fini(&l->rec);
 	kvi_free(l->key);
 	kvi_free(l->pod);
@@ -189,13 +189,13 @@ kvg_listener_free(kvg_ingest *g, kvl_listener *l, bool unindex)
 }
 
 static bool
-kvg_has_prefix(const char *s, const char *p)
+has_prefix(const char *s, const char *p)
 {
 	return s != NULL && strncmp(s, p, strlen(p)) == 0;
 }
 
 static kvi_err
-kvg_spec_check(const Kvindex__Listener *s, char *err, size_t errlen)
+spec_check(const Kvindex__Listener *s, char *err, size_t errlen)
 {
 	const char *what = NULL;
 	if (s->key == NULL || s->key[0] == '\0') {
@@ -208,16 +208,16 @@ kvg_spec_check(const Kvindex__Listener *s, char *err, size_t errlen)
 		what = "block_size must be 1..1048576";
 	} else if (s->model == NULL || s->model[0] == '\0') {
 		what = "model is empty";
-	} else if (!kvg_has_prefix(s->endpoint, "tcp://") &&
-		   !kvg_has_prefix(s->endpoint, "ipc://")) {
+	} else if (!has_prefix(s->endpoint, "tcp://") &&
+		   !has_prefix(s->endpoint, "ipc://")) {
 		what = "endpoint must be tcp:// or ipc://";
 	} else if (s->replay_endpoint != NULL && s->replay_endpoint[0] &&
-		   !kvg_has_prefix(s->replay_endpoint, "tcp://") &&
-		   !kvg_has_prefix(s->replay_endpoint, "ipc://")) {
+		   !has_prefix(s->replay_endpoint, "tcp://") &&
+		   !has_prefix(s->replay_endpoint, "ipc://")) {
 		what = "replay endpoint must be tcp:// or ipc://";
 	} else if (s->recover_endpoint != NULL && s->recover_endpoint[0] &&
-		   !kvg_has_prefix(s->recover_endpoint, "http://") &&
-		   !kvg_has_prefix(s->recover_endpoint, "https://")) {
+		   !has_prefix(s->recover_endpoint, "http://") &&
+		   !has_prefix(s->recover_endpoint, "https://")) {
 		what = "recover endpoint must be http:// or https://";
 	} else if (strlen(s->endpoint) > KVG_ENDPOINT_MAX) {
 		what = "endpoint too long";
@@ -232,7 +232,7 @@ kvg_spec_check(const Kvindex__Listener *s, char *err, size_t errlen)
 kvi_err
 kvg_do_assign(kvg_ingest *g, kvg_cmd *c)
 {
-	kvi_err rv = kvg_spec_check(c->spec, c->err, c->errlen);
+	kvi_err rv = spec_check(c->spec, c->err, c->errlen);
 	if (rv != KVI_OK) {
 		return rv;
 	}
@@ -278,7 +278,7 @@ kvg_do_assign(kvg_ingest *g, kvg_cmd *c)
 	}
 	if (!g->feeding && (rv = kvg_io_open(g, l)) != KVI_OK) {
 		snprintf(c->err, c->errlen, "%s", l->last_error);
-		kvg_listener_free(g, l, true);
+		listener_free(g, l, true);
 		kvi_free(packed);
 		return rv;
 	}
@@ -298,7 +298,7 @@ kvg_do_assign(kvg_ingest *g, kvg_cmd *c)
 }
 
 static kvi_err
-kvg_do_unassign(kvg_ingest *g, kvg_cmd *c)
+do_unassign(kvg_ingest *g, kvg_cmd *c)
 {
 	kvl_listener *l = kvg_listener_find(g, c->key);
 	if (l == NULL) {
@@ -308,7 +308,7 @@ kvg_do_unassign(kvg_ingest *g, kvg_cmd *c)
 	}
 	kvg_commit_unassign(g, l->lid);
 	kvi_log(KVI_LOG_INFO, "listener_unassigned", "listener=%s", l->key);
-	kvg_listener_free(g, l, true);
+	listener_free(g, l, true);
 	if (++g->unassigned_since >= KVG_GIVE_BACK_LISTENERS) {
 		g->give_back_at_ms = kvi_now_ms() + KVG_GIVE_BACK_DELAY_MS;
 	}
@@ -318,7 +318,7 @@ kvg_do_unassign(kvg_ingest *g, kvg_cmd *c)
 /* ---- requests ------------------------------------------------------ */
 
 static kvi_err
-kvg_request(kvg_ingest *g, kvg_cmd *c)
+request(kvg_ingest *g, kvg_cmd *c)
 {
 	pthread_cond_init(&c->cv, NULL);
 	pthread_mutex_lock(&g->cmd_mu);
@@ -344,7 +344,7 @@ kvg_request(kvg_ingest *g, kvg_cmd *c)
 }
 
 static void
-kvg_run_commands(kvg_ingest *g)
+run_commands(kvg_ingest *g)
 {
 	pthread_mutex_lock(&g->cmd_mu);
 	kvg_cmd *c = g->cmd_head;
@@ -357,7 +357,7 @@ kvg_run_commands(kvg_ingest *g)
 			c->rv = kvg_do_assign(g, c);
 			break;
 		case KVG_CMD_UNASSIGN:
-			c->rv = kvg_do_unassign(g, c);
+			c->rv = do_unassign(g, c);
 			break;
 		case KVG_CMD_STATUS:
 			c->rv = kvg_do_status(g, c);
@@ -386,7 +386,7 @@ kvg_assign(kvg_ingest *g, const Kvindex__Listener *spec,
 		     .handoff_from = handoff_from,
 		     .err = err,
 		     .errlen = errlen};
-	kvi_err rv = kvg_request(g, &c);
+	kvi_err rv = request(g, &c);
 	*existed = c.existed;
 	return rv;
 }
@@ -396,7 +396,7 @@ kvg_unassign(kvg_ingest *g, const char *key, char *err, size_t errlen)
 {
 	kvg_cmd c = {
 	    .kind = KVG_CMD_UNASSIGN, .key = key, .err = err, .errlen = errlen};
-	return kvg_request(g, &c);
+	return request(g, &c);
 }
 
 kvi_err
@@ -411,7 +411,7 @@ kvg_status(kvg_ingest *g, const Kvindex__StatusRequest *req, kvp_arena *a,
 		     .status = out,
 		     .err = err,
 		     .errlen = errlen};
-	return kvg_request(g, &c);
+	return request(g, &c);
 }
 
 kvi_err
@@ -424,7 +424,7 @@ kvg_dump(kvg_ingest *g, const char *key, kvp_arena *a,
 		     .dump = out,
 		     .err = err,
 		     .errlen = errlen};
-	return kvg_request(g, &c);
+	return request(g, &c);
 }
 
 kvi_err
@@ -438,7 +438,7 @@ kvg_handoff_chunk(kvg_ingest *g, const Kvindex__HandoffRequest *req,
 		     .arena = a,
 		     .err = err,
 		     .errlen = errlen};
-	return kvg_request(g, &c);
+	return request(g, &c);
 }
 
 /* ---- memory and descriptors --------------------------------------- */
@@ -466,7 +466,7 @@ kvg_on_wake(evutil_socket_t fd, short what, void *arg)
 	uint64_t n;
 	ssize_t r = read(fd, &n, sizeof(n));
 	(void)r;
-	kvg_run_commands(g);
+	run_commands(g);
 	kvr_result *res;
 	while ((res = kvr_fetcher_pop(g->fetcher)) != NULL) {
 		kvq_on_fetched(&g->recovery, res);
@@ -478,13 +478,13 @@ kvg_on_wake(evutil_socket_t fd, short what, void *arg)
 }
 
 static void
-kvg_notify(void *arg)
+notify(void *arg)
 {
 	kvg_wake(arg);
 }
 
 static void *
-kvg_main(void *arg)
+ingest_main(void *arg)
 {
 	kvg_ingest *g = arg;
 	for (uint32_t i = 0; i < g->next_lid; i++) {
@@ -500,7 +500,7 @@ kvg_main(void *arg)
 	 * unless the store is failing, in which case what it could not take
 	 * stays with the engines, to be replayed from the committed
 	 * watermarks at the next start. */
-	kvg_run_commands(g);
+	run_commands(g);
 	kvg_commit_last(g);
 	return NULL;
 }
@@ -508,9 +508,9 @@ kvg_main(void *arg)
 kvi_err
 kvg_ingest_start(kvg_ingest *g, char *err, size_t errlen)
 {
-	kvi_err rv = kvg_fetcher_start(g, kvg_notify, g);
+	kvi_err rv = kvg_fetcher_start(g, notify, g);
 	if (rv == KVI_OK) {
-		rv = kvg_commit_start(g, kvg_notify, g);
+		rv = kvg_commit_start(g, notify, g);
 	}
 	if (rv == KVI_OK) {
 		rv = kvg_handoff_start(g);
@@ -522,7 +522,7 @@ kvg_ingest_start(kvg_ingest *g, char *err, size_t errlen)
 	}
 	kvg_commit_arm(g);
 	g->started = true;
-	if (pthread_create(&g->thread, NULL, kvg_main, g) != 0) {
+	if (pthread_create(&g->thread, NULL, ingest_main, g) != 0) {
 		g->started = false;
 		snprintf(err, errlen, "cannot start the ingest thread");
 		return KVI_EIO;
@@ -558,7 +558,7 @@ kvg_ingest_free(kvg_ingest *g)
 	for (uint32_t i = 0; i < g->next_lid; i++) {
 		if (g->lis[i] != NULL) {
 			/* the index is freed whole by its owner */
-			kvg_listener_free(g, g->lis[i], false);
+			listener_free(g, g->lis[i], false);
 		}
 	}
 	kvi_free(g->lis);

@@ -135,7 +135,7 @@ typedef struct kvg_snap_fill {
 } kvg_snap_fill;
 
 static void
-kvg_snap_entry(void *arg, uint64_t ext, uint64_t seq, uint8_t tiers)
+snap_entry(void *arg, uint64_t ext, uint64_t seq, uint8_t tiers)
 {
 	kvg_snap_fill *f = arg;
 	if (f->n < f->cap) {
@@ -144,10 +144,10 @@ kvg_snap_entry(void *arg, uint64_t ext, uint64_t seq, uint8_t tiers)
 	}
 }
 
-/* kvg_collect moves what listener l applied since the last commit into
+/* collect moves what listener l applied since the last commit into
  * job: a log record, or a snapshot once its log outgrows its state. */
 static void
-kvg_collect(kvg_ingest *g, kvw_job *job, kvl_listener *l)
+collect(kvg_ingest *g, kvw_job *job, kvl_listener *l)
 {
 	kvo_rec_finish(&l->rec, &l->mark);
 	size_t entries = kvx_listener_entries(g->idx, l->lid);
@@ -159,7 +159,7 @@ kvg_collect(kvg_ingest *g, kvw_job *job, kvl_listener *l)
 				: KVG_SNAPSHOT_MIN_BYTES)) {
 		kvg_snap_fill f = {kvw_job_snap(job, l->lid, &l->mark, entries),
 				   0, entries};
-		kvx_listener_foreach(g->idx, l->lid, kvg_snap_entry, &f);
+		kvx_listener_foreach(g->idx, l->lid, snap_entry, &f);
 		l->log_bytes = 0;
 		l->snapshot_due = false;
 	} else {
@@ -219,7 +219,7 @@ kvg_commit(kvg_ingest *g)
 	for (size_t i = 0; i < c->dirtyq.n; i++) {
 		kvl_listener *l = kvg_listener(g, c->dirtyq.lids[i]);
 		if (l != NULL && l->dirty) {
-			kvg_collect(g, c->filling, l);
+			collect(g, c->filling, l);
 		}
 	}
 	c->dirtyq.n = 0;

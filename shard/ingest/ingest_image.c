@@ -27,7 +27,7 @@
 #include "log.h"
 
 static void
-kvg_image_path(const kvg_ingest *g, char *path, size_t len, bool tmp)
+image_path(const kvg_ingest *g, char *path, size_t len, bool tmp)
 {
 	snprintf(path, len, "%s/%s%s", kvs_store_dir(g->store), KVG_IMAGE_FILE,
 		 tmp ? ".tmp" : "");
@@ -40,7 +40,7 @@ kvg_image_find(kvg_ingest *g, const kvs_stamp *stamp)
 		return -1;
 	}
 	char path[4096], err[256];
-	kvg_image_path(g, path, sizeof(path), false);
+	image_path(g, path, sizeof(path), false);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		return -1;
@@ -84,10 +84,10 @@ kvg_image_load(kvg_ingest *g, int fd, const kvs_stamp *stamp)
 	return true;
 }
 
-/* kvg_image_exact says whether the index holds exactly what the store
+/* image_exact says whether the index holds exactly what the store
  * does: nothing applied and not yet committed. */
 static bool
-kvg_image_exact(kvg_ingest *g)
+image_exact(kvg_ingest *g)
 {
 	if (!g->loaded || !kvg_commit_settled(g)) {
 		return false;
@@ -103,7 +103,7 @@ kvg_image_exact(kvg_ingest *g)
 void
 kvg_image_save(kvg_ingest *g)
 {
-	if (g->cfg.no_image || !kvg_image_exact(g)) {
+	if (g->cfg.no_image || !image_exact(g)) {
 		return;
 	}
 	kvs_stamp stamp;
@@ -113,8 +113,8 @@ kvg_image_save(kvg_ingest *g)
 		return; /* the one on disk is still this state */
 	}
 	char tmp[4096], path[4096], err[256];
-	kvg_image_path(g, tmp, sizeof(tmp), true);
-	kvg_image_path(g, path, sizeof(path), false);
+	image_path(g, tmp, sizeof(tmp), true);
+	image_path(g, path, sizeof(path), false);
 	double t0 = kvi_now_s();
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0) {

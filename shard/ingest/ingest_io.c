@@ -37,9 +37,9 @@ enum { KVG_SUB = 1, KVG_MON = 2, KVG_DEALER = 4 };
 
 /* ---- ready list ---------------------------------------------------- */
 
-/* kvg_io_queue puts io on the ready list without scheduling a drain. */
+/* io_queue puts io on the ready list without scheduling a drain. */
 static void
-kvg_io_queue(kvg_ingest *g, kvg_io *io, uint8_t what)
+io_queue(kvg_ingest *g, kvg_io *io, uint8_t what)
 {
 	io->want |= what;
 	if (!io->queued) {
@@ -54,16 +54,16 @@ kvg_io_queue(kvg_ingest *g, kvg_io *io, uint8_t what)
 	}
 }
 
-/* kvg_io_ready queues io and has the drain run in this loop turn. */
+/* io_ready queues io and has the drain run in this loop turn. */
 static void
-kvg_io_ready(kvg_ingest *g, kvg_io *io, uint8_t what)
+io_ready(kvg_ingest *g, kvg_io *io, uint8_t what)
 {
-	kvg_io_queue(g, io, what);
+	io_queue(g, io, what);
 	event_active(g->sockets.ev_drain, EV_READ, 0);
 }
 
 static void
-kvg_io_unqueue(kvg_ingest *g, kvg_io *io)
+io_unqueue(kvg_ingest *g, kvg_io *io)
 {
 	kvg_io **pp = &g->sockets.ready_head;
 	kvg_io *prev = NULL;
@@ -81,34 +81,34 @@ kvg_io_unqueue(kvg_ingest *g, kvg_io *io)
 }
 
 static void
-kvg_on_sub_fd(evutil_socket_t fd, short what, void *arg)
+on_sub_fd(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
 	kvg_io *io = arg;
-	kvg_io_ready(io->g, io, KVG_SUB);
+	io_ready(io->g, io, KVG_SUB);
 }
 
 static void
-kvg_on_mon_fd(evutil_socket_t fd, short what, void *arg)
+on_mon_fd(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
 	kvg_io *io = arg;
-	kvg_io_ready(io->g, io, KVG_MON);
+	io_ready(io->g, io, KVG_MON);
 }
 
 static void
-kvg_on_dealer_fd(evutil_socket_t fd, short what, void *arg)
+on_dealer_fd(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
 	kvg_io *io = arg;
-	kvg_io_ready(io->g, io, KVG_DEALER);
+	io_ready(io->g, io, KVG_DEALER);
 }
 
 static void
-kvg_on_timer_ev(evutil_socket_t fd, short what, void *arg)
+on_timer_ev(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
@@ -126,7 +126,7 @@ typedef struct kvg_msg {
 } kvg_msg;
 
 static void
-kvg_msg_close(kvg_msg *m)
+msg_close(kvg_msg *m)
 {
 	for (int i = 0; i < m->n && i < KVG_MAX_FRAMES; i++) {
 		zmq_msg_close(&m->parts[i]);
@@ -134,11 +134,11 @@ kvg_msg_close(kvg_msg *m)
 	m->n = 0;
 }
 
-/* kvg_msg_recv receives one whole message without blocking. Returns false
+/* msg_recv receives one whole message without blocking. Returns false
  * (errno EAGAIN) when none is waiting. Frames past KVG_MAX_FRAMES are
  * counted and dropped. */
 static bool
-kvg_msg_recv(void *sock, kvg_msg *m)
+msg_recv(void *sock, kvg_msg *m)
 {
 	m->n = 0;
 	for (;;) {
@@ -148,7 +148,7 @@ kvg_msg_recv(void *sock, kvg_msg *m)
 		zmq_msg_init(zm);
 		if (zmq_msg_recv(zm, sock, m->n == 0 ? ZMQ_DONTWAIT : 0) < 0) {
 			zmq_msg_close(zm);
-			kvg_msg_close(m);
+			msg_close(m);
 			return false;
 		}
 		int more = zmq_msg_more(zm);
@@ -165,14 +165,14 @@ kvg_msg_recv(void *sock, kvg_msg *m)
 	}
 }
 
-/* kvg_drain_sub applies what the listener has queued, then reads what the
+/* drain_sub applies what the listener has queued, then reads what the
  * engine sent: up to KVG_BUDGET batches are applied per turn, and what
  * arrives beyond that (or while ingest is paused for the store) is read
  * into the listener's queue rather than left to ZeroMQ, whose receive
- * queue has no bound (ingest_io.c's kvg_io_setopts): the queue's budget
+ * queue has no bound (ingest_io.c's io_setopts): the queue's budget
  * is ours to enforce. Returns whether to come back next turn. */
 static bool
-kvg_drain_sub(kvg_ingest *g, kvg_io *io)
+drain_sub(kvg_ingest *g, kvg_io *io)
 {
 	kvl_listener *l = io->l;
 	size_t applied = 0;
@@ -181,7 +181,7 @@ kvg_drain_sub(kvg_ingest *g, kvg_io *io)
 	}
 	for (int i = 0; i < KVG_READ_AHEAD; i++) {
 		kvg_msg m;
-		if (io->sub == NULL || !kvg_msg_recv(io->sub, &m)) {
+		if (io->sub == NULL || !msg_recv(io->sub, &m)) {
 			return !g->sockets.paused &&
 			       l->recovery.state == KVL_R_STREAMING &&
 			       l->backlog != NULL;
@@ -202,17 +202,17 @@ kvg_drain_sub(kvg_ingest *g, kvg_io *io)
 			l->c.malformed++;
 			kvl_error(l, "%s", why);
 		}
-		kvg_msg_close(&m);
+		msg_close(&m);
 	}
 	return true;
 }
 
 static bool
-kvg_drain_mon(kvg_ingest *g, kvg_io *io)
+drain_mon(kvg_ingest *g, kvg_io *io)
 {
 	for (int i = 0; i < KVG_BUDGET; i++) {
 		kvg_msg m;
-		if (io->mon == NULL || !kvg_msg_recv(io->mon, &m)) {
+		if (io->mon == NULL || !msg_recv(io->mon, &m)) {
 			return false;
 		}
 		if (m.n >= 1 && m.frames[0].len >= 2) {
@@ -232,17 +232,17 @@ kvg_drain_mon(kvg_ingest *g, kvg_io *io)
 				    &(kvq_event){.kind = KVQ_EV_CONNECTED});
 			}
 		}
-		kvg_msg_close(&m);
+		msg_close(&m);
 	}
 	return true;
 }
 
 static bool
-kvg_drain_dealer(kvg_ingest *g, kvg_io *io)
+drain_dealer(kvg_ingest *g, kvg_io *io)
 {
 	for (int i = 0; i < KVG_BUDGET && io->dealer != NULL; i++) {
 		kvg_msg m;
-		if (!kvg_msg_recv(io->dealer, &m)) {
+		if (!msg_recv(io->dealer, &m)) {
 			return false;
 		}
 		kvi_msg msg;
@@ -260,7 +260,7 @@ kvg_drain_dealer(kvg_ingest *g, kvg_io *io)
 			io->l->c.malformed++;
 			kvl_error(io->l, "%s", why);
 		}
-		kvg_msg_close(&m);
+		msg_close(&m);
 	}
 	return io->dealer != NULL;
 }
@@ -288,18 +288,18 @@ kvg_io_drain(kvg_ingest *g)
 		uint8_t want = io->want;
 		io->want = 0;
 		uint8_t again = 0;
-		if ((want & KVG_MON) && kvg_drain_mon(g, io)) {
+		if ((want & KVG_MON) && drain_mon(g, io)) {
 			again |= KVG_MON;
 		}
 		if ((want & KVG_DEALER) && io->dealer != NULL &&
-		    kvg_drain_dealer(g, io)) {
+		    drain_dealer(g, io)) {
 			again |= KVG_DEALER;
 		}
-		if ((want & KVG_SUB) && kvg_drain_sub(g, io)) {
+		if ((want & KVG_SUB) && drain_sub(g, io)) {
 			again |= KVG_SUB;
 		}
 		if (again != 0) {
-			kvg_io_queue(g, io, again);
+			io_queue(g, io, again);
 		}
 		if (io == tail) {
 			break;
@@ -329,7 +329,7 @@ kvg_io_pause(kvg_ingest *g, bool paused)
 		for (uint32_t i = 0; i < g->next_lid; i++) {
 			kvl_listener *l = kvg_listener(g, i);
 			if (l != NULL && l->io != NULL) {
-				kvg_io_ready(g, l->io, KVG_SUB);
+				io_ready(g, l->io, KVG_SUB);
 			}
 		}
 	}
@@ -381,7 +381,7 @@ kvg_io_paused(const kvg_ingest *g)
 /* ---- sockets ------------------------------------------------------- */
 
 static struct event *
-kvg_io_watch(kvg_ingest *g, void *sock, event_callback_fn cb, kvg_io *io)
+io_watch(kvg_ingest *g, void *sock, event_callback_fn cb, kvg_io *io)
 {
 	int fd;
 	size_t len = sizeof(fd);
@@ -397,7 +397,7 @@ kvg_io_watch(kvg_ingest *g, void *sock, event_callback_fn cb, kvg_io *io)
 }
 
 static void
-kvg_io_setopts(kvg_ingest *g, void *sock)
+io_setopts(kvg_ingest *g, void *sock)
 {
 	/* Reconnecting backs off from 100 ms to the ceiling: a fleet of
 	 * engines that are gone costs connection attempts at listeners /
@@ -411,7 +411,7 @@ kvg_io_setopts(kvg_ingest *g, void *sock)
 	zmq_setsockopt(sock, ZMQ_RECONNECT_IVL_MAX, &ivl_max, sizeof(ivl_max));
 }
 
-static void kvg_io_sock_close(void **sock, struct event **ev);
+static void io_sock_close(void **sock, struct event **ev);
 
 /* kvg_io_failed says in l's last_error why what failed with errno err:
  * a shard out of descriptors (or of ZeroMQ sockets) says so, with its
@@ -447,7 +447,7 @@ kvg_io_sub_open(kvg_ingest *g, kvg_io *io)
 		rv = kvg_io_failed(g, l, what, errno);
 		goto fail;
 	}
-	kvg_io_setopts(g, io->sub);
+	io_setopts(g, io->sub);
 	const char *topic = l->topic != NULL ? l->topic : "";
 	zmq_setsockopt(io->sub, ZMQ_SUBSCRIBE, topic, strlen(topic));
 	/* The monitor is listening before the SUB connects, or the first
@@ -466,14 +466,12 @@ kvg_io_sub_open(kvg_ingest *g, kvg_io *io)
 		rv = kvg_io_failed(g, l, what, errno);
 		goto fail;
 	}
-	if ((io->ev_sub = kvg_io_watch(g, io->sub, kvg_on_sub_fd, io)) ==
-		NULL ||
-	    (io->ev_mon = kvg_io_watch(g, io->mon, kvg_on_mon_fd, io)) ==
-		NULL) {
+	if ((io->ev_sub = io_watch(g, io->sub, on_sub_fd, io)) == NULL ||
+	    (io->ev_mon = io_watch(g, io->mon, on_mon_fd, io)) == NULL) {
 		rv = kvg_io_failed(g, l, what, errno);
 		goto fail;
 	}
-	kvg_io_ready(g, io, KVG_SUB | KVG_MON);
+	io_ready(g, io, KVG_SUB | KVG_MON);
 	return KVI_OK;
 fail:
 	kvg_io_sub_close(io);
@@ -486,8 +484,8 @@ kvg_io_sub_close(kvg_io *io)
 	if (io->sub != NULL) {
 		zmq_socket_monitor(io->sub, NULL, 0);
 	}
-	kvg_io_sock_close(&io->sub, &io->ev_sub);
-	kvg_io_sock_close(&io->mon, &io->ev_mon);
+	io_sock_close(&io->sub, &io->ev_sub);
+	io_sock_close(&io->mon, &io->ev_mon);
 }
 
 /* ---- a listener's sockets ----------------------------------------- */
@@ -500,7 +498,7 @@ kvg_io_open(kvg_ingest *g, kvl_listener *l)
 	io->l = l;
 	io->probe_fd = -1;
 	io->probe_ms = KVG_PROBE_MIN_MS;
-	io->ev_timer = evtimer_new(g->base, kvg_on_timer_ev, io);
+	io->ev_timer = evtimer_new(g->base, on_timer_ev, io);
 	kvi_err rv;
 	if (kvg_endpoint_addr(l->endpoint, &io->addr, &io->addr_len)) {
 		if ((rv = kvg_io_room(g, l)) == KVI_OK) {
@@ -517,7 +515,7 @@ kvg_io_open(kvg_ingest *g, kvl_listener *l)
 }
 
 static void
-kvg_io_sock_close(void **sock, struct event **ev)
+io_sock_close(void **sock, struct event **ev)
 {
 	if (*ev != NULL) {
 		event_free(*ev);
@@ -536,8 +534,8 @@ kvg_io_close(kvg_ingest *g, kvl_listener *l)
 	if (io == NULL) {
 		return;
 	}
-	kvg_io_unqueue(g, io);
-	kvg_io_sock_close(&io->dealer, &io->ev_dealer);
+	io_unqueue(g, io);
+	io_sock_close(&io->dealer, &io->ev_dealer);
 	kvg_io_sub_close(io);
 	kvg_io_probe_stop(io);
 	if (io->ev_timer != NULL) {
@@ -561,7 +559,7 @@ kvg_io_replay_start(kvg_ingest *g, kvl_listener *l, uint64_t seq)
 	if ((io->dealer = zmq_socket(g->sockets.zctx, ZMQ_DEALER)) == NULL) {
 		return kvg_io_failed(g, l, what, errno);
 	}
-	kvg_io_setopts(g, io->dealer);
+	io_setopts(g, io->dealer);
 	/* A replay is bounded, unlike the live stream: an engine streams all
 	 * it holds from seq on, faster than it is applied, and an unbounded
 	 * queue would hold all of it (tens of MB in test_shard_ingest's
@@ -571,7 +569,7 @@ kvg_io_replay_start(kvg_ingest *g, kvl_listener *l, uint64_t seq)
 	zmq_setsockopt(io->dealer, ZMQ_RCVHWM, &hwm, sizeof(hwm));
 	if (zmq_connect(io->dealer, l->replay_ep) != 0) {
 		kvi_err rv = kvg_io_failed(g, l, what, errno);
-		kvg_io_sock_close(&io->dealer, &io->ev_dealer);
+		io_sock_close(&io->dealer, &io->ev_dealer);
 		return rv;
 	}
 	uint8_t seq8[8];
@@ -579,13 +577,13 @@ kvg_io_replay_start(kvg_ingest *g, kvl_listener *l, uint64_t seq)
 	/* DEALER sends queue until the connection is up. */
 	zmq_send(io->dealer, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
 	zmq_send(io->dealer, seq8, sizeof(seq8), ZMQ_DONTWAIT);
-	if ((io->ev_dealer =
-		 kvg_io_watch(g, io->dealer, kvg_on_dealer_fd, io)) == NULL) {
+	if ((io->ev_dealer = io_watch(g, io->dealer, on_dealer_fd, io)) ==
+	    NULL) {
 		kvi_err rv = kvg_io_failed(g, l, what, errno);
-		kvg_io_sock_close(&io->dealer, &io->ev_dealer);
+		io_sock_close(&io->dealer, &io->ev_dealer);
 		return rv;
 	}
-	kvg_io_ready(g, io, KVG_DEALER);
+	io_ready(g, io, KVG_DEALER);
 	return KVI_OK;
 }
 
@@ -595,7 +593,7 @@ kvg_io_replay_stop(kvg_ingest *g, kvl_listener *l)
 	(void)g;
 	kvg_io *io = l->io;
 	if (io != NULL) {
-		kvg_io_sock_close(&io->dealer, &io->ev_dealer);
+		io_sock_close(&io->dealer, &io->ev_dealer);
 	}
 }
 

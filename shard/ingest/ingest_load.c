@@ -16,7 +16,7 @@
 /* ---- loading ------------------------------------------------------- */
 
 static kvi_err
-kvg_load_listener(void *arg, uint32_t lid, const void *val, size_t len)
+load_listener(void *arg, uint32_t lid, const void *val, size_t len)
 {
 	kvg_ingest *g = arg;
 	if (g->pass == KVG_LOAD_ENTRIES) {
@@ -33,7 +33,7 @@ kvg_load_listener(void *arg, uint32_t lid, const void *val, size_t len)
 }
 
 static kvi_err
-kvg_load_snapshot(void *arg, uint32_t lid, const kvs_mark *mark, uint64_t n)
+load_snapshot(void *arg, uint32_t lid, const kvs_mark *mark, uint64_t n)
 {
 	(void)n;
 	kvg_ingest *g = arg;
@@ -45,7 +45,7 @@ kvg_load_snapshot(void *arg, uint32_t lid, const kvs_mark *mark, uint64_t n)
 }
 
 static kvi_err
-kvg_load_entries(void *arg, uint32_t lid, const uint8_t *e, size_t n)
+load_entries(void *arg, uint32_t lid, const uint8_t *e, size_t n)
 {
 	kvg_ingest *g = arg;
 	for (size_t i = 0; i < n; i++) {
@@ -57,10 +57,10 @@ kvg_load_entries(void *arg, uint32_t lid, const uint8_t *e, size_t n)
 	return KVI_OK;
 }
 
-/* kvg_load_built builds the index from the snapshots and log records
+/* load_built builds the index from the snapshots and log records
  * loaded, on as many threads as there are processors (up to 8). */
 static void
-kvg_load_built(kvg_ingest *g)
+load_built(kvg_ingest *g)
 {
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	kvx_bulk_stats st;
@@ -74,7 +74,7 @@ kvg_load_built(kvg_ingest *g)
 }
 
 static kvi_err
-kvg_load_record(void *arg, uint32_t lid, const void *payload, size_t len)
+load_record(void *arg, uint32_t lid, const void *payload, size_t len)
 {
 	kvg_ingest *g = arg;
 	kvl_listener *l = kvg_listener(g, lid);
@@ -105,18 +105,18 @@ kvg_load_record(void *arg, uint32_t lid, const void *payload, size_t len)
 	return KVI_OK;
 }
 
-/* kvg_load loads the store's state: the listeners and their marks, and
+/* load loads the store's state: the listeners and their marks, and
  * the index from the image when there is one of this state, else rebuilt
  * from the store's entries. */
 static kvi_err
-kvg_load(kvg_ingest *g, char *err, size_t errlen)
+load(kvg_ingest *g, char *err, size_t errlen)
 {
 	kvs_load_cb cb = {
 	    .arg = g,
-	    .listener = kvg_load_listener,
-	    .snapshot = kvg_load_snapshot,
-	    .entries = kvg_load_entries,
-	    .record = kvg_load_record,
+	    .listener = load_listener,
+	    .snapshot = load_snapshot,
+	    .entries = load_entries,
+	    .record = load_record,
 	};
 	kvs_stamp stamp;
 	kvs_store_stamp(g->store, &stamp);
@@ -133,11 +133,11 @@ kvg_load(kvg_ingest *g, char *err, size_t errlen)
 			return rv;
 		}
 		g->pass = KVG_LOAD_ENTRIES;
-		cb.entries = kvg_load_entries;
+		cb.entries = load_entries;
 	}
 	g->bulk = kvx_bulk_begin(g->idx);
 	rv = kvs_store_load(g->store, &cb, err, errlen);
-	kvg_load_built(g);
+	load_built(g);
 	g->loaded = rv == KVI_OK;
 	return rv;
 }
@@ -145,7 +145,7 @@ kvg_load(kvg_ingest *g, char *err, size_t errlen)
 /* ---- open ---------------------------------------------------------- */
 
 static void
-kvg_config_defaults(kvg_config *c)
+config_defaults(kvg_config *c)
 {
 	if (c->commit_ms <= 0) {
 		c->commit_ms = 20;
@@ -262,7 +262,7 @@ kvg_ingest_open(const kvg_config *cfg, kvg_ingest **out, char *err,
 {
 	kvg_ingest *g = kvi_calloc(1, sizeof(*g));
 	g->cfg = *cfg;
-	kvg_config_defaults(&g->cfg);
+	config_defaults(&g->cfg);
 	g->idx = cfg->idx;
 	g->store = cfg->store;
 	recovery_init(g);
@@ -270,7 +270,7 @@ kvg_ingest_open(const kvg_config *cfg, kvg_ingest **out, char *err,
 	pthread_mutex_init(&g->cmd_mu, NULL);
 	kvg_metrics_init(g);
 	kvg_commit_init(g);
-	kvi_err rv = kvg_load(g, err, errlen);
+	kvi_err rv = load(g, err, errlen);
 	if (rv != KVI_OK) {
 		kvg_ingest_free(g);
 		return rv;

@@ -35,10 +35,10 @@ kvg_metrics_store(kvg_ingest *g)
 	return ss;
 }
 
-/* kvg_lag_note keeps l in t's list of the listeners furthest behind, by
+/* lag_note keeps l in t's list of the listeners furthest behind, by
  * bytes queued, largest first. */
 static void
-kvg_lag_note(kvg_totals *t, const kvl_listener *l)
+lag_note(kvg_totals *t, const kvl_listener *l)
 {
 	size_t at = t->n_lagging;
 	while (at > 0 && t->lagging[at - 1].bytes < l->backlog_bytes) {
@@ -84,7 +84,7 @@ kvg_publish_totals(kvg_ingest *g, const kvw_job *done)
 				t.backlog_max_listener = l->backlog_bytes;
 			}
 			if (l->backlog_len > 0) {
-				kvg_lag_note(&t, l);
+				lag_note(&t, l);
 			}
 			t.by_state[t.store_failing ? KVL_STALE
 						   : kvq_state_of(l)]++;
@@ -116,9 +116,9 @@ static const char *const kvg_state_names[KVL_STATE_COUNT] = {
     "pending", "active", "recovering", "failed", "stale"};
 
 static void
-kvg_out_labeled(kvi_metrics_out *out, const char *name, const char *help,
-		const char *label, const char *const *values,
-		const uint64_t *counts, size_t n, kvi_metric_type type)
+out_labeled(kvi_metrics_out *out, const char *name, const char *help,
+	    const char *label, const char *const *values,
+	    const uint64_t *counts, size_t n, kvi_metric_type type)
 {
 	kvi_metrics_out_family(out, name, help, type);
 	for (size_t i = 0; i < n; i++) {
@@ -129,18 +129,18 @@ kvg_out_labeled(kvi_metrics_out *out, const char *name, const char *help,
 }
 
 static void
-kvg_out_one(kvi_metrics_out *out, const char *name, const char *help,
-	    kvi_metric_type type, uint64_t v)
+out_one(kvi_metrics_out *out, const char *name, const char *help,
+	kvi_metric_type type, uint64_t v)
 {
 	kvi_metrics_out_family(out, name, help, type);
 	kvi_metrics_out_sample_i64(out, name, NULL, 0, (int64_t)v);
 }
 
-/* kvg_out_lagging gives the listeners furthest behind, by name: a series
+/* out_lagging gives the listeners furthest behind, by name: a series
  * each for at most KVG_LAGGING_MAX of them, none while none is behind, so
  * that a fleet of listeners does not make a series each. */
 static void
-kvg_out_lagging(kvi_metrics_out *out, const kvg_totals *t)
+out_lagging(kvi_metrics_out *out, const kvg_totals *t)
 {
 	static const char *const names[] = {
 	    "kvindex_shard_listener_queued_bytes",
@@ -164,7 +164,7 @@ kvg_out_lagging(kvi_metrics_out *out, const kvg_totals *t)
 }
 
 static void
-kvg_collect_metrics(void *arg, kvi_metrics_out *out)
+collect_metrics(void *arg, kvi_metrics_out *out)
 {
 	kvg_ingest *g = arg;
 	kvg_totals t;
@@ -179,55 +179,55 @@ kvg_collect_metrics(void *arg, kvi_metrics_out *out)
 		}
 		uint64_t v =
 		    *(const uint64_t *)((const char *)&t.c + f->offset);
-		kvg_out_one(out, f->name, f->help, KVI_METRIC_COUNTER, v);
+		out_one(out, f->name, f->help, KVI_METRIC_COUNTER, v);
 	}
 	static const char *const replay[] = {"ok", "failed"};
 	uint64_t rc[2] = {t.c.replays_ok, t.c.replays_failed};
-	kvg_out_labeled(out, "kvindex_shard_replays_total",
-			"Gap repairs from the replay socket.", "result", replay,
-			rc, 2, KVI_METRIC_COUNTER);
+	out_labeled(out, "kvindex_shard_replays_total",
+		    "Gap repairs from the replay socket.", "result", replay, rc,
+		    2, KVI_METRIC_COUNTER);
 	static const char *const kinds[] = {"events", "treedump", "failed"};
 	uint64_t kc[3] = {t.c.recoveries_events, t.c.recoveries_treedump,
 			  t.c.recoveries_failed};
-	kvg_out_labeled(out, "kvindex_shard_recoveries_total",
-			"Repairs from /kv_recover.", "kind", kinds, kc, 3,
-			KVI_METRIC_COUNTER);
-	kvg_out_labeled(out, "kvindex_shard_listeners", "Listeners by state.",
-			"state", kvg_state_names, t.by_state, KVL_STATE_COUNT,
-			KVI_METRIC_GAUGE);
-	kvg_out_one(out, "kvindex_shard_listeners_unreachable",
-		    "Listeners whose engine takes no connection: they hold no "
-		    "socket, and are probed with back-off.",
-		    KVI_METRIC_GAUGE, t.waiting);
+	out_labeled(out, "kvindex_shard_recoveries_total",
+		    "Repairs from /kv_recover.", "kind", kinds, kc, 3,
+		    KVI_METRIC_COUNTER);
+	out_labeled(out, "kvindex_shard_listeners", "Listeners by state.",
+		    "state", kvg_state_names, t.by_state, KVL_STATE_COUNT,
+		    KVI_METRIC_GAUGE);
+	out_one(out, "kvindex_shard_listeners_unreachable",
+		"Listeners whose engine takes no connection: they hold no "
+		"socket, and are probed with back-off.",
+		KVI_METRIC_GAUGE, t.waiting);
 	kvx_stats xs;
 	kvx_index_stats(g->idx, &xs);
-	kvg_out_one(out, "kvindex_shard_entries",
-		    "(block, listener) entries in the index.", KVI_METRIC_GAUGE,
-		    xs.entries);
-	kvg_out_one(out, "kvindex_shard_sequence_hashes",
-		    "Distinct sequence hashes in the index.", KVI_METRIC_GAUGE,
-		    xs.seq_hashes);
-	kvg_out_one(out, "kvindex_shard_backlog_bytes",
-		    "Bytes of live batches queued: listeners recovering, or "
-		    "behind their engines.",
-		    KVI_METRIC_GAUGE, t.backlog_bytes);
-	kvg_out_one(out, "kvindex_shard_backlog_batches",
-		    "Live batches queued (the shard's lag behind its engines).",
-		    KVI_METRIC_GAUGE, t.backlog_batches);
-	kvg_out_one(out, "kvindex_shard_backlog_max_listener_bytes",
-		    "Bytes queued for the listener furthest behind.",
-		    KVI_METRIC_GAUGE, t.backlog_max_listener);
-	kvg_out_lagging(out, &t);
-	kvg_out_one(out, "kvindex_store_bytes", "LMDB file size.",
-		    KVI_METRIC_GAUGE, t.store.file_bytes);
-	kvg_out_one(out, "kvindex_store_map_bytes", "LMDB map size.",
-		    KVI_METRIC_GAUGE, t.store.map_bytes);
-	kvg_out_one(out, "kvindex_store_log_records",
-		    "Log records not yet covered by snapshots.",
-		    KVI_METRIC_GAUGE, t.store.log_records);
-	kvg_out_one(out, "kvindex_store_failing",
-		    "1 while commits to the store fail (full disk, I/O).",
-		    KVI_METRIC_GAUGE, t.store_failing);
+	out_one(out, "kvindex_shard_entries",
+		"(block, listener) entries in the index.", KVI_METRIC_GAUGE,
+		xs.entries);
+	out_one(out, "kvindex_shard_sequence_hashes",
+		"Distinct sequence hashes in the index.", KVI_METRIC_GAUGE,
+		xs.seq_hashes);
+	out_one(out, "kvindex_shard_backlog_bytes",
+		"Bytes of live batches queued: listeners recovering, or "
+		"behind their engines.",
+		KVI_METRIC_GAUGE, t.backlog_bytes);
+	out_one(out, "kvindex_shard_backlog_batches",
+		"Live batches queued (the shard's lag behind its engines).",
+		KVI_METRIC_GAUGE, t.backlog_batches);
+	out_one(out, "kvindex_shard_backlog_max_listener_bytes",
+		"Bytes queued for the listener furthest behind.",
+		KVI_METRIC_GAUGE, t.backlog_max_listener);
+	out_lagging(out, &t);
+	out_one(out, "kvindex_store_bytes", "LMDB file size.", KVI_METRIC_GAUGE,
+		t.store.file_bytes);
+	out_one(out, "kvindex_store_map_bytes", "LMDB map size.",
+		KVI_METRIC_GAUGE, t.store.map_bytes);
+	out_one(out, "kvindex_store_log_records",
+		"Log records not yet covered by snapshots.", KVI_METRIC_GAUGE,
+		t.store.log_records);
+	out_one(out, "kvindex_store_failing",
+		"1 while commits to the store fail (full disk, I/O).",
+		KVI_METRIC_GAUGE, t.store_failing);
 	kvg_probe_metrics(out, g);
 }
 
@@ -239,5 +239,5 @@ kvg_metrics_register(kvg_ingest *g)
 		return;
 	}
 	kvg_commit_metrics(g, m);
-	kvi_metrics_collector_add(m, kvg_collect_metrics, g);
+	kvi_metrics_collector_add(m, collect_metrics, g);
 }

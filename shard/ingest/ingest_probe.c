@@ -124,43 +124,41 @@ kvg_io_room(kvg_ingest *g, kvl_listener *l)
 	return kvg_io_failed(g, l, what, err);
 }
 
-static void kvg_on_probe(evutil_socket_t fd, short what, void *arg);
+static void on_probe(evutil_socket_t fd, short what, void *arg);
 
-/* kvg_io_arm sets io's probe event: fd's connect, or a timer (fd -1).
+/* io_arm sets io's probe event: fd's connect, or a timer (fd -1).
  * The event is made once and set again each time. */
 static void
-kvg_io_arm(kvg_io *io, int fd, int ms)
+io_arm(kvg_io *io, int fd, int ms)
 {
 	short what = fd >= 0 ? EV_WRITE : 0;
 	if (io->ev_probe == NULL) {
-		io->ev_probe =
-		    event_new(io->g->base, fd, what, kvg_on_probe, io);
+		io->ev_probe = event_new(io->g->base, fd, what, on_probe, io);
 	} else {
 		event_del(io->ev_probe);
-		event_assign(io->ev_probe, io->g->base, fd, what, kvg_on_probe,
-			     io);
+		event_assign(io->ev_probe, io->g->base, fd, what, on_probe, io);
 	}
 	struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
 	event_add(io->ev_probe, &tv);
 }
 
-/* kvg_io_disarm cancels io's probe event, if set. */
+/* io_disarm cancels io's probe event, if set. */
 static void
-kvg_io_disarm(kvg_io *io)
+io_disarm(kvg_io *io)
 {
 	if (io->ev_probe != NULL) {
 		event_del(io->ev_probe);
 	}
 }
 
-/* kvg_io_probe_later probes again after the back-off, which grows to the
+/* io_probe_later probes again after the back-off, which grows to the
  * reconnect ceiling; listeners that failed together spread out. The
  * back-off follows time, not the probes made: one that came late, having
  * waited for the probe budget, waits at least as long again for the next,
  * so that a budget that is behind does not keep listeners probing at
  * their first back-offs for longer. */
 static void
-kvg_io_probe_later(kvg_io *io)
+io_probe_later(kvg_io *io)
 {
 	int ms = io->probe_ms;
 	int max = io->g->cfg.reconnect_max_ms;
@@ -171,16 +169,15 @@ kvg_io_probe_later(kvg_io *io)
 		}
 	}
 	io->probe_ms = ms >= max / 2 ? max : ms * 2;
-	kvg_io_arm(io, -1,
-		   ms + (int)(io->l->lid * 7919u % (unsigned)(ms / 4 + 1)));
+	io_arm(io, -1, ms + (int)(io->l->lid * 7919u % (unsigned)(ms / 4 + 1)));
 }
 
-/* kvg_io_retry probes again after rv, a probe's or the sockets' failure:
+/* io_retry probes again after rv, a probe's or the sockets' failure:
  * at the ceiling when the shard is out of descriptors, for a descriptor
  * that another listener gives back is better left to /metrics and /ready
  * than taken at once by a listener that already failed for want of it. */
 static void
-kvg_io_retry(kvg_io *io, kvi_err rv)
+io_retry(kvg_io *io, kvi_err rv)
 {
 	if (rv == KVI_OK) {
 		return;
@@ -188,25 +185,25 @@ kvg_io_retry(kvg_io *io, kvi_err rv)
 	if (rv == KVI_EFULL) {
 		io->probe_ms = io->g->cfg.reconnect_max_ms;
 	}
-	kvg_io_probe_later(io);
+	io_probe_later(io);
 }
 
-/* kvg_io_reached makes the sockets of a listener whose engine took a
+/* io_reached makes the sockets of a listener whose engine took a
  * probe's connection. */
 static kvi_err
-kvg_io_reached(kvg_ingest *g, kvg_io *io)
+io_reached(kvg_ingest *g, kvg_io *io)
 {
 	io->probe_ms = KVG_PROBE_MIN_MS;
 	io->probed_us = 0;
-	kvg_io_disarm(io);
+	io_disarm(io);
 	return kvg_io_sub_open(g, io);
 }
 
-/* kvg_probe_slot takes the next free slot of the probe budget for io and
+/* probe_slot takes the next free slot of the probe budget for io and
  * returns the milliseconds until it (0: now). A listener's first probe is
  * outside the budget. */
 static int
-kvg_probe_slot(kvg_ingest *g, const kvg_io *io)
+probe_slot(kvg_ingest *g, const kvg_io *io)
 {
 	uint32_t rate = g->cfg.probe_rate;
 	if (rate == 0 || io->probe_ms == KVG_PROBE_MIN_MS) {
@@ -229,16 +226,16 @@ kvi_err
 kvg_io_probe(kvg_ingest *g, kvg_io *io)
 {
 	if (!io->slotted) {
-		int wait = kvg_probe_slot(g, io);
+		int wait = probe_slot(g, io);
 		io->slotted = true; /* the slot is io's until it probes */
 		if (wait > 0) {
 			atomic_fetch_add(&g->probes.waited, 1);
-			kvg_io_arm(io, -1, wait);
+			io_arm(io, -1, wait);
 			return KVI_OK;
 		}
 	}
 	if (g->probes.in_flight >= KVG_PROBES_MAX) {
-		kvg_io_arm(io, -1, 10 + (int)(io->l->lid % 90));
+		io_arm(io, -1, 10 + (int)(io->l->lid % 90));
 		return KVI_OK;
 	}
 	io->slotted = false;
@@ -254,34 +251,34 @@ kvg_io_probe(kvg_ingest *g, kvg_io *io)
 	io->probed_us = kvi_now_us();
 	if (connect(fd, (struct sockaddr *)&io->addr, io->addr_len) == 0) {
 		close(fd);
-		return kvg_io_reached(g, io);
+		return io_reached(g, io);
 	}
 	if (errno == EINPROGRESS) {
 		io->probe_fd = fd;
 		g->probes.in_flight++;
-		kvg_io_arm(io, fd, KVG_PROBE_WAIT_MS);
+		io_arm(io, fd, KVG_PROBE_WAIT_MS);
 		return KVI_OK;
 	}
 	close(fd);
-	kvg_io_probe_later(io);
+	io_probe_later(io);
 	return KVI_OK;
 }
 
-/* kvg_on_probe: a probe's connect ended, or a timer: the next probe, or,
+/* on_probe: a probe's connect ended, or a timer: the next probe, or,
  * for a SUB whose engine went, the time to close it. */
 static void
-kvg_on_probe(evutil_socket_t fd, short what, void *arg)
+on_probe(evutil_socket_t fd, short what, void *arg)
 {
 	kvg_io *io = arg;
 	kvg_ingest *g = io->g;
 	if (io->sub != NULL) {
 		kvg_io_sub_close(io);
 		io->probe_ms = KVG_PROBE_MIN_MS;
-		kvg_io_probe_later(io);
+		io_probe_later(io);
 		return;
 	}
 	if (io->probe_fd < 0) {
-		kvg_io_retry(io, kvg_io_probe(g, io));
+		io_retry(io, kvg_io_probe(g, io));
 		return;
 	}
 	int err = ETIMEDOUT;
@@ -294,7 +291,7 @@ kvg_on_probe(evutil_socket_t fd, short what, void *arg)
 	close(io->probe_fd);
 	io->probe_fd = -1;
 	g->probes.in_flight--;
-	kvg_io_retry(io, err != 0 ? KVI_EAGAIN : kvg_io_reached(g, io));
+	io_retry(io, err != 0 ? KVI_EAGAIN : io_reached(g, io));
 }
 
 /* kvg_io_lost: the SUB's connection went; unless it comes back, the
@@ -306,9 +303,9 @@ kvg_io_lost(kvg_io *io, bool lost)
 		return;
 	}
 	if (lost) {
-		kvg_io_arm(io, -1, KVG_PARK_MS);
+		io_arm(io, -1, KVG_PARK_MS);
 	} else {
-		kvg_io_disarm(io);
+		io_disarm(io);
 	}
 }
 

@@ -16,11 +16,10 @@
  * is reported misconfigured. */
 #define KVG_MISCONFIGURED_MS 60000
 
-/* kvg_misconfigured_why writes why l is misconfigured into buf and returns
+/* misconfigured_why writes why l is misconfigured into buf and returns
  * it, or NULL when it is not (now, as of now_ms). */
 static const char *
-kvg_misconfigured_why(const kvl_listener *l, int64_t now_ms, char *buf,
-		      size_t len)
+misconfigured_why(const kvl_listener *l, int64_t now_ms, char *buf, size_t len)
 {
 	if (l->foreign_at_ms == 0 ||
 	    now_ms - l->foreign_at_ms > KVG_MISCONFIGURED_MS) {
@@ -34,7 +33,7 @@ kvg_misconfigured_why(const kvl_listener *l, int64_t now_ms, char *buf,
 }
 
 static Kvindex__Counters *
-kvg_counters_pb(kvp_arena *a, const kvl_counters *c)
+counters_pb(kvp_arena *a, const kvl_counters *c)
 {
 	Kvindex__Counters *pb = kvp_arena_alloc(a, sizeof(*pb));
 	kvindex__counters__init(pb);
@@ -56,12 +55,11 @@ kvg_counters_add(kvl_counters *sum, const kvl_counters *c)
 	}
 }
 
-/* kvg_status_of says what a status answer says of l. Whatever it reads of
- * l, kvg_status_digest must read too: a poll that holds the digest gets
+/* status_of says what a status answer says of l. Whatever it reads of
+ * l, status_digest must read too: a poll that holds the digest gets
  * nothing else. */
 static Kvindex__ListenerStatus *
-kvg_status_of(kvg_ingest *g, kvl_listener *l, kvp_arena *a,
-	      const char *store_error)
+status_of(kvg_ingest *g, kvl_listener *l, kvp_arena *a, const char *store_error)
 {
 	Kvindex__ListenerStatus *st = kvp_arena_alloc(a, sizeof(*st));
 	kvindex__listener_status__init(st);
@@ -72,7 +70,7 @@ kvg_status_of(kvg_ingest *g, kvl_listener *l, kvp_arena *a,
 	st->has_watermark = l->mark.has_wm;
 	st->watermark = l->mark.wm;
 	st->blocks = kvx_listener_entries(g->idx, l->lid);
-	st->counters = kvg_counters_pb(a, &l->c);
+	st->counters = counters_pb(a, &l->c);
 	st->has_queued_batches = st->has_queued_bytes = true;
 	st->queued_batches = l->backlog_len;
 	st->queued_bytes = l->backlog_bytes;
@@ -87,7 +85,7 @@ kvg_status_of(kvg_ingest *g, kvl_listener *l, kvp_arena *a,
 	st->has_incomplete = l->mark.incomplete;
 	st->incomplete = l->mark.incomplete;
 	char why[200];
-	if (kvg_misconfigured_why(l, kvi_now_ms(), why, sizeof(why)) != NULL) {
+	if (misconfigured_why(l, kvi_now_ms(), why, sizeof(why)) != NULL) {
 		st->misconfigured = kvp_arena_strdup(a, why);
 	}
 	if (l->ho.from != NULL) {
@@ -98,23 +96,23 @@ kvg_status_of(kvg_ingest *g, kvl_listener *l, kvp_arena *a,
 	return st;
 }
 
-/* kvg_hash_str adds s, with its end, to the digest st. */
+/* hash_str adds s, with its end, to the digest st. */
 static void
-kvg_hash_str(XXH3_state_t *st, const char *s)
+hash_str(XXH3_state_t *st, const char *s)
 {
 	XXH3_64bits_update(st, s != NULL ? s : "",
 			   s != NULL ? strlen(s) + 1 : 0);
 }
 
-/* kvg_status_digest is a digest of everything kvg_status_of reads of
+/* status_digest is a digest of everything status_of reads of
  * every listener, and of store_error: equal digests, equal answers. Keep
  * the two in step. */
 static uint64_t
-kvg_status_digest(kvg_ingest *g, const char *store_error)
+status_digest(kvg_ingest *g, const char *store_error)
 {
 	XXH3_state_t st;
 	XXH3_64bits_reset(&st);
-	kvg_hash_str(&st, store_error);
+	hash_str(&st, store_error);
 	int64_t now = kvi_now_ms();
 	for (uint32_t i = 0; i < g->next_lid; i++) {
 		const kvl_listener *l = g->lis[i];
@@ -135,11 +133,10 @@ kvg_status_digest(kvg_ingest *g, const char *store_error)
 		XXH3_64bits_update(&st, v, sizeof(v));
 		XXH3_64bits_update(&st, l->spec, l->spec_len);
 		XXH3_64bits_update(&st, &l->c, sizeof(l->c));
-		kvg_hash_str(&st, l->last_error);
-		kvg_hash_str(&st, l->ho.from);
+		hash_str(&st, l->last_error);
+		hash_str(&st, l->ho.from);
 		char why[200];
-		kvg_hash_str(&st,
-			     kvg_misconfigured_why(l, now, why, sizeof(why)));
+		hash_str(&st, misconfigured_why(l, now, why, sizeof(why)));
 	}
 	return XXH3_64bits_digest(&st);
 }
@@ -168,7 +165,7 @@ kvg_do_status(kvg_ingest *g, kvg_cmd *c)
 	bool unchanged = false;
 	if (c->key == NULL) {
 		out->has_digest = out->has_unchanged = true;
-		out->digest = kvg_status_digest(g, store_error);
+		out->digest = status_digest(g, store_error);
 		out->unchanged = c->has_since && c->since == out->digest;
 		unchanged = out->unchanged;
 	}
@@ -183,7 +180,7 @@ kvg_do_status(kvg_ingest *g, kvg_cmd *c)
 		}
 		if (c->key == NULL || strcmp(c->key, l->key) == 0) {
 			out->listeners[out->n_listeners++] =
-			    kvg_status_of(g, l, a, store_error);
+			    status_of(g, l, a, store_error);
 		}
 	}
 	if (c->key != NULL && out->n_listeners == 0) {
@@ -197,7 +194,7 @@ kvg_do_status(kvg_ingest *g, kvg_cmd *c)
 	out->shard_id = kvp_arena_strdup(a, g->cfg.shard_id);
 	out->entries = xs.entries;
 	out->store_bytes = ss.file_bytes;
-	out->totals = kvg_counters_pb(a, &totals);
+	out->totals = counters_pb(a, &totals);
 	return KVI_OK;
 }
 
@@ -207,7 +204,7 @@ typedef struct kvg_dump_fill {
 } kvg_dump_fill;
 
 static void
-kvg_dump_entry(void *arg, uint64_t ext, uint64_t seq, uint8_t tiers)
+dump_entry(void *arg, uint64_t ext, uint64_t seq, uint8_t tiers)
 {
 	kvg_dump_fill *f = arg;
 	Kvindex__DumpEntry *e = &f->entries[f->out->n_entries];
@@ -236,7 +233,7 @@ kvg_do_dump(kvg_ingest *g, kvg_cmd *c)
 	c->dump->entries =
 	    kvp_arena_alloc(c->arena, (n ? n : 1) * sizeof(*c->dump->entries));
 	c->dump->n_entries = 0;
-	kvx_listener_foreach(g->idx, l->lid, kvg_dump_entry, &f);
+	kvx_listener_foreach(g->idx, l->lid, dump_entry, &f);
 	c->dump->has_watermark = l->mark.has_wm;
 	c->dump->watermark = l->mark.wm;
 	return KVI_OK;

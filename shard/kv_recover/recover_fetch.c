@@ -70,7 +70,7 @@ static pthread_once_t kvr_curl_once = PTHREAD_ONCE_INIT;
 static CURLcode kvr_curl_init_rv;
 
 static void
-kvr_curl_init(void)
+global_init(void)
 {
 	kvr_curl_init_rv = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
@@ -78,7 +78,7 @@ kvr_curl_init(void)
 /* ---- the queues (under f->mu) ---------------------------------------- */
 
 static bool
-kvr_cancelled_locked(const kvr_fetcher *f, uint64_t token, uint64_t serial)
+cancelled_locked(const kvr_fetcher *f, uint64_t token, uint64_t serial)
 {
 	for (const kvr_cancel *c = f->cancels; c != NULL; c = c->next) {
 		if (c->token == token && serial < c->serial_end) {
@@ -89,7 +89,7 @@ kvr_cancelled_locked(const kvr_fetcher *f, uint64_t token, uint64_t serial)
 }
 
 static void
-kvr_result_push_locked(kvr_fetcher *f, kvr_rnode *n)
+result_push_locked(kvr_fetcher *f, kvr_rnode *n)
 {
 	n->next = NULL;
 	if (f->res_tail != NULL) {
@@ -100,17 +100,17 @@ kvr_result_push_locked(kvr_fetcher *f, kvr_rnode *n)
 	f->res_tail = n;
 }
 
-/* kvr_finish_xfer queues the result of x unless it was cancelled, frees x,
+/* finish_xfer queues the result of x unless it was cancelled, frees x,
  * and notifies the owner. */
 static void
-kvr_finish_xfer(kvr_fetcher *f, kvr_xfer *x, CURLcode code)
+finish_xfer(kvr_fetcher *f, kvr_xfer *x, CURLcode code)
 {
 	kvr_rnode *n = kvi_calloc(1, sizeof(*n));
 	kvr_xfer_result(x, code, &n->r);
 	pthread_mutex_lock(&f->mu);
-	bool drop = kvr_cancelled_locked(f, x->token, x->serial);
+	bool drop = cancelled_locked(f, x->token, x->serial);
 	if (!drop) {
-		kvr_result_push_locked(f, n);
+		result_push_locked(f, n);
 	}
 	f->outstanding--;
 	pthread_mutex_unlock(&f->mu);
@@ -125,7 +125,7 @@ kvr_finish_xfer(kvr_fetcher *f, kvr_xfer *x, CURLcode code)
 /* ---- the fetcher thread ---------------------------------------------- */
 
 static void
-kvr_running_remove(kvr_fetcher *f, kvr_xfer *x)
+running_remove(kvr_fetcher *f, kvr_xfer *x)
 {
 	for (kvr_xfer **pp = &f->running; *pp != NULL; pp = &(*pp)->next) {
 		if (*pp == x) {
@@ -137,17 +137,17 @@ kvr_running_remove(kvr_fetcher *f, kvr_xfer *x)
 	curl_multi_remove_handle(f->multi, x->easy);
 }
 
-/* kvr_apply_cancels_locked aborts the running fetches that recorded
+/* apply_cancels_locked aborts the running fetches that recorded
  * cancellations cover, then forgets the cancellations: waiting fetches and
  * results they cover are already gone. */
 static void
-kvr_apply_cancels_locked(kvr_fetcher *f)
+apply_cancels_locked(kvr_fetcher *f)
 {
 	kvr_xfer *x = f->running;
 	while (x != NULL) {
 		kvr_xfer *next = x->next;
-		if (kvr_cancelled_locked(f, x->token, x->serial)) {
-			kvr_running_remove(f, x);
+		if (cancelled_locked(f, x->token, x->serial)) {
+			running_remove(f, x);
 			kvr_xfer_free(x);
 			f->outstanding--;
 		}
@@ -160,11 +160,11 @@ kvr_apply_cancels_locked(kvr_fetcher *f)
 	}
 }
 
-/* kvr_start_waiting_locked starts waiting fetches while there is room;
+/* start_waiting_locked starts waiting fetches while there is room;
  * a fetch that cannot start becomes a result at once. Returns how many
  * results it queued. */
 static int
-kvr_start_waiting_locked(kvr_fetcher *f)
+start_waiting_locked(kvr_fetcher *f)
 {
 	int queued = 0;
 	while (f->n_running < f->o.max_concurrent && f->wait_head != NULL) {
@@ -178,7 +178,7 @@ kvr_start_waiting_locked(kvr_fetcher *f)
 		    curl_multi_add_handle(f->multi, x->easy) != CURLM_OK) {
 			kvr_rnode *n = kvi_calloc(1, sizeof(*n));
 			kvr_xfer_result(x, CURLE_FAILED_INIT, &n->r);
-			kvr_result_push_locked(f, n);
+			result_push_locked(f, n);
 			f->outstanding--;
 			kvr_xfer_free(x);
 			queued++;
@@ -191,10 +191,10 @@ kvr_start_waiting_locked(kvr_fetcher *f)
 	return queued;
 }
 
-/* kvr_collect_done finishes the transfers libcurl reports done and returns
+/* collect_done finishes the transfers libcurl reports done and returns
  * how many. */
 static int
-kvr_collect_done(kvr_fetcher *f)
+collect_done(kvr_fetcher *f)
 {
 	CURLMsg *msg;
 	int left, done = 0;
@@ -206,18 +206,18 @@ kvr_collect_done(kvr_fetcher *f)
 		CURLcode code = msg->data.result;
 		curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &priv);
 		kvr_xfer *x = (kvr_xfer *)priv;
-		kvr_running_remove(f, x);
-		kvr_finish_xfer(f, x, code);
+		running_remove(f, x);
+		finish_xfer(f, x, code);
 		done++;
 	}
 	return done;
 }
 
-/* kvr_expire ends the running transfers past their deadline, and returns
+/* expire ends the running transfers past their deadline, and returns
  * how long the thread may sleep before the next one passes (at most
  * KVR_POLL_MS). */
 static int
-kvr_expire(kvr_fetcher *f)
+expire(kvr_fetcher *f)
 {
 	int64_t now = kvi_now_ms(), next = now + KVR_POLL_MS;
 	kvr_xfer *x = f->running;
@@ -238,8 +238,8 @@ kvr_expire(kvr_fetcher *f)
 				      f->o.first_byte_ms);
 		}
 		if (due <= now) {
-			kvr_running_remove(f, x);
-			kvr_finish_xfer(f, x, CURLE_OPERATION_TIMEDOUT);
+			running_remove(f, x);
+			finish_xfer(f, x, CURLE_OPERATION_TIMEDOUT);
 		}
 		x = after;
 	}
@@ -247,7 +247,7 @@ kvr_expire(kvr_fetcher *f)
 }
 
 static void *
-kvr_fetcher_main(void *arg)
+fetcher_main(void *arg)
 {
 	kvr_fetcher *f = arg;
 	for (;;) {
@@ -256,16 +256,16 @@ kvr_fetcher_main(void *arg)
 			pthread_mutex_unlock(&f->mu);
 			break;
 		}
-		kvr_apply_cancels_locked(f);
-		int queued = kvr_start_waiting_locked(f);
+		apply_cancels_locked(f);
+		int queued = start_waiting_locked(f);
 		pthread_mutex_unlock(&f->mu);
 		if (queued > 0 && f->o.notify != NULL) {
 			f->o.notify(f->o.arg);
 		}
 		int still;
 		curl_multi_perform(f->multi, &still);
-		int done = kvr_collect_done(f);
-		int sleep_ms = kvr_expire(f);
+		int done = collect_done(f);
+		int sleep_ms = expire(f);
 		if (done > 0 || f->n_running < f->o.max_concurrent) {
 			/* start waiting fetches in the freed slots */
 			pthread_mutex_lock(&f->mu);
@@ -279,7 +279,7 @@ kvr_fetcher_main(void *arg)
 	}
 	while (f->running != NULL) {
 		kvr_xfer *x = f->running;
-		kvr_running_remove(f, x);
+		running_remove(f, x);
 		kvr_xfer_free(x);
 	}
 	return NULL;
@@ -287,10 +287,10 @@ kvr_fetcher_main(void *arg)
 
 /* ---- API ------------------------------------------------------------- */
 
-/* kvr_opts_fill writes o, its defaults filled in, into out; false for a
+/* opts_fill writes o, its defaults filled in, into out; false for a
  * negative field. */
 static bool
-kvr_opts_fill(const kvr_fetch_opts *o, kvr_fetch_opts *out)
+opts_fill(const kvr_fetch_opts *o, kvr_fetch_opts *out)
 {
 	if (o->max_concurrent < 0 || o->timeout_ms < 0 || o->connect_ms < 0 ||
 	    o->first_byte_ms < 0 || o->idle_ms < 0) {
@@ -312,10 +312,10 @@ kvi_err
 kvr_fetcher_start(const kvr_fetch_opts *o, kvr_fetcher **out)
 {
 	kvr_fetch_opts opts;
-	if (o == NULL || out == NULL || !kvr_opts_fill(o, &opts)) {
+	if (o == NULL || out == NULL || !opts_fill(o, &opts)) {
 		return KVI_EINVAL;
 	}
-	pthread_once(&kvr_curl_once, kvr_curl_init);
+	pthread_once(&kvr_curl_once, global_init);
 	if (kvr_curl_init_rv != CURLE_OK) {
 		return KVI_EIO;
 	}
@@ -332,7 +332,7 @@ kvr_fetcher_start(const kvr_fetch_opts *o, kvr_fetcher **out)
 	/* Idle connections kept for reuse: no more than may run at once. */
 	curl_multi_setopt(f->multi, CURLMOPT_MAXCONNECTS,
 			  (long)opts.max_concurrent);
-	if (pthread_create(&f->thread, NULL, kvr_fetcher_main, f) != 0) {
+	if (pthread_create(&f->thread, NULL, fetcher_main, f) != 0) {
 		goto fail;
 	}
 	*out = f;

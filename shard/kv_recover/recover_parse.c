@@ -22,10 +22,10 @@
 
 /* ---- errors ---------------------------------------------------------- */
 
-/* kvr_path writes where the parser is, such as
+/* path_of writes where the parser is, such as
  * "Events.events[3].event.data.stored.blocks[0].block_hash". */
 static void
-kvr_path(const kvr_parser *p, char *buf, size_t size)
+path_of(const kvr_parser *p, char *buf, size_t size)
 {
 	size_t o = 0;
 	buf[0] = '\0';
@@ -59,7 +59,7 @@ kvr_fail(kvr_parser *p, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	kvr_path(p, path, sizeof(path));
+	path_of(p, path, sizeof(path));
 	snprintf(p->err, sizeof(p->err), "byte %" PRIu64 ": %s%s%s",
 		 kvj_lexer_offset(&p->lex), path, path[0] ? ": " : "", msg);
 	p->rv = KVI_EPROTO;
@@ -104,11 +104,11 @@ kvr_parser_reset(kvr_parser *p)
 	p->resp.message = p->message;
 }
 
-/* kvr_lexed takes what the lexer returned: a failure it found itself gets
+/* lexed takes what the lexer returned: a failure it found itself gets
  * its message here, with the path of the frames it left, which are those
  * of the byte it failed at. */
 static void
-kvr_lexed(kvr_parser *p, kvi_err rv)
+lexed(kvr_parser *p, kvi_err rv)
 {
 	if (rv != KVI_OK && p->rv == KVI_OK) {
 		kvr_fail(p, "%s", kvj_lexer_error(&p->lex));
@@ -124,14 +124,14 @@ kvr_parser_feed(kvr_parser *p, const void *buf, size_t len)
 	if (p->finished) {
 		return KVI_EINVAL;
 	}
-	kvr_lexed(p, kvj_lexer_feed(&p->lex, buf, len));
+	lexed(p, kvj_lexer_feed(&p->lex, buf, len));
 	return p->rv;
 }
 
-/* kvr_parser_link points each event at its blocks and hashes: the arrays
+/* parser_link points each event at its blocks and hashes: the arrays
  * hold them in event order. */
 static void
-kvr_parser_link(kvr_parser *p)
+parser_link(kvr_parser *p)
 {
 	size_t b = 0, h = 0;
 	for (size_t i = 0; i < p->events_len; i++) {
@@ -153,11 +153,11 @@ kvr_parser_finish(kvr_parser *p)
 	if (p->rv != KVI_OK || p->finished) {
 		return p->rv;
 	}
-	kvr_lexed(p, kvj_lexer_finish(&p->lex));
+	lexed(p, kvj_lexer_finish(&p->lex));
 	if (p->rv != KVI_OK) {
 		return p->rv;
 	}
-	kvr_parser_link(p);
+	parser_link(p);
 	p->finished = true;
 	return KVI_OK;
 }

@@ -3,8 +3,8 @@
  * parser.
  *
  * The layer over the JSON lexer of json_lex.h. Every token the lexer
- * completes comes here (kvr_on_open, kvr_on_close, kvr_on_key,
- * kvr_on_scalar), and a stack of frames, one per open container, says what
+ * completes comes here (on_open, on_close, on_key,
+ * on_scalar), and a stack of frames, one per open container, says what
  * the position calls for (a `want`: an event id, a hash list, anything). A
  * value is checked against its want and written into the output arrays at
  * once; the lexer keeps every key the schema knows and the Error message
@@ -183,15 +183,15 @@ static const kvr_shape kvr_shapes[V_COUNT] = {
 
 /* ---- errors ---------------------------------------------------------- */
 
-/* kvr_str_quoted returns the string token, quoted for a message. */
+/* str_quoted returns the string token, quoted for a message. */
 static const char *
-kvr_str_quoted(const kvr_parser *p, char *buf, size_t size)
+str_quoted(const kvr_parser *p, char *buf, size_t size)
 {
 	return kvi_log_quote(buf, size, p->lex.str);
 }
 
 static void
-kvr_fail_type(kvr_parser *p, uint8_t want, const char *got)
+fail_type(kvr_parser *p, uint8_t want, const char *got)
 {
 	kvr_fail(p, "expected %s, got %s", kvr_shapes[want].what, got);
 }
@@ -199,7 +199,7 @@ kvr_fail_type(kvr_parser *p, uint8_t want, const char *got)
 /* ---- output arrays --------------------------------------------------- */
 
 static void *
-kvr_grow(void *arr, size_t *cap, size_t need, size_t elem)
+grow(void *arr, size_t *cap, size_t need, size_t elem)
 {
 	if (need <= *cap) {
 		return arr;
@@ -214,16 +214,16 @@ kvr_grow(void *arr, size_t *cap, size_t need, size_t elem)
 }
 
 static kvr_event *
-kvr_cur_event(kvr_parser *p)
+cur_event(kvr_parser *p)
 {
 	return &p->events[p->events_len - 1];
 }
 
 static void
-kvr_event_begin(kvr_parser *p)
+event_begin(kvr_parser *p)
 {
-	p->events = kvr_grow(p->events, &p->events_cap, p->events_len + 1,
-			     sizeof(*p->events));
+	p->events = grow(p->events, &p->events_cap, p->events_len + 1,
+			 sizeof(*p->events));
 	kvr_event *ev = &p->events[p->events_len++];
 	memset(ev, 0, sizeof(*ev));
 	ev->tier = KVI_TIER_GPU;
@@ -232,36 +232,36 @@ kvr_event_begin(kvr_parser *p)
 }
 
 static void
-kvr_event_end(kvr_parser *p)
+event_end(kvr_parser *p)
 {
-	kvr_event *ev = kvr_cur_event(p);
+	kvr_event *ev = cur_event(p);
 	/* The element cap keeps both counts far below 2^32. */
 	ev->n_blocks = (uint32_t)(p->blocks_len - p->ev_blocks_off);
 	ev->n_hashes = (uint32_t)(p->hashes_len - p->ev_hashes_off);
 }
 
 static void
-kvr_hash_add(kvr_parser *p, uint64_t h)
+hash_add(kvr_parser *p, uint64_t h)
 {
-	p->hashes = kvr_grow(p->hashes, &p->hashes_cap, p->hashes_len + 1,
-			     sizeof(*p->hashes));
+	p->hashes = grow(p->hashes, &p->hashes_cap, p->hashes_len + 1,
+			 sizeof(*p->hashes));
 	p->hashes[p->hashes_len++] = h;
 }
 
 static void
-kvr_block_begin(kvr_parser *p)
+block_begin(kvr_parser *p)
 {
-	p->blocks = kvr_grow(p->blocks, &p->blocks_cap, p->blocks_len + 1,
-			     sizeof(*p->blocks));
+	p->blocks = grow(p->blocks, &p->blocks_cap, p->blocks_len + 1,
+			 sizeof(*p->blocks));
 	p->blocks[p->blocks_len++] = (kvr_block){0, 0};
 }
 
 /* ---- values ---------------------------------------------------------- */
 
-/* kvr_tier_from_name maps a storage_tier (case-insensitive); see the
+/* tier_from_name maps a storage_tier (case-insensitive); see the
  * header for the table. */
 static kvi_tier
-kvr_tier_from_name(const char *s, size_t len)
+tier_from_name(const char *s, size_t len)
 {
 	static const char *const gpu[] = {"device", "gpu"};
 	static const char *const cpu[] = {
@@ -280,11 +280,11 @@ kvr_tier_from_name(const char *s, size_t len)
 	return KVI_TIER_DISK;
 }
 
-/* kvr_tok_int checks that the token is an integer that fits want - a u64,
+/* tok_int checks that the token is an integer that fits want - a u64,
  * or for a hash also -2^63..-1, taken as its two's complement - and returns
  * it in *out; on failure it records why. */
 static bool
-kvr_tok_int(kvr_parser *p, uint8_t want, kvj_token tok, uint64_t *out)
+tok_int(kvr_parser *p, uint8_t want, kvj_token tok, uint64_t *out)
 {
 	const kvj_lexer *lx = &p->lex;
 	bool hash = want == V_HASH || want == V_PARENT;
@@ -294,9 +294,9 @@ kvr_tok_int(kvr_parser *p, uint8_t want, kvj_token tok, uint64_t *out)
 		    hash ? kvj_lexer_u64_bits(lx, out) : kvj_lexer_u64(lx, out);
 	}
 	if (rv == KVI_EINVAL) {
-		kvr_fail_type(p, want,
-			      tok == KVJ_NUMBER ? "a non-integer number"
-						: kvj_token_name(tok));
+		fail_type(p, want,
+			  tok == KVJ_NUMBER ? "a non-integer number"
+					    : kvj_token_name(tok));
 		return false;
 	}
 	if (rv != KVI_OK) {
@@ -309,9 +309,9 @@ kvr_tok_int(kvr_parser *p, uint8_t want, kvj_token tok, uint64_t *out)
 	return true;
 }
 
-/* kvr_store_u64 puts an id where the current key says. */
+/* store_u64 puts an id where the current key says. */
 static void
-kvr_store_u64(kvr_parser *p, const kvr_frame *f, uint64_t v)
+store_u64(kvr_parser *p, const kvr_frame *f, uint64_t v)
 {
 	switch (f->key) {
 	case K_LAST_EVENT_ID:
@@ -335,19 +335,19 @@ kvr_store_u64(kvr_parser *p, const kvr_frame *f, uint64_t v)
 		p->resp.end_id = v;
 		break;
 	case K_EVENT_ID:
-		kvr_cur_event(p)->event_id = v;
+		cur_event(p)->event_id = v;
 		break;
 	}
 }
 
-/* kvr_store_hash puts a hash where the current container says. */
+/* store_hash puts a hash where the current container says. */
 static void
-kvr_store_hash(kvr_parser *p, const kvr_frame *f, uint64_t h)
+store_hash(kvr_parser *p, const kvr_frame *f, uint64_t h)
 {
 	if (f->node == V_HASH_LIST) {
-		kvr_hash_add(p, h);
+		hash_add(p, h);
 	} else if (f->key == K_PARENT_HASH) {
-		kvr_event *ev = kvr_cur_event(p);
+		kvr_event *ev = cur_event(p);
 		ev->has_parent = true;
 		ev->parent_hash = h;
 	} else if (f->key == K_BLOCK_HASH) {
@@ -359,9 +359,9 @@ kvr_store_hash(kvr_parser *p, const kvr_frame *f, uint64_t h)
 
 /* ---- schema ---------------------------------------------------------- */
 
-/* kvr_want returns what the next value must be. */
+/* want_next returns what the next value must be. */
 static uint8_t
-kvr_want(const kvr_parser *p)
+want_next(const kvr_parser *p)
 {
 	if (p->depth == 0) {
 		return V_ROOT;
@@ -371,7 +371,7 @@ kvr_want(const kvr_parser *p)
 }
 
 static void
-kvr_value_done(kvr_parser *p)
+value_done(kvr_parser *p)
 {
 	if (p->depth > 0 && p->frames[p->depth - 1].is_array) {
 		p->frames[p->depth - 1].index++;
@@ -379,23 +379,23 @@ kvr_value_done(kvr_parser *p)
 }
 
 static kvi_err
-kvr_on_open(void *ctx, bool is_array)
+on_open(void *ctx, bool is_array)
 {
 	kvr_parser *p = ctx;
-	uint8_t want = kvr_want(p);
+	uint8_t want = want_next(p);
 	uint8_t node = want;
 	uint8_t c = kvr_shapes[want].container;
 	if (want == V_CLEARED && !is_array) {
 		node = V_SKIP; /* {"cleared": {...}}: nothing in it matters */
 	} else if (!(c == 3 || (c == 1 && !is_array) || (c == 2 && is_array))) {
-		kvr_fail_type(p, want, is_array ? "an array" : "an object");
+		fail_type(p, want, is_array ? "an array" : "an object");
 		return p->rv;
 	}
 	if (node == V_ROUTER_EVENT) {
-		kvr_event_begin(p);
+		event_begin(p);
 		kvj_lexer_span_begin(&p->lex, "RouterEvent", KVR_ELEMENT_MAX);
 	} else if (node == V_BLOCK) {
-		kvr_block_begin(p);
+		block_begin(p);
 	}
 	p->frames[p->depth++] = (kvr_frame){
 	    .node = node, .key = K_NONE, .want = V_SKIP, .is_array = is_array};
@@ -403,7 +403,7 @@ kvr_on_open(void *ctx, bool is_array)
 }
 
 static kvi_err
-kvr_on_close(void *ctx)
+on_close(void *ctx)
 {
 	kvr_parser *p = ctx;
 	kvr_frame *f = &p->frames[p->depth - 1];
@@ -430,16 +430,16 @@ kvr_on_close(void *ctx)
 		return p->rv;
 	}
 	if (f->node == V_ROUTER_EVENT) {
-		kvr_event_end(p);
+		event_end(p);
 		kvj_lexer_span_end(&p->lex);
 	}
 	p->depth--;
-	kvr_value_done(p);
+	value_done(p);
 	return KVI_OK;
 }
 
 static kvi_err
-kvr_on_key(void *ctx)
+on_key(void *ctx)
 {
 	kvr_parser *p = ctx;
 	kvr_frame *f = &p->frames[p->depth - 1];
@@ -459,12 +459,12 @@ kvr_on_key(void *ctx)
 	if (fd == NULL) {
 		if (f->node == V_ROOT) {
 			kvr_fail(p, "unknown kind %s",
-				 kvr_str_quoted(p, q, sizeof(q)));
+				 str_quoted(p, q, sizeof(q)));
 			return p->rv;
 		}
 		if (f->node == V_DATA) {
 			kvr_fail(p, "unknown event data %s",
-				 kvr_str_quoted(p, q, sizeof(q)));
+				 str_quoted(p, q, sizeof(q)));
 			return p->rv;
 		}
 		f->key = K_UNKNOWN;
@@ -486,13 +486,13 @@ kvr_on_key(void *ctx)
 	if (f->node == V_ROOT) {
 		p->resp.kind = (kvr_kind)fd->variant;
 	} else if (f->node == V_DATA) {
-		kvr_cur_event(p)->type = (kvi_event_type)fd->variant;
+		cur_event(p)->type = (kvi_event_type)fd->variant;
 	}
 	return KVI_OK;
 }
 
 static void
-kvr_on_message(kvr_parser *p)
+on_message(kvr_parser *p)
 {
 	memcpy(p->message, p->lex.str, p->lex.str_len);
 	p->message[p->lex.str_len] = '\0';
@@ -501,10 +501,10 @@ kvr_on_message(kvr_parser *p)
 }
 
 static kvi_err
-kvr_on_scalar(void *ctx, kvj_token tok)
+on_scalar(void *ctx, kvj_token tok)
 {
 	kvr_parser *p = ctx;
-	uint8_t want = kvr_want(p);
+	uint8_t want = want_next(p);
 	kvr_frame *f = p->depth > 0 ? &p->frames[p->depth - 1] : NULL;
 	uint64_t v;
 	char q[96];
@@ -513,10 +513,10 @@ kvr_on_scalar(void *ctx, kvj_token tok)
 		break;
 	case V_MESSAGE:
 		if (tok != KVJ_STRING) {
-			kvr_fail_type(p, want, kvj_token_name(tok));
+			fail_type(p, want, kvj_token_name(tok));
 			return p->rv;
 		}
-		kvr_on_message(p);
+		on_message(p);
 		break;
 	case V_ID_OR_NULL:
 		if (tok == KVJ_NULL) {
@@ -524,10 +524,10 @@ kvr_on_scalar(void *ctx, kvj_token tok)
 		}
 		/* fall through */
 	case V_U64:
-		if (!kvr_tok_int(p, want, tok, &v)) {
+		if (!tok_int(p, want, tok, &v)) {
 			return p->rv;
 		}
-		kvr_store_u64(p, f, v);
+		store_u64(p, f, v);
 		break;
 	case V_PARENT:
 		if (tok == KVJ_NULL) {
@@ -535,74 +535,73 @@ kvr_on_scalar(void *ctx, kvj_token tok)
 		}
 		/* fall through */
 	case V_HASH:
-		if (!kvr_tok_int(p, want, tok, &v)) {
+		if (!tok_int(p, want, tok, &v)) {
 			return p->rv;
 		}
-		kvr_store_hash(p, f, v);
+		store_hash(p, f, v);
 		break;
 	case V_DP_RANK:
 		if (tok == KVJ_NULL) {
 			break;
 		}
-		if (!kvr_tok_int(p, want, tok, &v)) {
+		if (!tok_int(p, want, tok, &v)) {
 			return p->rv;
 		}
 		if (v > UINT16_MAX) {
 			kvr_fail(p, "%" PRIu64 " does not fit in u16", v);
 			return p->rv;
 		}
-		kvr_cur_event(p)->has_dp_rank = true;
-		kvr_cur_event(p)->dp_rank = (uint16_t)v;
+		cur_event(p)->has_dp_rank = true;
+		cur_event(p)->dp_rank = (uint16_t)v;
 		break;
 	case V_TIER:
 		if (tok == KVJ_NULL) {
 			break;
 		}
 		if (tok != KVJ_STRING) {
-			kvr_fail_type(p, want, kvj_token_name(tok));
+			fail_type(p, want, kvj_token_name(tok));
 			return p->rv;
 		}
-		kvr_cur_event(p)->tier =
-		    kvr_tier_from_name(p->lex.str, p->lex.str_len);
+		cur_event(p)->tier = tier_from_name(p->lex.str, p->lex.str_len);
 		break;
 	case V_WORKER_ID:
 		if (tok != KVJ_NUMBER || !p->lex.num_int) {
-			kvr_fail_type(p, want,
-				      tok == KVJ_NUMBER ? "a non-integer number"
-							: kvj_token_name(tok));
+			fail_type(p, want,
+				  tok == KVJ_NUMBER ? "a non-integer number"
+						    : kvj_token_name(tok));
 			return p->rv;
 		}
 		break;
 	case V_CLEARED:
 		if (tok != KVJ_NULL) {
-			kvr_fail_type(p, want, kvj_token_name(tok));
+			fail_type(p, want, kvj_token_name(tok));
 			return p->rv;
 		}
 		break;
 	case V_DATA:
 		if (tok != KVJ_STRING) {
-			kvr_fail_type(p, want, kvj_token_name(tok));
+			fail_type(p, want, kvj_token_name(tok));
 			return p->rv;
 		}
 		if (p->lex.str_len != 7 ||
 		    memcmp(p->lex.str, "cleared", 7) != 0) {
 			kvr_fail(p, "unknown event data %s",
-				 kvr_str_quoted(p, q, sizeof(q)));
+				 str_quoted(p, q, sizeof(q)));
 			return p->rv;
 		}
-		kvr_cur_event(p)->type = KVI_EVENT_CLEARED;
+		cur_event(p)->type = KVI_EVENT_CLEARED;
 		break;
 	default: /* a container was expected */
-		kvr_fail_type(p, want, kvj_token_name(tok));
+		fail_type(p, want, kvj_token_name(tok));
 		return p->rv;
 	}
-	kvr_value_done(p);
+	value_done(p);
 	return KVI_OK;
 }
 
 const kvj_handler kvr_handler = {
-    .open = kvr_on_open,
-    .close = kvr_on_close,
-    .key = kvr_on_key,
-    .scalar = kvr_on_scalar,
+    .open = on_open,
+    .close = on_close,
+    .key = on_key,
+    .scalar = on_scalar,
 };

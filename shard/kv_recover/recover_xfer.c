@@ -41,11 +41,11 @@ kvr_xfer_stop(kvr_xfer *x, kvi_err why, const char *fmt, ...)
 	return 0;
 }
 
-/* kvr_json_type says whether a Content-Type is JSON: application/json,
+/* is_json_type says whether a Content-Type is JSON: application/json,
  * in any case, with or without parameters. None at all passes: the
  * parser takes nothing but a well-formed body. */
 static bool
-kvr_json_type(const char *ct)
+is_json_type(const char *ct)
 {
 	static const char json[] = "application/json";
 	if (ct == NULL) {
@@ -59,13 +59,13 @@ kvr_json_type(const char *ct)
 	return next == '\0' || next == ';' || next == ' ' || next == '\t';
 }
 
-/* kvr_xfer_check_type stops x when its 200 answer is not JSON. */
+/* xfer_check_type stops x when its 200 answer is not JSON. */
 static bool
-kvr_xfer_check_type(kvr_xfer *x)
+xfer_check_type(kvr_xfer *x)
 {
 	char *ct = NULL;
 	curl_easy_getinfo(x->easy, CURLINFO_CONTENT_TYPE, &ct);
-	if (kvr_json_type(ct)) {
+	if (is_json_type(ct)) {
 		return true;
 	}
 	kvr_xfer_stop(x, KVI_EPROTO, "Content-Type %.80s, not application/json",
@@ -73,11 +73,11 @@ kvr_xfer_check_type(kvr_xfer *x)
 	return false;
 }
 
-/* kvr_xfer_write takes the next piece of the body: a 200 body goes to the
+/* xfer_write takes the next piece of the body: a 200 body goes to the
  * parser, any other is kept as a snippet for the message. Returning less
  * than given makes libcurl end the transfer with CURLE_WRITE_ERROR. */
 static size_t
-kvr_xfer_write(char *data, size_t size, size_t nmemb, void *arg)
+xfer_write(char *data, size_t size, size_t nmemb, void *arg)
 {
 	kvr_xfer *x = arg;
 	size_t n = size * nmemb;
@@ -86,7 +86,7 @@ kvr_xfer_write(char *data, size_t size, size_t nmemb, void *arg)
 		long status = 0;
 		curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
 		x->status = status;
-		if (status == 200 && !kvr_xfer_check_type(x)) {
+		if (status == 200 && !xfer_check_type(x)) {
 			return 0;
 		}
 	}
@@ -119,9 +119,9 @@ kvr_xfer_write(char *data, size_t size, size_t nmemb, void *arg)
 	return n;
 }
 
-/* kvr_xfer_header takes a header line: the answer has begun. */
+/* xfer_header takes a header line: the answer has begun. */
 static size_t
-kvr_xfer_header(char *data, size_t size, size_t nitems, void *arg)
+xfer_header(char *data, size_t size, size_t nitems, void *arg)
 {
 	(void)data;
 	kvr_xfer *x = arg;
@@ -129,10 +129,10 @@ kvr_xfer_header(char *data, size_t size, size_t nitems, void *arg)
 	return size * nitems;
 }
 
-/* kvr_xfer_sent notes that the request is going out: the first-byte
+/* xfer_sent notes that the request is going out: the first-byte
  * deadline counts from here. */
 static int
-kvr_xfer_sent(void *arg, char *ip, char *local_ip, int port, int local_port)
+xfer_sent(void *arg, char *ip, char *local_ip, int port, int local_port)
 {
 	(void)ip;
 	(void)local_ip;
@@ -160,11 +160,11 @@ kvr_xfer_setup(const kvr_fetch_opts *o, kvr_xfer *x)
 	CURLcode rc = CURLE_OK;
 	rc |= curl_easy_setopt(e, CURLOPT_URL, x->url);
 	rc |= curl_easy_setopt(e, CURLOPT_PRIVATE, x);
-	rc |= curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, kvr_xfer_write);
+	rc |= curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, xfer_write);
 	rc |= curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
-	rc |= curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, kvr_xfer_header);
+	rc |= curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, xfer_header);
 	rc |= curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
-	rc |= curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, kvr_xfer_sent);
+	rc |= curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, xfer_sent);
 	rc |= curl_easy_setopt(e, CURLOPT_PREREQDATA, x);
 	rc |= curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
 	rc |= curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
@@ -179,9 +179,9 @@ kvr_xfer_setup(const kvr_fetch_opts *o, kvr_xfer *x)
 	return rc == CURLE_OK ? KVI_OK : KVI_EIO;
 }
 
-/* kvr_curl_err translates a libcurl result. */
+/* from_curl translates a libcurl result. */
 static kvi_err
-kvr_curl_err(CURLcode code)
+from_curl(CURLcode code)
 {
 	switch (code) {
 	case CURLE_COULDNT_CONNECT:
@@ -202,7 +202,7 @@ kvr_curl_err(CURLcode code)
 }
 
 static kvi_err
-kvr_status_err(long status)
+status_err(long status)
 {
 	switch (status) {
 	case 404:
@@ -232,13 +232,13 @@ kvr_xfer_result(kvr_xfer *x, CURLcode code, kvr_result *r)
 		code = CURLE_OK;
 	}
 	if (code == CURLE_OK && status == 200 && x->abort == KVI_OK) {
-		kvr_xfer_check_type(x); /* an empty body never reached write */
+		xfer_check_type(x); /* an empty body never reached write */
 	}
 	if (x->abort != KVI_OK) {
 		r->err = x->abort;
 		snprintf(r->message, sizeof(r->message), "%s", x->abort_msg);
 	} else if (code != CURLE_OK) {
-		r->err = kvr_curl_err(code);
+		r->err = from_curl(code);
 		snprintf(r->message, sizeof(r->message), "%s",
 			 x->errbuf[0] ? x->errbuf : curl_easy_strerror(code));
 	} else if (status != 200) {
@@ -248,7 +248,7 @@ kvr_xfer_result(kvr_xfer *x, CURLcode code, kvr_result *r)
 			text[i] = c >= 0x20 && c < 0x7f ? (char)c : ' ';
 		}
 		text[x->snippet_len] = '\0';
-		r->err = kvr_status_err(status);
+		r->err = status_err(status);
 		snprintf(r->message, sizeof(r->message), "HTTP %ld: %s", status,
 			 text);
 	} else if (kvr_parser_finish(x->parser) != KVI_OK) {

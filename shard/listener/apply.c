@@ -11,7 +11,7 @@
 #include "hash.h"
 
 static void
-kva_error(kvl_listener *l, const char *fmt, const char *detail)
+set_error(kvl_listener *l, const char *fmt, const char *detail)
 {
 	snprintf(l->last_error, sizeof(l->last_error), fmt, detail);
 }
@@ -26,7 +26,7 @@ kva_scratch_fini(kva_scratch *s)
 }
 
 static void
-kva_scratch_reserve(kva_scratch *s, size_t n)
+scratch_reserve(kva_scratch *s, size_t n)
 {
 	if (n > s->cap) {
 		s->cap = n < 256 ? 256 : n;
@@ -36,11 +36,11 @@ kva_scratch_reserve(kva_scratch *s, size_t n)
 	}
 }
 
-/* kva_put_run stores n blocks of one event: the index in one overlapped
+/* put_run stores n blocks of one event: the index in one overlapped
  * pass, then the log ops. */
 static void
-kva_put_run(kvx_index *idx, kva_scratch *s, kvl_listener *l,
-	    const uint64_t *ext, size_t n, kvi_tier tier)
+put_run(kvx_index *idx, kva_scratch *s, kvl_listener *l, const uint64_t *ext,
+	size_t n, kvi_tier tier)
 {
 	memset(s->tiers, (int)KVX_TIER_BIT(tier), n);
 	kvx_store_batch(idx, l->lid, ext, s->seq, s->tiers, n);
@@ -51,16 +51,16 @@ kva_put_run(kvx_index *idx, kva_scratch *s, kvl_listener *l,
 }
 
 static void
-kva_dirty(kvl_listener *l)
+dirty(kvl_listener *l)
 {
 	kvl_touch(l);
 }
 
-/* kva_chain_start finds the sequence hash a stored run continues from:
+/* chain_start finds the sequence hash a stored run continues from:
  * the root, or the parent's. Returns false for an orphan. */
 static bool
-kva_chain_start(kvx_index *idx, kvl_listener *l, bool has_parent,
-		uint64_t parent, uint64_t *prev)
+chain_start(kvx_index *idx, kvl_listener *l, bool has_parent, uint64_t parent,
+	    uint64_t *prev)
 {
 	if (!has_parent) {
 		*prev = KVI_SEQ_ROOT;
@@ -75,7 +75,7 @@ kva_chain_start(kvx_index *idx, kvl_listener *l, bool has_parent,
 }
 
 static void
-kva_drop(kvx_index *idx, kvl_listener *l, uint64_t ext, kvi_tier tier)
+drop(kvx_index *idx, kvl_listener *l, uint64_t ext, kvi_tier tier)
 {
 	if (kvx_remove(idx, l->lid, ext, tier)) {
 		kvo_rec_remove(&l->rec, ext, (uint8_t)tier);
@@ -85,23 +85,23 @@ kva_drop(kvx_index *idx, kvl_listener *l, uint64_t ext, kvi_tier tier)
 	}
 }
 
-/* kva_clear_locked empties the listener's entries: from here on it holds
+/* clear_locked empties the listener's entries: from here on it holds
  * what its engine holds again, so an incomplete mark ends. */
 static void
-kva_clear_locked(kvx_index *idx, kvl_listener *l)
+clear_locked(kvx_index *idx, kvl_listener *l)
 {
 	kvx_clear(idx, l->lid);
 	kvo_rec_clear(&l->rec);
 	l->mark.incomplete = false;
 }
 
-/* kva_stored_known adds the event's tier to blocks the listener holds: a
+/* stored_known adds the event's tier to blocks the listener holds: a
  * store without tokens, as an offload to another tier reports it. */
 static void
-kva_stored_known(kvx_index *idx, kva_scratch *s, kvl_listener *l,
-		 const kvi_event *ev)
+stored_known(kvx_index *idx, kva_scratch *s, kvl_listener *l,
+	     const kvi_event *ev)
 {
-	kva_scratch_reserve(s, ev->n_hashes);
+	scratch_reserve(s, ev->n_hashes);
 	size_t n = 0;
 	for (uint32_t i = 0; i < ev->n_hashes; i++) {
 		if (kvx_lookup(idx, l->lid, ev->hashes[i], &s->seq[n])) {
@@ -112,18 +112,18 @@ kva_stored_known(kvx_index *idx, kva_scratch *s, kvl_listener *l,
 		}
 	}
 	if (n < ev->n_hashes) {
-		kva_error(l, "%s",
+		set_error(l, "%s",
 			  "BlockStored without tokens of a block the "
 			  "listener does not hold");
 	}
-	kva_put_run(idx, s, l, s->ext, n, ev->tier);
+	put_run(idx, s, l, s->ext, n, ev->tier);
 }
 
 static void
-kva_stored(kvx_index *idx, kva_scratch *s, kvl_listener *l, const kvi_event *ev)
+stored(kvx_index *idx, kva_scratch *s, kvl_listener *l, const kvi_event *ev)
 {
 	if (ev->n_tokens == 0 && ev->n_hashes > 0) {
-		kva_stored_known(idx, s, l, ev);
+		stored_known(idx, s, l, ev);
 		return;
 	}
 	if (ev->block_size != l->block_size) {
@@ -131,31 +131,32 @@ kva_stored(kvx_index *idx, kva_scratch *s, kvl_listener *l, const kvi_event *ev)
 		char what[64];
 		snprintf(what, sizeof(what), "%u, listener has %u",
 			 ev->block_size, l->block_size);
-		kva_error(l, "BlockStored with block_size %s", what);
+		set_error(l, "BlockStored with block_size %s", what);
 		return;
 	}
 	if ((uint64_t)ev->n_hashes * ev->block_size != ev->n_tokens) {
 		l->c.malformed++;
-		kva_error(l, "%s",
+		set_error(l, "%s",
 			  "BlockStored token count is not "
 			  "block_hashes x block_size");
 		return;
 	}
 	uint64_t prev;
-	if (!kva_chain_start(idx, l, ev->has_parent, ev->parent, &prev)) {
+	if (!chain_start(idx, l, ev->has_parent, ev->parent, &prev)) {
 		return;
 	}
 	if (ev->unknown_keys) {
 		l->c.unknown_extra_keys++;
 	}
-	kva_scratch_reserve(s, ev->n_hashes);
+	scratch_reserve(s, ev->n_hashes);
 	kvi_event_local_hashes(ev, s->seq);
 	kvi_seq_hashes(prev, s->seq, ev->n_hashes, s->seq);
-	kva_put_run(idx, s, l, ev->hashes, ev->n_hashes, ev->tier);
+	put_run(idx, s, l, ev->hashes, ev->n_hashes, ev->tier);
 }
 
 static void
-kva_event(kvx_index *idx, kva_scratch *s, kvl_listener *l, const kvi_event *ev)
+apply_event(kvx_index *idx, kva_scratch *s, kvl_listener *l,
+	    const kvi_event *ev)
 {
 	if (ev->type == KVI_EVENT_SKIPPED) {
 		if (ev->skip == KVI_SKIP_UNKNOWN_TYPE) {
@@ -172,24 +173,24 @@ kva_event(kvx_index *idx, kva_scratch *s, kvl_listener *l, const kvi_event *ev)
 	l->c.events++;
 	switch (ev->type) {
 	case KVI_EVENT_STORED:
-		kva_stored(idx, s, l, ev);
+		stored(idx, s, l, ev);
 		break;
 	case KVI_EVENT_REMOVED:
 		for (uint32_t i = 0; i < ev->n_hashes; i++) {
-			kva_drop(idx, l, ev->hashes[i], ev->tier);
+			drop(idx, l, ev->hashes[i], ev->tier);
 		}
 		break;
 	case KVI_EVENT_CLEARED:
-		kva_clear_locked(idx, l);
+		clear_locked(idx, l);
 		break;
 	case KVI_EVENT_SKIPPED:
 		break;
 	}
 }
 
-/* kva_note_foreign counts a batch of rank on l's socket. */
+/* note_foreign counts a batch of rank on l's socket. */
 static void
-kva_note_foreign(kvl_listener *l, uint16_t rank)
+note_foreign(kvl_listener *l, uint16_t rank)
 {
 	l->c.rank_mismatches++;
 	l->foreign_rank = rank;
@@ -197,7 +198,7 @@ kva_note_foreign(kvl_listener *l, uint16_t rank)
 	char what[96];
 	snprintf(what, sizeof(what), "%u arrive on the socket of rank %u", rank,
 		 l->dp_rank);
-	kva_error(l, "batches of data_parallel_rank %s: ignored", what);
+	set_error(l, "batches of data_parallel_rank %s: ignored", what);
 }
 
 bool
@@ -209,7 +210,7 @@ kva_foreign(kvl_listener *l, const void *payload, size_t len)
 	    rank == l->dp_rank) {
 		return false; /* unreadable ones are the decoder's to judge */
 	}
-	kva_note_foreign(l, rank);
+	note_foreign(l, rank);
 	return true;
 }
 
@@ -220,7 +221,7 @@ kva_batch(kvx_index *idx, kvi_decoder *dec, kva_scratch *scratch,
 	kvi_batch b;
 	kvi_err rv = kvi_decoder_decode(dec, payload, len, &b);
 	if (rv == KVI_OK && b.has_dp_rank && b.dp_rank != l->dp_rank) {
-		kva_note_foreign(l, b.dp_rank);
+		note_foreign(l, b.dp_rank);
 		return KVA_FOREIGN;
 	}
 	l->mark = (kvs_mark){.has_wm = true,
@@ -228,40 +229,40 @@ kva_batch(kvx_index *idx, kvi_decoder *dec, kva_scratch *scratch,
 			     .has_fp = true,
 			     .fp = XXH3_64bits(payload, len),
 			     .incomplete = l->mark.incomplete};
-	kva_dirty(l);
+	dirty(l);
 	if (rv != KVI_OK) {
 		l->c.malformed++;
 		l->c.lost_batches++;
-		kva_error(l, "malformed batch: %s", kvi_decoder_error(dec));
+		set_error(l, "malformed batch: %s", kvi_decoder_error(dec));
 		return KVA_LOST;
 	}
 	l->c.batches++;
 	kvx_write_begin(idx, l->lid);
 	for (uint32_t i = 0; i < b.n_events; i++) {
-		kva_event(idx, scratch, l, &b.events[i]);
+		apply_event(idx, scratch, l, &b.events[i]);
 	}
 	kvx_write_end(idx, l->lid);
 	if (b.n_skipped > 0) {
-		kva_error(l, "event skipped: %s", kvi_decoder_skip_error(dec));
+		set_error(l, "event skipped: %s", kvi_decoder_skip_error(dec));
 	}
 	return KVA_APPLIED;
 }
 
 static void
-kva_recover_stored(kvx_index *idx, kva_scratch *s, kvl_listener *l,
-		   const kvr_event *ev)
+recover_stored(kvx_index *idx, kva_scratch *s, kvl_listener *l,
+	       const kvr_event *ev)
 {
 	uint64_t prev;
-	if (!kva_chain_start(idx, l, ev->has_parent, ev->parent_hash, &prev)) {
+	if (!chain_start(idx, l, ev->has_parent, ev->parent_hash, &prev)) {
 		return;
 	}
-	kva_scratch_reserve(s, ev->n_blocks);
+	scratch_reserve(s, ev->n_blocks);
 	for (uint32_t i = 0; i < ev->n_blocks; i++) {
 		prev = kvi_seq_hash(prev, ev->blocks[i].tokens_hash);
 		s->ext[i] = ev->blocks[i].block_hash;
 		s->seq[i] = prev;
 	}
-	kva_put_run(idx, s, l, s->ext, ev->n_blocks, ev->tier);
+	put_run(idx, s, l, s->ext, ev->n_blocks, ev->tier);
 }
 
 void
@@ -273,7 +274,7 @@ kva_recover(kvx_index *idx, kva_scratch *scratch, kvl_listener *l,
 	bool all = dump || !l->mark.has_wm;
 	kvx_write_begin(idx, l->lid);
 	if (dump) {
-		kva_clear_locked(idx, l);
+		clear_locked(idx, l);
 	}
 	for (size_t i = 0; i < r->n_events; i++) {
 		const kvr_event *ev = &r->events[i];
@@ -283,15 +284,15 @@ kva_recover(kvx_index *idx, kva_scratch *scratch, kvl_listener *l,
 		l->c.events++;
 		switch (ev->type) {
 		case KVI_EVENT_STORED:
-			kva_recover_stored(idx, scratch, l, ev);
+			recover_stored(idx, scratch, l, ev);
 			break;
 		case KVI_EVENT_REMOVED:
 			for (uint32_t k = 0; k < ev->n_hashes; k++) {
-				kva_drop(idx, l, ev->block_hashes[k], ev->tier);
+				drop(idx, l, ev->block_hashes[k], ev->tier);
 			}
 			break;
 		case KVI_EVENT_CLEARED:
-			kva_clear_locked(idx, l);
+			clear_locked(idx, l);
 			break;
 		case KVI_EVENT_SKIPPED:
 			break;
@@ -303,7 +304,7 @@ kva_recover(kvx_index *idx, kva_scratch *scratch, kvl_listener *l,
 	l->mark = (kvs_mark){.has_wm = r->has_last_event_id,
 			     .wm = r->last_event_id,
 			     .incomplete = l->mark.incomplete};
-	kva_dirty(l);
+	dirty(l);
 }
 
 #define KVA_HANDOFF_LOCK_RUN 65536 /* entries stored per write lock */
@@ -314,7 +315,7 @@ kva_handoff(kvx_index *idx, kvl_listener *l, const uint64_t *ext,
 	    const kvs_mark *mark)
 {
 	kvx_write_begin(idx, l->lid);
-	kva_clear_locked(idx, l);
+	clear_locked(idx, l);
 	kvx_listener_reserve(idx, l->lid, n);
 	kvx_write_end(idx, l->lid);
 	for (size_t at = 0; at < n; at += KVA_HANDOFF_LOCK_RUN) {
@@ -334,15 +335,15 @@ kva_handoff(kvx_index *idx, kvl_listener *l, const uint64_t *ext,
 	}
 	l->c.blocks_stored += n;
 	l->mark = *mark;
-	kva_dirty(l);
+	dirty(l);
 }
 
 void
 kva_clear(kvx_index *idx, kvl_listener *l)
 {
 	kvx_write_begin(idx, l->lid);
-	kva_clear_locked(idx, l);
+	clear_locked(idx, l);
 	kvx_write_end(idx, l->lid);
 	l->mark = (kvs_mark){0};
-	kva_dirty(l);
+	dirty(l);
 }

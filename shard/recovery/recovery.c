@@ -29,7 +29,7 @@
  *
  * Repairs that fail are retried with exponential backoff (FAILED state);
  * a gap no endpoint can repair is counted, logged, and stepped over, the
- * listener emptied and marked incomplete (kvg_give_up says why).
+ * listener emptied and marked incomplete (give_up says why).
  *
  * A batch of another data-parallel rank (an engine that publishes several
  * ranks on one socket) is never sequenced: its seq belongs to that rank's
@@ -61,8 +61,8 @@
  * for a hand-off before it takes the stream as it comes. */
 #define KVQ_HANDOFF_WAIT_MS 3000
 
-static void kvg_finish(kvq_recovery *q, kvl_listener *l);
-static void kvg_begin_fetch(kvq_recovery *q, kvl_listener *l, bool full);
+static void finish(kvq_recovery *q, kvl_listener *l);
+static void begin_fetch(kvq_recovery *q, kvl_listener *l, bool full);
 
 void
 kvq_recovery_init(kvq_recovery *q, const kvq_config *cfg, kvx_index *idx,
@@ -114,11 +114,11 @@ handoff_ask(kvq_recovery *q, kvl_listener *l)
 
 /* ---- the end of a repair -------------------------------------------- */
 
-/* kvg_finish ends a repair: the listener is in step (unless a batch on the
+/* finish ends a repair: the listener is in step (unless a batch on the
  * way asked for a whole state, which comes first), and what it held
  * meanwhile is applied. */
 static void
-kvg_finish(kvq_recovery *q, kvl_listener *l)
+finish(kvq_recovery *q, kvl_listener *l)
 {
 	kvl_recovery *r = &l->recovery;
 	arm_timer(q, l, -1);
@@ -126,7 +126,7 @@ kvg_finish(kvq_recovery *q, kvl_listener *l)
 	if (r->need_full && l->recover_ep != NULL) {
 		/* A batch applied on the way was lost or orphaned: only
 		 * the engine's whole state repairs it. */
-		kvg_begin_fetch(q, l, true);
+		begin_fetch(q, l, true);
 		return;
 	}
 	r->trusted = true; /* what was applied came from this engine */
@@ -136,7 +136,7 @@ kvg_finish(kvq_recovery *q, kvl_listener *l)
 	kvq_backlog_apply(q, l, SIZE_MAX);
 }
 
-/* kvg_give_up steps over a gap nothing can repair. What the listener held
+/* give_up steps over a gap nothing can repair. What the listener held
  * is dropped: the batches it missed may have evicted any of it - all of
  * it, when the gap is an engine restart it could not see (an engine
  * without a replay socket restarted while this shard was down) - and an
@@ -148,7 +148,7 @@ kvg_finish(kvq_recovery *q, kvl_listener *l)
  * status, /workers and durably in its mark) until a whole state or an
  * AllBlocksCleared makes it exact again. */
 static void
-kvg_give_up(kvq_recovery *q, kvl_listener *l)
+give_up(kvq_recovery *q, kvl_listener *l)
 {
 	kvl_recovery *r = &l->recovery;
 	l->c.unrepaired_gaps++;
@@ -171,11 +171,11 @@ kvg_give_up(kvq_recovery *q, kvl_listener *l)
 		    .has_wm = true, .wm = r->gap_seq - 1, .incomplete = true};
 	}
 	r->need_full = false;
-	kvg_finish(q, l);
+	finish(q, l);
 }
 
 static void
-kvg_backoff(kvq_recovery *q, kvl_listener *l)
+backoff(kvq_recovery *q, kvl_listener *l)
 {
 	kvl_recovery *r = &l->recovery;
 	r->attempts++;
@@ -193,7 +193,7 @@ kvg_backoff(kvq_recovery *q, kvl_listener *l)
 /* ---- VERIFYING and REPLAYING ------------------------------------------ */
 
 static void
-kvg_begin_replay(kvq_recovery *q, kvl_listener *l, uint64_t from, bool verify)
+begin_replay(kvq_recovery *q, kvl_listener *l, uint64_t from, bool verify)
 {
 	kvl_recovery *r = &l->recovery;
 	r->state = verify ? KVL_R_VERIFYING : KVL_R_REPLAYING;
@@ -211,12 +211,11 @@ kvg_begin_replay(kvq_recovery *q, kvl_listener *l, uint64_t from, bool verify)
 	arm_timer(q, l, q->cfg.replay_timeout_ms);
 }
 
-/* kvg_replay_failed ends a replay that did not repair the gap. unchecked:
+/* replay_failed ends a replay that did not repair the gap. unchecked:
  * it was checking continuity, which stays unknown on this connection, so
  * batches are judged from here as without a replay socket. */
 static void
-kvg_replay_failed(kvq_recovery *q, kvl_listener *l, bool unchecked,
-		  const char *why)
+replay_failed(kvq_recovery *q, kvl_listener *l, bool unchecked, const char *why)
 {
 	kvl_recovery *r = &l->recovery;
 	replay_stop(q, l);
@@ -241,27 +240,27 @@ kvg_replay_failed(kvq_recovery *q, kvl_listener *l, bool unchecked,
 		 * messages) - : ask again from where it got to. Each round
 		 * moves the watermark on, so this ends. */
 		kvl_log(l, "replay_again", "from=%" PRIu64, l->mark.wm + 1);
-		kvg_begin_replay(q, l, l->mark.wm + 1, false);
+		begin_replay(q, l, l->mark.wm + 1, false);
 		return;
 	}
 	kvq_repair_gap(q, l, false);
 }
 
-/* kvg_verified takes the replayed batch a VERIFYING listener asked for:
+/* verified takes the replayed batch a VERIFYING listener asked for:
  * the one at the watermark, compared with the fingerprint of the one
  * applied. */
 static void
-kvg_verified(kvq_recovery *q, kvl_listener *l, uint64_t seq,
-	     const void *payload, size_t len)
+verified(kvq_recovery *q, kvl_listener *l, uint64_t seq, const void *payload,
+	 size_t len)
 {
 	kvl_recovery *r = &l->recovery;
 	if (seq != l->mark.wm) {
 		/* The buffer no longer reaches back to the watermark: with
 		 * continuity unknown, rebuild from a tree dump. */
 		r->need_full = true;
-		kvg_replay_failed(q, l, false,
-				  "the watermark's batch is no longer "
-				  "buffered, continuity unknown");
+		replay_failed(q, l, false,
+			      "the watermark's batch is no longer "
+			      "buffered, continuity unknown");
 		return;
 	}
 	if (XXH3_64bits(payload, len) == l->mark.fp) {
@@ -277,10 +276,10 @@ kvg_verified(kvq_recovery *q, kvl_listener *l, uint64_t seq,
 	kvq_restarted(q, l, "fingerprint");
 }
 
-/* kvg_replayed takes a replayed batch of a REPLAYING listener. */
+/* replayed takes a replayed batch of a REPLAYING listener. */
 static void
-kvg_replayed(kvq_recovery *q, kvl_listener *l, uint64_t seq,
-	     const void *payload, size_t len)
+replayed(kvq_recovery *q, kvl_listener *l, uint64_t seq, const void *payload,
+	 size_t len)
 {
 	kvl_recovery *r = &l->recovery;
 	if (!r->replay_started) {
@@ -289,7 +288,7 @@ kvg_replayed(kvq_recovery *q, kvl_listener *l, uint64_t seq,
 			char why[96];
 			snprintf(why, sizeof(why),
 				 "the buffer starts at %" PRIu64, seq);
-			kvg_replay_failed(q, l, false, why);
+			replay_failed(q, l, false, why);
 			return;
 		}
 	}
@@ -297,17 +296,17 @@ kvg_replayed(kvq_recovery *q, kvl_listener *l, uint64_t seq,
 		return;
 	}
 	if (seq > r->replay_expect) {
-		kvg_replay_failed(q, l, false, "replay skipped batches");
+		replay_failed(q, l, false, "replay skipped batches");
 		return;
 	}
 	r->replay_expect = seq + 1;
 	kvq_apply(q, l, seq, payload, len);
 }
 
-/* kvg_replay_end judges a replay by what it delivered before its end
+/* replay_end judges a replay by what it delivered before its end
  * marker. */
 static void
-kvg_replay_end(kvq_recovery *q, kvl_listener *l)
+replay_end(kvq_recovery *q, kvl_listener *l)
 {
 	kvl_recovery *r = &l->recovery;
 	replay_stop(q, l);
@@ -318,26 +317,26 @@ kvg_replay_end(kvq_recovery *q, kvl_listener *l)
 		kvq_restarted(q, l, "empty_replay");
 	} else if (r->state == KVL_R_VERIFYING) {
 		r->need_full = true;
-		kvg_replay_failed(q, l, false,
-				  "the watermark's batch was not "
-				  "replayed, continuity unknown");
+		replay_failed(q, l, false,
+			      "the watermark's batch was not "
+			      "replayed, continuity unknown");
 	} else if (!l->mark.has_wm && empty) {
 		/* From seq 0 and nothing: the engine has published nothing;
 		 * the next batch is seq 0. */
 		l->c.replays_ok++;
-		kvg_finish(q, l);
+		finish(q, l);
 	} else if (l->mark.has_wm && l->mark.wm + 1 >= r->gap_seq) {
 		l->c.replays_ok++;
-		kvg_finish(q, l);
+		finish(q, l);
 	} else {
-		kvg_replay_failed(q, l, false, "ended before the gap closed");
+		replay_failed(q, l, false, "ended before the gap closed");
 	}
 }
 
 /* ---- FETCH_EVENTS and FETCH_DUMP ------------------------------------ */
 
 static void
-kvg_begin_fetch(kvq_recovery *q, kvl_listener *l, bool full)
+begin_fetch(kvq_recovery *q, kvl_listener *l, bool full)
 {
 	kvl_recovery *r = &l->recovery;
 	char url[1024];
@@ -364,15 +363,15 @@ kvg_begin_fetch(kvq_recovery *q, kvl_listener *l, bool full)
 	if (rv != KVI_OK) {
 		l->c.recoveries_failed++;
 		kvl_error(l, "cannot fetch %s: %s", url, kvi_strerror(rv));
-		kvg_backoff(q, l);
+		backoff(q, l);
 	}
 }
 
-static void kvg_fetch_failed(kvq_recovery *q, kvl_listener *l, const char *fmt,
-			     ...) __attribute__((format(printf, 3, 4)));
+static void fetch_failed(kvq_recovery *q, kvl_listener *l, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 static void
-kvg_fetch_failed(kvq_recovery *q, kvl_listener *l, const char *fmt, ...)
+fetch_failed(kvq_recovery *q, kvl_listener *l, const char *fmt, ...)
 {
 	char why[sizeof(l->last_error)];
 	va_list ap;
@@ -385,15 +384,15 @@ kvg_fetch_failed(kvq_recovery *q, kvl_listener *l, const char *fmt, ...)
 	kvl_log(l, "recover_failed", "attempt=%d error=%s",
 		l->recovery.attempts + 1,
 		kvi_log_quote(quoted, sizeof(quoted), l->last_error));
-	kvg_backoff(q, l);
+	backoff(q, l);
 }
 
 static void
-kvg_fetched_events(kvq_recovery *q, kvl_listener *l, const kvr_response *resp)
+fetched_events(kvq_recovery *q, kvl_listener *l, const kvr_response *resp)
 {
 	kvl_recovery *r = &l->recovery;
 	if (r->state == KVL_R_FETCH_DUMP || !l->mark.has_wm) {
-		kvg_fetch_failed(q, l, "asked for a tree dump, got Events");
+		fetch_failed(q, l, "asked for a tree dump, got Events");
 		return;
 	}
 	if (resp->n_events > 0 && resp->events[0].event_id > l->mark.wm + 1) {
@@ -405,20 +404,20 @@ kvg_fetched_events(kvq_recovery *q, kvl_listener *l, const kvr_response *resp)
 		return;
 	}
 	if (resp->last_event_id + 1 < r->gap_seq) {
-		kvg_fetch_failed(
-		    q, l, "Events end at %" PRIu64 ", the gap at %" PRIu64,
-		    resp->last_event_id, r->gap_seq);
+		fetch_failed(q, l,
+			     "Events end at %" PRIu64 ", the gap at %" PRIu64,
+			     resp->last_event_id, r->gap_seq);
 		return;
 	}
 	kva_recover(q->idx, &q->scratch, l, resp);
 	l->c.recoveries_events++;
-	kvg_finish(q, l);
+	finish(q, l);
 }
 
-/* kvg_fetch_refused takes an answer refused for its size (res, freed
+/* fetch_refused takes an answer refused for its size (res, freed
  * here): nothing of it is applied, and the listener says why. */
 static void
-kvg_fetch_refused(kvq_recovery *q, kvl_listener *l, kvr_result *res)
+fetch_refused(kvq_recovery *q, kvl_listener *l, kvr_result *res)
 {
 	char quoted[400];
 	l->c.recoveries_too_big++;
@@ -434,14 +433,14 @@ kvg_fetch_refused(kvq_recovery *q, kvl_listener *l, kvr_result *res)
 			 " (--listener-max-entries %" PRIu64 ")",
 			 q->cfg.listener_max_entries);
 	}
-	kvg_fetch_failed(q, l, "/kv_recover refused, none of it applied: %s%s",
-			 res->message, bound);
+	fetch_failed(q, l, "/kv_recover refused, none of it applied: %s%s",
+		     res->message, bound);
 	kvr_result_free(res);
 }
 
-/* kvg_fetched takes a fetching listener's answer (r, freed here). */
+/* fetched takes a fetching listener's answer (r, freed here). */
 static void
-kvg_fetched(kvq_recovery *q, kvl_listener *l, kvr_result *res)
+fetched(kvq_recovery *q, kvl_listener *l, kvr_result *res)
 {
 	kvl_recovery *r = &l->recovery;
 	if ((r->state != KVL_R_FETCH_EVENTS && r->state != KVL_R_FETCH_DUMP) ||
@@ -450,12 +449,12 @@ kvg_fetched(kvq_recovery *q, kvl_listener *l, kvr_result *res)
 		return; /* an answer to an older ask */
 	}
 	if (res->err == KVI_ETOOBIG) {
-		kvg_fetch_refused(q, l, res);
+		fetch_refused(q, l, res);
 		return;
 	}
 	if (res->err != KVI_OK) {
-		kvg_fetch_failed(q, l, "/kv_recover: %s (%s)",
-				 kvi_strerror(res->err), res->message);
+		fetch_failed(q, l, "/kv_recover: %s (%s)",
+			     kvi_strerror(res->err), res->message);
 		kvr_result_free(res);
 		return;
 	}
@@ -469,28 +468,28 @@ kvg_fetched(kvq_recovery *q, kvl_listener *l, kvr_result *res)
 		kvl_log(l, "recovered",
 			"kind=tree_dump events=%zu watermark=%" PRIu64,
 			resp->n_events, resp->last_event_id);
-		kvg_finish(q, l);
+		finish(q, l);
 		break;
 	case KVR_KIND_EVENTS:
-		kvg_fetched_events(q, l, resp);
+		fetched_events(q, l, resp);
 		break;
 	case KVR_KIND_TOO_NEW:
 		if (++r->too_new >= KVQ_TOO_NEW_FULL) {
 			r->need_full = true;
 		}
-		kvg_fetch_failed(q, l,
-				 "TooNew: asked %" PRIu64 "..%" PRIu64
-				 ", newest %" PRIu64,
-				 resp->requested_start, resp->requested_end,
-				 resp->newest_available);
+		fetch_failed(q, l,
+			     "TooNew: asked %" PRIu64 "..%" PRIu64
+			     ", newest %" PRIu64,
+			     resp->requested_start, resp->requested_end,
+			     resp->newest_available);
 		break;
 	case KVR_KIND_INVALID_RANGE:
 		r->need_full = true;
-		kvg_fetch_failed(q, l, "InvalidRange %" PRIu64 "..%" PRIu64,
-				 resp->start_id, resp->end_id);
+		fetch_failed(q, l, "InvalidRange %" PRIu64 "..%" PRIu64,
+			     resp->start_id, resp->end_id);
 		break;
 	default:
-		kvg_fetch_failed(
+		fetch_failed(
 		    q, l, "Error: %.*s",
 		    (int)(resp->message_len > 200 ? 200 : resp->message_len),
 		    resp->message != NULL ? resp->message : "");
@@ -524,18 +523,17 @@ kvq_repair_gap(kvq_recovery *q, kvl_listener *l, bool verify)
 	r->need_full = p.need_full;
 	switch (p.repair) {
 	case KVQ_REPAIR_VERIFY:
-		kvg_begin_replay(q, l, l->mark.wm, true);
+		begin_replay(q, l, l->mark.wm, true);
 		break;
 	case KVQ_REPAIR_NONE:
-		kvg_finish(q, l);
+		finish(q, l);
 		break;
 	case KVQ_REPAIR_REPLAY:
-		kvg_begin_replay(q, l, l->mark.has_wm ? l->mark.wm + 1 : 0,
-				 false);
+		begin_replay(q, l, l->mark.has_wm ? l->mark.wm + 1 : 0, false);
 		break;
 	case KVQ_REPAIR_EVENTS:
 	case KVQ_REPAIR_DUMP:
-		kvg_begin_fetch(q, l, p.repair == KVQ_REPAIR_DUMP);
+		begin_fetch(q, l, p.repair == KVQ_REPAIR_DUMP);
 		break;
 	case KVQ_REPAIR_HANDOFF:
 		r->state = KVL_R_HANDOFF;
@@ -547,7 +545,7 @@ kvq_repair_gap(kvq_recovery *q, kvl_listener *l, bool verify)
 		arm_timer(q, l, KVQ_HANDOFF_WAIT_MS);
 		break;
 	case KVQ_REPAIR_GIVE_UP:
-		kvg_give_up(q, l);
+		give_up(q, l);
 		break;
 	}
 }
@@ -560,7 +558,7 @@ kvq_recovery_begin(kvq_recovery *q, kvl_listener *l)
 		l->recovery.gap_seq = 0;
 		kvq_repair_gap(q, l, false);
 	} else {
-		kvg_finish(q, l);
+		finish(q, l);
 	}
 }
 
@@ -591,7 +589,7 @@ kvq_recovery_reset(kvq_recovery *q, kvl_listener *l)
 /* ---- the transition function ----------------------------------------- */
 
 static void
-kvg_on_connected(kvq_recovery *q, kvl_listener *l)
+on_connected(kvq_recovery *q, kvl_listener *l)
 {
 	kvl_recovery *r = &l->recovery;
 	if (r->state == KVL_R_HANDOFF_ARMED) {
@@ -617,7 +615,7 @@ kvg_on_connected(kvq_recovery *q, kvl_listener *l)
 }
 
 static void
-kvg_on_timer(kvq_recovery *q, kvl_listener *l)
+on_timer(kvq_recovery *q, kvl_listener *l)
 {
 	kvl_recovery *r = &l->recovery;
 	switch (r->state) {
@@ -627,8 +625,8 @@ kvg_on_timer(kvq_recovery *q, kvl_listener *l)
 		break;
 	case KVL_R_VERIFYING:
 	case KVL_R_REPLAYING:
-		kvg_replay_failed(q, l, r->state == KVL_R_VERIFYING,
-				  "no answer in time");
+		replay_failed(q, l, r->state == KVL_R_VERIFYING,
+			      "no answer in time");
 		break;
 	case KVL_R_BACKOFF:
 	case KVL_R_AWAIT_HANDOFF:
@@ -642,7 +640,7 @@ kvg_on_timer(kvq_recovery *q, kvl_listener *l)
 }
 
 static void
-kvg_on_replay(kvq_recovery *q, kvl_listener *l, const kvq_event *ev)
+on_replay(kvq_recovery *q, kvl_listener *l, const kvq_event *ev)
 {
 	kvl_recovery *r = &l->recovery;
 	if (r->state != KVL_R_VERIFYING && r->state != KVL_R_REPLAYING) {
@@ -650,7 +648,7 @@ kvg_on_replay(kvq_recovery *q, kvl_listener *l, const kvq_event *ev)
 	}
 	arm_timer(q, l, q->cfg.replay_timeout_ms);
 	if (ev->kind == KVQ_EV_REPLAY_END) {
-		kvg_replay_end(q, l);
+		replay_end(q, l);
 		return;
 	}
 	if (kvq_foreign(l, ev->payload, ev->len)) {
@@ -658,20 +656,20 @@ kvg_on_replay(kvq_recovery *q, kvl_listener *l, const kvq_event *ev)
 	}
 	r->replay_got++;
 	if (r->state == KVL_R_VERIFYING) {
-		kvg_verified(q, l, ev->seq, ev->payload, ev->len);
+		verified(q, l, ev->seq, ev->payload, ev->len);
 	} else {
-		kvg_replayed(q, l, ev->seq, ev->payload, ev->len);
+		replayed(q, l, ev->seq, ev->payload, ev->len);
 	}
 }
 
 static void
-kvg_on_handoff_end(kvq_recovery *q, kvl_listener *l, bool taken)
+on_handoff_end(kvq_recovery *q, kvl_listener *l, bool taken)
 {
 	if (l->recovery.state != KVL_R_HANDOFF) {
 		return;
 	}
 	if (taken) {
-		kvg_finish(q, l);
+		finish(q, l);
 		return;
 	}
 	l->recovery.state = KVL_R_STREAMING;
@@ -692,7 +690,7 @@ kvq_recovery_on(kvq_recovery *q, kvl_listener *l, const kvq_event *ev)
 		kvq_on_live(q, l, ev);
 		break;
 	case KVQ_EV_CONNECTED:
-		kvg_on_connected(q, l);
+		on_connected(q, l);
 		break;
 	case KVQ_EV_DISCONNECTED:
 		l->recovery.trusted = false;
@@ -700,17 +698,17 @@ kvq_recovery_on(kvq_recovery *q, kvl_listener *l, const kvq_event *ev)
 		break;
 	case KVQ_EV_REPLAY:
 	case KVQ_EV_REPLAY_END:
-		kvg_on_replay(q, l, ev);
+		on_replay(q, l, ev);
 		break;
 	case KVQ_EV_FETCHED:
-		kvg_fetched(q, l, ev->fetched);
+		fetched(q, l, ev->fetched);
 		break;
 	case KVQ_EV_TIMER:
-		kvg_on_timer(q, l);
+		on_timer(q, l);
 		break;
 	case KVQ_EV_HANDOFF_TAKEN:
 	case KVQ_EV_HANDOFF_FAILED:
-		kvg_on_handoff_end(q, l, ev->kind == KVQ_EV_HANDOFF_TAKEN);
+		on_handoff_end(q, l, ev->kind == KVQ_EV_HANDOFF_TAKEN);
 		break;
 	}
 }

@@ -174,8 +174,8 @@ typedef enum kvq_verdict {
 	KVQ_NEED_HISTORY, /* no state, and not seq 0: the engine's history */
 	KVQ_VERIFY,       /* continuity unknown and checkable: check first */
 	KVQ_GAP,          /* past the next one: repair the gap */
-	KVQ_FOREIGN,      /* another rank's (only kvg_take finds it out):
-			   * dropped, unsequenced */
+	KVQ_FOREIGN,      /* another rank's, dropped unsequenced (only
+			   * recovery_live.c finds it out) */
 } kvq_verdict;
 
 /* kvq_judge says what batch seq is to l, streaming. */

@@ -15,11 +15,11 @@
 
 /* ---- applying ------------------------------------------------------ */
 
-/* kvg_resync asks for the engine's whole state: a batch was lost or
+/* resync asks for the engine's whole state: a batch was lost or
  * orphans keep coming. At once when streaming; a repair in flight
  * fetches it when it ends. */
 static void
-kvg_resync(kvq_recovery *q, kvl_listener *l, uint64_t seq)
+resync(kvq_recovery *q, kvl_listener *l, uint64_t seq)
 {
 	l->recovery.need_full = true;
 	if (l->recovery.state == KVL_R_STREAMING) {
@@ -28,10 +28,10 @@ kvg_resync(kvq_recovery *q, kvl_listener *l, uint64_t seq)
 	}
 }
 
-/* kvg_misconfigured logs, at most once a minute, that batches of another
+/* misconfigured logs, at most once a minute, that batches of another
  * rank arrive on l's socket (the batch was just dropped as foreign). */
 static void
-kvg_misconfigured(kvl_listener *l)
+misconfigured(kvl_listener *l)
 {
 	if (l->foreign_at_ms - l->foreign_logged_ms < 60000) {
 		return;
@@ -54,7 +54,7 @@ kvq_foreign(kvl_listener *l, const void *payload, size_t len)
 	if (!kva_foreign(l, payload, len)) {
 		return false;
 	}
-	kvg_misconfigured(l);
+	misconfigured(l);
 	return true;
 }
 
@@ -67,30 +67,30 @@ kvq_apply(kvq_recovery *q, kvl_listener *l, uint64_t seq, const void *payload,
 	kva_result res =
 	    kva_batch(q->idx, q->dec, &q->scratch, l, seq, payload, len);
 	if (res == KVA_FOREIGN) {
-		kvg_misconfigured(l);
+		misconfigured(l);
 		return false;
 	}
 	if (res == KVA_LOST && l->recover_ep != NULL) {
 		/* A replay would return the same bytes: only the engine's
 		 * whole state repairs a lost batch. */
 		kvl_log(l, "lost_batch_resync", "seq=%" PRIu64, seq);
-		kvg_resync(q, l, seq);
+		resync(q, l, seq);
 		return true;
 	}
 	if (l->orphan_streak >= q->cfg.orphan_resync && l->recover_ep != NULL) {
 		kvl_log(l, "orphan_resync", "orphans=%u", l->orphan_streak);
 		l->orphan_streak = 0;
-		kvg_resync(q, l, seq);
+		resync(q, l, seq);
 	}
 	return true;
 }
 
-/* kvg_take applies or drops a batch while streaming, as kvq_judge says;
+/* take applies or drops a batch while streaming, as kvq_judge says;
  * any other verdict is returned for the caller to hold the batch and
  * start the repair, after noting what the repair must reach. */
 static kvq_verdict
-kvg_take(kvq_recovery *q, kvl_listener *l, uint64_t seq, const void *payload,
-	 size_t len)
+take(kvq_recovery *q, kvl_listener *l, uint64_t seq, const void *payload,
+     size_t len)
 {
 	kvl_recovery *r = &l->recovery;
 	kvq_verdict v = kvq_judge(l, seq);
@@ -123,15 +123,15 @@ kvg_take(kvq_recovery *q, kvl_listener *l, uint64_t seq, const void *payload,
 }
 
 static bool
-kvg_taken(kvq_verdict v)
+taken(kvq_verdict v)
 {
 	return v == KVQ_APPLY || v == KVQ_DROP || v == KVQ_FOREIGN;
 }
 
-static void kvg_engine_restart(kvq_recovery *q, kvl_listener *l, uint64_t seq);
+static void engine_restart(kvq_recovery *q, kvl_listener *l, uint64_t seq);
 
-/* kvg_in_order takes live batch seq, the next in arrival order, while
- * streaming: first the engine restart it may reveal, then kvg_take. One
+/* in_order takes live batch seq, the next in arrival order, while
+ * streaming: first the engine restart it may reveal, then take. One
  * of another rank must not be sequenced at all - its seq would read as a
  * restart or a gap - but reading a batch's rank costs a fraction of a
  * decode, too much for every batch of a flood: it is read only where the
@@ -141,22 +141,22 @@ static void kvg_engine_restart(kvq_recovery *q, kvl_listener *l, uint64_t seq);
  * either way. Returns the verdict, KVQ_FOREIGN for a batch dropped as
  * another rank's. */
 static kvq_verdict
-kvg_in_order(kvq_recovery *q, kvl_listener *l, uint64_t seq,
-	     const void *payload, size_t len, bool checked)
+in_order(kvq_recovery *q, kvl_listener *l, uint64_t seq, const void *payload,
+	 size_t len, bool checked)
 {
 	if (!checked && kvq_is_restart(l, seq)) {
 		if (kvq_foreign(l, payload, len)) {
 			return KVQ_FOREIGN;
 		}
 		checked = true;
-		kvg_engine_restart(q, l, seq);
+		engine_restart(q, l, seq);
 	}
 	kvq_verdict j = kvq_judge(l, seq);
 	if (!checked && j != KVQ_APPLY && j != KVQ_DROP &&
 	    kvq_foreign(l, payload, len)) {
 		return KVQ_FOREIGN;
 	}
-	kvq_verdict v = kvg_take(q, l, seq, payload, len);
+	kvq_verdict v = take(q, l, seq, payload, len);
 	if (v != KVQ_FOREIGN) {
 		l->has_live = true;
 		l->last_live = seq;
@@ -173,8 +173,8 @@ kvq_backlog_apply(kvq_recovery *q, kvl_listener *l, size_t max)
 	       (m = kvq_backlog_pop(q, l)) != NULL) {
 		n++;
 		kvq_verdict v =
-		    kvg_in_order(q, l, m->seq, m->payload, m->len, m->checked);
-		if (!kvg_taken(v)) {
+		    in_order(q, l, m->seq, m->payload, m->len, m->checked);
+		if (!taken(v)) {
 			m->checked = true;
 			kvq_backlog_unpop(q, l, m);
 			kvq_repair_gap(q, l, v == KVQ_VERIFY);
@@ -186,7 +186,7 @@ kvq_backlog_apply(kvq_recovery *q, kvl_listener *l, size_t max)
 }
 
 static void
-kvg_engine_restart(kvq_recovery *q, kvl_listener *l, uint64_t seq)
+engine_restart(kvq_recovery *q, kvl_listener *l, uint64_t seq)
 {
 	l->c.engine_restarts++;
 	l->recovery.trusted = false;
@@ -216,7 +216,7 @@ kvq_restarted(kvq_recovery *q, kvl_listener *l, const char *reason)
  * otherwise a batch that must wait - a repair in flight, or ingest
  * behind - is queued as it is and judged in order when taken from the
  * queue (kvq_backlog_apply), its rank read then if need be
- * (kvg_in_order). */
+ * (in_order). */
 void
 kvq_on_live(kvq_recovery *q, kvl_listener *l, const kvq_event *ev)
 {
@@ -226,7 +226,7 @@ kvq_on_live(kvq_recovery *q, kvl_listener *l, const kvq_event *ev)
 			return;
 		}
 		checked = true;
-		kvg_engine_restart(q, l, ev->seq);
+		engine_restart(q, l, ev->seq);
 		l->has_live = true;
 		l->last_live = ev->seq;
 	}
@@ -235,9 +235,8 @@ kvq_on_live(kvq_recovery *q, kvl_listener *l, const kvq_event *ev)
 		kvq_backlog_push(q, l, ev->seq, ev->payload, ev->len, checked);
 		return;
 	}
-	kvq_verdict v =
-	    kvg_in_order(q, l, ev->seq, ev->payload, ev->len, checked);
-	if (!kvg_taken(v)) {
+	kvq_verdict v = in_order(q, l, ev->seq, ev->payload, ev->len, checked);
+	if (!taken(v)) {
 		kvq_backlog_push(q, l, ev->seq, ev->payload, ev->len, true);
 		kvq_repair_gap(q, l, v == KVQ_VERIFY);
 	}

@@ -23,14 +23,14 @@ struct kvh_shard {
 	kvi_counter *c_fenced;
 };
 
-/* kvh_fence admits a command of the request's term and raises the newest
+/* fence admits a command of the request's term and raises the newest
  * term seen to it; a command of an older term - from a coordinator that
  * led before a pause and has not noticed it lost the lease - is refused
  * (err says why). Any request carries the term; only assign and unassign
  * are refused for it. */
 static bool
-kvh_fence(kvh_shard *s, const Kvindex__Request *req, bool command, char *err,
-	  size_t errlen)
+fence(kvh_shard *s, const Kvindex__Request *req, bool command, char *err,
+      size_t errlen)
 {
 	uint64_t term = req->has_term ? req->term : 0;
 	uint64_t seen = atomic_load(&s->term);
@@ -65,7 +65,7 @@ typedef struct kvh_matches {
 } kvh_matches;
 
 static void *
-kvh_grow(kvp_arena *a, void *old, size_t n, size_t cap, size_t size)
+grow(kvp_arena *a, void *old, size_t n, size_t cap, size_t size)
 {
 	void *p = kvp_arena_alloc(a, cap * size);
 	if (n > 0) {
@@ -74,19 +74,19 @@ kvh_grow(kvp_arena *a, void *old, size_t n, size_t cap, size_t size)
 	return p;
 }
 
-/* kvh_match_push appends one match to the compact arrays. */
+/* match_push appends one match to the compact arrays. */
 static void
-kvh_match_push(kvh_matches *ms, uint64_t instance, uint32_t rank, uint32_t gpu,
-	       uint32_t cpu, uint32_t disk)
+match_push(kvh_matches *ms, uint64_t instance, uint32_t rank, uint32_t gpu,
+	   uint32_t cpu, uint32_t disk)
 {
 	if (ms->n == ms->cap) {
 		size_t cap = ms->cap ? ms->cap * 2 : 64;
 		kvp_arena *a = ms->arena;
-		ms->instance = kvh_grow(a, ms->instance, ms->n, cap, 8);
-		ms->rank = kvh_grow(a, ms->rank, ms->n, cap, 4);
-		ms->gpu = kvh_grow(a, ms->gpu, ms->n, cap, 4);
-		ms->cpu = kvh_grow(a, ms->cpu, ms->n, cap, 4);
-		ms->disk = kvh_grow(a, ms->disk, ms->n, cap, 4);
+		ms->instance = grow(a, ms->instance, ms->n, cap, 8);
+		ms->rank = grow(a, ms->rank, ms->n, cap, 4);
+		ms->gpu = grow(a, ms->gpu, ms->n, cap, 4);
+		ms->cpu = grow(a, ms->cpu, ms->n, cap, 4);
+		ms->disk = grow(a, ms->disk, ms->n, cap, 4);
 		ms->cap = cap;
 	}
 	size_t i = ms->n++;
@@ -98,12 +98,12 @@ kvh_match_push(kvh_matches *ms, uint64_t instance, uint32_t rank, uint32_t gpu,
 }
 
 static void
-kvh_match_add(void *arg, const kvx_listener_info *info, const kvx_match *m)
+match_add(void *arg, const kvx_listener_info *info, const kvx_match *m)
 {
 	kvh_matches *ms = arg;
 	if (ms->topk == NULL) {
-		kvh_match_push(ms, info->instance_id, info->dp_rank, m->gpu,
-			       m->cpu, m->disk);
+		match_push(ms, info->instance_id, info->dp_rank, m->gpu, m->cpu,
+			   m->disk);
 		return;
 	}
 	kvh_topk_entry e = {
@@ -117,24 +117,24 @@ kvh_match_add(void *arg, const kvx_listener_info *info, const kvx_match *m)
 	kvh_topk_add(ms->topk, &e);
 }
 
-/* kvh_match_flush moves what topk kept to the compact arrays. */
+/* match_flush moves what topk kept to the compact arrays. */
 static void
-kvh_match_flush(kvh_matches *ms)
+match_flush(kvh_matches *ms)
 {
 	if (ms->topk == NULL) {
 		return;
 	}
 	for (size_t i = 0; i < ms->topk->n; i++) {
 		const kvh_topk_entry *e = &ms->topk->e[i];
-		kvh_match_push(ms, e->instance_id, e->dp_rank, e->gpu, e->cpu,
-			       e->disk);
+		match_push(ms, e->instance_id, e->dp_rank, e->gpu, e->cpu,
+			   e->disk);
 	}
 }
 
-/* kvh_query answers one query into a new QueryResponse. A query that
+/* query answers one query into a new QueryResponse. A query that
  * cannot be answered gets its code and error set in the answer. */
 static Kvindex__QueryResponse *
-kvh_query(kvh_shard *s, const Kvindex__QueryRequest *q, kvp_arena *a)
+query(kvh_shard *s, const Kvindex__QueryRequest *q, kvp_arena *a)
 {
 	double t0 = kvi_now_s();
 	Kvindex__QueryResponse *out = kvp_arena_alloc(a, sizeof(*out));
@@ -159,8 +159,8 @@ kvh_query(kvh_shard *s, const Kvindex__QueryRequest *q, kvp_arena *a)
 	}
 	uint32_t bs = 0;
 	kvi_err rv = kvx_query(s->idx, q->model, q->seq_hashes, q->n_seq_hashes,
-			       &f, kvh_match_add, &ms, &bs);
-	kvh_match_flush(&ms);
+			       &f, match_add, &ms, &bs);
+	match_flush(&ms);
 	if (rv == KVI_OK) {
 		out->m_instance = ms.instance;
 		out->n_m_instance = ms.n;
@@ -180,24 +180,24 @@ kvh_query(kvh_shard *s, const Kvindex__QueryRequest *q, kvp_arena *a)
 	return out;
 }
 
-/* kvh_query_batch answers every query of b, each on its own. */
+/* query_batch answers every query of b, each on its own. */
 static Kvindex__QueryBatchResponse *
-kvh_query_batch(kvh_shard *s, const Kvindex__QueryBatchRequest *b, kvp_arena *a)
+query_batch(kvh_shard *s, const Kvindex__QueryBatchRequest *b, kvp_arena *a)
 {
 	Kvindex__QueryBatchResponse *out = kvp_arena_alloc(a, sizeof(*out));
 	kvindex__query_batch_response__init(out);
 	out->answers =
 	    kvp_arena_alloc(a, (b->n_queries + 1) * sizeof(*out->answers));
 	for (size_t i = 0; i < b->n_queries; i++) {
-		out->answers[i] = kvh_query(s, b->queries[i], a);
+		out->answers[i] = query(s, b->queries[i], a);
 	}
 	out->n_answers = b->n_queries;
 	return out;
 }
 
 static void
-kvh_handle(void *arg, const Kvindex__Request *req, Kvindex__Response *resp,
-	   kvp_arena *a)
+handle(void *arg, const Kvindex__Request *req, Kvindex__Response *resp,
+       kvp_arena *a)
 {
 	kvh_shard *s = arg;
 	char err[256] = "";
@@ -212,7 +212,7 @@ kvh_handle(void *arg, const Kvindex__Request *req, Kvindex__Response *resp,
 			      "secret (--rpc-secret-file)";
 		return;
 	}
-	if (!kvh_fence(s, req, command, err, sizeof(err))) {
+	if (!fence(s, req, command, err, sizeof(err))) {
 		resp->code = KVI_ESTALE;
 		resp->error = kvp_arena_strdup(a, err);
 		return;
@@ -236,7 +236,7 @@ kvh_handle(void *arg, const Kvindex__Request *req, Kvindex__Response *resp,
 				  sizeof(err));
 		break;
 	case KVINDEX__REQUEST__BODY_QUERY: {
-		Kvindex__QueryResponse *out = kvh_query(s, req->query, a);
+		Kvindex__QueryResponse *out = query(s, req->query, a);
 		resp->body_case = KVINDEX__RESPONSE__BODY_QUERY;
 		resp->query = out;
 		if (out->has_code) {
@@ -250,7 +250,7 @@ kvh_handle(void *arg, const Kvindex__Request *req, Kvindex__Response *resp,
 	}
 	case KVINDEX__REQUEST__BODY_QUERY_BATCH:
 		resp->body_case = KVINDEX__RESPONSE__BODY_QUERY_BATCH;
-		resp->query_batch = kvh_query_batch(s, req->query_batch, a);
+		resp->query_batch = query_batch(s, req->query_batch, a);
 		return;
 	case KVINDEX__REQUEST__BODY_STATUS: {
 		Kvindex__StatusResponse *out = kvp_arena_alloc(a, sizeof(*out));
@@ -348,5 +348,5 @@ kvh_shard_inline_kinds(void)
 kvn_handler
 kvh_shard_handler(void)
 {
-	return kvh_handle;
+	return handle;
 }

@@ -30,10 +30,10 @@ kvn_count(_Atomic uint64_t *counter, uint64_t n)
 	atomic_fetch_add_explicit(counter, n, memory_order_relaxed);
 }
 
-/* kvs_kind_of finds the kind of req's body. Returns false when it has none
+/* kind_of finds the kind of req's body. Returns false when it has none
  * this build knows. */
 static bool
-kvs_kind_of(const Kvindex__Request *req, kvn_kind *out)
+kind_of(const Kvindex__Request *req, kvn_kind *out)
 {
 	switch (req->body_case) {
 	case KVINDEX__REQUEST__BODY_ASSIGN:
@@ -62,10 +62,10 @@ kvs_kind_of(const Kvindex__Request *req, kvn_kind *out)
 	}
 }
 
-/* kvs_reply_error returns a packed response with code and message and no
+/* reply_error returns a packed response with code and message and no
  * body. */
 static nng_msg *
-kvs_reply_error(kvi_err code, const char *message)
+reply_error(kvi_err code, const char *message)
 {
 	Kvindex__Response resp = KVINDEX__RESPONSE__INIT;
 	resp.version = KVP_VERSION;
@@ -77,11 +77,11 @@ kvs_reply_error(kvi_err code, const char *message)
 	return reply;
 }
 
-/* kvs_service_handle runs the handler on a decoded request and returns the
+/* service_handle runs the handler on a decoded request and returns the
  * packed reply. */
 static nng_msg *
-kvs_service_handle(kvn_service *svc, kvp_arena *arena,
-		   const Kvindex__Request *req, kvn_kind kind)
+service_handle(kvn_service *svc, kvp_arena *arena, const Kvindex__Request *req,
+	       kvn_kind kind)
 {
 	Kvindex__Response resp = KVINDEX__RESPONSE__INIT;
 	uint64_t t0 = kvi_now_us();
@@ -103,7 +103,7 @@ kvs_service_handle(kvn_service *svc, kvp_arena *arena,
 		kvn_count(&svc->bad_responses, 1);
 		kvn_count(&svc->errors[kind], 1);
 		rv = rv == KVI_ETOOBIG ? KVI_ETOOBIG : KVI_EINTERNAL;
-		return kvs_reply_error(rv, err);
+		return reply_error(rv, err);
 	}
 	if (resp.code != KVI_OK) {
 		kvn_count(&svc->errors[kind], 1);
@@ -111,12 +111,12 @@ kvs_service_handle(kvn_service *svc, kvp_arena *arena,
 	return reply;
 }
 
-/* kvs_decode decodes the request body[0..len) into arena. Returns NULL
+/* decode decodes the request body[0..len) into arena. Returns NULL
  * with *req and *kind set when it is ready to be handled, else the packed
  * envelope error to reply. */
 static nng_msg *
-kvs_decode(kvn_service *svc, kvp_arena *arena, const uint8_t *body, size_t len,
-	   const Kvindex__Request **req, kvn_kind *kind)
+decode(kvn_service *svc, kvp_arena *arena, const uint8_t *body, size_t len,
+       const Kvindex__Request **req, kvn_kind *kind)
 {
 	ProtobufCAllocator alloc;
 	kvp_arena_allocator(arena, &alloc);
@@ -126,16 +126,16 @@ kvs_decode(kvn_service *svc, kvp_arena *arena, const uint8_t *body, size_t len,
 	    kvp_request_unpack(body, len, &alloc, &r, err, sizeof(err));
 	if (rv == KVI_EVERSION) {
 		kvn_count(&svc->version_mismatches, 1);
-		return kvs_reply_error(rv, err);
+		return reply_error(rv, err);
 	}
 	if (rv != KVI_OK) {
 		kvn_count(&svc->malformed, 1);
-		return kvs_reply_error(KVI_EPROTO, err);
+		return reply_error(KVI_EPROTO, err);
 	}
-	if (!kvs_kind_of(r, kind)) {
+	if (!kind_of(r, kind)) {
 		kvn_count(&svc->no_body, 1);
-		return kvs_reply_error(KVI_EINVAL,
-				       "request has no body this shard knows");
+		return reply_error(KVI_EINVAL,
+				   "request has no body this shard knows");
 	}
 	*req = r;
 	return NULL;
@@ -146,14 +146,14 @@ kvn_answer(kvn_service *svc, kvp_arena *arena, const uint8_t *body, size_t len)
 {
 	const Kvindex__Request *req;
 	kvn_kind kind;
-	nng_msg *reply = kvs_decode(svc, arena, body, len, &req, &kind);
+	nng_msg *reply = decode(svc, arena, body, len, &req, &kind);
 	if (reply != NULL) {
 		return reply;
 	}
 	if ((svc->inline_kinds & (1u << kind)) == 0) {
 		return NULL; /* a worker's: decoded again there */
 	}
-	return kvs_service_handle(svc, arena, req, kind);
+	return service_handle(svc, arena, req, kind);
 }
 
 void
@@ -167,10 +167,10 @@ kvn_submit(kvn_service *svc, kvn_job *job)
 	pthread_mutex_unlock(&svc->mu);
 }
 
-/* kvs_worker_next waits for a job. Returns NULL when the service is
+/* worker_next waits for a job. Returns NULL when the service is
  * stopping. */
 static kvn_job *
-kvs_worker_next(kvn_service *svc)
+worker_next(kvn_service *svc)
 {
 	pthread_mutex_lock(&svc->mu);
 	while (!svc->stopping && svc->queue == NULL) {
@@ -189,20 +189,20 @@ kvs_worker_next(kvn_service *svc)
 }
 
 static void *
-kvs_worker_main(void *arg)
+worker_main(void *arg)
 {
 	kvn_service *svc = arg;
 	kvp_arena arena;
 	kvp_arena_init(&arena);
 	kvn_job *job;
-	while ((job = kvs_worker_next(svc)) != NULL) {
+	while ((job = worker_next(svc)) != NULL) {
 		const Kvindex__Request *req;
 		kvn_kind kind;
 		/* the loop decoded it already: this cannot fail */
 		job->reply =
-		    kvs_decode(svc, &arena, job->body, job->len, &req, &kind);
+		    decode(svc, &arena, job->body, job->len, &req, &kind);
 		if (job->reply == NULL) {
-			job->reply = kvs_service_handle(svc, &arena, req, kind);
+			job->reply = service_handle(svc, &arena, req, kind);
 		}
 		kvp_arena_reset(&arena);
 		kvn_net_done(job);
@@ -211,13 +211,13 @@ kvs_worker_main(void *arg)
 	return NULL;
 }
 
-/* kvs_service_spawn starts the workers. */
+/* service_spawn starts the workers. */
 static kvi_err
-kvs_service_spawn(kvn_service *svc, char *err, size_t errlen)
+service_spawn(kvn_service *svc, char *err, size_t errlen)
 {
 	for (int i = 0; i < svc->n_workers; i++) {
-		if (pthread_create(&svc->threads[i], NULL, kvs_worker_main,
-				   svc) != 0) {
+		if (pthread_create(&svc->threads[i], NULL, worker_main, svc) !=
+		    0) {
 			kvi_msgf(err, errlen, "cannot start worker thread %d",
 				 i);
 			return KVI_EIO;
@@ -260,7 +260,7 @@ kvn_service_open(const kvn_service_opts *o, kvn_handler handler, void *arg,
 	svc->threads = kvi_calloc((size_t)o->workers, sizeof(pthread_t));
 	kvi_err rv = kvn_net_listen(svc, o->url, err, errlen);
 	if (rv == KVI_OK) {
-		rv = kvs_service_spawn(svc, err, errlen);
+		rv = service_spawn(svc, err, errlen);
 	}
 	if (rv == KVI_OK) {
 		rv = kvn_net_start(svc, loops, err, errlen);

@@ -16,11 +16,11 @@
 #include "alloc.h"
 #include "service_int.h"
 
-/* kvs_net_bind binds fd to ss, setting errno on failure. An ipc path left
+/* net_bind binds fd to ss, setting errno on failure. An ipc path left
  * by a process that is gone is removed and bound again. */
 static int
-kvs_net_bind(kvn_service *svc, int fd, const struct sockaddr_storage *ss,
-	     socklen_t sl, const char *path)
+net_bind(kvn_service *svc, int fd, const struct sockaddr_storage *ss,
+	 socklen_t sl, const char *path)
 {
 	if (bind(fd, (const struct sockaddr *)ss, sl) == 0) {
 		return 0;
@@ -43,10 +43,10 @@ kvs_net_bind(kvn_service *svc, int fd, const struct sockaddr_storage *ss,
 	return bind(fd, (const struct sockaddr *)ss, sl);
 }
 
-/* kvs_net_addr fills ss from url. */
+/* net_addr fills ss from url. */
 static kvi_err
-kvs_net_addr(kvn_service *svc, const char *url, struct sockaddr_storage *ss,
-	     socklen_t *sl, char *err, size_t errlen)
+net_addr(kvn_service *svc, const char *url, struct sockaddr_storage *ss,
+	 socklen_t *sl, char *err, size_t errlen)
 {
 	kvi_sp_url u;
 	if (!kvi_sp_url_split(url, &u)) {
@@ -66,9 +66,9 @@ kvs_net_addr(kvn_service *svc, const char *url, struct sockaddr_storage *ss,
 	return KVI_OK;
 }
 
-/* kvs_net_fail writes why listening on url failed with errno e. */
+/* net_fail writes why listening on url failed with errno e. */
 static kvi_err
-kvs_net_fail(const char *url, int e, char *err, size_t errlen)
+net_fail(const char *url, int e, char *err, size_t errlen)
 {
 	kvi_msgf(err, errlen, "listen on %s: %s", url, strerror(e));
 	return e == EADDRNOTAVAIL || e == EAFNOSUPPORT ? KVI_EINVAL : KVI_EIO;
@@ -80,13 +80,13 @@ kvn_net_listen(kvn_service *svc, const char *url, char *err, size_t errlen)
 	svc->url = kvi_strdup(url);
 	struct sockaddr_storage ss;
 	socklen_t sl;
-	kvi_err rv = kvs_net_addr(svc, url, &ss, &sl, err, errlen);
+	kvi_err rv = net_addr(svc, url, &ss, &sl, err, errlen);
 	if (rv != KVI_OK) {
 		return rv;
 	}
 	int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
-		return kvs_net_fail(url, errno, err, errlen);
+		return net_fail(url, errno, err, errlen);
 	}
 	svc->listen_fd = fd;
 	int one = 1;
@@ -94,14 +94,14 @@ kvn_net_listen(kvn_service *svc, const char *url, char *err, size_t errlen)
 		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	}
 	const char *path = ((struct sockaddr_un *)&ss)->sun_path;
-	if (kvs_net_bind(svc, fd, &ss, sl, path) != 0) {
-		return kvs_net_fail(url, errno, err, errlen);
+	if (net_bind(svc, fd, &ss, sl, path) != 0) {
+		return net_fail(url, errno, err, errlen);
 	}
 	if (svc->ipc) {
 		svc->ipc_path = kvi_strdup(path); /* ours to remove */
 	}
 	if (listen(fd, 512) != 0) {
-		return kvs_net_fail(url, errno, err, errlen);
+		return net_fail(url, errno, err, errlen);
 	}
 	svc->port = 0;
 	if (!svc->ipc && getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {

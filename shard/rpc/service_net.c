@@ -79,20 +79,20 @@ struct kvn_loop {
 
 /* ---- connections --------------------------------------------------------- */
 
-static void kvs_conn_process(kvn_conn *c);
+static void conn_process(kvn_conn *c);
 
 static void
-kvs_conn_unref(kvn_conn *c)
+conn_unref(kvn_conn *c)
 {
 	if (--c->refs == 0) {
 		kvi_free(c);
 	}
 }
 
-/* kvs_conn_close drops c's socket; its jobs still out keep c until they
+/* conn_close drops c's socket; its jobs still out keep c until they
  * come back. */
 static void
-kvs_conn_close(kvn_conn *c, const char *why)
+conn_close(kvn_conn *c, const char *why)
 {
 	if (c->closed) {
 		return;
@@ -110,12 +110,12 @@ kvs_conn_close(kvn_conn *c, const char *why)
 	if (c->next != NULL) {
 		c->next->prev = c->prev;
 	}
-	kvs_conn_unref(c);
+	conn_unref(c);
 }
 
-/* kvs_conn_readable says whether c may take more requests now. */
+/* conn_readable says whether c may take more requests now. */
 static bool
-kvs_conn_readable(const kvn_conn *c)
+conn_readable(const kvn_conn *c)
 {
 	return !c->closed && !c->loop->quiet && c->jobs < KVN_CONN_JOBS &&
 	       evbuffer_get_length(bufferevent_get_output(c->bev)) <
@@ -123,17 +123,16 @@ kvs_conn_readable(const kvn_conn *c)
 }
 
 static void
-kvs_reply_free(const void *data, size_t len, void *msg)
+reply_free(const void *data, size_t len, void *msg)
 {
 	(void)data;
 	(void)len;
 	nng_msg_free(msg);
 }
 
-/* kvs_conn_reply writes reply behind the request's header head. */
+/* conn_reply writes reply behind the request's header head. */
 static void
-kvs_conn_reply(kvn_conn *c, const uint8_t *head, size_t head_len,
-	       nng_msg *reply)
+conn_reply(kvn_conn *c, const uint8_t *head, size_t head_len, nng_msg *reply)
 {
 	size_t blen = nng_msg_len(reply);
 	uint8_t p[KVI_SP_PREFIX_MAX];
@@ -141,28 +140,28 @@ kvs_conn_reply(kvn_conn *c, const uint8_t *head, size_t head_len,
 	struct evbuffer *out = bufferevent_get_output(c->bev);
 	if (evbuffer_add(out, p, pl) != 0 ||
 	    evbuffer_add(out, head, head_len) != 0 ||
-	    evbuffer_add_reference(out, nng_msg_body(reply), blen,
-				   kvs_reply_free, reply) != 0) {
+	    evbuffer_add_reference(out, nng_msg_body(reply), blen, reply_free,
+				   reply) != 0) {
 		kvi_oom(blen);
 	}
 }
 
-/* kvs_conn_request answers or hands off the request data[0..len). */
+/* conn_request answers or hands off the request data[0..len). */
 static void
-kvs_conn_request(kvn_conn *c, const uint8_t *data, size_t len)
+conn_request(kvn_conn *c, const uint8_t *data, size_t len)
 {
 	kvn_loop *loop = c->loop;
 	kvn_service *svc = loop->svc;
 	size_t hl = kvi_sp_backtrace_len(data, len);
 	if (hl == 0) {
 		kvn_count(&svc->malformed, 1);
-		kvs_conn_close(c, "a request without a request id");
+		conn_close(c, "a request without a request id");
 		return;
 	}
 	nng_msg *reply = kvn_answer(svc, &loop->arena, data + hl, len - hl);
 	kvp_arena_reset(&loop->arena);
 	if (reply != NULL) {
-		kvs_conn_reply(c, data, hl, reply);
+		conn_reply(c, data, hl, reply);
 		return;
 	}
 	kvn_job *job = kvi_calloc(1, sizeof(*job));
@@ -179,10 +178,10 @@ kvs_conn_request(kvn_conn *c, const uint8_t *data, size_t len)
 	kvn_submit(svc, job);
 }
 
-/* kvs_conn_frame takes the next whole frame off c's input, if there is
+/* conn_frame takes the next whole frame off c's input, if there is
  * one; false when there is not (or c was closed). */
 static bool
-kvs_conn_frame(kvn_conn *c)
+conn_frame(kvn_conn *c)
 {
 	kvn_service *svc = c->loop->svc;
 	struct evbuffer *in = bufferevent_get_input(c->bev);
@@ -195,7 +194,7 @@ kvs_conn_frame(kvn_conn *c)
 		evbuffer_remove(in, h, sizeof(h));
 		if (!kvi_sp_hello_is(h, KVI_SP_PROTO_REQ)) {
 			kvn_count(&svc->malformed, 1);
-			kvs_conn_close(c, "the peer is not an nng req0 socket");
+			conn_close(c, "the peer is not an nng req0 socket");
 			return false;
 		}
 		c->hello = true;
@@ -210,7 +209,7 @@ kvs_conn_frame(kvn_conn *c)
 	if (!kvi_sp_prefix_read(p, svc->ipc, &len) ||
 	    len > KVP_MSG_MAX + 4 * KVI_SP_HOPS_MAX) {
 		kvn_count(&svc->malformed, 1);
-		kvs_conn_close(c, "malformed or oversized message frame");
+		conn_close(c, "malformed or oversized message frame");
 		return false;
 	}
 	if (have - pl < len) {
@@ -219,23 +218,23 @@ kvs_conn_frame(kvn_conn *c)
 	evbuffer_drain(in, pl);
 	const uint8_t *data = len > 0 ? evbuffer_pullup(in, (ev_ssize_t)len)
 				      : (const uint8_t *)"";
-	kvs_conn_request(c, data, (size_t)len);
+	conn_request(c, data, (size_t)len);
 	if (!c->closed) {
 		evbuffer_drain(bufferevent_get_input(c->bev), (size_t)len);
 	}
 	return !c->closed;
 }
 
-/* kvs_conn_process takes c's whole requests while it may, then reads on
+/* conn_process takes c's whole requests while it may, then reads on
  * or pauses. */
 static void
-kvs_conn_process(kvn_conn *c)
+conn_process(kvn_conn *c)
 {
 	c->refs++; /* c outlives a close in here */
-	while (kvs_conn_readable(c) && kvs_conn_frame(c)) {
+	while (conn_readable(c) && conn_frame(c)) {
 	}
 	if (!c->closed) {
-		bool on = kvs_conn_readable(c);
+		bool on = conn_readable(c);
 		if (on && c->paused) {
 			bufferevent_enable(c->bev, EV_READ);
 		} else if (!on && !c->paused) {
@@ -243,34 +242,34 @@ kvs_conn_process(kvn_conn *c)
 		}
 		c->paused = !on;
 	}
-	kvs_conn_unref(c);
+	conn_unref(c);
 }
 
 static void
-kvs_conn_on_read(struct bufferevent *bev, void *arg)
+conn_on_read(struct bufferevent *bev, void *arg)
 {
 	(void)bev;
-	kvs_conn_process(arg);
+	conn_process(arg);
 }
 
-static void kvs_loop_check_drained(kvn_loop *loop);
+static void loop_check_drained(kvn_loop *loop);
 
 /* Called when c's output falls to half of KVN_OUT_HIGH: it may be read
  * again. */
 static void
-kvs_conn_on_write(struct bufferevent *bev, void *arg)
+conn_on_write(struct bufferevent *bev, void *arg)
 {
 	(void)bev;
 	kvn_conn *c = arg;
 	if (c->loop->stopping) {
-		kvs_loop_check_drained(c->loop);
+		loop_check_drained(c->loop);
 	} else if (c->paused) {
-		kvs_conn_process(c);
+		conn_process(c);
 	}
 }
 
 static void
-kvs_conn_on_event(struct bufferevent *bev, short what, void *arg)
+conn_on_event(struct bufferevent *bev, short what, void *arg)
 {
 	(void)bev;
 	kvn_conn *c = arg;
@@ -282,15 +281,15 @@ kvs_conn_on_event(struct bufferevent *bev, short what, void *arg)
 			 evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
 	}
 	kvn_loop *loop = c->loop;
-	kvs_conn_close(c, why);
+	conn_close(c, why);
 	if (loop->stopping) {
-		kvs_loop_check_drained(loop);
+		loop_check_drained(loop);
 	}
 }
 
-/* kvs_conn_open serves the accepted descriptor fd on loop. */
+/* conn_open serves the accepted descriptor fd on loop. */
 static void
-kvs_conn_open(kvn_loop *loop, int fd)
+conn_open(kvn_loop *loop, int fd)
 {
 	if (loop->quiet) {
 		close(fd);
@@ -308,8 +307,8 @@ kvs_conn_open(kvn_loop *loop, int fd)
 	if (c->bev == NULL) {
 		kvi_oom(sizeof(struct bufferevent *));
 	}
-	bufferevent_setcb(c->bev, kvs_conn_on_read, kvs_conn_on_write,
-			  kvs_conn_on_event, c);
+	bufferevent_setcb(c->bev, conn_on_read, conn_on_write, conn_on_event,
+			  c);
 	bufferevent_setwatermark(c->bev, EV_WRITE, KVN_OUT_HIGH / 2, 0);
 	uint8_t h[KVI_SP_HELLO_LEN];
 	kvi_sp_hello(h, KVI_SP_PROTO_REP);
@@ -322,9 +321,9 @@ kvs_conn_open(kvn_loop *loop, int fd)
 	loop->conns = c;
 }
 
-/* kvs_conn_done writes a worker's reply to its connection, if still open. */
+/* conn_done writes a worker's reply to its connection, if still open. */
 static void
-kvs_conn_done(kvn_job *job)
+conn_done(kvn_job *job)
 {
 	kvn_conn *c = job->conn;
 	if (c->closed || job->reply == NULL) {
@@ -332,21 +331,21 @@ kvs_conn_done(kvn_job *job)
 		return;
 	}
 	c->jobs--;
-	kvs_conn_reply(c, job->head, job->head_len, job->reply);
+	conn_reply(c, job->head, job->head_len, job->reply);
 	job->reply = NULL;
 	job->conn = NULL;
 	kvn_net_drop(job);
 	if (c->paused && !c->loop->stopping) {
-		kvs_conn_process(c);
+		conn_process(c);
 	}
-	kvs_conn_unref(c);
+	conn_unref(c);
 }
 
 /* ---- loops --------------------------------------------------------------- */
 
-/* kvs_loop_wake makes loop run kvs_loop_on_wake; under loop->mu. */
+/* loop_wake makes loop run loop_on_wake; under loop->mu. */
 static void
-kvs_loop_wake(kvn_loop *loop)
+loop_wake(kvn_loop *loop)
 {
 	uint64_t one = 1;
 	if (write(loop->wake_fd, &one, sizeof(one)) < 0) {
@@ -355,7 +354,7 @@ kvs_loop_wake(kvn_loop *loop)
 }
 
 static void
-kvs_loop_check_drained(kvn_loop *loop)
+loop_check_drained(kvn_loop *loop)
 {
 	for (kvn_conn *c = loop->conns; c != NULL; c = c->next) {
 		if (evbuffer_get_length(bufferevent_get_output(c->bev)) > 0) {
@@ -366,7 +365,7 @@ kvs_loop_check_drained(kvn_loop *loop)
 }
 
 static void
-kvs_loop_go_quiet(kvn_loop *loop)
+loop_go_quiet(kvn_loop *loop)
 {
 	if (loop->quiet) {
 		return;
@@ -382,7 +381,7 @@ kvs_loop_go_quiet(kvn_loop *loop)
 }
 
 static void
-kvs_loop_on_wake(evutil_socket_t fd, short what, void *arg)
+loop_on_wake(evutil_socket_t fd, short what, void *arg)
 {
 	(void)what;
 	kvn_loop *loop = arg;
@@ -403,33 +402,33 @@ kvs_loop_on_wake(evutil_socket_t fd, short what, void *arg)
 			loop->n_incoming * sizeof(int));
 	}
 	if (loop->n_incoming > 0) {
-		kvs_loop_wake(loop); /* the rest on the next turn */
+		loop_wake(loop); /* the rest on the next turn */
 	}
 	int phase = loop->phase;
 	pthread_mutex_unlock(&loop->mu);
 
 	if (phase >= KVN_QUIET) {
-		kvs_loop_go_quiet(loop);
+		loop_go_quiet(loop);
 	}
 	for (size_t i = 0; i < n_in; i++) {
-		kvs_conn_open(loop, in[i]);
+		conn_open(loop, in[i]);
 	}
 	while (done != NULL) {
 		kvn_job *job = done;
 		done = job->next;
-		kvs_conn_done(job);
+		conn_done(job);
 	}
 	if (phase == KVN_STOP && !loop->stopping) {
 		loop->stopping = true;
 		struct timeval tv = {KVN_DRAIN_MS / 1000,
 				     (KVN_DRAIN_MS % 1000) * 1000};
 		evtimer_add(loop->drain, &tv);
-		kvs_loop_check_drained(loop);
+		loop_check_drained(loop);
 	}
 }
 
 static void
-kvs_loop_on_drain(evutil_socket_t fd, short what, void *arg)
+loop_on_drain(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
@@ -438,8 +437,8 @@ kvs_loop_on_drain(evutil_socket_t fd, short what, void *arg)
 }
 
 static void
-kvs_loop_on_accept(struct evconnlistener *lev, evutil_socket_t fd,
-		   struct sockaddr *sa, int salen, void *arg)
+loop_on_accept(struct evconnlistener *lev, evutil_socket_t fd,
+	       struct sockaddr *sa, int salen, void *arg)
 {
 	(void)lev;
 	(void)sa;
@@ -449,7 +448,7 @@ kvs_loop_on_accept(struct evconnlistener *lev, evutil_socket_t fd,
 	unsigned i =
 	    atomic_fetch_add(&svc->next_loop, 1) % (unsigned)svc->n_loops;
 	if (i == 0) {
-		kvs_conn_open(loop0, fd);
+		conn_open(loop0, fd);
 		return;
 	}
 	kvn_loop *loop = svc->loops[i];
@@ -461,12 +460,12 @@ kvs_loop_on_accept(struct evconnlistener *lev, evutil_socket_t fd,
 					     loop->cap_incoming * sizeof(int));
 	}
 	loop->incoming[loop->n_incoming++] = fd;
-	kvs_loop_wake(loop);
+	loop_wake(loop);
 	pthread_mutex_unlock(&loop->mu);
 }
 
 static void
-kvs_loop_on_accept_error(struct evconnlistener *lev, void *arg)
+loop_on_accept_error(struct evconnlistener *lev, void *arg)
 {
 	kvn_loop *loop = arg;
 	int e = EVUTIL_SOCKET_ERROR();
@@ -478,7 +477,7 @@ kvs_loop_on_accept_error(struct evconnlistener *lev, void *arg)
 }
 
 static void
-kvs_loop_on_accept_pause(evutil_socket_t fd, short what, void *arg)
+loop_on_accept_pause(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
@@ -489,7 +488,7 @@ kvs_loop_on_accept_pause(evutil_socket_t fd, short what, void *arg)
 }
 
 static void *
-kvs_loop_main(void *arg)
+loop_main(void *arg)
 {
 	kvn_loop *loop = arg;
 	char name[16];
@@ -500,7 +499,7 @@ kvs_loop_main(void *arg)
 }
 
 static kvn_loop *
-kvs_loop_alloc(kvn_service *svc, int index)
+loop_alloc(kvn_service *svc, int index)
 {
 	kvn_loop *loop = kvi_calloc(1, sizeof(*loop));
 	loop->svc = svc;
@@ -514,10 +513,10 @@ kvs_loop_alloc(kvn_service *svc, int index)
 		kvi_oom(sizeof(*loop));
 	}
 	loop->wake = event_new(loop->base, loop->wake_fd, EV_READ | EV_PERSIST,
-			       kvs_loop_on_wake, loop);
-	loop->drain = evtimer_new(loop->base, kvs_loop_on_drain, loop);
+			       loop_on_wake, loop);
+	loop->drain = evtimer_new(loop->base, loop_on_drain, loop);
 	loop->accept_pause =
-	    evtimer_new(loop->base, kvs_loop_on_accept_pause, loop);
+	    evtimer_new(loop->base, loop_on_accept_pause, loop);
 	if (loop->wake == NULL || loop->drain == NULL ||
 	    loop->accept_pause == NULL || event_add(loop->wake, NULL) != 0) {
 		kvi_oom(sizeof(struct event *));
@@ -525,9 +524,9 @@ kvs_loop_alloc(kvn_service *svc, int index)
 	return loop;
 }
 
-/* kvs_loop_free closes what loop still holds; its thread has stopped. */
+/* loop_free closes what loop still holds; its thread has stopped. */
 static void
-kvs_loop_free(kvn_loop *loop)
+loop_free(kvn_loop *loop)
 {
 	while (loop->done != NULL) {
 		kvn_job *job = loop->done;
@@ -535,7 +534,7 @@ kvs_loop_free(kvn_loop *loop)
 		kvn_net_drop(job);
 	}
 	while (loop->conns != NULL) {
-		kvs_conn_close(loop->conns, "the service stopped");
+		conn_close(loop->conns, "the service stopped");
 	}
 	for (size_t i = 0; i < loop->n_incoming; i++) {
 		close(loop->incoming[i]);
@@ -560,11 +559,11 @@ kvn_net_start(kvn_service *svc, int n_loops, char *err, size_t errlen)
 	svc->loops = kvi_calloc((size_t)n_loops, sizeof(kvn_loop *));
 	svc->n_loops = n_loops;
 	for (int i = 0; i < n_loops; i++) {
-		svc->loops[i] = kvs_loop_alloc(svc, i);
+		svc->loops[i] = loop_alloc(svc, i);
 	}
 	kvn_loop *loop0 = svc->loops[0];
 	loop0->lev = evconnlistener_new(
-	    loop0->base, kvs_loop_on_accept, loop0,
+	    loop0->base, loop_on_accept, loop0,
 	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, svc->listen_fd);
 	if (loop0->lev == NULL) {
 		kvi_msgf(err, errlen, "listen on %s: cannot watch the socket",
@@ -572,11 +571,10 @@ kvn_net_start(kvn_service *svc, int n_loops, char *err, size_t errlen)
 		return KVI_EIO;
 	}
 	svc->listen_fd = -1; /* the listener's now */
-	evconnlistener_set_error_cb(loop0->lev, kvs_loop_on_accept_error);
+	evconnlistener_set_error_cb(loop0->lev, loop_on_accept_error);
 	for (int i = 0; i < n_loops; i++) {
 		kvn_loop *loop = svc->loops[i];
-		if (pthread_create(&loop->thread, NULL, kvs_loop_main, loop) !=
-		    0) {
+		if (pthread_create(&loop->thread, NULL, loop_main, loop) != 0) {
 			kvi_msgf(err, errlen, "cannot start loop thread %d", i);
 			return KVI_EIO;
 		}
@@ -585,15 +583,15 @@ kvn_net_start(kvn_service *svc, int n_loops, char *err, size_t errlen)
 	return KVI_OK;
 }
 
-/* kvs_net_phase tells every loop to go to phase. */
+/* net_phase tells every loop to go to phase. */
 static void
-kvs_net_phase(kvn_service *svc, int phase)
+net_phase(kvn_service *svc, int phase)
 {
 	for (int i = 0; i < svc->n_loops; i++) {
 		kvn_loop *loop = svc->loops[i];
 		pthread_mutex_lock(&loop->mu);
 		loop->phase = phase;
-		kvs_loop_wake(loop);
+		loop_wake(loop);
 		pthread_mutex_unlock(&loop->mu);
 	}
 }
@@ -601,20 +599,20 @@ kvs_net_phase(kvn_service *svc, int phase)
 void
 kvn_net_quiet(kvn_service *svc)
 {
-	kvs_net_phase(svc, KVN_QUIET);
+	net_phase(svc, KVN_QUIET);
 }
 
 void
 kvn_net_stop(kvn_service *svc)
 {
-	kvs_net_phase(svc, KVN_STOP);
+	net_phase(svc, KVN_STOP);
 	for (int i = 0; i < svc->n_loops; i++) {
 		if (svc->loops[i]->started) {
 			pthread_join(svc->loops[i]->thread, NULL);
 		}
 	}
 	for (int i = 0; i < svc->n_loops; i++) {
-		kvs_loop_free(svc->loops[i]);
+		loop_free(svc->loops[i]);
 	}
 	kvi_free(svc->loops);
 	svc->loops = NULL;
@@ -635,7 +633,7 @@ kvn_net_drop(kvn_job *job)
 	if (c != NULL) {
 		kvn_count(&job->svc->send_failures, 1);
 		c->jobs--;
-		kvs_conn_unref(c);
+		conn_unref(c);
 	}
 	if (job->reply != NULL) {
 		nng_msg_free(job->reply);
@@ -652,6 +650,6 @@ kvn_net_done(kvn_job *job)
 	pthread_mutex_lock(&loop->mu);
 	*loop->done_tail = job;
 	loop->done_tail = &job->next;
-	kvs_loop_wake(loop);
+	loop_wake(loop);
 	pthread_mutex_unlock(&loop->mu);
 }

@@ -6,7 +6,7 @@
 #include "bytes.h"
 
 static uint8_t *
-kvo_grow(kvo_rec *r, size_t n)
+grow(kvo_rec *r, size_t n)
 {
 	if (r->len + n > r->cap) {
 		size_t cap = r->cap ? r->cap * 2 : 256;
@@ -40,13 +40,13 @@ kvo_rec_reset(kvo_rec *r)
 {
 	r->len = 0;
 	r->n_ops = 0;
-	memset(kvo_grow(r, KVO_HEADER_SIZE), 0, KVO_HEADER_SIZE);
+	memset(grow(r, KVO_HEADER_SIZE), 0, KVO_HEADER_SIZE);
 }
 
 void
 kvo_rec_store(kvo_rec *r, uint64_t ext, uint64_t seq, uint8_t tier)
 {
-	uint8_t *p = kvo_grow(r, 18);
+	uint8_t *p = grow(r, 18);
 	p[0] = KVO_STORE;
 	kvi_put_le64(p + 1, ext);
 	kvi_put_le64(p + 9, seq);
@@ -57,7 +57,7 @@ kvo_rec_store(kvo_rec *r, uint64_t ext, uint64_t seq, uint8_t tier)
 void
 kvo_rec_remove(kvo_rec *r, uint64_t ext, uint8_t tier)
 {
-	uint8_t *p = kvo_grow(r, 10);
+	uint8_t *p = grow(r, 10);
 	p[0] = KVO_REMOVE;
 	kvi_put_le64(p + 1, ext);
 	p[9] = tier;
@@ -67,7 +67,7 @@ kvo_rec_remove(kvo_rec *r, uint64_t ext, uint8_t tier)
 void
 kvo_rec_clear(kvo_rec *r)
 {
-	*kvo_grow(r, 1) = KVO_CLEAR;
+	*grow(r, 1) = KVO_CLEAR;
 	r->n_ops++;
 }
 

@@ -63,9 +63,9 @@ kvs_entry_get(const uint8_t *p, uint64_t *ext, uint64_t *seq, uint8_t *tiers)
 
 /* ---- live listeners ------------------------------------------------ */
 
-/* kvs_lid_at returns lid's entry, growing the table as needed. */
+/* lid_at returns lid's entry, growing the table as needed. */
 static kvs_lid *
-kvs_lid_at(kvs_store *s, uint32_t lid)
+lid_at(kvs_store *s, uint32_t lid)
 {
 	if (lid >= s->n_lids) {
 		uint32_t n = s->n_lids ? s->n_lids : 64;
@@ -82,15 +82,15 @@ kvs_lid_at(kvs_store *s, uint32_t lid)
 }
 
 static bool
-kvs_lid_live(const kvs_store *s, uint32_t lid)
+lid_live(const kvs_store *s, uint32_t lid)
 {
 	return lid < s->n_lids && s->lids[lid].live;
 }
 
-/* kvs_truncation_point returns the lsn below which no live listener needs
+/* truncation_point returns the lsn below which no live listener needs
  * the log, given the listener table lids. */
 static uint64_t
-kvs_truncation_point(const kvs_store *s, const kvs_lid *lids)
+truncation_point(const kvs_store *s, const kvs_lid *lids)
 {
 	uint64_t t = s->next_lsn;
 	for (uint32_t i = 0; i < s->n_lids; i++) {
@@ -104,7 +104,7 @@ kvs_truncation_point(const kvs_store *s, const kvs_lid *lids)
 /* ---- open ---------------------------------------------------------- */
 
 static kvi_err
-kvs_open_dbs(kvs_store *s, char *err, size_t errlen)
+open_dbs(kvs_store *s, char *err, size_t errlen)
 {
 	MDB_txn *txn;
 	int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
@@ -200,7 +200,7 @@ kvs_store_open(const kvs_store_opts *o, kvs_store **out, char *err,
 	MDB_envinfo info;
 	mdb_env_info(s->env, &info);
 	s->map_size = info.me_mapsize; /* an existing file may be larger */
-	rv = kvs_open_dbs(s, err, errlen);
+	rv = open_dbs(s, err, errlen);
 	if (rv != KVI_OK) {
 		kvs_store_close(s);
 		return rv;
@@ -250,8 +250,8 @@ kvs_store_dir(const kvs_store *s)
 /* ---- load ---------------------------------------------------------- */
 
 static kvi_err
-kvs_load_listeners(kvs_store *s, MDB_txn *txn, const kvs_load_cb *cb, char *err,
-		   size_t errlen)
+load_listeners(kvs_store *s, MDB_txn *txn, const kvs_load_cb *cb, char *err,
+	       size_t errlen)
 {
 	MDB_cursor *c;
 	MDB_val k, v;
@@ -266,7 +266,7 @@ kvs_load_listeners(kvs_store *s, MDB_txn *txn, const kvs_load_cb *cb, char *err,
 			break;
 		}
 		uint32_t lid = kvi_get_be32(k.mv_data);
-		*kvs_lid_at(s, lid) = (kvs_lid){.live = true, .need = KVS_NONE};
+		*lid_at(s, lid) = (kvs_lid){.live = true, .need = KVS_NONE};
 		if ((rv = cb->listener(cb->arg, lid, v.mv_data, v.mv_size)) !=
 		    KVI_OK) {
 			kvi_errf(err, errlen, rv,
@@ -285,8 +285,8 @@ kvs_load_listeners(kvs_store *s, MDB_txn *txn, const kvs_load_cb *cb, char *err,
 }
 
 static kvi_err
-kvs_load_snap_header(kvs_store *s, const kvs_load_cb *cb, uint32_t lid,
-		     const MDB_val *v, char *err, size_t errlen)
+load_snap_header(kvs_store *s, const kvs_load_cb *cb, uint32_t lid,
+		 const MDB_val *v, char *err, size_t errlen)
 {
 	const uint8_t *p = v->mv_data;
 	if (v->mv_size != KVS_HEADER_LEN ||
@@ -300,7 +300,7 @@ kvs_load_snap_header(kvs_store *s, const kvs_load_cb *cb, uint32_t lid,
 		return kvi_errf(err, errlen, KVI_ECORRUPT,
 				"listener %u: bad snapshot header", lid);
 	}
-	kvs_lid_at(s, lid)->snap_lsn = kvi_get_le64(p + 8);
+	lid_at(s, lid)->snap_lsn = kvi_get_le64(p + 8);
 	mark.wm = kvi_get_le64(p + 17);
 	mark.fp = kvi_get_le64(p + 25);
 	kvi_err rv = cb->snapshot(cb->arg, lid, &mark, kvi_get_le64(p + 33));
@@ -313,8 +313,8 @@ kvs_load_snap_header(kvs_store *s, const kvs_load_cb *cb, uint32_t lid,
 }
 
 static kvi_err
-kvs_load_snaps(kvs_store *s, MDB_txn *txn, const kvs_load_cb *cb, char *err,
-	       size_t errlen)
+load_snaps(kvs_store *s, MDB_txn *txn, const kvs_load_cb *cb, char *err,
+	   size_t errlen)
 {
 	MDB_cursor *c;
 	MDB_val k, v;
@@ -330,11 +330,11 @@ kvs_load_snaps(kvs_store *s, MDB_txn *txn, const kvs_load_cb *cb, char *err,
 		}
 		uint32_t lid = kvi_get_be32(k.mv_data);
 		uint32_t chunk = kvi_get_be32((uint8_t *)k.mv_data + 4);
-		if (!kvs_lid_live(s, lid)) {
+		if (!lid_live(s, lid)) {
 			continue; /* a deleted listener's leftovers */
 		}
 		if (chunk == 0) {
-			rv = kvs_load_snap_header(s, cb, lid, &v, err, errlen);
+			rv = load_snap_header(s, cb, lid, &v, err, errlen);
 		} else if (cb->entries == NULL) {
 			continue; /* the caller has them already */
 		} else if (!kvi_sealed(v.mv_data, v.mv_size) ||
@@ -360,8 +360,8 @@ kvs_load_snaps(kvs_store *s, MDB_txn *txn, const kvs_load_cb *cb, char *err,
 }
 
 static kvi_err
-kvs_load_log(kvs_store *s, MDB_txn *txn, const kvs_load_cb *cb, char *err,
-	     size_t errlen)
+load_log(kvs_store *s, MDB_txn *txn, const kvs_load_cb *cb, char *err,
+	 size_t errlen)
 {
 	MDB_cursor *c;
 	MDB_val k, v;
@@ -384,7 +384,7 @@ kvs_load_log(kvs_store *s, MDB_txn *txn, const kvs_load_cb *cb, char *err,
 		uint64_t lsn = kvi_get_be64(k.mv_data);
 		const uint8_t *p = v.mv_data;
 		uint32_t lid = kvi_get_le32(p + 4);
-		if (!kvs_lid_live(s, lid) || lsn < s->lids[lid].snap_lsn) {
+		if (!lid_live(s, lid) || lsn < s->lids[lid].snap_lsn) {
 			continue;
 		}
 		if (s->lids[lid].need == KVS_NONE) {
@@ -416,12 +416,12 @@ kvs_store_load(kvs_store *s, const kvs_load_cb *cb, char *err, size_t errlen)
 		return kvi_errf(err, errlen, kvi_mdb_err(rc), "lmdb: %s",
 				mdb_strerror(rc));
 	}
-	kvi_err rv = kvs_load_listeners(s, txn, cb, err, errlen);
+	kvi_err rv = load_listeners(s, txn, cb, err, errlen);
 	if (rv == KVI_OK) {
-		rv = kvs_load_snaps(s, txn, cb, err, errlen);
+		rv = load_snaps(s, txn, cb, err, errlen);
 	}
 	if (rv == KVI_OK) {
-		rv = kvs_load_log(s, txn, cb, err, errlen);
+		rv = load_log(s, txn, cb, err, errlen);
 	}
 	mdb_txn_abort(txn);
 	return rv;
@@ -453,7 +453,7 @@ kvs_mark_from_flags(uint8_t flags, kvs_mark *m)
 /* kvs_del_prefix deletes every snap key of lid. Re-seeks after each
  * deletion rather than trusting the cursor's position past a delete. */
 static int
-kvs_del_snapshot(kvs_store *s, MDB_txn *txn, uint32_t lid)
+del_snapshot(kvs_store *s, MDB_txn *txn, uint32_t lid)
 {
 	MDB_cursor *c;
 	uint8_t key[8];
@@ -475,9 +475,9 @@ kvs_del_snapshot(kvs_store *s, MDB_txn *txn, uint32_t lid)
 }
 
 static int
-kvs_put_snapshot(kvs_store *s, MDB_txn *txn, const kvs_snap *sn)
+put_snapshot(kvs_store *s, MDB_txn *txn, const kvs_snap *sn)
 {
-	int rc = kvs_del_snapshot(s, txn, sn->lid);
+	int rc = del_snapshot(s, txn, sn->lid);
 	uint32_t chunks =
 	    (uint32_t)((sn->n + KVS_CHUNK_ENTRIES - 1) / KVS_CHUNK_ENTRIES);
 	uint8_t key[8], hdr[KVS_HEADER_LEN];
@@ -514,7 +514,7 @@ kvs_put_snapshot(kvs_store *s, MDB_txn *txn, const kvs_snap *sn)
 }
 
 static int
-kvs_put_record(kvs_store *s, MDB_txn *txn, const kvs_rec *r)
+put_record(kvs_store *s, MDB_txn *txn, const kvs_rec *r)
 {
 	uint8_t key[8];
 	kvi_put_be64(key, s->next_lsn);
@@ -532,10 +532,10 @@ kvs_put_record(kvs_store *s, MDB_txn *txn, const kvs_rec *r)
 	return 0;
 }
 
-/* kvs_truncate deletes up to KVS_TRUNCATE_MAX log records below lsn below;
+/* truncate_log deletes up to KVS_TRUNCATE_MAX log records below lsn below;
  * *n counts them. */
 static int
-kvs_truncate(kvs_store *s, MDB_txn *txn, uint64_t below, uint64_t *n)
+truncate_log(kvs_store *s, MDB_txn *txn, uint64_t below, uint64_t *n)
 {
 	MDB_cursor *c;
 	int rc = mdb_cursor_open(txn, s->log, &c);
@@ -557,7 +557,7 @@ kvs_truncate(kvs_store *s, MDB_txn *txn, uint64_t below, uint64_t *n)
 }
 
 static int
-kvs_apply_puts(kvs_store *s, MDB_txn *txn, const kvs_commit *c)
+apply_puts(kvs_store *s, MDB_txn *txn, const kvs_commit *c)
 {
 	int rc = 0;
 	for (size_t i = 0; rc == 0 && i < c->n_puts; i++) {
@@ -572,16 +572,16 @@ kvs_apply_puts(kvs_store *s, MDB_txn *txn, const kvs_commit *c)
 		rc = mdb_del(txn, s->listeners, &k, NULL);
 		rc = rc == MDB_NOTFOUND ? 0 : rc;
 		if (rc == 0) {
-			rc = kvs_del_snapshot(s, txn, c->puts[i].lid);
+			rc = del_snapshot(s, txn, c->puts[i].lid);
 		}
 	}
 	return rc;
 }
 
-/* kvs_next_lids writes into lids[] the listener table as it will be once
+/* next_lids writes into lids[] the listener table as it will be once
  * c's puts apply. */
 static void
-kvs_next_lids(const kvs_store *s, const kvs_commit *c, kvs_lid *lids)
+next_lids(const kvs_store *s, const kvs_commit *c, kvs_lid *lids)
 {
 	memcpy(lids, s->lids, s->n_lids * sizeof(kvs_lid));
 	for (size_t i = 0; i < c->n_puts; i++) {
@@ -594,26 +594,26 @@ kvs_next_lids(const kvs_store *s, const kvs_commit *c, kvs_lid *lids)
 	}
 }
 
-/* kvs_commit_once runs c in one transaction; the listener table changes
+/* commit_once runs c in one transaction; the listener table changes
  * only once it has committed. Records and snapshots of listeners that are
  * not live once c's puts apply are dropped. */
 static int
-kvs_commit_once(kvs_store *s, const kvs_commit *c)
+commit_once(kvs_store *s, const kvs_commit *c)
 {
 	uint64_t lsn0 = s->next_lsn, records0 = s->log_records;
 	kvs_lid *lids = kvi_malloc(s->n_lids * sizeof(kvs_lid) + 1);
-	kvs_next_lids(s, c, lids);
+	next_lids(s, c, lids);
 	MDB_txn *txn;
 	int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
 	if (rc != 0) {
 		kvi_free(lids);
 		return rc;
 	}
-	rc = kvs_apply_puts(s, txn, c);
+	rc = apply_puts(s, txn, c);
 	for (size_t i = 0; rc == 0 && i < c->n_snaps; i++) {
 		if (lids[c->snaps[i].lid].live) {
 			lids[c->snaps[i].lid].need = KVS_NONE;
-			rc = kvs_put_snapshot(s, txn, &c->snaps[i]);
+			rc = put_snapshot(s, txn, &c->snaps[i]);
 		}
 	}
 	for (size_t i = 0; rc == 0 && i < c->n_recs; i++) {
@@ -624,7 +624,7 @@ kvs_commit_once(kvs_store *s, const kvs_commit *c)
 		if (l->need == KVS_NONE) {
 			l->need = s->next_lsn;
 		}
-		rc = kvs_put_record(s, txn, &c->recs[i]);
+		rc = put_record(s, txn, &c->recs[i]);
 	}
 	if (rc == 0) {
 		uint8_t next[8];
@@ -634,8 +634,7 @@ kvs_commit_once(kvs_store *s, const kvs_commit *c)
 	}
 	uint64_t dropped = 0;
 	if (rc == 0) {
-		rc = kvs_truncate(s, txn, kvs_truncation_point(s, lids),
-				  &dropped);
+		rc = truncate_log(s, txn, truncation_point(s, lids), &dropped);
 	}
 	rc = rc == 0 ? mdb_txn_commit(txn) : (mdb_txn_abort(txn), rc);
 	if (rc == 0) {
@@ -650,11 +649,11 @@ kvs_commit_once(kvs_store *s, const kvs_commit *c)
 	return rc;
 }
 
-/* kvs_commit_failed says why a commit failed with rc. LMDB reports a
+/* commit_failed says why a commit failed with rc. LMDB reports a
  * short write - what a full disk gives - as EIO: with next to nothing free
  * on the store's filesystem, that is a full disk. */
 static kvi_err
-kvs_commit_failed(kvs_store *s, int rc, char *err, size_t errlen)
+commit_failed(kvs_store *s, int rc, char *err, size_t errlen)
 {
 	kvi_err rv = kvi_mdb_err(rc);
 	struct statvfs fs;
@@ -677,22 +676,22 @@ kvs_store_commit(kvs_store *s, const kvs_commit *c, char *err, size_t errlen)
 {
 	/* Room in the listener table for every lid c names. */
 	for (size_t i = 0; i < c->n_puts; i++) {
-		kvs_lid_at(s, c->puts[i].lid);
+		lid_at(s, c->puts[i].lid);
 	}
 	for (size_t i = 0; i < c->n_recs; i++) {
-		kvs_lid_at(s, c->recs[i].lid);
+		lid_at(s, c->recs[i].lid);
 	}
 	for (size_t i = 0; i < c->n_snaps; i++) {
-		kvs_lid_at(s, c->snaps[i].lid);
+		lid_at(s, c->snaps[i].lid);
 	}
 	for (int attempt = 0; attempt < KVS_COMMIT_TRIES; attempt++) {
-		int rc = kvs_commit_once(s, c);
+		int rc = commit_once(s, c);
 		if (rc == 0) {
 			s->commits++;
 			return KVI_OK;
 		}
 		if (rc != MDB_MAP_FULL) {
-			return kvs_commit_failed(s, rc, err, errlen);
+			return commit_failed(s, rc, err, errlen);
 		}
 		if (kvi_mdb_grow(s->env, &s->map_size, s->max_map_size) != 0) {
 			return kvi_errf(

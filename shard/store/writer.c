@@ -132,10 +132,10 @@ kvw_job_empty(const kvw_job *j)
 
 /* ---- the thread ---------------------------------------------------- */
 
-/* kvw_commit commits j, retrying with backoff while the writer runs.
+/* commit commits j, retrying with backoff while the writer runs.
  * Returns with j->rv set. */
 static void
-kvw_commit(kvw_writer *w, kvw_job *j)
+commit(kvw_writer *w, kvw_job *j)
 {
 	int backoff = KVW_BACKOFF_MIN_MS;
 	kvs_commit c = {j->puts,   j->n_puts, j->recs,
@@ -179,7 +179,7 @@ kvw_commit(kvw_writer *w, kvw_job *j)
 }
 
 static void *
-kvw_main(void *arg)
+writer_main(void *arg)
 {
 	kvw_writer *w = arg;
 	pthread_mutex_lock(&w->mu);
@@ -192,7 +192,7 @@ kvw_main(void *arg)
 		}
 		kvw_job *j = w->job;
 		pthread_mutex_unlock(&w->mu);
-		kvw_commit(w, j);
+		commit(w, j);
 		pthread_mutex_lock(&w->mu);
 		w->job = NULL;
 		w->done = j;
@@ -217,7 +217,7 @@ kvw_start(kvs_store *store, void (*notify)(void *arg), void *arg,
 	w->failures = failures;
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_cond_init(&w->cv, NULL);
-	if (pthread_create(&w->thread, NULL, kvw_main, w) != 0) {
+	if (pthread_create(&w->thread, NULL, writer_main, w) != 0) {
 		kvw_free(w);
 		return KVI_EIO;
 	}
