@@ -508,7 +508,7 @@ ingest_main(void *arg)
 kvi_err
 kvg_ingest_start(kvg_ingest *g, char *err, size_t errlen)
 {
-	kvi_err rv = kvg_fetcher_start(g, notify, g);
+	kvi_err rv = kvg_fetcher_open(g, notify, g);
 	if (rv == KVI_OK) {
 		rv = kvg_commit_start(g, notify, g);
 	}

@@ -49,7 +49,7 @@ kvg_commit_start(kvg_ingest *g, void (*notify)(void *), void *arg)
 {
 	kvg_commits *c = &g->commits;
 	c->last = kvi_now_s();
-	return kvw_start(g->store, notify, arg, c->c_errors, &c->writer);
+	return kvw_open(g->store, notify, arg, c->c_errors, &c->writer);
 }
 
 static void on_timer(evutil_socket_t fd, short what, void *arg);

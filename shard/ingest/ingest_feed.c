@@ -9,7 +9,7 @@
 kvi_err
 kvg_feed_start(kvg_ingest *g, char *err, size_t errlen)
 {
-	kvi_err rv = kvg_fetcher_start(g, NULL, NULL);
+	kvi_err rv = kvg_fetcher_open(g, NULL, NULL);
 	if (rv == KVI_OK) {
 		rv = kvg_commit_start(g, NULL, NULL);
 	}

@@ -248,9 +248,10 @@ void kvg_commit_sync(kvg_ingest *g);
 void kvg_on_wake(evutil_socket_t fd, short what, void *arg);
 void kvg_wake(kvg_ingest *g);
 
-/* ingest_load.c: kvg_fetcher_start starts g's /kv_recover fetcher as its
- * config says, notify(arg) after each result (NULL: none). */
-kvi_err kvg_fetcher_start(kvg_ingest *g, void (*notify)(void *), void *arg);
+/* ingest_load.c: kvg_fetcher_open makes and starts g's /kv_recover fetcher
+ * as its config says, notify(arg) after each result (NULL: none), and
+ * hands it to recovery. */
+kvi_err kvg_fetcher_open(kvg_ingest *g, void (*notify)(void *), void *arg);
 
 /* ingest_status.c: the status and dump requests */
 void kvg_counters_add(kvl_counters *sum, const kvl_counters *c);

@@ -183,7 +183,7 @@ config_defaults(kvg_config *c)
 }
 
 kvi_err
-kvg_fetcher_start(kvg_ingest *g, void (*notify)(void *), void *arg)
+kvg_fetcher_open(kvg_ingest *g, void (*notify)(void *), void *arg)
 {
 	kvr_fetch_opts o = {
 	    .max_concurrent = g->cfg.recover_concurrency,
@@ -194,7 +194,7 @@ kvg_fetcher_start(kvg_ingest *g, void (*notify)(void *), void *arg)
 	    .notify = notify,
 	    .arg = arg,
 	};
-	kvi_err rv = kvr_fetcher_start(&o, &g->fetcher);
+	kvi_err rv = kvr_fetcher_open(&o, &g->fetcher);
 	if (rv == KVI_OK) {
 		kvq_recovery_use_fetcher(&g->recovery, g->fetcher);
 	}

@@ -309,7 +309,7 @@ opts_fill(const kvr_fetch_opts *o, kvr_fetch_opts *out)
 }
 
 kvi_err
-kvr_fetcher_start(const kvr_fetch_opts *o, kvr_fetcher **out)
+kvr_fetcher_open(const kvr_fetch_opts *o, kvr_fetcher **out)
 {
 	kvr_fetch_opts opts;
 	if (o == NULL || out == NULL || !opts_fill(o, &opts)) {

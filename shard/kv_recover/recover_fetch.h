@@ -52,7 +52,7 @@
  * on their pod addresses directly.
  *
  * Global state: curl_global_init() is called once per process, by the first
- * kvr_fetcher_start(), and never undone (libcurl requires it to happen
+ * kvr_fetcher_open(), and never undone (libcurl requires it to happen
  * before any other thread uses libcurl; it is harmless for other modules
  * that call it too, once they have started after it).
  */
@@ -102,10 +102,11 @@ typedef struct kvr_result {
 
 typedef struct kvr_fetcher kvr_fetcher;
 
-/* kvr_fetcher_start starts a fetcher thread that fetches as o says.
+/* kvr_fetcher_open makes a fetcher and starts its thread, which fetches
+ * as o says.
  * Writes *out only on success. Returns KVI_EINVAL for a negative field,
  * KVI_EIO when libcurl or the thread cannot be set up. */
-kvi_err kvr_fetcher_start(const kvr_fetch_opts *o, kvr_fetcher **out);
+kvi_err kvr_fetcher_open(const kvr_fetch_opts *o, kvr_fetcher **out);
 
 /* kvr_fetcher_submit queues a GET of url (copied) whose result will carry
  * token; an answer storing more than max_blocks blocks is refused

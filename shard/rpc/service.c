@@ -228,8 +228,8 @@ service_spawn(kvn_service *svc, char *err, size_t errlen)
 }
 
 kvi_err
-kvn_service_start(const char *url, int workers, kvn_handler handler, void *arg,
-		  kvn_service **out, char *err, size_t errlen)
+kvn_service_open_url(const char *url, int workers, kvn_handler handler,
+		     void *arg, kvn_service **out, char *err, size_t errlen)
 {
 	kvn_service_opts o = {.url = url, .workers = workers};
 	return kvn_service_open(&o, handler, arg, out, err, errlen);

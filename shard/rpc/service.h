@@ -105,11 +105,11 @@ kvi_err kvn_service_open(const kvn_service_opts *o, kvn_handler handler,
 			 void *arg, kvn_service **out, char *err,
 			 size_t errlen);
 
-/* kvn_service_start is kvn_service_open with the default loops and no
- * kind inline. */
-kvi_err kvn_service_start(const char *url, int workers, kvn_handler handler,
-			  void *arg, kvn_service **out, char *err,
-			  size_t errlen);
+/* kvn_service_open_url is kvn_service_open of url with workers workers,
+ * the default loops and no kind inline. */
+kvi_err kvn_service_open_url(const char *url, int workers, kvn_handler handler,
+			     void *arg, kvn_service **out, char *err,
+			     size_t errlen);
 
 /* kvn_service_port returns the TCP port svc listens on (the one picked when
  * the url asked for port 0), or 0 for another transport. */

@@ -207,8 +207,8 @@ writer_main(void *arg)
 }
 
 kvi_err
-kvw_start(kvs_store *store, void (*notify)(void *arg), void *arg,
-	  kvi_counter *failures, kvw_writer **out)
+kvw_open(kvs_store *store, void (*notify)(void *arg), void *arg,
+	 kvi_counter *failures, kvw_writer **out)
 {
 	kvw_writer *w = kvi_calloc(1, sizeof(*w));
 	w->store = store;

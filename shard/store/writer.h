@@ -73,10 +73,10 @@ void kvw_job_rec(kvw_job *j, uint32_t lid, const void *payload, size_t len);
 uint8_t *kvw_job_snap(kvw_job *j, uint32_t lid, const kvs_mark *mark, size_t n);
 bool kvw_job_empty(const kvw_job *j);
 
-/* kvw_start starts the writer thread; each failed commit attempt is
- * counted on failures (may be NULL). */
-kvi_err kvw_start(kvs_store *store, void (*notify)(void *arg), void *arg,
-		  kvi_counter *failures, kvw_writer **out);
+/* kvw_open makes a writer and starts its thread; each failed commit
+ * attempt is counted on failures (may be NULL). */
+kvi_err kvw_open(kvs_store *store, void (*notify)(void *arg), void *arg,
+		 kvi_counter *failures, kvw_writer **out);
 /* kvw_stop commits the job in flight if it can (one more attempt), then
  * joins the thread. Idempotent. */
 void kvw_stop(kvw_writer *w);

@@ -393,7 +393,7 @@ start_opts(kvr_fetch_opts o)
 {
 	kvr_fetcher *f = NULL;
 	o.notify = on_notify;
-	assert_int_equal(kvr_fetcher_start(&o, &f), KVI_OK);
+	assert_int_equal(kvr_fetcher_open(&o, &f), KVI_OK);
 	assert_non_null(f);
 	return f;
 }

@@ -257,10 +257,10 @@ fake_start(fake_shard *f, int port)
 	pthread_mutex_init(&f->mu, NULL);
 	char url[64], err[256];
 	snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", port);
-	kvi_err rv = kvn_service_start(url, 4, fake_handler, f, &f->svc, err,
-				       sizeof(err));
+	kvi_err rv = kvn_service_open_url(url, 4, fake_handler, f, &f->svc, err,
+					  sizeof(err));
 	if (rv != KVI_OK) {
-		fail_msg("kvn_service_start %s: %s", url, err);
+		fail_msg("kvn_service_open_url %s: %s", url, err);
 	}
 	assert_true(kvn_service_port(f->svc) > 0);
 	if (port != 0) {

@@ -155,8 +155,8 @@ static void
 env_start(env *e, int inflight, size_t max_batch)
 {
 	char err[256];
-	assert_int_equal(kvn_service_start("tcp://127.0.0.1:0", 2, handler,
-					   NULL, &e->svc, err, sizeof(err)),
+	assert_int_equal(kvn_service_open_url("tcp://127.0.0.1:0", 2, handler,
+					      NULL, &e->svc, err, sizeof(err)),
 			 KVI_OK);
 	char url[64];
 	snprintf(url, sizeof(url), "tcp://127.0.0.1:%d",

@@ -275,13 +275,13 @@ test_bad_args(void **state)
 {
 	(void)state;
 	kvr_fetcher *f = (kvr_fetcher *)&f;
-	assert_int_equal(kvr_fetcher_start(NULL, &f), KVI_EINVAL);
+	assert_int_equal(kvr_fetcher_open(NULL, &f), KVI_EINVAL);
 	kvr_fetch_opts o = {.max_concurrent = -1};
-	assert_int_equal(kvr_fetcher_start(&o, &f), KVI_EINVAL);
+	assert_int_equal(kvr_fetcher_open(&o, &f), KVI_EINVAL);
 	o = (kvr_fetch_opts){.timeout_ms = -1};
-	assert_int_equal(kvr_fetcher_start(&o, &f), KVI_EINVAL);
+	assert_int_equal(kvr_fetcher_open(&o, &f), KVI_EINVAL);
 	o = (kvr_fetch_opts){.idle_ms = -1};
-	assert_int_equal(kvr_fetcher_start(&o, &f), KVI_EINVAL);
+	assert_int_equal(kvr_fetcher_open(&o, &f), KVI_EINVAL);
 	assert_true(f == (kvr_fetcher *)&f); /* untouched on failure */
 	f = start(1, 1000);
 	assert_int_equal(kvr_fetcher_submit(f, 1, "", KVR_FETCH_BLOCKS_ANY),

@@ -281,16 +281,18 @@ test_start_errors(void **state)
 	(void)state;
 	kvn_service *svc = NULL;
 	char err[256];
-	assert_int_equal(kvn_service_start("bogus://nowhere", 1, fake_handler,
-					   NULL, &svc, err, sizeof(err)),
+	assert_int_equal(kvn_service_open_url("bogus://nowhere", 1,
+					      fake_handler, NULL, &svc, err,
+					      sizeof(err)),
 			 KVI_EINVAL);
-	assert_int_equal(kvn_service_start("tcp://127.0.0.1:0", 0, fake_handler,
-					   NULL, &svc, err, sizeof(err)),
+	assert_int_equal(kvn_service_open_url("tcp://127.0.0.1:0", 0,
+					      fake_handler, NULL, &svc, err,
+					      sizeof(err)),
 			 KVI_EINVAL);
 	/* the address is taken by the group's shard */
 	err[0] = '\0';
-	assert_int_equal(kvn_service_start(g_shard.url, 1, fake_handler, NULL,
-					   &svc, err, sizeof(err)),
+	assert_int_equal(kvn_service_open_url(g_shard.url, 1, fake_handler,
+					      NULL, &svc, err, sizeof(err)),
 			 KVI_EIO);
 	assert_non_null(strstr(err, g_shard.url));
 	assert_null(svc);

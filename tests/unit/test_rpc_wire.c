@@ -360,8 +360,8 @@ test_listen_forms(void **state)
 			    "tcp4://127.0.0.1:0", "tcp://[::1]:0"};
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
 		kvn_service *svc = NULL;
-		kvi_err rv = kvn_service_start(ok[i], 1, fake_handler, NULL,
-					       &svc, err, sizeof(err));
+		kvi_err rv = kvn_service_open_url(ok[i], 1, fake_handler, NULL,
+						  &svc, err, sizeof(err));
 		if (rv != KVI_OK && strstr(ok[i], "::1") != NULL) {
 			continue; /* a host without IPv6 loopback */
 		}
@@ -375,9 +375,9 @@ test_listen_forms(void **state)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		kvn_service *svc = NULL;
 		err[0] = '\0';
-		assert_int_equal(kvn_service_start(bad[i], 1, fake_handler,
-						   NULL, &svc, err,
-						   sizeof(err)),
+		assert_int_equal(kvn_service_open_url(bad[i], 1, fake_handler,
+						      NULL, &svc, err,
+						      sizeof(err)),
 				 KVI_EINVAL);
 		assert_null(svc);
 		assert_non_null(strstr(err, bad[i]));
