@@ -348,120 +348,172 @@ shard_rpc_metrics(void *arg, kvi_metrics_out *out)
 	}
 }
 
-int
-main(int argc, char **argv)
-{
+/* A shard's parts, as main wires them together and takes them apart. */
+typedef struct shard {
 	shard_opts o;
-	int rc = shard_parse(argc, argv, &o);
+	sigset_t sigs; /* the signals that stop it, blocked in every thread */
+	kvi_metrics *metrics;
+	kvs_store *store;
+	kvx_index *idx;
+	kvg_ingest *ingest;
+	kvh_shard *handler;
+	kvn_service *svc;
+	kvi_httpd *httpd;
+} shard;
+
+/* shard_setup reads the command line into s->o and readies the process:
+ * the log, the RPC secret, the open-file limit and the signals. Returns
+ * -1 when the shard is to run, else the exit status (0 after --help, 2
+ * for a bad command line or secret). */
+static int
+shard_setup(shard *s, int argc, char **argv)
+{
+	int rc = shard_parse(argc, argv, &s->o);
 	if (rc != 0) {
 		if (rc < 0) {
 			kvi_flags_usage(stderr, &shard_flags);
 		}
 		return rc < 0 ? 2 : 0;
 	}
-	int log_fd = kvi_log_open_fd(o.log_file);
+	int log_fd = kvi_log_open_fd(s->o.log_file);
 	if (log_fd < 0) {
 		return 2;
 	}
-	kvi_log_setup(o.id, o.log_level, log_fd);
+	kvi_log_setup(s->o.id, s->o.log_level, log_fd);
 	char why[600];
-	if (o.rpc_secret_file != NULL &&
-	    kvp_secret_load(o.rpc_secret_file, why, sizeof(why)) != KVI_OK) {
+	if (s->o.rpc_secret_file != NULL &&
+	    kvp_secret_load(s->o.rpc_secret_file, why, sizeof(why)) != KVI_OK) {
 		fprintf(stderr, "kvindex-shard: --rpc-secret-file %s\n", why);
 		return 2;
 	}
 	/* Every listener holds a few descriptors (sockets, their mailboxes,
 	 * its TCP connection): take all the descriptors the system allows. */
 	kvi_nofile_raise();
-	sigset_t sigs;
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGINT);
-	sigaddset(&sigs, SIGTERM);
-	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	sigemptyset(&s->sigs);
+	sigaddset(&s->sigs, SIGINT);
+	sigaddset(&s->sigs, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &s->sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	return -1;
+}
 
+/* shard_serve_metrics serves /metrics, /health and /ready on
+ * --metrics. */
+static kvi_err
+shard_serve_metrics(shard *s)
+{
+	char err[512] = "";
+	/* an operator's scrapes and probes: a few connections */
+	kvi_httpd_config hc = {.max_conns = 256};
+	s->httpd = kvi_httpd_alloc(&hc);
+	kvi_httpd_route(s->httpd, "GET", "/metrics", shard_on_metrics,
+			s->metrics);
+	kvi_httpd_route(s->httpd, "GET", "/health", shard_on_health, NULL);
+	/* this server starts once the index is loaded and the query
+	 * service listens: answering means ready, unless the store
+	 * cannot commit */
+	kvi_httpd_route(s->httpd, "GET", "/ready", shard_on_ready, s->ingest);
+	kvi_err rv =
+	    kvi_httpd_start(s->httpd, s->o.metrics, 1, err, sizeof(err));
+	if (rv != KVI_OK) {
+		char q[600];
+		kvi_log(KVI_LOG_ERROR, "metrics_failed", "addr=%s msg=%s",
+			s->o.metrics, kvi_log_quote(q, sizeof(q), err));
+	}
+	return rv;
+}
+
+/* shard_wire opens the store and loads it into the index, then starts the
+ * ingest thread, the request service and the metrics endpoint; false when
+ * a part failed (logged), leaving what was made for shard_close. */
+static bool
+shard_wire(shard *s)
+{
 	double t0 = kvi_now_s();
-	kvi_metrics *metrics = kvi_metrics_alloc();
-	kvs_store *store = NULL;
-	kvx_index *idx = NULL;
-	kvg_ingest *ingest = NULL;
-	kvn_service *svc = NULL;
-	kvi_httpd *httpd = NULL;
-	kvh_shard *handler = NULL;
-	int status = 1;
+	s->metrics = kvi_metrics_alloc();
 	char err[512] = "";
 	bool quarantined = false;
-	kvi_err rv =
-	    shard_open_state(&o, &store, &idx, &ingest, metrics, &quarantined);
+	kvi_err rv = shard_open_state(&s->o, &s->store, &s->idx, &s->ingest,
+				      s->metrics, &quarantined);
 	kvi_gauge *g_quarantined;
-	kvi_metrics_gauge_add(metrics, "kvindex_store_quarantined",
+	kvi_metrics_gauge_add(s->metrics, "kvindex_store_quarantined",
 			      "1 when a corrupt store was moved aside at start "
 			      "and the shard began empty.",
 			      KVI_GAUGE_INT, &g_quarantined);
 	kvi_gauge_set(g_quarantined, quarantined);
-	kvi_metrics_collector_add(metrics, shard_files_metrics, NULL);
+	kvi_metrics_collector_add(s->metrics, shard_files_metrics, NULL);
 	if (rv != KVI_OK) {
-		goto out;
+		return false;
 	}
 	kvx_stats xs;
-	kvx_index_stats(idx, &xs);
-	handler = kvh_shard_alloc(idx, ingest, metrics);
-	if ((rv = kvg_ingest_start(ingest, err, sizeof(err))) != KVI_OK ||
+	kvx_index_stats(s->idx, &xs);
+	s->handler = kvh_shard_alloc(s->idx, s->ingest, s->metrics);
+	if ((rv = kvg_ingest_start(s->ingest, err, sizeof(err))) != KVI_OK ||
 	    (rv = kvn_service_open(
-		 &(kvn_service_opts){.url = o.listen,
-				     .workers = o.workers,
-				     .loops = o.io_threads,
+		 &(kvn_service_opts){.url = s->o.listen,
+				     .workers = s->o.workers,
+				     .loops = s->o.io_threads,
 				     .inline_kinds = kvh_shard_inline_kinds()},
-		 kvh_shard_handler(), handler, &svc, err, sizeof(err))) !=
+		 kvh_shard_handler(), s->handler, &s->svc, err, sizeof(err))) !=
 		KVI_OK) {
 		char q[600];
 		kvi_log(KVI_LOG_ERROR, "start_failed", "error=\"%s\" msg=%s",
 			kvi_strerror(rv), kvi_log_quote(q, sizeof(q), err));
-		goto out;
+		return false;
 	}
-	kvi_metrics_collector_add(metrics, shard_rpc_metrics, svc);
+	kvi_metrics_collector_add(s->metrics, shard_rpc_metrics, s->svc);
 	kvi_log(KVI_LOG_INFO, "serving",
 		"listen=%s data_dir=%s listeners=%" PRIu64 " entries=%" PRIu64
 		" load_seconds=%.3f",
-		o.listen, o.data_dir, xs.listeners, xs.entries,
+		s->o.listen, s->o.data_dir, xs.listeners, xs.entries,
 		kvi_now_s() - t0);
-	if (o.metrics != NULL) {
-		/* an operator's scrapes and probes: a few connections */
-		kvi_httpd_config hc = {.max_conns = 256};
-		httpd = kvi_httpd_alloc(&hc);
-		kvi_httpd_route(httpd, "GET", "/metrics", shard_on_metrics,
-				metrics);
-		kvi_httpd_route(httpd, "GET", "/health", shard_on_health, NULL);
-		/* this server starts once the index is loaded and the query
-		 * service listens: answering means ready, unless the store
-		 * cannot commit */
-		kvi_httpd_route(httpd, "GET", "/ready", shard_on_ready, ingest);
-		if ((rv = kvi_httpd_start(httpd, o.metrics, 1, err,
-					  sizeof(err))) != KVI_OK) {
-			char q[600];
-			kvi_log(KVI_LOG_ERROR, "metrics_failed",
-				"addr=%s msg=%s", o.metrics,
-				kvi_log_quote(q, sizeof(q), err));
-			goto out;
-		}
+	if (s->o.metrics != NULL && shard_serve_metrics(s) != KVI_OK) {
+		return false;
 	}
 	/* The ports bound, given port 0 or not: what a supervisor or a test
 	 * that let the kernel choose reads. */
 	kvi_log(KVI_LOG_INFO, "listening", "rpc=%s rpc_port=%d metrics_port=%u",
-		o.listen, kvn_service_port(svc),
-		httpd != NULL ? kvi_httpd_port(httpd) : 0);
+		s->o.listen, kvn_service_port(s->svc),
+		s->httpd != NULL ? kvi_httpd_port(s->httpd) : 0);
+	return true;
+}
+
+/* shard_run serves until SIGINT or SIGTERM. */
+static void
+shard_run(shard *s)
+{
 	int sig = 0;
-	sigwait(&sigs, &sig);
+	sigwait(&s->sigs, &sig);
 	kvi_log(KVI_LOG_INFO, "stopping", "signal=%d", sig);
-	status = 0;
-out:
-	kvi_httpd_stop(httpd);
-	kvn_service_free(svc);
-	kvg_ingest_free(ingest);
-	kvh_shard_free(handler);
-	kvi_httpd_free(httpd);
-	kvx_index_free(idx);
-	kvs_store_close(store);
-	kvi_metrics_free(metrics);
+}
+
+/* shard_close stops and frees what shard_wire made, in reverse. */
+static void
+shard_close(shard *s)
+{
+	kvi_httpd_stop(s->httpd);
+	kvn_service_free(s->svc);
+	kvg_ingest_free(s->ingest);
+	kvh_shard_free(s->handler);
+	kvi_httpd_free(s->httpd);
+	kvx_index_free(s->idx);
+	kvs_store_close(s->store);
+	kvi_metrics_free(s->metrics);
+}
+
+int
+main(int argc, char **argv)
+{
+	shard s = {0};
+	int rc = shard_setup(&s, argc, argv);
+	if (rc >= 0) {
+		return rc;
+	}
+	int status = 1;
+	if (shard_wire(&s)) {
+		shard_run(&s);
+		status = 0;
+	}
+	shard_close(&s);
 	return status;
 }

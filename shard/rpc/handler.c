@@ -195,13 +195,14 @@ query_batch(kvh_shard *s, const Kvindex__QueryBatchRequest *b, kvp_arena *a)
 	return out;
 }
 
-static void
-handle(void *arg, const Kvindex__Request *req, Kvindex__Response *resp,
-       kvp_arena *a)
+/* admit checks what comes before any answer: the cluster's RPC secret,
+ * then the request's leadership term (fence). False, with resp's code and
+ * error set, for a request refused. */
+static bool
+admit(kvh_shard *s, const Kvindex__Request *req, Kvindex__Response *resp,
+      kvp_arena *a)
 {
-	kvh_shard *s = arg;
 	char err[256] = "";
-	kvi_err rv = KVI_OK;
 	bool command = req->body_case == KVINDEX__REQUEST__BODY_ASSIGN ||
 		       req->body_case == KVINDEX__REQUEST__BODY_UNASSIGN;
 	/* before anything, the term included: an outsider's must not fence */
@@ -210,84 +211,130 @@ handle(void *arg, const Kvindex__Request *req, Kvindex__Response *resp,
 		resp->code = KVI_EAUTH;
 		resp->error = "the request does not carry this cluster's RPC "
 			      "secret (--rpc-secret-file)";
-		return;
+		return false;
 	}
 	if (!fence(s, req, command, err, sizeof(err))) {
 		resp->code = KVI_ESTALE;
 		resp->error = kvp_arena_strdup(a, err);
+		return false;
+	}
+	return true;
+}
+
+/* The answers of the requests that go through the ingest thread: each
+ * fills in resp's body on success and returns the request's code, with
+ * err saying why it failed. */
+
+static kvi_err
+assign(kvh_shard *s, const Kvindex__AssignRequest *req, Kvindex__Response *resp,
+       kvp_arena *a, char *err, size_t errlen)
+{
+	bool existed = false;
+	kvi_err rv = kvg_assign(s->ingest, req->listener, req->handoff_from,
+				&existed, err, errlen);
+	Kvindex__AssignResponse *out = kvp_arena_alloc(a, sizeof(*out));
+	kvindex__assign_response__init(out);
+	out->has_existed = true;
+	out->existed = existed;
+	resp->body_case = KVINDEX__RESPONSE__BODY_ASSIGN;
+	resp->assign = out;
+	return rv;
+}
+
+static kvi_err
+status(kvh_shard *s, const Kvindex__StatusRequest *req, Kvindex__Response *resp,
+       kvp_arena *a, char *err, size_t errlen)
+{
+	Kvindex__StatusResponse *out = kvp_arena_alloc(a, sizeof(*out));
+	kvindex__status_response__init(out);
+	kvi_err rv = kvg_status(s->ingest, req, a, out, err, errlen);
+	out->has_term = true;
+	out->term = atomic_load(&s->term);
+	if (rv == KVI_OK) {
+		resp->body_case = KVINDEX__RESPONSE__BODY_STATUS;
+		resp->status = out;
+	}
+	return rv;
+}
+
+static kvi_err
+dump(kvh_shard *s, const Kvindex__DumpRequest *req, Kvindex__Response *resp,
+     kvp_arena *a, char *err, size_t errlen)
+{
+	Kvindex__DumpResponse *out = kvp_arena_alloc(a, sizeof(*out));
+	kvindex__dump_response__init(out);
+	kvi_err rv = kvg_dump(s->ingest, req->key, a, out, err, errlen);
+	if (rv == KVI_OK) {
+		resp->body_case = KVINDEX__RESPONSE__BODY_DUMP;
+		resp->dump = out;
+	}
+	return rv;
+}
+
+static kvi_err
+handoff(kvh_shard *s, const Kvindex__HandoffRequest *req,
+	Kvindex__Response *resp, kvp_arena *a, char *err, size_t errlen)
+{
+	Kvindex__HandoffResponse *out = kvp_arena_alloc(a, sizeof(*out));
+	kvindex__handoff_response__init(out);
+	kvi_err rv = kvg_handoff_chunk(s->ingest, req, a, out, err, errlen);
+	if (rv == KVI_OK) {
+		resp->body_case = KVINDEX__RESPONSE__BODY_HANDOFF;
+		resp->handoff = out;
+	}
+	return rv;
+}
+
+/* answer_query answers a lone query, whose outcome is the envelope's. */
+static void
+answer_query(kvh_shard *s, const Kvindex__QueryRequest *req,
+	     Kvindex__Response *resp, kvp_arena *a)
+{
+	Kvindex__QueryResponse *out = query(s, req, a);
+	resp->body_case = KVINDEX__RESPONSE__BODY_QUERY;
+	resp->query = out;
+	if (out->has_code) {
+		resp->code = out->code;
+		resp->error = out->error;
+		out->has_code = false;
+		out->error = NULL;
+	}
+}
+
+static void
+handle(void *arg, const Kvindex__Request *req, Kvindex__Response *resp,
+       kvp_arena *a)
+{
+	kvh_shard *s = arg;
+	if (!admit(s, req, resp, a)) {
 		return;
 	}
+	char err[256] = "";
+	kvi_err rv = KVI_OK;
 	switch (req->body_case) {
-	case KVINDEX__REQUEST__BODY_ASSIGN: {
-		bool existed = false;
-		rv = kvg_assign(s->ingest, req->assign->listener,
-				req->assign->handoff_from, &existed, err,
-				sizeof(err));
-		Kvindex__AssignResponse *out = kvp_arena_alloc(a, sizeof(*out));
-		kvindex__assign_response__init(out);
-		out->has_existed = true;
-		out->existed = existed;
-		resp->body_case = KVINDEX__RESPONSE__BODY_ASSIGN;
-		resp->assign = out;
-		break;
-	}
-	case KVINDEX__REQUEST__BODY_UNASSIGN:
-		rv = kvg_unassign(s->ingest, req->unassign->key, err,
-				  sizeof(err));
-		break;
-	case KVINDEX__REQUEST__BODY_QUERY: {
-		Kvindex__QueryResponse *out = query(s, req->query, a);
-		resp->body_case = KVINDEX__RESPONSE__BODY_QUERY;
-		resp->query = out;
-		if (out->has_code) {
-			/* a lone query's outcome is the envelope's */
-			resp->code = out->code;
-			resp->error = out->error;
-			out->has_code = false;
-			out->error = NULL;
-		}
+	case KVINDEX__REQUEST__BODY_QUERY:
+		answer_query(s, req->query, resp, a);
 		return;
-	}
 	case KVINDEX__REQUEST__BODY_QUERY_BATCH:
 		resp->body_case = KVINDEX__RESPONSE__BODY_QUERY_BATCH;
 		resp->query_batch = query_batch(s, req->query_batch, a);
 		return;
-	case KVINDEX__REQUEST__BODY_STATUS: {
-		Kvindex__StatusResponse *out = kvp_arena_alloc(a, sizeof(*out));
-		kvindex__status_response__init(out);
-		rv = kvg_status(s->ingest, req->status, a, out, err,
-				sizeof(err));
-		out->has_term = true;
-		out->term = atomic_load(&s->term);
-		if (rv == KVI_OK) {
-			resp->body_case = KVINDEX__RESPONSE__BODY_STATUS;
-			resp->status = out;
-		}
+	case KVINDEX__REQUEST__BODY_ASSIGN:
+		rv = assign(s, req->assign, resp, a, err, sizeof(err));
 		break;
-	}
-	case KVINDEX__REQUEST__BODY_DUMP: {
-		Kvindex__DumpResponse *out = kvp_arena_alloc(a, sizeof(*out));
-		kvindex__dump_response__init(out);
-		rv = kvg_dump(s->ingest, req->dump->key, a, out, err,
-			      sizeof(err));
-		if (rv == KVI_OK) {
-			resp->body_case = KVINDEX__RESPONSE__BODY_DUMP;
-			resp->dump = out;
-		}
+	case KVINDEX__REQUEST__BODY_UNASSIGN:
+		rv = kvg_unassign(s->ingest, req->unassign->key, err,
+				  sizeof(err));
 		break;
-	}
-	case KVINDEX__REQUEST__BODY_HANDOFF: {
-		Kvindex__HandoffResponse *out =
-		    kvp_arena_alloc(a, sizeof(*out));
-		kvindex__handoff_response__init(out);
-		rv = kvg_handoff_chunk(s->ingest, req->handoff, a, out, err,
-				       sizeof(err));
-		if (rv == KVI_OK) {
-			resp->body_case = KVINDEX__RESPONSE__BODY_HANDOFF;
-			resp->handoff = out;
-		}
+	case KVINDEX__REQUEST__BODY_STATUS:
+		rv = status(s, req->status, resp, a, err, sizeof(err));
 		break;
-	}
+	case KVINDEX__REQUEST__BODY_DUMP:
+		rv = dump(s, req->dump, resp, a, err, sizeof(err));
+		break;
+	case KVINDEX__REQUEST__BODY_HANDOFF:
+		rv = handoff(s, req->handoff, resp, a, err, sizeof(err));
+		break;
 	default:
 		rv = KVI_EINVAL;
 		snprintf(err, sizeof(err), "unknown request");
