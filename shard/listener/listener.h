@@ -17,7 +17,7 @@
  *               listener's backlog
  *   FAILED      the last recovery attempt failed; the next one is
  *               scheduled with backoff; live batches keep waiting
- *   STALE       the store cannot commit (kvg_state_in)
+ *   STALE       the store cannot commit (status and the totals say so)
  */
 #ifndef KVI_SHARD_LISTENER_H
 #define KVI_SHARD_LISTENER_H
@@ -34,7 +34,7 @@ typedef enum kvl_state {
 	KVL_ACTIVE = 1,
 	KVL_RECOVERING = 2,
 	KVL_FAILED = 3,
-	KVL_STALE = 4, /* the store cannot commit (kvg_state_in) */
+	KVL_STALE = 4, /* the store cannot commit */
 } kvl_state;
 #define KVL_STATE_COUNT 5
 
