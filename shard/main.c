@@ -28,6 +28,7 @@
 #include "lmdb_util.h"
 #include "log.h"
 #include "metrics.h"
+#include "pending.h"
 #include "rpc.h"
 #include "service.h"
 #include "store.h"
@@ -45,6 +46,8 @@ typedef struct shard_opts {
 	int io_threads;
 	kvs_store_opts store;
 	kvg_config ingest;
+	kvd_config pending;
+	int pending_ttl_ms;
 } shard_opts;
 
 /* What a flag not given leaves; 0 in the store's or the ingest thread's
@@ -56,6 +59,7 @@ static const shard_opts shard_defaults = {
     .workers = 4,
     .io_threads = KVN_LOOPS_DEFAULT,
     .ingest.probe_rate = 500,
+    .pending_ttl_ms = KVD_TTL_DEFAULT_MS,
 };
 
 static const kvi_flag shard_flag[] = {
@@ -131,6 +135,21 @@ static const kvi_flag shard_flag[] = {
      "probes/s of engines that are not there, beyond each listener's "
      "first; 0: no cap",
      KVI_FLAG_INT(shard_opts, ingest.probe_rate, 0, 1000000), .def = "500"},
+    {"pending-max", "N",
+     "pending entries from routed requests, for the shard; past it the "
+     "oldest go",
+     KVI_FLAG_INT(shard_opts, pending.max_entries, 1, 1L << 31),
+     .def = "1048576"},
+    {"pending-per-listener", "N",
+     "pending entries for one listener; past it its oldest go, and a "
+     "routed request keeps its first N blocks",
+     KVI_FLAG_INT(shard_opts, pending.max_per_listener, 1, 1L << 31),
+     .def = "65536"},
+    {"pending-ttl-ms", "N",
+     "how long a routed block stays pending when the request does not "
+     "say",
+     KVI_FLAG_INT(shard_opts, pending_ttl_ms, 1, KVD_TTL_MAX_MS),
+     .def = "10000"},
     {"rpc-secret-file", "PATH",
      "require this secret in every request, and send it to other shards",
      KVI_FLAG_STR(shard_opts, rpc_secret_file)},
@@ -359,6 +378,7 @@ typedef struct shard {
 	kvh_shard *handler;
 	kvn_service *svc;
 	kvi_httpd *httpd;
+	kvd_pending *pending; /* routed requests' predictions, memory only */
 } shard;
 
 /* shard_setup reads the command line into s->o and readies the process:
@@ -431,6 +451,8 @@ shard_wire(shard *s)
 {
 	double t0 = kvi_now_s();
 	s->metrics = kvi_metrics_alloc();
+	s->pending = kvd_pending_alloc(&s->o.pending);
+	s->o.ingest.pending = s->pending;
 	char err[512] = "";
 	bool quarantined = false;
 	kvi_err rv = shard_open_state(&s->o, &s->store, &s->idx, &s->ingest,
@@ -447,7 +469,8 @@ shard_wire(shard *s)
 	}
 	kvx_stats xs;
 	kvx_index_stats(s->idx, &xs);
-	s->handler = kvh_shard_alloc(s->idx, s->ingest, s->metrics);
+	s->handler = kvh_shard_alloc(s->idx, s->ingest, s->pending,
+				     (uint32_t)s->o.pending_ttl_ms, s->metrics);
 	if ((rv = kvg_ingest_start(s->ingest, err, sizeof(err))) != KVI_OK ||
 	    (rv = kvn_service_open(
 		 &(kvn_service_opts){.url = s->o.listen,
@@ -496,6 +519,7 @@ shard_close(shard *s)
 	kvg_ingest_free(s->ingest);
 	kvh_shard_free(s->handler);
 	kvi_httpd_free(s->httpd);
+	kvd_pending_free(s->pending);
 	kvx_index_free(s->idx);
 	kvs_store_close(s->store);
 	kvi_metrics_free(s->metrics);

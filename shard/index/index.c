@@ -456,6 +456,54 @@ kvx_query(kvx_index *idx, const char *model, const uint64_t *seq, size_t n,
 	return KVI_OK;
 }
 
+kvi_err
+kvx_listener_find(kvx_index *idx, const char *model, uint64_t instance_id,
+		  uint16_t dp_rank, uint32_t *lid, uint32_t *block_size)
+{
+	kvi_err rv = KVI_ENOENT;
+	pthread_rwlock_rdlock(&idx->meta);
+	kvx_part *p = part_find(idx, model);
+	for (uint32_t i = 0; p != NULL && i < idx->cap_lis; i++) {
+		const kvx_lis *l = idx->lis[i];
+		if (l != NULL && l->part == p &&
+		    l->info.instance_id == instance_id &&
+		    l->info.dp_rank == dp_rank) {
+			*lid = i;
+			*block_size = p->block_size;
+			rv = KVI_OK;
+			break;
+		}
+	}
+	pthread_rwlock_unlock(&idx->meta);
+	return rv;
+}
+
+kvi_err
+kvx_listeners_describe(kvx_index *idx, const char *model, const uint32_t *lids,
+		       size_t n, const kvx_filter *filter, kvx_match_fn fn,
+		       void *arg)
+{
+	pthread_rwlock_rdlock(&idx->meta);
+	kvx_part *p = part_find(idx, model);
+	if (p == NULL) {
+		pthread_rwlock_unlock(&idx->meta);
+		return KVI_ENOENT;
+	}
+	const kvx_match none = {0};
+	pthread_rwlock_rdlock(&p->lock);
+	for (size_t i = 0; i < n; i++) {
+		const kvx_lis *l =
+		    lids[i] < idx->cap_lis ? idx->lis[lids[i]] : NULL;
+		if (l != NULL && l->part == p &&
+		    filter_pass(filter, &l->info)) {
+			fn(arg, &l->info, &none);
+		}
+	}
+	pthread_rwlock_unlock(&p->lock);
+	pthread_rwlock_unlock(&idx->meta);
+	return KVI_OK;
+}
+
 void
 kvx_index_stats(kvx_index *idx, kvx_stats *out)
 {

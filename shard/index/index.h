@@ -140,6 +140,22 @@ kvi_err kvx_query(kvx_index *idx, const char *model, const uint64_t *seq,
 		  size_t n, const kvx_filter *filter, kvx_match_fn fn,
 		  void *arg, uint32_t *block_size);
 
+/* kvx_listener_find sets *lid to the listener of model that is rank
+ * dp_rank of instance_id, and *block_size to the model's; KVI_ENOENT when
+ * there is none here. Any thread. */
+kvi_err kvx_listener_find(kvx_index *idx, const char *model,
+			  uint64_t instance_id, uint16_t dp_rank, uint32_t *lid,
+			  uint32_t *block_size);
+
+/* kvx_listeners_describe calls fn, with a match of nothing, for each of
+ * lids[0..n) that is a listener of model and passes filter (NULL: all):
+ * for naming listeners a query learnt of elsewhere (pending entries).
+ * Returns KVI_ENOENT when no listener of model is here. Any thread. */
+kvi_err kvx_listeners_describe(kvx_index *idx, const char *model,
+			       const uint32_t *lids, size_t n,
+			       const kvx_filter *filter, kvx_match_fn fn,
+			       void *arg);
+
 /*
  * Bulk loading, for start-up: kvx_bulk_begin(), then for listeners that
  * exist and hold nothing yet, one kvx_bulk_add() per snapshot entry (ext

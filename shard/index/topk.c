@@ -7,10 +7,10 @@
 int
 kvh_topk_cmp(const kvh_topk_entry *a, const kvh_topk_entry *b)
 {
-	kvi_rank_key ka =
-	    kvi_rank_key_of(a->longest, a->gpu, a->instance_id, a->dp_rank);
-	kvi_rank_key kb =
-	    kvi_rank_key_of(b->longest, b->gpu, b->instance_id, b->dp_rank);
+	kvi_rank_key ka = kvi_rank_key_of(a->longest + a->pending, a->gpu,
+					  a->instance_id, a->dp_rank);
+	kvi_rank_key kb = kvi_rank_key_of(b->longest + b->pending, b->gpu,
+					  b->instance_id, b->dp_rank);
 	return kvi_rank_cmp(&ka, &kb);
 }
 

@@ -22,11 +22,12 @@
 
 #include "arena.h"
 
-/* One kept match, in blocks. */
+/* One kept match, in blocks; pending is how far pending entries extend
+ * it (ranked as if held: the prefix expected there). */
 typedef struct kvh_topk_entry {
 	uint64_t instance_id;
 	uint32_t dp_rank;
-	uint32_t gpu, cpu, disk, longest;
+	uint32_t gpu, cpu, disk, longest, pending;
 } kvh_topk_entry;
 
 typedef struct kvh_topk {

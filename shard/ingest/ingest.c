@@ -173,6 +173,9 @@ listener_free(kvg_ingest *g, kvl_listener *l, bool unindex)
 	if (unindex) {
 		kvx_listener_remove(g->idx, l->lid);
 	}
+	if (g->cfg.pending != NULL) {
+		kvd_drop_listener(g->cfg.pending, l->lid, KVD_DROP_GONE);
+	}
 	g->lis[l->lid] = NULL;
 	key_remove(g, l);
 	kvo_rec_fini(&l->rec);

@@ -31,6 +31,7 @@
 #include "index.h"
 #include "kvindex.pb-c.h"
 #include "metrics.h"
+#include "pending.h"
 #include "store.h"
 
 typedef struct kvg_ingest kvg_ingest;
@@ -69,6 +70,9 @@ typedef struct kvg_config {
 				 * each listener's first; 0: no cap */
 	bool no_image; /* neither read nor write an index image beside the
 			* store (ingest_image.c) */
+	/* the shard's pending entries (pending.h), which the listeners'
+	 * batches confirm and drop and the commit timer sweeps; NULL: none */
+	kvd_pending *pending;
 } kvg_config;
 
 /* kvg_ingest_open loads the durable state of cfg->store into cfg->idx and

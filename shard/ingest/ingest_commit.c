@@ -239,7 +239,11 @@ on_timer(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
-	kvg_commit(arg);
+	kvg_ingest *g = arg;
+	if (g->cfg.pending != NULL) {
+		kvd_sweep(g->cfg.pending, kvi_now_ms());
+	}
+	kvg_commit(g);
 }
 
 void

@@ -254,6 +254,7 @@ recovery_init(kvg_ingest *g)
 	    .listener = owner_listener,
 	};
 	kvq_recovery_init(&g->recovery, &qc, g->idx, &owner);
+	g->recovery.scratch.pending = g->cfg.pending;
 }
 
 kvi_err

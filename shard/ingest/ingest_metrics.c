@@ -163,6 +163,42 @@ out_lagging(kvi_metrics_out *out, const kvg_totals *t)
 	}
 }
 
+/* out_pending writes the pending entries' totals (pending.h). */
+static void
+out_pending(kvi_metrics_out *out, kvd_pending *p)
+{
+	kvd_stats ps;
+	kvd_stats_get(p, &ps);
+	out_one(out, "kvindex_shard_routed_total",
+		"Routed requests taken (POST /routed on a coordinator).",
+		KVI_METRIC_COUNTER, ps.routed);
+	out_one(out, "kvindex_shard_pending_entries",
+		"Pending entries live: blocks routed to a listener and not "
+		"stored by its engine yet.",
+		KVI_METRIC_GAUGE, ps.entries);
+	out_one(out, "kvindex_shard_pending_added_total",
+		"Pending entries made (a block routed again only refreshes "
+		"its entry).",
+		KVI_METRIC_COUNTER, ps.added);
+	static const char *const how[] = {"confirmed", "expired", "evicted",
+					  "removed",   "cleared", "restart",
+					  "gone"};
+	uint64_t v[] = {ps.confirmed,
+			ps.expired,
+			ps.evicted,
+			ps.dropped[KVD_DROP_REMOVED],
+			ps.dropped[KVD_DROP_CLEARED],
+			ps.dropped[KVD_DROP_RESTART],
+			ps.dropped[KVD_DROP_GONE]};
+	out_labeled(out, "kvindex_shard_pending_ended_total",
+		    "Pending entries ended: confirmed by the engine's store, "
+		    "expired, evicted by a bound, or dropped (the block "
+		    "removed, the cache cleared, the engine restarted, the "
+		    "listener gone).",
+		    "how", how, v, sizeof(v) / sizeof(v[0]),
+		    KVI_METRIC_COUNTER);
+}
+
 static void
 collect_metrics(void *arg, kvi_metrics_out *out)
 {
@@ -229,6 +265,9 @@ collect_metrics(void *arg, kvi_metrics_out *out)
 		"1 while commits to the store fail (full disk, I/O).",
 		KVI_METRIC_GAUGE, t.store_failing);
 	kvg_probe_metrics(out, g);
+	if (g->cfg.pending != NULL) {
+		out_pending(out, g->cfg.pending);
+	}
 }
 
 void

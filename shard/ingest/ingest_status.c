@@ -55,6 +55,34 @@ kvg_counters_add(kvl_counters *sum, const kvl_counters *c)
 	}
 }
 
+/* pending_of says what l's pending entries did, or NULL when it never
+ * had any. */
+static Kvindex__PendingCounts *
+pending_of(kvg_ingest *g, const kvl_listener *l, kvp_arena *a)
+{
+	kvd_listener_stats ps;
+	if (g->cfg.pending == NULL) {
+		return NULL;
+	}
+	kvd_listener_stats_get(g->cfg.pending, l->lid, &ps);
+	if (ps.routed == 0) {
+		return NULL;
+	}
+	Kvindex__PendingCounts *pc = kvp_arena_alloc(a, sizeof(*pc));
+	kvindex__pending_counts__init(pc);
+	pc->has_entries = pc->has_routed = pc->has_added = true;
+	pc->has_confirmed = pc->has_expired = pc->has_evicted = true;
+	pc->has_dropped = true;
+	pc->entries = ps.entries;
+	pc->routed = ps.routed;
+	pc->added = ps.added;
+	pc->confirmed = ps.confirmed;
+	pc->expired = ps.expired;
+	pc->evicted = ps.evicted;
+	pc->dropped = ps.dropped;
+	return pc;
+}
+
 /* status_of says what a status answer says of l. Whatever it reads of
  * l, status_digest must read too: a poll that holds the digest gets
  * nothing else. */
@@ -93,6 +121,7 @@ status_of(kvg_ingest *g, kvl_listener *l, kvp_arena *a, const char *store_error)
 		st->has_handoff_blocks = l->ho.taken; /* absent: taking it */
 		st->handoff_blocks = l->ho.blocks;
 	}
+	st->pending = pending_of(g, l, a);
 	return st;
 }
 
@@ -133,6 +162,11 @@ status_digest(kvg_ingest *g, const char *store_error)
 		XXH3_64bits_update(&st, v, sizeof(v));
 		XXH3_64bits_update(&st, l->spec, l->spec_len);
 		XXH3_64bits_update(&st, &l->c, sizeof(l->c));
+		if (g->cfg.pending != NULL) {
+			kvd_listener_stats ps;
+			kvd_listener_stats_get(g->cfg.pending, l->lid, &ps);
+			XXH3_64bits_update(&st, &ps, sizeof(ps));
+		}
 		hash_str(&st, l->last_error);
 		hash_str(&st, l->ho.from);
 		char why[200];

@@ -22,7 +22,51 @@ kva_scratch_fini(kva_scratch *s)
 	kvi_free(s->ext);
 	kvi_free(s->seq);
 	kvi_free(s->tiers);
+	kvi_free(s->confirm);
+	kvi_free(s->gone);
 	memset(s, 0, sizeof(*s));
+}
+
+/* pend_note appends n sequence hashes to a list of the batch's. */
+static void
+pend_note(uint64_t **list, size_t *len, size_t *cap, const uint64_t *seq,
+	  size_t n)
+{
+	if (*len + n > *cap) {
+		*cap = *len + n < 256 ? 256 : 2 * (*len + n);
+		*list = kvi_reallocarray(*list, *cap, sizeof(uint64_t));
+	}
+	memcpy(*list + *len, seq, n * sizeof(uint64_t));
+	*len += n;
+}
+
+/* pend_begin starts following what a batch does to l's pending entries:
+ * only while some are pending, so that a shard without routed requests
+ * pays one relaxed load per batch. */
+static void
+pend_begin(kva_scratch *s)
+{
+	s->pend_on = s->pending != NULL && !kvd_empty(s->pending);
+	s->pend_cleared = false;
+	s->n_confirm = s->n_gone = 0;
+}
+
+/* pend_end applies what the batch did to l's pending entries, after its
+ * index write group, so that a query never misses a block that is in
+ * neither: an AllBlocksCleared drops them all, a removal its block, and a
+ * store confirms its block. */
+static void
+pend_end(kva_scratch *s, const kvl_listener *l)
+{
+	if (!s->pend_on) {
+		return;
+	}
+	if (s->pend_cleared) {
+		kvd_drop_listener(s->pending, l->lid, KVD_DROP_CLEARED);
+	}
+	kvd_drop(s->pending, l->lid, s->gone, s->n_gone, KVD_DROP_REMOVED);
+	kvd_confirm(s->pending, l->lid, s->confirm, s->n_confirm);
+	s->pend_on = false;
 }
 
 static void
@@ -48,6 +92,10 @@ put_run(kvx_index *idx, kva_scratch *s, kvl_listener *l, const uint64_t *ext,
 		kvo_rec_store(&l->rec, ext[i], s->seq[i], (uint8_t)tier);
 	}
 	l->c.blocks_stored += n;
+	if (s->pend_on) {
+		pend_note(&s->confirm, &s->n_confirm, &s->cap_confirm, s->seq,
+			  n);
+	}
 }
 
 static void
@@ -75,8 +123,13 @@ chain_start(kvx_index *idx, kvl_listener *l, bool has_parent, uint64_t parent,
 }
 
 static void
-drop(kvx_index *idx, kvl_listener *l, uint64_t ext, kvi_tier tier)
+drop(kvx_index *idx, kva_scratch *s, kvl_listener *l, uint64_t ext,
+     kvi_tier tier)
 {
+	uint64_t seq;
+	if (s->pend_on && kvx_lookup(idx, l->lid, ext, &seq)) {
+		pend_note(&s->gone, &s->n_gone, &s->cap_gone, &seq, 1);
+	}
 	if (kvx_remove(idx, l->lid, ext, tier)) {
 		kvo_rec_remove(&l->rec, ext, (uint8_t)tier);
 		l->c.blocks_removed++;
@@ -177,11 +230,12 @@ apply_event(kvx_index *idx, kva_scratch *s, kvl_listener *l,
 		break;
 	case KVI_EVENT_REMOVED:
 		for (uint32_t i = 0; i < ev->n_hashes; i++) {
-			drop(idx, l, ev->hashes[i], ev->tier);
+			drop(idx, s, l, ev->hashes[i], ev->tier);
 		}
 		break;
 	case KVI_EVENT_CLEARED:
 		clear_locked(idx, l);
+		s->pend_cleared = true;
 		break;
 	case KVI_EVENT_SKIPPED:
 		break;
@@ -237,11 +291,13 @@ kva_batch(kvx_index *idx, kvi_decoder *dec, kva_scratch *scratch,
 		return KVA_LOST;
 	}
 	l->c.batches++;
+	pend_begin(scratch);
 	kvx_write_begin(idx, l->lid);
 	for (uint32_t i = 0; i < b.n_events; i++) {
 		apply_event(idx, scratch, l, &b.events[i]);
 	}
 	kvx_write_end(idx, l->lid);
+	pend_end(scratch, l);
 	if (b.n_skipped > 0) {
 		set_error(l, "event skipped: %s", kvi_decoder_skip_error(dec));
 	}
@@ -272,6 +328,7 @@ kva_recover(kvx_index *idx, kva_scratch *scratch, kvl_listener *l,
 	bool dump = r->kind == KVR_KIND_TREE_DUMP;
 	uint64_t after = l->mark.wm;
 	bool all = dump || !l->mark.has_wm;
+	pend_begin(scratch);
 	kvx_write_begin(idx, l->lid);
 	if (dump) {
 		clear_locked(idx, l);
@@ -288,17 +345,20 @@ kva_recover(kvx_index *idx, kva_scratch *scratch, kvl_listener *l,
 			break;
 		case KVI_EVENT_REMOVED:
 			for (uint32_t k = 0; k < ev->n_hashes; k++) {
-				drop(idx, l, ev->block_hashes[k], ev->tier);
+				drop(idx, scratch, l, ev->block_hashes[k],
+				     ev->tier);
 			}
 			break;
 		case KVI_EVENT_CLEARED:
 			clear_locked(idx, l);
+			scratch->pend_cleared = true;
 			break;
 		case KVI_EVENT_SKIPPED:
 			break;
 		}
 	}
 	kvx_write_end(idx, l->lid);
+	pend_end(scratch, l);
 	/* A dump of an engine that has published nothing has no last id:
 	 * the next batch is its seq 0. */
 	l->mark = (kvs_mark){.has_wm = r->has_last_event_id,
@@ -339,11 +399,14 @@ kva_handoff(kvx_index *idx, kvl_listener *l, const uint64_t *ext,
 }
 
 void
-kva_clear(kvx_index *idx, kvl_listener *l)
+kva_clear(kvx_index *idx, kva_scratch *scratch, kvl_listener *l)
 {
 	kvx_write_begin(idx, l->lid);
 	clear_locked(idx, l);
 	kvx_write_end(idx, l->lid);
+	if (scratch->pending != NULL) {
+		kvd_drop_listener(scratch->pending, l->lid, KVD_DROP_RESTART);
+	}
 	l->mark = (kvs_mark){0};
 	dirty(l);
 }

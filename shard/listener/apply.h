@@ -27,15 +27,24 @@
 
 #include "index.h"
 #include "listener.h"
+#include "pending.h"
 #include "recover_parse.h"
 #include "wire.h"
 
-/* Scratch arrays the ingest thread lends to the functions below. */
+/* Scratch arrays the ingest thread lends to the functions below, and the
+ * shard's pending entries (NULL: none), which the blocks a batch stores
+ * confirm and the blocks it removes or clears drop, once the batch is in
+ * the index (pending.h). */
 typedef struct kva_scratch {
 	uint64_t *ext;
 	uint64_t *seq;
 	uint8_t *tiers;
 	size_t cap;
+	kvd_pending *pending;
+	bool pend_on;      /* the batch being applied follows pending entries */
+	bool pend_cleared; /* it cleared every block */
+	uint64_t *confirm, *gone; /* sequence hashes it stored, removed */
+	size_t n_confirm, n_gone, cap_confirm, cap_gone;
 } kva_scratch;
 
 void kva_scratch_fini(kva_scratch *s);
@@ -70,6 +79,10 @@ bool kva_foreign(kvl_listener *l, const void *payload, size_t len);
 void kva_recover(kvx_index *idx, kva_scratch *scratch, kvl_listener *l,
 		 const kvr_response *r);
 
+/* kva_clear empties the listener: its engine restarted, or lost what
+ * nothing can repair. Its pending entries are dropped too. */
+void kva_clear(kvx_index *idx, kva_scratch *scratch, kvl_listener *l);
+
 /* kva_handoff replaces the listener's state with n entries taken over
  * from the shard that owned it (tiers: bit masks), exact at mark. The
  * index is written in runs, each under its own write lock, so queries of
@@ -79,8 +92,5 @@ void kva_recover(kvx_index *idx, kva_scratch *scratch, kvl_listener *l,
 void kva_handoff(kvx_index *idx, kvl_listener *l, const uint64_t *ext,
 		 const uint64_t *seq, const uint8_t *tiers, size_t n,
 		 const kvs_mark *mark);
-
-/* kva_clear empties the listener (an engine restart or a resync). */
-void kva_clear(kvx_index *idx, kvl_listener *l);
 
 #endif /* KVI_SHARD_APPLY_H */

@@ -164,7 +164,7 @@ give_up(kvq_recovery *q, kvl_listener *l)
 		  dropped);
 	kvl_warn(l, "gap_unrepaired", "seq=%" PRIu64 " entries_dropped=%zu",
 		 r->gap_seq, dropped);
-	kva_clear(q->idx, l);
+	kva_clear(q->idx, &q->scratch, l);
 	if (r->gap_seq > 0) {
 		/* batches before gap_seq were missed */
 		l->mark = (kvs_mark){

@@ -194,7 +194,7 @@ engine_restart(kvq_recovery *q, kvl_listener *l, uint64_t seq)
 		"watermark=%" PRIu64 " last_live=%" PRIu64 " seq=%" PRIu64,
 		l->mark.wm, l->last_live, seq);
 	kvq_recovery_reset(q, l);
-	kva_clear(q->idx, l);
+	kva_clear(q->idx, &q->scratch, l);
 	l->has_live = false;
 }
 
@@ -206,7 +206,7 @@ kvq_restarted(kvq_recovery *q, kvl_listener *l, const char *reason)
 	l->c.engine_restarts++;
 	kvl_log(l, "engine_restart", "watermark=%" PRIu64 " reason=%s",
 		l->mark.wm, reason);
-	kva_clear(q->idx, l);
+	kva_clear(q->idx, &q->scratch, l);
 	l->recovery.state = KVL_R_STREAMING;
 	kvq_repair_gap(q, l, false);
 }

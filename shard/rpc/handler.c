@@ -3,6 +3,7 @@
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -15,6 +16,8 @@
 struct kvh_shard {
 	kvx_index *idx;
 	kvg_ingest *ingest;
+	kvd_pending *pending;
+	uint32_t pending_ttl_ms;
 	kvi_histogram *h_query;
 	kvi_counter *c_queries;
 	kvi_counter *c_unauthenticated;
@@ -55,13 +58,23 @@ fence(kvh_shard *s, const Kvindex__Request *req, bool command, char *err,
 }
 
 /* Matches in the compact form of QueryResponse, grown in the arena; with
- * a top_k, the k best are selected in topk first. */
+ * a top_k, the k best are selected in topk first. With pending entries
+ * (pd), each match's are counted past its exact prefix, and the listeners
+ * matched are noted, so that those with only pending blocks can be
+ * added. */
 typedef struct kvh_matches {
 	kvp_arena *arena;
 	uint64_t *instance;
-	uint32_t *rank, *gpu, *cpu, *disk;
+	uint32_t *rank, *gpu, *cpu, *disk, *pending;
 	size_t n, cap;
-	kvh_topk *topk; /* NULL: keep every match */
+	kvh_topk *topk;        /* NULL: keep every match */
+	const kvd_pending *pd; /* NULL: exact entries only */
+	const uint64_t *seq;
+	size_t n_seq;
+	int64_t now_ms;
+	bool any_pending;
+	uint32_t *seen; /* listener ids matched exactly */
+	size_t n_seen, cap_seen;
 } kvh_matches;
 
 static void *
@@ -76,8 +89,7 @@ grow(kvp_arena *a, void *old, size_t n, size_t cap, size_t size)
 
 /* match_push appends one match to the compact arrays. */
 static void
-match_push(kvh_matches *ms, uint64_t instance, uint32_t rank, uint32_t gpu,
-	   uint32_t cpu, uint32_t disk)
+match_push(kvh_matches *ms, const kvh_topk_entry *e)
 {
 	if (ms->n == ms->cap) {
 		size_t cap = ms->cap ? ms->cap * 2 : 64;
@@ -87,25 +99,34 @@ match_push(kvh_matches *ms, uint64_t instance, uint32_t rank, uint32_t gpu,
 		ms->gpu = grow(a, ms->gpu, ms->n, cap, 4);
 		ms->cpu = grow(a, ms->cpu, ms->n, cap, 4);
 		ms->disk = grow(a, ms->disk, ms->n, cap, 4);
+		ms->pending = grow(a, ms->pending, ms->n, cap, 4);
 		ms->cap = cap;
 	}
 	size_t i = ms->n++;
-	ms->instance[i] = instance;
-	ms->rank[i] = rank;
-	ms->gpu[i] = gpu;
-	ms->cpu[i] = cpu;
-	ms->disk[i] = disk;
+	ms->instance[i] = e->instance_id;
+	ms->rank[i] = e->dp_rank;
+	ms->gpu[i] = e->gpu;
+	ms->cpu[i] = e->cpu;
+	ms->disk[i] = e->disk;
+	ms->pending[i] = e->pending;
+	ms->any_pending |= e->pending > 0;
+}
+
+/* match_keep keeps a match: every one, or the top_k best. */
+static void
+match_keep(kvh_matches *ms, const kvh_topk_entry *e)
+{
+	if (ms->topk == NULL) {
+		match_push(ms, e);
+	} else {
+		kvh_topk_add(ms->topk, e);
+	}
 }
 
 static void
 match_add(void *arg, const kvx_listener_info *info, const kvx_match *m)
 {
 	kvh_matches *ms = arg;
-	if (ms->topk == NULL) {
-		match_push(ms, info->instance_id, info->dp_rank, m->gpu, m->cpu,
-			   m->disk);
-		return;
-	}
 	kvh_topk_entry e = {
 	    .instance_id = info->instance_id,
 	    .dp_rank = info->dp_rank,
@@ -114,7 +135,87 @@ match_add(void *arg, const kvx_listener_info *info, const kvx_match *m)
 	    .disk = m->disk,
 	    .longest = m->longest,
 	};
-	kvh_topk_add(ms->topk, &e);
+	if (ms->pd != NULL) {
+		e.pending =
+		    (uint32_t)kvd_extend(ms->pd, info->lid, ms->seq, m->longest,
+					 ms->n_seq, ms->now_ms);
+		if (ms->n_seen == ms->cap_seen) {
+			size_t cap = ms->cap_seen ? ms->cap_seen * 2 : 64;
+			ms->seen = grow(ms->arena, ms->seen, ms->n_seen, cap,
+					sizeof(*ms->seen));
+			ms->cap_seen = cap;
+		}
+		ms->seen[ms->n_seen++] = info->lid;
+	}
+	match_keep(ms, &e);
+}
+
+/* pending_only_add keeps a listener that holds none of the query but
+ * has its first blocks pending. */
+static void
+pending_only_add(void *arg, const kvx_listener_info *info, const kvx_match *m)
+{
+	(void)m;
+	kvh_matches *ms = arg;
+	kvh_topk_entry e = {
+	    .instance_id = info->instance_id,
+	    .dp_rank = info->dp_rank,
+	    .pending = (uint32_t)kvd_extend(ms->pd, info->lid, ms->seq, 0,
+					    ms->n_seq, ms->now_ms),
+	};
+	if (e.pending > 0) {
+		match_keep(ms, &e);
+	}
+}
+
+static int
+lid_cmp(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+typedef struct kvh_lids {
+	const kvh_matches *ms;
+	kvp_arena *arena;
+	uint32_t *lid;
+	size_t n, cap;
+} kvh_lids;
+
+/* unseen_add notes a listener with the query's first block pending that
+ * the index did not name. */
+static void
+unseen_add(void *arg, uint32_t lid)
+{
+	kvh_lids *u = arg;
+	if (bsearch(&lid, u->ms->seen, u->ms->n_seen, sizeof(lid), lid_cmp) !=
+	    NULL) {
+		return;
+	}
+	if (u->n == u->cap) {
+		size_t cap = u->cap ? u->cap * 2 : 16;
+		u->lid = grow(u->arena, u->lid, u->n, cap, sizeof(*u->lid));
+		u->cap = cap;
+	}
+	u->lid[u->n++] = lid;
+}
+
+/* match_pending_only adds the listeners of the query's model that hold
+ * none of its blocks but have its first ones pending. */
+static void
+match_pending_only(kvx_index *idx, kvh_matches *ms, const char *model,
+		   const kvx_filter *f)
+{
+	if (ms->n_seq == 0) {
+		return;
+	}
+	qsort(ms->seen, ms->n_seen, sizeof(*ms->seen), lid_cmp);
+	kvh_lids u = {.ms = ms, .arena = ms->arena};
+	kvd_foreach_listener(ms->pd, ms->seq[0], ms->now_ms, unseen_add, &u);
+	if (u.n > 0) {
+		(void)kvx_listeners_describe(idx, model, u.lid, u.n, f,
+					     pending_only_add, ms);
+	}
 }
 
 /* match_flush moves what topk kept to the compact arrays. */
@@ -125,9 +226,7 @@ match_flush(kvh_matches *ms)
 		return;
 	}
 	for (size_t i = 0; i < ms->topk->n; i++) {
-		const kvh_topk_entry *e = &ms->topk->e[i];
-		match_push(ms, e->instance_id, e->dp_rank, e->gpu, e->cpu,
-			   e->disk);
+		match_push(ms, &ms->topk->e[i]);
 	}
 }
 
@@ -158,8 +257,23 @@ query(kvh_shard *s, const Kvindex__QueryRequest *q, kvp_arena *a)
 		ms.topk = &topk;
 	}
 	uint32_t bs = 0;
+	if (q->has_pending && q->pending && s->pending != NULL &&
+	    !kvd_empty(s->pending)) {
+		/* taken before the index's locks, as every reader does */
+		kvd_read_begin(s->pending);
+		ms.pd = s->pending;
+		ms.seq = q->seq_hashes;
+		ms.n_seq = q->n_seq_hashes;
+		ms.now_ms = kvi_now_ms();
+	}
 	kvi_err rv = kvx_query(s->idx, q->model, q->seq_hashes, q->n_seq_hashes,
 			       &f, match_add, &ms, &bs);
+	if (ms.pd != NULL) {
+		if (rv == KVI_OK) {
+			match_pending_only(s->idx, &ms, q->model, &f);
+		}
+		kvd_read_end(s->pending);
+	}
 	match_flush(&ms);
 	if (rv == KVI_OK) {
 		out->m_instance = ms.instance;
@@ -172,12 +286,75 @@ query(kvh_shard *s, const Kvindex__QueryRequest *q, kvp_arena *a)
 		out->n_m_cpu = ms.n;
 		out->m_disk = ms.disk;
 		out->n_m_disk = ms.n;
+		if (ms.any_pending) {
+			out->m_pending = ms.pending;
+			out->n_m_pending = ms.n;
+		}
 	}
 	if (s->h_query != NULL) {
 		kvi_histogram_observe(s->h_query, kvi_now_s() - t0);
 		kvi_counter_inc(s->c_queries);
 	}
 	return out;
+}
+
+typedef struct kvh_exact {
+	uint32_t longest;
+} kvh_exact;
+
+static void
+exact_of(void *arg, const kvx_listener_info *info, const kvx_match *m)
+{
+	(void)info;
+	((kvh_exact *)arg)->longest = m->longest;
+}
+
+/* routed makes the blocks of a routed request that its listener does not
+ * hold pending there (pending.h). */
+static kvi_err
+routed(kvh_shard *s, const Kvindex__RoutedRequest *req, Kvindex__Response *resp,
+       kvp_arena *a, char *err, size_t errlen)
+{
+	if (req->dp_rank > UINT16_MAX) {
+		snprintf(err, errlen, "dp_rank %u does not fit in u16",
+			 req->dp_rank);
+		return KVI_ERANGE;
+	}
+	uint32_t lid, bs;
+	uint16_t rank = (uint16_t)req->dp_rank;
+	if (kvx_listener_find(s->idx, req->model, req->instance_id, rank, &lid,
+			      &bs) != KVI_OK) {
+		int n = snprintf(err, errlen,
+				 "no listener is rank %u of instance %" PRIu64
+				 " for model ",
+				 rank, req->instance_id);
+		if (n > 0 && (size_t)n < errlen) {
+			snprintf(err + n, errlen - (size_t)n, "%s", req->model);
+		}
+		return KVI_ENOENT;
+	}
+	kvx_filter f = {.instances = &req->instance_id,
+			.n_instances = 1,
+			.has_rank = true,
+			.rank = rank};
+	kvh_exact ex = {0};
+	(void)kvx_query(s->idx, req->model, req->seq_hashes, req->n_seq_hashes,
+			&f, exact_of, &ex, &bs);
+	size_t pending = 0;
+	if (ex.longest < req->n_seq_hashes) {
+		pending =
+		    kvd_add(s->pending, lid, req->seq_hashes + ex.longest,
+			    req->n_seq_hashes - ex.longest, kvi_now_ms(),
+			    req->has_ttl_ms ? req->ttl_ms : s->pending_ttl_ms);
+	}
+	Kvindex__RoutedResponse *out = kvp_arena_alloc(a, sizeof(*out));
+	kvindex__routed_response__init(out);
+	out->has_matched_blocks = out->has_pending_blocks = true;
+	out->matched_blocks = ex.longest;
+	out->pending_blocks = (uint32_t)pending;
+	resp->body_case = KVINDEX__RESPONSE__BODY_ROUTED;
+	resp->routed = out;
+	return KVI_OK;
 }
 
 /* query_batch answers every query of b, each on its own. */
@@ -335,6 +512,9 @@ handle(void *arg, const Kvindex__Request *req, Kvindex__Response *resp,
 	case KVINDEX__REQUEST__BODY_HANDOFF:
 		rv = handoff(s, req->handoff, resp, a, err, sizeof(err));
 		break;
+	case KVINDEX__REQUEST__BODY_ROUTED:
+		rv = routed(s, req->routed, resp, a, err, sizeof(err));
+		break;
 	default:
 		rv = KVI_EINVAL;
 		snprintf(err, sizeof(err), "unknown request");
@@ -348,7 +528,8 @@ handle(void *arg, const Kvindex__Request *req, Kvindex__Response *resp,
 }
 
 kvh_shard *
-kvh_shard_alloc(kvx_index *idx, kvg_ingest *ingest, kvi_metrics *metrics)
+kvh_shard_alloc(kvx_index *idx, kvg_ingest *ingest, kvd_pending *pending,
+		uint32_t pending_ttl_ms, kvi_metrics *metrics)
 {
 	static const double bounds[] = {0.00001, 0.000025, 0.00005, 0.0001,
 					0.0002,  0.0005,   0.001,   0.0025,
@@ -356,6 +537,8 @@ kvh_shard_alloc(kvx_index *idx, kvg_ingest *ingest, kvi_metrics *metrics)
 	kvh_shard *s = kvi_calloc(1, sizeof(*s));
 	s->idx = idx;
 	s->ingest = ingest;
+	s->pending = pending;
+	s->pending_ttl_ms = pending_ttl_ms;
 	if (metrics != NULL) {
 		kvi_metrics_histogram_add(
 		    metrics, "kvindex_shard_query_seconds",
@@ -389,7 +572,8 @@ kvh_shard_free(kvh_shard *s)
 unsigned
 kvh_shard_inline_kinds(void)
 {
-	return 1u << KVN_KIND_QUERY | 1u << KVN_KIND_QUERY_BATCH;
+	return 1u << KVN_KIND_QUERY | 1u << KVN_KIND_QUERY_BATCH |
+	       1u << KVN_KIND_ROUTED;
 }
 
 kvn_handler

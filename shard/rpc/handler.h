@@ -8,6 +8,8 @@
  * them wait, so the service's worker threads carry them. A query for a
  * model the shard has no listener of is not an error: it matches nothing
  * (the coordinator knows the fleet's models and answers 404 for others).
+ * A routed request (a router's decision) is answered inline too: a lookup
+ * of its listener's exact prefix, then its pending entries.
  */
 #ifndef KVI_SHARD_HANDLER_H
 #define KVI_SHARD_HANDLER_H
@@ -15,13 +17,16 @@
 #include "index.h"
 #include "ingest.h"
 #include "metrics.h"
+#include "pending.h"
 #include "service.h"
 
 typedef struct kvh_shard kvh_shard;
 
 /* kvh_shard_alloc returns the handler state; it registers the query
- * metrics with metrics (may be NULL). */
+ * metrics with metrics (may be NULL). Routed requests make entries pending
+ * in pending, for pending_ttl_ms unless they say otherwise. */
 kvh_shard *kvh_shard_alloc(kvx_index *idx, kvg_ingest *ingest,
+			   kvd_pending *pending, uint32_t pending_ttl_ms,
 			   kvi_metrics *metrics);
 void kvh_shard_free(kvh_shard *s);
 

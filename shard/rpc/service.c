@@ -12,7 +12,7 @@ static const char *const kvs_kind_names[KVN_KIND_COUNT] = {
     [KVN_KIND_ASSIGN] = "assign",   [KVN_KIND_UNASSIGN] = "unassign",
     [KVN_KIND_QUERY] = "query",     [KVN_KIND_STATUS] = "status",
     [KVN_KIND_DUMP] = "dump",       [KVN_KIND_QUERY_BATCH] = "query_batch",
-    [KVN_KIND_HANDOFF] = "handoff",
+    [KVN_KIND_HANDOFF] = "handoff", [KVN_KIND_ROUTED] = "routed",
 };
 
 const char *
@@ -57,6 +57,9 @@ kind_of(const Kvindex__Request *req, kvn_kind *out)
 	case KVINDEX__REQUEST__BODY_HANDOFF:
 		*out = KVN_KIND_HANDOFF;
 		return req->handoff != NULL;
+	case KVINDEX__REQUEST__BODY_ROUTED:
+		*out = KVN_KIND_ROUTED;
+		return req->routed != NULL;
 	default:
 		return false;
 	}

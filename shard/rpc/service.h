@@ -72,6 +72,7 @@ typedef enum kvn_kind {
 	KVN_KIND_DUMP,
 	KVN_KIND_QUERY_BATCH,
 	KVN_KIND_HANDOFF,
+	KVN_KIND_ROUTED,
 	KVN_KIND_COUNT
 } kvn_kind;
 

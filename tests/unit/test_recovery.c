@@ -91,9 +91,9 @@ kvx_listener_entries(const kvx_index *idx, uint32_t lid)
 }
 
 void
-kva_clear(kvx_index *idx, kvl_listener *l)
+kva_clear(kvx_index *idx, kva_scratch *scratch, kvl_listener *l)
 {
-	(void)idx;
+	(void)idx, (void)scratch;
 	st.clears++;
 	st.entries = 0;
 	l->mark = (kvs_mark){0};
