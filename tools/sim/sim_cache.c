@@ -514,34 +514,26 @@ sim_cache_run(sim_cache *c, sim_batch *batch, const uint32_t *tokens,
 	sim_cache_run_keyed(c, batch, tokens, n_blocks, NULL, res);
 }
 
-void
-sim_cache_run_keyed(sim_cache *c, sim_batch *batch, const uint32_t *tokens,
-		    uint32_t n_blocks, const kvi_prompt_keys *keys,
-		    sim_request_result *res)
+/* load_request copies the request's first n blocks into batch, hashes
+ * them and finds each one's slot (pinned): c->req_slots[0..n). Returns the
+ * request's first block in the batch; *req is its keys' index. */
+static uint32_t
+load_request(sim_cache *c, sim_batch *batch, const uint32_t *tokens, uint32_t n,
+	     const kvi_prompt_keys *keys, uint32_t *req)
 {
 	uint32_t bs = c->cfg.block_size;
-	uint32_t n =
-	    n_blocks < c->cfg.gpu_blocks ? n_blocks : c->cfg.gpu_blocks;
 	uint32_t base = batch->n_blocks;
-	uint32_t removed_before = batch->n_removed;
-	memset(res, 0, sizeof(*res));
-	res->first_block = base;
-	res->n_blocks = n;
-	if (n == 0) {
-		return;
-	}
 	batch_reserve_blocks(batch, n);
 	memcpy(batch->tokens + (size_t)base * bs, tokens,
 	       (size_t)n * bs * sizeof(uint32_t));
 	batch->n_blocks += n;
-	uint32_t req = SIM_NO_KEYS;
+	*req = SIM_NO_KEYS;
 	if (sim_keys_empty(keys)) {
 		hash_blocks(c, batch, base, n);
 	} else {
-		req = sim_batch_add_keys(batch, keys);
-		hash_keyed(c, batch, base, n, keys, req);
+		*req = sim_batch_add_keys(batch, keys);
+		hash_keyed(c, batch, base, n, keys, *req);
 	}
-
 	begin_request(c, n);
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t s = table_find(c, batch->ext[base + i]);
@@ -550,6 +542,46 @@ sim_cache_run_keyed(sim_cache *c, sim_batch *batch, const uint32_t *tokens,
 			c->slots[s].pin = c->stamp;
 		}
 	}
+	return base;
+}
+
+/* write_through stores on CPU the request's blocks among the first n that
+ * it lacks, within its capacity; returns min(n, CPU capacity), the blocks
+ * to touch on CPU. */
+static uint32_t
+write_through(sim_cache *c, sim_batch *batch, uint32_t base, uint32_t n,
+	      uint32_t req)
+{
+	uint32_t cpu_hit = prefix_in(c, CPU, n);
+	uint32_t cpu_end = n < c->cfg.cpu_blocks ? n : c->cfg.cpu_blocks;
+	if (cpu_hit < cpu_end) {
+		make_room(c, CPU, cpu_end - cpu_hit, batch);
+		for (uint32_t i = cpu_hit; i < cpu_end; i++) {
+			c->slots[c->req_slots[i]].tiers |= SIM_TIER_CPU;
+			lru_push_head(c, CPU, c->req_slots[i]);
+		}
+		add_stored(batch, SIM_TIER_CPU, base, cpu_hit, cpu_end, req,
+			   c->cfg.offload);
+	}
+	return cpu_end;
+}
+
+void
+sim_cache_run_keyed(sim_cache *c, sim_batch *batch, const uint32_t *tokens,
+		    uint32_t n_blocks, const kvi_prompt_keys *keys,
+		    sim_request_result *res)
+{
+	uint32_t n =
+	    n_blocks < c->cfg.gpu_blocks ? n_blocks : c->cfg.gpu_blocks;
+	uint32_t removed_before = batch->n_removed;
+	memset(res, 0, sizeof(*res));
+	res->first_block = batch->n_blocks;
+	res->n_blocks = n;
+	if (n == 0) {
+		return;
+	}
+	uint32_t req;
+	uint32_t base = load_request(c, batch, tokens, n, keys, &req);
 	uint32_t gpu_hit = prefix_in(c, GPU, n);
 	uint32_t cpu_hit = c->cfg.cpu_blocks > 0 ? prefix_in(c, CPU, n) : 0;
 
@@ -569,16 +601,7 @@ sim_cache_run_keyed(sim_cache *c, sim_batch *batch, const uint32_t *tokens,
 	/* CPU write-through of the blocks it lacks, within its capacity. */
 	uint32_t cpu_end = cpu_hit;
 	if (c->cfg.cpu_blocks > 0) {
-		cpu_end = n < c->cfg.cpu_blocks ? n : c->cfg.cpu_blocks;
-		if (cpu_hit < cpu_end) {
-			make_room(c, CPU, cpu_end - cpu_hit, batch);
-			for (uint32_t i = cpu_hit; i < cpu_end; i++) {
-				c->slots[c->req_slots[i]].tiers |= SIM_TIER_CPU;
-				lru_push_head(c, CPU, c->req_slots[i]);
-			}
-			add_stored(batch, SIM_TIER_CPU, base, cpu_hit, cpu_end,
-				   req, c->cfg.offload);
-		}
+		cpu_end = write_through(c, batch, base, n, req);
 	}
 
 	touch(c, GPU, n);
@@ -586,6 +609,86 @@ sim_cache_run_keyed(sim_cache *c, sim_batch *batch, const uint32_t *tokens,
 	res->gpu_hit = gpu_hit;
 	res->cpu_loaded = cpu_hit > gpu_hit ? cpu_hit - gpu_hit : 0;
 	res->stored = n - gpu_hit;
+	res->removed = batch->n_removed - removed_before;
+}
+
+uint32_t
+sim_cache_hit(sim_cache *c, sim_batch *batch, const uint32_t *tokens,
+	      uint32_t n_blocks, const kvi_prompt_keys *keys,
+	      uint32_t max_blocks)
+{
+	uint32_t n =
+	    n_blocks < c->cfg.gpu_blocks ? n_blocks : c->cfg.gpu_blocks;
+	if (max_blocks < n) {
+		n = max_blocks;
+	}
+	if (n == 0) {
+		return 0;
+	}
+	uint32_t req;
+	load_request(c, batch, tokens, n, keys, &req);
+	return prefix_in(c, GPU, n);
+}
+
+void
+sim_cache_run_span(sim_cache *c, sim_batch *batch, const uint32_t *tokens,
+		   uint32_t n_blocks, const kvi_prompt_keys *keys,
+		   uint32_t from, uint32_t to, sim_request_result *res)
+{
+	uint32_t n =
+	    n_blocks < c->cfg.gpu_blocks ? n_blocks : c->cfg.gpu_blocks;
+	uint32_t removed_before = batch->n_removed;
+	if (to > n) {
+		to = n;
+	}
+	memset(res, 0, sizeof(*res));
+	res->first_block = batch->n_blocks;
+	res->n_blocks = to;
+	if (from >= to) {
+		return;
+	}
+	uint32_t req;
+	uint32_t base = load_request(c, batch, tokens, to, keys, &req);
+	/* The blocks before the span are the request's own; one lost
+	 * meanwhile (a clear) is computed again here, so that every store
+	 * names a parent the rank holds. */
+	uint32_t held = prefix_in(c, GPU, from);
+	if (held < from) {
+		from = held;
+	}
+	uint32_t need = 0;
+	for (uint32_t i = from; i < to; i++) {
+		uint32_t s = c->req_slots[i];
+		if (s == NIL || !(c->slots[s].tiers & SIM_TIER_GPU)) {
+			need++;
+			if (s != NIL && (c->slots[s].tiers & SIM_TIER_CPU)) {
+				res->cpu_loaded++;
+			}
+		}
+	}
+	/* Allocation evicts for the span's new blocks only: the request's
+	 * other blocks are pinned. */
+	make_room(c, GPU, need, batch);
+	for (uint32_t i = from; i < to; i++) {
+		if (c->req_slots[i] == NIL) {
+			c->req_slots[i] = new_slot(c, batch, base, i);
+		}
+		if (!(c->slots[c->req_slots[i]].tiers & SIM_TIER_GPU)) {
+			c->slots[c->req_slots[i]].tiers |= SIM_TIER_GPU;
+			lru_push_head(c, GPU, c->req_slots[i]);
+		}
+	}
+	/* Every block the span computed is stored, one already cached (the
+	 * recomputed last block of a fully cached prompt) included. */
+	add_stored(batch, SIM_TIER_GPU, base, from, to, req, false);
+	uint32_t cpu_end = 0;
+	if (c->cfg.cpu_blocks > 0) {
+		cpu_end = write_through(c, batch, base, to, req);
+	}
+	touch(c, GPU, to);
+	touch(c, CPU, cpu_end);
+	res->gpu_hit = from;
+	res->stored = need;
 	res->removed = batch->n_removed - removed_before;
 }
 

@@ -172,6 +172,29 @@ void sim_cache_run_keyed(sim_cache *c, sim_batch *batch, const uint32_t *tokens,
 			 uint32_t n_blocks, const kvi_prompt_keys *keys,
 			 sim_request_result *res);
 
+/* Timed requests (sim_sched.h) run in spans, one per engine step.
+ *
+ * sim_cache_hit hashes the request's first blocks into batch (scratch)
+ * and returns how many leading ones are cached on GPU, at most max_blocks
+ * (vLLM recomputes at least the prompt's last token). Changes nothing but
+ * the pins.
+ *
+ * sim_cache_run_span computes blocks [from, to) of a request whose blocks
+ * [0, from) are its own already (hit or computed by earlier spans; one
+ * lost meanwhile is computed again): it evicts for the span's blocks not
+ * on GPU (the request's other blocks are pinned), then stores every block
+ * of the span in one BlockStored (GPU) whose parent is block from - 1, a
+ * block already cached included (as vLLM caches a recomputed full block
+ * again), and writes the request's first to blocks through to CPU. res
+ * says: n_blocks = to, gpu_hit = the span's start, stored = blocks new on
+ * GPU, cpu_loaded = those of them found on CPU, removed. */
+uint32_t sim_cache_hit(sim_cache *c, sim_batch *batch, const uint32_t *tokens,
+		       uint32_t n_blocks, const kvi_prompt_keys *keys,
+		       uint32_t max_blocks);
+void sim_cache_run_span(sim_cache *c, sim_batch *batch, const uint32_t *tokens,
+			uint32_t n_blocks, const kvi_prompt_keys *keys,
+			uint32_t from, uint32_t to, sim_request_result *res);
+
 /* sim_cache_clear empties the cache; with batch non-NULL it appends an
  * AllBlocksCleared event (a restart loses the cache silently). */
 void sim_cache_clear(sim_cache *c, sim_batch *batch);
