@@ -38,6 +38,7 @@ typedef struct sim {
 	int zmq_base;
 	int replay_base;
 	int recover_base;
+	int metrics_base;
 	int control_port;
 	int log_fd;
 } sim;
@@ -174,6 +175,15 @@ bind_all(sim *s)
 		if (rv != KVI_OK) {
 			KVI_ERROR("bind_failed", "what=recover error=%s",
 				  kvi_strerror(rv));
+			return rv;
+		}
+	}
+	if (!c->metrics_port.off) {
+		rv = sim_http_bind_metrics(s->http, c->ip, c->metrics_port.base,
+					   &s->metrics_base);
+		if (rv != KVI_OK) {
+			KVI_ERROR("bind_failed", "what=metrics error=%s",
+				  kvi_strerror(rv));
 		}
 	}
 	return rv;
@@ -204,6 +214,11 @@ write_layout(const sim *s)
 			json_object_set_new(
 			    pod, "recover_port",
 			    json_integer(s->recover_base + off));
+		}
+		if (!c->metrics_port.off) {
+			json_object_set_new(
+			    pod, "metrics_port",
+			    json_integer(s->metrics_base + (int)p));
 		}
 		if (c->n_flavours > 0) {
 			/* discovery ignores keys it does not know */
@@ -280,12 +295,16 @@ run(sim *s)
 				.paused = s->cfg.paused,
 				.block_size = s->cfg.block_size,
 				.form = s->cfg.form,
-				.hash_form = s->cfg.hash_form};
+				.hash_form = s->cfg.hash_form,
+				.prefill_rate = s->cfg.prefill_rate,
+				.prefill_chunk = s->cfg.prefill_chunk,
+				.max_queue = s->cfg.max_queue};
 	s->engine = sim_engine_alloc(&ec, s->zmq_ctx, s->ranks, s->n, load);
 	sim_http_config hc = {.dp = s->cfg.dp,
 			      .pods = s->cfg.pods,
 			      .block_size = s->cfg.block_size,
-			      .blocks_per_id = s->cfg.blocks_per_id};
+			      .blocks_per_id = s->cfg.blocks_per_id,
+			      .model = s->cfg.model};
 	s->http = sim_http_alloc(s->base, &hc, s->engine, s->ranks, s->n);
 	if (s->base == NULL || bind_all(s) != KVI_OK) {
 		return 1;

@@ -26,6 +26,9 @@ static const char usage[] =
     "                         replay sockets (0)\n"
     "  --recover-port PORT|off /kv_recover HTTP ports, same layout; off =\n"
     "                         no recovery endpoint (0)\n"
+    "  --metrics-port PORT|off  GET /metrics (vLLM's Prometheus counters)\n"
+    "                         of pod p on PORT + p; 0 = pick a free range;\n"
+    "                         off = none (off)\n"
     "  --control HOST:PORT    control HTTP server; port 0 = ephemeral\n"
     "                         (127.0.0.1:0)\n"
     "  --layout-file PATH     once every socket is bound, write the pods in\n"
@@ -82,6 +85,17 @@ static const char usage[] =
     "  --requests-per-batch K requests folded into one step and batch (1)\n"
     "  --paused               start with load generation paused\n"
     "\n"
+    "Time (tools/sim/README.md, \"Timed mode\"):\n"
+    "  --prefill-rate TOK/S   each rank prefills its requests one at a\n"
+    "                         time, in arrival order, computing uncached\n"
+    "                         tokens at this rate; 0 = requests run at\n"
+    "                         once (0)\n"
+    "  --prefill-chunk TOKENS tokens per engine step (chunked prefill),\n"
+    "                         each step one batch; 0 = the whole prompt\n"
+    "                         (8192)\n"
+    "  --max-queue N          requests waiting per rank; beyond, /prefill\n"
+    "                         gets 503 and the load waits (1024)\n"
+    "\n"
     "Process:\n"
     "  --log-file PATH        append log lines to PATH (standard error)\n"
     "  --log-level L          debug, info, warn or error (info)\n"
@@ -105,6 +119,7 @@ enum {
 	OPT_ZMQ_PORT,
 	OPT_REPLAY_PORT,
 	OPT_RECOVER_PORT,
+	OPT_METRICS_PORT,
 	OPT_CONTROL,
 	OPT_LAYOUT_FILE,
 	OPT_CACHE_BLOCKS,
@@ -134,6 +149,9 @@ enum {
 	OPT_SEED,
 	OPT_REQUESTS_PER_BATCH,
 	OPT_PAUSED,
+	OPT_PREFILL_RATE,
+	OPT_PREFILL_CHUNK,
+	OPT_MAX_QUEUE,
 	OPT_LOG_FILE,
 	OPT_LOG_LEVEL,
 	OPT_HELP,
@@ -148,6 +166,7 @@ static const struct option options[] = {
     {"zmq-port", required_argument, NULL, OPT_ZMQ_PORT},
     {"replay-port", required_argument, NULL, OPT_REPLAY_PORT},
     {"recover-port", required_argument, NULL, OPT_RECOVER_PORT},
+    {"metrics-port", required_argument, NULL, OPT_METRICS_PORT},
     {"control", required_argument, NULL, OPT_CONTROL},
     {"layout-file", required_argument, NULL, OPT_LAYOUT_FILE},
     {"cache-blocks", required_argument, NULL, OPT_CACHE_BLOCKS},
@@ -177,6 +196,9 @@ static const struct option options[] = {
     {"seed", required_argument, NULL, OPT_SEED},
     {"requests-per-batch", required_argument, NULL, OPT_REQUESTS_PER_BATCH},
     {"paused", no_argument, NULL, OPT_PAUSED},
+    {"prefill-rate", required_argument, NULL, OPT_PREFILL_RATE},
+    {"prefill-chunk", required_argument, NULL, OPT_PREFILL_CHUNK},
+    {"max-queue", required_argument, NULL, OPT_MAX_QUEUE},
     {"log-file", required_argument, NULL, OPT_LOG_FILE},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {"help", no_argument, NULL, OPT_HELP},
@@ -217,6 +239,9 @@ defaults(sim_config *c)
 	c->route = SIM_ROUTE_RANDOM;
 	c->seed = 1;
 	c->requests_per_batch = 1;
+	c->metrics_port.off = true;
+	c->prefill_chunk = 8192;
+	c->max_queue = 1024;
 	c->log_level = KVI_LOG_INFO;
 }
 
@@ -330,6 +355,8 @@ apply(sim_config *c, int opt, const char *v, bool *help)
 		return port_flag(v, true, &c->replay_port);
 	case OPT_RECOVER_PORT:
 		return port_flag(v, true, &c->recover_port);
+	case OPT_METRICS_PORT:
+		return port_flag(v, true, &c->metrics_port);
 	case OPT_CONTROL:
 		return control_flag(c, v);
 	case OPT_LAYOUT_FILE:
@@ -411,6 +438,13 @@ apply(sim_config *c, int opt, const char *v, bool *help)
 	case OPT_PAUSED:
 		c->paused = true;
 		return true;
+	case OPT_PREFILL_RATE:
+		return rate_flag(v, &c->prefill_rate);
+	case OPT_PREFILL_CHUNK:
+		return sim_parse_u64(v, &c->prefill_chunk) &&
+		       c->prefill_chunk <= UINT32_MAX;
+	case OPT_MAX_QUEUE:
+		return u32_in(v, 1, 1u << 24, &c->max_queue);
 	case OPT_LOG_FILE:
 		c->log_file = v;
 		return *v != '\0';
@@ -443,6 +477,12 @@ validate(sim_config *c, char *err, size_t errlen)
 			    ports[i]->base, (unsigned long long)ranks);
 			return KVI_EINVAL;
 		}
+	}
+	if (!c->metrics_port.off && c->metrics_port.base != 0 &&
+	    (uint64_t)c->metrics_port.base + c->pods - 1 > 65535) {
+		snprintf(err, errlen, "metrics port range from %d passes 65535",
+			 c->metrics_port.base);
+		return KVI_EINVAL;
 	}
 	if (c->trace != NULL && c->generate > 0) {
 		snprintf(err, errlen,

@@ -37,7 +37,8 @@ typedef struct sim_config {
 	sim_port_flag zmq_port;
 	sim_port_flag replay_port;
 	sim_port_flag recover_port;
-	char *control_host; /* owned */
+	sim_port_flag metrics_port; /* per pod; off by default */
+	char *control_host;         /* owned */
 	int control_port;
 	const char *layout_file;
 	/* ranks */
@@ -71,6 +72,10 @@ typedef struct sim_config {
 	uint64_t seed;
 	uint32_t requests_per_batch;
 	bool paused;
+	/* time */
+	double prefill_rate; /* tokens/s per rank; 0: instant */
+	uint64_t prefill_chunk;
+	uint32_t max_queue;
 	/* process */
 	const char *log_file;
 	kvi_log_level log_level;

@@ -10,6 +10,7 @@
 
 #include "alloc.h"
 #include "log.h"
+#include "sim_keys.h"
 #include "sim_os.h"
 
 #define SLICE_NS      5000000ull /* generation slice at rate 0 */
@@ -52,6 +53,14 @@ struct sim_engine {
 	_Atomic uint64_t stored_blocks;
 	_Atomic uint64_t removed_blocks;
 	_Atomic uint64_t batches;
+	/* timed mode (NULL otherwise): per rank, engine thread */
+	sim_sched *sched;
+	uint64_t jobs; /* queued or running, all ranks */
+	sim_job_done_fn done_fn;
+	void *done_arg;
+	/* per rank, read by anyone */
+	_Atomic uint32_t *waiting;
+	_Atomic uint64_t *busy_until;
 };
 
 sim_engine *
@@ -80,7 +89,46 @@ sim_engine_alloc(const sim_engine_config *cfg, void *zmq_ctx, sim_rank **ranks,
 	e->rng = cfg->seed ^ 0x726f757465000000u;
 	atomic_init(&e->paused, cfg->paused);
 	atomic_init(&e->load_done, load == NULL);
+	if (cfg->prefill_rate > 0) {
+		sim_sched_config sc = {.rate = cfg->prefill_rate,
+				       .chunk = cfg->prefill_chunk,
+				       .block_size = cfg->block_size,
+				       .max_queue = cfg->max_queue};
+		e->sched = kvi_calloc(n, sizeof(*e->sched));
+		e->waiting = kvi_calloc(n, sizeof(*e->waiting));
+		e->busy_until = kvi_calloc(n, sizeof(*e->busy_until));
+		for (size_t i = 0; i < n; i++) {
+			sim_sched_init(&e->sched[i], &sc);
+			atomic_init(&e->waiting[i], 0);
+			atomic_init(&e->busy_until[i], 0);
+		}
+	}
 	return e;
+}
+
+void
+sim_engine_set_done(sim_engine *e, sim_job_done_fn fn, void *arg)
+{
+	e->done_fn = fn;
+	e->done_arg = arg;
+}
+
+bool
+sim_engine_timed(const sim_engine *e)
+{
+	return e->sched != NULL;
+}
+
+void
+sim_engine_load_get(sim_engine *e, size_t i, sim_engine_load *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (e->sched == NULL) {
+		return;
+	}
+	out->waiting = atomic_load(&e->waiting[i]);
+	out->busy_until_ns = atomic_load(&e->busy_until[i]);
+	out->running = out->busy_until_ns != 0;
 }
 
 static uint64_t
@@ -148,14 +196,89 @@ rank_keys(const sim_rank *r, const kvi_prompt_keys *keys, kvi_prompt_keys *sg)
 	return sg;
 }
 
-/* step runs up to requests_per_batch requests on one rank and publishes
- * their batch. Returns false once the load is exhausted. */
+static void
+note_load(sim_engine *e, size_t i)
+{
+	atomic_store(&e->waiting[i], e->sched[i].queued);
+	atomic_store(&e->busy_until[i], sim_sched_busy_until(&e->sched[i]));
+}
+
+/* finish hands a finished or dropped request to whoever waits for it. */
+static void
+finish(sim_engine *e, sim_job *j)
+{
+	j->next = NULL;
+	if (j->ctx != NULL && e->done_fn != NULL) {
+		e->done_fn(e->done_arg, j);
+	} else {
+		sim_job_free(j);
+	}
+}
+
+/* enqueue queues j on rank i; false (j left to the caller) when full. */
 static bool
+enqueue(sim_engine *e, size_t i, sim_job *j, uint32_t *ahead)
+{
+	if (!sim_sched_push(&e->sched[i], j, sim_now_ns(), ahead)) {
+		return false;
+	}
+	e->jobs++;
+	note_load(e, i);
+	return true;
+}
+
+/* step_timed queues up to requests_per_batch load requests on rank idx.
+ * Returns 1, 0 once the load is exhausted, -1 when the queue is full. */
+static int
+step_timed(sim_engine *e, size_t idx)
+{
+	sim_rank *r = e->ranks[idx];
+	uint32_t bs = e->cfg.block_size;
+	kvi_prompt_keys sg;
+	int rv = 1;
+	uint32_t k = 0;
+	for (; k < e->cfg.requests_per_batch; k++) {
+		if (e->sched[idx].queued >= e->cfg.max_queue) {
+			rv = k > 0 ? 1 : -1;
+			break;
+		}
+		const uint32_t *tokens;
+		uint32_t n_blocks;
+		const kvi_prompt_keys *keys;
+		if (!sim_load_next_keyed(e->load, &tokens, &n_blocks, &keys)) {
+			rv = 0;
+			break;
+		}
+		size_t len = (size_t)n_blocks * bs * sizeof(uint32_t);
+		uint32_t *copy = kvi_malloc(len + sizeof(uint32_t));
+		memcpy(copy, tokens, len);
+		const kvi_prompt_keys *rk = rank_keys(r, keys, &sg);
+		sim_job *j =
+		    sim_job_alloc(copy, n_blocks, (uint64_t)n_blocks * bs,
+				  sim_keys_empty(rk) ? NULL : rk);
+		uint32_t ahead;
+		enqueue(e, idx, j, &ahead);
+	}
+	atomic_fetch_add(&e->requests_done, k);
+	if (rv == 0) {
+		atomic_store(&e->load_done, true);
+		log_load_done(e, sim_now_ns());
+	}
+	return rv;
+}
+
+/* step runs up to requests_per_batch requests on one rank and publishes
+ * their batch (timed: queues them). Returns 1, 0 once the load is
+ * exhausted, -1 when the rank's queue is full. */
+static int
 step(sim_engine *e)
 {
 	size_t idx = e->cfg.route == SIM_ROUTE_ROUND_ROBIN
 			 ? (size_t)(e->next_rr++ % e->n)
 			 : (size_t)(next_random(&e->rng) % e->n);
+	if (e->sched != NULL) {
+		return step_timed(e, idx);
+	}
 	sim_rank *r = e->ranks[idx];
 	bool more = true;
 	uint32_t k = 0;
@@ -172,6 +295,8 @@ step(sim_engine *e)
 		sim_request_result res;
 		sim_rank_run(r, &e->batch, tokens, n_blocks,
 			     rank_keys(r, keys, &sg), &res);
+		sim_rank_count_query(r, (uint64_t)n_blocks * e->cfg.block_size,
+				     (uint64_t)res.gpu_hit * e->cfg.block_size);
 	}
 	count_blocks(e, &e->batch);
 	sim_rank_commit(r, &e->batch, encoder_of(e, r));
@@ -180,7 +305,7 @@ step(sim_engine *e)
 		atomic_store(&e->load_done, true);
 		log_load_done(e, sim_now_ns());
 	}
-	return more;
+	return more ? 1 : 0;
 }
 
 /* generate runs the steps that are due at now and returns how long the
@@ -210,8 +335,9 @@ generate(sim_engine *e, uint64_t now)
 		uint64_t end = now + (slice > SLICE_NS ? slice : SLICE_NS);
 		do {
 			for (int i = 0; i < 16; i++) {
-				if (!step(e)) {
-					return IDLE_WAIT_MS;
+				int rv = step(e);
+				if (rv <= 0) {
+					return rv == 0 ? IDLE_WAIT_MS : 1;
 				}
 			}
 		} while (sim_now_ns() < end);
@@ -226,8 +352,9 @@ generate(sim_engine *e, uint64_t now)
 		e->due_ns = now;
 	}
 	while (e->due_ns <= now) {
-		if (!step(e)) {
-			return IDLE_WAIT_MS;
+		int rv = step(e);
+		if (rv <= 0) {
+			return rv == 0 ? IDLE_WAIT_MS : 1;
 		}
 		e->due_ns += interval;
 		if (sim_now_ns() > now + SLICE_NS) {
@@ -255,6 +382,12 @@ exec_command(sim_engine *e, sim_command *cmd)
 		sim_rank_begin(r, &e->batch);
 		sim_rank_run(r, &e->batch, cmd->tokens, cmd->n_blocks,
 			     cmd->keys, &cmd->req);
+		sim_rank_count_query(
+		    r,
+		    cmd->n_tokens > 0
+			? cmd->n_tokens
+			: (uint64_t)cmd->n_blocks * e->cfg.block_size,
+		    (uint64_t)cmd->req.gpu_hit * e->cfg.block_size);
 		cmd->local_hashes =
 		    kvi_malloc((cmd->req.n_blocks + 1) * sizeof(uint64_t));
 		memcpy(cmd->local_hashes, e->batch.local + cmd->req.first_block,
@@ -267,9 +400,89 @@ exec_command(sim_engine *e, sim_command *cmd)
 		atomic_fetch_add(&e->batches, 1);
 		break;
 	case SIM_CMD_RESTART:
+		if (e->sched != NULL) {
+			/* The engine process dies with its requests. */
+			sim_job *j = sim_sched_drain(&e->sched[cmd->rank]);
+			while (j != NULL) {
+				sim_job *next = j->next;
+				j->result = KVI_ECLOSED;
+				e->jobs--;
+				finish(e, j);
+				j = next;
+			}
+			note_load(e, cmd->rank);
+		}
 		cmd->result = sim_rank_restart(r, e->zmq_ctx);
 		break;
+	case SIM_CMD_ENQUEUE:
+		if (e->sched == NULL) {
+			cmd->result = KVI_EINVAL;
+		} else if (!enqueue(e, cmd->rank, cmd->job, &cmd->ahead)) {
+			cmd->result = KVI_EFULL;
+		}
+		break;
 	}
+}
+
+/* advance_rank starts rank i's requests and runs its steps due at now. */
+static void
+advance_rank(sim_engine *e, size_t i, uint64_t now)
+{
+	sim_sched *s = &e->sched[i];
+	sim_rank *r = e->ranks[i];
+	for (;;) {
+		if (s->cur == NULL && sim_rank_start(r, s) == NULL) {
+			break;
+		}
+		if (sim_sched_due(s) > now) {
+			break;
+		}
+		sim_job *cur = s->cur;
+		sim_rank_begin(r, &e->batch);
+		sim_job *done = sim_rank_step(r, s, &e->batch);
+		count_blocks(e, &e->batch);
+		int64_t seq = sim_rank_commit(r, &e->batch, encoder_of(e, r));
+		if (seq >= 0) {
+			cur->seq = seq;
+			cur->batches++;
+		}
+		if (done != NULL) {
+			e->jobs--;
+			finish(e, done);
+		}
+	}
+	note_load(e, i);
+}
+
+/* advance runs what is due on every rank and returns how long the engine
+ * may wait for the next step, in ms. */
+static int
+advance(sim_engine *e, uint64_t now)
+{
+	if (e->sched == NULL || e->jobs == 0) {
+		return IDLE_WAIT_MS;
+	}
+	uint64_t next = UINT64_MAX;
+	for (size_t i = 0; i < e->n; i++) {
+		sim_sched *s = &e->sched[i];
+		if (s->cur == NULL && s->head == NULL) {
+			continue;
+		}
+		advance_rank(e, i, now);
+		uint64_t due = sim_sched_due(s);
+		if (due < next) {
+			next = due;
+		}
+	}
+	if (next == UINT64_MAX) {
+		return IDLE_WAIT_MS;
+	}
+	uint64_t t = sim_now_ns();
+	if (next <= t) {
+		return 0;
+	}
+	uint64_t ms = (next - t + 999999) / 1000000;
+	return ms > IDLE_WAIT_MS ? IDLE_WAIT_MS : (int)ms;
 }
 
 /* run_commands runs the queued commands; returns false when stopping. */
@@ -343,6 +556,10 @@ engine_main(void *arg)
 		uint64_t now = sim_now_ns();
 		bool stalled = flush_ranks(e, now);
 		int timeout = generate(e, now);
+		int due = advance(e, sim_now_ns());
+		if (due < timeout) {
+			timeout = due;
+		}
 		if (stalled && timeout > STALL_WAIT_MS) {
 			timeout = STALL_WAIT_MS;
 		}
@@ -418,6 +635,14 @@ sim_engine_free(sim_engine *e)
 	}
 	sim_batch_fini(&e->batch);
 	sim_load_free(e->load);
+	if (e->sched != NULL) {
+		for (size_t i = 0; i < e->n; i++) {
+			sim_sched_fini(&e->sched[i]);
+		}
+		kvi_free(e->sched);
+		kvi_free((void *)e->waiting);
+		kvi_free((void *)e->busy_until);
+	}
 	kvi_free(e->items);
 	kvi_free(e->item_rank);
 	pthread_cond_destroy(&e->cv);

@@ -7,13 +7,18 @@
 #include <event2/keyvalq_struct.h>
 #include <jansson.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "alloc.h"
 #include "log.h"
 #include "sim_json.h"
+#include "sim_keys.h"
 #include "sim_load.h"
 #include "sim_os.h"
 
@@ -27,6 +32,20 @@ typedef struct recover_server {
 	struct evhttp_bound_socket *bound;
 } recover_server;
 
+/* A /prefill waiting for its request's prefill (timed mode). */
+typedef struct pending {
+	sim_http *h;
+	struct evhttp_request *req; /* NULL once the client went away */
+	struct pending *prev, *next;
+} pending;
+
+typedef struct metrics_server {
+	sim_http *h;
+	uint32_t pod;
+	struct evhttp *http;
+	struct evhttp_bound_socket *bound;
+} metrics_server;
+
 struct sim_http {
 	struct event_base *base;
 	sim_http_config cfg;
@@ -36,6 +55,15 @@ struct sim_http {
 	struct evhttp *control;
 	recover_server *recover;
 	const char *recover_ip;
+	metrics_server *metrics; /* per pod */
+	const char *metrics_ip;
+	/* timed mode */
+	pending *waiting; /* replies not sent yet (HTTP thread) */
+	int done_fd;      /* the engine signals finished requests */
+	struct event *done_ev;
+	pthread_mutex_t done_mu;
+	sim_job *done_head; /* under done_mu */
+	sim_job *done_tail;
 };
 
 /* ---- replies -------------------------------------------------------- */
@@ -71,7 +99,11 @@ reply_owned(struct evhttp_request *req, int code, char *text, size_t len,
 	if (evbuffer_add_reference(out, text, len, cleanup, NULL) != 0) {
 		kvi_oom(len);
 	}
-	evhttp_send_reply(req, code, code == 200 ? "OK" : "Error", out);
+	evhttp_send_reply(req, code,
+			  code == 200   ? "OK"
+			  : code == 202 ? "Accepted"
+					: "Error",
+			  out);
 	evbuffer_free(out);
 }
 
@@ -156,12 +188,14 @@ handle_status(sim_http *h, struct evhttp_request *req)
 	sim_engine_stats es;
 	sim_engine_stats_get(h->engine, &es);
 	json_t *ranks = json_array();
+	uint64_t now = sim_now_ns();
 	for (size_t i = 0; i < h->n; i++) {
 		sim_rank_stats s;
 		sim_rank_stats_get(h->ranks[i], &s);
+		json_t *rank;
 		json_array_append_new(
 		    ranks,
-		    json_pack(
+		    rank = json_pack(
 			"{s:i,s:i,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:i,"
 			"s:b}",
 			"pod", (int)sim_rank_pod(h->ranks[i]), "rank",
@@ -173,6 +207,20 @@ handle_status(sim_http *h, struct evhttp_request *req)
 			"restarts", (json_int_t)s.restarts, "requests",
 			(json_int_t)s.requests, "gpu_blocks", (int)s.gpu_blocks,
 			"cpu_blocks", (int)s.cpu_blocks, "stalled", s.stalled));
+		if (sim_engine_timed(h->engine)) {
+			sim_engine_load l;
+			sim_engine_load_get(h->engine, i, &l);
+			double busy =
+			    l.running && l.busy_until_ns > now
+				? (double)(l.busy_until_ns - now) / 1e6
+				: 0.0;
+			json_object_set_new(rank, "queued",
+					    json_integer(l.waiting));
+			json_object_set_new(rank, "prefilling",
+					    json_boolean(l.running));
+			json_object_set_new(rank, "busy_until_ms",
+					    json_real(busy));
+		}
 	}
 	reply_json(req, 200,
 		   json_pack("{s:b,s:b,s:I,s:I,s:I,s:I,s:o}", "paused",
@@ -333,6 +381,169 @@ seq_json(int64_t seq)
 	return seq >= 0 ? json_integer(seq) : json_null();
 }
 
+/* ---- timed /prefill ------------------------------------------------- */
+
+static void
+pending_closed(struct evhttp_connection *conn, void *arg)
+{
+	(void)conn;
+	pending *p = arg;
+	p->req = NULL; /* libevent frees it */
+}
+
+static void
+pending_unlink(sim_http *h, pending *p)
+{
+	if (p->prev != NULL) {
+		p->prev->next = p->next;
+	} else {
+		h->waiting = p->next;
+	}
+	if (p->next != NULL) {
+		p->next->prev = p->prev;
+	}
+}
+
+/* pending_release detaches p from its connection (if any) and frees it. */
+static void
+pending_release(sim_http *h, pending *p)
+{
+	if (p->req != NULL) {
+		struct evhttp_connection *c =
+		    evhttp_request_get_connection(p->req);
+		if (c != NULL) {
+			evhttp_connection_set_closecb(c, NULL, NULL);
+		}
+	}
+	pending_unlink(h, p);
+	kvi_free(p);
+}
+
+static json_t *
+local_hashes_json(const uint64_t *v, uint32_t n)
+{
+	json_t *locals = json_array();
+	char num[24];
+	for (uint32_t i = 0; i < n; i++) {
+		snprintf(num, sizeof(num), "%llu", (unsigned long long)v[i]);
+		json_array_append_new(locals, json_string(num));
+	}
+	return locals;
+}
+
+static json_t *seq_json(int64_t seq);
+
+static void
+reply_job(struct evhttp_request *req, const sim_job *j)
+{
+	if (j->result != KVI_OK) {
+		reply_error(req, 503, "the rank restarted: request dropped");
+		return;
+	}
+	json_t *o = json_pack(
+	    "{s:o,s:i,s:i,s:i,s:i,s:o,s:I,s:I,s:f,s:f,s:i}", "seq",
+	    seq_json(j->seq), "stored_blocks", (int)j->stored, "hit_blocks",
+	    (int)j->hit_blocks, "cpu_loaded_blocks", (int)j->cpu_loaded,
+	    "removed_blocks", (int)j->removed, "local_hashes",
+	    local_hashes_json(j->local_hashes, j->n_local), "prompt_tokens",
+	    (json_int_t)j->n_tokens, "hit_tokens", (json_int_t)j->hit_tokens,
+	    "queue_ms", (double)(j->start_ns - j->arrival_ns) / 1e6,
+	    "prefill_ms", (double)(j->end_ns - j->start_ns) / 1e6, "batches",
+	    (int)j->batches);
+	reply_json(req, 200, o);
+}
+
+/* job_done runs on the engine thread: the reply is the HTTP thread's. */
+static void
+job_done(void *arg, sim_job *j)
+{
+	sim_http *h = arg;
+	pthread_mutex_lock(&h->done_mu);
+	if (h->done_tail != NULL) {
+		h->done_tail->next = j;
+	} else {
+		h->done_head = j;
+	}
+	h->done_tail = j;
+	pthread_mutex_unlock(&h->done_mu);
+	uint64_t one = 1;
+	ssize_t w = write(h->done_fd, &one, sizeof(one));
+	(void)w;
+}
+
+static void
+done_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)what;
+	sim_http *h = arg;
+	uint64_t v;
+	ssize_t got = read(fd, &v, sizeof(v));
+	(void)got;
+	pthread_mutex_lock(&h->done_mu);
+	sim_job *j = h->done_head;
+	h->done_head = h->done_tail = NULL;
+	pthread_mutex_unlock(&h->done_mu);
+	while (j != NULL) {
+		sim_job *next = j->next;
+		pending *p = j->ctx;
+		struct evhttp_request *req = p->req;
+		pending_release(h, p);
+		if (req != NULL) {
+			reply_job(req, j);
+		}
+		sim_job_free(j);
+		j = next;
+	}
+}
+
+/* prefill_timed queues the request (tokens taken over) on its rank and
+ * replies when its prefill ends, or at once without "wait". */
+static void
+prefill_timed(sim_http *h, struct evhttp_request *req, const json_t *body,
+	      size_t rank, uint32_t *tokens, uint32_t n_blocks,
+	      uint64_t n_tokens, const kvi_prompt_keys *keys)
+{
+	json_t *w = json_object_get(body, "wait");
+	if (w != NULL && !json_is_boolean(w)) {
+		kvi_free(tokens);
+		reply_error(req, 400, "wait must be a boolean");
+		return;
+	}
+	bool wait = w == NULL || json_is_true(w);
+	sim_job *j = sim_job_alloc(tokens, n_blocks, n_tokens,
+				   sim_keys_empty(keys) ? NULL : keys);
+	pending *p = NULL;
+	if (wait) {
+		p = kvi_calloc(1, sizeof(*p));
+		p->h = h;
+		p->req = req;
+		j->ctx = p;
+	}
+	sim_command cmd = {.type = SIM_CMD_ENQUEUE, .rank = rank, .job = j};
+	kvi_err rv = sim_engine_call(h->engine, &cmd);
+	if (rv != KVI_OK) {
+		sim_job_free(j);
+		kvi_free(p);
+		reply_error(req, 503,
+			    rv == KVI_EFULL ? "the rank's queue is full"
+					    : kvi_strerror(rv));
+		return;
+	}
+	if (!wait) {
+		reply_json(req, 202,
+			   json_pack("{s:i}", "queued", (int)cmd.ahead));
+		return;
+	}
+	/* The reply goes out from done_cb, on this thread, later. */
+	p->next = h->waiting;
+	if (h->waiting != NULL) {
+		h->waiting->prev = p;
+	}
+	h->waiting = p;
+	evhttp_connection_set_closecb(evhttp_request_get_connection(req),
+				      pending_closed, p);
+}
+
 static void
 handle_prefill(sim_http *h, struct evhttp_request *req, json_t *body)
 {
@@ -359,8 +570,15 @@ handle_prefill(sim_http *h, struct evhttp_request *req, json_t *body)
 		reply_error(req, 400, err);
 		return;
 	}
+	if (sim_engine_timed(h->engine)) {
+		prefill_timed(h, req, body, cmd.rank, tokens, cmd.n_blocks,
+			      n_tokens, &keys);
+		kvi_free(items);
+		return;
+	}
 	cmd.tokens = tokens;
 	cmd.keys = &keys;
+	cmd.n_tokens = n_tokens;
 	kvi_err rv = sim_engine_call(h->engine, &cmd);
 	kvi_free(items);
 	if (rv != KVI_OK) {
@@ -368,13 +586,7 @@ handle_prefill(sim_http *h, struct evhttp_request *req, json_t *body)
 		reply_error(req, 503, kvi_strerror(cmd.result));
 		return;
 	}
-	json_t *locals = json_array();
-	char num[24];
-	for (uint32_t i = 0; i < cmd.req.n_blocks; i++) {
-		snprintf(num, sizeof(num), "%llu",
-			 (unsigned long long)cmd.local_hashes[i]);
-		json_array_append_new(locals, json_string(num));
-	}
+	json_t *locals = local_hashes_json(cmd.local_hashes, cmd.req.n_blocks);
 	kvi_free(cmd.local_hashes);
 	kvi_free(tokens);
 	reply_json(req, 200,
@@ -552,6 +764,148 @@ recover_cb(struct evhttp_request *req, void *arg)
 	reply_buf(req, kind == SIM_RECOVER_ERROR ? 500 : 200, &b);
 }
 
+/* ---- /metrics ------------------------------------------------------- */
+
+/* put_label_value writes v with Prometheus' escapes. */
+static void
+put_label_value(sim_buf *b, const char *v)
+{
+	char one[2] = {0, 0};
+	for (; *v != '\0'; v++) {
+		if (*v == '\\') {
+			sim_buf_puts(b, "\\\\");
+		} else if (*v == '"') {
+			sim_buf_puts(b, "\\\"");
+		} else if (*v == '\n') {
+			sim_buf_puts(b, "\\n");
+		} else {
+			one[0] = *v;
+			sim_buf_puts(b, one);
+		}
+	}
+}
+
+typedef enum metric_kind {
+	M_RUNNING,
+	M_WAITING,
+	M_QUERIES,
+	M_HITS,
+	M_QUERIES_CREATED,
+	M_HITS_CREATED,
+} metric_kind;
+
+/* The families as vLLM's PrometheusStatLogger declares them and
+ * prometheus_client writes them: a counter's samples and its HELP and
+ * TYPE lines end in _total, its creation time is a _created gauge. */
+static const struct {
+	const char *name;
+	const char *type;
+	const char *help;
+} families[] = {
+    [M_RUNNING] = {"vllm:num_requests_running", "gauge",
+		   "Number of requests in model execution batches."},
+    [M_WAITING] = {"vllm:num_requests_waiting", "gauge",
+		   "Number of requests waiting to be processed."},
+    [M_QUERIES] = {"vllm:prefix_cache_queries_total", "counter",
+		   "Prefix cache queries, in terms of number of queried "
+		   "tokens."},
+    [M_HITS] = {"vllm:prefix_cache_hits_total", "counter",
+		"Prefix cache hits, in terms of number of cached tokens."},
+    [M_QUERIES_CREATED] = {"vllm:prefix_cache_queries_created", "gauge",
+			   "Prefix cache queries, in terms of number of "
+			   "queried tokens."},
+    [M_HITS_CREATED] = {"vllm:prefix_cache_hits_created", "gauge",
+			"Prefix cache hits, in terms of number of cached "
+			"tokens."},
+};
+
+static void
+write_family(sim_http *h, uint32_t pod, metric_kind k, sim_buf *b)
+{
+	char num[64];
+	sim_buf_puts(b, "# HELP ");
+	sim_buf_puts(b, families[k].name);
+	sim_buf_puts(b, " ");
+	sim_buf_puts(b, families[k].help);
+	sim_buf_puts(b, "\n# TYPE ");
+	sim_buf_puts(b, families[k].name);
+	sim_buf_puts(b, " ");
+	sim_buf_puts(b, families[k].type);
+	sim_buf_puts(b, "\n");
+	for (uint32_t r = 0; r < h->cfg.dp; r++) {
+		size_t i = (size_t)pod * h->cfg.dp + r;
+		sim_rank_metrics m;
+		sim_rank_metrics_get(h->ranks[i], &m);
+		sim_engine_load l;
+		sim_engine_load_get(h->engine, i, &l);
+		switch (k) {
+		case M_RUNNING:
+			snprintf(num, sizeof(num), "%d.0", l.running ? 1 : 0);
+			break;
+		case M_WAITING:
+			snprintf(num, sizeof(num), "%u.0", l.waiting);
+			break;
+		case M_QUERIES:
+			snprintf(num, sizeof(num), "%llu.0",
+				 (unsigned long long)m.prefix_cache_queries);
+			break;
+		case M_HITS:
+			snprintf(num, sizeof(num), "%llu.0",
+				 (unsigned long long)m.prefix_cache_hits);
+			break;
+		case M_QUERIES_CREATED:
+		case M_HITS_CREATED:
+			snprintf(num, sizeof(num), "%.9e",
+				 (double)m.started_ns / 1e9);
+			break;
+		}
+		/* prometheus_client sorts the labels by name */
+		sim_buf_puts(b, families[k].name);
+		sim_buf_puts(b, "{engine=\"");
+		sim_buf_u64(b, r);
+		sim_buf_puts(b, "\",model_name=\"");
+		put_label_value(b, h->cfg.model);
+		sim_buf_puts(b, "\"} ");
+		sim_buf_puts(b, num);
+		sim_buf_puts(b, "\n");
+	}
+}
+
+static void
+metrics_cb(struct evhttp_request *req, void *arg)
+{
+	metrics_server *ms = arg;
+	const char *path =
+	    evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
+	if (evhttp_request_get_command(req) != EVHTTP_REQ_GET || path == NULL ||
+	    strcmp(path, "/metrics") != 0) {
+		reply_error(req, 404, "no such endpoint");
+		return;
+	}
+	static const metric_kind order[] = {M_RUNNING, M_WAITING,
+					    M_QUERIES, M_QUERIES_CREATED,
+					    M_HITS,    M_HITS_CREATED};
+	sim_buf b;
+	sim_buf_init(&b);
+	for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
+		write_family(ms->h, ms->pod, order[i], &b);
+	}
+	size_t len;
+	char *text = sim_buf_release(&b, &len);
+	struct evbuffer *out = evbuffer_new();
+	if (out == NULL) {
+		kvi_oom(0);
+	}
+	evhttp_add_header(evhttp_request_get_output_headers(req),
+			  "Content-Type",
+			  "text/plain; version=0.0.4; charset=utf-8");
+	if (evbuffer_add_reference(out, text, len, free_kvi, NULL) != 0) {
+		kvi_oom(len);
+	}
+	evhttp_send_reply(req, 200, "OK", out);
+	evbuffer_free(out);
+}
+
 /* ---- servers -------------------------------------------------------- */
 
 sim_http *
@@ -565,6 +919,19 @@ sim_http_alloc(struct event_base *base, const sim_http_config *cfg,
 	h->ranks = ranks;
 	h->n = n;
 	h->recover = kvi_calloc(n, sizeof(*h->recover));
+	h->metrics = kvi_calloc(cfg->pods, sizeof(*h->metrics));
+	pthread_mutex_init(&h->done_mu, NULL);
+	h->done_fd = -1;
+	if (sim_engine_timed(engine)) {
+		h->done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (h->done_fd < 0) {
+			kvi_oom(0);
+		}
+		h->done_ev = event_new(base, h->done_fd, EV_READ | EV_PERSIST,
+				       done_cb, h);
+		event_add(h->done_ev, NULL);
+		sim_engine_set_done(engine, job_done, h);
+	}
 	return h;
 }
 
@@ -579,9 +946,31 @@ sim_http_free(sim_http *h)
 			evhttp_free(h->recover[i].http);
 		}
 	}
+	/* Replies never sent: their requests go with the servers. */
+	while (h->waiting != NULL) {
+		pending_release(h, h->waiting);
+	}
+	for (sim_job *j = h->done_head; j != NULL;) {
+		sim_job *next = j->next;
+		sim_job_free(j); /* its pending was on the waiting list */
+		j = next;
+	}
+	for (uint32_t p = 0; p < h->cfg.pods; p++) {
+		if (h->metrics[p].http != NULL) {
+			evhttp_free(h->metrics[p].http);
+		}
+	}
 	if (h->control != NULL) {
 		evhttp_free(h->control);
 	}
+	if (h->done_ev != NULL) {
+		event_free(h->done_ev);
+	}
+	if (h->done_fd >= 0) {
+		close(h->done_fd);
+	}
+	pthread_mutex_destroy(&h->done_mu);
+	kvi_free(h->metrics);
 	kvi_free(h->recover);
 	kvi_free(h);
 }
@@ -653,4 +1042,39 @@ sim_http_bind_recover(sim_http *h, const char *ip, int base, int *chosen)
 	h->recover_ip = ip;
 	return sim_bind_range(h->n, base, bind_recover, unbind_recover, h,
 			      chosen);
+}
+
+static kvi_err
+bind_metrics(void *arg, size_t i, int port)
+{
+	sim_http *h = arg;
+	metrics_server *ms = &h->metrics[i];
+	if (ms->http == NULL) {
+		ms->h = h;
+		ms->pod = (uint32_t)i;
+		ms->http = new_server(h, metrics_cb, ms);
+	}
+	errno = 0;
+	ms->bound = evhttp_bind_socket_with_handle(ms->http, h->metrics_ip,
+						   (uint16_t)port);
+	if (ms->bound == NULL) {
+		return errno == EADDRINUSE ? KVI_EEXIST : KVI_EIO;
+	}
+	return KVI_OK;
+}
+
+static void
+unbind_metrics(void *arg, size_t i)
+{
+	sim_http *h = arg;
+	evhttp_del_accept_socket(h->metrics[i].http, h->metrics[i].bound);
+	h->metrics[i].bound = NULL;
+}
+
+kvi_err
+sim_http_bind_metrics(sim_http *h, const char *ip, int base, int *chosen)
+{
+	h->metrics_ip = ip;
+	return sim_bind_range(h->cfg.pods, base, bind_metrics, unbind_metrics,
+			      h, chosen);
 }

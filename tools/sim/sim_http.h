@@ -10,6 +10,12 @@
  * built under the rank's mutex (sim_rank_recover) and sent in one buffer.
  *
  * Request bodies are JSON; a bad request gets 400 {"error": "..."}.
+ *
+ * In timed mode a /prefill is queued on its rank (SIM_CMD_ENQUEUE) and its
+ * reply deferred: the engine hands the finished request back through a
+ * list and an eventfd watched by the event loop, which replies then,
+ * unless the client has gone (the connection's close callback forgets the
+ * request). Each pod may serve GET /metrics on a port of its own.
  */
 #ifndef KVI_SIM_HTTP_H
 #define KVI_SIM_HTTP_H
@@ -28,6 +34,7 @@ typedef struct sim_http_config {
 	uint32_t pods;
 	uint32_t block_size;
 	uint32_t blocks_per_id; /* for /prefill hash_ids */
+	const char *model;      /* the metrics' model_name */
 } sim_http_config;
 
 typedef struct sim_http sim_http;
@@ -46,6 +53,12 @@ kvi_err sim_http_bind_control(sim_http *h, const char *host, int port,
 /* sim_http_bind_recover binds rank i's /kv_recover on base + i (base 0: a
  * free range) and writes the base into *chosen. Errors as sim_bind_range. */
 kvi_err sim_http_bind_recover(sim_http *h, const char *ip, int base,
+			      int *chosen);
+
+/* sim_http_bind_metrics binds pod p's GET /metrics (vLLM's Prometheus
+ * counters of its ranks) on base + p (base 0: a free range) and writes the
+ * base into *chosen. Errors as sim_bind_range. */
+kvi_err sim_http_bind_metrics(sim_http *h, const char *ip, int base,
 			      int *chosen);
 
 #endif /* KVI_SIM_HTTP_H */

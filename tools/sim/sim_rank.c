@@ -49,7 +49,18 @@ struct sim_rank {
 	/* read by anyone */
 	_Atomic uint64_t sent;
 	_Atomic uint64_t replays;
+	_Atomic uint64_t cache_queries; /* prefix cache, in tokens */
+	_Atomic uint64_t cache_hits;
+	_Atomic uint64_t started_ns; /* wall clock of the (re)start */
 };
+
+static uint64_t
+wall_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 sim_rank *
 sim_rank_alloc(const sim_rank_config *cfg, uint32_t pod, uint32_t dp_rank,
@@ -70,6 +81,7 @@ sim_rank_alloc(const sim_rank_config *cfg, uint32_t pod, uint32_t dp_rank,
 	r->last_seq = -1;
 	sim_ring_init(&r->log, cfg->recover_log);
 	sim_ring_init(&r->replay, cfg->replay_buffer);
+	atomic_init(&r->started_ns, wall_ns());
 	return r;
 }
 
@@ -279,6 +291,43 @@ encode(const sim_rank *r, const sim_batch *batch, kvi_encoder *enc, size_t *len)
 	return copy;
 }
 
+sim_job *
+sim_rank_start(sim_rank *r, sim_sched *s)
+{
+	pthread_mutex_lock(&r->mu);
+	sim_job *j = sim_sched_start(s, r->cache);
+	if (j != NULL) {
+		r->requests++;
+	}
+	pthread_mutex_unlock(&r->mu);
+	if (j != NULL) {
+		sim_rank_count_query(r, j->n_tokens, j->hit_tokens);
+	}
+	return j;
+}
+
+sim_job *
+sim_rank_step(sim_rank *r, sim_sched *s, sim_batch *batch)
+{
+	return sim_sched_step(s, r->cache, batch);
+}
+
+void
+sim_rank_count_query(sim_rank *r, uint64_t tokens, uint64_t hits)
+{
+	atomic_fetch_add_explicit(&r->cache_queries, tokens,
+				  memory_order_relaxed);
+	atomic_fetch_add_explicit(&r->cache_hits, hits, memory_order_relaxed);
+}
+
+void
+sim_rank_metrics_get(sim_rank *r, sim_rank_metrics *out)
+{
+	out->started_ns = atomic_load(&r->started_ns);
+	out->prefix_cache_queries = atomic_load(&r->cache_queries);
+	out->prefix_cache_hits = atomic_load(&r->cache_hits);
+}
+
 int64_t
 sim_rank_commit(sim_rank *r, sim_batch *batch, kvi_encoder *enc)
 {
@@ -365,6 +414,10 @@ sim_rank_restart(sim_rank *r, void *zmq_ctx)
 	r->forced_left = 0;
 	r->restarts++;
 	r->pending = false;
+	/* A new engine process starts its counters from zero. */
+	atomic_store(&r->cache_queries, 0);
+	atomic_store(&r->cache_hits, 0);
+	atomic_store(&r->started_ns, wall_ns());
 	pthread_mutex_unlock(&r->mu);
 	KVI_INFO("restart", "pod=%u rank=%u", r->pod, r->dp_rank);
 

@@ -36,6 +36,7 @@
 #include "sim_encode.h"
 #include "sim_json.h"
 #include "sim_recover.h"
+#include "sim_sched.h"
 #include "wire_encode.h"
 
 /* Settings shared by every rank of the simulator. */
@@ -68,6 +69,14 @@ typedef struct sim_rank_stats {
 	bool stalled;
 } sim_rank_stats;
 
+/* A rank's engine metrics (vLLM's PrometheusStatLogger counters), reset
+ * by a restart. */
+typedef struct sim_rank_metrics {
+	uint64_t started_ns;           /* wall clock of the (re)start */
+	uint64_t prefix_cache_queries; /* tokens */
+	uint64_t prefix_cache_hits;    /* tokens */
+} sim_rank_metrics;
+
 typedef struct sim_rank sim_rank;
 
 /* sim_rank_alloc returns a rank of the given flavour (sim_encode.h) with
@@ -99,6 +108,18 @@ void sim_rank_run(sim_rank *r, sim_batch *batch, const uint32_t *tokens,
 		  uint32_t n_blocks, const kvi_prompt_keys *keys,
 		  sim_request_result *res);
 int64_t sim_rank_commit(sim_rank *r, sim_batch *batch, kvi_encoder *enc);
+
+/* Timed requests (sim_sched.h), engine thread. sim_rank_start starts the
+ * next request of s, if any, on the rank's cache and counts its query and
+ * hit; sim_rank_step runs the current step of s between sim_rank_begin
+ * and sim_rank_commit, and returns the request it ended (or NULL). */
+sim_job *sim_rank_start(sim_rank *r, sim_sched *s);
+sim_job *sim_rank_step(sim_rank *r, sim_sched *s, sim_batch *batch);
+
+/* sim_rank_count_query counts one prefix cache query of tokens prompt
+ * tokens of which hits were found cached (any thread). */
+void sim_rank_count_query(sim_rank *r, uint64_t tokens, uint64_t hits);
+void sim_rank_metrics_get(sim_rank *r, sim_rank_metrics *out);
 
 /* sim_rank_clear publishes AllBlocksCleared after emptying the cache
  * (engine thread); returns the seq. */
