@@ -147,3 +147,10 @@ kvt_sim_post(const kvt_sim *s, const char *path)
 	kvt_http_resp_fini(&r);
 	return status;
 }
+
+int
+kvt_sim_metrics_port(const kvt_sim *s, int pod)
+{
+	json_t *pods = json_object_get(s->layout, "pods");
+	return port_of(json_array_get(pods, (size_t)pod), "metrics_port");
+}

@@ -59,4 +59,8 @@ kvi_err kvt_sim_call(const kvt_sim *s, const char *method, const char *path,
  * returns the status (0 when no answer came). */
 long kvt_sim_post(const kvt_sim *s, const char *path);
 
+/* kvt_sim_metrics_port returns pod's /metrics port from the layout file,
+ * 0 when the simulator runs without --metrics-port. */
+int kvt_sim_metrics_port(const kvt_sim *s, int pod);
+
 #endif /* KVI_TESTS_KVT_SIM_H */
