@@ -187,6 +187,7 @@ test_second_waits_for_first_and_hits_its_prefix(void **state)
 			      prefill_body(0, 1, p2, P2_BLK * BS, 1), 200);
 	double t2 = now_ms();
 	pthread_join(th, NULL);
+	json_decref(a.body);
 	assert_int_equal(a.status, 200);
 
 	/* The first ran at once, at the rate, in four chunks. */
