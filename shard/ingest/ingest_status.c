@@ -80,6 +80,9 @@ pending_of(kvg_ingest *g, const kvl_listener *l, kvp_arena *a)
 	pc->expired = ps.expired;
 	pc->evicted = ps.evicted;
 	pc->dropped = ps.dropped;
+	pc->has_prompt_tokens = pc->has_predicted_tokens = true;
+	pc->prompt_tokens = ps.prompt_tokens;
+	pc->predicted_tokens = ps.predicted_tokens;
 	return pc;
 }
 

@@ -312,6 +312,17 @@ kvd_add(kvd_pending *p, uint32_t lid, const uint64_t *seq, size_t n,
 	return n;
 }
 
+void
+kvd_predicted(kvd_pending *p, uint32_t lid, uint64_t prompt_tokens,
+	      uint64_t predicted_tokens)
+{
+	pthread_rwlock_wrlock(&p->lock);
+	listener *l = listener_at(p, lid);
+	l->st.prompt_tokens += prompt_tokens;
+	l->st.predicted_tokens += predicted_tokens;
+	pthread_rwlock_unlock(&p->lock);
+}
+
 /* end_some ends the entries of lid for seq[0..n) that exist. */
 static void
 end_some(kvd_pending *p, uint32_t lid, const uint64_t *seq, size_t n,

@@ -84,6 +84,8 @@ typedef struct kvd_stats {
 typedef struct kvd_listener_stats {
 	uint64_t entries;
 	uint64_t routed, added, confirmed, expired, evicted, dropped;
+	/* over routed requests that said their length (kvd_predicted) */
+	uint64_t prompt_tokens, predicted_tokens;
 } kvd_listener_stats;
 
 kvd_pending *kvd_pending_alloc(const kvd_config *cfg);
@@ -99,6 +101,11 @@ bool kvd_empty(const kvd_pending *p);
  * the call (fewer than n only when the per-listener bound is below n). */
 size_t kvd_add(kvd_pending *p, uint32_t lid, const uint64_t *seq, size_t n,
 	       int64_t now_ms, uint32_t ttl_ms);
+
+/* kvd_predicted adds one routed request's prompt length and the hit
+ * predicted for it, both in tokens, to lid's totals. */
+void kvd_predicted(kvd_pending *p, uint32_t lid, uint64_t prompt_tokens,
+		   uint64_t predicted_tokens);
 
 /* kvd_confirm ends the entries of lid for seq[0..n) that exist, as
  * confirmed: the engine stored those blocks. */

@@ -144,8 +144,9 @@ call(fixture *f, Kvindex__Request *req, kvp_arena *a)
 /* routed says that a request for the first n blocks went to (instance,
  * rank); returns the answer's code and its counts. */
 static uint32_t
-routed(fixture *f, uint64_t instance, uint32_t rank, size_t n,
-       uint32_t *matched, uint32_t *pending)
+routed_len(fixture *f, uint64_t instance, uint32_t rank, size_t n,
+	   uint32_t tokens, uint32_t *matched, uint32_t *pending,
+	   uint32_t *predicted)
 {
 	kvp_arena a;
 	kvp_arena_init(&a);
@@ -155,6 +156,8 @@ routed(fixture *f, uint64_t instance, uint32_t rank, size_t n,
 	r.n_seq_hashes = n;
 	r.instance_id = instance;
 	r.dp_rank = rank;
+	r.has_prompt_tokens = tokens > 0;
+	r.prompt_tokens = tokens;
 	Kvindex__Request req = KVINDEX__REQUEST__INIT;
 	req.body_case = KVINDEX__REQUEST__BODY_ROUTED;
 	req.routed = &r;
@@ -165,9 +168,19 @@ routed(fixture *f, uint64_t instance, uint32_t rank, size_t n,
 				 KVINDEX__RESPONSE__BODY_ROUTED);
 		*matched = resp->routed->matched_blocks;
 		*pending = resp->routed->pending_blocks;
+		*predicted = resp->routed->predicted_blocks;
 	}
 	kvp_arena_fini(&a);
 	return code;
+}
+
+static uint32_t
+routed(fixture *f, uint64_t instance, uint32_t rank, size_t n,
+       uint32_t *matched, uint32_t *pending)
+{
+	uint32_t predicted;
+	return routed_len(f, instance, rank, n, 0, matched, pending,
+			  &predicted);
 }
 
 /* One listener's line of a query answer. */
@@ -355,6 +368,31 @@ test_engine_confirms_and_drops(void **state)
 	assert_int_equal(l1->pending, 1); /* block 1; block 2 is gone */
 }
 
+/* The hit predicted for a routed request: what the listener holds and
+ * what earlier routed requests compute there, at most the prompt less one
+ * token, as the engine takes it. */
+static void
+test_predicted(void **state)
+{
+	fixture *f = *state;
+	batch(f, 0, EV_STORE, 0, 3);
+	uint32_t m, p, pr;
+	assert_int_equal(routed_len(f, 100, 0, NB, NB * BS, &m, &p, &pr), 0);
+	assert_int_equal(pr, 3);
+	/* the same prompt again: all 8 blocks expected, the engine takes 7 */
+	assert_int_equal(routed_len(f, 100, 0, NB, NB * BS, &m, &p, &pr), 0);
+	assert_int_equal(pr, NB - 1);
+	/* with two more tokens (a partial block) it takes all 8 */
+	assert_int_equal(routed_len(f, 100, 0, NB, NB * BS + 2, &m, &p, &pr),
+			 0);
+	assert_int_equal(pr, NB);
+	kvd_listener_stats ls;
+	kvd_listener_stats_get(f->pd, 0, &ls);
+	assert_int_equal(ls.routed, 3);
+	assert_int_equal(ls.prompt_tokens, 3 * NB * BS + 2);
+	assert_int_equal(ls.predicted_tokens, (3 + NB - 1 + NB) * BS);
+}
+
 static void
 test_bad_routed(void **state)
 {
@@ -383,6 +421,7 @@ main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_engine_confirms_and_drops,
 					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_predicted, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_bad_routed, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
