@@ -27,6 +27,7 @@
 #include "http_api.h"
 #include "httpd.h"
 #include "kube_watch.h"
+#include "ladder.h"
 #include "lease.h"
 #include "log.h"
 #include "metrics.h"
@@ -64,6 +65,8 @@ typedef struct coord_opts {
 	const char *identity; /* NULL: the host name */
 	const char *advertise;
 	kvc_lease_config le;
+	kvc_ladder_config ladder;
+	int ladder_gap_pct;
 } coord_opts;
 
 /* coord_shards adds the shards of one --shards value: ID=URL,... */
@@ -180,6 +183,7 @@ static const coord_opts coord_defaults = {
 			  .block_size = 16,
 			  .model_label = KVC_KUBE_ANN_MODEL},
 	     .not_ready_grace_ms = 30000},
+    .ladder_gap_pct = 25,
 };
 
 static const kvi_flag coord_flag[] = {
@@ -199,6 +203,18 @@ static const kvi_flag coord_flag[] = {
     {"max-dp-size", "N",
      "ranks a pod may have, from any source; more is refused",
      KVI_FLAG_INT(coord_opts, max_dp_size, 1, 65536)},
+
+    KVI_FLAG_SECTION("The routing ladder (pods that name a metrics_port):"),
+    {"ladder-interval-ms", "N", "between scrapes of the engines' metrics",
+     KVI_FLAG_INT(coord_opts, ladder.interval_ms, 100, 3600000), .def = "5000"},
+    {"ladder-timeout-ms", "N", "one scrape, whole",
+     KVI_FLAG_INT(coord_opts, ladder.timeout_ms, 10, 600000), .def = "2000"},
+    {"ladder-gap-pct", "N",
+     "engine and predicted hit ratios this many points apart are a gap",
+     KVI_FLAG_INT(coord_opts, ladder_gap_pct, 1, 100), .def = "25"},
+    {"ladder-min-tokens", "N",
+     "prompt tokens on both sides of a listener before its ratios count",
+     KVI_FLAG_INT(coord_opts, ladder.min_tokens, 1, 1L << 40), .def = "20000"},
 
     KVI_FLAG_SECTION("Kubernetes (pods Ready, with an IP, not terminating):"),
     {"watch-namespace", "NS", "watch pods there; repeatable",
@@ -478,6 +494,7 @@ typedef struct coord {
 	char identity[KVC_LEASE_IDENTITY_MAX], advertise[KVC_LEASE_URL_MAX];
 	kvi_httpd *httpd;
 	kvc_api api; /* the routes keep pointers into it */
+	kvc_ladder *ladder;
 } coord;
 
 /* coord_process readies the process: the log, signals for sigwait, the
@@ -584,6 +601,12 @@ coord_owners(coord *c)
 	if (kvc_assigner_open(c->reg, c->shards, c->store, c->metrics,
 			      &o->assign, &c->asg, err,
 			      sizeof(err)) != KVI_OK) {
+		KVI_ERROR("start_failed", "err=%s", err);
+		return false;
+	}
+	o->ladder.gap = o->ladder_gap_pct / 100.0;
+	if (kvc_ladder_open(&o->ladder, c->reg, c->metrics, &c->ladder, err,
+			    sizeof(err)) != KVI_OK) {
 		KVI_ERROR("start_failed", "err=%s", err);
 		return false;
 	}
@@ -702,6 +725,7 @@ coord_close(coord *c)
 	/* the lease is released before the assigner goes, so that a
 	 * follower takes over at once */
 	kvc_lease_stop(c->lease);
+	kvc_ladder_free(c->ladder);
 	kvc_assigner_free(c->asg);
 	kvc_lease_free(c->lease);
 	kvi_httpd_free(c->httpd);

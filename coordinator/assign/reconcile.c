@@ -427,6 +427,21 @@ status_from(kvc_lstatus *out, const Kvindex__ListenerStatus *st)
 		snprintf(out->misconfigured, sizeof(out->misconfigured), "%s",
 			 st->misconfigured);
 	}
+	if (st->pending != NULL) {
+		const Kvindex__PendingCounts *pc = st->pending;
+		out->pending = (kvc_lpending){
+		    .known = true,
+		    .entries = pc->entries,
+		    .routed = pc->routed,
+		    .added = pc->added,
+		    .confirmed = pc->confirmed,
+		    .expired = pc->expired,
+		    .evicted = pc->evicted,
+		    .dropped = pc->dropped,
+		    .prompt_tokens = pc->prompt_tokens,
+		    .predicted_tokens = pc->predicted_tokens,
+		};
+	}
 	if (st->handoff_from != NULL) {
 		out->handoff = true;
 		out->handoff_taken = st->has_handoff_blocks;

@@ -130,6 +130,8 @@ df_pod(json_t *o, uint32_t default_dp_size, kvc_pod *p, char *msg,
 			  &p->has_recover_port, msg, msglen)) != KVI_OK ||
 	    (rv = df_uint(o, "replay_port", 1, 65535, &p->replay_port,
 			  &p->has_replay_port, msg, msglen)) != KVI_OK ||
+	    (rv = df_uint(o, "metrics_port", 1, 65535, &p->metrics_port,
+			  &p->has_metrics_port, msg, msglen)) != KVI_OK ||
 	    (rv = df_uint(o, "dp_size", 1, KVC_DP_SIZE_MAX, &p->dp_size,
 			  &has_dp, msg, msglen)) != KVI_OK ||
 	    (rv = df_uint(o, "block_size", 1, 1 << 20, &p->block_size, &has_bs,

@@ -112,6 +112,8 @@ kp_settings(const json_t *meta, const kvc_kube_defaults *d, kvc_kube_pod *out)
 		    &p->has_replay_port, why, wl) ||
 	    !kp_ann(ann, KVC_KUBE_ANN_RECOVER_PORT, 1, 65535, &p->recover_port,
 		    &p->has_recover_port, why, wl) ||
+	    !kp_ann(ann, KVC_KUBE_ANN_METRICS_PORT, 1, 65535, &p->metrics_port,
+		    &p->has_metrics_port, why, wl) ||
 	    !kp_ann(ann, KVC_KUBE_ANN_BLOCK_SIZE, 1, 1u << 20, &p->block_size,
 		    NULL, why, wl)) {
 		return false;

@@ -26,6 +26,7 @@
  *   kvindex.io/zmq-port      event port of rank 0 (rank r: +r)
  *   kvindex.io/replay-port   replay port of rank 0
  *   kvindex.io/recover-port  /kv_recover HTTP port of rank 0
+ *   kvindex.io/metrics-port  the engine's Prometheus port (one per pod)
  *   kvindex.io/block-size    tokens per KV block
  *   kvindex.io/model         the model name (else the --watch-model-label
  *                            label)
@@ -50,6 +51,7 @@
 #define KVC_KUBE_ANN_ZMQ_PORT     "kvindex.io/zmq-port"
 #define KVC_KUBE_ANN_REPLAY_PORT  "kvindex.io/replay-port"
 #define KVC_KUBE_ANN_RECOVER_PORT "kvindex.io/recover-port"
+#define KVC_KUBE_ANN_METRICS_PORT "kvindex.io/metrics-port"
 #define KVC_KUBE_ANN_BLOCK_SIZE   "kvindex.io/block-size"
 #define KVC_KUBE_ANN_MODEL        "kvindex.io/model"
 

@@ -117,6 +117,9 @@ kvc_pod_check(const kvc_pod *p, char *err, size_t errlen)
 			      errlen)) != KVI_OK) ||
 	    (p->has_replay_port &&
 	     (rv = check_port("replay_port", p->replay_port, p->dp_size, err,
+			      errlen)) != KVI_OK) ||
+	    (p->has_metrics_port &&
+	     (rv = check_port("metrics_port", p->metrics_port, 1, err,
 			      errlen)) != KVI_OK)) {
 		return rv;
 	}
@@ -183,6 +186,18 @@ kvc_pod_ranks(const kvc_pod *p, size_t *n)
 	return r;
 }
 
+char *
+kvc_pod_metrics_url(const kvc_pod *p)
+{
+	if (p->name == NULL || !p->has_metrics_port) {
+		return NULL;
+	}
+	char hostbuf[128];
+	return format_endpoint("http://%s:%u/metrics",
+			       url_host(p->ip, hostbuf, sizeof(hostbuf)),
+			       p->metrics_port);
+}
+
 void
 kvc_ranks_free(kvc_rank *r, size_t n)
 {
@@ -235,6 +250,8 @@ kvc_pod_equal(const kvc_pod *a, const kvc_pod *b)
 	       (!a->has_recover_port || a->recover_port == b->recover_port) &&
 	       a->has_replay_port == b->has_replay_port &&
 	       (!a->has_replay_port || a->replay_port == b->replay_port) &&
+	       a->has_metrics_port == b->has_metrics_port &&
+	       (!a->has_metrics_port || a->metrics_port == b->metrics_port) &&
 	       a->dp_size == b->dp_size && a->rank == b->rank &&
 	       str_eq(a->endpoint, b->endpoint) &&
 	       str_eq(a->replay_endpoint, b->replay_endpoint) &&

@@ -56,6 +56,11 @@ typedef struct kvc_pod {
 	bool has_recover_port, has_replay_port;
 	uint32_t recover_port, replay_port;
 	uint32_t dp_size;
+	/* the engine's Prometheus endpoint, http://ip:metrics_port/metrics,
+	 * one for the pod, its ranks told apart by the label "engine": what
+	 * the routing ladder reads the engines' own hits from */
+	bool has_metrics_port;
+	uint32_t metrics_port;
 	/* per-rank registrations */
 	uint32_t rank;
 	char *endpoint, *replay_endpoint, *recover_endpoint;
@@ -82,6 +87,10 @@ kvi_err kvc_pod_check(const kvc_pod *p, char *err, size_t errlen);
  * kvc_ranks_free(). */
 kvc_rank *kvc_pod_ranks(const kvc_pod *p, size_t *n);
 void kvc_ranks_free(kvc_rank *r, size_t n);
+
+/* kvc_pod_metrics_url returns the pod's engine metrics URL (kvi_free),
+ * or NULL when it names no metrics port. */
+char *kvc_pod_metrics_url(const kvc_pod *p);
 
 /* kvc_pod_copy makes a deep copy; kvc_pod_fini frees what p owns. */
 void kvc_pod_copy(kvc_pod *dst, const kvc_pod *src);

@@ -16,6 +16,9 @@
 #define KVC_CS_NULL_STR     UINT32_MAX
 #define KVC_CS_FLAG_RECOVER 1u
 #define KVC_CS_FLAG_REPLAY  2u
+/* a metrics port follows the strings (records written before it have
+ * neither the flag nor the field) */
+#define KVC_CS_FLAG_METRICS 4u
 
 typedef struct kvc_cs_reader {
 	const uint8_t *p;
@@ -108,11 +111,13 @@ kvc_pod_encode(const kvc_pod *p, size_t *len)
 		}
 		n += cs_str_size(strs[i]);
 	}
+	n += p->has_metrics_port ? 4 : 0;
 	uint8_t *buf = kvi_malloc(n), *w = buf + 4;
 	*w++ = KVC_CS_POD_VERSION;
 	*w++ = (uint8_t)p->source;
 	*w++ = (uint8_t)((p->has_recover_port ? KVC_CS_FLAG_RECOVER : 0) |
-			 (p->has_replay_port ? KVC_CS_FLAG_REPLAY : 0));
+			 (p->has_replay_port ? KVC_CS_FLAG_REPLAY : 0) |
+			 (p->has_metrics_port ? KVC_CS_FLAG_METRICS : 0));
 	kvi_put_le64(w, p->instance_id);
 	const uint32_t nums[] = {p->block_size,  p->zmq_port, p->recover_port,
 				 p->replay_port, p->dp_size,  p->rank};
@@ -122,6 +127,9 @@ kvc_pod_encode(const kvc_pod *p, size_t *len)
 	w += 8 + 6 * 4;
 	for (size_t i = 0; i < 6; i++) {
 		w = cs_put_str(w, strs[i]);
+	}
+	if (p->has_metrics_port) {
+		kvi_put_le32(w, p->metrics_port);
 	}
 	kvi_seal(buf, n);
 	*len = n;
@@ -157,6 +165,10 @@ kvc_pod_read(const void *rest, size_t len, kvc_pod *out, char *err,
 	p.endpoint = cs_str(&r);
 	p.replay_endpoint = cs_str(&r);
 	p.recover_endpoint = cs_str(&r);
+	p.has_metrics_port = (flags & KVC_CS_FLAG_METRICS) != 0;
+	if (p.has_metrics_port) {
+		p.metrics_port = cs_u32(&r);
+	}
 	const char *why = NULL;
 	if (r.bad) {
 		why = "truncated or bad string";
@@ -164,7 +176,8 @@ kvc_pod_read(const void *rest, size_t len, kvc_pod *out, char *err,
 		why = "trailing bytes";
 	} else if (source > KVC_SOURCE_KUBERNETES) {
 		why = "unknown source";
-	} else if ((flags & ~(KVC_CS_FLAG_RECOVER | KVC_CS_FLAG_REPLAY)) != 0) {
+	} else if ((flags & ~(KVC_CS_FLAG_RECOVER | KVC_CS_FLAG_REPLAY |
+			      KVC_CS_FLAG_METRICS)) != 0) {
 		why = "unknown flags";
 	}
 	if (why != NULL) {

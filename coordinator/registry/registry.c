@@ -25,8 +25,8 @@ bucket(const char *key)
 	return key_hash(key) & (KVC_BUCKETS - 1);
 }
 
-static kvc_lis *
-lis_find(kvc_registry *r, const char *key)
+kvc_lis *
+kvc_lis_find(kvc_registry *r, const char *key)
 {
 	uint64_t h = key_hash(key);
 	for (kvc_lis *l = r->buckets[h & (r->n_buckets - 1)]; l != NULL;
@@ -44,8 +44,8 @@ ibucket(uint64_t id)
 	return XXH3_64bits(&id, sizeof(id)) & (KVC_BUCKETS - 1);
 }
 
-static kvc_inst *
-inst_find(kvc_registry *r, uint64_t id)
+kvc_inst *
+kvc_inst_find(kvc_registry *r, uint64_t id)
 {
 	for (kvc_inst *i = r->ibuckets[ibucket(id)]; i != NULL; i = i->hnext) {
 		if (i->id == id) {
@@ -280,7 +280,7 @@ reg_same(kvc_registry *r, const kvc_pod *p)
 		       same->source == p->source &&
 		       kvc_pod_equal(&same->pods[0], p);
 	}
-	kvc_inst *mine = inst_find(r, p->instance_id);
+	kvc_inst *mine = kvc_inst_find(r, p->instance_id);
 	for (size_t k = 0; mine != NULL && mine->name == NULL &&
 			   mine->source == p->source && k < mine->n_pods;
 	     k++) {
@@ -307,7 +307,7 @@ reg_conflict(kvc_registry *r, const kvc_pod *p, const kvc_rank *ranks,
 		return KVI_EEXIST;
 	}
 	for (size_t k = 0; k < n; k++) {
-		if (lis_find(r, ranks[k].key) != NULL) {
+		if (kvc_lis_find(r, ranks[k].key) != NULL) {
 			res->why = KVC_REG_KEY;
 			snprintf(res->holder, sizeof(res->holder), "%s",
 				 ranks[k].key);
@@ -317,7 +317,7 @@ reg_conflict(kvc_registry *r, const kvc_pod *p, const kvc_rank *ranks,
 			return KVI_EEXIST;
 		}
 	}
-	kvc_inst *i = inst_find(r, p->instance_id);
+	kvc_inst *i = kvc_inst_find(r, p->instance_id);
 	if (i != NULL && (p->name != NULL || i->name != NULL ||
 			  strcmp(i->model, p->model) != 0)) {
 		res->why = KVC_REG_KEY;
@@ -397,7 +397,7 @@ kvc_reg_add(kvc_registry *r, const kvc_pod *p, kvc_reg_result *res, char *err,
 		KVI_OK) {
 		goto out;
 	}
-	kvc_inst *i = inst_find(r, p->instance_id);
+	kvc_inst *i = kvc_inst_find(r, p->instance_id);
 	if (i == NULL) {
 		i = inst_new(r, p);
 	}
@@ -480,7 +480,7 @@ kvc_reg_remove(kvc_registry *r, const char *name, uint64_t id, int rank,
 	*n = 0;
 	pthread_mutex_lock(&r->mu);
 	kvc_inst *i =
-	    name != NULL ? kvc_inst_by_name(r, name) : inst_find(r, id);
+	    name != NULL ? kvc_inst_by_name(r, name) : kvc_inst_find(r, id);
 	if (i != NULL) {
 		for (size_t k = i->n_lis; k-- > 0;) {
 			/* a named pod's ranks go together, whatever the rank */
@@ -528,7 +528,7 @@ kvc_reg_pod_names(kvc_registry *r, const uint64_t *ids, size_t n,
 	size_t *at = kvi_reallocarray(NULL, n ? n : 1, sizeof(*at));
 	pthread_mutex_lock(&r->mu);
 	for (size_t k = 0; k < n; k++) {
-		kvc_inst *i = inst_find(r, ids[k]);
+		kvc_inst *i = kvc_inst_find(r, ids[k]);
 		if (i == NULL || i->name == NULL) {
 			at[k] = SIZE_MAX;
 			continue;
@@ -556,7 +556,7 @@ kvc_reg_lookup(kvc_registry *r, const char *name, uint64_t id,
 {
 	pthread_mutex_lock(&r->mu);
 	kvc_inst *i =
-	    name != NULL ? kvc_inst_by_name(r, name) : inst_find(r, id);
+	    name != NULL ? kvc_inst_by_name(r, name) : kvc_inst_find(r, id);
 	if (i != NULL) {
 		*source = i->source;
 		*named = i->name != NULL;
@@ -642,7 +642,7 @@ kvc_reg_listeners_of(kvc_registry *r, const kvc_rank *ranks, size_t n,
 	size_t k = 0;
 	pthread_mutex_lock(&r->mu);
 	for (size_t j = 0; j < n; j++) {
-		const kvc_lis *l = lis_find(r, ranks[j].key);
+		const kvc_lis *l = kvc_lis_find(r, ranks[j].key);
 		if (l != NULL) {
 			lview_fill(&v[k++], l->inst, l);
 		}
@@ -684,7 +684,7 @@ kvc_reg_set_owner(kvc_registry *r, const char *key, const char *shard,
 		  const char *moving_to)
 {
 	pthread_mutex_lock(&r->mu);
-	kvc_lis *l = lis_find(r, key);
+	kvc_lis *l = kvc_lis_find(r, key);
 	if (l != NULL) {
 		if (l->shard != NULL &&
 		    (shard == NULL || strcmp(l->shard, shard) != 0)) {
@@ -703,7 +703,7 @@ bool
 kvc_reg_has(kvc_registry *r, const char *key)
 {
 	pthread_mutex_lock(&r->mu);
-	bool has = lis_find(r, key) != NULL;
+	bool has = kvc_lis_find(r, key) != NULL;
 	pthread_mutex_unlock(&r->mu);
 	return has;
 }
@@ -713,7 +713,7 @@ kvc_reg_http_record(kvc_registry *r, const char *key, size_t *len)
 {
 	uint8_t *rec = NULL;
 	pthread_mutex_lock(&r->mu);
-	kvc_lis *l = lis_find(r, key);
+	kvc_lis *l = kvc_lis_find(r, key);
 	if (l != NULL && l->inst->source == KVC_SOURCE_HTTP) {
 		const kvc_inst *i = l->inst;
 		for (size_t k = 0; k < i->n_pods && rec == NULL; k++) {
@@ -730,7 +730,7 @@ void
 kvc_reg_set_status(kvc_registry *r, const char *key, const kvc_lstatus *st)
 {
 	pthread_mutex_lock(&r->mu);
-	kvc_lis *l = lis_find(r, key);
+	kvc_lis *l = kvc_lis_find(r, key);
 	if (l != NULL) {
 		l->st = *st;
 	}
@@ -752,7 +752,7 @@ kvc_reg_ranks(kvc_registry *r, uint64_t id, bool connected_only,
 	      uint32_t *ranks, int max)
 {
 	pthread_mutex_lock(&r->mu);
-	kvc_inst *i = inst_find(r, id);
+	kvc_inst *i = kvc_inst_find(r, id);
 	int n = -1;
 	if (i != NULL) {
 		n = 0;

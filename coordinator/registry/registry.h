@@ -46,6 +46,28 @@ extern const char *const kvc_state_names[KVC_STATES];
 typedef struct kvc_registry kvc_registry;
 
 /* What a shard said of a listener at its last status poll. */
+/* What a shard says of a listener's pending entries from routed requests
+ * (shard/pending), and the hit it predicted for them. */
+typedef struct kvc_lpending {
+	bool known; /* it was routed to */
+	uint64_t entries, routed, added, confirmed, expired, evicted, dropped;
+	uint64_t prompt_tokens, predicted_tokens;
+} kvc_lpending;
+
+/* The routing ladder's view of a listener (coordinator/ladder): its
+ * engine's own prefix-cache counters, in tokens, and the window both
+ * ratios are taken over. */
+typedef struct kvc_lladder {
+	bool engine_known;                    /* a scrape named the rank */
+	uint64_t queries, hits;               /* the engine's, latest */
+	uint64_t queries0, hits0;             /* at the window's start */
+	uint64_t prompt0, predicted0;         /* the prediction's, likewise */
+	double engine_ratio, predicted_ratio; /* < 0: not enough yet */
+	int gap; /* 0, or KVC_GAP_BLIND / KVC_GAP_PHANTOM */
+} kvc_lladder;
+#define KVC_GAP_BLIND   1  /* the engine hits far more than predicted */
+#define KVC_GAP_PHANTOM -1 /* it hits far less */
+
 typedef struct kvc_lstatus {
 	bool known; /* the owner reported it */
 	int state;  /* Kvindex__ListenerState */
@@ -64,6 +86,7 @@ typedef struct kvc_lstatus {
 	bool handoff, handoff_taken;
 	uint64_t handoff_blocks;
 	char handoff_from[128];
+	kvc_lpending pending;
 } kvc_lstatus;
 
 /* A listener as the assigner sees it: a copy. */
@@ -174,6 +197,38 @@ void kvc_reg_set_owner(kvc_registry *r, const char *key, const char *shard,
 /* kvc_reg_set_status records what shard said of key. */
 void kvc_reg_set_status(kvc_registry *r, const char *key,
 			const kvc_lstatus *st);
+
+/* The routing ladder's work (coordinator/ladder): every named pod with a
+ * metrics port, its URL, and each rank's listener with what its shard
+ * and the ladder last said of it. */
+typedef struct kvc_ladder_rank {
+	char *key;
+	uint16_t rank;
+	kvc_lpending pending;
+	kvc_lladder ladder;
+} kvc_ladder_rank;
+
+typedef struct kvc_ladder_target {
+	uint64_t id;
+	char *pod, *url;
+	uint32_t dp_size;
+	kvc_ladder_rank *ranks;
+	size_t n_ranks;
+	uint32_t unheard[8]; /* as kvc_reg_set_unheard last set them */
+	size_t n_unheard;
+} kvc_ladder_target;
+
+kvc_ladder_target *kvc_reg_ladder_targets(kvc_registry *r, size_t *n);
+void kvc_ladder_targets_free(kvc_ladder_target *t, size_t n);
+
+/* kvc_reg_set_ladder records the ladder's view of listener key. */
+void kvc_reg_set_ladder(kvc_registry *r, const char *key, const kvc_lladder *v);
+
+/* kvc_reg_set_unheard records the engine ranks of instance id that serve
+ * requests and have no listener (ranks[0..n)): a data-parallel size told
+ * too small, the blind ranks of a pod. */
+void kvc_reg_set_unheard(kvc_registry *r, uint64_t id, const uint32_t *ranks,
+			 size_t n);
 
 /* kvc_reg_model returns the block size of model (0: unknown model). */
 uint32_t kvc_reg_model(kvc_registry *r, const char *model);

@@ -20,6 +20,7 @@ typedef struct kvc_lis {
 	kvc_rank r;
 	char *shard, *moving_to;
 	kvc_lstatus st;
+	kvc_lladder ladder;
 	kvc_inst *inst;
 	uint64_t hash;         /* of the key */
 	struct kvc_lis *hnext; /* key bucket chain */
@@ -51,6 +52,9 @@ struct kvc_inst {
 	size_t n_pods;
 	kvc_lis **lis; /* sorted by rank */
 	size_t n_lis;
+	/* engine ranks serving with no listener (the ladder's) */
+	uint32_t unheard[8];
+	size_t n_unheard;
 	kvc_inst *next, *prev; /* every instance */
 	kvc_inst *hnext;       /* id bucket chain */
 	kvc_inst *nnext;       /* name bucket chain (named pods) */
@@ -84,6 +88,11 @@ struct kvc_registry {
 	size_t n_ep_buckets, n_ep;
 	uint32_t max_dp_size; /* kvc_reg_set_max_dp_size */
 };
+
+/* kvc_lis_find returns the listener key, kvc_inst_find the instance id,
+ * or NULL; the registry's lock held. */
+kvc_lis *kvc_lis_find(kvc_registry *r, const char *key);
+kvc_inst *kvc_inst_find(kvc_registry *r, uint64_t id);
 
 /* kvc_inst_by_name returns the named instance name, or NULL. */
 kvc_inst *kvc_inst_by_name(kvc_registry *r, const char *name);

@@ -39,6 +39,58 @@ str_or_null(const char *s)
 }
 
 static json_t *
+ratio_or_null(double v)
+{
+	return v >= 0 ? json_real(v) : json_null();
+}
+
+/* pending_json: what the listener's pending entries did, and the share of
+ * those that ended that its engine confirmed. */
+static json_t *
+pending_json(const kvc_lpending *p)
+{
+	json_t *o = json_object();
+	const struct {
+		const char *name;
+		uint64_t v;
+	} f[] = {{"entries", p->entries}, {"routed", p->routed},
+		 {"added", p->added},     {"confirmed", p->confirmed},
+		 {"expired", p->expired}, {"evicted", p->evicted},
+		 {"dropped", p->dropped}};
+	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+		json_object_set_new(o, f[i].name,
+				    json_integer((json_int_t)f[i].v));
+	}
+	uint64_t ended = p->confirmed + p->expired + p->evicted + p->dropped;
+	json_object_set_new(
+	    o, "confirmed_share",
+	    ratio_or_null(ended > 0 ? (double)p->confirmed / (double)ended
+				    : -1));
+	return o;
+}
+
+/* ladder_json: the engine's own hit ratio beside the one predicted for
+ * the requests routed to it, over the same window. */
+static json_t *
+ladder_json(const kvc_lladder *v)
+{
+	json_t *o = json_object();
+	json_object_set_new(o, "engine_hit_ratio",
+			    ratio_or_null(v->engine_ratio));
+	json_object_set_new(o, "predicted_hit_ratio",
+			    ratio_or_null(v->predicted_ratio));
+	json_object_set_new(o, "engine_queries",
+			    json_integer((json_int_t)v->queries));
+	json_object_set_new(o, "engine_hits",
+			    json_integer((json_int_t)v->hits));
+	json_object_set_new(o, "gap",
+			    v->gap == KVC_GAP_BLIND     ? json_string("blind")
+			    : v->gap == KVC_GAP_PHANTOM ? json_string("phantom")
+							: json_null());
+	return o;
+}
+
+static json_t *
 lis_json(const kvc_lis *l)
 {
 	json_t *o = json_object();
@@ -71,6 +123,12 @@ lis_json(const kvc_lis *l)
 	if (l->moving_to != NULL) {
 		json_object_set_new(o, "moving_to", json_string(l->moving_to));
 	}
+	if (l->st.pending.known) {
+		json_object_set_new(o, "pending", pending_json(&l->st.pending));
+	}
+	if (l->ladder.engine_known) {
+		json_object_set_new(o, "ladder", ladder_json(&l->ladder));
+	}
 	return o;
 }
 
@@ -101,6 +159,15 @@ inst_json(const kvc_inst *i)
 	json_object_set_new(o, "status",
 			    json_string(kvc_state_names[worst_state]));
 	json_object_set_new(o, "listeners", ls);
+	if (i->n_unheard > 0) {
+		/* engine ranks serving that no listener hears: the pod's
+		 * data-parallel size is larger than the one registered */
+		json_t *u = json_array();
+		for (size_t k = 0; k < i->n_unheard; k++) {
+			json_array_append_new(u, json_integer(i->unheard[k]));
+		}
+		json_object_set_new(o, "unheard_ranks", u);
+	}
 	return o;
 }
 

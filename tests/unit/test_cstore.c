@@ -87,6 +87,8 @@ make_pods(kvc_pod p[3])
 			 .zmq_port = 6000,
 			 .has_replay_port = true,
 			 .replay_port = 7000,
+			 .has_metrics_port = true,
+			 .metrics_port = 8000,
 			 .dp_size = 1};
 	p[2] = (kvc_pod){.source = KVC_SOURCE_HTTP,
 			 .instance_id = 7,
