@@ -206,6 +206,24 @@ kvt_wait_file(const char *path, int timeout_ms)
 	return kvt_wait_until(file_exists, (void *)path, timeout_ms);
 }
 
+int
+kvt_port_refusing(int *port)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t sl = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sl) != 0 ||
+	    getsockname(fd, (struct sockaddr *)&sa, &sl) != 0) {
+		if (fd >= 0) {
+			close(fd);
+		}
+		return -1;
+	}
+	*port = ntohs(sa.sin_port);
+	return fd;
+}
+
 static bool
 range_free(int base, int n)
 {

@@ -50,6 +50,13 @@ bool kvt_wait_until(bool (*pred)(void *arg), void *arg, int timeout_ms);
 /* kvt_wait_file waits until path exists. */
 bool kvt_wait_file(const char *path, int timeout_ms);
 
+/* kvt_port_refusing binds a TCP socket to a port of 127.0.0.1 the kernel
+ * picks, without SO_REUSEADDR and without listening: connections to it
+ * are refused, and no other socket can bind the port while the returned
+ * descriptor is open (close it when done). Writes the port into *port;
+ * returns -1 if no socket could be bound. */
+int kvt_port_refusing(int *port);
+
 /* kvt_ports_pick finds n consecutive TCP ports that all bind on 127.0.0.1,
  * trying random bases in [20000, 60000) below the kernel's ephemeral
  * ports (ip_local_port_range), so that no outgoing connection takes one

@@ -346,3 +346,22 @@ kvt_log_field(const char *path, long from, const char *event, const char *key,
 		kvt_sleep_ms(20);
 	}
 }
+
+kvi_err
+kvt_log_port(const char *path, long from, const char *event, const char *key,
+	     kvt_proc *p, int timeout_ms, int *port)
+{
+	char v[16];
+	kvi_err rv =
+	    kvt_log_field(path, from, event, key, v, sizeof(v), p, timeout_ms);
+	if (rv != KVI_OK) {
+		return rv;
+	}
+	char *end;
+	long n = strtol(v, &end, 10);
+	if (end == v || *end != '\0' || n <= 0 || n > 65535) {
+		return KVI_EPROTO;
+	}
+	*port = (int)n;
+	return KVI_OK;
+}

@@ -83,4 +83,10 @@ kvi_err kvt_log_field(const char *path, long from, const char *event,
 		      const char *key, char *out, size_t len, kvt_proc *p,
 		      int timeout_ms);
 
+/* kvt_log_port is kvt_log_field for a port a child bound (given port 0):
+ * writes the value into *port. Returns as kvt_log_field, and KVI_EPROTO
+ * when the value is not a port. */
+kvi_err kvt_log_port(const char *path, long from, const char *event,
+		     const char *key, kvt_proc *p, int timeout_ms, int *port);
+
 #endif /* KVI_TESTS_KVT_PROC_H */

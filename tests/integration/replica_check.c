@@ -45,17 +45,17 @@ rep_start(world *w, int i)
 		snprintf(shards + used, sizeof(shards) - used, "%sshard-%d=%s",
 			 k ? "," : "", k, c->shards[k].url);
 	}
-	if (r->port == 0) {
-		assert_int_equal(kvt_ports_pick(1, &r->port), KVI_OK);
-		snprintf(r->base, sizeof(r->base), "http://127.0.0.1:%d",
-			 r->port);
+	if (r->log == NULL) {
 		snprintf(r->identity, sizeof(r->identity), "rep-%d", i);
 		r->log = kvt_path(c->dir, r->identity);
 		char name[32];
 		snprintf(name, sizeof(name), "store-%d", i);
 		r->store = kvt_path(c->dir, name);
 	}
-	snprintf(http, sizeof(http), "127.0.0.1:%d", r->port);
+	/* port 0: each start binds a port of the kernel's choice and writes
+	 * it into the Lease; a port kept for a restart was free to any other
+	 * process while the replica was down */
+	snprintf(http, sizeof(http), "127.0.0.1:0");
 	snprintf(lease, sizeof(lease), "%d", LEASE_MS);
 	snprintf(renew, sizeof(renew), "%d", LEASE_MS * 2 / 3);
 	snprintf(retry, sizeof(retry), "%d", RETRY_MS);
@@ -99,8 +99,17 @@ rep_start(world *w, int i)
 	for (int k = 0; k < 7 && w->extra[k] != NULL; k++) {
 		argv[n++] = w->extra[k];
 	}
+	long from = kvt_file_size(r->log);
 	assert_int_equal(kvt_proc_start(argv, r->log, &r->proc), KVI_OK);
 	int64_t deadline = kvt_now_ms() + CLU_WAIT_MS;
+	kvi_err lrv = kvt_log_port(r->log, from, "serving", "port", r->proc,
+				   CLU_WAIT_MS, &r->port);
+	if (lrv != KVI_OK) {
+		kvt_log_tail(r->identity, r->log, 4095);
+		fail_msg("replica %d did not say where it listens (%s)", i,
+			 kvi_strerror(lrv));
+	}
+	snprintf(r->base, sizeof(r->base), "http://127.0.0.1:%d", r->port);
 	for (;;) {
 		char url[96];
 		snprintf(url, sizeof(url), "%s/health", r->base);
@@ -112,6 +121,7 @@ rep_start(world *w, int i)
 			return;
 		}
 		if (kvt_now_ms() > deadline || !kvt_proc_alive(r->proc)) {
+			kvt_log_tail(r->identity, r->log, 4095);
 			fail_msg("replica %d did not start; see %s", i, r->log);
 		}
 		kvt_sleep_ms(50);
@@ -223,8 +233,9 @@ on(world *w, int i)
 	return &w->c;
 }
 
-/* leader returns the replica every live one names as leader, the one that
- * says it leads, waiting up to ms; -1 when there is none. */
+/* leader returns the replica every live one names as leader, at the URL
+ * it serves on, the one that says it leads, waiting up to ms; -1 when
+ * there is none. */
 int
 leader(world *w, int ms)
 {
@@ -258,6 +269,15 @@ leader(world *w, int ms)
 		}
 		bool one = claims == 1 && agree == live &&
 			   strcmp(name, w->r[leads].identity) == 0;
+		/* and every one redirects writes to where it serves: a
+		 * replica bound port 0 writes its URL into the Lease once its
+		 * server listens, which may be a renewal after it led */
+		for (int i = 0; one && i < w->n; i++) {
+			const char *u = json_string_value(
+			    json_object_get(seen[i], "leader_url"));
+			one = w->r[i].proc == NULL ||
+			      (u != NULL && strcmp(u, w->r[leads].base) == 0);
+		}
 		for (int i = 0; i < w->n; i++) {
 			json_decref(seen[i]);
 		}

@@ -46,8 +46,10 @@ typedef struct world {
 /* write_dfile writes the layout with its first pods pods. */
 void write_dfile(world *w, int pods);
 
-/* rep_start starts replica i (again, on the same port, identity and
- * store, when it ran before) and waits until it answers /health. */
+/* rep_start starts replica i (again, with the same identity and store,
+ * when it ran before) on a port of the kernel's choice, which it reads
+ * from the replica's log into r->port and r->base, and waits until it
+ * answers /health. */
 void rep_start(world *w, int i);
 
 /* world_led starts the test API server, the simulator, two shards and
@@ -72,8 +74,9 @@ void rep_kill(world *w, int i);
 /* on points the cluster's HTTP helpers at replica i. */
 cluster *on(world *w, int i);
 
-/* leader returns the replica every live one names as leader, the one that
- * says it leads, waiting up to ms; -1 when there is none. */
+/* leader returns the replica every live one names as leader, at the URL
+ * it serves on, the one that says it leads, waiting up to ms; -1 when
+ * there is none. */
 int leader(world *w, int ms);
 
 /* tokens writes the NTOK tokens of rank idx's prompt of round round. */
