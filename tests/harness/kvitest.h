@@ -7,7 +7,7 @@
  *
  *   kvt_proc.h  child processes: start, stop (SIGTERM then SIGKILL),
  *               kill -9, wait, all killed at exit or on a fatal signal;
- *   kvt_env.h   temporary directories, polling with deadlines, free ports;
+ *   kvt_env.h   temporary directories, polling with deadlines, ports;
  *   kvt_http.h  HTTP GET/POST with parsed JSON (u64-safe);
  *   kvt_zmq.h   connecting with a handshake wait, receiving with timeouts;
  *   kvt_sim.h   running the engine simulator and reading its layout;

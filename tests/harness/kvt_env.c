@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -204,6 +205,38 @@ bool
 kvt_wait_file(const char *path, int timeout_ms)
 {
 	return kvt_wait_until(file_exists, (void *)path, timeout_ms);
+}
+
+/* loopback_binds says whether a TCP socket binds to host (port 0). */
+static bool
+loopback_binds(const char *host)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool ok = fd >= 0 && inet_pton(AF_INET, host, &sa.sin_addr) == 1 &&
+		  bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+	if (fd >= 0) {
+		close(fd);
+	}
+	return ok;
+}
+
+void
+kvt_loopback_pick(char *host, size_t len)
+{
+	for (int attempt = 0; attempt < 8; attempt++) {
+		uint8_t r[3];
+		if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
+			break;
+		}
+		/* 127.1.0.1 .. 127.254.255.254 */
+		snprintf(host, len, "127.%u.%u.%u", 1u + r[0] % 254u,
+			 (unsigned)r[1], 1u + r[2] % 254u);
+		if (loopback_binds(host)) {
+			return;
+		}
+	}
+	snprintf(host, len, "127.0.0.1");
 }
 
 int

@@ -1,6 +1,6 @@
 /*
  * kvt_env.h - the environment of an integration test: temporary
- * directories, deadlines, polling and free ports.
+ * directories, deadlines, polling and ports.
  *
  * Temporary directories are made under $TMPDIR (or /tmp) and removed
  * recursively by kvt_tmpdir_remove, or at exit for those still present,
@@ -49,6 +49,28 @@ bool kvt_wait_until(bool (*pred)(void *arg), void *arg, int timeout_ms);
 
 /* kvt_wait_file waits until path exists. */
 bool kvt_wait_file(const char *path, int timeout_ms);
+
+/* Ports. A server a test starts binds port 0 and says in its log which
+ * port it got (kvt_log_port): nothing can take the port between a pick
+ * and a bind. A server that must come back on the same address after a
+ * restart (a shard the coordinator is told, the API server a coordinator
+ * watches) binds a loopback address of its own (kvt_loopback_pick), where
+ * no other process binds while it is down: other tests' servers and
+ * simulators bind 127.0.0.1, and outgoing connections to any 127.x.y.z
+ * leave from 127.0.0.1 (only a wildcard bind of the same port could take
+ * it). On 127.0.0.1 the port is anyone's while the server is down:
+ * another test's server or simulator, or the local end of an outgoing
+ * connection, which holds it through TIME_WAIT whatever SO_REUSEADDR
+ * says. */
+
+#define KVT_HOST_MAX 16 /* an IPv4 address and its NUL */
+
+/* kvt_loopback_pick writes into host (len >= KVT_HOST_MAX) an address of
+ * the loopback network 127.0.0.0/8 drawn at random outside 127.0.x.y
+ * (where 127.0.0.1 and the addresses tests name for "nothing listens here"
+ * are), which binds; 127.0.0.1 when none does (a loopback device with only
+ * that address). */
+void kvt_loopback_pick(char *host, size_t len);
 
 /* kvt_port_refusing binds a TCP socket to a port of 127.0.0.1 the kernel
  * picks, without SO_REUSEADDR and without listening: connections to it

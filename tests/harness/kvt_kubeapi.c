@@ -24,7 +24,7 @@ read_port_file(kvt_kube *k)
 	kvi_err rv = KVI_EPROTO;
 	if (json_is_integer(port) && json_integer_value(port) > 0) {
 		k->port = (int)json_integer_value(port);
-		snprintf(k->url, sizeof(k->url), "http://127.0.0.1:%d",
+		snprintf(k->url, sizeof(k->url), "http://%s:%d", k->host,
 			 k->port);
 		rv = KVI_OK;
 	}
@@ -32,13 +32,14 @@ read_port_file(kvt_kube *k)
 	return rv;
 }
 
-/* launch runs the server on k->port (0: ephemeral) and waits for its port
- * file, or for its early exit (a port still taken on restart). */
+/* launch runs the server on k->host and k->port (0: the kernel's choice)
+ * and waits for its port file, or for its early exit (a port still taken
+ * on restart). */
 static kvi_err
 launch(kvt_kube *k, int timeout_ms)
 {
 	char http[64], bookmark[24];
-	snprintf(http, sizeof(http), "127.0.0.1:%d", k->port);
+	snprintf(http, sizeof(http), "%s:%d", k->host, k->port);
 	snprintf(bookmark, sizeof(bookmark), "%d", k->bookmark_ms);
 	const char *argv[MAX_ARGS] = {
 	    k->bin,        "--http",      http,
@@ -96,6 +97,7 @@ kvt_kube_start(const char *bin, const kvt_kube_opts *opts, int timeout_ms,
 		return rv;
 	}
 	k->bin = kvi_strdup(bin);
+	kvt_loopback_pick(k->host, sizeof(k->host));
 	k->port_path = kvt_path(k->dir, "port.json");
 	k->log_path = kvt_path(k->dir, "kubeapi.log");
 	if (opts != NULL && opts->state) {
@@ -156,8 +158,9 @@ kvt_kube_restart(kvt_kube *k, int timeout_ms)
 		return KVI_EINVAL;
 	}
 	terminate(k, NULL);
-	/* The old listening socket is closed; a port reused this quickly is
-	 * bound again thanks to SO_REUSEADDR, but retry briefly in case. */
+	/* The old listening socket is closed, and its connections' ends
+	 * left in TIME_WAIT do not keep the server from binding again
+	 * (SO_REUSEADDR); retry briefly in case. */
 	int64_t deadline = kvt_now_ms() + timeout_ms;
 	kvi_err rv;
 	for (;;) {

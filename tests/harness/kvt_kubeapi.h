@@ -3,12 +3,15 @@
  * from a test.
  *
  * kvt_kube_start runs the server in a new temporary directory with a port
- * file, a log file and an ephemeral port on 127.0.0.1, and waits for the
- * port file (written once it listens). With opts->state the server keeps
- * its pods, uids and resourceVersion in dir/state.json: kvt_kube_restart
- * (after kvt_kube_kill, or on a running server, which it stops first)
- * starts it again on the same port with the same state file and token, so
- * that a client sees one API server that went away and came back.
+ * file, a log file and a port of the kernel's choice on a loopback address
+ * of its own (kvt_loopback_pick), and waits for the port file (written
+ * once it listens). With opts->state the server keeps its pods, uids and
+ * resourceVersion in dir/state.json: kvt_kube_restart (after
+ * kvt_kube_kill, or on a running server, which it stops first) starts it
+ * again on the same address and port with the same state file and token,
+ * so that a client sees one API server that went away and came back. On
+ * 127.0.0.1, the port (in the kernel's ephemeral range) could meanwhile
+ * be the local end of any outgoing connection, held through TIME_WAIT.
  *
  * The control calls (tests/kubeapi/README.md) return KVI_OK for a 2xx
  * answer, KVI_ENOENT for a 404, KVI_EPROTO for any other status and the
@@ -24,6 +27,7 @@
 #include <stdbool.h>
 
 #include "error.h"
+#include "kvt_env.h"
 #include "kvt_http.h"
 #include "kvt_proc.h"
 
@@ -41,9 +45,10 @@ typedef struct kvt_kube {
 	char *log_path;   /* dir/kubeapi.log: the server's log and output */
 	char *token;      /* the token restarts use (kvt_kube_set_token) */
 	int bookmark_ms;
-	kvt_proc *proc; /* NULL while not running */
+	kvt_proc *proc;          /* NULL while not running */
+	char host[KVT_HOST_MAX]; /* its loopback address */
 	int port;
-	char url[64]; /* "http://127.0.0.1:port", the API server's URL */
+	char url[64]; /* "http://host:port", the API server's URL */
 } kvt_kube;
 
 /* kvt_kube_start starts bin (opts NULL: defaults) and waits up to

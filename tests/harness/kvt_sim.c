@@ -31,6 +31,9 @@ read_layout(kvt_sim *s)
 	snprintf(s->control, sizeof(s->control), "%s", control);
 	s->pods = (int)json_array_size(pods);
 	s->dp = port_of(json_array_get(pods, 0), "dp_size");
+	const char *ip =
+	    json_string_value(json_object_get(json_array_get(pods, 0), "ip"));
+	snprintf(s->ip, sizeof(s->ip), "%s", ip != NULL ? ip : "127.0.0.1");
 	if (s->dp <= 0) {
 		return KVI_EPROTO;
 	}

@@ -27,6 +27,7 @@ typedef struct kvt_sim {
 	char *log_path;    /* dir/sim.log: the simulator's log and output */
 	kvt_proc *proc;
 	char control[128]; /* "http://127.0.0.1:port" */
+	char ip[64];       /* where the ranks listen (--ip: 127.0.0.1) */
 	json_t *layout;    /* the parsed layout file */
 	int pods;
 	int dp;

@@ -82,6 +82,22 @@ shc_launch(shardproc *s)
 			 kvi_strerror(lrv), s->log_path);
 	}
 	snprintf(s->metrics, sizeof(s->metrics), "127.0.0.1:%s", port);
+	if (s->client == NULL) {
+		/* the first start: the RPC port it bound is its own from now
+		 * on */
+		if (s->url_port0) {
+			int rpc;
+			assert_int_equal(kvt_log_port(s->log_path, from,
+						      "listening", "rpc_port",
+						      s->proc, SHC_WAIT_MS,
+						      &rpc),
+					 KVI_OK);
+			size_t at = strlen(s->url) - 1; /* the "0" */
+			snprintf(s->url + at, sizeof(s->url) - at, "%d", rpc);
+			s->url_port0 = false;
+		}
+		assert_int_equal(kvp_client_open(s->url, &s->client), KVI_OK);
+	}
 	/* Answering a status request means loaded and serving. */
 	Kvindex__StatusRequest st = KVINDEX__STATUS_REQUEST__INIT;
 	Kvindex__Request req = KVINDEX__REQUEST__INIT;
@@ -110,7 +126,7 @@ shc_launch(shardproc *s)
 
 static void
 shc_start_with(shardproc *s, const char *const *extra, int nofile,
-	       const char *data_dir)
+	       const char *data_dir, const char *host)
 {
 	memset(s, 0, sizeof(*s));
 	s->extra = extra;
@@ -119,12 +135,6 @@ shc_start_with(shardproc *s, const char *const *extra, int nofile,
 	s->data_dir = data_dir != NULL ? kvt_path(data_dir, "data")
 				       : kvt_path(s->dir, "data");
 	s->log_path = kvt_path(s->dir, "shard.log");
-	/* The RPC port stays the shard's across restarts (the coordinator
-	 * is told it), so it is picked below the ephemeral range, where no
-	 * outgoing connection takes it while the shard is down; the metrics
-	 * port is the kernel's choice at each start. */
-	int base;
-	assert_int_equal(kvt_ports_pick(1, &base), KVI_OK);
 	if (getenv("KVI_TEST_SHARD_IPC") != NULL) {
 		/* same host: nng's ipc transport, a socket in the shard's
 		 * directory */
@@ -132,28 +142,44 @@ shc_start_with(shardproc *s, const char *const *extra, int nofile,
 					     "ipc://%s/rpc.ipc",
 					     s->dir) < sizeof(s->url));
 	} else {
-		snprintf(s->url, sizeof(s->url), "tcp://127.0.0.1:%d", base);
+		/* The RPC address stays the shard's across restarts (the
+		 * coordinator is told it): a loopback address of its own,
+		 * where no other process binds while it is down, and the
+		 * port the kernel gives it at the first start. The metrics
+		 * port is the kernel's choice at each start. */
+		char own[32];
+		if (host == NULL) {
+			kvt_loopback_pick(own, sizeof(own));
+			host = own;
+		}
+		snprintf(s->url, sizeof(s->url), "tcp://%s:0", host);
+		s->url_port0 = true;
 	}
-	assert_int_equal(kvp_client_open(s->url, &s->client), KVI_OK);
 	shc_launch(s);
 }
 
 void
 shc_start(shardproc *s, const char *const *extra)
 {
-	shc_start_with(s, extra, 0, NULL);
+	shc_start_with(s, extra, 0, NULL, NULL);
 }
 
 void
 shc_start_limited(shardproc *s, const char *const *extra, int nofile)
 {
-	shc_start_with(s, extra, nofile, NULL);
+	shc_start_with(s, extra, nofile, NULL, NULL);
 }
 
 void
 shc_start_on(shardproc *s, const char *const *extra, const char *dir)
 {
-	shc_start_with(s, extra, 0, dir);
+	shc_start_with(s, extra, 0, dir, NULL);
+}
+
+void
+shc_start_host(shardproc *s, const char *const *extra, const char *host)
+{
+	shc_start_with(s, extra, 0, NULL, host);
 }
 
 void
@@ -266,11 +292,12 @@ static void
 shc_assign_with(shardproc *s, const kvt_sim *sim, int idx, bool replay,
 		const char *recover_url, const char *from, unsigned code)
 {
-	char key[64], ep[64], rep[64], pod[32];
+	char key[64], ep[96], rep[96], pod[32];
 	shc_key(sim, idx, key, sizeof(key));
 	snprintf(pod, sizeof(pod), "sim/pod-%d", idx / sim->dp);
-	snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%d", sim->zmq_port[idx]);
-	snprintf(rep, sizeof(rep), "tcp://127.0.0.1:%d", sim->replay_port[idx]);
+	snprintf(ep, sizeof(ep), "tcp://%s:%d", sim->ip, sim->zmq_port[idx]);
+	snprintf(rep, sizeof(rep), "tcp://%s:%d", sim->ip,
+		 sim->replay_port[idx]);
 	Kvindex__Listener l = KVINDEX__LISTENER__INIT;
 	l.key = key;
 	l.instance_id = (uint64_t)(idx / sim->dp);
@@ -299,8 +326,8 @@ void
 shc_assign_from(shardproc *s, const kvt_sim *sim, int idx, bool replay,
 		bool recover, const char *from, unsigned code)
 {
-	char rec[64];
-	snprintf(rec, sizeof(rec), "http://127.0.0.1:%d",
+	char rec[96];
+	snprintf(rec, sizeof(rec), "http://%s:%d", sim->ip,
 		 sim->recover_port[idx]);
 	shc_assign_with(s, sim, idx, replay,
 			recover && sim->recover_port[idx] ? rec : NULL, from,

@@ -2,10 +2,12 @@
  * shard_check.h - cmocka checks for tests that drive a real kvindex-shard.
  *
  * A shardproc is a running kvindex-shard with its own temporary data
- * directory, an nng port of its own (kept across restarts), a metrics
- * port the shard picks itself at each start (port 0; the harness reads the
- * one it bound from its log), and an nng client the test drives it with
- * (the shard's real interface). With
+ * directory, an nng address of its own (a loopback address no other
+ * process binds, with the port the shard bound at its first start, kept
+ * across restarts: kvt_env.h), a metrics port the shard picks itself at
+ * each start (port 0; the harness reads the one it bound from its log),
+ * and an nng client the test drives it with (the shard's real
+ * interface). With
  * KVI_TEST_SHARD_IPC set in the environment the shard listens on nng's
  * ipc:// transport (a socket in its directory) instead of TCP. The comparisons
  * here hold a shard to the engine simulator's ground truth: for a rank, the
@@ -30,7 +32,8 @@ typedef struct shardproc {
 	char *dir; /* temporary directory: data/, shard.log */
 	char *data_dir;
 	char *log_path;
-	char url[96];     /* nng address, tcp://127.0.0.1:port or ipc:// */
+	char url[96];     /* nng address, tcp://127.x.y.z:port or ipc:// */
+	bool url_port0;   /* tcp://host:0 until the first start bound one */
 	char metrics[64]; /* 127.0.0.1:port, as bound at the last start */
 	const char *const *extra;
 	int nofile; /* > 0: run under this open-file limit (prlimit) */
@@ -50,6 +53,10 @@ void shc_start_limited(shardproc *s, const char *const *extra, int nofile);
 /* shc_start_on is shc_start with the store in dir/data (a filesystem of
  * the test's choosing; dir is left alone at cleanup). */
 void shc_start_on(shardproc *s, const char *const *extra, const char *dir);
+
+/* shc_start_host is shc_start with the nng address on host (an IPv4
+ * address: 127.0.0.1 for a test that names the shard "localhost"). */
+void shc_start_host(shardproc *s, const char *const *extra, const char *host);
 
 /* shc_restart starts the shard again on the same directory and nng
  * address (metrics on a new port). */

@@ -113,9 +113,15 @@ static void
 start_as(cluster *c, const char *const *coord_extra, bool names)
 {
 	clu_sim(c, sim_flags);
-	clu_shards(c, 2);
 	if (names) {
+		/* on 127.0.0.1, which "localhost" names (after ::1) */
+		for (int i = 0; i < 2; i++) {
+			shc_start_host(&c->shards[i], NULL, "127.0.0.1");
+		}
+		c->n_shards = 2;
 		by_name(c);
+	} else {
+		clu_shards(c, 2);
 	}
 	clu_coord(c, true, coord_extra);
 	uint32_t t[NTOK];

@@ -69,7 +69,7 @@ tls_front(kcluster *k, const char *dir, kvt_proc **proc)
 		 "OPENSSL-LISTEN:%d,bind=127.0.0.1,reuseaddr,fork,"
 		 "cert=%s/srv.pem,verify=0",
 		 port, dir);
-	snprintf(target, sizeof(target), "TCP:127.0.0.1:%d", k->api.port);
+	snprintf(target, sizeof(target), "TCP:%s:%d", k->api.host, k->api.port);
 	const char *argv[] = {KVI_SOCAT_BIN, listen, target, NULL};
 	char *log = kvt_path(dir, "socat.log");
 	assert_int_equal(kvt_proc_start(argv, log, proc), KVI_OK);

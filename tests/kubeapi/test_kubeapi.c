@@ -114,8 +114,9 @@ static watch_client *
 watch(const char *path, long expect)
 {
 	watch_client *c;
-	assert_int_equal(watch_client_open(K.port, path, TOKEN, WAIT_MS, &c),
-			 KVI_OK);
+	assert_int_equal(
+	    watch_client_open(K.host, K.port, path, TOKEN, WAIT_MS, &c),
+	    KVI_OK);
 	assert_int_equal(watch_client_status(c), expect);
 	return c;
 }

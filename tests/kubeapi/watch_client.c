@@ -251,13 +251,15 @@ read_more(watch_client *c, int timeout_ms)
 }
 
 kvi_err
-watch_client_open(int port, const char *path, const char *token, int timeout_ms,
-		  watch_client **out)
+watch_client_open(const char *host, int port, const char *path,
+		  const char *token, int timeout_ms, watch_client **out)
 {
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	struct sockaddr_in sa = {.sin_family = AF_INET,
-				 .sin_port = htons((uint16_t)port),
-				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+				 .sin_port = htons((uint16_t)port)};
+	if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
+		return KVI_EINVAL;
+	}
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
 		if (fd >= 0) {
 			close(fd);
@@ -270,9 +272,9 @@ watch_client_open(int port, const char *path, const char *token, int timeout_ms,
 			 token);
 	}
 	int n = snprintf(req, sizeof(req),
-			 "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+			 "GET %s HTTP/1.1\r\nHost: %s:%d\r\n"
 			 "Accept: application/json\r\n%s\r\n",
-			 path, port, auth);
+			 path, host, port, auth);
 	if (n < 0 || (size_t)n >= sizeof(req) ||
 	    write(fd, req, (size_t)n) != n) {
 		close(fd);

@@ -31,12 +31,14 @@ typedef struct watch_chunk {
 
 typedef struct watch_client watch_client;
 
-/* watch_client_open connects to 127.0.0.1:port, sends GET path (with
- * "Authorization: Bearer token" unless token is NULL) and reads the
- * status line and headers within timeout_ms. Returns KVI_EUNREACHABLE,
- * KVI_ETIMEDOUT or KVI_EPROTO. */
-kvi_err watch_client_open(int port, const char *path, const char *token,
-			  int timeout_ms, watch_client **out);
+/* watch_client_open connects to host:port (an IPv4 address), sends GET
+ * path (with "Authorization: Bearer token" unless token is NULL) and
+ * reads the status line and headers within timeout_ms. Returns
+ * KVI_EINVAL (host is not one), KVI_EUNREACHABLE, KVI_ETIMEDOUT or
+ * KVI_EPROTO. */
+kvi_err watch_client_open(const char *host, int port, const char *path,
+			  const char *token, int timeout_ms,
+			  watch_client **out);
 
 int watch_client_status(const watch_client *c);
 
