@@ -2,6 +2,7 @@
 
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <zmq.h>
 
@@ -138,4 +139,22 @@ kvt_zmq_close(kvt_zmq_link *l)
 		zmq_close(l->monitor);
 	}
 	memset(l, 0, sizeof(*l));
+}
+
+kvi_err
+kvt_zmq_bind_any(void *socket, int *port)
+{
+	char ep[64];
+	size_t len = sizeof(ep);
+	if (zmq_bind(socket, "tcp://127.0.0.1:*") != 0 ||
+	    zmq_getsockopt(socket, ZMQ_LAST_ENDPOINT, ep, &len) != 0) {
+		return KVI_EIO;
+	}
+	const char *colon = strrchr(ep, ':');
+	int p = colon != NULL ? atoi(colon + 1) : 0;
+	if (p <= 0) {
+		return KVI_EIO;
+	}
+	*port = p;
+	return KVI_OK;
 }

@@ -48,6 +48,11 @@ kvi_err kvt_zmq_wait_handshake(kvt_zmq_link *l, int timeout_ms);
 
 void kvt_zmq_close(kvt_zmq_link *l);
 
+/* kvt_zmq_bind_any binds socket (an engine's, played by the test) to a
+ * port of 127.0.0.1 the kernel picks and writes the port into *port.
+ * Returns KVI_EIO. */
+kvi_err kvt_zmq_bind_any(void *socket, int *port);
+
 /* kvt_zmq_recv receives one message within timeout_ms into *out (release
  * with kvt_frames_fini). Returns KVI_ETIMEDOUT or KVI_EIO. */
 kvi_err kvt_zmq_recv(void *socket, int timeout_ms, kvt_frames *out);

@@ -8,8 +8,6 @@
  *  - with another CA, the certificate is refused: nothing is registered,
  *    /ready stays 503 and the log says why.
  */
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,8 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -57,38 +53,48 @@ make_certs(const char *dir)
 	run(dir, "cat srv.crt srv.key >srv.pem");
 }
 
-/* tls_front starts socat terminating TLS on a free port in front of the
- * API server; returns the https URL's port. */
+/* socat_port waits for socat's log at path to say where it listens
+ * ("listening on AF=2 127.0.0.1:PORT", with -d -d) and returns the port,
+ * 0 if it does not within 10 s. */
+static int
+socat_port(const char *path, kvt_proc *proc)
+{
+	const char *said = "listening on AF=2 127.0.0.1:";
+	int64_t deadline = kvt_now_ms() + 10000;
+	while (kvt_now_ms() < deadline && kvt_proc_alive(proc)) {
+		char *text = kvt_file_read(path, NULL);
+		const char *at = text != NULL ? strstr(text, said) : NULL;
+		int port = at != NULL ? atoi(at + strlen(said)) : 0;
+		kvi_free(text);
+		if (port > 0) {
+			return port;
+		}
+		kvt_sleep_ms(50);
+	}
+	return 0;
+}
+
+/* tls_front starts socat terminating TLS in front of the API server, on
+ * a port of the kernel's choice; returns the https URL's port. */
 static int
 tls_front(kcluster *k, const char *dir, kvt_proc **proc)
 {
-	int port;
-	assert_int_equal(kvt_ports_pick(1, &port), KVI_OK);
 	char listen[512], target[128];
 	snprintf(listen, sizeof(listen),
-		 "OPENSSL-LISTEN:%d,bind=127.0.0.1,reuseaddr,fork,"
+		 "OPENSSL-LISTEN:0,bind=127.0.0.1,reuseaddr,fork,"
 		 "cert=%s/srv.pem,verify=0",
-		 port, dir);
+		 dir);
 	snprintf(target, sizeof(target), "TCP:%s:%d", k->api.host, k->api.port);
-	const char *argv[] = {KVI_SOCAT_BIN, listen, target, NULL};
+	const char *argv[] = {KVI_SOCAT_BIN, "-d", "-d", listen, target, NULL};
 	char *log = kvt_path(dir, "socat.log");
 	assert_int_equal(kvt_proc_start(argv, log, proc), KVI_OK);
-	kvi_free(log);
-	/* listening once a TCP connection is accepted */
-	int64_t deadline = kvt_now_ms() + 10000;
-	for (;;) {
-		int fd = socket(AF_INET, SOCK_STREAM, 0);
-		struct sockaddr_in a = {.sin_family = AF_INET,
-					.sin_port = htons((uint16_t)port)};
-		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		int rc = connect(fd, (struct sockaddr *)&a, sizeof(a));
-		close(fd);
-		if (rc == 0) {
-			break;
-		}
-		assert_true(kvt_now_ms() < deadline);
-		kvt_sleep_ms(50);
+	/* it logs the port once it listens */
+	int port = socat_port(log, *proc);
+	if (port == 0) {
+		kvt_log_tail("socat", log, 4095);
+		fail_msg("socat did not say where it listens");
 	}
+	kvi_free(log);
 	return port;
 }
 
