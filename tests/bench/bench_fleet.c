@@ -438,17 +438,19 @@ main(int argc, char **argv)
 	if (kvt_tmpdir_make("kvi-fleet", &dir) != KVI_OK) {
 		return 1;
 	}
-	int base;
-	kvt_ports_pick(5, &base);
+	/* each server on a loopback address of its own, where its port
+	 * stays free until it binds it (kvt_env.h) */
+	char host[KVT_HOST_MAX];
+	int port;
 	kvt_proc *shard[2], *coord;
 	char shards[256] = "", (*metrics)[32] = f.metrics;
 	for (int i = 0; i < 2; i++) {
 		char id[16], listen[64], logn[32];
 		snprintf(id, sizeof(id), "shard-%d", i);
-		snprintf(listen, sizeof(listen), "tcp://127.0.0.1:%d",
-			 base + i);
-		snprintf(metrics[i], sizeof(metrics[i]), "127.0.0.1:%d",
-			 base + 2 + i);
+		kvt_addr_pick(host, sizeof(host), &port);
+		snprintf(listen, sizeof(listen), "tcp://%s:%d", host, port);
+		kvt_addr_pick(host, sizeof(host), &port);
+		snprintf(metrics[i], sizeof(metrics[i]), "%s:%d", host, port);
 		snprintf(logn, sizeof(logn), "%s.log", id);
 		char *data = kvt_path(dir, id), *log = kvt_path(dir, logn);
 		const char *av[20] = {KVI_SHARD_BIN, "--id",      id,
@@ -478,7 +480,8 @@ main(int argc, char **argv)
 		kvi_free(log);
 	}
 	char http[32];
-	snprintf(http, sizeof(http), "127.0.0.1:%d", base + 4);
+	kvt_addr_pick(host, sizeof(host), &port);
+	snprintf(http, sizeof(http), "%s:%d", host, port);
 	snprintf(f.base, sizeof(f.base), "http://%s", http);
 	char *cdata = kvt_path(dir, "coord"),
 	     *clog = kvt_path(dir, "coord.log");

@@ -73,10 +73,10 @@ main(int argc, char **argv)
 	char *dir;
 	kvt_tmpdir_make("kvi-bench", &dir);
 	char *data = kvt_path(dir, "data"), *log = kvt_path(dir, "shard.log");
-	int base;
-	kvt_ports_pick(1, &base);
-	char listen[64];
-	snprintf(listen, sizeof(listen), "tcp://127.0.0.1:%d", base);
+	char host[KVT_HOST_MAX], listen[64];
+	int port;
+	kvt_addr_pick(host, sizeof(host), &port);
+	snprintf(listen, sizeof(listen), "tcp://%s:%d", host, port);
 	const char *argv_shard[] = {KVI_SHARD_BIN, "--listen", listen,
 				    "--data-dir",  data,       "--log-level",
 				    "warn",        NULL};

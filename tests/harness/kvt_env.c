@@ -257,6 +257,26 @@ kvt_port_refusing(int *port)
 	return fd;
 }
 
+kvi_err
+kvt_addr_pick(char *host, size_t len, int *port)
+{
+	kvt_loopback_pick(host, len);
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	socklen_t sl = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool ok = fd >= 0 && inet_pton(AF_INET, host, &sa.sin_addr) == 1 &&
+		  bind(fd, (struct sockaddr *)&sa, sl) == 0 &&
+		  getsockname(fd, (struct sockaddr *)&sa, &sl) == 0;
+	if (fd >= 0) {
+		close(fd);
+	}
+	if (!ok) {
+		return KVI_EIO;
+	}
+	*port = ntohs(sa.sin_port);
+	return KVI_OK;
+}
+
 static bool
 range_free(int base, int n)
 {

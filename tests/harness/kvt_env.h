@@ -79,12 +79,23 @@ void kvt_loopback_pick(char *host, size_t len);
  * returns -1 if no socket could be bound. */
 int kvt_port_refusing(int *port);
 
+/* kvt_addr_pick writes into host (len >= KVT_HOST_MAX) a loopback address
+ * of the caller's own (kvt_loopback_pick) and into *port a port free
+ * there, for a server that cannot say which port it bound (a benchmark's
+ * processes, whose logs say it only at a level that would log inside what
+ * is measured). No other process binds that address, so the port stays
+ * free until the server binds it. Returns KVI_EIO if no socket binds
+ * there. */
+kvi_err kvt_addr_pick(char *host, size_t len, int *port);
+
 /* kvt_ports_pick finds n consecutive TCP ports that all bind on 127.0.0.1,
- * trying random bases in [20000, 60000) below the kernel's ephemeral
- * ports (ip_local_port_range), so that no outgoing connection takes one
- * while a server restarts on it, and writes the first into *base. The
- * ports are released again: a race with other tests is possible but
- * unlikely. Returns KVI_EEXIST if no range was found. */
+ * trying random bases from 20000 up to the kernel's ephemeral ports
+ * (ip_local_port_range), and writes the first into *base. The ports are
+ * released again: another process may take one before the caller's
+ * server binds it. Only for what bench_query measures and compares
+ * across builds (redis-server, and a coordinator whose log at its
+ * benchmark level does not say its port, both dialed on 127.0.0.1 by
+ * the load generator). Returns KVI_EEXIST if no range was found. */
 kvi_err kvt_ports_pick(int n, int *base);
 
 #endif /* KVI_TESTS_KVT_ENV_H */
