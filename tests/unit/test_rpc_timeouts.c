@@ -84,7 +84,6 @@ typedef struct slow_call {
 	kvp_client *client;
 	int timeout_ms;
 	kvi_err rv;
-	int64_t elapsed_ms;
 	atomic_int done;
 } slow_call;
 
@@ -96,9 +95,7 @@ slow_call_main(void *arg)
 	Kvindex__AssignRequest ar;
 	Kvindex__Listener l;
 	req_assign(&req, &ar, &l, "slow");
-	int64_t t0 = now_ms();
 	sc->rv = kvp_call(sc->client, &req, sc->timeout_ms, NULL, NULL, 0);
-	sc->elapsed_ms = now_ms() - t0;
 	atomic_store(&sc->done, 1);
 	return NULL;
 }
@@ -118,6 +115,7 @@ test_slow_assign_does_not_block_query(void **state)
 {
 	(void)state;
 	atomic_store(&g_shard.slow_started, 0);
+	atomic_store(&g_shard.slow_done, 0);
 	slow_call sc = {.client = g_client, .timeout_ms = 3000};
 	pthread_t t;
 	assert_int_equal(pthread_create(&t, NULL, slow_call_main, &sc), 0);
@@ -126,18 +124,18 @@ test_slow_assign_does_not_block_query(void **state)
 	Kvindex__Request req;
 	Kvindex__QueryRequest qr;
 	req_query(&req, &qr);
-	int64_t t0 = now_ms();
 	assert_int_equal(kvp_call(g_client, &req, 2000, NULL, NULL, 0), KVI_OK);
-	int64_t query_ms = now_ms() - t0;
 	bool assign_in_flight = !atomic_load(&sc.done);
+	bool assign_served = atomic_load(&g_shard.slow_done);
 	pthread_join(t, NULL);
 
 	/* the query did not wait behind the assign: it was answered while
-	 * the assign was still being served */
+	 * the shard was still serving the assign (which answers only after
+	 * SLOW_MS), and before the assign's caller had its reply */
+	assert_false(assign_served);
 	assert_true(assign_in_flight);
-	assert_true(query_ms < SLOW_MS);
 	assert_int_equal(sc.rv, KVI_OK);
-	assert_true(sc.elapsed_ms >= SLOW_MS - 20);
+	assert_true(atomic_load(&g_shard.slow_done));
 }
 
 /* A reply later than the deadline: the call returns at the deadline. */
@@ -214,7 +212,10 @@ test_reconnect(void **state)
 	if (rv != KVI_OK) {
 		fail_msg("call after the shard came up: %s", err);
 	}
-	assert_true(ms < 2 * KVP_RECONNECT_MAX_MS);
+	/* once up, it is reached at the next try of a backoff capped at
+	 * KVP_RECONNECT_MAX_MS, not at the call's deadline; room for a
+	 * busy host */
+	assert_true(ms < 4 * KVP_RECONNECT_MAX_MS);
 	assert_int_equal(atomic_load(&late.calls), 1);
 	kvp_client_close(c);
 	fake_stop(&late);
@@ -227,6 +228,7 @@ typedef struct fan_slot {
 	kvi_err rv;
 	long n_matches; /* -1 without a response */
 	int64_t at_ms;
+	int order; /* 0 for the first callback of the fan-out, 1, 2 */
 } fan_slot;
 
 typedef struct fan_out {
@@ -253,7 +255,7 @@ fan_done(void *arg, kvi_err rv, Kvindex__Response *resp, const char *err)
 	s->rv = rv;
 	s->n_matches = n;
 	s->at_ms = now_ms();
-	s->fo->finished++;
+	s->order = s->fo->finished++;
 	pthread_cond_signal(&s->fo->cv);
 	pthread_mutex_unlock(&s->fo->mu);
 }
@@ -319,9 +321,12 @@ test_fanout_one_shard_down(void **state)
 	} else {
 		assert_int_equal(fo.slots[1].rv, KVI_EUNREACHABLE);
 	}
-	/* the live shards answered without waiting for the dead one */
-	assert_true(fo.slots[0].at_ms - t0 < deadline);
-	assert_true(fo.slots[2].at_ms - t0 < deadline);
+	/* the live shards answered (so within the deadline) without
+	 * waiting for the dead one: before its call ran out */
+	if (fo.slots[1].rv == KVI_ETIMEDOUT) {
+		assert_true(fo.slots[0].order < fo.slots[1].order);
+		assert_true(fo.slots[2].order < fo.slots[1].order);
+	}
 
 	sleep_ms(100); /* no callback runs twice */
 	pthread_mutex_lock(&fo.mu);
@@ -348,6 +353,7 @@ test_client_close_aborts_calls(void **state)
 	kvp_client *c;
 	assert_int_equal(kvp_client_open(g_shard.url, &c), KVI_OK);
 	atomic_store(&g_shard.slow_started, 0);
+	atomic_store(&g_shard.slow_done, 0);
 	fan_out fo = {.finished = 0};
 	pthread_mutex_init(&fo.mu, NULL);
 	pthread_cond_init(&fo.cv, NULL);
@@ -359,12 +365,11 @@ test_client_close_aborts_calls(void **state)
 	assert_int_equal(kvp_call_async(c, &req, 3000, fan_done, &fo.slots[0]),
 			 KVI_OK);
 	wait_slow_started(&g_shard);
-	int64_t t0 = now_ms();
 	kvp_client_close(c);
-	int64_t ms = now_ms() - t0;
+	/* the close did not wait for the reply: the shard has not sent it */
+	assert_false(atomic_load(&g_shard.slow_done));
 	assert_int_equal(fo.slots[0].calls, 1);
 	assert_int_equal(fo.slots[0].rv, KVI_ECLOSED);
-	assert_true(ms < SLOW_MS / 2);
 	pthread_cond_destroy(&fo.cv);
 	pthread_mutex_destroy(&fo.mu);
 }
