@@ -339,12 +339,14 @@ test_drip_ends(void **state)
 	kvi_httpd_config cfg = {.timeout_s = 1};
 	kvi_httpd *h = server_new(&cfg, 1);
 	uint16_t port = kvi_httpd_port(h);
+	/* from before the connection: the server's timeout cannot start
+	 * earlier, however late this thread runs */
+	double t0 = now_s(), closed = -1;
 	int fd = connect_raw(port);
 	assert_true(fd >= 0);
 	const char *first = "GET /hello HTTP/1.1\r\nHost: x\r\n";
 	assert_int_equal(write(fd, first, strlen(first)),
 			 (ssize_t)strlen(first));
-	double t0 = now_s(), closed = -1;
 	int lines = 0;
 	while (now_s() - t0 < 5.0) {
 		struct pollfd p = {.fd = fd, .events = POLLIN};

@@ -350,8 +350,8 @@ test_stop_drains(void **state)
 	kvi_httpd_stop(h);
 	double dt = now_s() - t0;
 	pthread_join(ct, NULL);
-	/* stop waited for the deferred reply, and not for the whole drain */
-	assert_true(dt >= 0.1);
+	/* stop waited for the deferred reply (the client has it, below),
+	 * and not for the whole drain */
 	assert_true(dt < 2.0);
 	assert_int_equal(v.f[0].rc, CURLE_OK);
 	assert_int_equal(v.f[0].status, 200);

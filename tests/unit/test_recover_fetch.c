@@ -172,7 +172,6 @@ test_bounded_concurrency(void **state)
 {
 	(void)state;
 	kvr_fetcher *f = start(2, 10000);
-	int64_t t0 = now_ms();
 	for (int i = 0; i < 5; i++) {
 		char path[32];
 		snprintf(path, sizeof(path), "/slow?%d", i);
@@ -192,8 +191,8 @@ test_bounded_concurrency(void **state)
 		kvr_result_free(r);
 	}
 	assert_int_equal(seen, 0x1f);
-	/* three rounds of SLOW_MS: two, two, one */
-	assert_true(now_ms() - t0 >= 3 * SLOW_MS - 50);
+	/* never more than two at once, as the server counted them (each
+	 * held SLOW_MS), and two at some point */
 	pthread_mutex_lock(&server.mu);
 	int max_busy = server.max_busy;
 	pthread_mutex_unlock(&server.mu);
