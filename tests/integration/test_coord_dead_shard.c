@@ -366,14 +366,17 @@ test_dead_shard_costs_nothing(void **state)
 		json_decref(ans);
 	}
 	/* Before, every tick's poll waited a second for the dead shard, and
-	 * a registration queued behind it: most of these took 0.3-1 s. */
+	 * a registration queued behind it: most of these took 0.3-1 s, so
+	 * the eight some 4 s (each waited out what was left of a poll).
+	 * Counted together, one slow on a busy host does not fail them. */
+	int64_t all = 0;
 	for (uint64_t id = 9101; id < 9109; id++) {
 		long st = register_rank(c, "sim-model", id, &took);
 		assert_true(st == 201 || st == 202);
-		if (took >= 400) {
-			fail_msg("registration %" PRIu64 " took %" PRId64 " ms",
-				 id, took);
-		}
+		all += took;
+	}
+	if (all >= 8 * 300) {
+		fail_msg("eight registrations took %" PRId64 " ms", all);
 	}
 
 	/* failover: nothing is left on the dead shard, nothing is missing */

@@ -596,7 +596,9 @@ test_requests_answered_under_flood(void **state)
 	double commits1 =
 	    shc_metric(&f->shard, "kvindex_store_commit_seconds_count");
 	sim_post(f, "/pause", "{}");
-	if (worst > 1000) {
+	/* starved, a request would wait until the flood is paused; 2 s
+	 * is room for a busy host */
+	if (worst > 2000) {
 		fail_msg("a status request took %lld ms under load",
 			 (long long)worst);
 	}

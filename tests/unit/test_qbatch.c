@@ -263,11 +263,12 @@ test_deadlines_hold_behind_a_stall(void **state)
 	assert_int_equal(a.rv, KVI_ETIMEDOUT);
 	assert_int_equal(b.rv, KVI_ETIMEDOUT);
 	assert_int_equal(c.rv, KVI_ETIMEDOUT);
-	/* no query waits much past its own deadline (the stall is far
-	 * longer than any of them, and than the slack allowed here) */
-	assert_true(a.at_ms - t0 < 150 + 400);
-	assert_true(b.at_ms - t0 < 150 + 400);
-	assert_true(c.at_ms - t0 >= 300 - 5 && c.at_ms - t0 < 300 + 400);
+	/* no query waits for the stall: each ends by its own deadline,
+	 * with 1 s of slack for a busy host, still short of the 1.5 s
+	 * stall; c, sent when a timed out, waited for its own deadline */
+	assert_true(a.at_ms - t0 < 150 + 1000);
+	assert_true(b.at_ms - t0 < 150 + 1000);
+	assert_true(c.at_ms - t0 >= 300 - 5 && c.at_ms - t0 < 300 + 1000);
 	/* b never left: only a and c reached the shard */
 	usleep(200 * 1000);
 	assert_int_equal(atomic_load(&queries), 2);
@@ -323,7 +324,7 @@ test_shard_down(void **state)
 	for (int i = 0; i < 4; i++) {
 		job_wait(&j[i]);
 		assert_int_not_equal(j[i].rv, KVI_OK);
-		assert_true(j[i].at_ms - t0 < 100 + 400);
+		assert_true(j[i].at_ms - t0 < 100 + 1000);
 		job_fini(&j[i]);
 	}
 	kvp_client_close(client);
