@@ -36,9 +36,10 @@ sleep_ms(int ms)
 	usleep((useconds_t)ms * 1000);
 }
 
-/* free_port returns a loopback TCP port that nothing listens on now. */
+/* port_hold binds a loopback TCP port the kernel picks, without
+ * SO_REUSEADDR and without listening, and returns the descriptor. */
 int
-free_port(void)
+port_hold(int *port)
 {
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 	assert_true(fd >= 0);
@@ -47,8 +48,8 @@ free_port(void)
 	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
 	socklen_t len = sizeof(a);
 	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-	close(fd);
-	return ntohs(a.sin_port);
+	*port = ntohs(a.sin_port);
+	return fd;
 }
 
 /*

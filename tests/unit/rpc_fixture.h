@@ -57,8 +57,13 @@ int64_t now_ms(void);
 
 void sleep_ms(int ms);
 
-/* free_port returns a loopback TCP port that nothing listens on now. */
-int free_port(void);
+/* port_hold binds a loopback TCP port the kernel picks, without
+ * SO_REUSEADDR and without listening, writes it into *port and returns
+ * the descriptor: until it is closed, connections to the port are
+ * refused and nothing else binds it, not even as the local end of an
+ * outgoing connection (a port released at once, in the ephemeral range,
+ * could be anyone's by the time a test uses it). */
+int port_hold(int *port);
 
 /* fake_handler is the fake shard's kvn_handler; arg is its fake_shard. */
 void fake_handler(void *arg, const Kvindex__Request *req,

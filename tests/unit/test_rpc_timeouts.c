@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "rpc_fixture.h"
 
@@ -169,7 +170,8 @@ test_timeout_nothing_listening(void **state)
 {
 	(void)state;
 	char url[64], err[256];
-	snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", free_port());
+	int port, held = port_hold(&port);
+	snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", port);
 	kvp_client *c;
 	assert_int_equal(kvp_client_open(url, &c), KVI_OK);
 	Kvindex__Request req;
@@ -186,6 +188,7 @@ test_timeout_nothing_listening(void **state)
 	assert_true(ms >= 290 && ms < 300 + 2000);
 	assert_non_null(strstr(err, "no connection to"));
 	kvp_client_close(c);
+	close(held);
 }
 
 /* A client opened while its shard is down reaches it once it is up. */
@@ -193,7 +196,7 @@ static void
 test_reconnect(void **state)
 {
 	(void)state;
-	int port = free_port();
+	int port, held = port_hold(&port);
 	char url[64];
 	snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", port);
 	kvp_client *c;
@@ -204,6 +207,7 @@ test_reconnect(void **state)
 	assert_int_equal(kvp_call(c, &req, 200, NULL, NULL, 0), KVI_ETIMEDOUT);
 
 	static fake_shard late;
+	close(held); /* free for the shard, which binds it at once */
 	fake_start(&late, port);
 	int64_t t0 = now_ms();
 	char err[256];
