@@ -7,7 +7,7 @@
  * only, because it is applied to every listener that matches a query.
  *
  * Shards select a query's top_k by this order (shard/index/topk.h) and the
- * coordinator ranks the merged answer by it (coordinator/api/api_response.c):
+ * coordinator ranks the merged answer by it (coordinator/query/qanswer.c):
  * the k best of each shard hold the k best of the fleet only because
  * both use this one definition.
  *

@@ -171,7 +171,7 @@ kvc_dup(const char *s, size_t n)
 /* kvc_u32s reads the token_ids array: the hot loop of a query
  * (api_tokens.h). */
 static bool
-kvc_u32s(kvc_cur *c, size_t max, kvc_api_query *q)
+kvc_u32s(kvc_cur *c, size_t max, kvc_qreq *q)
 {
 	if (!kvc_eat(c, '[')) {
 		return false;
@@ -184,7 +184,7 @@ kvc_u32s(kvc_cur *c, size_t max, kvc_api_query *q)
 }
 
 static bool
-kvc_u64s(kvc_cur *c, kvc_api_query *q)
+kvc_u64s(kvc_cur *c, kvc_qreq *q)
 {
 	if (kvc_null(c)) {
 		return true;
@@ -245,7 +245,7 @@ enum {
 /* kvc_field reads the value of one top-level field. */
 static bool
 kvc_field(kvc_cur *c, const char *k, size_t kn, size_t max, unsigned *seen,
-	  kvc_api_query *q)
+	  kvc_qreq *q)
 {
 #define KVC_IS(lit) (kn == sizeof(lit) - 1 && memcmp(k, lit, kn) == 0)
 	unsigned bit = KVC_IS("model_name")    ? KVC_F_MODEL
@@ -290,7 +290,7 @@ kvc_field(kvc_cur *c, const char *k, size_t kn, size_t max, unsigned *seen,
 		if (kvc_null(c)) {
 			return true;
 		}
-		if (!kvc_uint(c, KVC_API_TOP_K_MAX, &u) || u == 0) {
+		if (!kvc_uint(c, KVC_QREQ_TOP_K_MAX, &u) || u == 0) {
 			return false;
 		}
 		q->top_k = (uint32_t)u;
@@ -310,10 +310,10 @@ kvc_field(kvc_cur *c, const char *k, size_t kn, size_t max, unsigned *seen,
 
 bool
 kvc_api_query_fast(const char *body, size_t len, size_t max_tokens,
-		   kvc_api_query *out)
+		   kvc_qreq *out)
 {
 	kvc_cur c = {body, body + len};
-	kvc_api_query q = {0};
+	kvc_qreq q = {0};
 	unsigned seen = 0;
 	bool ok = kvc_eat(&c, '{');
 	if (ok && !kvc_eat(&c, '}')) {
@@ -329,7 +329,7 @@ kvc_api_query_fast(const char *body, size_t len, size_t max_tokens,
 	ok =
 	    ok && c.p == c.end && (seen & KVC_F_MODEL) && (seen & KVC_F_TOKENS);
 	if (!ok) {
-		kvc_api_query_fini(&q);
+		kvc_qreq_fini(&q);
 		return false;
 	}
 	*out = q;

@@ -28,12 +28,12 @@
 /* kvc_api_query_fast parses body into *out and returns true, or returns
  * false (out untouched) when the general path must decide. */
 bool kvc_api_query_fast(const char *body, size_t len, size_t max_tokens,
-			kvc_api_query *out);
+			kvc_qreq *out);
 
 /* kvc_api_query_parse_general is kvc_api_query_parse without the fast
  * path (for tests and the fuzzer). */
 kvi_err kvc_api_query_parse_general(const char *body, size_t len,
-				    size_t max_tokens, kvc_api_query *out,
-				    kvc_api_error *err);
+				    size_t max_tokens, kvc_qreq *out,
+				    kvc_qerr *err);
 
 #endif /* KVI_COORDINATOR_API_FAST_H */

@@ -1,7 +1,6 @@
 #include "api_json.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,47 +9,6 @@
 #include "api_fast.h"
 #include "api_json_int.h"
 #include "wire_json.h"
-
-/* ---- errors -------------------------------------------------------------- */
-
-kvi_err
-kvc_api_error_set(kvc_api_error *e, kvi_err rv, int status, const char *fmt,
-		  ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(e->message, sizeof(e->message), fmt, ap);
-	va_end(ap);
-	/* Messages quote client bytes (jansson's "near '...'"); keep them
-	 * ASCII so the error body is always valid JSON text. */
-	for (char *c = e->message; *c != '\0'; c++) {
-		if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e) {
-			*c = '?';
-		}
-	}
-	e->status = status;
-	json_decref(e->extra);
-	e->extra = NULL;
-	return rv;
-}
-
-json_t *
-kvc_api_error_body(const kvc_api_error *e)
-{
-	json_t *body = json_object();
-	json_object_set_new(body, "error", json_string(e->message));
-	if (json_is_object(e->extra)) {
-		json_object_update_missing(body, e->extra);
-	}
-	return body;
-}
-
-void
-kvc_api_error_fini(kvc_api_error *e)
-{
-	json_decref(e->extra);
-	e->extra = NULL;
-}
 
 /* ---- values -------------------------------------------------------------- */
 
@@ -116,7 +74,7 @@ kvc_is_int(const json_t *v)
 
 kvi_err
 kvc_api_value_u64(const json_t *v, const char *what, uint64_t *out,
-		  kvc_api_error *err)
+		  kvc_qerr *err)
 {
 	uint64_t x;
 	if (kvc_u64_of(v, &x)) {
@@ -125,8 +83,8 @@ kvc_api_value_u64(const json_t *v, const char *what, uint64_t *out,
 	}
 	char text[KVC_VALUE_TEXT + 8];
 	kvc_api_value_text(v, text, sizeof(text));
-	return kvc_api_error_set(err, kvc_is_int(v) ? KVI_ERANGE : KVI_EINVAL,
-				 400, "%s: %s is not a u64", what, text);
+	return kvc_qerr_set(err, kvc_is_int(v) ? KVI_ERANGE : KVI_EINVAL, 400,
+			    "%s: %s is not a u64", what, text);
 }
 
 /* ---- fields -------------------------------------------------------------- */
@@ -135,7 +93,7 @@ kvc_api_value_u64(const json_t *v, const char *what, uint64_t *out,
  * field is absent or null. A required field must be there. */
 static kvi_err
 kvc_lookup(const json_t *obj, const char *field, bool *present,
-	   const json_t **v, kvc_api_error *err)
+	   const json_t **v, kvc_qerr *err)
 {
 	const json_t *x = json_object_get(obj, field);
 	if (present != NULL) {
@@ -144,8 +102,8 @@ kvc_lookup(const json_t *obj, const char *field, bool *present,
 		return KVI_OK;
 	}
 	if (x == NULL) {
-		return kvc_api_error_set(err, KVI_EINVAL, 400, "%s is missing",
-					 field);
+		return kvc_qerr_set(err, KVI_EINVAL, 400, "%s is missing",
+				    field);
 	}
 	*v = x;
 	return KVI_OK;
@@ -153,17 +111,17 @@ kvc_lookup(const json_t *obj, const char *field, bool *present,
 
 static kvi_err
 kvc_type_error(const char *field, const char *want, const json_t *v,
-	       kvc_api_error *err)
+	       kvc_qerr *err)
 {
 	char text[KVC_VALUE_TEXT + 8];
 	kvc_api_value_text(v, text, sizeof(text));
-	return kvc_api_error_set(err, KVI_EINVAL, 400, "%s must be %s, got %s",
-				 field, want, text);
+	return kvc_qerr_set(err, KVI_EINVAL, 400, "%s must be %s, got %s",
+			    field, want, text);
 }
 
 kvi_err
 kvc_api_get_u64(const json_t *obj, const char *field, uint64_t *out,
-		bool *present, kvc_api_error *err)
+		bool *present, kvc_qerr *err)
 {
 	const json_t *v = NULL;
 	uint64_t x;
@@ -174,9 +132,9 @@ kvc_api_get_u64(const json_t *obj, const char *field, uint64_t *out,
 	if (!kvc_u64_of(v, &x)) {
 		char text[KVC_VALUE_TEXT + 8];
 		kvc_api_value_text(v, text, sizeof(text));
-		return kvc_api_error_set(
-		    err, kvc_is_int(v) ? KVI_ERANGE : KVI_EINVAL, 400,
-		    "%s %s is not a u64", field, text);
+		return kvc_qerr_set(err,
+				    kvc_is_int(v) ? KVI_ERANGE : KVI_EINVAL,
+				    400, "%s %s is not a u64", field, text);
 	}
 	*out = x;
 	return KVI_OK;
@@ -186,8 +144,7 @@ kvc_api_get_u64(const json_t *obj, const char *field, uint64_t *out,
  * message of a value outside it ("does not fit in u16"). */
 static kvi_err
 kvc_get_uint(const json_t *obj, const char *field, uint64_t min, uint64_t max,
-	     const char *range, uint64_t *out, bool *present,
-	     kvc_api_error *err)
+	     const char *range, uint64_t *out, bool *present, kvc_qerr *err)
 {
 	const json_t *v = NULL;
 	uint64_t x;
@@ -201,8 +158,8 @@ kvc_get_uint(const json_t *obj, const char *field, uint64_t min, uint64_t max,
 	if (!kvc_uint_of(v, &x) || x < min || x > max) {
 		char text[KVC_VALUE_TEXT + 8];
 		kvc_api_value_text(v, text, sizeof(text));
-		return kvc_api_error_set(err, KVI_ERANGE, 400, "%s %s %s",
-					 field, text, range);
+		return kvc_qerr_set(err, KVI_ERANGE, 400, "%s %s %s", field,
+				    text, range);
 	}
 	*out = x;
 	return KVI_OK;
@@ -210,7 +167,7 @@ kvc_get_uint(const json_t *obj, const char *field, uint64_t min, uint64_t max,
 
 kvi_err
 kvc_api_get_u16(const json_t *obj, const char *field, uint16_t *out,
-		bool *present, kvc_api_error *err)
+		bool *present, kvc_qerr *err)
 {
 	uint64_t x = 0;
 	kvi_err rv = kvc_get_uint(obj, field, 0, UINT16_MAX,
@@ -223,7 +180,7 @@ kvc_api_get_u16(const json_t *obj, const char *field, uint16_t *out,
 
 kvi_err
 kvc_api_get_u32(const json_t *obj, const char *field, uint32_t min,
-		uint32_t max, uint32_t *out, bool *present, kvc_api_error *err)
+		uint32_t max, uint32_t *out, bool *present, kvc_qerr *err)
 {
 	char range[48];
 	uint64_t x = 0;
@@ -243,7 +200,7 @@ kvc_api_get_u32(const json_t *obj, const char *field, uint32_t min,
 
 kvi_err
 kvc_api_get_string(const json_t *obj, const char *field, char **out,
-		   bool *present, kvc_api_error *err)
+		   bool *present, kvc_qerr *err)
 {
 	const json_t *v = NULL;
 	kvi_err rv = kvc_lookup(obj, field, present, &v, err);
@@ -259,15 +216,13 @@ kvc_api_get_string(const json_t *obj, const char *field, char **out,
 
 /* kvc_get_name reads a required, non-empty string field. */
 static kvi_err
-kvc_get_name(const json_t *obj, const char *field, char **out,
-	     kvc_api_error *err)
+kvc_get_name(const json_t *obj, const char *field, char **out, kvc_qerr *err)
 {
 	char *s = NULL;
 	kvi_err rv = kvc_api_get_string(obj, field, &s, NULL, err);
 	if (rv == KVI_OK && s[0] == '\0') {
 		kvi_free(s);
-		return kvc_api_error_set(err, KVI_EINVAL, 400, "%s is empty",
-					 field);
+		return kvc_qerr_set(err, KVI_EINVAL, 400, "%s is empty", field);
 	}
 	if (rv == KVI_OK) {
 		*out = s;
@@ -279,8 +234,7 @@ kvc_get_name(const json_t *obj, const char *field, char **out,
  * it, `unit` naming them); *a NULL when an optional one is absent. */
 static kvi_err
 kvc_get_array(const json_t *obj, const char *field, size_t max,
-	      const char *unit, const json_t **a, bool *present,
-	      kvc_api_error *err)
+	      const char *unit, const json_t **a, bool *present, kvc_qerr *err)
 {
 	const json_t *v = NULL;
 	kvi_err rv = kvc_lookup(obj, field, present, &v, err);
@@ -292,10 +246,10 @@ kvc_get_array(const json_t *obj, const char *field, size_t max,
 		return kvc_type_error(field, "an array", v, err);
 	}
 	if (json_array_size(v) > max) {
-		return kvc_api_error_set(err, KVI_ETOOBIG, 413,
-					 "%s has %zu %s, more than the "
-					 "maximum of %zu",
-					 field, json_array_size(v), unit, max);
+		return kvc_qerr_set(err, KVI_ETOOBIG, 413,
+				    "%s has %zu %s, more than the "
+				    "maximum of %zu",
+				    field, json_array_size(v), unit, max);
 	}
 	*a = v;
 	return KVI_OK;
@@ -305,7 +259,7 @@ kvc_get_array(const json_t *obj, const char *field, size_t max,
 static kvi_err
 kvc_get_u64_array(const json_t *obj, const char *field, size_t max,
 		  const char *unit, uint64_t **out, size_t *n, bool *present,
-		  kvc_api_error *err)
+		  kvc_qerr *err)
 {
 	const json_t *a = NULL;
 	kvi_err rv = kvc_get_array(obj, field, max, unit, &a, present, err);
@@ -330,25 +284,8 @@ kvc_get_u64_array(const json_t *obj, const char *field, size_t max,
 
 /* ---- queries ------------------------------------------------------------- */
 
-void
-kvc_api_query_fini(kvc_api_query *q)
-{
-	kvi_free(q->model);
-	kvi_free(q->lora_name);
-	kvi_free(q->cache_salt);
-	for (size_t i = 0; i < q->n_mm; i++) {
-		kvi_free((char *)q->mm[i].id);
-	}
-	kvi_free(q->mm);
-	kvi_free(q->token_ids);
-	kvi_free(q->block_hashes);
-	kvi_free(q->instances);
-	memset(q, 0, sizeof(*q));
-}
-
 static kvi_err
-kvc_get_token_ids(const json_t *o, size_t max, kvc_api_query *q,
-		  kvc_api_error *err)
+kvc_get_token_ids(const json_t *o, size_t max, kvc_qreq *q, kvc_qerr *err)
 {
 	const json_t *a = NULL;
 	kvi_err rv =
@@ -365,7 +302,7 @@ kvc_get_token_ids(const json_t *o, size_t max, kvc_api_query *q,
 		if (!kvc_uint_of(v, &x) || x > UINT32_MAX) {
 			char text[KVC_VALUE_TEXT + 8];
 			kvc_api_value_text(v, text, sizeof(text));
-			return kvc_api_error_set(
+			return kvc_qerr_set(
 			    err, kvc_is_int(v) ? KVI_ERANGE : KVI_EINVAL, 400,
 			    "token_ids[%zu]: %s is not a u32", i, text);
 		}
@@ -377,7 +314,7 @@ kvc_get_token_ids(const json_t *o, size_t max, kvc_api_query *q,
 /* kvc_mm_u64 reads mm_features[i].field, a u64. */
 static kvi_err
 kvc_mm_u64(const json_t *e, size_t i, const char *field, uint64_t *out,
-	   kvc_api_error *err)
+	   kvc_qerr *err)
 {
 	const json_t *v = json_object_get(e, field);
 	if (v == NULL || !kvc_uint_of(v, out)) {
@@ -387,7 +324,7 @@ kvc_mm_u64(const json_t *e, size_t i, const char *field, uint64_t *out,
 		} else {
 			kvc_api_value_text(v, text, sizeof(text));
 		}
-		return kvc_api_error_set(
+		return kvc_qerr_set(
 		    err, v != NULL && kvc_is_int(v) ? KVI_ERANGE : KVI_EINVAL,
 		    400, "mm_features[%zu].%s: %s is not a u64", i, field,
 		    text);
@@ -399,19 +336,18 @@ kvc_mm_u64(const json_t *e, size_t i, const char *field, uint64_t *out,
  * the entry before it ends. */
 static kvi_err
 kvc_mm_item(const json_t *e, size_t i, uint64_t prev_end, size_t n_tokens,
-	    kvi_mm_item *it, kvc_api_error *err)
+	    kvi_mm_item *it, kvc_qerr *err)
 {
 	if (!json_is_object(e)) {
-		return kvc_api_error_set(err, KVI_EINVAL, 400,
-					 "mm_features[%zu] must be an object",
-					 i);
+		return kvc_qerr_set(err, KVI_EINVAL, 400,
+				    "mm_features[%zu] must be an object", i);
 	}
 	const json_t *id = json_object_get(e, "identifier");
 	if (!json_is_string(id) || json_string_length(id) == 0) {
-		return kvc_api_error_set(err, KVI_EINVAL, 400,
-					 "mm_features[%zu].identifier must be "
-					 "a non-empty string",
-					 i);
+		return kvc_qerr_set(err, KVI_EINVAL, 400,
+				    "mm_features[%zu].identifier must be "
+				    "a non-empty string",
+				    i);
 	}
 	kvi_err rv;
 	if ((rv = kvc_mm_u64(e, i, "offset", &it->offset, err)) != KVI_OK ||
@@ -419,22 +355,22 @@ kvc_mm_item(const json_t *e, size_t i, uint64_t prev_end, size_t n_tokens,
 		return rv;
 	}
 	if (it->length == 0) {
-		return kvc_api_error_set(err, KVI_ERANGE, 400,
-					 "mm_features[%zu].length: 0, an item "
-					 "covers at least one token",
-					 i);
+		return kvc_qerr_set(err, KVI_ERANGE, 400,
+				    "mm_features[%zu].length: 0, an item "
+				    "covers at least one token",
+				    i);
 	}
 	if (i > 0 && it->offset < prev_end) {
-		return kvc_api_error_set(err, KVI_EINVAL, 400,
-					 "mm_features[%zu]: offset %" PRIu64
-					 " is before the end of "
-					 "mm_features[%zu] (%" PRIu64
-					 "): entries must be sorted and not "
-					 "overlap",
-					 i, it->offset, i - 1, prev_end);
+		return kvc_qerr_set(err, KVI_EINVAL, 400,
+				    "mm_features[%zu]: offset %" PRIu64
+				    " is before the end of "
+				    "mm_features[%zu] (%" PRIu64
+				    "): entries must be sorted and not "
+				    "overlap",
+				    i, it->offset, i - 1, prev_end);
 	}
 	if (it->offset > n_tokens || it->length > n_tokens - it->offset) {
-		return kvc_api_error_set(
+		return kvc_qerr_set(
 		    err, KVI_EINVAL, 400,
 		    "mm_features[%zu]: tokens %" PRIu64 "..%" PRIu64
 		    " are past the prompt's %zu tokens",
@@ -447,7 +383,7 @@ kvc_mm_item(const json_t *e, size_t i, uint64_t prev_end, size_t n_tokens,
 
 /* kvc_get_mm reads mm_features, which needs token_ids read first. */
 static kvi_err
-kvc_get_mm(const json_t *o, kvc_api_query *q, kvc_api_error *err)
+kvc_get_mm(const json_t *o, kvc_qreq *q, kvc_qerr *err)
 {
 	const json_t *a = NULL;
 	bool has;
@@ -473,7 +409,7 @@ kvc_get_mm(const json_t *o, kvc_api_query *q, kvc_api_error *err)
 
 /* kvc_query_common reads the fields both query forms share. */
 static kvi_err
-kvc_query_common(const json_t *o, kvc_api_query *q, kvc_api_error *err)
+kvc_query_common(const json_t *o, kvc_qreq *q, kvc_qerr *err)
 {
 	bool has;
 	kvi_err rv =
@@ -484,16 +420,16 @@ kvc_query_common(const json_t *o, kvc_api_query *q, kvc_api_error *err)
 				  err)) != KVI_OK) {
 		return rv;
 	}
-	return kvc_api_get_u32(o, "top_k", 1, KVC_API_TOP_K_MAX, &q->top_k,
+	return kvc_api_get_u32(o, "top_k", 1, KVC_QREQ_TOP_K_MAX, &q->top_k,
 			       &has, err);
 }
 
 /* kvc_query_done hands q to out on success and frees it otherwise. */
 static kvi_err
-kvc_query_done(kvi_err rv, kvc_api_query *q, kvc_api_query *out)
+kvc_query_done(kvi_err rv, kvc_qreq *q, kvc_qreq *out)
 {
 	if (rv != KVI_OK) {
-		kvc_api_query_fini(q);
+		kvc_qreq_fini(q);
 		return rv;
 	}
 	*out = *q;
@@ -502,7 +438,7 @@ kvc_query_done(kvi_err rv, kvc_api_query *q, kvc_api_query *out)
 
 kvi_err
 kvc_api_query_parse(const char *body, size_t len, size_t max_tokens,
-		    kvc_api_query *out, kvc_api_error *err)
+		    kvc_qreq *out, kvc_qerr *err)
 {
 	if (kvc_api_query_fast(body, len, max_tokens, out)) {
 		return KVI_OK;
@@ -512,9 +448,9 @@ kvc_api_query_parse(const char *body, size_t len, size_t max_tokens,
 
 kvi_err
 kvc_api_query_parse_general(const char *body, size_t len, size_t max_tokens,
-			    kvc_api_query *out, kvc_api_error *err)
+			    kvc_qreq *out, kvc_qerr *err)
 {
-	kvc_api_query q = {0};
+	kvc_qreq q = {0};
 	bool has;
 	json_t *o;
 	kvi_err rv = kvc_api_json_load(body, len, &o, err);
@@ -538,9 +474,9 @@ kvc_api_query_parse_general(const char *body, size_t len, size_t max_tokens,
 
 kvi_err
 kvc_api_hash_query_parse(const char *body, size_t len, size_t max_hashes,
-			 kvc_api_query *out, kvc_api_error *err)
+			 kvc_qreq *out, kvc_qerr *err)
 {
-	kvc_api_query q = {0};
+	kvc_qreq q = {0};
 	json_t *o;
 	kvi_err rv = kvc_api_json_load(body, len, &o, err);
 	if (rv != KVI_OK) {
@@ -561,14 +497,14 @@ kvc_api_hash_query_parse(const char *body, size_t len, size_t max_hashes,
 /* kvc_form tells the per-pod form (name) from the per-instance one
  * (instance_id): *named says which; neither or both is an error. */
 static kvi_err
-kvc_form(const json_t *o, bool *named, kvc_api_error *err)
+kvc_form(const json_t *o, bool *named, kvc_qerr *err)
 {
 	const json_t *n = json_object_get(o, "name");
 	const json_t *i = json_object_get(o, "instance_id");
 	bool name = n != NULL && !json_is_null(n);
 	bool id = i != NULL && !json_is_null(i);
 	if (name == id) {
-		return kvc_api_error_set(
+		return kvc_qerr_set(
 		    err, KVI_EINVAL, 400, "%s",
 		    name ? "give either name (a pod) or instance_id, not both"
 			 : "name (a pod) or instance_id is missing");
@@ -579,7 +515,7 @@ kvc_form(const json_t *o, bool *named, kvc_api_error *err)
 
 static kvi_err
 kvc_register_pod(const json_t *o, uint32_t default_dp_size, kvc_pod *p,
-		 kvc_api_error *err)
+		 kvc_qerr *err)
 {
 	bool has = false;
 	kvi_err rv;
@@ -604,7 +540,7 @@ kvc_register_pod(const json_t *o, uint32_t default_dp_size, kvc_pod *p,
 }
 
 static kvi_err
-kvc_register_rank(const json_t *o, kvc_pod *p, kvc_api_error *err)
+kvc_register_rank(const json_t *o, kvc_pod *p, kvc_qerr *err)
 {
 	bool has;
 	uint16_t rank = 0;
@@ -628,7 +564,7 @@ kvc_register_rank(const json_t *o, kvc_pod *p, kvc_api_error *err)
 
 kvi_err
 kvc_api_register_parse(const char *body, size_t len, uint32_t default_dp_size,
-		       kvc_pod *out, kvc_api_error *err)
+		       kvc_pod *out, kvc_qerr *err)
 {
 	kvc_pod p = {.source = KVC_SOURCE_HTTP};
 	bool named = false;
@@ -649,7 +585,7 @@ kvc_api_register_parse(const char *body, size_t len, uint32_t default_dp_size,
 	if (rv == KVI_OK) {
 		char msg[sizeof(err->message)];
 		if ((rv = kvc_pod_check(&p, msg, sizeof(msg))) != KVI_OK) {
-			kvc_api_error_set(err, rv, 400, "%s", msg);
+			kvc_qerr_set(err, rv, 400, "%s", msg);
 		}
 	}
 	if (rv != KVI_OK) {
@@ -670,17 +606,16 @@ kvc_api_unregister_fini(kvc_api_unregister *u)
 
 /* kvc_unregister_fields reads the fields of an /unregister body. */
 static kvi_err
-kvc_unregister_fields(const json_t *o, kvc_api_unregister *u,
-		      kvc_api_error *err)
+kvc_unregister_fields(const json_t *o, kvc_api_unregister *u, kvc_qerr *err)
 {
 	bool named = false;
 	kvi_err rv = kvc_form(o, &named, err);
 	if (rv == KVI_OK && named &&
 	    (rv = kvc_get_name(o, "name", &u->name, err)) == KVI_OK) {
 		if (strlen(u->name) > KVC_NAME_MAX) {
-			return kvc_api_error_set(
-			    err, KVI_EINVAL, 400,
-			    "name must be 1..%d characters", KVC_NAME_MAX);
+			return kvc_qerr_set(err, KVI_EINVAL, 400,
+					    "name must be 1..%d characters",
+					    KVC_NAME_MAX);
 		}
 		u->instance_id = kvc_instance_id(u->name);
 	} else if (rv == KVI_OK && !named &&
@@ -696,7 +631,7 @@ kvc_unregister_fields(const json_t *o, kvc_api_unregister *u,
 
 kvi_err
 kvc_api_unregister_parse(const char *body, size_t len, kvc_api_unregister *out,
-			 kvc_api_error *err)
+			 kvc_qerr *err)
 {
 	kvc_api_unregister u = {0};
 	json_t *o;

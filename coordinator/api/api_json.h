@@ -1,18 +1,18 @@
 /*
- * api_json.h - the coordinator's HTTP API bodies (API.md): request parsing
- * and the /query response.
+ * api_json.h - the coordinator's HTTP API request bodies (API.md): a
+ * /query or /query_by_hash body into the query path's request (qreq.h),
+ * /register and /unregister bodies into what the assigner takes.
  *
  * Everything here is a pure function: request bytes in, a C value or an
- * error out; response values in, a jansson value out. Nothing touches a
- * socket, a registry or a shard, so the HTTP handlers stay thin and every
- * parser can be unit-tested and fuzzed on its own.
+ * error out. Nothing touches a socket, a registry or a shard, so the HTTP
+ * handlers stay thin and every parser can be unit-tested and fuzzed on its
+ * own.
  *
- * Errors. A parser that fails returns a kvi_err and fills a kvc_api_error
- * with the HTTP status (400, or 413 for a request over a configured limit)
- * and a message that names the field and the value that were wrong, e.g.
- * "token_ids[3]: 4294967296 is not a u32" or "dp_rank 65536 does not fit in
- * u16". kvc_api_error_body() renders it as API.md's {"error": "...", ...},
- * with any extra fields the caller put in `extra` (e.g. connected_ranks).
+ * Errors. A parser that fails returns a kvi_err and fills a kvc_qerr
+ * (qerr.h) with the HTTP status (400, or 413 for a request over a
+ * configured limit) and a message that names the field and the value that
+ * were wrong, e.g. "token_ids[3]: 4294967296 is not a u32" or "dp_rank
+ * 65536 does not fit in u16".
  *
  * u64 numbers. API.md sends instance ids and block hashes as JSON numbers,
  * and they use all 64 bits; jansson's integers are int64 and it rejects a
@@ -37,7 +37,7 @@
  * type error; duplicate keys are rejected (a body must mean one thing).
  * Out values are written only on success and then own their memory (free
  * with the matching _fini); on failure nothing is left to free but
- * err->extra (kvc_api_error_fini).
+ * err->extra (kvc_qerr_fini).
  */
 #ifndef KVI_COORDINATOR_API_JSON_H
 #define KVI_COORDINATOR_API_JSON_H
@@ -49,32 +49,9 @@
 #include <jansson.h>
 
 #include "error.h"
-#include "hash.h"
 #include "pod.h"
-
-/* ---- errors -------------------------------------------------------------- */
-
-/* An error a parser or a handler reports. It starts zeroed ({0}); a
- * parser writes it only when it fails. */
-typedef struct kvc_api_error {
-	int status;        /* HTTP status: 400, 413, or what the caller sets */
-	char message[256]; /* NUL-terminated */
-	json_t *extra;     /* NULL, or an object merged into the error body */
-} kvc_api_error;
-
-/* kvc_api_error_set fills e with status and a formatted message, dropping
- * any extra it held. It returns rv, so a caller can write
- * `return kvc_api_error_set(e, rv, 400, ...)`. */
-kvi_err kvc_api_error_set(kvc_api_error *e, kvi_err rv, int status,
-			  const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-/* kvc_api_error_body returns a new object {"error": message, ...extra}
- * (the caller owns it; e keeps its extra). */
-json_t *kvc_api_error_body(const kvc_api_error *e);
-
-/* kvc_api_error_fini releases e->extra; safe on a zeroed error. */
-void kvc_api_error_fini(kvc_api_error *e);
+#include "qerr.h"
+#include "qreq.h"
 
 /* ---- loading and field readers ------------------------------------------ */
 
@@ -84,7 +61,7 @@ void kvc_api_error_fini(kvc_api_error *e);
  * column and byte position, for a body that is not JSON; KVI_EINVAL for
  * JSON that is not an object. */
 kvi_err kvc_api_json_load(const char *body, size_t len, json_t **out,
-			  kvc_api_error *err);
+			  kvc_qerr *err);
 
 /*
  * Field readers, for objects loaded by kvc_api_json_load. Each returns
@@ -98,71 +75,45 @@ kvi_err kvc_api_json_load(const char *body, size_t len, json_t **out,
 /* kvc_api_get_u64 reads a u64 given as a JSON integer (any value up to
  * 2^64-1, exactly) or as a decimal string. */
 kvi_err kvc_api_get_u64(const json_t *obj, const char *field, uint64_t *out,
-			bool *present, kvc_api_error *err);
+			bool *present, kvc_qerr *err);
 
 /* kvc_api_get_u16 reads an integer that must fit in a u16 ("dp_rank 65536
  * does not fit in u16"). */
 kvi_err kvc_api_get_u16(const json_t *obj, const char *field, uint16_t *out,
-			bool *present, kvc_api_error *err);
+			bool *present, kvc_qerr *err);
 
 /* kvc_api_get_u32 reads an integer in min..max ("dp_size 0 is not in
  * 1..65536"). */
 kvi_err kvc_api_get_u32(const json_t *obj, const char *field, uint32_t min,
 			uint32_t max, uint32_t *out, bool *present,
-			kvc_api_error *err);
+			kvc_qerr *err);
 
 /* kvc_api_get_string reads a string; *out is a new copy (kvi_free). */
 kvi_err kvc_api_get_string(const json_t *obj, const char *field, char **out,
-			   bool *present, kvc_api_error *err);
+			   bool *present, kvc_qerr *err);
 
 /* kvc_api_value_u64 reads one u64 value (an array element); `what` names
  * it in the message ("block_hashes[3]: -1 is not a u64"). */
 kvi_err kvc_api_value_u64(const json_t *v, const char *what, uint64_t *out,
-			  kvc_api_error *err);
+			  kvc_qerr *err);
 
 /* ---- queries ------------------------------------------------------------- */
-
-/* The largest top_k a query may ask for: more than any fleet has
- * listeners, so it never truncates a fleet's answer. */
-#define KVC_API_TOP_K_MAX 1048576u
-
-/* A /query or /query_by_hash request. Exactly one of token_ids and
- * block_hashes is used, by the parser that filled it. */
-typedef struct kvc_api_query {
-	char *model;      /* non-empty */
-	char *lora_name;  /* NULL: none (/query only) */
-	char *cache_salt; /* NULL: none (/query only) */
-	kvi_mm_item *mm;  /* /query: multimodal items, ids owned */
-	size_t n_mm;
-	uint32_t *token_ids;    /* /query; NULL when n_tokens is 0 */
-	size_t n_tokens;        /* at most the parser's max_tokens */
-	uint64_t *block_hashes; /* /query_by_hash: local hashes (WIRE.md §4) */
-	size_t n_hashes;        /* at most the parser's max_hashes */
-	uint64_t *instances;    /* restriction; n_instances 0: all instances */
-	size_t n_instances;
-	bool has_dp_rank;
-	uint16_t dp_rank;
-	uint32_t top_k; /* 0: every listener with a match; else the k best */
-} kvc_api_query;
 
 /* kvc_api_query_parse parses a POST /query body into *out. Errors: 400
  * (KVI_EPROTO not JSON, KVI_EINVAL wrong type or missing/empty model_name,
  * an mm_features entry without a non-empty identifier, or out of order,
  * overlapping its predecessor or past the prompt; KVI_ERANGE a token id
  * not a u32, an instance not a u64, dp_rank not a u16, top_k not in
- * 1..KVC_API_TOP_K_MAX, an mm_features offset or length not a u64 or a
+ * 1..KVC_QREQ_TOP_K_MAX, an mm_features offset or length not a u64 or a
  * length of 0); 413 KVI_ETOOBIG more than max_tokens token ids. */
 kvi_err kvc_api_query_parse(const char *body, size_t len, size_t max_tokens,
-			    kvc_api_query *out, kvc_api_error *err);
+			    kvc_qreq *out, kvc_qerr *err);
 
 /* kvc_api_hash_query_parse parses a POST /query_by_hash body into *out;
  * errors as kvc_api_query_parse, with at most max_hashes block hashes. */
 kvi_err kvc_api_hash_query_parse(const char *body, size_t len,
-				 size_t max_hashes, kvc_api_query *out,
-				 kvc_api_error *err);
-
-/* kvc_api_query_fini frees what q owns; safe on a zeroed query. */
-void kvc_api_query_fini(kvc_api_query *q);
+				 size_t max_hashes, kvc_qreq *out,
+				 kvc_qerr *err);
 
 /* ---- registration -------------------------------------------------------- */
 
@@ -177,7 +128,7 @@ void kvc_api_query_fini(kvc_api_query *q);
  * u16), or whatever kvc_pod_check() rejects, with its message. */
 kvi_err kvc_api_register_parse(const char *body, size_t len,
 			       uint32_t default_dp_size, kvc_pod *out,
-			       kvc_api_error *err);
+			       kvc_qerr *err);
 
 /* A POST /unregister request: a named pod, or an instance's ranks. */
 typedef struct kvc_api_unregister {
@@ -192,58 +143,9 @@ typedef struct kvc_api_unregister {
  * "model_name", "dp_rank"?} or {"name", "dp_rank"?}). Errors as
  * kvc_api_register_parse. */
 kvi_err kvc_api_unregister_parse(const char *body, size_t len,
-				 kvc_api_unregister *out, kvc_api_error *err);
+				 kvc_api_unregister *out, kvc_qerr *err);
 
 /* kvc_api_unregister_fini frees what u owns; safe on a zeroed value. */
 void kvc_api_unregister_fini(kvc_api_unregister *u);
-
-/* ---- the /query response ------------------------------------------------- */
-
-/* One listener's match: a shard's compact answer (QueryResponse's m_*
- * arrays) with the key and pod the registry knows it by. Counts are in blocks:
- * gpu is the device-tier prefix, cpu and disk how far lower tiers extend it,
- * longest the whole match. Strings are borrowed. */
-typedef struct kvc_api_match {
-	const char *key; /* listener key */
-	uint64_t instance_id;
-	const char *pod; /* "ns/name"; NULL or "" for a per-rank registration */
-	uint32_t dp_rank;
-	uint32_t gpu, cpu, disk, longest;
-} kvc_api_match;
-
-/* kvc_api_match_cmp orders matches best first, in the order of rank.h
- * (longest, then gpu, descending; then instance id and dp_rank,
- * ascending), the one shards select a query's top_k by. */
-int kvc_api_match_cmp(const kvc_api_match *a, const kvc_api_match *b);
-
-/* What a /query response is built from. */
-typedef struct kvc_api_result {
-	const char *model;
-	uint32_t block_size;
-	size_t query_blocks;
-	const kvc_api_match *matches; /* from every shard that answered */
-	size_t n_matches;
-	uint32_t top_k; /* 0: every listener with a match; else the k best */
-	uint32_t shards_answered, shards_total;
-	/* shards that answered from an index no longer following their
-	 * engines (their store cannot commit): "stale" in the answer */
-	const char *const *stale;
-	size_t n_stale;
-} kvc_api_result;
-
-/* kvc_api_query_response returns a new /query response object (API.md):
- * listeners with no matched block are left out; a listener (instance id,
- * dp_rank) that two shards report during a hand-off appears once, with the
- * longer match; workers are sorted best first (kvc_api_match_cmp); with
- * top_k only the first top_k of that order appear, in workers, scores and
- * instances alike; an instance's gpu/cpu/disk are those of its best rank;
- * tokens are blocks * block_size; instance ids are decimal strings; a
- * worker without a pod name has "pod": null. */
-json_t *kvc_api_query_response(const kvc_api_result *r);
-
-/* kvc_api_query_response_text returns the same response as compact JSON
- * text (kvi_free), NUL-terminated, its length in *len: what the HTTP path
- * sends, written without building a tree. */
-char *kvc_api_query_response_text(const kvc_api_result *r, size_t *len);
 
 #endif /* KVI_COORDINATOR_API_JSON_H */

@@ -177,8 +177,7 @@ kvc_api_value_text(const json_t *v, char *buf, size_t size)
 }
 
 kvi_err
-kvc_api_json_load(const char *body, size_t len, json_t **out,
-		  kvc_api_error *err)
+kvc_api_json_load(const char *body, size_t len, json_t **out, kvc_qerr *err)
 {
 	const size_t flags = JSON_REJECT_DUPLICATES;
 	json_error_t je;
@@ -198,16 +197,15 @@ kvc_api_json_load(const char *body, size_t len, json_t **out,
 		j = json_loadb(body, len, flags, &je);
 	}
 	if (j == NULL) {
-		return kvc_api_error_set(err, KVI_EPROTO, 400,
-					 "invalid JSON: %s at line %d, column "
-					 "%d (byte %d)",
-					 je.text, je.line, je.column,
-					 je.position);
+		return kvc_qerr_set(err, KVI_EPROTO, 400,
+				    "invalid JSON: %s at line %d, column "
+				    "%d (byte %d)",
+				    je.text, je.line, je.column, je.position);
 	}
 	if (!json_is_object(j)) {
-		kvc_api_error_set(err, KVI_EINVAL, 400,
-				  "the body must be a JSON object, not %s",
-				  kvc_type_name(j));
+		kvc_qerr_set(err, KVI_EINVAL, 400,
+			     "the body must be a JSON object, not %s",
+			     kvc_type_name(j));
 		json_decref(j);
 		return KVI_EINVAL;
 	}

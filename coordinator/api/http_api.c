@@ -5,63 +5,99 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "admin.h"
 #include "alloc.h"
 #include "api_json.h"
 
 static void
-kvc_reply_done(void *arg, int status, json_t *body)
+reply_done(void *arg, int status, json_t *body)
 {
 	kvi_http_reply_json(arg, status, body);
 }
 
 static void
-kvc_api_fail(kvi_http_req *req, kvc_api_error *e)
+reply_refused(kvi_http_req *req, kvc_qerr *e)
 {
-	kvi_http_reply_json(req, e->status, kvc_api_error_body(e));
-	kvc_api_error_fini(e);
+	kvi_http_reply_json(req, e->status, kvc_qerr_body(e));
+	kvc_qerr_fini(e);
 }
 
 static void
-kvc_on_register(void *arg, kvi_http_req *req)
+on_register(void *arg, kvi_http_req *req)
 {
 	kvc_api *api = arg;
 	size_t len;
 	const char *body = kvi_http_req_body(req, &len);
 	kvc_pod pod;
-	kvc_api_error e = {0};
+	kvc_qerr e = {0};
 	if (kvc_api_register_parse(body, len, api->default_dp_size, &pod, &e) !=
 	    KVI_OK) {
-		kvc_api_fail(req, &e);
+		reply_refused(req, &e);
 		return;
 	}
-	kvc_assigner_register(api->assigner, &pod, kvc_reply_done, req);
+	kvc_assigner_register(api->assigner, &pod, reply_done, req);
 	kvc_pod_fini(&pod);
 }
 
 static void
-kvc_on_unregister(void *arg, kvi_http_req *req)
+on_unregister(void *arg, kvi_http_req *req)
 {
 	kvc_api *api = arg;
 	size_t len;
 	const char *body = kvi_http_req_body(req, &len);
 	kvc_api_unregister u;
-	kvc_api_error e = {0};
+	kvc_qerr e = {0};
 	if (kvc_api_unregister_parse(body, len, &u, &e) != KVI_OK) {
-		kvc_api_fail(req, &e);
+		reply_refused(req, &e);
 		return;
 	}
 	kvc_assigner_unregister(api->assigner, u.name, u.instance_id,
 				u.has_dp_rank ? (int)u.dp_rank : -1, u.model,
-				kvc_reply_done, req);
+				reply_done, req);
 	kvc_api_unregister_fini(&u);
 }
 
-/* kvc_query_u64 reads the query parameter name as a decimal u64 into
+/* on_query parses a /query or /query_by_hash body and hands the request,
+ * or the parser's refusal, to the query path. */
+static void
+on_query(kvc_api *api, kvi_http_req *req, kvc_query_route route)
+{
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	size_t len, max_tokens, max_hashes;
+	const char *body = kvi_http_req_body(req, &len);
+	kvc_query_limits(api->query, &max_tokens, &max_hashes);
+	kvc_qreq r = {0};
+	kvc_qerr e = {0};
+	kvi_err rv =
+	    route == KVC_QUERY_TOKENS
+		? kvc_api_query_parse(body, len, max_tokens, &r, &e)
+		: kvc_api_hash_query_parse(body, len, max_hashes, &r, &e);
+	if (rv != KVI_OK) {
+		kvc_query_refuse(api->query, req, route, &t0, &e);
+		return;
+	}
+	kvc_query_start(api->query, req, route, &t0, &r);
+}
+
+static void
+on_query_tokens(void *arg, kvi_http_req *req)
+{
+	on_query(arg, req, KVC_QUERY_TOKENS);
+}
+
+static void
+on_query_hashes(void *arg, kvi_http_req *req)
+{
+	on_query(arg, req, KVC_QUERY_HASHES);
+}
+
+/* param_u64 reads the query parameter name as a decimal u64 into
  * *out: false (with a 400 sent) when it is there and is not one. */
 static bool
-kvc_query_u64(kvi_http_req *req, const char *name, bool *has, uint64_t *out)
+param_u64(kvi_http_req *req, const char *name, bool *has, uint64_t *out)
 {
 	const char *v = kvi_http_req_query(req, name);
 	*has = v != NULL;
@@ -81,7 +117,7 @@ kvc_query_u64(kvi_http_req *req, const char *name, bool *has, uint64_t *out)
 }
 
 static void
-kvc_on_workers(void *arg, kvi_http_req *req)
+on_workers(void *arg, kvi_http_req *req)
 {
 	kvc_api *api = arg;
 	kvc_workers_query q = {
@@ -90,8 +126,8 @@ kvc_on_workers(void *arg, kvi_http_req *req)
 	};
 	bool has_limit;
 	uint64_t limit = 0;
-	if (!kvc_query_u64(req, "limit", &has_limit, &limit) ||
-	    !kvc_query_u64(req, "cursor", &q.has_cursor, &q.cursor)) {
+	if (!param_u64(req, "limit", &has_limit, &limit) ||
+	    !param_u64(req, "cursor", &q.has_cursor, &q.cursor)) {
 		return;
 	}
 	if (has_limit && (limit == 0 || limit > 100000)) {
@@ -115,14 +151,14 @@ kvc_on_workers(void *arg, kvi_http_req *req)
 }
 
 static void
-kvc_on_health(void *arg, kvi_http_req *req)
+on_health(void *arg, kvi_http_req *req)
 {
 	(void)arg;
 	kvi_http_reply_json(req, 200, json_pack("{s:b}", "ok", 1));
 }
 
 static void
-kvc_on_ready(void *arg, kvi_http_req *req)
+on_ready(void *arg, kvi_http_req *req)
 {
 	kvc_api *api = arg;
 	char why[512];
@@ -136,7 +172,7 @@ kvc_on_ready(void *arg, kvi_http_req *req)
 }
 
 static void
-kvc_on_metrics(void *arg, kvi_http_req *req)
+on_metrics(void *arg, kvi_http_req *req)
 {
 	kvc_api *api = arg;
 	size_t len;
@@ -145,10 +181,10 @@ kvc_on_metrics(void *arg, kvi_http_req *req)
 	kvi_free(text);
 }
 
-/* kvc_token_equal compares a client's token with ours in time that
+/* token_equal compares a client's token with ours in time that
  * depends on the length of ours only. */
 static bool
-kvc_token_equal(const char *given, const char *ours)
+token_equal(const char *given, const char *ours)
 {
 	size_t n = strlen(ours), m = strlen(given);
 	unsigned diff = m != n;
@@ -158,10 +194,10 @@ kvc_token_equal(const char *given, const char *ours)
 	return diff == 0;
 }
 
-/* kvc_auth_ok checks the bearer token a write of kind auth needs; false
+/* auth_ok checks the bearer token a write of kind auth needs; false
  * when it replied 401 or 403. */
 static bool
-kvc_auth_ok(const kvc_api *api, kvi_http_req *req, kvc_api_auth auth)
+auth_ok(const kvc_api *api, kvi_http_req *req, kvc_api_auth auth)
 {
 	const char *tokens[2] = {api->admin_token, auth == KVC_AUTH_REGISTER
 						       ? api->register_token
@@ -181,7 +217,7 @@ kvc_auth_ok(const kvc_api *api, kvi_http_req *req, kvc_api_auth auth)
 	}
 	bool ok = false;
 	for (int i = 0; i < 2; i++) {
-		ok |= tokens[i] != NULL && kvc_token_equal(h + 7, tokens[i]);
+		ok |= tokens[i] != NULL && token_equal(h + 7, tokens[i]);
 	}
 	if (!ok) {
 		kvi_http_reply_error(req, 403, "wrong %s token",
@@ -192,7 +228,7 @@ kvc_auth_ok(const kvc_api *api, kvi_http_req *req, kvc_api_auth auth)
 }
 
 static json_t *
-kvc_shard_json(kvc_shard *sh, int64_t now)
+shard_json(kvc_shard *sh, int64_t now)
 {
 	int64_t last = atomic_load(&sh->last_ok_ms);
 	json_t *o = json_object();
@@ -221,7 +257,7 @@ kvc_shard_json(kvc_shard *sh, int64_t now)
 }
 
 static void
-kvc_on_admin_shards(void *arg, kvi_http_req *req)
+on_admin_shards(void *arg, kvi_http_req *req)
 {
 	kvc_api *api = arg;
 	size_t n;
@@ -229,16 +265,16 @@ kvc_on_admin_shards(void *arg, kvi_http_req *req)
 	int64_t now = kvi_now_ms();
 	json_t *arr = json_array();
 	for (size_t i = 0; i < n; i++) {
-		json_array_append_new(arr, kvc_shard_json(sh[i], now));
+		json_array_append_new(arr, shard_json(sh[i], now));
 	}
 	kvc_shardset_release(sh, n);
 	kvi_http_reply_json(req, 200, arr);
 }
 
-/* kvc_admin_body parses the JSON object body of an admin request; NULL
+/* admin_body parses the JSON object body of an admin request; NULL
  * when it replied 400. */
 static json_t *
-kvc_admin_body(kvi_http_req *req, bool empty_ok)
+admin_body(kvi_http_req *req, bool empty_ok)
 {
 	size_t len;
 	const char *body = kvi_http_req_body(req, &len);
@@ -258,9 +294,9 @@ kvc_admin_body(kvi_http_req *req, bool empty_ok)
 	return doc;
 }
 
-/* kvc_admin_string reads a required string field; NULL when it replied. */
+/* admin_string reads a required string field; NULL when it replied. */
 static const char *
-kvc_admin_string(kvi_http_req *req, json_t *doc, const char *field)
+admin_string(kvi_http_req *req, json_t *doc, const char *field)
 {
 	const char *v = json_string_value(json_object_get(doc, field));
 	if (v == NULL || v[0] == '\0') {
@@ -273,26 +309,25 @@ kvc_admin_string(kvi_http_req *req, json_t *doc, const char *field)
 }
 
 static void
-kvc_on_admin_add_shard(void *arg, kvi_http_req *req)
+on_admin_add_shard(void *arg, kvi_http_req *req)
 {
 	kvc_api *api = arg;
 	json_t *doc;
 	const char *id, *url;
-	if ((doc = kvc_admin_body(req, false)) == NULL) {
+	if ((doc = admin_body(req, false)) == NULL) {
 		return;
 	}
-	if ((id = kvc_admin_string(req, doc, "id")) != NULL &&
-	    (url = kvc_admin_string(req, doc, "endpoint")) != NULL) {
-		kvc_admin_add_shard(api->assigner, id, url, kvc_reply_done,
-				    req);
+	if ((id = admin_string(req, doc, "id")) != NULL &&
+	    (url = admin_string(req, doc, "endpoint")) != NULL) {
+		kvc_admin_add_shard(api->assigner, id, url, reply_done, req);
 	}
 	json_decref(doc);
 }
 
-/* kvc_admin_suffix percent-decodes the path after the route's prefix,
+/* admin_suffix percent-decodes the path after the route's prefix,
  * dropping tail when the path ends with it; NULL when it replied. */
 static char *
-kvc_admin_suffix(kvi_http_req *req, const char *tail)
+admin_suffix(kvi_http_req *req, const char *tail)
 {
 	const char *s = kvi_http_req_suffix(req);
 	size_t len = strlen(s), tl = tail != NULL ? strlen(tail) : 0;
@@ -312,41 +347,41 @@ kvc_admin_suffix(kvi_http_req *req, const char *tail)
 }
 
 static void
-kvc_on_admin_drain_shard(void *arg, kvi_http_req *req)
+on_admin_drain_shard(void *arg, kvi_http_req *req)
 {
 	kvc_api *api = arg;
 	char *id;
-	if ((id = kvc_admin_suffix(req, NULL)) == NULL) {
+	if ((id = admin_suffix(req, NULL)) == NULL) {
 		return;
 	}
-	kvc_admin_drain_shard(api->assigner, id, kvc_reply_done, req);
+	kvc_admin_drain_shard(api->assigner, id, reply_done, req);
 	kvi_free(id);
 }
 
 static void
-kvc_on_admin_move(void *arg, kvi_http_req *req)
+on_admin_move(void *arg, kvi_http_req *req)
 {
 	kvc_api *api = arg;
 	char *key;
 	json_t *doc;
-	if ((key = kvc_admin_suffix(req, "/move")) == NULL) {
+	if ((key = admin_suffix(req, "/move")) == NULL) {
 		return;
 	}
 	const char *to;
-	if ((doc = kvc_admin_body(req, false)) != NULL &&
-	    (to = kvc_admin_string(req, doc, "to")) != NULL) {
-		kvc_admin_move(api->assigner, key, to, kvc_reply_done, req);
+	if ((doc = admin_body(req, false)) != NULL &&
+	    (to = admin_string(req, doc, "to")) != NULL) {
+		kvc_admin_move(api->assigner, key, to, reply_done, req);
 	}
 	json_decref(doc);
 	kvi_free(key);
 }
 
 static void
-kvc_on_admin_rebalance(void *arg, kvi_http_req *req)
+on_admin_rebalance(void *arg, kvi_http_req *req)
 {
 	kvc_api *api = arg;
 	json_t *doc;
-	if ((doc = kvc_admin_body(req, true)) == NULL) {
+	if ((doc = admin_body(req, true)) == NULL) {
 		return;
 	}
 	json_t *dry = json_object_get(doc, "dry_run");
@@ -356,20 +391,20 @@ kvc_on_admin_rebalance(void *arg, kvi_http_req *req)
 		/* without dry_run, only say what would move */
 		kvc_admin_rebalance(api->assigner,
 				    dry == NULL || json_is_true(dry),
-				    kvc_reply_done, req);
+				    reply_done, req);
 	}
 	json_decref(doc);
 }
 
 static void
-kvc_on_admin_moves(void *arg, kvi_http_req *req)
+on_admin_moves(void *arg, kvi_http_req *req)
 {
 	kvc_api *api = arg;
-	kvc_admin_moves(api->assigner, kvc_reply_done, req);
+	kvc_admin_moves(api->assigner, reply_done, req);
 }
 
 static void
-kvc_collect_shards(void *arg, kvi_metrics_out *out)
+collect_shards(void *arg, kvi_metrics_out *out)
 {
 	kvc_api *api = arg;
 	size_t n;
@@ -411,7 +446,7 @@ kvc_collect_shards(void *arg, kvi_metrics_out *out)
 /* ---- replicas -------------------------------------------------------- */
 
 static void
-kvc_on_leader(void *arg, kvi_http_req *req)
+on_leader(void *arg, kvi_http_req *req)
 {
 	kvc_api *api = arg;
 	if (api->lease == NULL) {
@@ -435,10 +470,10 @@ kvc_on_leader(void *arg, kvi_http_req *req)
 	kvi_http_reply_json(req, 200, o);
 }
 
-/* kvc_to_leader answers a write on a follower (true): a redirect to the
+/* to_leader answers a write on a follower (true): a redirect to the
  * leader, or 503 while none is known. */
 static bool
-kvc_to_leader(kvc_api *api, kvi_http_req *req)
+to_leader(kvc_api *api, kvi_http_req *req)
 {
 	if (api->lease == NULL || kvc_lease_leading(api->lease, NULL)) {
 		return false;
@@ -467,13 +502,13 @@ kvc_to_leader(kvc_api *api, kvi_http_req *req)
 	return true;
 }
 
-/* kvc_on_write serves a write: its token first, on a follower as on the
+/* on_write serves a write: its token first, on a follower as on the
  * leader, then the redirect to the leader or the route itself. */
 static void
-kvc_on_write(void *arg, kvi_http_req *req)
+on_write(void *arg, kvi_http_req *req)
 {
 	kvc_write_route *w = arg;
-	if (kvc_auth_ok(w->api, req, w->auth) && !kvc_to_leader(w->api, req)) {
+	if (auth_ok(w->api, req, w->auth) && !to_leader(w->api, req)) {
 		w->fn(w->api, req);
 	}
 }
@@ -481,42 +516,41 @@ kvc_on_write(void *arg, kvi_http_req *req)
 kvi_err
 kvc_api_routes(kvi_httpd *h, kvc_api *api)
 {
-	enum { ANY, QUERY, ADMIN, REGISTER };
+	enum { ANY, ADMIN, REGISTER };
 	static const struct {
 		const char *method, *path;
 		kvi_http_handler fn;
 		int kind;
 		bool prefix;
 	} routes[] = {
-	    {"POST", "/query", kvc_query_http, QUERY, false},
-	    {"POST", "/query_by_hash", kvc_query_by_hash_http, QUERY, false},
-	    {"POST", "/register", kvc_on_register, REGISTER, false},
-	    {"POST", "/unregister", kvc_on_unregister, REGISTER, false},
-	    {"GET", "/workers", kvc_on_workers, ANY, false},
-	    {"GET", "/health", kvc_on_health, ANY, false},
-	    {"GET", "/ready", kvc_on_ready, ANY, false},
-	    {"GET", "/metrics", kvc_on_metrics, ANY, false},
-	    {"GET", "/leader", kvc_on_leader, ANY, false},
-	    {"GET", "/admin/shards", kvc_on_admin_shards, ADMIN, false},
-	    {"POST", "/admin/shards", kvc_on_admin_add_shard, ADMIN, false},
-	    {"POST", "/admin/rebalance", kvc_on_admin_rebalance, ADMIN, false},
-	    {"GET", "/admin/moves", kvc_on_admin_moves, ADMIN, false},
-	    {"DELETE", "/admin/shards/", kvc_on_admin_drain_shard, ADMIN, true},
-	    {"POST", "/admin/listeners/", kvc_on_admin_move, ADMIN, true},
+	    {"POST", "/query", on_query_tokens, ANY, false},
+	    {"POST", "/query_by_hash", on_query_hashes, ANY, false},
+	    {"POST", "/register", on_register, REGISTER, false},
+	    {"POST", "/unregister", on_unregister, REGISTER, false},
+	    {"GET", "/workers", on_workers, ANY, false},
+	    {"GET", "/health", on_health, ANY, false},
+	    {"GET", "/ready", on_ready, ANY, false},
+	    {"GET", "/metrics", on_metrics, ANY, false},
+	    {"GET", "/leader", on_leader, ANY, false},
+	    {"GET", "/admin/shards", on_admin_shards, ADMIN, false},
+	    {"POST", "/admin/shards", on_admin_add_shard, ADMIN, false},
+	    {"POST", "/admin/rebalance", on_admin_rebalance, ADMIN, false},
+	    {"GET", "/admin/moves", on_admin_moves, ADMIN, false},
+	    {"DELETE", "/admin/shards/", on_admin_drain_shard, ADMIN, true},
+	    {"POST", "/admin/listeners/", on_admin_move, ADMIN, true},
 	};
 	enum { N_ROUTES = sizeof(routes) / sizeof(routes[0]) };
 	_Static_assert(N_ROUTES <= KVC_API_ROUTES, "room for every route");
 	kvc_write_route *writes = api->writes;
 	for (size_t i = 0; i < N_ROUTES; i++) {
 		kvi_http_handler fn = routes[i].fn;
-		void *arg =
-		    routes[i].kind == QUERY ? (void *)api->query : (void *)api;
+		void *arg = api;
 		if (routes[i].kind == ADMIN || routes[i].kind == REGISTER) {
 			writes[i] = (kvc_write_route){api, fn,
 						      routes[i].kind == ADMIN
 							  ? KVC_AUTH_ADMIN
 							  : KVC_AUTH_REGISTER};
-			fn = kvc_on_write;
+			fn = on_write;
 			arg = &writes[i];
 		}
 		kvi_err rv =
@@ -529,6 +563,6 @@ kvc_api_routes(kvi_httpd *h, kvc_api *api)
 			return rv;
 		}
 	}
-	kvi_metrics_collector_add(api->metrics, kvc_collect_shards, api);
+	kvi_metrics_collector_add(api->metrics, collect_shards, api);
 	return KVI_OK;
 }

@@ -1,8 +1,10 @@
 /*
- * http_api.h - the coordinator's HTTP routes (API.md), other than the
- * queries (query.h): /register, /unregister, /workers, /health, /ready,
- * /metrics and GET /admin/shards.
+ * http_api.h - the coordinator's HTTP routes (API.md): /query,
+ * /query_by_hash, /register, /unregister, /workers, /health, /ready,
+ * /metrics, /leader and the admin paths.
  *
+ * A query's body is parsed here (api_json.h) and the request handed to
+ * the query path (query.h), which answers once the shards have.
  * Registration and unregistration are handed to the assigner, which
  * answers from its thread; the rest is answered on the loop thread from
  * the registry and the shard set.

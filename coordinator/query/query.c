@@ -7,60 +7,53 @@
 #include <time.h>
 
 #include "alloc.h"
-#include "api_json.h"
 #include "hash.h"
 #include "log.h"
+#include "qanswer.h"
 #include "qbatch.h"
 #include "qloop.h"
 #include "rpc.h"
 
-enum { KVC_EP_QUERY = 0, KVC_EP_HASH, KVC_EP_COUNT };
-enum {
-	KVC_CODE_200 = 0,
-	KVC_CODE_400,
-	KVC_CODE_404,
-	KVC_CODE_413,
-	KVC_CODE_503,
-	KVC_CODE_COUNT
-};
+enum { ROUTE_COUNT = KVC_QUERY_HASHES + 1 };
+enum { CODE_200 = 0, CODE_400, CODE_404, CODE_413, CODE_503, CODE_COUNT };
 
 struct kvc_query {
 	kvc_registry *reg;
 	kvc_shardset *shards;
 	kvc_query_config cfg;
-	kvi_histogram *lat[KVC_EP_COUNT];
-	kvi_counter *count[KVC_EP_COUNT][KVC_CODE_COUNT];
+	kvi_histogram *lat[ROUTE_COUNT];
+	kvi_counter *count[ROUTE_COUNT][CODE_COUNT];
 	kvi_counter *via[2]; /* shard calls: the loop's link, nng */
 };
 
 /* One query in flight. */
-typedef struct kvc_qctx kvc_qctx;
+typedef struct qctx qctx;
 
 /* The query's call to one shard. */
-typedef struct kvc_qslot {
+typedef struct qslot {
 	kvc_qbatch_item item;
-	kvc_qctx *c;
+	qctx *c;
 	size_t idx;
 	bool answered; /* under c->mu */
-} kvc_qslot;
+} qslot;
 
-struct kvc_qctx {
+struct qctx {
 	kvc_query *q;
 	kvi_http_req *req;
-	int ep;
+	kvc_query_route route;
 	struct timespec t0;
 	uint32_t block_size;
 	Kvindex__QueryRequest qr; /* what every shard is sent */
 	pthread_mutex_t mu;
 	size_t pending, answered, total; /* under mu */
-	kvc_api_match *m;                /* every shard's matches; under mu */
+	kvc_qanswer_match *m;            /* every shard's matches; under mu */
 	size_t n, cap;
 	kvc_shard **shards;
-	kvc_qslot *slots; /* per shard */
+	qslot *slots; /* per shard */
 };
 
 static double
-kvc_since(const struct timespec *t0)
+since(const struct timespec *t0)
 {
 	struct timespec t;
 	clock_gettime(CLOCK_MONOTONIC, &t);
@@ -69,41 +62,41 @@ kvc_since(const struct timespec *t0)
 }
 
 static int
-kvc_code_index(int status)
+code_index(int status)
 {
 	switch (status) {
 	case 200:
-		return KVC_CODE_200;
+		return CODE_200;
 	case 404:
-		return KVC_CODE_404;
+		return CODE_404;
 	case 413:
-		return KVC_CODE_413;
+		return CODE_413;
 	case 503:
-		return KVC_CODE_503;
+		return CODE_503;
 	default:
-		return KVC_CODE_400;
+		return CODE_400;
 	}
 }
 
 static void
-kvc_finish(kvc_query *q, int ep, const struct timespec *t0, kvi_http_req *req,
-	   int status, json_t *body)
+finish(kvc_query *q, kvc_query_route route, const struct timespec *t0,
+       kvi_http_req *req, int status, json_t *body)
 {
-	kvi_histogram_observe(q->lat[ep], kvc_since(t0));
-	kvi_counter_inc(q->count[ep][kvc_code_index(status)]);
+	kvi_histogram_observe(q->lat[route], since(t0));
+	kvi_counter_inc(q->count[route][code_index(status)]);
 	kvi_http_reply_json(req, status, body);
 }
 
 static void
-kvc_fail(kvc_query *q, int ep, const struct timespec *t0, kvi_http_req *req,
-	 kvc_api_error *e)
+fail(kvc_query *q, kvc_query_route route, const struct timespec *t0,
+     kvi_http_req *req, kvc_qerr *e)
 {
-	kvc_finish(q, ep, t0, req, e->status, kvc_api_error_body(e));
-	kvc_api_error_fini(e);
+	finish(q, route, t0, req, e->status, kvc_qerr_body(e));
+	kvc_qerr_fini(e);
 }
 
 static void
-kvc_qctx_free(kvc_qctx *c)
+qctx_free(qctx *c)
 {
 	/* maybe on the nng thread of a shard's reply: never close a shard's
 	 * client from there */
@@ -117,10 +110,10 @@ kvc_qctx_free(kvc_qctx *c)
 	kvi_free(c);
 }
 
-/* kvc_compact_len returns the number of matches of qr in compact form:
+/* compact_len returns the number of matches of qr in compact form:
  * its arrays' common length, 0 when they disagree (a malformed answer). */
 static size_t
-kvc_compact_len(const Kvindex__QueryResponse *qr)
+compact_len(const Kvindex__QueryResponse *qr)
 {
 	size_t n = qr->n_m_instance;
 	return qr->n_m_rank == n && qr->n_m_gpu == n && qr->n_m_cpu == n &&
@@ -129,17 +122,17 @@ kvc_compact_len(const Kvindex__QueryResponse *qr)
 		   : 0;
 }
 
-/* kvc_merge builds the reply once every shard has answered or timed out. */
+/* merge builds the reply once every shard has answered or timed out. */
 static void
-kvc_merge(kvc_qctx *c)
+merge(qctx *c)
 {
 	if (c->answered == 0 && c->total > 0) {
-		kvc_api_error e = {0};
-		kvc_api_error_set(&e, KVI_EUNREACHABLE, 503,
-				  "no shard answered within %d ms (%zu "
-				  "configured)",
-				  c->q->cfg.deadline_ms, c->total);
-		kvc_fail(c->q, c->ep, &c->t0, c->req, &e);
+		kvc_qerr e = {0};
+		kvc_qerr_set(&e, KVI_EUNREACHABLE, 503,
+			     "no shard answered within %d ms (%zu "
+			     "configured)",
+			     c->q->cfg.deadline_ms, c->total);
+		fail(c->q, c->route, &c->t0, c->req, &e);
 		return;
 	}
 	/* the compact form names no pods: the registry does */
@@ -161,7 +154,7 @@ kvc_merge(kvc_qctx *c)
 			stale[n_stale++] = c->shards[i]->id;
 		}
 	}
-	kvc_api_result r = {
+	kvc_qanswer_result r = {
 	    .model = c->qr.model,
 	    .block_size = c->block_size,
 	    .query_blocks = c->qr.n_seq_hashes,
@@ -174,28 +167,28 @@ kvc_merge(kvc_qctx *c)
 	    .n_stale = n_stale,
 	};
 	size_t len;
-	char *text = kvc_api_query_response_text(&r, &len);
+	char *text = kvc_qanswer_text(&r, &len);
 	kvi_free(ids);
 	kvi_free(pods);
 	kvi_free(names);
 	kvi_free(stale);
-	kvi_histogram_observe(c->q->lat[c->ep], kvc_since(&c->t0));
-	kvi_counter_inc(c->q->count[c->ep][KVC_CODE_200]);
+	kvi_histogram_observe(c->q->lat[c->route], since(&c->t0));
+	kvi_counter_inc(c->q->count[c->route][CODE_200]);
 	kvi_http_reply_take(c->req, 200, "application/json", text, len);
 }
 
-/* kvc_qctx_add appends a shard's matches to c's. Under c->mu. */
+/* qctx_add appends a shard's matches to c's. Under c->mu. */
 static void
-kvc_qctx_add(kvc_qctx *c, const Kvindex__QueryResponse *qr)
+qctx_add(qctx *c, const Kvindex__QueryResponse *qr)
 {
-	size_t n = kvc_compact_len(qr);
+	size_t n = compact_len(qr);
 	if (c->n + n > c->cap) {
 		c->cap = c->n + n > 2 * c->cap ? c->n + n : 2 * c->cap;
 		c->m = kvi_reallocarray(c->m, c->cap, sizeof(*c->m));
 	}
 	for (size_t j = 0; j < n; j++) {
 		uint32_t g = qr->m_gpu[j], cp = qr->m_cpu[j], d = qr->m_disk[j];
-		c->m[c->n++] = (kvc_api_match){
+		c->m[c->n++] = (kvc_qanswer_match){
 		    .instance_id = qr->m_instance[j],
 		    .dp_rank = qr->m_rank[j],
 		    .gpu = g,
@@ -206,26 +199,26 @@ kvc_qctx_add(kvc_qctx *c, const Kvindex__QueryResponse *qr)
 	}
 }
 
-/* kvc_qctx_unhold drops one of c's pending counts; the last one merges,
+/* qctx_unhold drops one of c's pending counts; the last one merges,
  * replies and frees c. */
 static void
-kvc_qctx_unhold(kvc_qctx *c)
+qctx_unhold(qctx *c)
 {
 	pthread_mutex_lock(&c->mu);
 	bool last = --c->pending == 0;
 	pthread_mutex_unlock(&c->mu);
 	if (last) {
-		kvc_merge(c);
-		kvc_qctx_free(c);
+		merge(c);
+		qctx_free(c);
 	}
 }
 
 static void
-kvc_query_done(void *arg, kvi_err rv, const Kvindex__QueryResponse *qr,
-	       const char *err)
+shard_done(void *arg, kvi_err rv, const Kvindex__QueryResponse *qr,
+	   const char *err)
 {
-	kvc_qslot *sl = arg;
-	kvc_qctx *c = sl->c;
+	qslot *sl = arg;
+	qctx *c = sl->c;
 	if (rv != KVI_OK) {
 		atomic_fetch_add(&c->shards[sl->idx]->fanout_errors, 1);
 		KVI_DEBUG("fanout_failed", "shard=%s err=%s: %s",
@@ -238,29 +231,28 @@ kvc_query_done(void *arg, kvi_err rv, const Kvindex__QueryResponse *qr,
 		}
 	} else {
 		pthread_mutex_lock(&c->mu);
-		kvc_qctx_add(c, qr);
+		qctx_add(c, qr);
 		c->answered++;
 		sl->answered = true;
 		pthread_mutex_unlock(&c->mu);
 	}
-	kvc_qctx_unhold(c);
+	qctx_unhold(c);
 }
 
-/* kvc_check_restriction verifies instances and dp_rank against the
+/* check_restriction verifies instances and dp_rank against the
  * registry. */
 static kvi_err
-kvc_check_restriction(kvc_query *q, const kvc_api_query *qq, kvc_api_error *e)
+check_restriction(kvc_query *q, const kvc_qreq *qq, kvc_qerr *e)
 {
 	for (size_t i = 0; i < qq->n_instances; i++) {
 		uint64_t id = qq->instances[i];
 		uint32_t ranks[64];
 		int n = kvc_reg_ranks(q->reg, id, false, ranks, 64);
 		if (n < 0) {
-			return kvc_api_error_set(
-			    e, KVI_ENOENT, 400,
-			    "instances[%zu]: instance %" PRIu64
-			    " is not registered",
-			    i, id);
+			return kvc_qerr_set(e, KVI_ENOENT, 400,
+					    "instances[%zu]: instance %" PRIu64
+					    " is not registered",
+					    i, id);
 		}
 		if (!qq->has_dp_rank) {
 			continue;
@@ -285,22 +277,21 @@ kvc_check_restriction(kvc_query *q, const kvc_api_query *qq, kvc_api_error *e)
 			json_array_append_new(arr, json_integer(conn[k]));
 		}
 		kvi_free(conn);
-		kvc_api_error_set(
-		    e, KVI_ENOENT, 400,
-		    "dp_rank %u is not a rank of instance %" PRIu64
-		    " (it has %d)",
-		    qq->dp_rank, id, n);
+		kvc_qerr_set(e, KVI_ENOENT, 400,
+			     "dp_rank %u is not a rank of instance %" PRIu64
+			     " (it has %d)",
+			     qq->dp_rank, id, n);
 		e->extra = json_pack("{s:o}", "connected_ranks", arr);
 		return KVI_ENOENT;
 	}
 	return KVI_OK;
 }
 
-/* kvc_route returns model's block size, or 0 with e set when no
+/* route_of returns model's block size, or 0 with e set when no
  * registered pod serves it, and which of the n shards to ask. */
 static uint32_t
-kvc_route(kvc_query *q, const char *model, kvc_shard *const *shards, size_t n,
-	  bool *ask, kvc_api_error *e)
+route_of(kvc_query *q, const char *model, kvc_shard *const *shards, size_t n,
+	 bool *ask, kvc_qerr *e)
 {
 	const char **ids = kvi_calloc(n + 1, sizeof(*ids));
 	for (size_t i = 0; i < n; i++) {
@@ -309,91 +300,141 @@ kvc_route(kvc_query *q, const char *model, kvc_shard *const *shards, size_t n,
 	uint32_t bs = kvc_reg_route(q->reg, model, ids, n, ask);
 	kvi_free(ids);
 	if (bs == 0) {
-		kvc_api_error_set(e, KVI_ENOENT, 404,
-				  "model %s is not served by any registered "
-				  "pod",
-				  model);
+		kvc_qerr_set(e, KVI_ENOENT, 404,
+			     "model %s is not served by any registered "
+			     "pod",
+			     model);
 	}
 	return bs;
 }
 
-static void
-kvc_handle(kvc_query *q, kvi_http_req *req, int ep)
+/* hash_prompt returns r's sequence hashes for block size bs (a new array
+ * of *nb), taking r's block hashes for a /query_by_hash. */
+static uint64_t *
+hash_prompt(kvc_qreq *r, kvc_query_route route, uint32_t bs, size_t *nb)
 {
-	struct timespec t0;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	size_t len;
-	const char *body = kvi_http_req_body(req, &len);
-	kvc_api_query qq = {0};
-	kvc_api_error e = {0};
-	kvi_err rv =
-	    ep == KVC_EP_QUERY
-		? kvc_api_query_parse(body, len, q->cfg.max_tokens, &qq, &e)
-		: kvc_api_hash_query_parse(body, len, q->cfg.max_hashes, &qq,
-					   &e);
-	if (rv != KVI_OK) {
-		kvc_fail(q, ep, &t0, req, &e);
-		return;
-	}
-	size_t total;
-	kvc_shard **shards = kvc_shardset_snapshot(q->shards, &total);
-	bool *ask = kvi_calloc(total + 1, sizeof(*ask));
-	uint32_t bs = kvc_route(q, qq.model, shards, total, ask, &e);
-	if (bs == 0 || kvc_check_restriction(q, &qq, &e) != KVI_OK) {
-		kvc_shardset_release(shards, total);
-		kvi_free(ask);
-		kvc_api_query_fini(&qq);
-		kvc_fail(q, ep, &t0, req, &e);
-		return;
-	}
-	size_t nb;
 	uint64_t *hashes;
-	if (ep == KVC_EP_QUERY) {
-		nb = qq.n_tokens / bs;
-		hashes = kvi_calloc(nb + 1, sizeof(*hashes));
-		const char *lora = qq.lora_name, *salt = qq.cache_salt;
+	if (route == KVC_QUERY_TOKENS) {
+		*nb = r->n_tokens / bs;
+		hashes = kvi_calloc(*nb + 1, sizeof(*hashes));
+		const char *lora = r->lora_name, *salt = r->cache_salt;
 		kvi_prompt_keys keys = {
 		    .lora_name = lora,
 		    .lora_len = lora ? strlen(lora) : 0,
 		    .cache_salt = salt,
 		    .salt_len = salt ? strlen(salt) : 0,
-		    .mm = qq.mm,
-		    .n_mm = qq.n_mm,
+		    .mm = r->mm,
+		    .n_mm = r->n_mm,
 		};
 		kvi_xbuf x = {0};
-		kvi_prompt_hashes(qq.token_ids, qq.n_tokens, bs, &keys, &x,
+		kvi_prompt_hashes(r->token_ids, r->n_tokens, bs, &keys, &x,
 				  hashes);
 		kvi_xbuf_fini(&x);
 	} else {
-		nb = qq.n_hashes;
-		hashes = qq.block_hashes;
-		qq.block_hashes = NULL;
+		*nb = r->n_hashes;
+		hashes = r->block_hashes;
+		r->block_hashes = NULL;
 	}
-	kvi_seq_hashes(KVI_SEQ_ROOT, hashes, nb, hashes);
+	kvi_seq_hashes(KVI_SEQ_ROOT, hashes, *nb, hashes);
+	return hashes;
+}
 
-	kvc_qctx *c = kvi_calloc(1, sizeof(*c));
+/* qctx_alloc returns the context of a query to the shards[0..total) it
+ * holds, asking for hashes[0..nb) (taken) and taking r's model and
+ * instances. */
+static qctx *
+qctx_alloc(kvc_query *q, kvi_http_req *req, kvc_query_route route,
+	   const struct timespec *t0, uint32_t bs, kvc_qreq *r,
+	   uint64_t *hashes, size_t nb, kvc_shard **shards, size_t total)
+{
+	qctx *c = kvi_calloc(1, sizeof(*c));
 	c->q = q;
 	c->req = req;
-	c->ep = ep;
-	c->t0 = t0;
+	c->route = route;
+	c->t0 = *t0;
 	c->block_size = bs;
 	pthread_mutex_init(&c->mu, NULL);
 	kvindex__query_request__init(&c->qr);
-	c->qr.model = qq.model;
+	c->qr.model = r->model;
 	c->qr.seq_hashes = hashes;
 	c->qr.n_seq_hashes = nb;
-	c->qr.instances = qq.instances;
-	c->qr.n_instances = qq.n_instances;
-	c->qr.has_dp_rank = qq.has_dp_rank;
-	c->qr.dp_rank = qq.dp_rank;
-	c->qr.has_top_k = qq.top_k > 0;
-	c->qr.top_k = qq.top_k;
-	qq.model = NULL;
-	qq.instances = NULL;
-	kvc_api_query_fini(&qq);
+	c->qr.instances = r->instances;
+	c->qr.n_instances = r->n_instances;
+	c->qr.has_dp_rank = r->has_dp_rank;
+	c->qr.dp_rank = r->dp_rank;
+	c->qr.has_top_k = r->top_k > 0;
+	c->qr.top_k = r->top_k;
+	r->model = NULL;
+	r->instances = NULL;
 	c->shards = shards;
 	c->total = total;
 	c->slots = kvi_calloc(c->total + 1, sizeof(*c->slots));
+	return c;
+}
+
+/* send_all submits c's query to every shard ask[] names, on the loop's
+ * own links unless the configuration says through nng, then lets go of
+ * c's own count. */
+static void
+send_all(qctx *c, const bool *ask, size_t asked)
+{
+	kvc_query *q = c->q;
+	kvc_qloop *ql = NULL;
+	if (!q->cfg.via_nng && asked > 0) {
+		struct event_base *base;
+		void **local = kvi_http_req_local(c->req, &base);
+		if (*local == NULL) {
+			*local = kvc_qloop_alloc(base, q->cfg.batch_inflight,
+						 q->cfg.batch_max);
+		}
+		ql = *local;
+	}
+	/* one extra count holds the context until every call has started */
+	c->pending = asked + 1;
+	int64_t deadline = kvi_now_ms() + q->cfg.deadline_ms;
+	for (size_t i = 0; i < c->total; i++) {
+		if (!ask[i]) {
+			continue;
+		}
+		qslot *sl = &c->slots[i];
+		sl->c = c;
+		sl->idx = i;
+		sl->item = (kvc_qbatch_item){
+		    .query = &c->qr,
+		    .deadline_ms = deadline,
+		    .done = shard_done,
+		    .arg = sl,
+		};
+		kvc_qbatch *qb = ql != NULL
+				     ? kvc_qloop_batcher(ql, c->shards[i])
+				     : c->shards[i]->qbatch;
+		kvi_counter_inc(q->via[qb == c->shards[i]->qbatch]);
+		kvc_qbatch_submit(qb, &sl->item);
+	}
+	qctx_unhold(c);
+}
+
+void
+kvc_query_start(kvc_query *q, kvi_http_req *req, kvc_query_route route,
+		const struct timespec *t0, kvc_qreq *r)
+{
+	kvc_qerr e = {0};
+	size_t total;
+	kvc_shard **shards = kvc_shardset_snapshot(q->shards, &total);
+	bool *ask = kvi_calloc(total + 1, sizeof(*ask));
+	uint32_t bs = route_of(q, r->model, shards, total, ask, &e);
+	if (bs == 0 || check_restriction(q, r, &e) != KVI_OK) {
+		kvc_shardset_release(shards, total);
+		kvi_free(ask);
+		kvc_qreq_fini(r);
+		fail(q, route, t0, req, &e);
+		return;
+	}
+	size_t nb;
+	uint64_t *hashes = hash_prompt(r, route, bs, &nb);
+	qctx *c =
+	    qctx_alloc(q, req, route, t0, bs, r, hashes, nb, shards, total);
+	kvc_qreq_fini(r);
 	/* The answers known without asking count as given: a shard that owns
 	 * none of the model's listeners has none to give, and with no full
 	 * block nothing can match. A shard known down that owns some is not
@@ -408,41 +449,22 @@ kvc_handle(kvc_query *q, kvi_http_req *req, int ep)
 		}
 		asked += ask[i];
 	}
-
-	kvc_qloop *ql = NULL;
-	if (!q->cfg.via_nng && asked > 0) {
-		struct event_base *base;
-		void **local = kvi_http_req_local(req, &base);
-		if (*local == NULL) {
-			*local = kvc_qloop_alloc(base, q->cfg.batch_inflight,
-						 q->cfg.batch_max);
-		}
-		ql = *local;
-	}
-	/* one extra count holds the context until every call has started */
-	c->pending = asked + 1;
-	int64_t deadline = kvi_now_ms() + q->cfg.deadline_ms;
-	for (size_t i = 0; i < total; i++) {
-		if (!ask[i]) {
-			continue;
-		}
-		kvc_qslot *sl = &c->slots[i];
-		sl->c = c;
-		sl->idx = i;
-		sl->item = (kvc_qbatch_item){
-		    .query = &c->qr,
-		    .deadline_ms = deadline,
-		    .done = kvc_query_done,
-		    .arg = sl,
-		};
-		kvc_qbatch *qb = ql != NULL
-				     ? kvc_qloop_batcher(ql, c->shards[i])
-				     : c->shards[i]->qbatch;
-		kvi_counter_inc(q->via[qb == c->shards[i]->qbatch]);
-		kvc_qbatch_submit(qb, &sl->item);
-	}
+	send_all(c, ask, asked);
 	kvi_free(ask);
-	kvc_qctx_unhold(c);
+}
+
+void
+kvc_query_refuse(kvc_query *q, kvi_http_req *req, kvc_query_route route,
+		 const struct timespec *t0, kvc_qerr *e)
+{
+	fail(q, route, t0, req, e);
+}
+
+void
+kvc_query_limits(const kvc_query *q, size_t *max_tokens, size_t *max_hashes)
+{
+	*max_tokens = q->cfg.max_tokens;
+	*max_hashes = q->cfg.max_hashes;
 }
 
 void
@@ -450,18 +472,6 @@ kvc_query_loop_free(void *q, void *local)
 {
 	(void)q;
 	kvc_qloop_free(local);
-}
-
-void
-kvc_query_http(void *arg, kvi_http_req *req)
-{
-	kvc_handle(arg, req, KVC_EP_QUERY);
-}
-
-void
-kvc_query_by_hash_http(void *arg, kvi_http_req *req)
-{
-	kvc_handle(arg, req, KVC_EP_HASH);
 }
 
 kvc_query *
@@ -495,16 +505,16 @@ kvc_query_alloc(kvc_registry *reg, kvc_shardset *shards, kvi_metrics *m,
 	    "Query latency at the coordinator, from the handler to the reply.",
 	    bounds, sizeof(bounds) / sizeof(bounds[0]), "endpoint", eps, 2,
 	    q->lat);
-	for (int e = 0; e < KVC_EP_COUNT; e++) {
+	for (int e = 0; e < ROUTE_COUNT; e++) {
 		char name[64];
 		snprintf(name, sizeof(name), "kvindex_coord_%s_total",
-			 e == KVC_EP_QUERY ? "queries" : "hash_queries");
+			 e == KVC_QUERY_TOKENS ? "queries" : "hash_queries");
 		kvi_metrics_counter_vec_add(
 		    m, name,
-		    e == KVC_EP_QUERY
+		    e == KVC_QUERY_TOKENS
 			? "POST /query requests, by status code."
 			: "POST /query_by_hash requests, by status code.",
-		    "code", codes, KVC_CODE_COUNT, q->count[e]);
+		    "code", codes, CODE_COUNT, q->count[e]);
 	}
 	kvi_metrics_counter_vec_add(
 	    m, "kvindex_coord_shard_queries_total",

@@ -2,14 +2,14 @@
  * query.h - POST /query and /query_by_hash: hash once, fan out to every
  * shard, merge.
  *
- * A query is parsed (api_json.h), its model looked up (404 when no
- * registered pod serves it), any instances/dp_rank restriction checked
- * against the registry (an unknown instance, or a rank the instance does
- * not have, is a 400 that lists the instance's connected ranks), and its
- * tokens hashed once into local then sequence hashes (hash.h) with the
- * block size of the model. One QueryRequest then goes at once to every
- * shard that owns one of the model's listeners (registry_route.c) and has
- * not missed a status poll, through the loop's batcher for that shard
+ * A query comes parsed (qreq.h: api/ reads its body), its model is looked
+ * up (404 when no registered pod serves it), any instances/dp_rank
+ * restriction checked against the registry (an unknown instance, or a
+ * rank the instance does not have, is a 400 that lists the instance's
+ * connected ranks), and its tokens hashed once into local then sequence hashes
+ * (hash.h) with the block size of the model. One QueryRequest then goes at once
+ * to every shard that owns one of the model's listeners (registry_route.c) and
+ * has not missed a status poll, through the loop's batcher for that shard
  * (qbatch.h: alone when the shard has room, else coalesced with the queries
  * that wait for it), each bounded by the query deadline. The batcher sends
  * on the loop's own link to the shard (qloop.h), or through the shard's nng
@@ -37,8 +37,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <time.h>
+
 #include "httpd.h"
 #include "metrics.h"
+#include "qerr.h"
+#include "qreq.h"
 #include "registry.h"
 #include "shardset.h"
 
@@ -66,8 +70,30 @@ void kvc_query_free(kvc_query *q);
  * that routes to these handlers (local_arg: the kvc_query). */
 void kvc_query_loop_free(void *q, void *local);
 
-/* Handlers for kvi_httpd_route (arg: the kvc_query). */
-void kvc_query_http(void *arg, kvi_http_req *req);
-void kvc_query_by_hash_http(void *arg, kvi_http_req *req);
+/* The routes a query comes by (its metrics are counted by route). */
+typedef enum kvc_query_route {
+	KVC_QUERY_TOKENS = 0, /* POST /query */
+	KVC_QUERY_HASHES,     /* POST /query_by_hash */
+} kvc_query_route;
+
+/* kvc_query_limits writes the most token ids a /query and block hashes a
+ * /query_by_hash may hold: the limits of their bodies' parser. */
+void kvc_query_limits(const kvc_query *q, size_t *max_tokens,
+		      size_t *max_hashes);
+
+/* kvc_query_start answers req, which came by route with the request r: a
+ * 404 or 400 when the registry refuses r (unknown model, instance or
+ * rank), else the merged answers of the shards, from the thread the last
+ * one arrives on. It takes what r owns (r is left zeroed). t0 is when req
+ * reached its handler (CLOCK_MONOTONIC): its latency is measured from
+ * there. Called on the HTTP loop thread that received req. */
+void kvc_query_start(kvc_query *q, kvi_http_req *req, kvc_query_route route,
+		     const struct timespec *t0, kvc_qreq *r);
+
+/* kvc_query_refuse answers req, whose body its parser refused with e, as
+ * kvc_query_start does a refused query (the same metrics), and releases
+ * e. */
+void kvc_query_refuse(kvc_query *q, kvi_http_req *req, kvc_query_route route,
+		      const struct timespec *t0, kvc_qerr *e);
 
 #endif /* KVI_COORDINATOR_QUERY_H */

@@ -1,6 +1,6 @@
 /*
  * bench_answer - the coordinator's /query answer writer alone
- * (kvc_api_query_response_text), on synthetic matches: n listeners of
+ * (kvc_qanswer_text), on synthetic matches: n listeners of
  * n/2 DP=2 pods, random instance ids, matches of 5..7 blocks, so that
  * ties and grouping by instance are exercised as a shared system prompt
  * does.
@@ -22,6 +22,7 @@
 #include "alloc.h"
 #include "api_json.h"
 #include "hash.h"
+#include "qanswer.h"
 
 static double
 now_s(void)
@@ -47,17 +48,17 @@ bench_body(int rounds)
 	blen += (size_t)snprintf(body + blen, cap - blen, "]}");
 	double t0 = now_s();
 	for (int i = 0; i < rounds; i++) {
-		kvc_api_query q = {0};
-		kvc_api_error e = {0};
+		kvc_qreq q = {0};
+		kvc_qerr e = {0};
 		if (kvc_api_query_parse(body, blen, TOKENS, &q, &e) != KVI_OK) {
 			fprintf(stderr, "body: %s\n", e.message);
 			exit(1);
 		}
-		kvc_api_query_fini(&q);
+		kvc_qreq_fini(&q);
 	}
 	double t1 = now_s();
-	kvc_api_query q = {0};
-	kvc_api_error e = {0};
+	kvc_qreq q = {0};
+	kvc_qerr e = {0};
 	kvc_api_query_parse(body, blen, TOKENS, &q, &e);
 	uint64_t *h = kvi_calloc(TOKENS / 16 + 1, sizeof(*h));
 	for (int i = 0; i < rounds; i++) {
@@ -68,7 +69,7 @@ bench_body(int rounds)
 	double t2 = now_s();
 	printf("body: tokens=%d bytes=%zu us_parse=%.1f us_hash=%.1f\n", TOKENS,
 	       blen, (t1 - t0) / rounds * 1e6, (t2 - t1) / rounds * 1e6);
-	kvc_api_query_fini(&q);
+	kvc_qreq_fini(&q);
 	kvi_free(h);
 	kvi_free(body);
 }
@@ -84,7 +85,7 @@ main(int argc, char **argv)
 	size_t n = (size_t)atol(argv[1]);
 	uint32_t top_k = argc > 2 ? (uint32_t)atol(argv[2]) : 0;
 	int rounds = argc > 3 ? atoi(argv[3]) : 2000;
-	kvc_api_match *m = kvi_calloc(n + 1, sizeof(*m));
+	kvc_qanswer_match *m = kvi_calloc(n + 1, sizeof(*m));
 	char(*pods)[32] = kvi_calloc(n + 1, sizeof(*pods));
 	srand(1);
 	for (size_t i = 0; i < n; i++) {
@@ -97,18 +98,18 @@ main(int argc, char **argv)
 		m[i].gpu = 5 + (uint32_t)(rand() % 3);
 		m[i].longest = m[i].gpu;
 	}
-	kvc_api_result r = {.model = "m",
-			    .block_size = 16,
-			    .query_blocks = 100,
-			    .matches = m,
-			    .n_matches = n,
-			    .top_k = top_k,
-			    .shards_answered = 2,
-			    .shards_total = 2};
+	kvc_qanswer_result r = {.model = "m",
+				.block_size = 16,
+				.query_blocks = 100,
+				.matches = m,
+				.n_matches = n,
+				.top_k = top_k,
+				.shards_answered = 2,
+				.shards_total = 2};
 	size_t len = 0;
 	double t0 = now_s();
 	for (int i = 0; i < rounds; i++) {
-		kvi_free(kvc_api_query_response_text(&r, &len));
+		kvi_free(kvc_qanswer_text(&r, &len));
 	}
 	printf("answer: listeners=%zu top_k=%u bytes=%zu us_per_answer=%.1f\n",
 	       n, top_k, len, (now_s() - t0) / rounds * 1e6);

@@ -18,6 +18,7 @@
 #include "bench_query_redis.h"
 #include "hash.h"
 #include "httpd.h"
+#include "qanswer.h"
 
 /* ---- the floor ------------------------------------------------------- */
 
@@ -92,7 +93,7 @@ bq_floor_main(const char *lengths_path, const char *port_file, int threads)
 typedef struct front_thread {
 	redisContext *redis;
 	uint32_t *longest, *gpu, *cpu; /* per holder, for one query */
-	kvc_api_match *matches;
+	kvc_qanswer_match *matches;
 	char *cmd; /* the commands of one query */
 	size_t cmd_cap;
 } front_thread;
@@ -224,7 +225,7 @@ thread_alloc(front *f)
 	t->longest = kvi_calloc(f->hs.n, sizeof(uint32_t));
 	t->gpu = kvi_calloc(f->hs.n, sizeof(uint32_t));
 	t->cpu = kvi_calloc(f->hs.n, sizeof(uint32_t));
-	t->matches = kvi_calloc(f->hs.n, sizeof(kvc_api_match));
+	t->matches = kvi_calloc(f->hs.n, sizeof(kvc_qanswer_match));
 	pthread_mutex_lock(&f->mu);
 	f->threads[f->n_threads++] = t;
 	pthread_mutex_unlock(&f->mu);
@@ -330,7 +331,7 @@ collect(const front *f, front_thread *t)
 			continue;
 		}
 		const bq_holder *hd = &f->hs.h[h];
-		t->matches[n++] = (kvc_api_match){
+		t->matches[n++] = (kvc_qanswer_match){
 		    .instance_id = hd->instance_id,
 		    .dp_rank = hd->rank,
 		    .pod = hd->pod,
@@ -351,11 +352,11 @@ front_on_query(void *arg, kvi_http_req *req)
 	const char *body = kvi_http_req_body(req, &len);
 	/* kvindex's own parser and answer writer: both indexes pay the
 	 * same for the JSON, and answer in the same words */
-	kvc_api_query q = {0};
-	kvc_api_error e = {0};
+	kvc_qreq q = {0};
+	kvc_qerr e = {0};
 	if (kvc_api_query_parse(body, len, (size_t)1 << 20, &q, &e) != KVI_OK) {
 		kvi_http_reply_error(req, e.status, "bad query: %s", e.message);
-		kvc_api_error_fini(&e);
+		kvc_qerr_fini(&e);
 		return;
 	}
 	front_thread *t = thread_state(f);
@@ -370,20 +371,20 @@ front_on_query(void *arg, kvi_http_req *req)
 		}
 		kvi_http_reply_error(req, 503, "redis failed");
 	} else {
-		kvc_api_result r = {.model = q.model,
-				    .block_size = f->block_size,
-				    .query_blocks = nb,
-				    .matches = t->matches,
-				    .n_matches = collect(f, t),
-				    .top_k = q.top_k,
-				    .shards_answered = 2,
-				    .shards_total = 2};
+		kvc_qanswer_result r = {.model = q.model,
+					.block_size = f->block_size,
+					.query_blocks = nb,
+					.matches = t->matches,
+					.n_matches = collect(f, t),
+					.top_k = q.top_k,
+					.shards_answered = 2,
+					.shards_total = 2};
 		size_t alen;
-		char *text = kvc_api_query_response_text(&r, &alen);
+		char *text = kvc_qanswer_text(&r, &alen);
 		kvi_http_reply_take(req, 200, "application/json", text, alen);
 	}
 	kvi_free(seq);
-	kvc_api_query_fini(&q);
+	kvc_qreq_fini(&q);
 }
 
 int

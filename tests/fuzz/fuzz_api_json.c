@@ -24,6 +24,7 @@
 
 #include "api_fast.h"
 #include "api_json.h"
+#include "qanswer.h"
 
 #define FUZZ_MAX_TOKENS 64
 #define FUZZ_MAX_HASHES 16
@@ -50,7 +51,7 @@ fuzz_jansson(const char *body, size_t len)
 
 /* fuzz_check_error checks a parser's failure. */
 static void
-fuzz_check_error(kvi_err rv, kvc_api_error *e, const char *body, size_t len)
+fuzz_check_error(kvi_err rv, kvc_qerr *e, const char *body, size_t len)
 {
 	if ((rv == KVI_ETOOBIG) != (e->status == 413) ||
 	    (e->status != 400 && e->status != 413) ||
@@ -66,7 +67,7 @@ fuzz_check_error(kvi_err rv, kvc_api_error *e, const char *body, size_t len)
 			abort(); /* messages are printable ASCII */
 		}
 	}
-	json_t *b = kvc_api_error_body(e);
+	json_t *b = kvc_qerr_body(e);
 	char *s = json_dumps(b, JSON_COMPACT);
 	if (s == NULL || strcmp(json_string_value(json_object_get(b, "error")),
 				e->message) != 0) {
@@ -74,7 +75,7 @@ fuzz_check_error(kvi_err rv, kvc_api_error *e, const char *body, size_t len)
 	}
 	free(s);
 	json_decref(b);
-	kvc_api_error_fini(e);
+	kvc_qerr_fini(e);
 	/* "invalid JSON" exactly when jansson also rejects the body (for
 	 * more than a too-big integer, which may hide a syntax error). */
 	int j = fuzz_jansson(body, len);
@@ -113,11 +114,11 @@ fuzz_arr_eq(const void *a, const void *b, size_t n, size_t size)
 static void
 fuzz_fast_agrees(const char *body, size_t len)
 {
-	kvc_api_query f = {0}, g = {0};
+	kvc_qreq f = {0}, g = {0};
 	if (!kvc_api_query_fast(body, len, FUZZ_MAX_TOKENS, &f)) {
 		return;
 	}
-	kvc_api_error e = {0};
+	kvc_qerr e = {0};
 	if (kvc_api_query_parse_general(body, len, FUZZ_MAX_TOKENS, &g, &e) !=
 	    KVI_OK) {
 		fprintf(stderr,
@@ -139,9 +140,9 @@ fuzz_fast_agrees(const char *body, size_t len)
 		fprintf(stderr, "fast and general paths disagree\n");
 		abort();
 	}
-	kvc_api_query_fini(&f);
-	kvc_api_query_fini(&g);
-	kvc_api_error_fini(&e);
+	kvc_qreq_fini(&f);
+	kvc_qreq_fini(&g);
+	kvc_qerr_fini(&e);
 }
 
 static void
@@ -150,8 +151,8 @@ fuzz_query(const char *body, size_t len, bool by_hash)
 	if (!by_hash) {
 		fuzz_fast_agrees(body, len);
 	}
-	kvc_api_query q = {0};
-	kvc_api_error e = {0};
+	kvc_qreq q = {0};
+	kvc_qerr e = {0};
 	kvi_err rv =
 	    by_hash
 		? kvc_api_hash_query_parse(body, len, FUZZ_MAX_HASHES, &q, &e)
@@ -182,14 +183,14 @@ fuzz_query(const char *body, size_t len, bool by_hash)
 	}
 	volatile uint64_t sink = sum; /* every value read, for ASan */
 	(void)sink;
-	kvc_api_query_fini(&q);
+	kvc_qreq_fini(&q);
 }
 
 static void
 fuzz_register(const char *body, size_t len)
 {
 	kvc_pod p = {0};
-	kvc_api_error e = {0};
+	kvc_qerr e = {0};
 	kvi_err rv = kvc_api_register_parse(body, len, 2, &p, &e);
 	if (rv != KVI_OK) {
 		fuzz_check_error(rv, &e, body, len);
@@ -214,7 +215,7 @@ static void
 fuzz_unregister(const char *body, size_t len)
 {
 	kvc_api_unregister u = {0};
-	kvc_api_error e = {0};
+	kvc_qerr e = {0};
 	kvi_err rv = kvc_api_unregister_parse(body, len, &u, &e);
 	if (rv != KVI_OK) {
 		fuzz_check_error(rv, &e, body, len);
@@ -244,7 +245,7 @@ fuzz_response(const uint8_t *d, size_t n)
 	    0, 1, 7, UINT64_MAX, UINT64_MAX - 1, UINT64_C(9223372036854775808)};
 	static const char *const pods[] = {"ns/a", "", NULL, "ns/b"};
 	size_t count = n / 5;
-	kvc_api_match *m = calloc(count ? count : 1, sizeof(*m));
+	kvc_qanswer_match *m = calloc(count ? count : 1, sizeof(*m));
 	for (size_t i = 0; i < count; i++, d += 5) {
 		m[i].instance_id = ids[d[0] % 6];
 		m[i].pod = pods[d[0] / 6 % 4];
@@ -255,15 +256,15 @@ fuzz_response(const uint8_t *d, size_t n)
 		m[i].disk = d[4] % 8;
 		m[i].longest = m[i].gpu + m[i].cpu + m[i].disk;
 	}
-	kvc_api_result r = {.model = "m",
-			    .block_size = 16,
-			    .query_blocks = 24,
-			    .matches = m,
-			    .n_matches = count,
-			    .top_k = (uint32_t)(n % 7 < 4 ? 0 : n % 7 - 3),
-			    .shards_answered = (uint32_t)(n % 3),
-			    .shards_total = 2};
-	json_t *o = kvc_api_query_response(&r);
+	kvc_qanswer_result r = {.model = "m",
+				.block_size = 16,
+				.query_blocks = 24,
+				.matches = m,
+				.n_matches = count,
+				.top_k = (uint32_t)(n % 7 < 4 ? 0 : n % 7 - 3),
+				.shards_answered = (uint32_t)(n % 3),
+				.shards_total = 2};
+	json_t *o = kvc_qanswer_json(&r);
 	json_t *workers = json_object_get(o, "workers");
 	json_t *scores = json_object_get(o, "scores");
 	json_t *instances = json_object_get(o, "instances");

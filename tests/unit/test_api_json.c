@@ -32,54 +32,54 @@
 static void
 query_fails(const char *body, kvi_err rv, int status, const char *msg)
 {
-	kvc_api_query q = {0};
-	kvc_api_error e = {0};
+	kvc_qreq q = {0};
+	kvc_qerr e = {0};
 	assert_int_equal(
 	    kvc_api_query_parse(J(body), strlen(body), MAX_TOKENS, &q, &e), rv);
 	assert_int_equal(e.status, status);
 	assert_string_equal(e.message, msg);
 	assert_null(q.model); /* out untouched */
-	kvc_api_error_fini(&e);
+	kvc_qerr_fini(&e);
 }
 
 static void
 hash_query_fails(const char *body, kvi_err rv, int status, const char *msg)
 {
-	kvc_api_query q = {0};
-	kvc_api_error e = {0};
+	kvc_qreq q = {0};
+	kvc_qerr e = {0};
 	assert_int_equal(
 	    kvc_api_hash_query_parse(J(body), strlen(body), 2, &q, &e), rv);
 	assert_int_equal(e.status, status);
 	assert_string_equal(e.message, msg);
 	assert_null(q.model);
-	kvc_api_error_fini(&e);
+	kvc_qerr_fini(&e);
 }
 
 static void
 register_fails(const char *body, kvi_err rv, const char *msg)
 {
 	kvc_pod p = {0};
-	kvc_api_error e = {0};
+	kvc_qerr e = {0};
 	assert_int_equal(
 	    kvc_api_register_parse(J(body), strlen(body), 1, &p, &e), rv);
 	assert_int_equal(e.status, 400);
 	assert_string_equal(e.message, msg);
 	assert_null(p.model);
-	kvc_api_error_fini(&e);
+	kvc_qerr_fini(&e);
 }
 
 static void
 unregister_fails(const char *body, kvi_err rv, const char *msg)
 {
 	kvc_api_unregister u = {0};
-	kvc_api_error e = {0};
+	kvc_qerr e = {0};
 	assert_int_equal(
 	    kvc_api_unregister_parse(J(body), strlen(body), &u, &e), rv);
 	assert_int_equal(e.status, 400);
 	assert_string_equal(e.message, msg);
 	assert_null(u.name);
 	assert_null(u.model);
-	kvc_api_error_fini(&e);
+	kvc_qerr_fini(&e);
 }
 
 /* ---- /query -------------------------------------------------------------- */
@@ -93,8 +93,8 @@ test_query_mm_features(void **state)
 	      " 'mm_features': [{'identifier': 'img-a', 'offset': 1,"
 	      " 'length': 3}, {'identifier': 'img-b', 'offset': 4,"
 	      " 'length': 4, 'modality': 'image'}]}");
-	kvc_api_query q = {0};
-	kvc_api_error e = {0};
+	kvc_qreq q = {0};
+	kvc_qerr e = {0};
 	assert_int_equal(
 	    kvc_api_query_parse(body, strlen(body), MAX_TOKENS, &q, &e),
 	    KVI_OK);
@@ -105,12 +105,12 @@ test_query_mm_features(void **state)
 	assert_int_equal(q.mm[0].length, 3);
 	assert_memory_equal(q.mm[1].id, "img-b", 5);
 	assert_int_equal(q.mm[1].offset, 4);
-	kvc_api_query_fini(&q);
+	kvc_qreq_fini(&q);
 	/* null and [] are no items, on the fast path too */
 	body = J("{'token_ids': [1], 'model_name': 'm', 'mm_features': null}");
 	assert_true(kvc_api_query_fast(body, strlen(body), MAX_TOKENS, &q));
 	assert_int_equal(q.n_mm, 0);
-	kvc_api_query_fini(&q);
+	kvc_qreq_fini(&q);
 	body = J("{'token_ids': [1], 'model_name': 'm', 'mm_features': [{"
 		 "'identifier': 'x', 'offset': 0, 'length': 1}]}");
 	assert_false(kvc_api_query_fast(body, strlen(body), MAX_TOKENS, &q));
@@ -162,8 +162,8 @@ test_query_valid(void **state)
 	      " 'lora_name': 'a', 'cache_salt': 's', 'unknown': {'x': []},"
 	      " 'instances': [7, 18446744073709551615, '9223372036854775808'],"
 	      " 'dp_rank': 65535}");
-	kvc_api_query q = {0};
-	kvc_api_error e = {0};
+	kvc_qreq q = {0};
+	kvc_qerr e = {0};
 	assert_int_equal(
 	    kvc_api_query_parse(body, strlen(body), MAX_TOKENS, &q, &e),
 	    KVI_OK);
@@ -181,7 +181,7 @@ test_query_valid(void **state)
 	assert_true(q.has_dp_rank);
 	assert_int_equal(q.dp_rank, 65535);
 	assert_null(q.block_hashes);
-	kvc_api_query_fini(&q);
+	kvc_qreq_fini(&q);
 	assert_null(q.model);
 }
 
@@ -198,8 +198,8 @@ test_query_optional_fields(void **state)
 	      " 'dp_rank': null}"),
 	};
 	for (size_t i = 0; i < 2; i++) {
-		kvc_api_query q = {0};
-		kvc_api_error e = {0};
+		kvc_qreq q = {0};
+		kvc_qerr e = {0};
 		assert_int_equal(kvc_api_query_parse(bodies[i],
 						     strlen(bodies[i]),
 						     MAX_TOKENS, &q, &e),
@@ -210,7 +210,7 @@ test_query_optional_fields(void **state)
 		assert_int_equal(q.n_instances, 0);
 		assert_null(q.instances);
 		assert_false(q.has_dp_rank);
-		kvc_api_query_fini(&q);
+		kvc_qreq_fini(&q);
 	}
 }
 
@@ -236,8 +236,8 @@ test_query_invalid_json(void **state)
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		const char *body = J(cases[i].body);
-		kvc_api_query q = {0};
-		kvc_api_error e = {0};
+		kvc_qreq q = {0};
+		kvc_qerr e = {0};
 		assert_int_equal(
 		    kvc_api_query_parse(body, strlen(body), MAX_TOKENS, &q, &e),
 		    KVI_EPROTO);
@@ -384,8 +384,8 @@ test_hash_query_u64_exact(void **state)
 	      "  'block_hashes': [18446744073709551615,\t9223372036854775807,"
 	      "\r\n 9223372036854775808, '18446744073709551614'],\n"
 	      "  'x': '\\\\', 'instances': [0], 'dp_rank': 0}");
-	kvc_api_query q = {0};
-	kvc_api_error e = {0};
+	kvc_qreq q = {0};
+	kvc_qerr e = {0};
 	assert_int_equal(
 	    kvc_api_hash_query_parse(body, strlen(body), 4, &q, &e), KVI_OK);
 	assert_string_equal(q.model, "m\"99999999999999999999");
@@ -400,7 +400,7 @@ test_hash_query_u64_exact(void **state)
 	assert_int_equal(q.dp_rank, 0);
 	assert_int_equal(q.n_tokens, 0);
 	assert_null(q.lora_name);
-	kvc_api_query_fini(&q);
+	kvc_qreq_fini(&q);
 }
 
 static void
@@ -441,7 +441,7 @@ test_register_per_rank(void **state)
 	      " 'dp_rank': 3, 'replay_endpoint': 'tcp://10.0.0.5:6557',"
 	      " 'recover_endpoint': 'http://10.0.0.5:8100'}");
 	kvc_pod p = {0};
-	kvc_api_error e = {0};
+	kvc_qerr e = {0};
 	assert_int_equal(kvc_api_register_parse(body, strlen(body), 4, &p, &e),
 			 KVI_OK);
 	assert_int_equal(p.source, KVC_SOURCE_HTTP);
@@ -477,7 +477,7 @@ test_register_per_pod(void **state)
 	      " 'recover_port': 8100, 'replay_port': 6557, 'dp_size': 2,"
 	      " 'model_name': 'm', 'block_size': 16}");
 	kvc_pod p = {0};
-	kvc_api_error e = {0};
+	kvc_qerr e = {0};
 	assert_int_equal(kvc_api_register_parse(body, strlen(body), 4, &p, &e),
 			 KVI_OK);
 	assert_int_equal(p.source, KVC_SOURCE_HTTP);
@@ -593,7 +593,7 @@ test_unregister(void **state)
 	const char *body = J("{'instance_id': 18446744073709551615,"
 			     " 'model_name': 'm', 'dp_rank': 1}");
 	kvc_api_unregister u = {0};
-	kvc_api_error e = {0};
+	kvc_qerr e = {0};
 	assert_int_equal(kvc_api_unregister_parse(body, strlen(body), &u, &e),
 			 KVI_OK);
 	assert_null(u.name);
@@ -632,24 +632,24 @@ static void
 test_error_body(void **state)
 {
 	(void)state;
-	kvc_api_error e = {0};
-	assert_int_equal(kvc_api_error_set(&e, KVI_EINVAL, 400,
-					   "dp_rank %d is not connected", 3),
-			 KVI_EINVAL);
+	kvc_qerr e = {0};
+	assert_int_equal(
+	    kvc_qerr_set(&e, KVI_EINVAL, 400, "dp_rank %d is not connected", 3),
+	    KVI_EINVAL);
 	e.extra = json_pack("{s:[i,i], s:s}", "connected_ranks", 0, 1, "error",
 			    "not this one");
-	json_t *body = kvc_api_error_body(&e);
+	json_t *body = kvc_qerr_body(&e);
 	char *text = json_dumps(body, JSON_COMPACT);
 	assert_string_equal(text, "{\"error\":\"dp_rank 3 is not connected\","
 				  "\"connected_ranks\":[0,1]}");
 	free(text);
 	json_decref(body);
 	/* setting again drops the extra fields; non-ASCII becomes '?' */
-	kvc_api_error_set(&e, KVI_EPROTO, 400, "near '\xff\xfe'");
+	kvc_qerr_set(&e, KVI_EPROTO, 400, "near '\xff\xfe'");
 	assert_null(e.extra);
 	assert_string_equal(e.message, "near '?\?'");
-	kvc_api_error_fini(&e);
-	kvc_api_error_fini(&e); /* idempotent */
+	kvc_qerr_fini(&e);
+	kvc_qerr_fini(&e); /* idempotent */
 }
 
 int

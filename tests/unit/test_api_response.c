@@ -17,7 +17,7 @@
 #include <cmocka.h>
 
 #include "api_fixture.h"
-#include "api_json.h"
+#include "qanswer.h"
 
 /* ---- the /query response ------------------------------------------------- */
 
@@ -26,7 +26,7 @@
 /* 3 instances x 2 ranks (and a third rank of instance 7), as 3 shards
  * report them: 3#1 twice (a hand-off; the shorter report first), 7#1
  * twice alike, and 3#0, 7#2, BIG#... none with zero blocks matched. */
-static const kvc_api_match fixture[] = {
+static const kvc_qanswer_match fixture[] = {
     {"ns/a#0", 7, "ns/a", 0, 0, 3, 4, 7},
     {"ns/c#1", 3, "ns/c", 1, 0, 4, 0, 4}, /* the stale copy of ns/c#1 */
     {"ns/a#1", 7, "ns/a", 1, 10, 2, 0, 12},
@@ -40,16 +40,16 @@ static const kvc_api_match fixture[] = {
 #define N_FIXTURE (sizeof(fixture) / sizeof(fixture[0]))
 
 static json_t *
-build(const kvc_api_match *m, size_t n, uint32_t answered)
+build(const kvc_qanswer_match *m, size_t n, uint32_t answered)
 {
-	kvc_api_result r = {.model = "m",
-			    .block_size = 16,
-			    .query_blocks = 12,
-			    .matches = m,
-			    .n_matches = n,
-			    .shards_answered = answered,
-			    .shards_total = 4};
-	return kvc_api_query_response(&r);
+	kvc_qanswer_result r = {.model = "m",
+				.block_size = 16,
+				.query_blocks = 12,
+				.matches = m,
+				.n_matches = n,
+				.shards_answered = answered,
+				.shards_total = 4};
+	return kvc_qanswer_json(&r);
 }
 
 static void
@@ -132,15 +132,15 @@ test_response_workers_best_partial(void **state)
 
 	/* answers from shards whose store cannot commit are named */
 	const char *stale[] = {"shard-1", "shard-2"};
-	kvc_api_result r = {.model = "m",
-			    .block_size = 16,
-			    .matches = fixture,
-			    .n_matches = N_FIXTURE,
-			    .shards_answered = 4,
-			    .shards_total = 4,
-			    .stale = stale,
-			    .n_stale = 2};
-	o = kvc_api_query_response(&r);
+	kvc_qanswer_result r = {.model = "m",
+				.block_size = 16,
+				.matches = fixture,
+				.n_matches = N_FIXTURE,
+				.shards_answered = 4,
+				.shards_total = 4,
+				.stale = stale,
+				.n_stale = 2};
+	o = kvc_qanswer_json(&r);
 	assert_true(json_is_false(json_object_get(o, "partial")));
 	assert_true(json_is_true(json_object_get(o, "stale")));
 	assert_json(json_object_get(o, "shards"),
@@ -154,12 +154,12 @@ test_response_order_independent(void **state)
 {
 	(void)state;
 	json_t *want = build(fixture, N_FIXTURE, 3);
-	kvc_api_match m[N_FIXTURE];
+	kvc_qanswer_match m[N_FIXTURE];
 	for (size_t round = 0; round < 50; round++) {
 		memcpy(m, fixture, sizeof(m));
 		for (size_t i = N_FIXTURE - 1; i > 0; i--) {
 			size_t k = (size_t)rand() % (i + 1);
-			kvc_api_match t = m[i];
+			kvc_qanswer_match t = m[i];
 			m[i] = m[k];
 			m[k] = t;
 		}

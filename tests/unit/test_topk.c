@@ -22,6 +22,7 @@
 
 #include "api_fast.h"
 #include "api_json.h"
+#include "qanswer.h"
 #include "topk.h"
 
 /* ---- the request field --------------------------------------------------- */
@@ -29,8 +30,8 @@
 static uint32_t
 parse_top_k(const char *body, bool fast_must_take)
 {
-	kvc_api_query fast = {0}, gen = {0};
-	kvc_api_error e = {0};
+	kvc_qreq fast = {0}, gen = {0};
+	kvc_qerr e = {0};
 	bool took = kvc_api_query_fast(body, strlen(body), 64, &fast);
 	assert_true(took == fast_must_take);
 	assert_int_equal(
@@ -40,21 +41,21 @@ parse_top_k(const char *body, bool fast_must_take)
 		assert_int_equal(fast.top_k, gen.top_k);
 	}
 	uint32_t k = gen.top_k;
-	kvc_api_query_fini(&fast);
-	kvc_api_query_fini(&gen);
+	kvc_qreq_fini(&fast);
+	kvc_qreq_fini(&gen);
 	return k;
 }
 
 static void
 top_k_fails(const char *body, const char *msg)
 {
-	kvc_api_query q = {0};
-	kvc_api_error e = {0};
+	kvc_qreq q = {0};
+	kvc_qerr e = {0};
 	assert_int_not_equal(
 	    kvc_api_query_parse(body, strlen(body), 64, &q, &e), KVI_OK);
 	assert_int_equal(e.status, 400);
 	assert_string_equal(e.message, msg);
-	kvc_api_error_fini(&e);
+	kvc_qerr_fini(&e);
 }
 
 static void
@@ -69,7 +70,7 @@ test_parse(void **state)
 	    parse_top_k("{\"top_k\": 1048576, \"model_name\":\"m\","
 			"\"token_ids\":[]}",
 			true),
-	    KVC_API_TOP_K_MAX);
+	    KVC_QREQ_TOP_K_MAX);
 	assert_int_equal(
 	    parse_top_k(
 		"{\"model_name\":\"m\",\"token_ids\":[1],\"top_k\":null}",
@@ -89,12 +90,12 @@ test_parse(void **state)
 	/* /query_by_hash reads it too */
 	const char *h =
 	    "{\"model_name\":\"m\",\"block_hashes\":[1],\"top_k\":3}";
-	kvc_api_query q = {0};
-	kvc_api_error e = {0};
+	kvc_qreq q = {0};
+	kvc_qerr e = {0};
 	assert_int_equal(kvc_api_hash_query_parse(h, strlen(h), 8, &q, &e),
 			 KVI_OK);
 	assert_int_equal(q.top_k, 3);
-	kvc_api_query_fini(&q);
+	kvc_qreq_fini(&q);
 }
 
 /* ---- the shard's selection ----------------------------------------------- */
@@ -151,7 +152,7 @@ test_heap_keeps_the_best(void **state)
 
 /* ---- the coordinator's answer -------------------------------------------- */
 
-static const kvc_api_match fixture[] = {
+static const kvc_qanswer_match fixture[] = {
     {"ns/a#0", 7, "ns/a", 0, 0, 3, 4, 7},
     {"ns/c#1", 3, "ns/c", 1, 0, 3, 4, 7},
     {"ns/a#1", 7, "ns/a", 1, 10, 2, 0, 12},
@@ -165,15 +166,15 @@ static const kvc_api_match fixture[] = {
 static json_t *
 answer(uint32_t top_k)
 {
-	kvc_api_result r = {.model = "m",
-			    .block_size = 16,
-			    .query_blocks = 12,
-			    .matches = fixture,
-			    .n_matches = N_FIXTURE,
-			    .top_k = top_k,
-			    .shards_answered = 2,
-			    .shards_total = 2};
-	return kvc_api_query_response(&r);
+	kvc_qanswer_result r = {.model = "m",
+				.block_size = 16,
+				.query_blocks = 12,
+				.matches = fixture,
+				.n_matches = N_FIXTURE,
+				.top_k = top_k,
+				.shards_answered = 2,
+				.shards_total = 2};
+	return kvc_qanswer_json(&r);
 }
 
 static void
