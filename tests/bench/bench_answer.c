@@ -10,9 +10,10 @@
  * prints the answer's size and the mean time per answer, then the cost of
  * the other end of a query at the coordinator: parsing a /query body of
  * 16,000 token ids (1,000 blocks; ids of 6 digits, ", " between them, as
- * common JSON encoders write) and hashing it into sequence hashes. The
- * time moves
- * with the machine; for a figure that does not, count instructions:
+ * common JSON encoders write) and hashing it into sequence hashes, and
+ * parsing a /query_by_hash body of 1,000 block hashes (random u64s, half
+ * of them beyond int64). The time moves with the machine; for a figure
+ * that does not, count instructions:
  *   valgrind --tool=callgrind bench_answer 1000 0 10   (and 30; subtract)
  */
 #include <stdio.h>
@@ -74,6 +75,38 @@ bench_body(int rounds)
 	kvi_free(body);
 }
 
+/* bench_hash_body times parsing a /query_by_hash body of 1,000 hashes. */
+static void
+bench_hash_body(int rounds)
+{
+	enum { HASHES = 1000 };
+	size_t cap = HASHES * 24 + 64, blen = 0;
+	char *body = kvi_malloc(cap);
+	blen += (size_t)snprintf(body, cap,
+				 "{\"model_name\": \"m\", \"block_hashes\": [");
+	for (int i = 0; i < HASHES; i++) {
+		uint64_t h = (uint64_t)rand() << 33 ^ (uint64_t)rand() << 11 ^
+			     (uint64_t)rand();
+		blen += (size_t)snprintf(body + blen, cap - blen, "%s%llu",
+					 i ? ", " : "", (unsigned long long)h);
+	}
+	blen += (size_t)snprintf(body + blen, cap - blen, "]}");
+	double t0 = now_s();
+	for (int i = 0; i < rounds; i++) {
+		kvc_qreq q = {0};
+		kvc_qerr e = {0};
+		if (kvc_api_hash_query_parse(body, blen, HASHES, &q, &e) !=
+		    KVI_OK) {
+			fprintf(stderr, "hash body: %s\n", e.message);
+			exit(1);
+		}
+		kvc_qreq_fini(&q);
+	}
+	printf("hash_body: hashes=%d bytes=%zu us_parse=%.1f\n", HASHES, blen,
+	       (now_s() - t0) / rounds * 1e6);
+	kvi_free(body);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -114,6 +147,7 @@ main(int argc, char **argv)
 	printf("answer: listeners=%zu top_k=%u bytes=%zu us_per_answer=%.1f\n",
 	       n, top_k, len, (now_s() - t0) / rounds * 1e6);
 	bench_body(rounds);
+	bench_hash_body(rounds);
 	kvi_free(m);
 	kvi_free(pods);
 	return 0;
