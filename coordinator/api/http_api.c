@@ -288,7 +288,7 @@ admin_body(kvi_http_req *req, bool empty_ok)
 		snprintf(msg, sizeof(msg), "the body is not a JSON object: %s",
 			 doc == NULL ? je.text : "wrong type");
 		json_decref(doc);
-		kvi_http_reply_error(req, 400, msg);
+		kvi_http_reply_error(req, 400, "%s", msg);
 		return NULL;
 	}
 	return doc;
@@ -303,7 +303,7 @@ admin_string(kvi_http_req *req, json_t *doc, const char *field)
 		char msg[128];
 		snprintf(msg, sizeof(msg), "%s is missing or not a string",
 			 field);
-		kvi_http_reply_error(req, 400, msg);
+		kvi_http_reply_error(req, 400, "%s", msg);
 	}
 	return v != NULL && v[0] != '\0' ? v : NULL;
 }

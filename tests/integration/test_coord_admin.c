@@ -115,6 +115,14 @@ test_admin_rebalancing(void **state)
 	assert_int_equal(
 	    admin(c, "POST", "/admin/rebalance", "{\"dry_run\": 1}", NULL),
 	    400);
+	/* the error quotes the body's bytes, never as a format */
+	json_t *err = NULL;
+	assert_int_equal(admin(c, "POST", "/admin/shards",
+			       "{\"id\" \"%s%s%s%s%s%s%s%n\"}", &err),
+			 400);
+	assert_non_null(
+	    strstr(json_string_value(json_object_get(err, "error")), "%s%s%s"));
+	json_decref(err);
 
 	/* grow: add shard-2 */
 	snprintf(body, sizeof(body),
