@@ -7,20 +7,20 @@
 
 #include "alloc.h"
 
-#define KVC_TOK_BLOCK 64
+#define TOK_BLOCK 64
 /* bytes readable past a block: an id's 8-byte load from its last byte */
-#define KVC_TOK_PAD 16
+#define TOK_PAD 16
 
 /* The classes of one block's bytes, bit i for byte i. */
-typedef struct kvc_tok_masks {
+typedef struct tok_masks {
 	uint64_t digit, comma, space, zero;
-} kvc_tok_masks;
+} tok_masks;
 
 static inline void
-kvc_tok_classify_portable(const char *p, kvc_tok_masks *m)
+tok_classify_portable(const char *p, tok_masks *m)
 {
 	uint64_t d = 0, c = 0, s = 0, z = 0;
-	for (unsigned i = 0; i < KVC_TOK_BLOCK; i++) {
+	for (unsigned i = 0; i < TOK_BLOCK; i++) {
 		unsigned char ch = (unsigned char)p[i];
 		d |= (uint64_t)((unsigned)(ch - '0') <= 9) << i;
 		z |= (uint64_t)(ch == '0') << i;
@@ -36,21 +36,21 @@ kvc_tok_classify_portable(const char *p, kvc_tok_masks *m)
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#define KVC_TOK_X86 1
+#define TOK_X86 1
 
 static inline uint64_t
-kvc_tok_bits(__m128i x, unsigned shift)
+tok_bits(__m128i x, unsigned shift)
 {
 	return (uint64_t)(unsigned)_mm_movemask_epi8(x) << shift;
 }
 
 static inline void
-kvc_tok_classify_sse2(const char *p, kvc_tok_masks *m)
+tok_classify_sse2(const char *p, tok_masks *m)
 {
 	const __m128i below = _mm_set1_epi8('0' - 1);
 	const __m128i above = _mm_set1_epi8('9' + 1);
 	uint64_t d = 0, c = 0, s = 0, z = 0;
-	for (unsigned k = 0; k < KVC_TOK_BLOCK; k += 16) {
+	for (unsigned k = 0; k < TOK_BLOCK; k += 16) {
 		__m128i b =
 		    _mm_loadu_si128((const __m128i *)(const void *)(p + k));
 		/* signed compares: bytes from 0x80 are below '0' */
@@ -62,10 +62,10 @@ kvc_tok_classify_sse2(const char *p, kvc_tok_masks *m)
 				 _mm_cmpeq_epi8(b, _mm_set1_epi8('\n'))),
 		    _mm_or_si128(_mm_cmpeq_epi8(b, _mm_set1_epi8('\r')),
 				 _mm_cmpeq_epi8(b, _mm_set1_epi8('\t'))));
-		d |= kvc_tok_bits(dg, k);
-		z |= kvc_tok_bits(_mm_cmpeq_epi8(b, _mm_set1_epi8('0')), k);
-		c |= kvc_tok_bits(cm, k);
-		s |= kvc_tok_bits(ws, k);
+		d |= tok_bits(dg, k);
+		z |= tok_bits(_mm_cmpeq_epi8(b, _mm_set1_epi8('0')), k);
+		c |= tok_bits(cm, k);
+		s |= tok_bits(ws, k);
 	}
 	m->digit = d;
 	m->comma = c;
@@ -74,13 +74,13 @@ kvc_tok_classify_sse2(const char *p, kvc_tok_masks *m)
 }
 
 static inline __attribute__((target("avx2"))) uint64_t
-kvc_tok_bits256(__m256i x, unsigned shift)
+tok_bits256(__m256i x, unsigned shift)
 {
 	return (uint64_t)(uint32_t)_mm256_movemask_epi8(x) << shift;
 }
 
 static inline __attribute__((target("avx2"))) void
-kvc_tok_classify_avx2(const char *p, kvc_tok_masks *m)
+tok_classify_avx2(const char *p, tok_masks *m)
 {
 	const __m256i below = _mm256_set1_epi8('0' - 1);
 	const __m256i above = _mm256_set1_epi8('9' + 1);
@@ -90,7 +90,7 @@ kvc_tok_classify_avx2(const char *p, kvc_tok_masks *m)
 	    ' ', 0, 0, 0, 0, 0, 0, 0, 0, '\t', '\n', 0, 0, '\r', 0, 0, ' ', 0,
 	    0, 0, 0, 0, 0, 0, 0, '\t', '\n', 0, 0, '\r', 0, 0);
 	uint64_t d = 0, c = 0, s = 0, z = 0;
-	for (unsigned k = 0; k < KVC_TOK_BLOCK; k += 32) {
+	for (unsigned k = 0; k < TOK_BLOCK; k += 32) {
 		__m256i b =
 		    _mm256_loadu_si256((const __m256i *)(const void *)(p + k));
 		__m256i dg = _mm256_and_si256(_mm256_cmpgt_epi8(b, below),
@@ -98,11 +98,11 @@ kvc_tok_classify_avx2(const char *p, kvc_tok_masks *m)
 		__m256i cm = _mm256_cmpeq_epi8(b, _mm256_set1_epi8(','));
 		__m256i ws =
 		    _mm256_cmpeq_epi8(_mm256_shuffle_epi8(spaces, b), b);
-		d |= kvc_tok_bits256(dg, k);
-		z |= kvc_tok_bits256(
-		    _mm256_cmpeq_epi8(b, _mm256_set1_epi8('0')), k);
-		c |= kvc_tok_bits256(cm, k);
-		s |= kvc_tok_bits256(ws, k);
+		d |= tok_bits256(dg, k);
+		z |=
+		    tok_bits256(_mm256_cmpeq_epi8(b, _mm256_set1_epi8('0')), k);
+		c |= tok_bits256(cm, k);
+		s |= tok_bits256(ws, k);
 	}
 	m->digit = d;
 	m->comma = c;
@@ -111,9 +111,9 @@ kvc_tok_classify_avx2(const char *p, kvc_tok_masks *m)
 }
 #endif
 
-/* kvc_tok_prefix_xor sets bit i to the parity of bits 0..i of x. */
+/* tok_prefix_xor sets bit i to the parity of bits 0..i of x. */
 static inline uint64_t
-kvc_tok_prefix_xor(uint64_t x)
+tok_prefix_xor(uint64_t x)
 {
 	x ^= x << 1;
 	x ^= x << 2;
@@ -124,9 +124,9 @@ kvc_tok_prefix_xor(uint64_t x)
 	return x;
 }
 
-/* kvc_tok_long reads an id of 8 digits or more at p, up to lim. */
+/* tok_long reads an id of 8 digits or more at p, up to lim. */
 static __attribute__((noinline)) bool
-kvc_tok_long(const char *p, const char *lim, uint32_t *out)
+tok_long(const char *p, const char *lim, uint32_t *out)
 {
 	uint64_t v = 0;
 	const char *q = p;
@@ -140,12 +140,12 @@ kvc_tok_long(const char *p, const char *lim, uint32_t *out)
 	return true;
 }
 
-/* kvc_tok_id converts the id that starts at p (8 bytes readable; lim
+/* tok_id converts the id that starts at p (8 bytes readable; lim
  * bounds a long one), eight bytes at a time with no loop for ids of up to
  * 7 digits: the length of its digit run is where the first byte above 9
  * is. A leading zero was ruled out on the masks. */
 static inline bool
-kvc_tok_id(const char *p, const char *lim, uint32_t *out)
+tok_id(const char *p, const char *lim, uint32_t *out)
 {
 	uint64_t w;
 	memcpy(&w, p, 8);
@@ -155,7 +155,7 @@ kvc_tok_id(const char *p, const char *lim, uint32_t *out)
 			x) &
 		       UINT64_C(0x8080808080808080); /* bytes above 9 */
 	if (__builtin_expect(big == 0, 0)) {
-		return kvc_tok_long(p, lim, out);
+		return tok_long(p, lim, out);
 	}
 	/* the digits to the top bytes, as "000...d1d2" in string order:
 	 * the first byte above 9 has its bit 7 at 8 * length + 7 */
@@ -168,36 +168,35 @@ kvc_tok_id(const char *p, const char *lim, uint32_t *out)
 	return true;
 }
 
-typedef void (*kvc_tok_classifier)(const char *p, kvc_tok_masks *m);
+typedef void (*tok_classifier)(const char *p, tok_masks *m);
 
 /* A converter writes the ids that start at the bits of starts in blk to
  * out (room for 64), and returns how many, or -1 when one is not an id. */
-typedef int (*kvc_tok_converter)(const char *blk, const char *lim,
-				 uint64_t starts, uint32_t *out);
+typedef int (*tok_converter)(const char *blk, const char *lim, uint64_t starts,
+			     uint32_t *out);
 
 static inline int
-kvc_tok_convert(const char *blk, const char *lim, uint64_t starts,
-		uint32_t *out)
+tok_convert(const char *blk, const char *lim, uint64_t starts, uint32_t *out)
 {
 	bool ok = true;
 	int n = 0;
 	while (starts != 0) {
 		unsigned i = (unsigned)__builtin_ctzll(starts);
 		starts &= starts - 1;
-		ok &= kvc_tok_id(blk + i, lim, &out[n++]);
+		ok &= tok_id(blk + i, lim, &out[n++]);
 	}
 	return ok ? n : -1;
 }
 
-#if KVC_TOK_X86
-#define KVC_TOK_AVX512 "avx512f,avx512bw,avx512cd,avx512dq,avx2,bmi,bmi2"
+#if TOK_X86
+#define TOK_AVX512 "avx512f,avx512bw,avx512cd,avx512dq,avx2,bmi,bmi2"
 
-/* kvc_tok_classify_avx512 classifies a block in one vector, straight
+/* tok_classify_avx512 classifies a block in one vector, straight
  * into mask registers. */
-static inline __attribute__((target(KVC_TOK_AVX512))) void
-kvc_tok_classify_avx512(const char *p, kvc_tok_masks *m)
+static inline __attribute__((target(TOK_AVX512))) void
+tok_classify_avx512(const char *p, tok_masks *m)
 {
-	/* white space by its low nibble, as kvc_tok_classify_avx2 */
+	/* white space by its low nibble, as tok_classify_avx2 */
 	const __m512i spaces = _mm512_broadcast_i32x4(_mm_setr_epi8(
 	    ' ', 0, 0, 0, 0, 0, 0, 0, 0, '\t', '\n', 0, 0, '\r', 0, 0));
 	__m512i b = _mm512_loadu_si512(p);
@@ -208,10 +207,10 @@ kvc_tok_classify_avx512(const char *p, kvc_tok_masks *m)
 	m->space = _mm512_cmpeq_epi8_mask(_mm512_shuffle_epi8(spaces, b), b);
 }
 
-/* kvc_tok_convert8 converts the ids at p[0..8) as kvc_tok_id does, in
+/* tok_convert8 converts the ids at p[0..8) as tok_id does, in
  * the 64-bit lanes of one vector; false when one has 8 digits or more. */
-static inline __attribute__((target(KVC_TOK_AVX512))) bool
-kvc_tok_convert8(const char *const *p, uint32_t *out)
+static inline __attribute__((target(TOK_AVX512))) bool
+tok_convert8(const char *const *p, uint32_t *out)
 {
 	uint64_t w[8];
 	for (int k = 0; k < 8; k++) {
@@ -245,9 +244,9 @@ kvc_tok_convert8(const char *const *p, uint32_t *out)
 	return true;
 }
 
-static inline __attribute__((target(KVC_TOK_AVX512))) int
-kvc_tok_convert_avx512(const char *blk, const char *lim, uint64_t starts,
-		       uint32_t *out)
+static inline __attribute__((target(TOK_AVX512))) int
+tok_convert_avx512(const char *blk, const char *lim, uint64_t starts,
+		   uint32_t *out)
 {
 	/* lanes past the ids read a text that converts to 0 */
 	static const char nothing[8] = {'0', ',', ',', ',', ',', ',', ',', ','};
@@ -261,10 +260,10 @@ kvc_tok_convert_avx512(const char *blk, const char *lim, uint64_t starts,
 		at[k] = nothing;
 	}
 	for (int k = 0; k < n; k += 8) {
-		if (!kvc_tok_convert8(at + k, out + k)) {
+		if (!tok_convert8(at + k, out + k)) {
 			/* an id of 8 digits or more in this group */
 			for (int j = k; j < k + 8 && j < n; j++) {
-				if (!kvc_tok_id(at[j], lim, &out[j])) {
+				if (!tok_id(at[j], lim, &out[j])) {
 					return -1;
 				}
 			}
@@ -274,25 +273,25 @@ kvc_tok_convert_avx512(const char *blk, const char *lim, uint64_t starts,
 }
 #endif
 
-/* kvc_tok_read is the reader, inlined once per classifier. */
+/* tok_read is the reader, inlined once per classifier. */
 static inline __attribute__((always_inline)) bool
-kvc_tok_read(const char *p, const char *end, size_t max, uint32_t **ids,
-	     size_t *n_out, const char **after, kvc_tok_classifier classify,
-	     kvc_tok_converter convert)
+tok_read(const char *p, const char *end, size_t max, uint32_t **ids,
+	 size_t *n_out, const char **after, tok_classifier classify,
+	 tok_converter convert)
 {
 	/* a guess that fits real prompts (ids of 5-6 digits): grown when
 	 * short */
-	size_t cap = (size_t)(end - p) / 6 + KVC_TOK_BLOCK;
-	if (cap > max + KVC_TOK_BLOCK) {
-		cap = max + KVC_TOK_BLOCK;
+	size_t cap = (size_t)(end - p) / 6 + TOK_BLOCK;
+	if (cap > max + TOK_BLOCK) {
+		cap = max + TOK_BLOCK;
 	}
 	uint32_t *v = kvi_reallocarray(NULL, cap, sizeof(*v));
 	size_t n = 0;
 	uint64_t prev_digit = 0; /* 1: the byte before the block is a digit */
 	uint64_t parity = 0;     /* all ones: an odd count of ids + commas */
 	uint64_t zero_last = 0;  /* 1: an id starts with '0' at the last byte */
-	char tail[KVC_TOK_BLOCK + KVC_TOK_PAD];
-	for (const char *base = p;; base += KVC_TOK_BLOCK) {
+	char tail[TOK_BLOCK + TOK_PAD];
+	for (const char *base = p;; base += TOK_BLOCK) {
 		/* the last bytes are copied, with NULs after them, so that
 		 * every load stays inside what may be read */
 		const char *blk = base, *lim = end;
@@ -303,11 +302,11 @@ kvc_tok_read(const char *p, const char *end, size_t max, uint32_t **ids,
 			blk = tail;
 			lim = tail + sizeof(tail);
 		}
-		kvc_tok_masks m;
+		tok_masks m;
 		classify(blk, &m);
 		/* the array ends at the first byte of no class */
 		uint64_t other = ~(m.digit | m.comma | m.space);
-		unsigned stop = KVC_TOK_BLOCK;
+		unsigned stop = TOK_BLOCK;
 		if (other != 0) {
 			stop = (unsigned)__builtin_ctzll(other);
 			uint64_t keep =
@@ -322,12 +321,12 @@ kvc_tok_read(const char *p, const char *end, size_t max, uint32_t **ids,
 		uint64_t lead0 =
 		    (zeros & (m.digit >> 1)) | (zero_last & m.digit);
 		zero_last = zeros >> 63;
-		uint64_t px = kvc_tok_prefix_xor(starts | m.comma) ^ parity;
+		uint64_t px = tok_prefix_xor(starts | m.comma) ^ parity;
 		parity = -(px >> 63);
 		if ((starts & ~px) != 0 || (m.comma & px) != 0 || lead0 != 0) {
 			goto fail;
 		}
-		if (cap - n < KVC_TOK_BLOCK) {
+		if (cap - n < TOK_BLOCK) {
 			cap *= 2;
 			v = kvi_reallocarray(v, cap, sizeof(*v));
 		}
@@ -335,7 +334,7 @@ kvc_tok_read(const char *p, const char *end, size_t max, uint32_t **ids,
 		if (got < 0 || (n += (size_t)got) > max) {
 			goto fail;
 		}
-		if (stop < KVC_TOK_BLOCK) {
+		if (stop < TOK_BLOCK) {
 			/* closed by ']' after an id (not a comma, not the
 			 * end of the body) */
 			if (blk[stop] != ']' || parity == 0) {
@@ -352,21 +351,21 @@ fail:
 	return false;
 }
 
-#if KVC_TOK_X86
+#if TOK_X86
 static __attribute__((target("avx2,bmi,bmi2"))) bool
-kvc_tok_read_avx2(const char *p, const char *end, size_t max, uint32_t **ids,
-		  size_t *n, const char **after)
+tok_read_avx2(const char *p, const char *end, size_t max, uint32_t **ids,
+	      size_t *n, const char **after)
 {
-	return kvc_tok_read(p, end, max, ids, n, after, kvc_tok_classify_avx2,
-			    kvc_tok_convert);
+	return tok_read(p, end, max, ids, n, after, tok_classify_avx2,
+			tok_convert);
 }
 
-static __attribute__((target(KVC_TOK_AVX512))) bool
-kvc_tok_read_avx512(const char *p, const char *end, size_t max, uint32_t **ids,
-		    size_t *n, const char **after)
+static __attribute__((target(TOK_AVX512))) bool
+tok_read_avx512(const char *p, const char *end, size_t max, uint32_t **ids,
+		size_t *n, const char **after)
 {
-	return kvc_tok_read(p, end, max, ids, n, after, kvc_tok_classify_avx512,
-			    kvc_tok_convert_avx512);
+	return tok_read(p, end, max, ids, n, after, tok_classify_avx512,
+			tok_convert_avx512);
 }
 #endif
 
@@ -376,7 +375,7 @@ kvc_tokens_supported(kvc_tokens_level level)
 	switch (level) {
 	case KVC_TOKENS_PORTABLE:
 		return true;
-#if KVC_TOK_X86
+#if TOK_X86
 	case KVC_TOKENS_SSE2:
 		return true;
 	case KVC_TOKENS_AVX2:
@@ -398,18 +397,18 @@ kvc_tokens_read_as(kvc_tokens_level level, const char *p, const char *end,
 		   size_t max, uint32_t **ids, size_t *n, const char **after)
 {
 	switch (level) {
-#if KVC_TOK_X86
+#if TOK_X86
 	case KVC_TOKENS_AVX512:
-		return kvc_tok_read_avx512(p, end, max, ids, n, after);
+		return tok_read_avx512(p, end, max, ids, n, after);
 	case KVC_TOKENS_AVX2:
-		return kvc_tok_read_avx2(p, end, max, ids, n, after);
+		return tok_read_avx2(p, end, max, ids, n, after);
 	case KVC_TOKENS_SSE2:
-		return kvc_tok_read(p, end, max, ids, n, after,
-				    kvc_tok_classify_sse2, kvc_tok_convert);
+		return tok_read(p, end, max, ids, n, after, tok_classify_sse2,
+				tok_convert);
 #endif
 	default:
-		return kvc_tok_read(p, end, max, ids, n, after,
-				    kvc_tok_classify_portable, kvc_tok_convert);
+		return tok_read(p, end, max, ids, n, after,
+				tok_classify_portable, tok_convert);
 	}
 }
 
