@@ -2,27 +2,86 @@
 
 #include <inttypes.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "alloc.h"
-#include "api_fast.h"
-#include "api_json_int.h"
-#include "wire_json.h"
+
+/* How much room a value quoted in a message takes (kvc_jr_text). */
+#define VALUE_TEXT (KVC_JR_TEXT_MAX + 8)
+
+/* ---- bodies -------------------------------------------------------------- */
+
+kvi_err
+kvc_api_body_error(const kvc_jr *r, kvc_jr_type top, kvc_qerr *err)
+{
+	int line, column, position;
+	const char *m = kvc_jr_error(r, &line, &column, &position);
+	if (m != NULL) {
+		return kvc_qerr_set(err, KVI_EPROTO, 400,
+				    "invalid JSON: %s at line %d, column %d "
+				    "(byte %d)",
+				    m, line, column, position);
+	}
+	return kvc_qerr_set(err, KVI_EINVAL, 400,
+			    "the body must be a JSON object, not %s",
+			    kvc_jr_type_name(top));
+}
+
+/* field_index returns the index of key k[0..n) in names[0..count), or
+ * count when it is none of them. */
+static size_t
+field_index(const char *const *names, size_t count, const char *k, size_t n)
+{
+	for (size_t i = 0; i < count; i++) {
+		if (strlen(names[i]) == n && memcmp(names[i], k, n) == 0) {
+			return i;
+		}
+	}
+	return count;
+}
+
+/* read_fields reads body as a JSON object whose members are all read as
+ * values: the value of names[i] into vals[i] (type KVC_JR_NONE when
+ * absent), the others stepped over. */
+static kvi_err
+read_fields(const char *body, size_t len, const char *const *names,
+	    size_t count, kvc_jr_val *vals, kvc_qerr *err)
+{
+	kvc_jr r;
+	kvc_jr_iter it;
+	kvc_jr_init(&r, body, len);
+	memset(vals, 0, count * sizeof(*vals));
+	kvc_jr_type top = kvc_jr_top(&r, &it);
+	const char *k;
+	size_t n;
+	kvc_jr_val other;
+	while (top == KVC_JR_OBJECT && kvc_jr_member(&r, &it, &k, &n)) {
+		size_t i = field_index(names, count, k, n);
+		if (!kvc_jr_value(&r, i < count ? &vals[i] : &other)) {
+			break;
+		}
+	}
+	kvi_err rv = KVI_OK;
+	if (!kvc_jr_finish(&r) || top != KVC_JR_OBJECT) {
+		rv = kvc_api_body_error(&r, top, err);
+	}
+	kvc_jr_fini(&r);
+	return rv;
+}
 
 /* ---- values -------------------------------------------------------------- */
 
-/* kvc_digits_u64 reads s[0..n), decimal digits without a sign or a leading
+/* digits_u64 reads s[0..n), decimal digits without a sign or a leading
  * zero, into *out; false when it is not that or exceeds 2^64-1. */
 static bool
-kvc_digits_u64(const char *s, size_t n, uint64_t *out)
+digits_u64(const char *s, size_t n, uint64_t *out)
 {
 	if (n == 0 || n > 20 || (s[0] == '0' && n > 1)) {
 		return false;
 	}
 	uint64_t x = 0;
 	for (size_t i = 0; i < n; i++) {
-		if (!kvc_api_is_digit(s[i])) {
+		if (s[i] < '0' || s[i] > '9') {
 			return false;
 		}
 		unsigned d = (unsigned)(s[i] - '0');
@@ -35,129 +94,123 @@ kvc_digits_u64(const char *s, size_t n, uint64_t *out)
 	return true;
 }
 
-/* kvc_uint_of reads a non-negative JSON integer (beyond int64 too) into
- * *out; false for anything else. */
 static bool
-kvc_uint_of(const json_t *v, uint64_t *out)
+is_int(const kvc_jr_val *v)
 {
-	if (json_is_integer(v)) {
-		json_int_t x = json_integer_value(v);
-		if (x < 0) {
-			return false;
-		}
-		*out = (uint64_t)x;
-		return true;
-	}
-	if (kvc_api_is_big(v)) {
-		return kvc_digits_u64(json_string_value(v) + 1,
-				      json_string_length(v) - 1, out);
-	}
-	return false;
+	return v->type == KVC_JR_INT || v->type == KVC_JR_BIG;
 }
 
-/* kvc_u64_of reads a u64 as kvc_api_get_u64 takes it. */
-static bool
-kvc_u64_of(const json_t *v, uint64_t *out)
+bool
+kvc_api_uint_of(const kvc_jr_val *v, uint64_t *out)
 {
-	if (json_is_string(v) && !kvc_api_is_big(v)) {
-		return kvc_digits_u64(json_string_value(v),
-				      json_string_length(v), out);
+	if (!is_int(v) || !v->fits_u64 || (v->neg && v->mag != 0)) {
+		return false;
 	}
-	return kvc_uint_of(v, out);
+	*out = v->mag;
+	return true;
 }
 
-static bool
-kvc_is_int(const json_t *v)
+bool
+kvc_api_u64_of(const kvc_jr_val *v, uint64_t *out)
 {
-	return json_is_integer(v) || kvc_api_is_big(v);
+	if (v->type != KVC_JR_STRING) {
+		return kvc_api_uint_of(v, out);
+	}
+	if (!v->escaped) {
+		return digits_u64(v->text + 1, v->len - 2, out);
+	}
+	size_t n;
+	char *s = kvc_jr_string(v, &n);
+	bool ok = digits_u64(s, n, out);
+	kvi_free(s);
+	return ok;
 }
 
 kvi_err
-kvc_api_value_u64(const json_t *v, const char *what, uint64_t *out,
+kvc_api_value_u64(const kvc_jr_val *v, const char *what, uint64_t *out,
 		  kvc_qerr *err)
 {
 	uint64_t x;
-	if (kvc_u64_of(v, &x)) {
+	if (kvc_api_u64_of(v, &x)) {
 		*out = x;
 		return KVI_OK;
 	}
-	char text[KVC_VALUE_TEXT + 8];
-	kvc_api_value_text(v, text, sizeof(text));
-	return kvc_qerr_set(err, kvc_is_int(v) ? KVI_ERANGE : KVI_EINVAL, 400,
+	char text[VALUE_TEXT];
+	kvc_jr_text(v, text, sizeof(text));
+	return kvc_qerr_set(err, is_int(v) ? KVI_ERANGE : KVI_EINVAL, 400,
 			    "%s: %s is not a u64", what, text);
 }
 
 /* ---- fields -------------------------------------------------------------- */
 
-/* kvc_lookup finds field in obj: *v is the value, or NULL when an optional
- * field is absent or null. A required field must be there. */
+/* lookup decides whether the field's value v is to be read: KVI_OK with
+ * *go false for an optional one absent or null; a required one must be
+ * there (null too: then its type is wrong). */
 static kvi_err
-kvc_lookup(const json_t *obj, const char *field, bool *present,
-	   const json_t **v, kvc_qerr *err)
+lookup(const kvc_jr_val *v, const char *field, bool *present, bool *go,
+       kvc_qerr *err)
 {
-	const json_t *x = json_object_get(obj, field);
 	if (present != NULL) {
-		*present = x != NULL && !json_is_null(x);
-		*v = *present ? x : NULL;
+		*present = v->type != KVC_JR_NONE && v->type != KVC_JR_NULL;
+		*go = *present;
 		return KVI_OK;
 	}
-	if (x == NULL) {
+	if (v->type == KVC_JR_NONE) {
 		return kvc_qerr_set(err, KVI_EINVAL, 400, "%s is missing",
 				    field);
 	}
-	*v = x;
+	*go = true;
 	return KVI_OK;
 }
 
-static kvi_err
-kvc_type_error(const char *field, const char *want, const json_t *v,
-	       kvc_qerr *err)
+kvi_err
+kvc_api_type_error(const kvc_jr_val *v, const char *field, const char *want,
+		   kvc_qerr *err)
 {
-	char text[KVC_VALUE_TEXT + 8];
-	kvc_api_value_text(v, text, sizeof(text));
+	char text[VALUE_TEXT];
+	kvc_jr_text(v, text, sizeof(text));
 	return kvc_qerr_set(err, KVI_EINVAL, 400, "%s must be %s, got %s",
 			    field, want, text);
 }
 
 kvi_err
-kvc_api_get_u64(const json_t *obj, const char *field, uint64_t *out,
+kvc_api_get_u64(const kvc_jr_val *v, const char *field, uint64_t *out,
 		bool *present, kvc_qerr *err)
 {
-	const json_t *v = NULL;
+	bool go = false;
 	uint64_t x;
-	kvi_err rv = kvc_lookup(obj, field, present, &v, err);
-	if (rv != KVI_OK || v == NULL) {
+	kvi_err rv = lookup(v, field, present, &go, err);
+	if (rv != KVI_OK || !go) {
 		return rv;
 	}
-	if (!kvc_u64_of(v, &x)) {
-		char text[KVC_VALUE_TEXT + 8];
-		kvc_api_value_text(v, text, sizeof(text));
-		return kvc_qerr_set(err,
-				    kvc_is_int(v) ? KVI_ERANGE : KVI_EINVAL,
+	if (!kvc_api_u64_of(v, &x)) {
+		char text[VALUE_TEXT];
+		kvc_jr_text(v, text, sizeof(text));
+		return kvc_qerr_set(err, is_int(v) ? KVI_ERANGE : KVI_EINVAL,
 				    400, "%s %s is not a u64", field, text);
 	}
 	*out = x;
 	return KVI_OK;
 }
 
-/* kvc_get_uint reads an integer field in min..max; `range` ends the
- * message of a value outside it ("does not fit in u16"). */
+/* get_uint reads an integer field in min..max; `range` ends the message
+ * of a value outside it ("does not fit in u16"). */
 static kvi_err
-kvc_get_uint(const json_t *obj, const char *field, uint64_t min, uint64_t max,
-	     const char *range, uint64_t *out, bool *present, kvc_qerr *err)
+get_uint(const kvc_jr_val *v, const char *field, uint64_t min, uint64_t max,
+	 const char *range, uint64_t *out, bool *present, kvc_qerr *err)
 {
-	const json_t *v = NULL;
+	bool go = false;
 	uint64_t x;
-	kvi_err rv = kvc_lookup(obj, field, present, &v, err);
-	if (rv != KVI_OK || v == NULL) {
+	kvi_err rv = lookup(v, field, present, &go, err);
+	if (rv != KVI_OK || !go) {
 		return rv;
 	}
-	if (!kvc_is_int(v)) {
-		return kvc_type_error(field, "an integer", v, err);
+	if (!is_int(v)) {
+		return kvc_api_type_error(v, field, "an integer", err);
 	}
-	if (!kvc_uint_of(v, &x) || x < min || x > max) {
-		char text[KVC_VALUE_TEXT + 8];
-		kvc_api_value_text(v, text, sizeof(text));
+	if (!kvc_api_uint_of(v, &x) || x < min || x > max) {
+		char text[VALUE_TEXT];
+		kvc_jr_text(v, text, sizeof(text));
 		return kvc_qerr_set(err, KVI_ERANGE, 400, "%s %s %s", field,
 				    text, range);
 	}
@@ -166,12 +219,12 @@ kvc_get_uint(const json_t *obj, const char *field, uint64_t min, uint64_t max,
 }
 
 kvi_err
-kvc_api_get_u16(const json_t *obj, const char *field, uint16_t *out,
+kvc_api_get_u16(const kvc_jr_val *v, const char *field, uint16_t *out,
 		bool *present, kvc_qerr *err)
 {
 	uint64_t x = 0;
-	kvi_err rv = kvc_get_uint(obj, field, 0, UINT16_MAX,
-				  "does not fit in u16", &x, present, err);
+	kvi_err rv = get_uint(v, field, 0, UINT16_MAX, "does not fit in u16",
+			      &x, present, err);
 	if (rv == KVI_OK && (present == NULL || *present)) {
 		*out = (uint16_t)x;
 	}
@@ -179,7 +232,7 @@ kvc_api_get_u16(const json_t *obj, const char *field, uint16_t *out,
 }
 
 kvi_err
-kvc_api_get_u32(const json_t *obj, const char *field, uint32_t min,
+kvc_api_get_u32(const kvc_jr_val *v, const char *field, uint32_t min,
 		uint32_t max, uint32_t *out, bool *present, kvc_qerr *err)
 {
 	char range[48];
@@ -190,8 +243,7 @@ kvc_api_get_u32(const json_t *obj, const char *field, uint32_t min,
 		snprintf(range, sizeof(range),
 			 "is not in %" PRIu32 "..%" PRIu32, min, max);
 	}
-	kvi_err rv =
-	    kvc_get_uint(obj, field, min, max, range, &x, present, err);
+	kvi_err rv = get_uint(v, field, min, max, range, &x, present, err);
 	if (rv == KVI_OK && (present == NULL || *present)) {
 		*out = (uint32_t)x;
 	}
@@ -199,27 +251,27 @@ kvc_api_get_u32(const json_t *obj, const char *field, uint32_t min,
 }
 
 kvi_err
-kvc_api_get_string(const json_t *obj, const char *field, char **out,
+kvc_api_get_string(const kvc_jr_val *v, const char *field, char **out,
 		   bool *present, kvc_qerr *err)
 {
-	const json_t *v = NULL;
-	kvi_err rv = kvc_lookup(obj, field, present, &v, err);
-	if (rv != KVI_OK || v == NULL) {
+	bool go = false;
+	kvi_err rv = lookup(v, field, present, &go, err);
+	if (rv != KVI_OK || !go) {
 		return rv;
 	}
-	if (!json_is_string(v) || kvc_api_is_big(v)) {
-		return kvc_type_error(field, "a string", v, err);
+	if (v->type != KVC_JR_STRING) {
+		return kvc_api_type_error(v, field, "a string", err);
 	}
-	*out = kvi_strdup(json_string_value(v));
+	*out = kvc_jr_string(v, NULL);
 	return KVI_OK;
 }
 
-/* kvc_get_name reads a required, non-empty string field. */
-static kvi_err
-kvc_get_name(const json_t *obj, const char *field, char **out, kvc_qerr *err)
+kvi_err
+kvc_api_get_name(const kvc_jr_val *v, const char *field, char **out,
+		 kvc_qerr *err)
 {
 	char *s = NULL;
-	kvi_err rv = kvc_api_get_string(obj, field, &s, NULL, err);
+	kvi_err rv = kvc_api_get_string(v, field, &s, NULL, err);
 	if (rv == KVI_OK && s[0] == '\0') {
 		kvi_free(s);
 		return kvc_qerr_set(err, KVI_EINVAL, 400, "%s is empty", field);
@@ -230,279 +282,51 @@ kvc_get_name(const json_t *obj, const char *field, char **out, kvc_qerr *err)
 	return rv;
 }
 
-/* kvc_get_array finds an array field of at most max elements (413 past
- * it, `unit` naming them); *a NULL when an optional one is absent. */
-static kvi_err
-kvc_get_array(const json_t *obj, const char *field, size_t max,
-	      const char *unit, const json_t **a, bool *present, kvc_qerr *err)
-{
-	const json_t *v = NULL;
-	kvi_err rv = kvc_lookup(obj, field, present, &v, err);
-	if (rv != KVI_OK || v == NULL) {
-		*a = NULL;
-		return rv;
-	}
-	if (!json_is_array(v)) {
-		return kvc_type_error(field, "an array", v, err);
-	}
-	if (json_array_size(v) > max) {
-		return kvc_qerr_set(err, KVI_ETOOBIG, 413,
-				    "%s has %zu %s, more than the "
-				    "maximum of %zu",
-				    field, json_array_size(v), unit, max);
-	}
-	*a = v;
-	return KVI_OK;
-}
-
-/* kvc_get_u64_array reads an array field of u64 values into a new array. */
-static kvi_err
-kvc_get_u64_array(const json_t *obj, const char *field, size_t max,
-		  const char *unit, uint64_t **out, size_t *n, bool *present,
-		  kvc_qerr *err)
-{
-	const json_t *a = NULL;
-	kvi_err rv = kvc_get_array(obj, field, max, unit, &a, present, err);
-	if (rv != KVI_OK || a == NULL || json_array_size(a) == 0) {
-		return rv;
-	}
-	size_t count = json_array_size(a);
-	uint64_t *v = kvi_reallocarray(NULL, count, sizeof(*v));
-	for (size_t i = 0; i < count; i++) {
-		char what[64];
-		snprintf(what, sizeof(what), "%s[%zu]", field, i);
-		rv = kvc_api_value_u64(json_array_get(a, i), what, &v[i], err);
-		if (rv != KVI_OK) {
-			kvi_free(v);
-			return rv;
-		}
-	}
-	*out = v;
-	*n = count;
-	return KVI_OK;
-}
-
-/* ---- queries ------------------------------------------------------------- */
-
-static kvi_err
-kvc_get_token_ids(const json_t *o, size_t max, kvc_qreq *q, kvc_qerr *err)
-{
-	const json_t *a = NULL;
-	kvi_err rv =
-	    kvc_get_array(o, "token_ids", max, "tokens", &a, NULL, err);
-	if (rv != KVI_OK || json_array_size(a) == 0) {
-		return rv;
-	}
-	size_t count = json_array_size(a);
-	q->token_ids = kvi_reallocarray(NULL, count, sizeof(uint32_t));
-	q->n_tokens = count;
-	for (size_t i = 0; i < count; i++) {
-		const json_t *v = json_array_get(a, i);
-		uint64_t x;
-		if (!kvc_uint_of(v, &x) || x > UINT32_MAX) {
-			char text[KVC_VALUE_TEXT + 8];
-			kvc_api_value_text(v, text, sizeof(text));
-			return kvc_qerr_set(
-			    err, kvc_is_int(v) ? KVI_ERANGE : KVI_EINVAL, 400,
-			    "token_ids[%zu]: %s is not a u32", i, text);
-		}
-		q->token_ids[i] = (uint32_t)x;
-	}
-	return KVI_OK;
-}
-
-/* kvc_mm_u64 reads mm_features[i].field, a u64. */
-static kvi_err
-kvc_mm_u64(const json_t *e, size_t i, const char *field, uint64_t *out,
-	   kvc_qerr *err)
-{
-	const json_t *v = json_object_get(e, field);
-	if (v == NULL || !kvc_uint_of(v, out)) {
-		char text[KVC_VALUE_TEXT + 8];
-		if (v == NULL) {
-			snprintf(text, sizeof(text), "missing");
-		} else {
-			kvc_api_value_text(v, text, sizeof(text));
-		}
-		return kvc_qerr_set(
-		    err, v != NULL && kvc_is_int(v) ? KVI_ERANGE : KVI_EINVAL,
-		    400, "mm_features[%zu].%s: %s is not a u64", i, field,
-		    text);
-	}
-	return KVI_OK;
-}
-
-/* kvc_mm_item reads entry i of mm_features into it; prev_end is where
- * the entry before it ends. */
-static kvi_err
-kvc_mm_item(const json_t *e, size_t i, uint64_t prev_end, size_t n_tokens,
-	    kvi_mm_item *it, kvc_qerr *err)
-{
-	if (!json_is_object(e)) {
-		return kvc_qerr_set(err, KVI_EINVAL, 400,
-				    "mm_features[%zu] must be an object", i);
-	}
-	const json_t *id = json_object_get(e, "identifier");
-	if (!json_is_string(id) || json_string_length(id) == 0) {
-		return kvc_qerr_set(err, KVI_EINVAL, 400,
-				    "mm_features[%zu].identifier must be "
-				    "a non-empty string",
-				    i);
-	}
-	kvi_err rv;
-	if ((rv = kvc_mm_u64(e, i, "offset", &it->offset, err)) != KVI_OK ||
-	    (rv = kvc_mm_u64(e, i, "length", &it->length, err)) != KVI_OK) {
-		return rv;
-	}
-	if (it->length == 0) {
-		return kvc_qerr_set(err, KVI_ERANGE, 400,
-				    "mm_features[%zu].length: 0, an item "
-				    "covers at least one token",
-				    i);
-	}
-	if (i > 0 && it->offset < prev_end) {
-		return kvc_qerr_set(err, KVI_EINVAL, 400,
-				    "mm_features[%zu]: offset %" PRIu64
-				    " is before the end of "
-				    "mm_features[%zu] (%" PRIu64
-				    "): entries must be sorted and not "
-				    "overlap",
-				    i, it->offset, i - 1, prev_end);
-	}
-	if (it->offset > n_tokens || it->length > n_tokens - it->offset) {
-		return kvc_qerr_set(
-		    err, KVI_EINVAL, 400,
-		    "mm_features[%zu]: tokens %" PRIu64 "..%" PRIu64
-		    " are past the prompt's %zu tokens",
-		    i, it->offset, it->offset + it->length, n_tokens);
-	}
-	it->id = kvi_strndup(json_string_value(id), json_string_length(id));
-	it->id_len = json_string_length(id);
-	return KVI_OK;
-}
-
-/* kvc_get_mm reads mm_features, which needs token_ids read first. */
-static kvi_err
-kvc_get_mm(const json_t *o, kvc_qreq *q, kvc_qerr *err)
-{
-	const json_t *a = NULL;
-	bool has;
-	kvi_err rv = kvc_get_array(o, "mm_features", q->n_tokens, "items", &a,
-				   &has, err);
-	if (rv != KVI_OK || a == NULL || json_array_size(a) == 0) {
-		return rv;
-	}
-	size_t n = json_array_size(a);
-	q->mm = kvi_calloc(n, sizeof(*q->mm));
-	uint64_t end = 0;
-	for (size_t i = 0; i < n; i++) {
-		rv = kvc_mm_item(json_array_get(a, i), i, end, q->n_tokens,
-				 &q->mm[q->n_mm], err);
-		if (rv != KVI_OK) {
-			return rv;
-		}
-		end = q->mm[q->n_mm].offset + q->mm[q->n_mm].length;
-		q->n_mm++;
-	}
-	return KVI_OK;
-}
-
-/* kvc_query_common reads the fields both query forms share. */
-static kvi_err
-kvc_query_common(const json_t *o, kvc_qreq *q, kvc_qerr *err)
-{
-	bool has;
-	kvi_err rv =
-	    kvc_get_u64_array(o, "instances", SIZE_MAX, "instances",
-			      &q->instances, &q->n_instances, &has, err);
-	if (rv != KVI_OK ||
-	    (rv = kvc_api_get_u16(o, "dp_rank", &q->dp_rank, &q->has_dp_rank,
-				  err)) != KVI_OK) {
-		return rv;
-	}
-	return kvc_api_get_u32(o, "top_k", 1, KVC_QREQ_TOP_K_MAX, &q->top_k,
-			       &has, err);
-}
-
-/* kvc_query_done hands q to out on success and frees it otherwise. */
-static kvi_err
-kvc_query_done(kvi_err rv, kvc_qreq *q, kvc_qreq *out)
-{
-	if (rv != KVI_OK) {
-		kvc_qreq_fini(q);
-		return rv;
-	}
-	*out = *q;
-	return KVI_OK;
-}
-
-kvi_err
-kvc_api_query_parse(const char *body, size_t len, size_t max_tokens,
-		    kvc_qreq *out, kvc_qerr *err)
-{
-	if (kvc_api_query_fast(body, len, max_tokens, out)) {
-		return KVI_OK;
-	}
-	return kvc_api_query_parse_general(body, len, max_tokens, out, err);
-}
-
-kvi_err
-kvc_api_query_parse_general(const char *body, size_t len, size_t max_tokens,
-			    kvc_qreq *out, kvc_qerr *err)
-{
-	kvc_qreq q = {0};
-	bool has;
-	json_t *o;
-	kvi_err rv = kvc_api_json_load(body, len, &o, err);
-	if (rv != KVI_OK) {
-		return rv;
-	}
-	if ((rv = kvc_get_name(o, "model_name", &q.model, err)) != KVI_OK ||
-	    (rv = kvc_get_token_ids(o, max_tokens, &q, err)) != KVI_OK ||
-	    (rv = kvc_api_get_string(o, "lora_name", &q.lora_name, &has,
-				     err)) != KVI_OK ||
-	    (rv = kvc_api_get_string(o, "cache_salt", &q.cache_salt, &has,
-				     err)) != KVI_OK ||
-	    (rv = kvc_get_mm(o, &q, err)) != KVI_OK) {
-		json_decref(o);
-		return kvc_query_done(rv, &q, out);
-	}
-	rv = kvc_query_common(o, &q, err);
-	json_decref(o);
-	return kvc_query_done(rv, &q, out);
-}
-
-kvi_err
-kvc_api_hash_query_parse(const char *body, size_t len, size_t max_hashes,
-			 kvc_qreq *out, kvc_qerr *err)
-{
-	kvc_qreq q = {0};
-	json_t *o;
-	kvi_err rv = kvc_api_json_load(body, len, &o, err);
-	if (rv != KVI_OK) {
-		return rv;
-	}
-	if ((rv = kvc_get_name(o, "model_name", &q.model, err)) == KVI_OK &&
-	    (rv = kvc_get_u64_array(o, "block_hashes", max_hashes, "hashes",
-				    &q.block_hashes, &q.n_hashes, NULL, err)) ==
-		KVI_OK) {
-		rv = kvc_query_common(o, &q, err);
-	}
-	json_decref(o);
-	return kvc_query_done(rv, &q, out);
-}
-
 /* ---- registration -------------------------------------------------------- */
 
-/* kvc_form tells the per-pod form (name) from the per-instance one
+/* The fields of /register and /unregister bodies. */
+enum {
+	F_NAME = 0,
+	F_INSTANCE_ID,
+	F_MODEL,
+	F_BLOCK_SIZE,
+	F_IP,
+	F_ZMQ_PORT,
+	F_RECOVER_PORT,
+	F_REPLAY_PORT,
+	F_DP_SIZE,
+	F_ENDPOINT,
+	F_DP_RANK,
+	F_REPLAY_ENDPOINT,
+	F_RECOVER_ENDPOINT,
+	F_COUNT
+};
+
+static const char *const fields[F_COUNT] = {
+    [F_NAME] = "name",
+    [F_INSTANCE_ID] = "instance_id",
+    [F_MODEL] = "model_name",
+    [F_BLOCK_SIZE] = "block_size",
+    [F_IP] = "ip",
+    [F_ZMQ_PORT] = "zmq_port",
+    [F_RECOVER_PORT] = "recover_port",
+    [F_REPLAY_PORT] = "replay_port",
+    [F_DP_SIZE] = "dp_size",
+    [F_ENDPOINT] = "endpoint",
+    [F_DP_RANK] = "dp_rank",
+    [F_REPLAY_ENDPOINT] = "replay_endpoint",
+    [F_RECOVER_ENDPOINT] = "recover_endpoint",
+};
+
+/* form tells the per-pod form (name) from the per-instance one
  * (instance_id): *named says which; neither or both is an error. */
 static kvi_err
-kvc_form(const json_t *o, bool *named, kvc_qerr *err)
+form(const kvc_jr_val *v, bool *named, kvc_qerr *err)
 {
-	const json_t *n = json_object_get(o, "name");
-	const json_t *i = json_object_get(o, "instance_id");
-	bool name = n != NULL && !json_is_null(n);
-	bool id = i != NULL && !json_is_null(i);
+	bool name =
+	    v[F_NAME].type != KVC_JR_NONE && v[F_NAME].type != KVC_JR_NULL;
+	bool id = v[F_INSTANCE_ID].type != KVC_JR_NONE &&
+		  v[F_INSTANCE_ID].type != KVC_JR_NULL;
 	if (name == id) {
 		return kvc_qerr_set(
 		    err, KVI_EINVAL, 400, "%s",
@@ -514,22 +338,25 @@ kvc_form(const json_t *o, bool *named, kvc_qerr *err)
 }
 
 static kvi_err
-kvc_register_pod(const json_t *o, uint32_t default_dp_size, kvc_pod *p,
-		 kvc_qerr *err)
+register_pod(const kvc_jr_val *v, uint32_t default_dp_size, kvc_pod *p,
+	     kvc_qerr *err)
 {
 	bool has = false;
 	kvi_err rv;
-	if ((rv = kvc_api_get_string(o, "name", &p->name, NULL, err)) !=
+	if ((rv = kvc_api_get_string(&v[F_NAME], "name", &p->name, NULL,
+				     err)) != KVI_OK ||
+	    (rv = kvc_api_get_string(&v[F_IP], "ip", &p->ip, NULL, err)) !=
 		KVI_OK ||
-	    (rv = kvc_api_get_string(o, "ip", &p->ip, NULL, err)) != KVI_OK ||
-	    (rv = kvc_api_get_u32(o, "zmq_port", 1, 65535, &p->zmq_port, NULL,
+	    (rv = kvc_api_get_u32(&v[F_ZMQ_PORT], "zmq_port", 1, 65535,
+				  &p->zmq_port, NULL, err)) != KVI_OK ||
+	    (rv = kvc_api_get_u32(&v[F_RECOVER_PORT], "recover_port", 1, 65535,
+				  &p->recover_port, &p->has_recover_port,
 				  err)) != KVI_OK ||
-	    (rv = kvc_api_get_u32(o, "recover_port", 1, 65535, &p->recover_port,
-				  &p->has_recover_port, err)) != KVI_OK ||
-	    (rv = kvc_api_get_u32(o, "replay_port", 1, 65535, &p->replay_port,
-				  &p->has_replay_port, err)) != KVI_OK ||
-	    (rv = kvc_api_get_u32(o, "dp_size", 1, KVC_DP_SIZE_MAX, &p->dp_size,
-				  &has, err)) != KVI_OK) {
+	    (rv = kvc_api_get_u32(&v[F_REPLAY_PORT], "replay_port", 1, 65535,
+				  &p->replay_port, &p->has_replay_port, err)) !=
+		KVI_OK ||
+	    (rv = kvc_api_get_u32(&v[F_DP_SIZE], "dp_size", 1, KVC_DP_SIZE_MAX,
+				  &p->dp_size, &has, err)) != KVI_OK) {
 		return rv;
 	}
 	if (!has) {
@@ -540,19 +367,21 @@ kvc_register_pod(const json_t *o, uint32_t default_dp_size, kvc_pod *p,
 }
 
 static kvi_err
-kvc_register_rank(const json_t *o, kvc_pod *p, kvc_qerr *err)
+register_rank(const kvc_jr_val *v, kvc_pod *p, kvc_qerr *err)
 {
 	bool has;
 	uint16_t rank = 0;
 	kvi_err rv;
-	if ((rv = kvc_api_get_u64(o, "instance_id", &p->instance_id, NULL,
+	if ((rv = kvc_api_get_u64(&v[F_INSTANCE_ID], "instance_id",
+				  &p->instance_id, NULL, err)) != KVI_OK ||
+	    (rv = kvc_api_get_string(&v[F_ENDPOINT], "endpoint", &p->endpoint,
+				     NULL, err)) != KVI_OK ||
+	    (rv = kvc_api_get_u16(&v[F_DP_RANK], "dp_rank", &rank, &has,
 				  err)) != KVI_OK ||
-	    (rv = kvc_api_get_string(o, "endpoint", &p->endpoint, NULL, err)) !=
+	    (rv = kvc_api_get_string(&v[F_REPLAY_ENDPOINT], "replay_endpoint",
+				     &p->replay_endpoint, &has, err)) !=
 		KVI_OK ||
-	    (rv = kvc_api_get_u16(o, "dp_rank", &rank, &has, err)) != KVI_OK ||
-	    (rv = kvc_api_get_string(o, "replay_endpoint", &p->replay_endpoint,
-				     &has, err)) != KVI_OK ||
-	    (rv = kvc_api_get_string(o, "recover_endpoint",
+	    (rv = kvc_api_get_string(&v[F_RECOVER_ENDPOINT], "recover_endpoint",
 				     &p->recover_endpoint, &has, err)) !=
 		KVI_OK) {
 		return rv;
@@ -568,20 +397,19 @@ kvc_api_register_parse(const char *body, size_t len, uint32_t default_dp_size,
 {
 	kvc_pod p = {.source = KVC_SOURCE_HTTP};
 	bool named = false;
-	json_t *o;
-	kvi_err rv = kvc_api_json_load(body, len, &o, err);
+	kvc_jr_val v[F_COUNT];
+	kvi_err rv = read_fields(body, len, fields, F_COUNT, v, err);
 	if (rv != KVI_OK) {
 		return rv;
 	}
-	if ((rv = kvc_form(o, &named, err)) == KVI_OK &&
-	    (rv = kvc_api_get_string(o, "model_name", &p.model, NULL, err)) ==
-		KVI_OK &&
-	    (rv = kvc_api_get_u32(o, "block_size", 0, UINT32_MAX, &p.block_size,
-				  NULL, err)) == KVI_OK) {
-		rv = named ? kvc_register_pod(o, default_dp_size, &p, err)
-			   : kvc_register_rank(o, &p, err);
+	if ((rv = form(v, &named, err)) == KVI_OK &&
+	    (rv = kvc_api_get_string(&v[F_MODEL], "model_name", &p.model, NULL,
+				     err)) == KVI_OK &&
+	    (rv = kvc_api_get_u32(&v[F_BLOCK_SIZE], "block_size", 0, UINT32_MAX,
+				  &p.block_size, NULL, err)) == KVI_OK) {
+		rv = named ? register_pod(v, default_dp_size, &p, err)
+			   : register_rank(v, &p, err);
 	}
-	json_decref(o);
 	if (rv == KVI_OK) {
 		char msg[sizeof(err->message)];
 		if ((rv = kvc_pod_check(&p, msg, sizeof(msg))) != KVI_OK) {
@@ -604,14 +432,15 @@ kvc_api_unregister_fini(kvc_api_unregister *u)
 	memset(u, 0, sizeof(*u));
 }
 
-/* kvc_unregister_fields reads the fields of an /unregister body. */
+/* unregister_fields reads the fields of an /unregister body. */
 static kvi_err
-kvc_unregister_fields(const json_t *o, kvc_api_unregister *u, kvc_qerr *err)
+unregister_fields(const kvc_jr_val *v, kvc_api_unregister *u, kvc_qerr *err)
 {
 	bool named = false;
-	kvi_err rv = kvc_form(o, &named, err);
+	kvi_err rv = form(v, &named, err);
 	if (rv == KVI_OK && named &&
-	    (rv = kvc_get_name(o, "name", &u->name, err)) == KVI_OK) {
+	    (rv = kvc_api_get_name(&v[F_NAME], "name", &u->name, err)) ==
+		KVI_OK) {
 		if (strlen(u->name) > KVC_NAME_MAX) {
 			return kvc_qerr_set(err, KVI_EINVAL, 400,
 					    "name must be 1..%d characters",
@@ -619,14 +448,17 @@ kvc_unregister_fields(const json_t *o, kvc_api_unregister *u, kvc_qerr *err)
 		}
 		u->instance_id = kvc_instance_id(u->name);
 	} else if (rv == KVI_OK && !named &&
-		   (rv = kvc_api_get_u64(o, "instance_id", &u->instance_id,
-					 NULL, err)) == KVI_OK) {
-		rv = kvc_get_name(o, "model_name", &u->model, err);
+		   (rv = kvc_api_get_u64(&v[F_INSTANCE_ID], "instance_id",
+					 &u->instance_id, NULL, err)) ==
+		       KVI_OK) {
+		rv =
+		    kvc_api_get_name(&v[F_MODEL], "model_name", &u->model, err);
 	}
 	if (rv != KVI_OK) {
 		return rv;
 	}
-	return kvc_api_get_u16(o, "dp_rank", &u->dp_rank, &u->has_dp_rank, err);
+	return kvc_api_get_u16(&v[F_DP_RANK], "dp_rank", &u->dp_rank,
+			       &u->has_dp_rank, err);
 }
 
 kvi_err
@@ -634,13 +466,11 @@ kvc_api_unregister_parse(const char *body, size_t len, kvc_api_unregister *out,
 			 kvc_qerr *err)
 {
 	kvc_api_unregister u = {0};
-	json_t *o;
-	kvi_err rv = kvc_api_json_load(body, len, &o, err);
-	if (rv != KVI_OK) {
-		return rv;
+	kvc_jr_val v[F_COUNT];
+	kvi_err rv = read_fields(body, len, fields, F_COUNT, v, err);
+	if (rv == KVI_OK) {
+		rv = unregister_fields(v, &u, err);
 	}
-	rv = kvc_unregister_fields(o, &u, err);
-	json_decref(o);
 	if (rv != KVI_OK) {
 		kvc_api_unregister_fini(&u);
 		return rv;

@@ -1,7 +1,9 @@
 /*
- * api_json.h - the coordinator's HTTP API request bodies (API.md): a
- * /query or /query_by_hash body into the query path's request (qreq.h),
- * /register and /unregister bodies into what the assigner takes.
+ * api_json.h - the /register and /unregister bodies (API.md), and what
+ * the parsers of every request body share: reading an object's fields in
+ * one pass (api_jread.h), and the API's words for a body that is not
+ * JSON and for a field that is missing, of the wrong type or out of range.
+ * The /query bodies are api_query.h's.
  *
  * Everything here is a pure function: request bytes in, a C value or an
  * error out. Nothing touches a socket, a registry or a shard, so the HTTP
@@ -12,32 +14,24 @@
  * (qerr.h) with the HTTP status (400, or 413 for a request over a
  * configured limit) and a message that names the field and the value that
  * were wrong, e.g. "token_ids[3]: 4294967296 is not a u32" or "dp_rank
- * 65536 does not fit in u16".
+ * 65536 does not fit in u16". A body that is not JSON is "invalid JSON: "
+ * and what jansson says of it, with its line, column and byte.
  *
  * u64 numbers. API.md sends instance ids and block hashes as JSON numbers,
- * and they use all 64 bits; jansson's integers are int64 and it rejects a
- * literal above 2^63-1 ("too big integer"). kvc_api_json_load() therefore
- * scans the body first (outside strings, honouring escapes) for integer
- * literals that do not fit an int64 and, only when there are some, parses
- * a copy in which each such literal is replaced by a string holding a NUL
- * byte followed by the literal's text. Such a string cannot come from the
- * client: JSON can only spell a NUL as \u0000, and a body that contains one
- * is parsed as it is and rejected by jansson (as it is when nothing needed
- * rewriting). The field readers turn these strings back into exact u64
- * values, or into an error that quotes the literal ("instance_id:
- * 18446744073709551616 is not a u64"). Replacing a number token by a string
- * token keeps the body's syntax: a body whose copy fails to parse is
- * reported with jansson's message for the original text. u64 fields also
- * accept a decimal string ("18446744073709551615": digits only, no sign, no
- * leading zero), the form in which responses spell ids. Reals, negative
- * numbers and anything else are rejected, never rounded or truncated.
+ * and they use all 64 bits: every integer up to 2^64-1 is read exactly,
+ * and one beyond is an error that quotes it ("instance_id:
+ * 18446744073709551616 is not a u64"). u64 fields also accept a decimal
+ * string ("18446744073709551615": digits only, no sign, no leading zero),
+ * the form in which responses spell ids. Reals, negative numbers and
+ * anything else are rejected, never rounded or truncated.
  *
  * Conventions of every parser: unknown fields are ignored; an optional
  * field that is null counts as absent; a required one that is null is a
- * type error; duplicate keys are rejected (a body must mean one thing).
- * Out values are written only on success and then own their memory (free
- * with the matching _fini); on failure nothing is left to free but
- * err->extra (kvc_qerr_fini).
+ * type error; duplicate keys are rejected (a body must mean one thing);
+ * fields are checked in a fixed order, whatever their order in the body,
+ * and only once the whole body has been read. Out values are written only
+ * on success and then own their memory (free with the matching _fini); on
+ * failure nothing is left to free but err->extra (kvc_qerr_fini).
  */
 #ifndef KVI_COORDINATOR_API_JSON_H
 #define KVI_COORDINATOR_API_JSON_H
@@ -46,74 +40,72 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <jansson.h>
-
+#include "api_jread.h"
 #include "error.h"
 #include "pod.h"
 #include "qerr.h"
-#include "qreq.h"
 
-/* ---- loading and field readers ------------------------------------------ */
+/* ---- bodies and fields ----------------------------------------------------
+ */
 
-/* kvc_api_json_load parses body[0..len) as a JSON object, keeping integers
- * beyond int64 exactly (see above), into *out (a new reference). Errors,
- * with err set, 400: KVI_EPROTO, with jansson's message and its line,
- * column and byte position, for a body that is not JSON; KVI_EINVAL for
- * JSON that is not an object. */
-kvi_err kvc_api_json_load(const char *body, size_t len, json_t **out,
-			  kvc_qerr *err);
+/* kvc_api_body_error fills err for a body that r could not read whole
+ * (400 KVI_EPROTO "invalid JSON: ... at line L, column C (byte B)") or
+ * whose top value, top, is not an object (400 KVI_EINVAL "the body must
+ * be a JSON object, not an array"), and returns the error. */
+kvi_err kvc_api_body_error(const kvc_jr *r, kvc_jr_type top, kvc_qerr *err);
 
 /*
- * Field readers, for objects loaded by kvc_api_json_load. Each returns
- * KVI_OK and writes *out when the field holds a valid value. `present`
- * NULL makes the field required: absent is a 400 "<field> is missing".
- * Otherwise *present says whether it was there (absent or null: false,
- * *out untouched). A wrong type is a 400 KVI_EINVAL, a value out of range
- * a 400 KVI_ERANGE; both messages quote the value.
+ * Field readers, for a field's value v as read (type KVC_JR_NONE when the
+ * body lacks the field). Each returns KVI_OK and writes *out when the
+ * field holds a valid value. `present` NULL makes the field required:
+ * absent is a 400 "<field> is missing". Otherwise *present says whether it
+ * was there (absent or null: false, *out untouched). A wrong type is a 400
+ * KVI_EINVAL, a value out of range a 400 KVI_ERANGE; both messages quote
+ * the value (kvc_jr_text).
  */
 
 /* kvc_api_get_u64 reads a u64 given as a JSON integer (any value up to
  * 2^64-1, exactly) or as a decimal string. */
-kvi_err kvc_api_get_u64(const json_t *obj, const char *field, uint64_t *out,
+kvi_err kvc_api_get_u64(const kvc_jr_val *v, const char *field, uint64_t *out,
 			bool *present, kvc_qerr *err);
 
 /* kvc_api_get_u16 reads an integer that must fit in a u16 ("dp_rank 65536
  * does not fit in u16"). */
-kvi_err kvc_api_get_u16(const json_t *obj, const char *field, uint16_t *out,
+kvi_err kvc_api_get_u16(const kvc_jr_val *v, const char *field, uint16_t *out,
 			bool *present, kvc_qerr *err);
 
 /* kvc_api_get_u32 reads an integer in min..max ("dp_size 0 is not in
  * 1..65536"). */
-kvi_err kvc_api_get_u32(const json_t *obj, const char *field, uint32_t min,
+kvi_err kvc_api_get_u32(const kvc_jr_val *v, const char *field, uint32_t min,
 			uint32_t max, uint32_t *out, bool *present,
 			kvc_qerr *err);
 
 /* kvc_api_get_string reads a string; *out is a new copy (kvi_free). */
-kvi_err kvc_api_get_string(const json_t *obj, const char *field, char **out,
+kvi_err kvc_api_get_string(const kvc_jr_val *v, const char *field, char **out,
 			   bool *present, kvc_qerr *err);
+
+/* kvc_api_get_name reads a required string that is not empty ("model_name
+ * is empty"). */
+kvi_err kvc_api_get_name(const kvc_jr_val *v, const char *field, char **out,
+			 kvc_qerr *err);
+
+/* kvc_api_type_error is the 400 KVI_EINVAL "<field> must be <want>, got
+ * <v>". */
+kvi_err kvc_api_type_error(const kvc_jr_val *v, const char *field,
+			   const char *want, kvc_qerr *err);
+
+/* kvc_api_uint_of reads a non-negative integer (-0 is 0) up to 2^64-1
+ * into *out; false for anything else. */
+bool kvc_api_uint_of(const kvc_jr_val *v, uint64_t *out);
+
+/* kvc_api_u64_of reads a u64 as kvc_api_get_u64 takes it; false for
+ * anything else. */
+bool kvc_api_u64_of(const kvc_jr_val *v, uint64_t *out);
 
 /* kvc_api_value_u64 reads one u64 value (an array element); `what` names
  * it in the message ("block_hashes[3]: -1 is not a u64"). */
-kvi_err kvc_api_value_u64(const json_t *v, const char *what, uint64_t *out,
+kvi_err kvc_api_value_u64(const kvc_jr_val *v, const char *what, uint64_t *out,
 			  kvc_qerr *err);
-
-/* ---- queries ------------------------------------------------------------- */
-
-/* kvc_api_query_parse parses a POST /query body into *out. Errors: 400
- * (KVI_EPROTO not JSON, KVI_EINVAL wrong type or missing/empty model_name,
- * an mm_features entry without a non-empty identifier, or out of order,
- * overlapping its predecessor or past the prompt; KVI_ERANGE a token id
- * not a u32, an instance not a u64, dp_rank not a u16, top_k not in
- * 1..KVC_QREQ_TOP_K_MAX, an mm_features offset or length not a u64 or a
- * length of 0); 413 KVI_ETOOBIG more than max_tokens token ids. */
-kvi_err kvc_api_query_parse(const char *body, size_t len, size_t max_tokens,
-			    kvc_qreq *out, kvc_qerr *err);
-
-/* kvc_api_hash_query_parse parses a POST /query_by_hash body into *out;
- * errors as kvc_api_query_parse, with at most max_hashes block hashes. */
-kvi_err kvc_api_hash_query_parse(const char *body, size_t len,
-				 size_t max_hashes, kvc_qreq *out,
-				 kvc_qerr *err);
 
 /* ---- registration -------------------------------------------------------- */
 

@@ -287,6 +287,10 @@ tok_read(const char *p, const char *end, size_t max, uint32_t **ids,
 	}
 	uint32_t *v = kvi_reallocarray(NULL, cap, sizeof(*v));
 	size_t n = 0;
+	/* the ids before the last comma of the blocks read, and where the
+	 * bytes after that comma start: what a decline hands back */
+	size_t commas = 0;
+	const char *resume = p;
 	uint64_t prev_digit = 0; /* 1: the byte before the block is a digit */
 	uint64_t parity = 0;     /* all ones: an odd count of ids + commas */
 	uint64_t zero_last = 0;  /* 1: an id starts with '0' at the last byte */
@@ -334,6 +338,10 @@ tok_read(const char *p, const char *end, size_t max, uint32_t **ids,
 		if (got < 0 || (n += (size_t)got) > max) {
 			goto fail;
 		}
+		if (m.comma != 0) {
+			commas += (size_t)__builtin_popcountll(m.comma);
+			resume = base + TOK_BLOCK - __builtin_clzll(m.comma);
+		}
 		if (stop < TOK_BLOCK) {
 			/* closed by ']' after an id (not a comma, not the
 			 * end of the body) */
@@ -347,7 +355,13 @@ tok_read(const char *p, const char *end, size_t max, uint32_t **ids,
 		}
 	}
 fail:
-	kvi_free(v);
+	if (commas == 0) {
+		kvi_free(v);
+		v = NULL;
+	}
+	*ids = v;
+	*n_out = commas;
+	*after = resume;
 	return false;
 }
 

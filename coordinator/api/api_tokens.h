@@ -18,12 +18,14 @@
  * other; with AVX-512, eight ids at a time, one in each 64-bit lane.
  * The best level the processor has is chosen at the first call.
  *
- * It accepts exactly what the element loop of the fast /query parser
- * accepts (api_fast.h): ids of 1 to 10 digits without a leading zero (but
- * "0"), at most UINT32_MAX, separated by commas with optional white space,
- * up to max of them, the array closed by ']'. Anything else - a sign, a
- * fraction, an exponent, too many ids, the body ending first - is declined,
- * for the general parser to accept or reject with its messages.
+ * It accepts ids of 1 to 10 digits without a leading zero (but "0"), at
+ * most UINT32_MAX, separated by commas with optional white space, up to
+ * max of them, the array closed by ']': what JSON means by an array of
+ * such integers. Anything else - a sign, a fraction, an exponent, too many
+ * ids, the body ending first - is declined, handing back the ids it read
+ * up to the last comma before the 64 bytes where it stopped, so that the
+ * reader of the whole grammar (api_jread.h) goes on from that comma
+ * instead of reading the array again.
  */
 #ifndef KVI_COORDINATOR_API_TOKENS_H
 #define KVI_COORDINATOR_API_TOKENS_H
@@ -35,7 +37,10 @@
 /* kvc_tokens_read reads the ids of a non-empty array from p (just past
  * '[' and any white space) to end. On success it returns true with *ids
  * (kvi_malloc'ed, the caller frees it), *n >= 1 and *after just past the
- * closing ']'; otherwise it returns false and sets nothing. */
+ * closing ']'. When it declines it returns false with the ids before a
+ * comma it read in *ids (NULL when none, else the caller frees it) and
+ * *n, and *after just past that comma (p when there is none): the ids
+ * before *after are *ids, in order. */
 bool kvc_tokens_read(const char *p, const char *end, size_t max, uint32_t **ids,
 		     size_t *n, const char **after);
 

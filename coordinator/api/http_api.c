@@ -10,6 +10,7 @@
 #include "admin.h"
 #include "alloc.h"
 #include "api_json.h"
+#include "api_query.h"
 
 static void
 reply_done(void *arg, int status, json_t *body)

@@ -21,7 +21,7 @@
 #include <time.h>
 
 #include "alloc.h"
-#include "api_json.h"
+#include "api_query.h"
 #include "hash.h"
 #include "qanswer.h"
 

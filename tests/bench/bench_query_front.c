@@ -13,7 +13,7 @@
 #include <sys/time.h>
 
 #include "alloc.h"
-#include "api_json.h"
+#include "api_query.h"
 #include "bench_query_proc.h"
 #include "bench_query_redis.h"
 #include "hash.h"

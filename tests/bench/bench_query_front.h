@@ -12,7 +12,7 @@
  * The Redis front is an index served from Redis (bench_query_redis.h):
  * common/httpd again, one hiredis connection per loop thread (opened on
  * the thread's first request), and per query: parse the body with the
- * coordinator's own parser (api_json.h), hash the tokens (local hashes,
+ * coordinator's own parser (api_query.h), hash the tokens (local hashes,
  * then the sequence chain from KVI_SEQ_ROOT, as the coordinator does),
  * pipeline one HKEYS per block, count each listener's leading blocks (as
  * hiredis parses the replies, without building reply objects), and answer

@@ -1,6 +1,6 @@
 /*
  * fuzz_api_json.c - libFuzzer target for the coordinator's HTTP API bodies
- * (coordinator/api/api_json.h).
+ * (coordinator/api/api_query.h, api_json.h; coordinator/query/qanswer.h).
  *
  * The first byte picks what the rest of the input feeds ('q', 'h', 'r',
  * 'u', 'm' in the corpus; any other byte modulo 5): the /query,
@@ -8,7 +8,8 @@
  * builder (matches decoded from the bytes). A parser must fail with a
  * 400/413, a code that fits the status and a printable message, and its
  * error body must be JSON; it calls a body "invalid JSON" exactly when
- * jansson rejects it for something other than an integer beyond int64;
+ * jansson rejects it for something other than an integer beyond int64
+ * (but for a NUL byte jansson drops);
  * what it accepts holds its invariants (a non-empty model, counts under
  * the limits, a pod kvc_pod_check() takes). The response must list each
  * matched listener once, best first, and agree with its own scores,
@@ -22,8 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api_fast.h"
 #include "api_json.h"
+#include "api_query.h"
 #include "qanswer.h"
 
 #define FUZZ_MAX_TOKENS 64
@@ -47,6 +48,22 @@ fuzz_jansson(const char *body, size_t len)
 		       strstr(e.text, "integer") != NULL
 		   ? 0
 		   : -1;
+}
+
+/* fuzz_nul_quirk says whether body has a NUL byte right after a digit or
+ * a letter: one jansson may drop, taking what the parsers refuse. */
+static bool
+fuzz_nul_quirk(const char *body, size_t len)
+{
+	for (size_t i = 1; i < len; i++) {
+		char c = body[i - 1];
+		if (body[i] == '\0' &&
+		    ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
+		     (c >= 'A' && c <= 'Z'))) {
+			return true;
+		}
+	}
+	return false;
 }
 
 /* fuzz_check_error checks a parser's failure. */
@@ -77,9 +94,11 @@ fuzz_check_error(kvi_err rv, kvc_qerr *e, const char *body, size_t len)
 	json_decref(b);
 	kvc_qerr_fini(e);
 	/* "invalid JSON" exactly when jansson also rejects the body (for
-	 * more than a too-big integer, which may hide a syntax error). */
+	 * more than a too-big integer, which may hide a syntax error), but
+	 * for a NUL byte jansson drops (api_jread.h). */
 	int j = fuzz_jansson(body, len);
-	if ((rv == KVI_EPROTO && j == 1) || (rv != KVI_EPROTO && j == -1)) {
+	if ((rv == KVI_EPROTO && j == 1 && !fuzz_nul_quirk(body, len)) ||
+	    (rv != KVI_EPROTO && j == -1)) {
 		fprintf(stderr, "disagrees with jansson (%d): %s\n", j,
 			e->message);
 		abort();
@@ -96,61 +115,9 @@ fuzz_check_accepted(const char *body, size_t len)
 	}
 }
 
-static bool
-fuzz_str_eq(const char *a, const char *b)
-{
-	return (a == NULL && b == NULL) ||
-	       (a != NULL && b != NULL && strcmp(a, b) == 0);
-}
-
-static bool
-fuzz_arr_eq(const void *a, const void *b, size_t n, size_t size)
-{
-	return n == 0 || memcmp(a, b, n * size) == 0;
-}
-
-/* fuzz_fast_agrees checks that the fast path of /query parsing, when it
- * accepts a body, yields exactly what the general path does. */
-static void
-fuzz_fast_agrees(const char *body, size_t len)
-{
-	kvc_qreq f = {0}, g = {0};
-	if (!kvc_api_query_fast(body, len, FUZZ_MAX_TOKENS, &f)) {
-		return;
-	}
-	kvc_qerr e = {0};
-	if (kvc_api_query_parse_general(body, len, FUZZ_MAX_TOKENS, &g, &e) !=
-	    KVI_OK) {
-		fprintf(stderr,
-			"fast path accepted what the general path "
-			"rejects: %s\n",
-			e.message);
-		abort();
-	}
-	if (!fuzz_str_eq(f.model, g.model) ||
-	    !fuzz_str_eq(f.lora_name, g.lora_name) ||
-	    !fuzz_str_eq(f.cache_salt, g.cache_salt) ||
-	    f.n_tokens != g.n_tokens ||
-	    !fuzz_arr_eq(f.token_ids, g.token_ids, f.n_tokens, 4) ||
-	    f.n_instances != g.n_instances ||
-	    !fuzz_arr_eq(f.instances, g.instances, f.n_instances, 8) ||
-	    f.has_dp_rank != g.has_dp_rank ||
-	    (f.has_dp_rank && f.dp_rank != g.dp_rank) || f.top_k != g.top_k ||
-	    f.n_mm != g.n_mm) {
-		fprintf(stderr, "fast and general paths disagree\n");
-		abort();
-	}
-	kvc_qreq_fini(&f);
-	kvc_qreq_fini(&g);
-	kvc_qerr_fini(&e);
-}
-
 static void
 fuzz_query(const char *body, size_t len, bool by_hash)
 {
-	if (!by_hash) {
-		fuzz_fast_agrees(body, len);
-	}
 	kvc_qreq q = {0};
 	kvc_qerr e = {0};
 	kvi_err rv =

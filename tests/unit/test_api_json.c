@@ -21,9 +21,9 @@
 
 #include <cmocka.h>
 
-#include "api_fast.h"
 #include "api_fixture.h"
 #include "api_json.h"
+#include "api_query.h"
 
 #define MAX_TOKENS 8
 
@@ -106,14 +106,20 @@ test_query_mm_features(void **state)
 	assert_memory_equal(q.mm[1].id, "img-b", 5);
 	assert_int_equal(q.mm[1].offset, 4);
 	kvc_qreq_fini(&q);
-	/* null and [] are no items, on the fast path too */
+	/* null and [] are no items */
 	body = J("{'token_ids': [1], 'model_name': 'm', 'mm_features': null}");
-	assert_true(kvc_api_query_fast(body, strlen(body), MAX_TOKENS, &q));
+	assert_int_equal(
+	    kvc_api_query_parse(body, strlen(body), MAX_TOKENS, &q, &e),
+	    KVI_OK);
 	assert_int_equal(q.n_mm, 0);
 	kvc_qreq_fini(&q);
-	body = J("{'token_ids': [1], 'model_name': 'm', 'mm_features': [{"
-		 "'identifier': 'x', 'offset': 0, 'length': 1}]}");
-	assert_false(kvc_api_query_fast(body, strlen(body), MAX_TOKENS, &q));
+	body = J("{'token_ids': [1], 'model_name': 'm', 'mm_features': []}");
+	assert_int_equal(
+	    kvc_api_query_parse(body, strlen(body), MAX_TOKENS, &q, &e),
+	    KVI_OK);
+	assert_int_equal(q.n_mm, 0);
+	assert_null(q.mm);
+	kvc_qreq_fini(&q);
 
 	query_fails("{'token_ids': [1, 2], 'model_name': 'm', 'mm_features': "
 		    "[{'identifier': 'a', 'offset': 1, 'length': 2}]}",

@@ -2,8 +2,8 @@
  * test_topk.c - top_k (API.md): the request field, the shard's selection
  * and the coordinator's answer.
  *
- * top_k is read the same by the fast and the general body parser (valid
- * values, null, 0, too large, a string); the shard's bounded heap keeps
+ * top_k is read from /query and /query_by_hash bodies (valid values,
+ * null, 0, too large, a string, a real); the shard's bounded heap keeps
  * exactly the k best of random matches under the coordinator's order
  * (checked against a full sort, with ties on every key); and an answer
  * with top_k lists only those k in workers, scores and instances, in the
@@ -20,29 +20,21 @@
 
 #include <cmocka.h>
 
-#include "api_fast.h"
-#include "api_json.h"
+#include "api_query.h"
 #include "qanswer.h"
 #include "topk.h"
 
 /* ---- the request field --------------------------------------------------- */
 
 static uint32_t
-parse_top_k(const char *body, bool fast_must_take)
+parse_top_k(const char *body)
 {
-	kvc_qreq fast = {0}, gen = {0};
+	kvc_qreq q = {0};
 	kvc_qerr e = {0};
-	bool took = kvc_api_query_fast(body, strlen(body), 64, &fast);
-	assert_true(took == fast_must_take);
-	assert_int_equal(
-	    kvc_api_query_parse_general(body, strlen(body), 64, &gen, &e),
-	    KVI_OK);
-	if (took) {
-		assert_int_equal(fast.top_k, gen.top_k);
-	}
-	uint32_t k = gen.top_k;
-	kvc_qreq_fini(&fast);
-	kvc_qreq_fini(&gen);
+	assert_int_equal(kvc_api_query_parse(body, strlen(body), 64, &q, &e),
+			 KVI_OK);
+	uint32_t k = q.top_k;
+	kvc_qreq_fini(&q);
 	return k;
 }
 
@@ -63,21 +55,18 @@ test_parse(void **state)
 {
 	(void)state;
 	assert_int_equal(
-	    parse_top_k("{\"model_name\":\"m\",\"token_ids\":[1],\"top_k\":8}",
-			true),
+	    parse_top_k("{\"model_name\":\"m\",\"token_ids\":[1],\"top_k\":8}"),
 	    8);
 	assert_int_equal(
 	    parse_top_k("{\"top_k\": 1048576, \"model_name\":\"m\","
-			"\"token_ids\":[]}",
-			true),
+			"\"token_ids\":[]}"),
 	    KVC_QREQ_TOP_K_MAX);
 	assert_int_equal(
 	    parse_top_k(
-		"{\"model_name\":\"m\",\"token_ids\":[1],\"top_k\":null}",
-		true),
+		"{\"model_name\":\"m\",\"token_ids\":[1],\"top_k\":null}"),
 	    0);
 	assert_int_equal(
-	    parse_top_k("{\"model_name\":\"m\",\"token_ids\":[1]}", true), 0);
+	    parse_top_k("{\"model_name\":\"m\",\"token_ids\":[1]}"), 0);
 	top_k_fails("{\"model_name\":\"m\",\"token_ids\":[1],\"top_k\":0}",
 		    "top_k 0 is not in 1..1048576");
 	top_k_fails(
