@@ -287,10 +287,9 @@ tok_read(const char *p, const char *end, size_t max, uint32_t **ids,
 	}
 	uint32_t *v = kvi_reallocarray(NULL, cap, sizeof(*v));
 	size_t n = 0;
-	/* the ids before the last comma of the blocks read, and where the
-	 * bytes after that comma start: what a decline hands back */
-	size_t commas = 0;
-	const char *resume = p;
+	/* a decline hands back the ids before the last comma of the bytes
+	 * up to ok, all read and converted into v[0..n) */
+	const char *ok = p;
 	uint64_t prev_digit = 0; /* 1: the byte before the block is a digit */
 	uint64_t parity = 0;     /* all ones: an odd count of ids + commas */
 	uint64_t zero_last = 0;  /* 1: an id starts with '0' at the last byte */
@@ -328,6 +327,7 @@ tok_read(const char *p, const char *end, size_t max, uint32_t **ids,
 		uint64_t px = tok_prefix_xor(starts | m.comma) ^ parity;
 		parity = -(px >> 63);
 		if ((starts & ~px) != 0 || (m.comma & px) != 0 || lead0 != 0) {
+			ok = base;
 			goto fail;
 		}
 		if (cap - n < TOK_BLOCK) {
@@ -335,17 +335,16 @@ tok_read(const char *p, const char *end, size_t max, uint32_t **ids,
 			v = kvi_reallocarray(v, cap, sizeof(*v));
 		}
 		int got = convert(blk, lim, starts, v + n);
-		if (got < 0 || (n += (size_t)got) > max) {
+		if (got < 0 || n + (size_t)got > max) {
+			ok = base;
 			goto fail;
 		}
-		if (m.comma != 0) {
-			commas += (size_t)__builtin_popcountll(m.comma);
-			resume = base + TOK_BLOCK - __builtin_clzll(m.comma);
-		}
+		n += (size_t)got;
 		if (stop < TOK_BLOCK) {
 			/* closed by ']' after an id (not a comma, not the
 			 * end of the body) */
 			if (blk[stop] != ']' || parity == 0) {
+				ok = base + stop;
 				goto fail;
 			}
 			*ids = v;
@@ -355,13 +354,26 @@ tok_read(const char *p, const char *end, size_t max, uint32_t **ids,
 		}
 	}
 fail:
-	if (commas == 0) {
+	/* found only now, so that reading costs nothing for it: the bytes
+	 * up to ok are ids, commas and white space, and after their last
+	 * comma is at most one id, whose start is in v */
+	while (ok > p && ok[-1] != ',') {
+		ok--;
+		if (*ok >= '0' && *ok <= '9') {
+			n = n > 0 ? n - 1 : 0;
+			while (ok > p && ok[-1] >= '0' && ok[-1] <= '9') {
+				ok--;
+			}
+		}
+	}
+	if (ok == p) {
 		kvi_free(v);
 		v = NULL;
+		n = 0;
 	}
 	*ids = v;
-	*n_out = commas;
-	*after = resume;
+	*n_out = n;
+	*after = ok;
 	return false;
 }
 
