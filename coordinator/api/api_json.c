@@ -194,7 +194,8 @@ kvc_api_get_u64(const kvc_jr_val *v, const char *field, uint64_t *out,
 }
 
 /* get_uint reads an integer field in min..max; `range` ends the message
- * of a value outside it ("does not fit in u16"). */
+ * of a value outside it ("does not fit in u16"; NULL: "is not in
+ * min..max"), written only then. */
 static kvi_err
 get_uint(const kvc_jr_val *v, const char *field, uint64_t min, uint64_t max,
 	 const char *range, uint64_t *out, bool *present, kvc_qerr *err)
@@ -211,8 +212,13 @@ get_uint(const kvc_jr_val *v, const char *field, uint64_t min, uint64_t max,
 	if (!kvc_api_uint_of(v, &x) || x < min || x > max) {
 		char text[VALUE_TEXT];
 		kvc_jr_text(v, text, sizeof(text));
-		return kvc_qerr_set(err, KVI_ERANGE, 400, "%s %s %s", field,
-				    text, range);
+		if (range != NULL) {
+			return kvc_qerr_set(err, KVI_ERANGE, 400, "%s %s %s",
+					    field, text, range);
+		}
+		return kvc_qerr_set(err, KVI_ERANGE, 400,
+				    "%s %s is not in %" PRIu64 "..%" PRIu64,
+				    field, text, min, max);
 	}
 	*out = x;
 	return KVI_OK;
@@ -235,14 +241,9 @@ kvi_err
 kvc_api_get_u32(const kvc_jr_val *v, const char *field, uint32_t min,
 		uint32_t max, uint32_t *out, bool *present, kvc_qerr *err)
 {
-	char range[48];
 	uint64_t x = 0;
-	if (min == 0 && max == UINT32_MAX) {
-		snprintf(range, sizeof(range), "is not a u32");
-	} else {
-		snprintf(range, sizeof(range),
-			 "is not in %" PRIu32 "..%" PRIu32, min, max);
-	}
+	const char *range =
+	    min == 0 && max == UINT32_MAX ? "is not a u32" : NULL;
 	kvi_err rv = get_uint(v, field, min, max, range, &x, present, err);
 	if (rv == KVI_OK && (present == NULL || *present)) {
 		*out = (uint32_t)x;
