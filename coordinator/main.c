@@ -34,6 +34,7 @@
 #include "query.h"
 #include "registry.h"
 #include "replica.h"
+#include "routed.h"
 #include "rpc.h"
 #include "shardset.h"
 
@@ -495,6 +496,7 @@ typedef struct coord {
 	kvi_httpd *httpd;
 	kvc_api api; /* the routes keep pointers into it */
 	kvc_ladder *ladder;
+	kvc_routed *routed;
 } coord;
 
 /* coord_process readies the process: the log, signals for sigwait, the
@@ -629,6 +631,9 @@ coord_owners(coord *c)
 	o->query.batch_inflight = o->query_inflight;
 	o->query.batch_max = (size_t)o->query_batch;
 	c->query = kvc_query_alloc(c->reg, c->shards, c->metrics, &o->query);
+	/* a routed request is worth a little more patience than a query:
+	 * a router that loses it routes on without the prediction */
+	c->routed = kvc_routed_alloc(c->reg, c->shards, c->metrics, 1000);
 	return true;
 }
 
@@ -675,6 +680,7 @@ coord_http(coord *c)
 	    .shards = c->shards,
 	    .assigner = c->asg,
 	    .query = c->query,
+	    .routed = c->routed,
 	    .metrics = c->metrics,
 	    .default_dp_size = o->dp_size,
 	    .admin_token = c->token,
@@ -730,6 +736,7 @@ coord_close(coord *c)
 	kvc_lease_free(c->lease);
 	kvi_httpd_free(c->httpd);
 	kvc_query_free(c->query);
+	kvc_routed_free(c->routed);
 	kvc_shardset_free(c->shards);
 	kvc_reg_free(c->reg);
 	kvc_cstore_close(c->store);

@@ -216,6 +216,8 @@ kvp_request_has_body(const Kvindex__Request *req)
 		return req->query_batch != NULL;
 	case KVINDEX__REQUEST__BODY_HANDOFF:
 		return req->handoff != NULL;
+	case KVINDEX__REQUEST__BODY_ROUTED:
+		return req->routed != NULL;
 	default:
 		return false;
 	}

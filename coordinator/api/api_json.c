@@ -174,6 +174,20 @@ kvc_api_type_error(const kvc_jr_val *v, const char *field, const char *want,
 }
 
 kvi_err
+kvc_api_get_bool(const kvc_jr_val *v, const char *field, bool *out,
+		 kvc_qerr *err)
+{
+	if (v->type == KVC_JR_NONE || v->type == KVC_JR_NULL) {
+		return KVI_OK;
+	}
+	if (v->type != KVC_JR_TRUE && v->type != KVC_JR_FALSE) {
+		return kvc_api_type_error(v, field, "a boolean", err);
+	}
+	*out = v->type == KVC_JR_TRUE;
+	return KVI_OK;
+}
+
+kvi_err
 kvc_api_get_u64(const kvc_jr_val *v, const char *field, uint64_t *out,
 		bool *present, kvc_qerr *err)
 {
@@ -295,6 +309,7 @@ enum {
 	F_ZMQ_PORT,
 	F_RECOVER_PORT,
 	F_REPLAY_PORT,
+	F_METRICS_PORT,
 	F_DP_SIZE,
 	F_ENDPOINT,
 	F_DP_RANK,
@@ -312,6 +327,7 @@ static const char *const fields[F_COUNT] = {
     [F_ZMQ_PORT] = "zmq_port",
     [F_RECOVER_PORT] = "recover_port",
     [F_REPLAY_PORT] = "replay_port",
+    [F_METRICS_PORT] = "metrics_port",
     [F_DP_SIZE] = "dp_size",
     [F_ENDPOINT] = "endpoint",
     [F_DP_RANK] = "dp_rank",
@@ -356,6 +372,9 @@ register_pod(const kvc_jr_val *v, uint32_t default_dp_size, kvc_pod *p,
 	    (rv = kvc_api_get_u32(&v[F_REPLAY_PORT], "replay_port", 1, 65535,
 				  &p->replay_port, &p->has_replay_port, err)) !=
 		KVI_OK ||
+	    (rv = kvc_api_get_u32(&v[F_METRICS_PORT], "metrics_port", 1, 65535,
+				  &p->metrics_port, &p->has_metrics_port,
+				  err)) != KVI_OK ||
 	    (rv = kvc_api_get_u32(&v[F_DP_SIZE], "dp_size", 1, KVC_DP_SIZE_MAX,
 				  &p->dp_size, &has, err)) != KVI_OK) {
 		return rv;

@@ -84,6 +84,11 @@ kvi_err kvc_api_get_u32(const kvc_jr_val *v, const char *field, uint32_t min,
 kvi_err kvc_api_get_string(const kvc_jr_val *v, const char *field, char **out,
 			   bool *present, kvc_qerr *err);
 
+/* kvc_api_get_bool reads an optional boolean ("pending must be a
+ * boolean, got 1"); absent or null leave *out as it is. */
+kvi_err kvc_api_get_bool(const kvc_jr_val *v, const char *field, bool *out,
+			 kvc_qerr *err);
+
 /* kvc_api_get_name reads a required string that is not empty ("model_name
  * is empty"). */
 kvi_err kvc_api_get_name(const kvc_jr_val *v, const char *field, char **out,

@@ -34,7 +34,8 @@ typedef struct mm_entry {
  * body whole. Arrays of values (ids, hashes, instances) go straight into
  * the request being built. */
 typedef struct qbody {
-	kvc_jr_val model, lora, salt, dp_rank, top_k;
+	kvc_jr_val model, lora, salt, dp_rank, top_k, pending;
+	kvc_jr_val pod, instance_id, ttl_ms; /* /routed */
 	arr tokens, hashes, instances, mm;
 	mm_entry *entries; /* the first of mm's (at most max + 1) */
 	size_t n_entries;
@@ -52,16 +53,43 @@ typedef enum qfield {
 	F_INSTANCES,
 	F_DP_RANK,
 	F_TOP_K,
+	F_PENDING,
+	F_POD,
+	F_INSTANCE_ID,
+	F_TTL_MS,
 } qfield;
 
-/* field_of says which field of a /query body (by_hash: /query_by_hash) the
- * key k[0..n) names. */
+/* The bodies read here. */
+typedef enum qform {
+	FORM_TOKENS, /* POST /query */
+	FORM_HASHES, /* POST /query_by_hash */
+	FORM_ROUTED, /* POST /routed: either prompt, and where it went */
+} qform;
+
+/* field_of says which field of a body of form the key k[0..n) names. */
 static qfield
-field_of(const char *k, size_t n, bool by_hash)
+field_of(const char *k, size_t n, qform form)
 {
 #define IS(lit) (n == sizeof(lit) - 1 && memcmp(k, lit, n) == 0)
 	if (IS("model_name")) {
 		return F_MODEL;
+	}
+	if (IS("pending")) {
+		return F_PENDING;
+	}
+	if (form == FORM_ROUTED) {
+		if (IS("pod")) {
+			return F_POD;
+		}
+		if (IS("instance_id")) {
+			return F_INSTANCE_ID;
+		}
+		if (IS("ttl_ms")) {
+			return F_TTL_MS;
+		}
+		if (IS("block_hashes")) {
+			return F_HASHES;
+		}
 	}
 	if (IS("instances")) {
 		return F_INSTANCES;
@@ -72,7 +100,7 @@ field_of(const char *k, size_t n, bool by_hash)
 	if (IS("top_k")) {
 		return F_TOP_K;
 	}
-	if (by_hash) {
+	if (form == FORM_HASHES) {
 		return IS("block_hashes") ? F_HASHES : F_OTHER;
 	}
 	return IS("token_ids")     ? F_TOKENS
@@ -266,7 +294,7 @@ read_mm(kvc_jr *r, size_t max, qbody *b)
 /* read_body reads a query body whole into b and q (the arrays of values);
  * an error, with err set, when it is not a JSON object. */
 static kvi_err
-read_body(const char *text, size_t len, bool by_hash, size_t max, qbody *b,
+read_body(const char *text, size_t len, qform form, size_t max, qbody *b,
 	  kvc_qreq *q, kvc_qerr *err)
 {
 	kvc_jr r;
@@ -278,7 +306,7 @@ read_body(const char *text, size_t len, bool by_hash, size_t max, qbody *b,
 	kvc_jr_val other;
 	while (top == KVC_JR_OBJECT && kvc_jr_member(&r, &it, &k, &n)) {
 		bool ok;
-		switch (field_of(k, n, by_hash)) {
+		switch (field_of(k, n, form)) {
 		case F_MODEL:
 			ok = kvc_jr_value(&r, &b->model);
 			break;
@@ -307,6 +335,18 @@ read_body(const char *text, size_t len, bool by_hash, size_t max, qbody *b,
 			break;
 		case F_TOP_K:
 			ok = kvc_jr_value(&r, &b->top_k);
+			break;
+		case F_PENDING:
+			ok = kvc_jr_value(&r, &b->pending);
+			break;
+		case F_POD:
+			ok = kvc_jr_value(&r, &b->pod);
+			break;
+		case F_INSTANCE_ID:
+			ok = kvc_jr_value(&r, &b->instance_id);
+			break;
+		case F_TTL_MS:
+			ok = kvc_jr_value(&r, &b->ttl_ms);
 			break;
 		default:
 			ok = kvc_jr_value(&r, &other);
@@ -488,16 +528,19 @@ mm_check(const qbody *b, kvc_qreq *q, kvc_qerr *err)
 static kvi_err
 common_check(const qbody *b, kvc_qreq *q, kvc_qerr *err)
 {
-	bool has;
+	bool has, pending = true;
 	kvi_err rv;
 	if ((rv = u64s_check(&b->instances, "instances", SIZE_MAX, "instances",
 			     false, err)) != KVI_OK ||
 	    (rv = kvc_api_get_u16(&b->dp_rank, "dp_rank", &q->dp_rank,
-				  &q->has_dp_rank, err)) != KVI_OK) {
+				  &q->has_dp_rank, err)) != KVI_OK ||
+	    (rv = kvc_api_get_u32(&b->top_k, "top_k", 1, KVC_QREQ_TOP_K_MAX,
+				  &q->top_k, &has, err)) != KVI_OK) {
 		return rv;
 	}
-	return kvc_api_get_u32(&b->top_k, "top_k", 1, KVC_QREQ_TOP_K_MAX,
-			       &q->top_k, &has, err);
+	rv = kvc_api_get_bool(&b->pending, "pending", &pending, err);
+	q->no_pending = !pending;
+	return rv;
 }
 
 static kvi_err
@@ -531,17 +574,52 @@ hash_query_check(const qbody *b, size_t max, kvc_qreq *q, kvc_qerr *err)
 	return common_check(b, q, err);
 }
 
-/* parse reads a query body (by_hash: /query_by_hash) and checks it. */
+/* routed_check checks a /routed body: its prompt as /query's, or as
+ * /query_by_hash's when it has block_hashes and no token_ids, then
+ * where the request went. */
 static kvi_err
-parse(const char *text, size_t len, bool by_hash, size_t max, kvc_qreq *out,
+routed_check(const qbody *b, size_t max, kvc_qreq *q, kvc_qerr *err)
+{
+	bool by_hash =
+	    b->tokens.v.type == KVC_JR_NONE && b->hashes.v.type != KVC_JR_NONE;
+	bool has_pod;
+	kvi_err rv = by_hash ? hash_query_check(b, max, q, err)
+			     : query_check(b, max, q, err);
+	if (rv != KVI_OK ||
+	    (rv = kvc_api_get_string(&b->pod, "pod", &q->pod, &has_pod, err)) !=
+		KVI_OK ||
+	    (rv = kvc_api_get_u64(&b->instance_id, "instance_id",
+				  &q->instance_id, &q->has_instance_id, err)) !=
+		KVI_OK ||
+	    (rv = kvc_api_get_u32(&b->ttl_ms, "ttl_ms", 1, KVC_QREQ_TTL_MAX_MS,
+				  &q->ttl_ms, &q->has_ttl_ms, err)) != KVI_OK) {
+		return rv;
+	}
+	if (has_pod && q->pod[0] == '\0') {
+		return kvc_qerr_set(err, KVI_EINVAL, 400,
+				    "pod must not be empty");
+	}
+	if (has_pod == q->has_instance_id) {
+		return kvc_qerr_set(err, KVI_EINVAL, 400,
+				    "name the rank the request went to by "
+				    "pod or by instance_id (one of them), "
+				    "with dp_rank");
+	}
+	return KVI_OK;
+}
+
+/* parse reads a body of form and checks it. */
+static kvi_err
+parse(const char *text, size_t len, qform form, size_t max, kvc_qreq *out,
       kvc_qerr *err)
 {
 	qbody b = {0};
 	kvc_qreq q = {0};
-	kvi_err rv = read_body(text, len, by_hash, max, &b, &q, err);
+	kvi_err rv = read_body(text, len, form, max, &b, &q, err);
 	if (rv == KVI_OK) {
-		rv = by_hash ? hash_query_check(&b, max, &q, err)
-			     : query_check(&b, max, &q, err);
+		rv = form == FORM_HASHES   ? hash_query_check(&b, max, &q, err)
+		     : form == FORM_TOKENS ? query_check(&b, max, &q, err)
+					   : routed_check(&b, max, &q, err);
 	}
 	kvi_free(b.entries);
 	if (rv != KVI_OK) {
@@ -560,12 +638,19 @@ kvi_err
 kvc_api_query_parse(const char *body, size_t len, size_t max_tokens,
 		    kvc_qreq *out, kvc_qerr *err)
 {
-	return parse(body, len, false, max_tokens, out, err);
+	return parse(body, len, FORM_TOKENS, max_tokens, out, err);
 }
 
 kvi_err
 kvc_api_hash_query_parse(const char *body, size_t len, size_t max_hashes,
 			 kvc_qreq *out, kvc_qerr *err)
 {
-	return parse(body, len, true, max_hashes, out, err);
+	return parse(body, len, FORM_HASHES, max_hashes, out, err);
+}
+
+kvi_err
+kvc_api_routed_parse(const char *body, size_t len, size_t max, kvc_qreq *out,
+		     kvc_qerr *err)
+{
+	return parse(body, len, FORM_ROUTED, max, out, err);
 }

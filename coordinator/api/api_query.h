@@ -44,4 +44,13 @@ kvi_err kvc_api_hash_query_parse(const char *body, size_t len,
 				 size_t max_hashes, kvc_qreq *out,
 				 kvc_qerr *err);
 
+/* kvc_api_routed_parse parses a POST /routed body: a /query body, or a
+ * /query_by_hash body when it has block_hashes and no token_ids (at most
+ * max of either), and where the request went - "pod" or "instance_id"
+ * (exactly one), "dp_rank" (0 when absent), "ttl_ms" (optional, 1 ms to
+ * 10 minutes). Errors as kvc_api_query_parse, and 400 for the rank named
+ * wrong. */
+kvi_err kvc_api_routed_parse(const char *body, size_t len, size_t max,
+			     kvc_qreq *out, kvc_qerr *err);
+
 #endif /* KVI_COORDINATOR_API_QUERY_H */

@@ -95,6 +95,28 @@ on_query_hashes(void *arg, kvi_http_req *req)
 	on_query(arg, req, KVC_QUERY_HASHES);
 }
 
+/* on_routed parses a /routed body and hands it to routed.h. Like /query
+ * it takes no token: it changes predictions only, which expire. */
+static void
+on_routed(void *arg, kvi_http_req *req)
+{
+	kvc_api *api = arg;
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	size_t len, max_tokens, max_hashes;
+	const char *body = kvi_http_req_body(req, &len);
+	kvc_query_limits(api->query, &max_tokens, &max_hashes);
+	kvc_qreq r = {0};
+	kvc_qerr e = {0};
+	if (kvc_api_routed_parse(
+		body, len, max_tokens > max_hashes ? max_tokens : max_hashes,
+		&r, &e) != KVI_OK) {
+		kvc_routed_refuse(api->routed, req, &e);
+		return;
+	}
+	kvc_routed_start(api->routed, req, &t0, &r);
+}
+
 /* param_u64 reads the query parameter name as a decimal u64 into
  * *out: false (with a 400 sent) when it is there and is not one. */
 static bool
@@ -526,6 +548,7 @@ kvc_api_routes(kvi_httpd *h, kvc_api *api)
 	} routes[] = {
 	    {"POST", "/query", on_query_tokens, ANY, false},
 	    {"POST", "/query_by_hash", on_query_hashes, ANY, false},
+	    {"POST", "/routed", on_routed, ANY, false},
 	    {"POST", "/register", on_register, REGISTER, false},
 	    {"POST", "/unregister", on_unregister, REGISTER, false},
 	    {"GET", "/workers", on_workers, ANY, false},

@@ -41,6 +41,7 @@
 #include "metrics.h"
 #include "query.h"
 #include "registry.h"
+#include "routed.h"
 #include "shardset.h"
 
 struct kvc_api;
@@ -68,6 +69,7 @@ typedef struct kvc_api {
 	kvc_shardset *shards;
 	kvc_assigner *assigner;
 	kvc_query *query;
+	kvc_routed *routed; /* POST /routed */
 	kvi_metrics *metrics;
 	uint32_t default_dp_size;
 	const char *admin_token;    /* NULL: the admin paths are open */

@@ -11,11 +11,25 @@
 
 /* ---- the /query response ------------------------------------------------- */
 
-/* match_key returns m's key in the order of rank.h. */
+/* match_key returns m's key in the order of rank.h, its prefix being
+ * what it holds and what is pending there. */
 static kvi_rank_key
 match_key(const kvc_qanswer_match *m)
 {
-	return kvi_rank_key_of(m->longest, m->gpu, m->instance_id, m->dp_rank);
+	return kvi_rank_key_of(m->longest + m->pending, m->gpu, m->instance_id,
+			       m->dp_rank);
+}
+
+/* exact_cmp orders matches as kvc_qanswer_cmp by what they hold only:
+ * the compatible fields know nothing of pending entries. */
+static int
+exact_cmp(const kvc_qanswer_match *a, const kvc_qanswer_match *b)
+{
+	kvi_rank_key ka =
+	    kvi_rank_key_of(a->longest, a->gpu, a->instance_id, a->dp_rank);
+	kvi_rank_key kb =
+	    kvi_rank_key_of(b->longest, b->gpu, b->instance_id, b->dp_rank);
+	return kvi_rank_cmp(&ka, &kb);
 }
 
 int
@@ -141,7 +155,7 @@ listeners_of(const kvc_qanswer_result *r, size_t *n, answer_row **tmp)
 	*tmp = kvi_reallocarray(NULL, cap, sizeof(**tmp));
 	size_t k = 0;
 	for (size_t i = 0; i < r->n_matches; i++) {
-		if (r->matches[i].longest > 0) {
+		if (r->matches[i].longest > 0 || r->matches[i].pending > 0) {
 			rows[k].m = &r->matches[i];
 			key_by_listener(&rows[k++]);
 		}
@@ -335,23 +349,31 @@ tiers(text_out *o, const kvc_qanswer_match *m, uint32_t bs)
 
 /* per_instance writes "scores" (full false) or "instances" from rows
  * sorted by listener: one entry per instance with its ranks' matched
- * tokens; an instance's own figures are those of its best rank. */
+ * tokens; an instance's own figures are those of its best rank. Exact
+ * matches only: a rank with only pending blocks is left out, and an
+ * instance with only such ranks. */
 static void
 per_instance(text_out *o, const answer_row *rows, size_t n, uint32_t bs,
 	     bool full)
 {
 	put_lit(o, "{");
+	bool first = true;
 	for (size_t i = 0; i < n;) {
 		size_t j = i, best = i;
 		while (j < n &&
 		       rows[j].m->instance_id == rows[i].m->instance_id) {
-			if (kvc_qanswer_cmp(rows[j].m, rows[best].m) < 0) {
+			if (exact_cmp(rows[j].m, rows[best].m) < 0) {
 				best = j;
 			}
 			j++;
 		}
+		if (rows[best].m->longest == 0) {
+			i = j; /* pending blocks only */
+			continue;
+		}
 		out_reserve(o, 96 + 5 * NUM_MAX + (j - i) * (2 * NUM_MAX + 4));
-		raw(o, ",", i > 0);
+		raw(o, ",", !first);
+		first = false;
 		raw_id(o, rows[i].id);
 		raw_lit(o, ":{");
 		if (full) {
@@ -361,8 +383,11 @@ per_instance(text_out *o, const answer_row *rows, size_t n, uint32_t bs,
 			tiers(o, b, bs);
 			raw_lit(o, ",\"dp\":{");
 		}
-		for (size_t k = i; k < j; k++) {
-			raw(o, ",", k > i);
+		for (size_t k = i, put = 0; k < j; k++) {
+			if (rows[k].m->longest == 0) {
+				continue;
+			}
+			raw(o, ",", put++ > 0);
 			o->p[o->len++] = '"';
 			raw_u(o, rows[k].m->dp_rank);
 			raw_lit(o, "\":");
@@ -395,6 +420,11 @@ worker(text_out *o, const answer_row *row, uint32_t bs)
 	raw_lit(o, ",\"matched_tokens\":");
 	raw_u(o, (uint64_t)m->longest * bs);
 	tiers(o, m, bs);
+	out_reserve(o, 64 + 2 * NUM_MAX);
+	raw_lit(o, ",\"pending_blocks\":");
+	raw_u(o, m->pending);
+	raw_lit(o, ",\"pending_tokens\":");
+	raw_u(o, (uint64_t)m->pending * bs);
 	raw_lit(o, "}");
 }
 
@@ -454,6 +484,8 @@ kvc_qanswer_text(const kvc_qanswer_result *r, size_t *len)
 		put_u(&o, m[0].m->dp_rank);
 		put_lit(&o, ",\"matched_tokens\":");
 		put_tokens(&o, m[0].m->longest, bs);
+		put_lit(&o, ",\"pending_tokens\":");
+		put_tokens(&o, m[0].m->pending, bs);
 		put_lit(&o, "}");
 	} else {
 		put_lit(&o, "null");

@@ -19,17 +19,18 @@
 /* One listener's match: a shard's compact answer (QueryResponse's m_*
  * arrays) with the key and pod the registry knows it by. Counts are in
  * blocks: gpu is the device-tier prefix, cpu and disk how far lower tiers
- * extend it, longest the whole match. Strings are borrowed. */
+ * extend it, longest the whole match, pending how far routed requests
+ * are expected to extend it (shard/pending). Strings are borrowed. */
 typedef struct kvc_qanswer_match {
 	const char *key; /* listener key */
 	uint64_t instance_id;
 	const char *pod; /* "ns/name"; NULL or "" for a per-rank registration */
 	uint32_t dp_rank;
-	uint32_t gpu, cpu, disk, longest;
+	uint32_t gpu, cpu, disk, longest, pending;
 } kvc_qanswer_match;
 
 /* kvc_qanswer_cmp orders matches best first, in the order of rank.h
- * (longest, then gpu, descending; then instance id and dp_rank,
+ * (longest + pending, then gpu, descending; then instance id and dp_rank,
  * ascending), the one shards select a query's top_k by. */
 int kvc_qanswer_cmp(const kvc_qanswer_match *a, const kvc_qanswer_match *b);
 
@@ -50,13 +51,15 @@ typedef struct kvc_qanswer_result {
 
 /* kvc_qanswer_text returns the /query response (API.md) as compact JSON
  * text (kvi_free), NUL-terminated, its length in *len: listeners with no
- * matched block are left out; a listener (instance id, dp_rank) that two
- * shards report during a hand-off appears once, with the longer match;
+ * matched or pending block are left out; a listener (instance id, dp_rank) that
+ * two shards report during a hand-off appears once, with the longer match;
  * workers are sorted best first (kvc_qanswer_cmp); with top_k only the
  * first top_k of that order appear, in workers, scores and instances
  * alike; an instance's gpu/cpu/disk are those of its best rank; tokens
  * are blocks * block_size; instance ids are decimal strings; a worker
- * without a pod name has "pod": null. */
+ * without a pod name has "pod": null. Workers and best carry the pending
+ * blocks too (pending_blocks, pending_tokens); scores and instances are
+ * exact only, as routers that know nothing of pending entries read them. */
 char *kvc_qanswer_text(const kvc_qanswer_result *r, size_t *len);
 
 /* kvc_qanswer_json returns the same response as a new jansson object (for

@@ -20,6 +20,10 @@
 
 #include "hash.h"
 
+/* The longest a routed request's blocks may stay pending (the shard's
+ * bound, shard/pending/pending.h). */
+#define KVC_QREQ_TTL_MAX_MS 600000u
+
 /* The largest top_k a query may ask for: more than any fleet has
  * listeners, so it never truncates a fleet's answer. */
 #define KVC_QREQ_TOP_K_MAX 1048576u
@@ -40,11 +44,28 @@ typedef struct kvc_qreq {
 	size_t n_instances;
 	bool has_dp_rank;
 	uint16_t dp_rank;
-	uint32_t top_k; /* 0: every listener with a match; else the k best */
+	uint32_t top_k;  /* 0: every listener with a match; else the k best */
+	bool no_pending; /* "pending": false - exact entries only */
+	/* POST /routed: the rank the request was sent to, by pod name or
+	 * instance id (exactly one), its rank dp_rank (0 when absent), and
+	 * how long its blocks stay pending (has_ttl_ms false: the shard's
+	 * default) */
+	char *pod;
+	bool has_instance_id;
+	uint64_t instance_id;
+	bool has_ttl_ms;
+	uint32_t ttl_ms;
 } kvc_qreq;
 
 /* kvc_qreq_fini frees what q owns and zeroes it; safe on a zeroed
  * request. */
 void kvc_qreq_fini(kvc_qreq *q);
+
+/* kvc_qreq_seq_hashes returns the sequence hashes of r's prompt for block
+ * size bs, a new array of *nb (kvi_free): hashed from its token ids, LoRA,
+ * salt and items (by_tokens), or chained from its block hashes, which it
+ * then takes. */
+uint64_t *kvc_qreq_seq_hashes(kvc_qreq *r, bool by_tokens, uint32_t bs,
+			      size_t *nb);
 
 #endif /* KVI_COORDINATOR_QREQ_H */

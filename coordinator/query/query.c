@@ -195,6 +195,7 @@ qctx_add(qctx *c, const Kvindex__QueryResponse *qr)
 		    .cpu = cp,
 		    .disk = d,
 		    .longest = g + cp + d,
+		    .pending = qr->n_m_pending == n ? qr->m_pending[j] : 0,
 		};
 	}
 }
@@ -308,37 +309,6 @@ route_of(kvc_query *q, const char *model, kvc_shard *const *shards, size_t n,
 	return bs;
 }
 
-/* hash_prompt returns r's sequence hashes for block size bs (a new array
- * of *nb), taking r's block hashes for a /query_by_hash. */
-static uint64_t *
-hash_prompt(kvc_qreq *r, kvc_query_route route, uint32_t bs, size_t *nb)
-{
-	uint64_t *hashes;
-	if (route == KVC_QUERY_TOKENS) {
-		*nb = r->n_tokens / bs;
-		hashes = kvi_calloc(*nb + 1, sizeof(*hashes));
-		const char *lora = r->lora_name, *salt = r->cache_salt;
-		kvi_prompt_keys keys = {
-		    .lora_name = lora,
-		    .lora_len = lora ? strlen(lora) : 0,
-		    .cache_salt = salt,
-		    .salt_len = salt ? strlen(salt) : 0,
-		    .mm = r->mm,
-		    .n_mm = r->n_mm,
-		};
-		kvi_xbuf x = {0};
-		kvi_prompt_hashes(r->token_ids, r->n_tokens, bs, &keys, &x,
-				  hashes);
-		kvi_xbuf_fini(&x);
-	} else {
-		*nb = r->n_hashes;
-		hashes = r->block_hashes;
-		r->block_hashes = NULL;
-	}
-	kvi_seq_hashes(KVI_SEQ_ROOT, hashes, *nb, hashes);
-	return hashes;
-}
-
 /* qctx_alloc returns the context of a query to the shards[0..total) it
  * holds, asking for hashes[0..nb) (taken) and taking r's model and
  * instances. */
@@ -364,6 +334,8 @@ qctx_alloc(kvc_query *q, kvi_http_req *req, kvc_query_route route,
 	c->qr.dp_rank = r->dp_rank;
 	c->qr.has_top_k = r->top_k > 0;
 	c->qr.top_k = r->top_k;
+	c->qr.has_pending = !r->no_pending;
+	c->qr.pending = !r->no_pending;
 	r->model = NULL;
 	r->instances = NULL;
 	c->shards = shards;
@@ -431,7 +403,8 @@ kvc_query_start(kvc_query *q, kvi_http_req *req, kvc_query_route route,
 		return;
 	}
 	size_t nb;
-	uint64_t *hashes = hash_prompt(r, route, bs, &nb);
+	uint64_t *hashes =
+	    kvc_qreq_seq_hashes(r, route == KVC_QUERY_TOKENS, bs, &nb);
 	qctx *c =
 	    qctx_alloc(q, req, route, t0, bs, r, hashes, nb, shards, total);
 	kvc_qreq_fini(r);

@@ -246,6 +246,23 @@ void kvc_reg_routes_set(kvc_registry *r, const char *const *models,
 uint32_t kvc_reg_route(kvc_registry *r, const char *model,
 		       const char *const *ids, size_t n, bool *ask);
 
+/* Where a routed request's listener is (kvc_reg_owner). */
+typedef struct kvc_reg_owner_info {
+	uint64_t instance_id;
+	char model[256];
+	char key[KVC_NAME_MAX + 16];
+	char shard[128]; /* "" when no shard owns it now */
+	size_t n_ranks;  /* the instance's listeners */
+} kvc_reg_owner_info;
+
+/* kvc_reg_owner finds rank `rank` of the named pod (pod non-NULL) or of
+ * instance id, and the shard that owns it. Returns KVI_ENOENT when the
+ * pod or instance is not registered, KVI_ERANGE when it has no such rank,
+ * KVI_EAGAIN when no shard owns the listener now; out says what was
+ * found. */
+kvi_err kvc_reg_owner(kvc_registry *r, const char *pod, uint64_t id,
+		      uint16_t rank, kvc_reg_owner_info *out);
+
 /* kvc_reg_ranks writes the ranks of instance id (n at most max) and
  * returns how many it has; connected_only counts only active listeners.
  * Returns -1 when the instance is unknown. */

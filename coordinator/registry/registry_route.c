@@ -11,6 +11,7 @@
  * model away stops being asked one tick later; until the first rebuild a
  * query asks every shard.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "alloc.h"
@@ -85,4 +86,36 @@ kvc_reg_route(kvc_registry *r, const char *model, const char *const *ids,
 	}
 	pthread_mutex_unlock(&r->mu);
 	return bs;
+}
+
+kvi_err
+kvc_reg_owner(kvc_registry *r, const char *pod, uint64_t id, uint16_t rank,
+	      kvc_reg_owner_info *out)
+{
+	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&r->mu);
+	kvc_inst *i =
+	    pod != NULL ? kvc_inst_by_name(r, pod) : kvc_inst_find(r, id);
+	kvi_err rv = KVI_ENOENT;
+	if (i != NULL) {
+		out->instance_id = i->id;
+		snprintf(out->model, sizeof(out->model), "%s", i->model);
+		out->n_ranks = i->n_lis;
+		rv = KVI_ERANGE;
+		for (size_t k = 0; k < i->n_lis; k++) {
+			const kvc_lis *l = i->lis[k];
+			if (l->r.rank != rank) {
+				continue;
+			}
+			snprintf(out->key, sizeof(out->key), "%s", l->r.key);
+			if (l->shard != NULL) {
+				snprintf(out->shard, sizeof(out->shard), "%s",
+					 l->shard);
+			}
+			rv = l->shard != NULL ? KVI_OK : KVI_EAGAIN;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&r->mu);
+	return rv;
 }

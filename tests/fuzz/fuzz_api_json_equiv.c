@@ -136,6 +136,7 @@ same_query(const char *body, size_t len, const kvc_qreq *a, const kvc_qreq *b)
 	     a->has_dp_rank == b->has_dp_rank &&
 		 (!a->has_dp_rank || a->dp_rank == b->dp_rank));
 	same(body, len, "top_k", a->top_k == b->top_k);
+	same(body, len, "pending", a->no_pending == b->no_pending);
 	same(body, len, "mm_features", a->n_mm == b->n_mm);
 	for (size_t i = 0; i < a->n_mm; i++) {
 		const kvi_mm_item *x = &a->mm[i], *y = &b->mm[i];

@@ -435,6 +435,24 @@ ref_get_string(const json_t *obj, const char *field, char **out, bool *present,
 	return KVI_OK;
 }
 
+/* ref_get_bool reads an optional boolean field (absent or null: *out as
+ * it was). */
+static kvi_err
+ref_get_bool(const json_t *obj, const char *field, bool *out, kvc_qerr *err)
+{
+	bool present;
+	const json_t *v = NULL;
+	kvi_err rv = ref_lookup(obj, field, &present, &v, err);
+	if (rv != KVI_OK || v == NULL) {
+		return rv;
+	}
+	if (!json_is_boolean(v)) {
+		return ref_type_error(field, "a boolean", v, err);
+	}
+	*out = json_is_true(v);
+	return KVI_OK;
+}
+
 /* ref_get_name reads a required, non-empty string field. */
 static kvi_err
 ref_get_name(const json_t *obj, const char *field, char **out, kvc_qerr *err)
@@ -644,8 +662,14 @@ ref_query_common(const json_t *o, kvc_qreq *q, kvc_qerr *err)
 			      err)) != KVI_OK) {
 		return rv;
 	}
-	return ref_get_u32(o, "top_k", 1, KVC_QREQ_TOP_K_MAX, &q->top_k, &has,
-			   err);
+	bool pending = true;
+	if ((rv = ref_get_u32(o, "top_k", 1, KVC_QREQ_TOP_K_MAX, &q->top_k,
+			      &has, err)) != KVI_OK) {
+		return rv;
+	}
+	rv = ref_get_bool(o, "pending", &pending, err);
+	q->no_pending = !pending;
+	return rv;
 }
 
 /* ref_query_done hands q to out on success and frees it otherwise. */

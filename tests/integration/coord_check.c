@@ -38,9 +38,15 @@ clu_sim(cluster *c, const char *const *extra)
 void
 clu_shards(cluster *c, int n)
 {
+	clu_shards_with(c, n, NULL);
+}
+
+void
+clu_shards_with(cluster *c, int n, const char *const *extra)
+{
 	assert_true(n <= CLU_MAX_SHARDS);
 	for (int i = 0; i < n; i++) {
-		shc_start(&c->shards[i], NULL);
+		shc_start(&c->shards[i], extra);
 	}
 	c->n_shards = n;
 }

@@ -46,6 +46,8 @@ void clu_sim(cluster *c, const char *const *extra);
 
 /* clu_shards starts n shards (shard_check.h), ids shard-0..n-1. */
 void clu_shards(cluster *c, int n);
+/* clu_shards_with does the same with extra flags (NULL-terminated). */
+void clu_shards_with(cluster *c, int n, const char *const *extra);
 
 /* clu_coord starts the coordinator with the extra flags (NULL-terminated,
  * copied), the simulator's layout as discovery file when with_file, and

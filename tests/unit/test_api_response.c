@@ -104,22 +104,28 @@ test_response_workers_best_partial(void **state)
 	    json_object_get(o, "workers"),
 	    "[{'instance_id': '18446744073709551615', 'pod': null,"
 	    "  'dp_rank': 0, 'matched_blocks': 12, 'matched_tokens': 192,"
-	    "  'gpu': 192, 'cpu': 0, 'disk': 0},"
+	    "  'gpu': 192, 'cpu': 0, 'disk': 0,"
+	    "  'pending_blocks': 0, 'pending_tokens': 0},"
 	    " {'instance_id': '18446744073709551615', 'pod': null,"
 	    "  'dp_rank': 1, 'matched_blocks': 12, 'matched_tokens': 192,"
-	    "  'gpu': 192, 'cpu': 0, 'disk': 0},"
+	    "  'gpu': 192, 'cpu': 0, 'disk': 0,"
+	    "  'pending_blocks': 0, 'pending_tokens': 0},"
 	    " {'instance_id': '7', 'pod': 'ns/a', 'dp_rank': 1,"
 	    "  'matched_blocks': 12, 'matched_tokens': 192,"
-	    "  'gpu': 160, 'cpu': 32, 'disk': 0},"
+	    "  'gpu': 160, 'cpu': 32, 'disk': 0,"
+	    "  'pending_blocks': 0, 'pending_tokens': 0},"
 	    " {'instance_id': '3', 'pod': 'ns/c', 'dp_rank': 1,"
 	    "  'matched_blocks': 7, 'matched_tokens': 112,"
-	    "  'gpu': 0, 'cpu': 48, 'disk': 64},"
+	    "  'gpu': 0, 'cpu': 48, 'disk': 64,"
+	    "  'pending_blocks': 0, 'pending_tokens': 0},"
 	    " {'instance_id': '7', 'pod': 'ns/a', 'dp_rank': 0,"
 	    "  'matched_blocks': 7, 'matched_tokens': 112,"
-	    "  'gpu': 0, 'cpu': 48, 'disk': 64}]");
-	assert_json(json_object_get(o, "best"),
-		    "{'instance_id': '18446744073709551615', 'pod': null,"
-		    " 'dp_rank': 0, 'matched_tokens': 192}");
+	    "  'gpu': 0, 'cpu': 48, 'disk': 64,"
+	    "  'pending_blocks': 0, 'pending_tokens': 0}]");
+	assert_json(
+	    json_object_get(o, "best"),
+	    "{'instance_id': '18446744073709551615', 'pod': null,"
+	    " 'dp_rank': 0, 'matched_tokens': 192, 'pending_tokens': 0}");
 	assert_true(json_is_true(json_object_get(o, "partial")));
 	assert_json(json_object_get(o, "shards"),
 		    "{'answered': 3, 'total': 4, 'stale': []}");
@@ -146,6 +152,44 @@ test_response_workers_best_partial(void **state)
 	assert_json(json_object_get(o, "shards"),
 		    "{'answered': 4, 'total': 4,"
 		    " 'stale': ['shard-1', 'shard-2']}");
+	json_decref(o);
+}
+
+/* Pending entries: a rank with only pending blocks is a worker (and may be
+ * best: held plus pending ranks it), never in the compatible fields. */
+static void
+test_response_pending(void **state)
+{
+	(void)state;
+	const kvc_qanswer_match m[] = {
+	    {"ns/a#0", 7, "ns/a", 0, 4, 0, 0, 4, 0},
+	    {"ns/a#1", 7, "ns/a", 1, 0, 0, 0, 0, 10},
+	    {"ns/c#0", 3, "ns/c", 0, 0, 0, 0, 0, 3},
+	    {"ns/c#1", 3, "ns/c", 1, 2, 0, 0, 2, 3},
+	};
+	json_t *o = build(m, 4, 4);
+	assert_json(json_object_get(o, "scores"),
+		    "{'7': {'0': 64}, '3': {'1': 32}}");
+	assert_json(json_object_get(o, "instances"),
+		    "{'7': {'longest_matched': 64, 'gpu': 64, 'cpu': 0,"
+		    "   'disk': 0, 'dp': {'0': 64}},"
+		    " '3': {'longest_matched': 32, 'gpu': 32, 'cpu': 0,"
+		    "   'disk': 0, 'dp': {'1': 32}}}");
+	json_t *w = json_object_get(o, "workers");
+	assert_int_equal(json_array_size(w), 4);
+	const char *order[][2] = {
+	    {"ns/a", "1"}, {"ns/c", "1"}, {"ns/a", "0"}, {"ns/c", "0"}};
+	for (size_t i = 0; i < 4; i++) {
+		json_t *x = json_array_get(w, i);
+		assert_string_equal(
+		    json_string_value(json_object_get(x, "pod")), order[i][0]);
+		assert_int_equal(
+		    json_integer_value(json_object_get(x, "dp_rank")),
+		    atoi(order[i][1]));
+	}
+	assert_json(json_object_get(o, "best"),
+		    "{'instance_id': '7', 'pod': 'ns/a', 'dp_rank': 1,"
+		    " 'matched_tokens': 0, 'pending_tokens': 160}");
 	json_decref(o);
 }
 
@@ -195,6 +239,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_response_scores_and_instances),
 	    cmocka_unit_test(test_response_workers_best_partial),
+	    cmocka_unit_test(test_response_pending),
 	    cmocka_unit_test(test_response_order_independent),
 	    cmocka_unit_test(test_response_no_match),
 	};
