@@ -428,7 +428,7 @@ main(int argc, char **argv)
 	    .policy = {true, true, true, true, true, true},
 	    .clients = {1, 8, 32},
 	    .n_clients = 3,
-	    .penalty = 2048,
+	    .penalty = 512,
 	    .requests = 200,
 	    .burst_requests = 600,
 	    .rate = 24,

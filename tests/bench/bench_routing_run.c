@@ -96,7 +96,8 @@ post(CURL *h, const char *url, const char *body, size_t len, buf *out,
 typedef struct run {
 	const br_run_config *cfg;
 	const br_workload *w;
-	char query_url[96], routed_url[96], prefill_url[160];
+	char query_url[KVT_HOST_MAX + 48], routed_url[KVT_HOST_MAX + 48];
+	char prefill_url[160];
 	char pod_name[BR_PODS][POD_NAME_MAX];
 	_Atomic size_t next;
 	_Atomic int outstanding[BR_RANKS];
@@ -408,7 +409,7 @@ typedef struct cluster {
 	kvt_sim sim;
 	bool sim_up;
 	kvt_proc *shard[2], *coord;
-	char base[64];
+	char base[KVT_HOST_MAX + 32];
 } cluster;
 
 static bool
@@ -470,16 +471,18 @@ cluster_start(const br_run_config *cfg, const char *dir, cluster *c)
 		return false;
 	}
 	c->sim_up = true;
-	int base;
-	if (kvt_ports_pick(3, &base) != KVI_OK) {
-		return false;
-	}
-	char shards[256] = "";
+	/* each server on a loopback address of its own: its port stays
+	 * free until it binds it */
+	char host[KVT_HOST_MAX];
+	int port;
+	char shards[2 * KVT_HOST_MAX + 96] = "";
 	for (int i = 0; i < 2; i++) {
-		char id[16], listen[64], logn[32];
+		char id[16], listen[KVT_HOST_MAX + 24], logn[32];
 		snprintf(id, sizeof(id), "shard-%d", i);
-		snprintf(listen, sizeof(listen), "tcp://127.0.0.1:%d",
-			 base + i);
+		if (kvt_addr_pick(host, sizeof(host), &port) != KVI_OK) {
+			return false;
+		}
+		snprintf(listen, sizeof(listen), "tcp://%s:%d", host, port);
 		snprintf(logn, sizeof(logn), "%s.log", id);
 		char *data = kvt_path(dir, id), *log = kvt_path(dir, logn);
 		const char *av[] = {cfg->shard_bin, "--id",      id,
@@ -496,8 +499,11 @@ cluster_start(const br_run_config *cfg, const char *dir, cluster *c)
 		snprintf(shards + used, sizeof(shards) - used, "%s%s=%s",
 			 i ? "," : "", id, listen);
 	}
-	char http[32];
-	snprintf(http, sizeof(http), "127.0.0.1:%d", base + 2);
+	char http[KVT_HOST_MAX + 16];
+	if (kvt_addr_pick(host, sizeof(host), &port) != KVI_OK) {
+		return false;
+	}
+	snprintf(http, sizeof(http), "%s:%d", host, port);
 	snprintf(c->base, sizeof(c->base), "http://%s", http);
 	char *data = kvt_path(dir, "coord"), *log = kvt_path(dir, "coord.log");
 	const char *av[] = {
