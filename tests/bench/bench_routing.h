@@ -32,12 +32,16 @@ typedef struct br_workload {
 } br_workload;
 
 /* br_load_trace reads the first n requests of the Mooncake trace at path
- * into w: every hash id is 512 tokens (32 blocks) of pseudo-random tokens
- * seeded by (id, position), a prompt is its input_length tokens, at most
- * max_tokens, and the timestamps are scaled so that the n requests arrive
- * at rate requests/s on average. False when the file cannot be read. */
+ * into w, keeping only the conversations (a request's first id that
+ * fewer than 50 requests of the trace share) whose hash falls in one
+ * `sample`th (1: all): every turn of a conversation kept, so its later
+ * turns still find their prefix. Every hash id is 512 tokens (32 blocks)
+ * of pseudo-random tokens seeded by (id, position), a prompt is its
+ * input_length tokens, at most max_tokens, and the timestamps are scaled
+ * so that the n requests arrive at rate requests/s on average. False
+ * when the file cannot be read or holds fewer such requests. */
 bool br_load_trace(br_workload *w, const char *name, const char *path, size_t n,
-		   uint32_t max_tokens, double rate);
+		   uint32_t max_tokens, double rate, unsigned sample);
 
 /* br_make_bursts makes n requests in bursts of 6 sharing a prefix of 48
  * to 96 blocks, fresh in 70% of the bursts and one of the last 16 bursts'

@@ -31,9 +31,46 @@ token(uint64_t space, uint64_t id, uint32_t pos)
 	return (uint32_t)(mix64(mix64(space ^ id) + pos) % 150000u) + 1000u;
 }
 
+/* A count per hash id (open addressing; key + 1 stored, 0 is empty). */
+typedef struct idcount {
+	uint64_t *key;
+	uint32_t *n;
+	size_t cap, used;
+} idcount;
+
+static uint32_t *
+idcount_slot(idcount *m, uint64_t id)
+{
+	if (2 * (m->used + 1) > m->cap) {
+		idcount big = {kvi_calloc(m->cap * 2, sizeof(uint64_t)),
+			       kvi_calloc(m->cap * 2, sizeof(uint32_t)),
+			       m->cap * 2, 0};
+		for (size_t i = 0; i < m->cap; i++) {
+			if (m->key[i] != 0) {
+				*idcount_slot(&big, m->key[i] - 1) = m->n[i];
+			}
+		}
+		kvi_free(m->key);
+		kvi_free(m->n);
+		*m = big;
+	}
+	size_t i = mix64(id) & (m->cap - 1);
+	while (m->key[i] != 0 && m->key[i] != id + 1) {
+		i = (i + 1) & (m->cap - 1);
+	}
+	if (m->key[i] == 0) {
+		m->key[i] = id + 1;
+		m->used++;
+	}
+	return &m->n[i];
+}
+
+/* A widely shared id (a system prompt) names no conversation. */
+#define SHARED_ID_REQUESTS 50
+
 bool
 br_load_trace(br_workload *w, const char *name, const char *path, size_t n,
-	      uint32_t max_tokens, double rate)
+	      uint32_t max_tokens, double rate, unsigned sample)
 {
 	memset(w, 0, sizeof(*w));
 	w->name = name;
@@ -42,17 +79,49 @@ br_load_trace(br_workload *w, const char *name, const char *path, size_t n,
 		perror(path);
 		return false;
 	}
-	w->reqs = kvi_calloc(n ? n : 1, sizeof(br_req));
+	json_t *lines = json_array();
 	char *line = NULL;
 	size_t cap = 0;
-	double *ts = kvi_calloc(n ? n : 1, sizeof(double));
-	while (w->n < n && getline(&line, &cap, fp) > 0) {
+	idcount uses = {kvi_calloc(1024, sizeof(uint64_t)),
+			kvi_calloc(1024, sizeof(uint32_t)), 1024, 0};
+	while (getline(&line, &cap, fp) > 0) {
 		json_t *o = json_loads(line, 0, NULL);
+		json_t *ids = json_object_get(o, "hash_ids");
+		if (!json_is_array(ids) || json_array_size(ids) == 0) {
+			json_decref(o);
+			continue;
+		}
+		size_t i;
+		json_t *id;
+		json_array_foreach(ids, i, id)
+		{
+			(*idcount_slot(&uses,
+				       (uint64_t)json_integer_value(id)))++;
+		}
+		json_array_append_new(lines, o);
+	}
+	free(line);
+	fclose(fp);
+	w->reqs = kvi_calloc(n ? n : 1, sizeof(br_req));
+	double *ts = kvi_calloc(n ? n : 1, sizeof(double));
+	for (size_t l = 0; l < json_array_size(lines) && w->n < n; l++) {
+		json_t *o = json_array_get(lines, l);
 		json_t *ids = json_object_get(o, "hash_ids");
 		json_int_t len =
 		    json_integer_value(json_object_get(o, "input_length"));
-		if (!json_is_array(ids) || len <= 0) {
-			json_decref(o);
+		/* the conversation: the first id few requests share (its
+		 * later turns repeat it); keep 1 conversation in `sample` */
+		uint64_t conv = 0;
+		size_t i;
+		json_t *id;
+		json_array_foreach(ids, i, id)
+		{
+			conv = (uint64_t)json_integer_value(id);
+			if (*idcount_slot(&uses, conv) < SHARED_ID_REQUESTS) {
+				break;
+			}
+		}
+		if (len <= 0 || (sample > 1 && mix64(conv) % sample != 0)) {
 			continue;
 		}
 		uint32_t nt =
@@ -67,17 +136,17 @@ br_load_trace(br_workload *w, const char *name, const char *path, size_t n,
 		r->n_tokens = nt;
 		r->tokens = kvi_malloc((size_t)nt * sizeof(uint32_t));
 		for (uint32_t t = 0; t < nt; t++) {
-			json_int_t id = json_integer_value(
+			json_int_t tid = json_integer_value(
 			    json_array_get(ids, t / ID_TOKENS));
-			r->tokens[t] = token(1, (uint64_t)id, t % ID_TOKENS);
+			r->tokens[t] = token(1, (uint64_t)tid, t % ID_TOKENS);
 		}
 		ts[w->n] =
 		    (double)json_integer_value(json_object_get(o, "timestamp"));
 		w->n++;
-		json_decref(o);
 	}
-	free(line);
-	fclose(fp);
+	json_decref(lines);
+	kvi_free(uses.key);
+	kvi_free(uses.n);
 	/* compress (or stretch) the trace's own timestamps so that its
 	 * first n requests come at `rate` on average: its bursts and lulls
 	 * are kept */
