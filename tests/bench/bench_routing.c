@@ -36,7 +36,7 @@
  * The default, 512 tokens (32 blocks), is the best of 0, 512, 2048 and
  * 8192 tried on the arXiv trace and the bursts with 8 clients: with 0
  * the oracle piles the trace's requests on a few ranks (imbalance 7, p90
- * time to first token 5x random's); from 2048 on, one outstanding
+ * time to first token 4x random's); from 2048 on, one outstanding
  * request outweighs a whole shared burst prefix (48-96 blocks) and every
  * policy spreads the bursts like random does; 512 keeps the trace's p90
  * at random's while the oracle stays within a few points of the bound.
