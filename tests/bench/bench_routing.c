@@ -21,7 +21,13 @@
  *   +pending      POST /query with pending entries: matched + pending
  *                 tokens, then POST /routed for the chosen rank before
  *                 the request goes ("n/a" when the coordinator answers
- *                 404 for /routed);
+ *                 404 for /routed); the router takes its decisions one
+ *                 at a time, each made known before the next, as the
+ *                 oracle's are;
+ *   +pending, racing  the same, each client deciding on its own, as
+ *                 independent routers (or router replicas) would: two
+ *                 requests of a new prefix that arrive together both
+ *                 see nothing pending;
  *   oracle        the router's own exact copy of every rank's cache
  *                 (sim_cache.h, the simulator's model, same capacity), to
  *                 which it applies each request as it routes it;
@@ -72,8 +78,9 @@
  * the PATH, FILE.png: hit ratio per policy per workload.
  *
  *   bench_routing [--quick] [--workloads conversation,arxiv,bursts]
- *                 [--clients 1,8,32] [--policies random,rr,blind,exact,
- *                 pending,oracle] [--penalty TOKENS] [--requests N]
+ *                 [--clients 1,8,32] [--policies
+ * random,rr,blind,exact,pending-racing, pending,oracle] [--penalty TOKENS]
+ * [--requests N]
  *                 [--burst-requests N] [--rate R] [--burst-gap MS]
  *                 [--max-prompt TOKENS] [--cache-blocks N]
  *                 [--prefill-rate T] [--seed N] [--sample K]
@@ -97,7 +104,7 @@
 #define N_WORKLOADS     3
 
 static const char *const short_names[BR_N_POLICIES] = {
-    "random", "rr", "blind", "exact", "pending", "oracle",
+    "random", "rr", "blind", "exact", "pending-racing", "pending", "oracle",
 };
 
 typedef struct opts {
@@ -469,7 +476,6 @@ main(int argc, char **argv)
 {
 	opts o = {
 	    .workload = {true, true, true},
-	    .policy = {true, true, true, true, true, true},
 	    .clients = {1, 8, 32},
 	    .n_clients = 3,
 	    .penalty = 512,
@@ -483,6 +489,9 @@ main(int argc, char **argv)
 	    .seed = 1,
 	    .sample = 16,
 	};
+	for (int p = 0; p < BR_N_POLICIES; p++) {
+		o.policy[p] = true; /* every policy unless --policies */
+	}
 	bool set_requests = false;
 	static const struct option lopts[] = {
 	    {"quick", no_argument, NULL, 'q'},

@@ -67,6 +67,7 @@ typedef enum br_policy {
 	BR_ROUND_ROBIN,
 	BR_BLIND,
 	BR_EXACT,
+	BR_PENDING_RACING,
 	BR_PENDING,
 	BR_ORACLE,
 	BR_N_POLICIES,

@@ -32,8 +32,8 @@
 #define POD_NAME_MAX 64
 
 const char *const br_policy_names[BR_N_POLICIES] = {
-    "random",        "round-robin",      "blind (rank 0)",
-    "kvindex exact", "kvindex +pending", "oracle",
+    "random",           "round-robin",      "blind (rank 0)", "kvindex exact",
+    "+pending, racing", "kvindex +pending", "oracle",
 };
 
 int br_routed_known = -1;
@@ -107,6 +107,9 @@ typedef struct run {
 	_Atomic size_t failed;
 	/* the oracle: one model of every rank's cache, under one lock */
 	pthread_mutex_t oracle_mu;
+	/* +pending: the router's decisions, one at a time (query, choice,
+	 * /routed, the request counted outstanding) */
+	pthread_mutex_t decide_mu;
 	sim_cache *model[BR_RANKS];
 	sim_batch scratch;
 } run;
@@ -323,6 +326,7 @@ route(client *c, const br_req *q, int64_t *pred)
 		k = best(c, all, BR_RANKS, v.matched);
 		*pred = v.matched[k];
 		return k;
+	case BR_PENDING_RACING:
 	case BR_PENDING: {
 		if (!ask_kvindex(c, q, true, &v)) {
 			return -1;
@@ -388,12 +392,25 @@ client_main(void *arg)
 			kvt_sleep_ms((int)wait);
 		}
 		br_outcome *o = &r->out[i];
+		/* +pending decides one request at a time: a decision is
+		 * made known (POST /routed) before the next is taken, as
+		 * the oracle's are; racing lets every client decide on
+		 * its own, as independent routers would */
+		bool serial = r->cfg->policy == BR_PENDING;
+		if (serial) {
+			pthread_mutex_lock(&r->decide_mu);
+		}
 		o->rank = route(c, q, &o->predicted);
+		if (o->rank >= 0) {
+			atomic_fetch_add(&r->outstanding[o->rank], 1);
+		}
+		if (serial) {
+			pthread_mutex_unlock(&r->decide_mu);
+		}
 		if (o->rank < 0) {
 			atomic_fetch_add(&r->failed, 1);
 			continue;
 		}
-		atomic_fetch_add(&r->outstanding[o->rank], 1);
 		prefill(c, q, o->rank, o);
 		atomic_fetch_sub(&r->outstanding[o->rank], 1);
 		if (!o->ok) {
@@ -684,7 +701,9 @@ br_run(const br_run_config *cfg, const br_workload *w, const char *dir,
        br_result *res)
 {
 	memset(res, 0, sizeof(*res));
-	if (cfg->policy == BR_PENDING && br_routed_known == 0) {
+	bool routes =
+	    cfg->policy == BR_PENDING || cfg->policy == BR_PENDING_RACING;
+	if (routes && br_routed_known == 0) {
 		res->unavailable = true;
 		return true;
 	}
@@ -712,7 +731,7 @@ br_run(const br_run_config *cfg, const br_workload *w, const char *dir,
 	if (ok && br_routed_known < 0) {
 		br_routed_known = probe_routed(r);
 	}
-	if (ok && cfg->policy == BR_PENDING && br_routed_known == 0) {
+	if (ok && routes && br_routed_known == 0) {
 		res->unavailable = true;
 		cluster_stop(&cl);
 		kvi_free(r);
@@ -721,6 +740,7 @@ br_run(const br_run_config *cfg, const br_workload *w, const char *dir,
 	double before = ok ? sim_requests(&cl) : -1;
 	if (ok) {
 		pthread_mutex_init(&r->oracle_mu, NULL);
+		pthread_mutex_init(&r->decide_mu, NULL);
 		sim_cache_config cc = {.gpu_blocks = cfg->cache_blocks,
 				       .block_size = BR_BS,
 				       .salt = cfg->seed | 1};
@@ -757,6 +777,7 @@ br_run(const br_run_config *cfg, const br_workload *w, const char *dir,
 		}
 		sim_batch_fini(&r->scratch);
 		pthread_mutex_destroy(&r->oracle_mu);
+		pthread_mutex_destroy(&r->decide_mu);
 		kvi_free(r->out);
 	} else {
 		res->failed = true;
