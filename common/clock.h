@@ -23,4 +23,8 @@ int64_t kvi_now_ms(void);
 uint64_t kvi_now_us(void);
 double kvi_now_s(void);
 
+/* kvi_since_s returns the seconds since t0, a reading of the monotonic
+ * clock. */
+double kvi_since_s(const struct timespec *t0);
+
 #endif /* KVI_COMMON_CLOCK_H */

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "alloc.h"
+#include "clock.h"
 #include "hash.h"
 #include "log.h"
 #include "qanswer.h"
@@ -52,15 +53,6 @@ struct qctx {
 	qslot *slots; /* per shard */
 };
 
-static double
-since(const struct timespec *t0)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)(t.tv_sec - t0->tv_sec) +
-	       (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
-}
-
 static int
 code_index(int status)
 {
@@ -82,7 +74,7 @@ static void
 finish(kvc_query *q, kvc_query_route route, const struct timespec *t0,
        kvi_http_req *req, int status, json_t *body)
 {
-	kvi_histogram_observe(q->lat[route], since(t0));
+	kvi_histogram_observe(q->lat[route], kvi_since_s(t0));
 	kvi_counter_inc(q->count[route][code_index(status)]);
 	kvi_http_reply_json(req, status, body);
 }
@@ -172,7 +164,7 @@ merge(qctx *c)
 	kvi_free(pods);
 	kvi_free(names);
 	kvi_free(stale);
-	kvi_histogram_observe(c->q->lat[c->route], since(&c->t0));
+	kvi_histogram_observe(c->q->lat[c->route], kvi_since_s(&c->t0));
 	kvi_counter_inc(c->q->count[c->route][CODE_200]);
 	kvi_http_reply_take(c->req, 200, "application/json", text, len);
 }

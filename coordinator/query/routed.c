@@ -51,15 +51,6 @@ kvc_routed_refuse(kvc_routed *rt, kvi_http_req *req, kvc_qerr *e)
 	reply_error(rt, req, e);
 }
 
-static double
-since(const struct timespec *t0)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)(t.tv_sec - t0->tv_sec) +
-	       (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
-}
-
 /* reply_ok sends the 202 with what the shard said. */
 static void
 reply_ok(kvc_routed *rt, kvi_http_req *req, const struct timespec *t0,
@@ -70,7 +61,7 @@ reply_ok(kvc_routed *rt, kvi_http_req *req, const struct timespec *t0,
 			      "matched_blocks", (json_int_t)matched,
 			      "pending_blocks", (json_int_t)pending,
 			      "predicted_blocks", (json_int_t)predicted);
-	kvi_histogram_observe(rt->lat, since(t0));
+	kvi_histogram_observe(rt->lat, kvi_since_s(t0));
 	kvi_counter_inc(rt->count[R_OK]);
 	kvi_http_reply_json(req, 202, o);
 }

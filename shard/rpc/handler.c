@@ -188,8 +188,8 @@ static void
 unseen_add(void *arg, uint32_t lid)
 {
 	kvh_lids *u = arg;
-	if (bsearch(&lid, u->ms->seen, u->ms->n_seen, sizeof(lid), lid_cmp) !=
-	    NULL) {
+	if (u->ms->n_seen > 0 && bsearch(&lid, u->ms->seen, u->ms->n_seen,
+					 sizeof(lid), lid_cmp) != NULL) {
 		return;
 	}
 	if (u->n == u->cap) {
@@ -209,7 +209,9 @@ match_pending_only(kvx_index *idx, kvh_matches *ms, const char *model,
 	if (ms->n_seq == 0) {
 		return;
 	}
-	qsort(ms->seen, ms->n_seen, sizeof(*ms->seen), lid_cmp);
+	if (ms->n_seen > 1) {
+		qsort(ms->seen, ms->n_seen, sizeof(*ms->seen), lid_cmp);
+	}
 	kvh_lids u = {.ms = ms, .arena = ms->arena};
 	kvd_foreach_listener(ms->pd, ms->seq[0], ms->now_ms, unseen_add, &u);
 	if (u.n > 0) {

@@ -422,6 +422,23 @@ clu_instance_id(int pod)
 	return XXH3_64bits(name, strlen(name)) >> 11;
 }
 
+void
+clu_tokens_seeded(uint32_t *t, size_t n, uint32_t seed)
+{
+	for (size_t i = 0; i < n; i++) {
+		t[i] = (seed * 2654435761u + (uint32_t)i * 40503u) % 150000u;
+	}
+}
+
+char *
+clu_tokens_text(const uint32_t *tokens, size_t n)
+{
+	json_t *arr = clu_tokens_json(tokens, n);
+	char *text = json_dumps(arr, JSON_COMPACT);
+	json_decref(arr);
+	return text;
+}
+
 json_t *
 clu_query(cluster *c, const uint32_t *tokens, size_t n, const char *extra)
 {

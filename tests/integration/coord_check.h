@@ -140,6 +140,12 @@ void clu_prefill(cluster *c, int pod, int rank, const uint32_t *tokens,
 /* clu_instance_id returns the instance id of the simulator's pod p. */
 uint64_t clu_instance_id(int pod);
 
+/* clu_tokens_seeded writes n pseudo-random token ids, the same for the
+ * same seed, different for another; clu_tokens_text returns tokens as a
+ * JSON array's text (free()). */
+void clu_tokens_seeded(uint32_t *t, size_t n, uint32_t seed);
+char *clu_tokens_text(const uint32_t *tokens, size_t n);
+
 /* clu_query posts a /query for tokens (with extra JSON fields, e.g.
  * "\"dp_rank\": 1", or NULL) and returns the answer; fails unless 200. */
 json_t *clu_query(cluster *c, const uint32_t *tokens, size_t n,

@@ -33,29 +33,6 @@
 #define NB  64
 #define NTK (NB * 16)
 
-static void
-tokens(uint32_t *t, size_t n, uint32_t seed)
-{
-	for (size_t i = 0; i < n; i++) {
-		t[i] = (seed * 2654435761u + (uint32_t)i * 40503u) % 150000u;
-	}
-}
-
-static char *
-tok_json(const uint32_t *t, size_t n)
-{
-	size_t cap = n * 8 + 4, len = 0;
-	char *s = malloc(cap);
-	s[len++] = '[';
-	for (size_t i = 0; i < n; i++) {
-		len += (size_t)snprintf(s + len, cap - len, "%s%u",
-					i ? "," : "", t[i]);
-	}
-	s[len++] = ']';
-	s[len] = '\0';
-	return s;
-}
-
 /* reg registers the simulator's pod p with dp_size dp and its metrics
  * port. */
 static void
@@ -80,7 +57,7 @@ reg(cluster *c, int p, int dp)
 static void
 routed(cluster *c, const uint32_t *t, int p, int rank)
 {
-	char *toks = tok_json(t, NTK);
+	char *toks = clu_tokens_text(t, NTK);
 	size_t cap = strlen(toks) + 200;
 	char *body = malloc(cap);
 	snprintf(body, cap,
@@ -156,14 +133,14 @@ test_ladder_blind_rank_and_phantom(void **state)
 
 	/* the blind rank: pod 0's engine serves on rank 1 */
 	uint32_t t[NTK];
-	tokens(t, NTK, 1);
+	clu_tokens_seeded(t, NTK, 1);
 	for (int k = 0; k < 3; k++) {
 		clu_prefill(c, 0, 1, t, NTK);
 	}
 	/* the phantom: pod 1 rank 0 holds A; a router reports A there four
 	 * times, while the engine runs fresh prompts */
 	uint32_t a[NTK];
-	tokens(a, NTK, 2);
+	clu_tokens_seeded(a, NTK, 2);
 	clu_prefill(c, 1, 0, a, NTK);
 	int64_t until = kvt_now_ms() + CLU_WAIT_MS;
 	for (;;) {
@@ -180,13 +157,13 @@ test_ladder_blind_rank_and_phantom(void **state)
 	}
 	/* the blind listener: pod 1 rank 1 reused B, reported fresh */
 	uint32_t b[NTK];
-	tokens(b, NTK, 3);
+	clu_tokens_seeded(b, NTK, 3);
 	for (uint32_t k = 0; k < 4; k++) {
 		uint32_t q[NTK];
 		routed(c, a, 1, 0);
-		tokens(q, NTK, 100 + k);
+		clu_tokens_seeded(q, NTK, 100 + k);
 		clu_prefill(c, 1, 0, q, NTK);
-		tokens(q, NTK, 200 + k);
+		clu_tokens_seeded(q, NTK, 200 + k);
 		routed(c, q, 1, 1);
 		clu_prefill(c, 1, 1, b, NTK);
 	}

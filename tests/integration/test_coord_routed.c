@@ -34,36 +34,13 @@
 #define NB  64 /* blocks of a prompt */
 #define NTK (NB * 16)
 
-static void
-tokens(uint32_t *t, size_t n, uint32_t seed)
-{
-	for (size_t i = 0; i < n; i++) {
-		t[i] = (seed * 2654435761u + (uint32_t)i * 40503u) % 150000u;
-	}
-}
-
-static char *
-tok_json(const uint32_t *t, size_t n)
-{
-	size_t cap = n * 8 + 4, len = 0;
-	char *s = malloc(cap);
-	s[len++] = '[';
-	for (size_t i = 0; i < n; i++) {
-		len += (size_t)snprintf(s + len, cap - len, "%s%u",
-					i ? "," : "", t[i]);
-	}
-	s[len++] = ']';
-	s[len] = '\0';
-	return s;
-}
-
 /* routed posts /routed for t to (pod p, rank) with extra JSON fields
  * (may be NULL) and returns the status; *ans gets the body. */
 static long
 routed(cluster *c, const uint32_t *t, size_t n, int p, int rank,
        const char *extra, json_t **ans)
 {
-	char *toks = tok_json(t, n);
+	char *toks = clu_tokens_text(t, n);
 	size_t cap = strlen(toks) + 256;
 	char *body = malloc(cap);
 	snprintf(body, cap,
@@ -137,7 +114,7 @@ test_routed_pending_confirmed(void **state)
 	cluster *c = *state;
 	start(c);
 	uint32_t a[NTK];
-	tokens(a, NTK, 1);
+	clu_tokens_seeded(a, NTK, 1);
 	json_t *ans = NULL;
 	assert_int_equal(routed(c, a, NTK, 0, 1, NULL, &ans), 202);
 	assert_int_equal(
@@ -166,7 +143,7 @@ test_routed_pending_confirmed(void **state)
 
 	/* the engine runs it: 4 chunks of 16 blocks, ~64 ms each. Every
 	 * answer meanwhile has held + pending = the whole prompt */
-	char *toks = tok_json(a, NTK);
+	char *toks = clu_tokens_text(a, NTK);
 	size_t cap = strlen(toks) + 128;
 	char *body = malloc(cap);
 	snprintf(body, cap,
@@ -238,7 +215,7 @@ test_routed_seen_by_second_coordinator(void **state)
 	clu_coord(&c2, true, NULL);
 	clu_wait_active(&c2, 4, CLU_WAIT_MS);
 	uint32_t b[NTK];
-	tokens(b, NTK, 2);
+	clu_tokens_seeded(b, NTK, 2);
 	assert_int_equal(routed(c, b, NTK, 1, 0, NULL, NULL), 202);
 	int64_t t0 = kvt_now_ms();
 	json_t *ans = clu_query(&c2, b, NTK, NULL);
@@ -258,9 +235,9 @@ test_routed_expired_and_dropped(void **state)
 	cluster *c = *state;
 	start(c);
 	uint32_t b[NTK], d[NTK], e[NTK];
-	tokens(b, NTK, 3);
-	tokens(d, NTK, 4);
-	tokens(e, NTK, 5);
+	clu_tokens_seeded(b, NTK, 3);
+	clu_tokens_seeded(d, NTK, 4);
+	clu_tokens_seeded(e, NTK, 5);
 	/* expiry: 300 ms, then a query no longer counts it */
 	assert_int_equal(routed(c, b, NTK, 1, 0, "\"ttl_ms\": 300", NULL), 202);
 	json_t *ans = clu_query(c, b, NTK, NULL);
@@ -322,7 +299,7 @@ test_routed_bad_input(void **state)
 	cluster *c = *state;
 	start(c);
 	uint32_t b[64];
-	tokens(b, 64, 6);
+	clu_tokens_seeded(b, 64, 6);
 	json_t *ans = NULL;
 	/* an unknown pod, a rank past its dp_size: 404 naming it */
 	assert_int_equal(routed(c, b, 64, 7, 0, NULL, &ans), 404);
@@ -372,7 +349,7 @@ test_routed_flood_bounded(void **state)
 	clu_wait_active(c, 1, CLU_WAIT_MS);
 	uint32_t f[32 * 16];
 	for (uint32_t i = 0; i < 200; i++) {
-		tokens(f, 32 * 16, 1000 + i);
+		clu_tokens_seeded(f, 32 * 16, 1000 + i);
 		assert_int_equal(routed(c, f, 32 * 16, 0, 0, NULL, NULL), 202);
 	}
 	json_t *all = NULL;
