@@ -3,8 +3,9 @@
  * engine simulator, real kvindex-shard processes and a real
  * kvindex-coordinator, all on loopback with ephemeral ports.
  *
- * The coordinator is given the shards as --shards shard-0=...,shard-1=...
- * and, unless told otherwise, the simulator's layout file as its
+ * The coordinator is given the shards as --shards shard-0=...,shard-1=...,
+ * a query deadline of 2 s (a test of the deadline gives its own) and,
+ * unless told otherwise, the simulator's layout file as its
  * --discovery-file. Tests talk to it over HTTP, to the shards over nng
  * (shard_check.h) and to the simulator over its control API, and compare
  * the coordinator's answers with a brute-force scan of the simulator's
