@@ -258,9 +258,10 @@ kvd_empty(const kvd_pending *p)
 				    memory_order_relaxed) == 0;
 }
 
-size_t
-kvd_add(kvd_pending *p, uint32_t lid, const uint64_t *seq, size_t n,
-	int64_t now_ms, uint32_t ttl_ms)
+/* add makes seq[0..n) pending on lid (kvd_add), the lock held. */
+static size_t
+add(kvd_pending *p, uint32_t lid, const uint64_t *seq, size_t n, int64_t now_ms,
+    uint32_t ttl_ms)
 {
 	if (ttl_ms > KVD_TTL_MAX_MS) {
 		ttl_ms = KVD_TTL_MAX_MS;
@@ -271,7 +272,6 @@ kvd_add(kvd_pending *p, uint32_t lid, const uint64_t *seq, size_t n,
 		n = p->max_per;
 	}
 	int64_t expire = now_ms + (int64_t)ttl_ms;
-	pthread_rwlock_wrlock(&p->lock);
 	listener *l = listener_at(p, lid);
 	l->st.routed++;
 	p->st.routed++;
@@ -308,18 +308,35 @@ kvd_add(kvd_pending *p, uint32_t lid, const uint64_t *seq, size_t n,
 		l->st.added++;
 		p->st.added++;
 	}
+	return n;
+}
+
+size_t
+kvd_add(kvd_pending *p, uint32_t lid, const uint64_t *seq, size_t n,
+	int64_t now_ms, uint32_t ttl_ms)
+{
+	pthread_rwlock_wrlock(&p->lock);
+	n = add(p, lid, seq, n, now_ms, ttl_ms);
 	pthread_rwlock_unlock(&p->lock);
 	return n;
 }
 
 void
-kvd_predicted(kvd_pending *p, uint32_t lid, uint64_t prompt_tokens,
-	      uint64_t predicted_tokens)
+kvd_route(kvd_pending *p, uint32_t lid, kvd_route_req *r)
 {
 	pthread_rwlock_wrlock(&p->lock);
-	listener *l = listener_at(p, lid);
-	l->st.prompt_tokens += prompt_tokens;
-	l->st.predicted_tokens += predicted_tokens;
+	size_t predicted =
+	    r->held + kvd_extend(p, lid, r->seq, r->held, r->n, r->now_ms);
+	if (r->prompt_tokens > 0 && r->block_size > 0) {
+		size_t most = (r->prompt_tokens - 1) / r->block_size;
+		predicted = predicted < most ? predicted : most;
+		listener *l = listener_at(p, lid);
+		l->st.prompt_tokens += r->prompt_tokens;
+		l->st.predicted_tokens += (uint64_t)predicted * r->block_size;
+	}
+	r->predicted = predicted;
+	r->pending =
+	    add(p, lid, r->seq + r->held, r->n - r->held, r->now_ms, r->ttl_ms);
 	pthread_rwlock_unlock(&p->lock);
 }
 

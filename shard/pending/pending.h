@@ -84,7 +84,7 @@ typedef struct kvd_stats {
 typedef struct kvd_listener_stats {
 	uint64_t entries;
 	uint64_t routed, added, confirmed, expired, evicted, dropped;
-	/* over routed requests that said their length (kvd_predicted) */
+	/* over routed requests that said their length (kvd_route) */
 	uint64_t prompt_tokens, predicted_tokens;
 } kvd_listener_stats;
 
@@ -102,10 +102,25 @@ bool kvd_empty(const kvd_pending *p);
 size_t kvd_add(kvd_pending *p, uint32_t lid, const uint64_t *seq, size_t n,
 	       int64_t now_ms, uint32_t ttl_ms);
 
-/* kvd_predicted adds one routed request's prompt length and the hit
- * predicted for it, both in tokens, to lid's totals. */
-void kvd_predicted(kvd_pending *p, uint32_t lid, uint64_t prompt_tokens,
-		   uint64_t predicted_tokens);
+/* A routed request: its sequence hashes seq[0..n), of which lid holds the
+ * first held; when it names its prompt's length (prompt_tokens, 0: not)
+ * and the model's block size, the hit it predicts is counted. */
+typedef struct kvd_route_req {
+	const uint64_t *seq;
+	size_t n, held;
+	int64_t now_ms;
+	uint32_t ttl_ms;
+	uint32_t prompt_tokens, block_size;
+	/* out: the blocks pending past held after it, and the hit predicted
+	 * for it - what lid holds and what earlier routed requests compute
+	 * there, at most (prompt_tokens - 1) / block_size, as the engine
+	 * takes a hit */
+	size_t pending, predicted;
+} kvd_route_req;
+
+/* kvd_route takes a routed request for lid at once, under one lock: its
+ * prediction first, then its blocks past held made pending (kvd_add). */
+void kvd_route(kvd_pending *p, uint32_t lid, kvd_route_req *r);
 
 /* kvd_confirm ends the entries of lid for seq[0..n) that exist, as
  * confirmed: the engine stored those blocks. */

@@ -342,30 +342,24 @@ routed(kvh_shard *s, const Kvindex__RoutedRequest *req, Kvindex__Response *resp,
 	kvh_exact ex = {0};
 	(void)kvx_query(s->idx, req->model, req->seq_hashes, req->n_seq_hashes,
 			&f, exact_of, &ex, &bs);
-	size_t n = req->n_seq_hashes, held = ex.longest < n ? ex.longest : n;
-	int64_t now = kvi_now_ms();
-	/* the engine will take what it holds and what earlier routed
-	 * requests are computing there, up to (prompt - 1) tokens */
-	kvd_read_begin(s->pending);
-	size_t predicted =
-	    held + kvd_extend(s->pending, lid, req->seq_hashes, held, n, now);
-	kvd_read_end(s->pending);
-	if (req->has_prompt_tokens && req->prompt_tokens > 0 && bs > 0) {
-		size_t most = (req->prompt_tokens - 1) / bs;
-		predicted = predicted < most ? predicted : most;
-		kvd_predicted(s->pending, lid, req->prompt_tokens,
-			      (uint64_t)predicted * bs);
-	}
-	size_t pending =
-	    kvd_add(s->pending, lid, req->seq_hashes + held, n - held, now,
-		    req->has_ttl_ms ? req->ttl_ms : s->pending_ttl_ms);
+	size_t n = req->n_seq_hashes;
+	kvd_route_req rr = {
+	    .seq = req->seq_hashes,
+	    .n = n,
+	    .held = ex.longest < n ? ex.longest : n,
+	    .now_ms = kvi_now_ms(),
+	    .ttl_ms = req->has_ttl_ms ? req->ttl_ms : s->pending_ttl_ms,
+	    .prompt_tokens = req->has_prompt_tokens ? req->prompt_tokens : 0,
+	    .block_size = bs,
+	};
+	kvd_route(s->pending, lid, &rr);
 	Kvindex__RoutedResponse *out = kvp_arena_alloc(a, sizeof(*out));
 	kvindex__routed_response__init(out);
 	out->has_matched_blocks = out->has_pending_blocks = true;
 	out->has_predicted_blocks = true;
-	out->matched_blocks = (uint32_t)held;
-	out->pending_blocks = (uint32_t)pending;
-	out->predicted_blocks = (uint32_t)predicted;
+	out->matched_blocks = (uint32_t)rr.held;
+	out->pending_blocks = (uint32_t)rr.pending;
+	out->predicted_blocks = (uint32_t)rr.predicted;
 	resp->body_case = KVINDEX__RESPONSE__BODY_ROUTED;
 	resp->routed = out;
 	return KVI_OK;
