@@ -283,9 +283,14 @@ void kvc_admin_fini(kvc_assigner *a);
 
 /* reconcile.c */
 bool kvc_tick(kvc_assigner *a); /* whether it was a full one */
+
+/* poll.c */
 void kvc_poll_free(kvc_assigner *a);
 /* kvc_kept_free frees every shard's kept status. */
 void kvc_kept_free(kvc_assigner *a);
+/* kvc_poll_shards runs step 1 of a tick (poll.c): every shard asked for
+ * its status, a->poll filled with what they answered. */
+void kvc_poll_shards(kvc_assigner *a);
 /* kvc_owned_find returns the first entry for key in the poll's owned
  * list and the number of entries for it. */
 const kvc_owned *kvc_owned_find(const kvc_assigner *a, const char *key,
