@@ -17,54 +17,15 @@
 
 #include "alloc.h"
 #include "log.h"
+#include "sim_http_int.h"
 #include "sim_json.h"
 #include "sim_keys.h"
 #include "sim_load.h"
 #include "sim_os.h"
+#include "sim_prom.h"
 
 #define MAX_BODY      (64u << 20)
 #define QUIT_DELAY_US 50000 /* lets the /quit reply go out */
-
-typedef struct recover_server {
-	sim_http *h;
-	size_t rank;
-	struct evhttp *http;
-	struct evhttp_bound_socket *bound;
-} recover_server;
-
-/* A /prefill waiting for its request's prefill (timed mode). */
-typedef struct pending {
-	sim_http *h;
-	struct evhttp_request *req; /* NULL once the client went away */
-	struct pending *prev, *next;
-} pending;
-
-typedef struct metrics_server {
-	sim_http *h;
-	uint32_t pod;
-	struct evhttp *http;
-	struct evhttp_bound_socket *bound;
-} metrics_server;
-
-struct sim_http {
-	struct event_base *base;
-	sim_http_config cfg;
-	sim_engine *engine;
-	sim_rank **ranks;
-	size_t n;
-	struct evhttp *control;
-	recover_server *recover;
-	const char *recover_ip;
-	metrics_server *metrics; /* per pod */
-	const char *metrics_ip;
-	/* timed mode */
-	pending *waiting; /* replies not sent yet (HTTP thread) */
-	int done_fd;      /* the engine signals finished requests */
-	struct event *done_ev;
-	pthread_mutex_t done_mu;
-	sim_job *done_head; /* under done_mu */
-	sim_job *done_tail;
-};
 
 /* ---- replies -------------------------------------------------------- */
 
@@ -116,8 +77,8 @@ reply_buf(struct evhttp_request *req, int code, sim_buf *b)
 }
 
 /* reply_json sends v and releases it. */
-static void
-reply_json(struct evhttp_request *req, int code, json_t *v)
+void
+sim_http_reply_json(struct evhttp_request *req, int code, json_t *v)
 {
 	char *text = json_dumps(v, JSON_COMPACT);
 	json_decref(v);
@@ -127,10 +88,10 @@ reply_json(struct evhttp_request *req, int code, json_t *v)
 	reply_owned(req, code, text, strlen(text), free_libc);
 }
 
-static void
-reply_error(struct evhttp_request *req, int code, const char *msg)
+void
+sim_http_reply_error(struct evhttp_request *req, int code, const char *msg)
 {
-	reply_json(req, code, json_pack("{s:s}", "error", msg));
+	sim_http_reply_json(req, code, json_pack("{s:s}", "error", msg));
 }
 
 /* ---- request parsing ------------------------------------------------ */
@@ -147,8 +108,8 @@ body_json(struct evhttp_request *req)
 	return json_loadb(data, len, 0, NULL);
 }
 
-static bool
-json_u64(const json_t *o, const char *key, uint64_t max, uint64_t *out)
+bool
+sim_http_json_u64(const json_t *o, const char *key, uint64_t max, uint64_t *out)
 {
 	json_t *v = json_object_get(o, key);
 	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
@@ -160,12 +121,12 @@ json_u64(const json_t *o, const char *key, uint64_t max, uint64_t *out)
 }
 
 /* rank_of finds the rank named by "pod" and "rank" in body. */
-static bool
-rank_of(const sim_http *h, const json_t *body, size_t *idx)
+bool
+sim_http_rank_of(const sim_http *h, const json_t *body, size_t *idx)
 {
 	uint64_t pod, rank;
-	if (!json_u64(body, "pod", h->cfg.pods - 1, &pod) ||
-	    !json_u64(body, "rank", h->cfg.dp - 1, &rank)) {
+	if (!sim_http_json_u64(body, "pod", h->cfg.pods - 1, &pod) ||
+	    !sim_http_json_u64(body, "rank", h->cfg.dp - 1, &rank)) {
 		return false;
 	}
 	*idx = (size_t)(pod * h->cfg.dp + rank);
@@ -222,14 +183,14 @@ handle_status(sim_http *h, struct evhttp_request *req)
 					    json_real(busy));
 		}
 	}
-	reply_json(req, 200,
-		   json_pack("{s:b,s:b,s:I,s:I,s:I,s:I,s:o}", "paused",
-			     es.paused, "load_done", es.load_done,
-			     "requests_done", (json_int_t)es.requests_done,
-			     "stored_blocks", (json_int_t)es.stored_blocks,
-			     "removed_blocks", (json_int_t)es.removed_blocks,
-			     "batches", (json_int_t)es.batches, "ranks",
-			     ranks));
+	sim_http_reply_json(
+	    req, 200,
+	    json_pack("{s:b,s:b,s:I,s:I,s:I,s:I,s:o}", "paused", es.paused,
+		      "load_done", es.load_done, "requests_done",
+		      (json_int_t)es.requests_done, "stored_blocks",
+		      (json_int_t)es.stored_blocks, "removed_blocks",
+		      (json_int_t)es.removed_blocks, "batches",
+		      (json_int_t)es.batches, "ranks", ranks));
 }
 
 static void
@@ -246,7 +207,7 @@ handle_truth(sim_http *h, struct evhttp_request *req)
 		  has_rank && pod < h->cfg.pods && rank < h->cfg.dp;
 	evhttp_clear_headers(&q);
 	if (!ok) {
-		reply_error(req, 400, "pod and rank must name a rank");
+		sim_http_reply_error(req, 400, "pod and rank must name a rank");
 		return;
 	}
 	sim_buf b;
@@ -255,363 +216,21 @@ handle_truth(sim_http *h, struct evhttp_request *req)
 	reply_buf(req, 200, &b);
 }
 
-/* prefill_tokens reads token_ids or hash_ids into a new token array of
- * *n_tokens tokens (a trailing partial block included). */
-static const char *
-prefill_tokens(const sim_http *h, const json_t *body, uint32_t **tokens,
-	       uint32_t *n_blocks, uint64_t *n_tokens)
-{
-	json_t *tok = json_object_get(body, "token_ids");
-	json_t *ids = json_object_get(body, "hash_ids");
-	if (json_is_array(tok) == json_is_array(ids)) {
-		return "give exactly one of token_ids and hash_ids";
-	}
-	json_t *arr = tok ? tok : ids;
-	size_t n = json_array_size(arr);
-	uint64_t *vals = kvi_malloc((n + 1) * sizeof(uint64_t));
-	for (size_t i = 0; i < n; i++) {
-		json_t *v = json_array_get(arr, i);
-		if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-		    (tok && json_integer_value(v) > UINT32_MAX)) {
-			kvi_free(vals);
-			return tok ? "token_ids must be u32 integers"
-				   : "hash_ids must be non-negative integers";
-		}
-		vals[i] = (uint64_t)json_integer_value(v);
-	}
-	if (ids != NULL) {
-		*tokens = sim_load_expand(vals, n, h->cfg.blocks_per_id,
-					  h->cfg.block_size, n_blocks);
-		*n_tokens = (uint64_t)*n_blocks * h->cfg.block_size;
-	} else {
-		*n_tokens = n;
-		*n_blocks = (uint32_t)(n / h->cfg.block_size);
-		*tokens = kvi_malloc((n + 1) * sizeof(uint32_t));
-		for (size_t i = 0; i < n; i++) {
-			(*tokens)[i] = (uint32_t)vals[i];
-		}
-	}
-	kvi_free(vals);
-	return NULL;
-}
-
-/* key_string reads an optional string field into *s and *len (NULL, 0
- * when absent, null or empty); returns false for anything else. */
-static bool
-key_string(const json_t *body, const char *key, const char **s, size_t *len)
-{
-	json_t *v = json_object_get(body, key);
-	*s = NULL;
-	*len = 0;
-	if (v == NULL || json_is_null(v)) {
-		return true;
-	}
-	if (!json_is_string(v) ||
-	    strlen(json_string_value(v)) != json_string_length(v)) {
-		return false;
-	}
-	if (json_string_length(v) > 0) {
-		*s = json_string_value(v);
-		*len = json_string_length(v);
-	}
-	return true;
-}
-
-/* mm_item reads one entry of mm_features; returns false unless it is
- * {"identifier": non-empty string, "offset": u64, "length": positive}. */
-static bool
-mm_item(const json_t *o, kvi_mm_item *it)
-{
-	const char *id;
-	if (!json_is_object(o) ||
-	    !key_string(o, "identifier", &id, &it->id_len) || id == NULL ||
-	    !json_u64(o, "offset", UINT32_MAX, &it->offset) ||
-	    !json_u64(o, "length", UINT32_MAX, &it->length) ||
-	    it->length == 0) {
-		return false;
-	}
-	it->id = id;
-	return true;
-}
-
-/* prefill_keys reads lora_name, cache_salt and mm_features into *k, the
- * items into a new array *items (kvi_free; strings borrowed from body).
- * Returns an error message or NULL. */
-static const char *
-prefill_keys(const json_t *body, uint64_t n_tokens, sim_flavour flavour,
-	     kvi_prompt_keys *k, kvi_mm_item **items)
-{
-	memset(k, 0, sizeof(*k));
-	*items = NULL;
-	if (!key_string(body, "lora_name", &k->lora_name, &k->lora_len) ||
-	    !key_string(body, "cache_salt", &k->cache_salt, &k->salt_len)) {
-		return "lora_name and cache_salt must be strings";
-	}
-	json_t *mm = json_object_get(body, "mm_features");
-	if (mm != NULL && !json_is_null(mm) && !json_is_array(mm)) {
-		return "mm_features must be an array";
-	}
-	size_t n = json_array_size(mm);
-	*items = kvi_calloc(n + 1, sizeof(**items));
-	uint64_t end = 0;
-	for (size_t i = 0; i < n; i++) {
-		kvi_mm_item *it = &(*items)[i];
-		if (!mm_item(json_array_get(mm, i), it)) {
-			return "mm_features entries must be {identifier, "
-			       "offset, length > 0}";
-		}
-		if (it->offset < end || it->offset + it->length > n_tokens) {
-			return "mm_features must be sorted, not overlapping "
-			       "and inside the prompt";
-		}
-		end = it->offset + it->length;
-	}
-	k->mm = *items;
-	k->n_mm = n;
-	if (sim_flavour_sglang(flavour) && (k->lora_len > 0 || n > 0)) {
-		return "an sglang rank's events cannot name a LoRA or "
-		       "multimodal items";
-	}
-	return NULL;
-}
-
-static json_t *
-seq_json(int64_t seq)
-{
-	return seq >= 0 ? json_integer(seq) : json_null();
-}
-
-/* ---- timed /prefill ------------------------------------------------- */
-
-static void
-pending_closed(struct evhttp_connection *conn, void *arg)
-{
-	(void)conn;
-	pending *p = arg;
-	p->req = NULL; /* libevent frees it */
-}
-
-static void
-pending_unlink(sim_http *h, pending *p)
-{
-	if (p->prev != NULL) {
-		p->prev->next = p->next;
-	} else {
-		h->waiting = p->next;
-	}
-	if (p->next != NULL) {
-		p->next->prev = p->prev;
-	}
-}
-
-/* pending_release detaches p from its connection (if any) and frees it. */
-static void
-pending_release(sim_http *h, pending *p)
-{
-	if (p->req != NULL) {
-		struct evhttp_connection *c =
-		    evhttp_request_get_connection(p->req);
-		if (c != NULL) {
-			evhttp_connection_set_closecb(c, NULL, NULL);
-		}
-	}
-	pending_unlink(h, p);
-	kvi_free(p);
-}
-
-static json_t *
-local_hashes_json(const uint64_t *v, uint32_t n)
-{
-	json_t *locals = json_array();
-	char num[24];
-	for (uint32_t i = 0; i < n; i++) {
-		snprintf(num, sizeof(num), "%llu", (unsigned long long)v[i]);
-		json_array_append_new(locals, json_string(num));
-	}
-	return locals;
-}
-
-static json_t *seq_json(int64_t seq);
-
-static void
-reply_job(struct evhttp_request *req, const sim_job *j)
-{
-	if (j->result != KVI_OK) {
-		reply_error(req, 503, "the rank restarted: request dropped");
-		return;
-	}
-	json_t *o = json_pack(
-	    "{s:o,s:i,s:i,s:i,s:i,s:o,s:I,s:I,s:f,s:f,s:i}", "seq",
-	    seq_json(j->seq), "stored_blocks", (int)j->stored, "hit_blocks",
-	    (int)j->hit_blocks, "cpu_loaded_blocks", (int)j->cpu_loaded,
-	    "removed_blocks", (int)j->removed, "local_hashes",
-	    local_hashes_json(j->local_hashes, j->n_local), "prompt_tokens",
-	    (json_int_t)j->n_tokens, "hit_tokens", (json_int_t)j->hit_tokens,
-	    "queue_ms", (double)(j->start_ns - j->arrival_ns) / 1e6,
-	    "prefill_ms", (double)(j->end_ns - j->start_ns) / 1e6, "batches",
-	    (int)j->batches);
-	reply_json(req, 200, o);
-}
-
-/* job_done runs on the engine thread: the reply is the HTTP thread's. */
-static void
-job_done(void *arg, sim_job *j)
-{
-	sim_http *h = arg;
-	pthread_mutex_lock(&h->done_mu);
-	if (h->done_tail != NULL) {
-		h->done_tail->next = j;
-	} else {
-		h->done_head = j;
-	}
-	h->done_tail = j;
-	pthread_mutex_unlock(&h->done_mu);
-	uint64_t one = 1;
-	ssize_t w = write(h->done_fd, &one, sizeof(one));
-	(void)w;
-}
-
-static void
-done_cb(evutil_socket_t fd, short what, void *arg)
-{
-	(void)what;
-	sim_http *h = arg;
-	uint64_t v;
-	ssize_t got = read(fd, &v, sizeof(v));
-	(void)got;
-	pthread_mutex_lock(&h->done_mu);
-	sim_job *j = h->done_head;
-	h->done_head = h->done_tail = NULL;
-	pthread_mutex_unlock(&h->done_mu);
-	while (j != NULL) {
-		sim_job *next = j->next;
-		pending *p = j->ctx;
-		struct evhttp_request *req = p->req;
-		pending_release(h, p);
-		if (req != NULL) {
-			reply_job(req, j);
-		}
-		sim_job_free(j);
-		j = next;
-	}
-}
-
-/* prefill_timed queues the request (tokens taken over) on its rank and
- * replies when its prefill ends, or at once without "wait". */
-static void
-prefill_timed(sim_http *h, struct evhttp_request *req, const json_t *body,
-	      size_t rank, uint32_t *tokens, uint32_t n_blocks,
-	      uint64_t n_tokens, const kvi_prompt_keys *keys)
-{
-	json_t *w = json_object_get(body, "wait");
-	if (w != NULL && !json_is_boolean(w)) {
-		kvi_free(tokens);
-		reply_error(req, 400, "wait must be a boolean");
-		return;
-	}
-	bool wait = w == NULL || json_is_true(w);
-	sim_job *j = sim_job_alloc(tokens, n_blocks, n_tokens,
-				   sim_keys_empty(keys) ? NULL : keys);
-	pending *p = NULL;
-	if (wait) {
-		p = kvi_calloc(1, sizeof(*p));
-		p->h = h;
-		p->req = req;
-		j->ctx = p;
-	}
-	sim_command cmd = {.type = SIM_CMD_ENQUEUE, .rank = rank, .job = j};
-	kvi_err rv = sim_engine_call(h->engine, &cmd);
-	if (rv != KVI_OK) {
-		sim_job_free(j);
-		kvi_free(p);
-		reply_error(req, 503,
-			    rv == KVI_EFULL ? "the rank's queue is full"
-					    : kvi_strerror(rv));
-		return;
-	}
-	if (!wait) {
-		reply_json(req, 202,
-			   json_pack("{s:i}", "queued", (int)cmd.ahead));
-		return;
-	}
-	/* The reply goes out from done_cb, on this thread, later. */
-	p->next = h->waiting;
-	if (h->waiting != NULL) {
-		h->waiting->prev = p;
-	}
-	h->waiting = p;
-	evhttp_connection_set_closecb(evhttp_request_get_connection(req),
-				      pending_closed, p);
-}
-
-static void
-handle_prefill(sim_http *h, struct evhttp_request *req, json_t *body)
-{
-	sim_command cmd = {.type = SIM_CMD_PREFILL};
-	uint32_t *tokens;
-	uint64_t n_tokens;
-	kvi_prompt_keys keys;
-	kvi_mm_item *items;
-	if (!rank_of(h, body, &cmd.rank)) {
-		reply_error(req, 400, "pod and rank must name a rank");
-		return;
-	}
-	const char *err =
-	    prefill_tokens(h, body, &tokens, &cmd.n_blocks, &n_tokens);
-	if (err != NULL) {
-		reply_error(req, 400, err);
-		return;
-	}
-	err = prefill_keys(body, n_tokens, sim_rank_flavour(h->ranks[cmd.rank]),
-			   &keys, &items);
-	if (err != NULL) {
-		kvi_free(items);
-		kvi_free(tokens);
-		reply_error(req, 400, err);
-		return;
-	}
-	if (sim_engine_timed(h->engine)) {
-		prefill_timed(h, req, body, cmd.rank, tokens, cmd.n_blocks,
-			      n_tokens, &keys);
-		kvi_free(items);
-		return;
-	}
-	cmd.tokens = tokens;
-	cmd.keys = &keys;
-	cmd.n_tokens = n_tokens;
-	kvi_err rv = sim_engine_call(h->engine, &cmd);
-	kvi_free(items);
-	if (rv != KVI_OK) {
-		kvi_free(tokens);
-		reply_error(req, 503, kvi_strerror(cmd.result));
-		return;
-	}
-	json_t *locals = local_hashes_json(cmd.local_hashes, cmd.req.n_blocks);
-	kvi_free(cmd.local_hashes);
-	kvi_free(tokens);
-	reply_json(req, 200,
-		   json_pack("{s:o,s:i,s:i,s:i,s:i,s:o}", "seq",
-			     seq_json(cmd.seq), "stored_blocks",
-			     (int)cmd.req.stored, "hit_blocks",
-			     (int)cmd.req.gpu_hit, "cpu_loaded_blocks",
-			     (int)cmd.req.cpu_loaded, "removed_blocks",
-			     (int)cmd.req.removed, "local_hashes", locals));
-}
-
 static void
 handle_engine_op(sim_http *h, struct evhttp_request *req, json_t *body,
 		 sim_command_type type)
 {
 	sim_command cmd = {.type = type};
-	if (!rank_of(h, body, &cmd.rank)) {
-		reply_error(req, 400, "pod and rank must name a rank");
+	if (!sim_http_rank_of(h, body, &cmd.rank)) {
+		sim_http_reply_error(req, 400, "pod and rank must name a rank");
 		return;
 	}
 	if (sim_engine_call(h->engine, &cmd) != KVI_OK) {
-		reply_error(req, 500, kvi_strerror(cmd.result));
+		sim_http_reply_error(req, 500, kvi_strerror(cmd.result));
 		return;
 	}
-	reply_json(req, 200, json_pack("{s:o}", "seq", seq_json(cmd.seq)));
+	sim_http_reply_json(
+	    req, 200, json_pack("{s:o}", "seq", sim_http_seq_json(cmd.seq)));
 }
 
 static void
@@ -620,16 +239,16 @@ handle_fault(sim_http *h, struct evhttp_request *req, json_t *body,
 {
 	size_t idx;
 	uint64_t v = 1;
-	if (!rank_of(h, body, &idx)) {
-		reply_error(req, 400, "pod and rank must name a rank");
+	if (!sim_http_rank_of(h, body, &idx)) {
+		sim_http_reply_error(req, 400, "pod and rank must name a rank");
 		return;
 	}
 	sim_rank *r = h->ranks[idx];
 	if (strcmp(kind, "skip") == 0 || strcmp(kind, "garble") == 0 ||
 	    strcmp(kind, "recover") == 0) {
 		if (json_object_get(body, "count") != NULL &&
-		    !json_u64(body, "count", UINT32_MAX, &v)) {
-			reply_error(req, 400, "count must be a u32");
+		    !sim_http_json_u64(body, "count", UINT32_MAX, &v)) {
+			sim_http_reply_error(req, 400, "count must be a u32");
 			return;
 		}
 	}
@@ -638,8 +257,9 @@ handle_fault(sim_http *h, struct evhttp_request *req, json_t *body,
 	} else if (strcmp(kind, "garble") == 0) {
 		sim_rank_fault_garble(r, (uint32_t)v);
 	} else if (strcmp(kind, "stall") == 0) {
-		if (!json_u64(body, "ms", 24 * 3600 * 1000u, &v)) {
-			reply_error(req, 400, "ms must be a duration in ms");
+		if (!sim_http_json_u64(body, "ms", 24 * 3600 * 1000u, &v)) {
+			sim_http_reply_error(req, 400,
+					     "ms must be a duration in ms");
 			return;
 		}
 		sim_rank_fault_stall(r, v);
@@ -648,7 +268,7 @@ handle_fault(sim_http *h, struct evhttp_request *req, json_t *body,
 		const char *m =
 		    json_string_value(json_object_get(body, "mode"));
 		if (m == NULL || !sim_recover_kind_parse(m, &mode)) {
-			reply_error(
+			sim_http_reply_error(
 			    req, 400,
 			    "mode must be error, too_new, invalid_range, "
 			    "tree_dump or hang");
@@ -656,7 +276,7 @@ handle_fault(sim_http *h, struct evhttp_request *req, json_t *body,
 		}
 		sim_rank_fault_recover(r, mode, (uint32_t)v);
 	}
-	reply_json(req, 200, json_pack("{s:b}", "ok", 1));
+	sim_http_reply_json(req, 200, json_pack("{s:b}", "ok", 1));
 }
 
 static void
@@ -665,15 +285,17 @@ handle_post(sim_http *h, struct evhttp_request *req, const char *path)
 	json_t *body = body_json(req);
 	if (!json_is_object(body)) {
 		json_decref(body);
-		reply_error(req, 400, "the body must be a JSON object");
+		sim_http_reply_error(req, 400,
+				     "the body must be a JSON object");
 		return;
 	}
 	if (strcmp(path, "/pause") == 0 || strcmp(path, "/resume") == 0) {
 		bool paused = strcmp(path, "/pause") == 0;
 		sim_engine_set_paused(h->engine, paused);
-		reply_json(req, 200, json_pack("{s:b}", "paused", paused));
+		sim_http_reply_json(req, 200,
+				    json_pack("{s:b}", "paused", paused));
 	} else if (strcmp(path, "/prefill") == 0) {
-		handle_prefill(h, req, body);
+		sim_http_prefill(h, req, body);
 	} else if (strcmp(path, "/clear") == 0) {
 		handle_engine_op(h, req, body, SIM_CMD_CLEAR);
 	} else if (strcmp(path, "/fault/restart") == 0) {
@@ -685,12 +307,12 @@ handle_post(sim_http *h, struct evhttp_request *req, const char *path)
 		    strcmp(path + 7, "recover") == 0)) {
 		handle_fault(h, req, body, path + 7);
 	} else if (strcmp(path, "/quit") == 0) {
-		reply_json(req, 200, json_pack("{s:b}", "ok", 1));
+		sim_http_reply_json(req, 200, json_pack("{s:b}", "ok", 1));
 		struct timeval tv = {0, QUIT_DELAY_US};
 		KVI_INFO("quit", "source=http");
 		event_base_loopexit(h->base, &tv);
 	} else {
-		reply_error(req, 404, "no such endpoint");
+		sim_http_reply_error(req, 404, "no such endpoint");
 	}
 	json_decref(body);
 }
@@ -703,7 +325,7 @@ control_cb(struct evhttp_request *req, void *arg)
 	    evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
 	enum evhttp_cmd_type method = evhttp_request_get_command(req);
 	if (path == NULL) {
-		reply_error(req, 400, "bad URI");
+		sim_http_reply_error(req, 400, "bad URI");
 	} else if (method == EVHTTP_REQ_GET && strcmp(path, "/status") == 0) {
 		handle_status(h, req);
 	} else if (method == EVHTTP_REQ_GET && strcmp(path, "/truth") == 0) {
@@ -711,7 +333,7 @@ control_cb(struct evhttp_request *req, void *arg)
 	} else if (method == EVHTTP_REQ_POST) {
 		handle_post(h, req, path);
 	} else {
-		reply_error(req, 404, "no such endpoint");
+		sim_http_reply_error(req, 404, "no such endpoint");
 	}
 }
 
@@ -734,7 +356,7 @@ recover_cb(struct evhttp_request *req, void *arg)
 	const char *path = evhttp_uri_get_path(uri);
 	if (evhttp_request_get_command(req) != EVHTTP_REQ_GET || path == NULL ||
 	    strcmp(path, "/kv_recover") != 0) {
-		reply_error(req, 404, "no such endpoint");
+		sim_http_reply_error(req, 404, "no such endpoint");
 		return;
 	}
 	struct evkeyvalq q;
@@ -766,111 +388,6 @@ recover_cb(struct evhttp_request *req, void *arg)
 
 /* ---- /metrics ------------------------------------------------------- */
 
-/* put_label_value writes v with Prometheus' escapes. */
-static void
-put_label_value(sim_buf *b, const char *v)
-{
-	char one[2] = {0, 0};
-	for (; *v != '\0'; v++) {
-		if (*v == '\\') {
-			sim_buf_puts(b, "\\\\");
-		} else if (*v == '"') {
-			sim_buf_puts(b, "\\\"");
-		} else if (*v == '\n') {
-			sim_buf_puts(b, "\\n");
-		} else {
-			one[0] = *v;
-			sim_buf_puts(b, one);
-		}
-	}
-}
-
-typedef enum metric_kind {
-	M_RUNNING,
-	M_WAITING,
-	M_QUERIES,
-	M_HITS,
-	M_QUERIES_CREATED,
-	M_HITS_CREATED,
-} metric_kind;
-
-/* The families as vLLM's PrometheusStatLogger declares them and
- * prometheus_client writes them: a counter's samples and its HELP and
- * TYPE lines end in _total, its creation time is a _created gauge. */
-static const struct {
-	const char *name;
-	const char *type;
-	const char *help;
-} families[] = {
-    [M_RUNNING] = {"vllm:num_requests_running", "gauge",
-		   "Number of requests in model execution batches."},
-    [M_WAITING] = {"vllm:num_requests_waiting", "gauge",
-		   "Number of requests waiting to be processed."},
-    [M_QUERIES] = {"vllm:prefix_cache_queries_total", "counter",
-		   "Prefix cache queries, in terms of number of queried "
-		   "tokens."},
-    [M_HITS] = {"vllm:prefix_cache_hits_total", "counter",
-		"Prefix cache hits, in terms of number of cached tokens."},
-    [M_QUERIES_CREATED] = {"vllm:prefix_cache_queries_created", "gauge",
-			   "Prefix cache queries, in terms of number of "
-			   "queried tokens."},
-    [M_HITS_CREATED] = {"vllm:prefix_cache_hits_created", "gauge",
-			"Prefix cache hits, in terms of number of cached "
-			"tokens."},
-};
-
-static void
-write_family(sim_http *h, uint32_t pod, metric_kind k, sim_buf *b)
-{
-	char num[64];
-	sim_buf_puts(b, "# HELP ");
-	sim_buf_puts(b, families[k].name);
-	sim_buf_puts(b, " ");
-	sim_buf_puts(b, families[k].help);
-	sim_buf_puts(b, "\n# TYPE ");
-	sim_buf_puts(b, families[k].name);
-	sim_buf_puts(b, " ");
-	sim_buf_puts(b, families[k].type);
-	sim_buf_puts(b, "\n");
-	for (uint32_t r = 0; r < h->cfg.dp; r++) {
-		size_t i = (size_t)pod * h->cfg.dp + r;
-		sim_rank_metrics m;
-		sim_rank_metrics_get(h->ranks[i], &m);
-		sim_engine_load l;
-		sim_engine_load_get(h->engine, i, &l);
-		switch (k) {
-		case M_RUNNING:
-			snprintf(num, sizeof(num), "%d.0", l.running ? 1 : 0);
-			break;
-		case M_WAITING:
-			snprintf(num, sizeof(num), "%u.0", l.waiting);
-			break;
-		case M_QUERIES:
-			snprintf(num, sizeof(num), "%llu.0",
-				 (unsigned long long)m.prefix_cache_queries);
-			break;
-		case M_HITS:
-			snprintf(num, sizeof(num), "%llu.0",
-				 (unsigned long long)m.prefix_cache_hits);
-			break;
-		case M_QUERIES_CREATED:
-		case M_HITS_CREATED:
-			snprintf(num, sizeof(num), "%.9e",
-				 (double)m.started_ns / 1e9);
-			break;
-		}
-		/* prometheus_client sorts the labels by name */
-		sim_buf_puts(b, families[k].name);
-		sim_buf_puts(b, "{engine=\"");
-		sim_buf_u64(b, r);
-		sim_buf_puts(b, "\",model_name=\"");
-		put_label_value(b, h->cfg.model);
-		sim_buf_puts(b, "\"} ");
-		sim_buf_puts(b, num);
-		sim_buf_puts(b, "\n");
-	}
-}
-
 static void
 metrics_cb(struct evhttp_request *req, void *arg)
 {
@@ -879,17 +396,20 @@ metrics_cb(struct evhttp_request *req, void *arg)
 	    evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
 	if (evhttp_request_get_command(req) != EVHTTP_REQ_GET || path == NULL ||
 	    strcmp(path, "/metrics") != 0) {
-		reply_error(req, 404, "no such endpoint");
+		sim_http_reply_error(req, 404, "no such endpoint");
 		return;
 	}
-	static const metric_kind order[] = {M_RUNNING, M_WAITING,
-					    M_QUERIES, M_QUERIES_CREATED,
-					    M_HITS,    M_HITS_CREATED};
+	sim_http *h = ms->h;
+	sim_prom_rank *ranks = kvi_calloc(h->cfg.dp, sizeof(*ranks));
+	for (uint32_t r = 0; r < h->cfg.dp; r++) {
+		size_t i = (size_t)ms->pod * h->cfg.dp + r;
+		sim_rank_metrics_get(h->ranks[i], &ranks[r].m);
+		sim_engine_load_get(h->engine, i, &ranks[r].load);
+	}
 	sim_buf b;
 	sim_buf_init(&b);
-	for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
-		write_family(ms->h, ms->pod, order[i], &b);
-	}
+	sim_prom_write(&b, h->cfg.model, ranks, h->cfg.dp);
+	kvi_free(ranks);
 	size_t len;
 	char *text = sim_buf_release(&b, &len);
 	struct evbuffer *out = evbuffer_new();
@@ -928,9 +448,9 @@ sim_http_alloc(struct event_base *base, const sim_http_config *cfg,
 			kvi_oom(0);
 		}
 		h->done_ev = event_new(base, h->done_fd, EV_READ | EV_PERSIST,
-				       done_cb, h);
+				       sim_http_done_cb, h);
 		event_add(h->done_ev, NULL);
-		sim_engine_set_done(engine, job_done, h);
+		sim_engine_set_done(engine, sim_http_job_done, h);
 	}
 	return h;
 }
@@ -948,7 +468,7 @@ sim_http_free(sim_http *h)
 	}
 	/* Replies never sent: their requests go with the servers. */
 	while (h->waiting != NULL) {
-		pending_release(h, h->waiting);
+		sim_http_pending_release(h, h->waiting);
 	}
 	for (sim_job *j = h->done_head; j != NULL;) {
 		sim_job *next = j->next;
