@@ -1,9 +1,9 @@
 /*
  * test_recovery.c - a listener's recovery as a state machine, without
  * sockets: recovery.c, recovery_rules.c and backlog.c linked against the
- * stubs below, which stand for the index (kva_*), the sockets (kvg_io_*),
- * the /kv_recover fetcher (kvr_*), the listener's last error and log
- * lines (listener.c) and what the ingest does for recovery (kvq_owner: the
+ * stubs of recovery_stubs.c, which stand for the index (kva_*), the sockets
+ * (kvg_io_*), the /kv_recover fetcher (kvr_*), the listener's last error and
+ * log lines (listener.c) and what the ingest does for recovery (kvq_owner: the
  * sockets and the hand-off thread), and record what the machine asked of
  * them. Each test drives one listener through events
  * and checks its state and those requests.
@@ -21,189 +21,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "recovery.h"
-
-/* ---- stubs: what recovery asked for ------------------------------- */
-
-static struct {
-	uint64_t applied[64];
-	int n_applied;
-	uint64_t lose_seq; /* kva_batch reports this one lost */
-	int clears;
-	int timer_ms; /* the last kvg_io_timer: < 0 disarmed */
-	int replays;  /* kvg_io_replay_start calls */
-	uint64_t replay_from;
-	bool replay_open;
-	kvi_err replay_rv;
-	int fetches;
-	char url[512];
-	uint64_t max_blocks; /* of the last fetch */
-	size_t entries;      /* what kvx_listener_entries says */
-	int cancels;
-	int asks; /* kvg_handoff_ask */
-	kvr_response resp;
-	kvl_listener *l;
-	int warnings; /* kvl_warn calls */
-} st;
-
-/* Payloads of another rank's batches start with "other-" (foreign()). */
-static bool
-other_rank(const void *payload, size_t len)
-{
-	return len >= 6 && memcmp(payload, "other-", 6) == 0;
-}
-
-kva_result
-kva_batch(kvx_index *idx, kvi_decoder *dec, kva_scratch *scratch,
-	  kvl_listener *l, uint64_t seq, const void *payload, size_t len)
-{
-	(void)idx, (void)dec, (void)scratch;
-	if (other_rank(payload, len)) {
-		l->c.rank_mismatches++;
-		return KVA_FOREIGN;
-	}
-	if (st.n_applied < 64) {
-		st.applied[st.n_applied++] = seq;
-	}
-	l->mark = (kvs_mark){.has_wm = true,
-			     .wm = seq,
-			     .has_fp = true,
-			     .fp = XXH3_64bits(payload, len),
-			     .incomplete = l->mark.incomplete};
-	return seq != st.lose_seq ? KVA_APPLIED : KVA_LOST;
-}
-
-bool
-kva_foreign(kvl_listener *l, const void *payload, size_t len)
-{
-	if (!other_rank(payload, len)) {
-		return false;
-	}
-	l->c.rank_mismatches++;
-	return true;
-}
-
-size_t
-kvx_listener_entries(const kvx_index *idx, uint32_t lid)
-{
-	(void)idx, (void)lid;
-	return st.entries;
-}
-
-void
-kva_clear(kvx_index *idx, kva_scratch *scratch, kvl_listener *l)
-{
-	(void)idx, (void)scratch;
-	st.clears++;
-	st.entries = 0;
-	l->mark = (kvs_mark){0};
-}
-
-void
-kva_recover(kvx_index *idx, kva_scratch *scratch, kvl_listener *l,
-	    const kvr_response *r)
-{
-	(void)idx, (void)scratch;
-	l->mark = (kvs_mark){.has_wm = true, .wm = r->last_event_id};
-}
-
-void
-kva_scratch_fini(kva_scratch *s)
-{
-	(void)s;
-}
-
-static void
-io_timer(void *arg, kvl_listener *l, int ms)
-{
-	(void)arg, (void)l;
-	st.timer_ms = ms;
-}
-
-static kvi_err
-io_replay_start(void *arg, kvl_listener *l, uint64_t seq)
-{
-	(void)arg, (void)l;
-	st.replays++;
-	st.replay_from = seq;
-	st.replay_open = st.replay_rv == KVI_OK;
-	return st.replay_rv;
-}
-
-static void
-io_replay_stop(void *arg, kvl_listener *l)
-{
-	(void)arg, (void)l;
-	st.replay_open = false;
-}
-
-kvi_err
-kvr_fetcher_submit(kvr_fetcher *f, uint64_t token, const char *url,
-		   uint64_t max_blocks)
-{
-	(void)f, (void)token;
-	st.fetches++;
-	st.max_blocks = max_blocks;
-	snprintf(st.url, sizeof(st.url), "%s", url);
-	return KVI_OK;
-}
-
-void
-kvr_fetcher_cancel(kvr_fetcher *f, uint64_t token)
-{
-	(void)f, (void)token;
-	st.cancels++;
-}
-
-const kvr_response *
-kvr_parser_result(const kvr_parser *p)
-{
-	(void)p;
-	return &st.resp;
-}
-
-void
-kvr_result_free(kvr_result *r)
-{
-	free(r);
-}
-
-static kvl_listener *
-listener_of(void *arg, uint32_t lid)
-{
-	(void)arg;
-	return st.l != NULL && st.l->lid == lid ? st.l : NULL;
-}
-
-void
-kvl_error(kvl_listener *l, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(l->last_error, sizeof(l->last_error), fmt, ap);
-	va_end(ap);
-}
-
-void
-kvl_log(kvl_listener *l, const char *event, const char *fmt, ...)
-{
-	(void)l, (void)event, (void)fmt;
-}
-
-void
-kvl_warn(kvl_listener *l, const char *event, const char *fmt, ...)
-{
-	(void)l, (void)event, (void)fmt;
-	st.warnings++;
-}
-
-static void
-handoff_ask(void *arg, kvl_listener *l)
-{
-	(void)arg;
-	st.asks++;
-	l->ho.tries++;
-}
+#include "recovery_stubs.h"
 
 /* ---- fixture -------------------------------------------------------- */
 
@@ -218,11 +36,7 @@ setup(void **state)
 	memset(&st, 0, sizeof(st));
 	fx *f = calloc(1, sizeof(*f));
 	f->q = calloc(1, sizeof(*f->q));
-	f->q->owner = (kvq_owner){.timer = io_timer,
-				  .replay_start = io_replay_start,
-				  .replay_stop = io_replay_stop,
-				  .handoff_ask = handoff_ask,
-				  .listener = listener_of};
+	f->q->owner = recovery_stubs_owner();
 	f->q->cfg.replay_timeout_ms = 2000;
 	f->q->cfg.backoff_max_ms = 30000;
 	f->q->cfg.orphan_resync = 8;
