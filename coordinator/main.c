@@ -600,6 +600,10 @@ coord_owners(coord *c)
 {
 	coord_opts *o = &c->o;
 	char err[512] = "";
+	/* the sources coord_sources opens, known before the first tick */
+	o->assign.expect_sources =
+	    (o->discovery_file != NULL ? 1u << KVC_SOURCE_FILE : 0) |
+	    (o->kube.n_namespaces > 0 ? 1u << KVC_SOURCE_KUBERNETES : 0);
 	if (kvc_assigner_open(c->reg, c->shards, c->store, c->metrics,
 			      &o->assign, &c->asg, err,
 			      sizeof(err)) != KVI_OK) {
@@ -644,7 +648,6 @@ coord_sources(coord *c)
 	coord_opts *o = &c->o;
 	char err[512] = "";
 	if (o->discovery_file != NULL) {
-		kvc_assigner_expect(c->asg, KVC_SOURCE_FILE);
 		if (kvc_dfile_watch_open(o->discovery_file, o->dp_size, 500,
 					 coord_on_file, c->asg,
 					 &c->watch) != KVI_OK) {
@@ -654,7 +657,6 @@ coord_sources(coord *c)
 		}
 	}
 	if (o->kube.n_namespaces > 0) {
-		kvc_assigner_expect(c->asg, KVC_SOURCE_KUBERNETES);
 		if (kvc_kube_watch_open(&o->kube, c->metrics, coord_on_kube,
 					c->asg, &c->kube, err,
 					sizeof(err)) != KVI_OK) {

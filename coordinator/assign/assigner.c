@@ -202,14 +202,6 @@ kvc_assigner_sync(kvc_assigner *a, kvc_source source, const kvc_pod *pods,
 	kvc_enqueue(a, c);
 }
 
-void
-kvc_assigner_expect(kvc_assigner *a, kvc_source source)
-{
-	pthread_mutex_lock(&a->mu);
-	a->sources.expected |= 1u << source;
-	pthread_mutex_unlock(&a->mu);
-}
-
 bool
 kvc_assigner_ready(kvc_assigner *a, char *why, size_t len)
 {
@@ -521,6 +513,7 @@ kvc_assigner_open(kvc_registry *reg, kvc_shardset *shards, kvc_cstore *store,
 		a->cfg = *cfg;
 	}
 	config_defaults(&a->cfg);
+	a->sources.expected = a->cfg.expect_sources;
 	a->pins = kvc_rdv_pins_alloc();
 	if (m == NULL) {
 		a->m.own = kvi_metrics_alloc();

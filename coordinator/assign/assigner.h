@@ -89,6 +89,11 @@ typedef struct kvc_assigner_config {
 	int max_in_flight;     /* assign/unassign calls at once; 0: 64 */
 	int ready_stale_ms;    /* /ready: a shard must have answered this
 				  recently; 0: 3 * tick + poll timeout */
+	/* the sources that will deliver pod sets (bits 1 << kvc_source),
+	 * known before the first tick: /ready waits for the first set of
+	 * each, and until then no listener a shard owns is dropped as
+	 * listed by no source */
+	unsigned expect_sources;
 } kvc_assigner_config;
 
 typedef struct kvc_assigner kvc_assigner;
@@ -135,10 +140,6 @@ void kvc_assigner_register(kvc_assigner *a, const kvc_pod *p,
 void kvc_assigner_unregister(kvc_assigner *a, const char *name, uint64_t id,
 			     int rank, const char *model,
 			     kvc_assigner_done done, void *arg);
-
-/* kvc_assigner_expect says that source will deliver pod sets; /ready and
- * orphan clean-up wait for its first one. Call before the first sync. */
-void kvc_assigner_expect(kvc_assigner *a, kvc_source source);
 
 /* kvc_assigner_sync hands over the complete pod set of source (copied):
  * pods it no longer lists are removed, new or changed ones added. */
