@@ -603,17 +603,19 @@ warm_up(run *r)
 		ok = o.ok;
 	}
 	int64_t until = kvt_now_ms() + VISIBLE_MS;
+	int64_t resend = kvt_now_ms() + 2000;
 	for (int k = 0; k < BR_RANKS && ok;) {
 		br_req q = {0, WARM_BLOCKS * BR_BS + 1, tokens[k]};
 		view v;
 		if (ask_kvindex(&c, &q, false, &v) &&
 		    v.matched[k] >= WARM_BLOCKS) {
 			k++;
-		} else if (kvt_now_ms() % 2000 < 20) {
+		} else if (kvt_now_ms() >= resend) {
 			/* a batch published before a shard subscribed is
 			 * lost to it: a second one is a gap it repairs */
 			br_outcome o = {0};
 			prefill(&c, &q, k, &o);
+			resend = kvt_now_ms() + 2000;
 		} else if (kvt_now_ms() > until) {
 			fprintf(stderr,
 				"bench_routing: rank %d's prompt never showed "
