@@ -604,6 +604,9 @@ coord_owners(coord *c)
 	o->assign.expect_sources =
 	    (o->discovery_file != NULL ? 1u << KVC_SOURCE_FILE : 0) |
 	    (o->kube.n_namespaces > 0 ? 1u << KVC_SOURCE_KUBERNETES : 0);
+	o->assign.route_settle_ms =
+	    o->query.deadline_ms +
+	    (o->assign.tick_ms > 0 ? o->assign.tick_ms : 500);
 	if (kvc_assigner_open(c->reg, c->shards, c->store, c->metrics,
 			      &o->assign, &c->asg, err,
 			      sizeof(err)) != KVI_OK) {

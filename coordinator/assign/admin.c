@@ -349,6 +349,31 @@ move_in_flight(const kvc_assigner *a, const kvc_lview *lv)
 			 "blocks", (json_int_t)st->handoff_blocks);
 }
 
+void
+kvc_admin_note_release(kvc_assigner *a, const char *key, const char *from,
+		       const char *to)
+{
+	kvc_releases *r = &a->releasing;
+	if (r->n == r->cap) {
+		r->cap = r->cap ? 2 * r->cap : 8;
+		r->v = kvi_reallocarray(r->v, r->cap, sizeof(*r->v));
+	}
+	r->v[r->n++] =
+	    (kvc_release){kvi_strdup(key), kvi_strdup(from), kvi_strdup(to)};
+}
+
+void
+kvc_admin_releases_clear(kvc_assigner *a)
+{
+	kvc_releases *r = &a->releasing;
+	for (size_t i = 0; i < r->n; i++) {
+		kvi_free(r->v[i].key);
+		kvi_free(r->v[i].from);
+		kvi_free(r->v[i].to);
+	}
+	r->n = 0;
+}
+
 static void
 do_moves(kvc_assigner *a, kvc_cmd *c)
 {
@@ -362,6 +387,15 @@ do_moves(kvc_assigner *a, kvc_cmd *c)
 		}
 	}
 	kvc_lviews_free(lv, n);
+	/* the new owner is active; the old one answers for it a little
+	 * longer, while queries that did not ask the new one may be out */
+	for (size_t i = 0; i < a->releasing.n; i++) {
+		const kvc_release *r = &a->releasing.v[i];
+		json_array_append_new(out,
+				      json_pack("{s:s,s:s,s:s,s:s}", "listener",
+						r->key, "from", r->from, "to",
+						r->to, "phase", "releasing"));
+	}
 	int64_t now = kvi_now_ms();
 	pthread_mutex_lock(&a->mu);
 	for (size_t i = a->moves.n; i-- > 0;) {
@@ -395,4 +429,7 @@ kvc_admin_fini(kvc_assigner *a)
 	kvi_free(a->moves.v);
 	a->moves.v = NULL;
 	a->moves.n = 0;
+	kvc_admin_releases_clear(a);
+	kvi_free(a->releasing.v);
+	a->releasing = (kvc_releases){0};
 }

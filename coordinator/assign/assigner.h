@@ -94,6 +94,11 @@ typedef struct kvc_assigner_config {
 	 * each, and until then no listener a shard owns is dropped as
 	 * listed by no source */
 	unsigned expect_sources;
+	/* a listener's other owners are let go only once its owner has been
+	 * in its model's query route this long, so that no query still in
+	 * flight asked the others alone: the query deadline and a tick (for
+	 * a replica's routes); 0: at once */
+	int route_settle_ms;
 } kvc_assigner_config;
 
 typedef struct kvc_assigner kvc_assigner;

@@ -217,6 +217,18 @@ typedef struct kvc_moves {
 	size_t n;
 } kvc_moves;
 
+/* Listeners whose new owner is active while their other owners are kept
+ * until it has been in the query route long enough (reconcile.c), as the
+ * last full tick left them; the assigner thread's. */
+typedef struct kvc_release {
+	char *key, *from, *to;
+} kvc_release;
+
+typedef struct kvc_releases {
+	kvc_release *v;
+	size_t n, cap;
+} kvc_releases;
+
 /* The assigner's metrics, in the caller's registry or own. */
 typedef struct kvc_assigner_metrics {
 	kvi_metrics *own;
@@ -251,6 +263,7 @@ struct kvc_assigner {
 	kvc_refusals refusals;
 	kvc_share_taken share;
 	kvc_moves moves;
+	kvc_releases releasing;
 	kvc_assigner_metrics m;
 
 	/* listeners removed so far (commands.c, adopt_http.c); memory is
@@ -280,6 +293,12 @@ void kvc_admin_note_move(kvc_assigner *a, const char *key,
 			 const Kvindex__ListenerStatus *st, const char *from,
 			 const char *to);
 void kvc_admin_fini(kvc_assigner *a);
+/* kvc_admin_note_release records that key's owner from is kept until
+ * its new owner to has been in the query route long enough;
+ * kvc_admin_releases_clear forgets them all, at each full tick. */
+void kvc_admin_note_release(kvc_assigner *a, const char *key, const char *from,
+			    const char *to);
+void kvc_admin_releases_clear(kvc_assigner *a);
 
 /* reconcile.c */
 bool kvc_tick(kvc_assigner *a); /* whether it was a full one */

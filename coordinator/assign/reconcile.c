@@ -191,6 +191,23 @@ owner_note(kvc_assigner *a, const kvc_lview *lv, size_t cur,
 	kvc_reg_set_status(a->reg, key, &st);
 }
 
+/* route_settled says whether shard has been in the query route of lv's
+ * model long enough (route_settle_ms) that every query in flight asks
+ * it: until then lv's other owners answer for it. A failed-over listener
+ * whose shard comes back is owned by it again at once, and its stand-in,
+ * let go at the same tick, would leave queries that took their route a
+ * moment before asking neither. */
+static bool
+route_settled(kvc_assigner *a, const kvc_lview *lv, size_t shard, int64_t now)
+{
+	if (a->cfg.route_settle_ms <= 0) {
+		return true;
+	}
+	int64_t since =
+	    kvc_reg_route_since(a->reg, lv->model, a->poll.ids[shard]);
+	return since >= 0 && now - since >= a->cfg.route_settle_ms;
+}
+
 /* listener_step decides one listener (steps 2, 4 and 5). Returns
  * whether no shard owns it. */
 static bool
@@ -227,7 +244,18 @@ listener_step(kvc_assigner *a, const kvc_lview *lv, kvc_opvec *ops, int64_t now)
 			desired != cur && kvc_retry_due(a, key, now);
 	if (cur != SIZE_MAX) {
 		owner_note(a, lv, cur, cur_st, desired, reg_owner);
-		if (cur == desired && desired_active) {
+		if (cur == desired && desired_active &&
+		    !route_settled(a, lv, desired, now)) {
+			/* the others go at a later tick: no quiet one first */
+			a->settle.dirty = true;
+			for (size_t k = 0; k < cnt; k++) {
+				if (o[k].shard != desired) {
+					kvc_admin_note_release(
+					    a, key, a->poll.ids[o[k].shard],
+					    a->poll.ids[desired]);
+				}
+			}
+		} else if (cur == desired && desired_active) {
 			for (size_t k = 0; k < cnt; k++) {
 				if (o[k].shard != desired &&
 				    spec_same(o[k].st->listener, lv)) {
@@ -425,6 +453,7 @@ kvc_tick(kvc_assigner *a)
 	}
 	kvi_counter_inc(a->m.ticks_full);
 	a->settle.dirty = false;
+	kvc_admin_releases_clear(a);
 	kvc_adopt_http(a, leading);
 	/* what the steps below see; a change after this is the next tick's */
 	uint64_t gen = kvc_reg_gen(a->reg);

@@ -9,6 +9,7 @@
 #include <xxhash.h>
 
 #include "alloc.h"
+#include "clock.h"
 #include "pod.h"
 #include "registry_int.h"
 #include "wire_json.h"
@@ -693,8 +694,9 @@ kvc_reg_set_owner(kvc_registry *r, const char *key, const char *shard,
 		set_str(&l->shard, shard);
 		set_str(&l->moving_to, moving_to);
 		kvc_model *m = kvc_model_find(r, l->inst->model);
-		kvc_route_add(m, shard);
-		kvc_route_add(m, moving_to);
+		int64_t now = kvi_now_ms();
+		kvc_route_add(m, shard, now);
+		kvc_route_add(m, moving_to, now);
 	}
 	pthread_mutex_unlock(&r->mu);
 }

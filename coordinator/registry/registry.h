@@ -239,6 +239,13 @@ uint32_t kvc_reg_model(kvc_registry *r, const char *model);
 void kvc_reg_routes_set(kvc_registry *r, const char *const *models,
 			const char *const *shards, size_t n);
 
+/* kvc_reg_route_since returns when shard joined the shards model's
+ * queries ask (kvi_now_ms), and has been there since; -1 when it is not
+ * there. A shard that just joined may be missing from the route of a
+ * query still in flight. */
+int64_t kvc_reg_route_since(kvc_registry *r, const char *model,
+			    const char *shard);
+
 /* kvc_reg_route returns the block size of model (0: unknown model) and
  * sets ask[i] when a query of it must ask shard ids[i], i < n: the shard
  * owns or is taking one of its listeners (every shard, before the first

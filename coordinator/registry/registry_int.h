@@ -64,8 +64,11 @@ typedef struct kvc_model {
 	char *name;
 	uint32_t block_size;
 	size_t refs;
-	/* the shards its queries ask (registry_route.c) */
+	/* the shards its queries ask (registry_route.c), each with when it
+	 * joined (kvi_now_ms) and whether the rebuild under way saw it */
 	char **shards;
+	int64_t *since;
+	bool *seen;
 	size_t n_shards, cap_shards;
 	struct kvc_model *next;
 } kvc_model;
@@ -119,8 +122,9 @@ void kvc_ep_index_free(kvc_registry *r);
 /* kvc_model_find returns model name, or NULL. */
 kvc_model *kvc_model_find(kvc_registry *r, const char *name);
 
-/* kvc_route_add adds shard (NULL: none) to the shards m's queries ask. */
-void kvc_route_add(kvc_model *m, const char *shard);
+/* kvc_route_add adds shard (NULL: none) to the shards m's queries ask,
+ * joined at now unless it is there already. */
+void kvc_route_add(kvc_model *m, const char *shard, int64_t now);
 
 /* kvc_route_free frees m's list of shards. */
 void kvc_route_free(kvc_model *m);

@@ -15,16 +15,18 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "clock.h"
 #include "registry_int.h"
 
 void
-kvc_route_add(kvc_model *m, const char *shard)
+kvc_route_add(kvc_model *m, const char *shard, int64_t now)
 {
 	if (m == NULL || shard == NULL) {
 		return;
 	}
 	for (size_t i = 0; i < m->n_shards; i++) {
 		if (strcmp(m->shards[i], shard) == 0) {
+			m->seen[i] = true;
 			return;
 		}
 	}
@@ -32,8 +34,14 @@ kvc_route_add(kvc_model *m, const char *shard)
 		m->cap_shards = m->cap_shards ? 2 * m->cap_shards : 4;
 		m->shards = kvi_reallocarray(m->shards, m->cap_shards,
 					     sizeof(*m->shards));
+		m->since = kvi_reallocarray(m->since, m->cap_shards,
+					    sizeof(*m->since));
+		m->seen =
+		    kvi_reallocarray(m->seen, m->cap_shards, sizeof(*m->seen));
 	}
-	m->shards[m->n_shards++] = kvi_strdup(shard);
+	m->shards[m->n_shards] = kvi_strdup(shard);
+	m->since[m->n_shards] = now;
+	m->seen[m->n_shards++] = true;
 }
 
 void
@@ -43,30 +51,73 @@ kvc_route_free(kvc_model *m)
 		kvi_free(m->shards[i]);
 	}
 	kvi_free(m->shards);
+	kvi_free(m->since);
+	kvi_free(m->seen);
 	m->shards = NULL;
+	m->since = NULL;
+	m->seen = NULL;
 	m->n_shards = m->cap_shards = 0;
+}
+
+/* route_sweep drops the shards of m the rebuild did not see. */
+static void
+route_sweep(kvc_model *m)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < m->n_shards; i++) {
+		if (!m->seen[i]) {
+			kvi_free(m->shards[i]);
+			continue;
+		}
+		m->shards[k] = m->shards[i];
+		m->since[k++] = m->since[i];
+	}
+	m->n_shards = k;
 }
 
 void
 kvc_reg_routes_set(kvc_registry *r, const char *const *models,
 		   const char *const *shards, size_t n)
 {
+	int64_t now = kvi_now_ms();
 	pthread_mutex_lock(&r->mu);
+	/* a shard that stays keeps when it joined */
 	for (kvc_model *m = r->models; m != NULL; m = m->next) {
-		kvc_route_free(m);
+		for (size_t i = 0; i < m->n_shards; i++) {
+			m->seen[i] = false;
+		}
 	}
 	for (kvc_inst *i = r->insts; i != NULL; i = i->next) {
 		kvc_model *m = kvc_model_find(r, i->model);
 		for (size_t k = 0; k < i->n_lis; k++) {
-			kvc_route_add(m, i->lis[k]->shard);
-			kvc_route_add(m, i->lis[k]->moving_to);
+			kvc_route_add(m, i->lis[k]->shard, now);
+			kvc_route_add(m, i->lis[k]->moving_to, now);
 		}
 	}
 	for (size_t k = 0; k < n; k++) {
-		kvc_route_add(kvc_model_find(r, models[k]), shards[k]);
+		kvc_route_add(kvc_model_find(r, models[k]), shards[k], now);
+	}
+	for (kvc_model *m = r->models; m != NULL; m = m->next) {
+		route_sweep(m);
 	}
 	r->routes_known = true;
 	pthread_mutex_unlock(&r->mu);
+}
+
+int64_t
+kvc_reg_route_since(kvc_registry *r, const char *model, const char *shard)
+{
+	pthread_mutex_lock(&r->mu);
+	kvc_model *m = kvc_model_find(r, model);
+	int64_t since = -1;
+	for (size_t k = 0; m != NULL && k < m->n_shards; k++) {
+		if (strcmp(m->shards[k], shard) == 0) {
+			since = m->since[k];
+			break;
+		}
+	}
+	pthread_mutex_unlock(&r->mu);
+	return since;
 }
 
 uint32_t

@@ -727,6 +727,24 @@ clu_shard_status_is(cluster *c, const char *id, const char *status)
 	return is;
 }
 
+/* moves_busy counts the moves /admin/moves lists as not done. */
+static size_t
+moves_busy(cluster *c)
+{
+	json_t *moves = NULL;
+	assert_int_equal(clu_admin(c, "GET", "/admin/moves", NULL, &moves),
+			 200);
+	size_t busy = 0, i;
+	json_t *m;
+	json_array_foreach(moves, i, m)
+	{
+		const char *ph = json_string_value(json_object_get(m, "phase"));
+		busy += ph != NULL && strcmp(ph, "done") != 0;
+	}
+	json_decref(moves);
+	return busy;
+}
+
 void
 clu_wait_converged(cluster *c, int n)
 {
@@ -738,7 +756,7 @@ clu_wait_converged(cluster *c, int n)
 		assert_int_equal(st, 200);
 		size_t moves = json_array_size(json_object_get(r, "moves"));
 		json_decref(r);
-		if (moves == 0) {
+		if (moves == 0 && moves_busy(c) == 0) {
 			break;
 		}
 		assert_true(kvt_now_ms() < deadline);

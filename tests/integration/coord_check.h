@@ -116,8 +116,9 @@ long clu_admin(cluster *c, const char *method, const char *path,
  * (NULL: lists it at all). */
 bool clu_shard_status_is(cluster *c, const char *id, const char *status);
 
-/* clu_wait_converged waits until a dry-run rebalance lists no move and
- * /workers lists n listeners, all active. */
+/* clu_wait_converged waits until a dry-run rebalance lists no move,
+ * /admin/moves lists none in flight (an old owner releasing included),
+ * and /workers lists n listeners, all active. */
 void clu_wait_converged(cluster *c, int n);
 
 /* clu_metric reads one sample of the coordinator's /metrics (-1:

@@ -2,7 +2,8 @@
  * test_registry - the coordinator's registry of pods and listeners at
  * fleet size: lookups by key while its buckets grow past their first
  * size, and after removals; one endpoint, one listener, however the
- * endpoint is written and by whichever form; the cap on dp_size.
+ * endpoint is written and by whichever form; the cap on dp_size; when a
+ * shard joined a model's query route, kept across rebuilds.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,10 +13,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
 #include "assigner_int.h"
+#include "clock.h"
 #include "pod.h"
 #include "registry.h"
 
@@ -261,6 +264,56 @@ test_dp_size_cap(void **state)
 	kvc_reg_free(r);
 }
 
+static void
+nap_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+	while (nanosleep(&ts, &ts) != 0) {
+	}
+}
+
+/* A shard keeps the time it joined a model's route while every rebuild
+ * sees it; once one does not, it joins anew. */
+static void
+test_route_since(void **state)
+{
+	(void)state;
+	kvc_registry *r = kvc_reg_alloc();
+	add_pod(r, 0);
+	assert_int_equal(kvc_reg_route_since(r, "m", "shard-0"), -1);
+	int64_t t0 = kvi_now_ms();
+	kvc_reg_set_owner(r, "fleet/pod-0#0", "shard-0", NULL);
+	int64_t s0 = kvc_reg_route_since(r, "m", "shard-0");
+	assert_true(s0 >= t0 && s0 <= kvi_now_ms());
+	/* moving: the target joins, the owner keeps its time */
+	nap_ms(20);
+	kvc_reg_set_owner(r, "fleet/pod-0#0", "shard-0", "shard-1");
+	int64_t s1 = kvc_reg_route_since(r, "m", "shard-1");
+	assert_true(s1 >= s0 + 20);
+	kvc_reg_routes_set(r, NULL, NULL, 0);
+	assert_int_equal(kvc_reg_route_since(r, "m", "shard-0"), s0);
+	assert_int_equal(kvc_reg_route_since(r, "m", "shard-1"), s1);
+	/* shard-2 is in the route while it reports owning one */
+	const char *models[] = {"m"}, *shards[] = {"shard-2"};
+	kvc_reg_routes_set(r, models, shards, 1);
+	int64_t s2 = kvc_reg_route_since(r, "m", "shard-2");
+	assert_true(s2 >= s1);
+	nap_ms(20);
+	kvc_reg_routes_set(r, models, shards, 1);
+	assert_int_equal(kvc_reg_route_since(r, "m", "shard-2"), s2);
+	/* the move done: shard-0 and shard-2 leave, and come back anew */
+	kvc_reg_set_owner(r, "fleet/pod-0#0", "shard-1", NULL);
+	kvc_reg_routes_set(r, NULL, NULL, 0);
+	assert_int_equal(kvc_reg_route_since(r, "m", "shard-0"), -1);
+	assert_int_equal(kvc_reg_route_since(r, "m", "shard-2"), -1);
+	assert_int_equal(kvc_reg_route_since(r, "m", "shard-1"), s1);
+	nap_ms(20);
+	kvc_reg_routes_set(r, models, shards, 1);
+	assert_true(kvc_reg_route_since(r, "m", "shard-2") >= s2 + 20);
+	assert_int_equal(kvc_reg_route_since(r, "other", "shard-1"), -1);
+	kvc_reg_free(r);
+}
+
 int
 main(void)
 {
@@ -268,6 +321,7 @@ main(void)
 	    cmocka_unit_test(test_fleet_keys),
 	    cmocka_unit_test(test_one_endpoint_one_listener),
 	    cmocka_unit_test(test_dp_size_cap),
+	    cmocka_unit_test(test_route_since),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
