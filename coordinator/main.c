@@ -640,7 +640,8 @@ coord_owners(coord *c)
 	c->query = kvc_query_alloc(c->reg, c->shards, c->metrics, &o->query);
 	/* a routed request is worth a little more patience than a query:
 	 * a router that loses it routes on without the prediction */
-	c->routed = kvc_routed_alloc(c->reg, c->shards, c->metrics, 1000);
+	c->routed =
+	    kvc_routed_alloc(c->reg, c->shards, c->query, c->metrics, 1000);
 	return true;
 }
 

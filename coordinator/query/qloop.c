@@ -110,13 +110,28 @@ qloop_entry(kvc_qloop *ql, kvc_shard *sh)
 	return e;
 }
 
-kvc_qbatch *
-kvc_qloop_batcher(kvc_qloop *ql, kvc_shard *sh)
+/* ready_entry returns sh's entry when its link is ready, else NULL. */
+static kvc_qentry *
+ready_entry(kvc_qloop *ql, kvc_shard *sh)
 {
 	qloop_prune(ql);
 	if (atomic_load(&sh->removed)) {
-		return sh->qbatch; /* going: no new link for it */
+		return NULL; /* going: no new link for it */
 	}
 	kvc_qentry *e = qloop_entry(ql, sh);
-	return e->link != NULL && kvc_qlink_ready(e->link) ? e->qb : sh->qbatch;
+	return e->link != NULL && kvc_qlink_ready(e->link) ? e : NULL;
+}
+
+kvc_qbatch *
+kvc_qloop_batcher(kvc_qloop *ql, kvc_shard *sh)
+{
+	kvc_qentry *e = ready_entry(ql, sh);
+	return e != NULL ? e->qb : sh->qbatch;
+}
+
+kvc_qlink *
+kvc_qloop_link(kvc_qloop *ql, kvc_shard *sh)
+{
+	kvc_qentry *e = ready_entry(ql, sh);
+	return e != NULL ? e->link : NULL;
 }

@@ -38,4 +38,9 @@ void kvc_qloop_free(kvc_qloop *ql);
  * its link's when the link is ready, else sh's own. */
 kvc_qbatch *kvc_qloop_batcher(kvc_qloop *ql, kvc_shard *sh);
 
+/* kvc_qloop_link returns this loop's link to sh when it is ready, for a
+ * lone request that is not a query (POST /routed); NULL: take sh's nng
+ * client. */
+struct kvc_qlink *kvc_qloop_link(kvc_qloop *ql, kvc_shard *sh);
+
 #endif /* KVI_COORDINATOR_QLOOP_H */

@@ -336,6 +336,21 @@ qctx_alloc(kvc_query *q, kvi_http_req *req, kvc_query_route route,
 	return c;
 }
 
+kvc_qloop *
+kvc_query_loop(kvc_query *q, kvi_http_req *req)
+{
+	if (q->cfg.via_nng) {
+		return NULL;
+	}
+	struct event_base *base;
+	void **local = kvi_http_req_local(req, &base);
+	if (*local == NULL) {
+		*local = kvc_qloop_alloc(base, q->cfg.batch_inflight,
+					 q->cfg.batch_max);
+	}
+	return *local;
+}
+
 /* send_all submits c's query to every shard ask[] names, on the loop's
  * own links unless the configuration says through nng, then lets go of
  * c's own count. */
@@ -343,16 +358,7 @@ static void
 send_all(qctx *c, const bool *ask, size_t asked)
 {
 	kvc_query *q = c->q;
-	kvc_qloop *ql = NULL;
-	if (!q->cfg.via_nng && asked > 0) {
-		struct event_base *base;
-		void **local = kvi_http_req_local(c->req, &base);
-		if (*local == NULL) {
-			*local = kvc_qloop_alloc(base, q->cfg.batch_inflight,
-						 q->cfg.batch_max);
-		}
-		ql = *local;
-	}
+	kvc_qloop *ql = asked > 0 ? kvc_query_loop(q, c->req) : NULL;
 	/* one extra count holds the context until every call has started */
 	c->pending = asked + 1;
 	int64_t deadline = kvi_now_ms() + q->cfg.deadline_ms;

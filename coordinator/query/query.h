@@ -42,6 +42,7 @@
 #include "httpd.h"
 #include "metrics.h"
 #include "qerr.h"
+#include "qloop.h"
 #include "qreq.h"
 #include "registry.h"
 #include "shardset.h"
@@ -69,6 +70,11 @@ void kvc_query_free(kvc_query *q);
 /* kvc_query_loop_free is kvi_httpd_config.local_free for the server
  * that routes to these handlers (local_arg: the kvc_query). */
 void kvc_query_loop_free(void *q, void *local);
+
+/* kvc_query_loop returns the shard links of the loop req came in on,
+ * made at its first request; NULL when the configuration sends every
+ * request through the shards' nng clients. Called on that loop. */
+kvc_qloop *kvc_query_loop(kvc_query *q, kvi_http_req *req);
 
 /* The routes a query comes by (its metrics are counted by route). */
 typedef enum kvc_query_route {

@@ -7,6 +7,7 @@
 #include "alloc.h"
 #include "clock.h"
 #include "log.h"
+#include "qlink.h"
 #include "rpc.h"
 
 enum { R_OK, R_BAD, R_NOT_FOUND, R_UNAVAILABLE, R_COUNT };
@@ -14,6 +15,7 @@ enum { R_OK, R_BAD, R_NOT_FOUND, R_UNAVAILABLE, R_COUNT };
 struct kvc_routed {
 	kvc_registry *reg;
 	kvc_shardset *shards;
+	kvc_query *q;
 	int timeout_ms;
 	kvi_counter *count[R_COUNT];
 	kvi_histogram *lat;
@@ -182,8 +184,13 @@ kvc_routed_start(kvc_routed *rt, kvi_http_req *req, const struct timespec *t0,
 	c->t0 = *t0;
 	snprintf(c->key, sizeof(c->key), "%s", info.key);
 	snprintf(c->shard, sizeof(c->shard), "%s", info.shard);
+	kvc_qloop *ql = kvc_query_loop(rt->q, req);
+	kvc_qlink *link = ql != NULL ? kvc_qloop_link(ql, sh) : NULL;
 	kvi_err rv =
-	    kvp_call_async(sh->client, &kreq, rt->timeout_ms, shard_done, c);
+	    link != NULL
+		? kvc_qlink_call(link, &kreq, rt->timeout_ms, shard_done, c)
+		: kvp_call_async(sh->client, &kreq, rt->timeout_ms, shard_done,
+				 c);
 	kvc_shard_unref(sh);
 	kvi_free(seq);
 	kvc_qreq_fini(r);
@@ -196,8 +203,8 @@ kvc_routed_start(kvc_routed *rt, kvi_http_req *req, const struct timespec *t0,
 }
 
 kvc_routed *
-kvc_routed_alloc(kvc_registry *reg, kvc_shardset *shards, kvi_metrics *m,
-		 int timeout_ms)
+kvc_routed_alloc(kvc_registry *reg, kvc_shardset *shards, kvc_query *q,
+		 kvi_metrics *m, int timeout_ms)
 {
 	static const char *const results[R_COUNT] = {
 	    [R_OK] = "ok",
@@ -210,6 +217,7 @@ kvc_routed_alloc(kvc_registry *reg, kvc_shardset *shards, kvi_metrics *m,
 	kvc_routed *rt = kvi_calloc(1, sizeof(*rt));
 	rt->reg = reg;
 	rt->shards = shards;
+	rt->q = q;
 	rt->timeout_ms = timeout_ms > 0 ? timeout_ms : 1000;
 	kvi_metrics_counter_vec_add(
 	    m, "kvindex_coord_routed_total",
