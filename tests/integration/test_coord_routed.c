@@ -13,7 +13,8 @@
  *    never leaving a block in neither; at the end all are exact, none
  *    pending, and /workers counts them confirmed.
  *  - An entry expires after its ttl_ms; AllBlocksCleared and an engine
- *    restart drop a rank's entries.
+ *    restart drop a rank's entries, and so does a move of the listener to
+ *    another shard (its old shard counts them gone).
  *  - A flood of routed fresh prompts stays within the shard's bound.
  *  - Bad bodies, unknown pods and ranks get 400 / 404 and change nothing.
  */
@@ -293,6 +294,71 @@ test_routed_expired_and_dropped(void **state)
 	json_decref(all);
 }
 
+/* move_done says whether /admin/moves lists key's move as done, and no
+ * move of it as in flight. */
+static bool
+move_done(cluster *c, const char *key)
+{
+	json_t *moves = NULL;
+	assert_int_equal(clu_admin(c, "GET", "/admin/moves", NULL, &moves),
+			 200);
+	bool done = false, busy = false;
+	size_t i;
+	json_t *m;
+	json_array_foreach(moves, i, m)
+	{
+		const char *l =
+		    json_string_value(json_object_get(m, "listener"));
+		const char *ph = json_string_value(json_object_get(m, "phase"));
+		if (l == NULL || ph == NULL || strcmp(l, key) != 0) {
+			continue;
+		}
+		done |= strcmp(ph, "done") == 0;
+		busy |= strcmp(ph, "done") != 0;
+	}
+	json_decref(moves);
+	return done && !busy;
+}
+
+/* A listener that leaves its shard leaves its pending entries there:
+ * they are not carried by the hand-off, and the old shard counts them
+ * dropped as gone. */
+static void
+test_routed_listener_moved(void **state)
+{
+	cluster *c = *state;
+	start(c);
+	uint32_t f[NTK];
+	clu_tokens_seeded(f, NTK, 6);
+	shardproc *from = clu_shard_of(c, 1, 1);
+	int k = (int)(from - c->shards);
+	assert_int_equal(routed(c, f, NTK, 1, 1, NULL, NULL), 202);
+	json_t *ans = clu_query(c, f, NTK, NULL);
+	assert_int_equal(worker(ans, 1, 1).pending, NB);
+	json_decref(ans);
+	const char *gone = "kvindex_shard_pending_ended_total{how=\"gone\"}";
+	assert_true(shc_metric(from, gone) == 0);
+
+	char body[64];
+	snprintf(body, sizeof(body), "{\"to\": \"shard-%d\"}", 1 - k);
+	assert_int_equal(clu_admin(c, "POST",
+				   "/admin/listeners/sim%2Fpod-1%231/move",
+				   body, NULL),
+			 202);
+	/* pinned there: done once the moves log says so */
+	int64_t until = kvt_now_ms() + CLU_WAIT_MS;
+	while (!move_done(c, "sim/pod-1#1")) {
+		assert_true(kvt_now_ms() < until);
+		kvt_sleep_ms(50);
+	}
+	assert_ptr_not_equal(clu_shard_of(c, 1, 1), from);
+	/* the new owner has the exact entries (none) and no pending ones */
+	ans = clu_query(c, f, NTK, NULL);
+	assert_int_equal(worker(ans, 1, 1).pending, -1);
+	json_decref(ans);
+	assert_true(shc_wait_metric(from, gone, NB, CLU_WAIT_MS) == NB);
+}
+
 static void
 test_routed_bad_input(void **state)
 {
@@ -387,6 +453,8 @@ main(void)
 		test_routed_seen_by_second_coordinator, clu_test_setup,
 		clu_test_teardown),
 	    cmocka_unit_test_setup_teardown(test_routed_expired_and_dropped,
+					    clu_test_setup, clu_test_teardown),
+	    cmocka_unit_test_setup_teardown(test_routed_listener_moved,
 					    clu_test_setup, clu_test_teardown),
 	    cmocka_unit_test_setup_teardown(test_routed_bad_input,
 					    clu_test_setup, clu_test_teardown),
