@@ -1,8 +1,25 @@
 /*
- * pending.c - pending entries: one pool of entries, a chained hash table
- * on (listener, sequence hash), and two lists through the pool - every
- * entry oldest first, and each listener's oldest first - so that either
- * bound evicts the oldest in O(1).
+ * pending.c - pending entries, kept by routed request.
+ *
+ * A routed request's blocks are one run: their sequence hashes copied in
+ * order, a bit per block that says whether the entry is still this run's,
+ * one expiry. Runs are listed oldest first, for the shard and for each
+ * listener, so the oldest entry - the first live block of the oldest run -
+ * is evicted in O(1), and entries keep the order of the lists of entries
+ * they stand for: runs in the order they came, blocks in chain order.
+ *
+ * Each entry also has a slot in an open-addressing table on (listener,
+ * sequence hash) that names its run and position. Making a request
+ * pending writes one slot per block; the lookups of a request are all
+ * known before its walk, so their slots are prefetched ahead of it. A
+ * query's walk along a prefix looks up its first block and then follows
+ * the run, comparing the hashes the run holds in order, and falls back on
+ * the table only where the run stops: a prefix pending from one routed
+ * request costs one lookup, not one per block.
+ *
+ * A block routed again is taken by the newer run (its entry refreshed:
+ * newer expiry, newest in the lists); the older run keeps its place and
+ * its other blocks.
  */
 #include "pending.h"
 
@@ -14,14 +31,22 @@
 
 #define NIL UINT32_MAX
 
-typedef struct entry {
+/* The table's slots, 16 bytes: the listener is the run's. Run NIL is
+ * empty. */
+typedef struct slot {
 	uint64_t seq;
+	uint32_t run;
+	uint32_t pos;
+} slot;
+
+typedef struct run {
+	uint64_t *seq; /* seq[0..n), then the bits: block k is live here */
 	int64_t expire_ms;
-	uint32_t lid;
-	uint32_t hnext;        /* hash chain; the free list when unused */
-	uint32_t gprev, gnext; /* every entry, oldest first */
-	uint32_t lprev, lnext; /* the listener's entries, oldest first */
-} entry;
+	uint32_t lid, n, live;
+	uint32_t first;        /* no live block before it */
+	uint32_t gprev, gnext; /* every run, oldest first; the free list */
+	uint32_t lprev, lnext; /* the listener's runs, oldest first */
+} run;
 
 typedef struct listener {
 	uint32_t head, tail, n;
@@ -39,13 +64,16 @@ struct kvd_pending {
 	pthread_rwlock_t lock;
 	size_t max_entries, max_per;
 
-	entry *e;
-	uint32_t cap, used, free_head;
-	uint32_t *bucket;
-	uint32_t nbucket; /* a power of two, or 0 before the first entry */
+	slot *s;
+	uint32_t cap, used; /* cap a power of two, or 0 before the first */
 	unsigned bits;
+
+	run *r;
+	uint32_t nrun, caprun, free_run;
 	uint32_t ghead, gtail;
-	_Atomic uint64_t live;
+	uint32_t filling;      /* the run kvd_add fills, kept while empty */
+	uint64_t count;        /* live entries, under the lock */
+	_Atomic uint64_t live; /* count, published at each unlock */
 
 	listener *l;
 	uint32_t nl;
@@ -53,27 +81,129 @@ struct kvd_pending {
 	kvd_stats st;
 };
 
-static uint32_t
-slot(const kvd_pending *p, uint32_t lid, uint64_t seq)
+/* The distance, in blocks, at which a walk of a request's blocks
+ * prefetches their slots. */
+#define PF_AHEAD 16
+
+static inline uint32_t
+home(const kvd_pending *p, uint32_t lid, uint64_t seq)
 {
 	uint64_t h = (seq ^ ((uint64_t)lid * 0x9E3779B97F4A7C15ull)) *
 		     0xff51afd7ed558ccdull;
 	return (uint32_t)(h >> (64 - p->bits));
 }
 
+/* always inlined: GCC takes a function that only prefetches for a pure
+ * one whose calls do nothing, and drops them */
+static inline __attribute__((always_inline)) void
+prefetch_slot(const kvd_pending *p, uint32_t lid, uint64_t seq)
+{
+	if (p->cap > 0) {
+		__builtin_prefetch(&p->s[home(p, lid, seq)]);
+	}
+}
+
+static inline uint64_t *
+bits_of(const run *r)
+{
+	return r->seq + r->n;
+}
+
+static inline bool
+bit_get(const run *r, uint32_t k)
+{
+	return (bits_of(r)[k >> 6] >> (k & 63)) & 1u;
+}
+
+static inline void
+bit_set(run *r, uint32_t k, bool on)
+{
+	uint64_t m = (uint64_t)1 << (k & 63);
+	if (on) {
+		bits_of(r)[k >> 6] |= m;
+	} else {
+		bits_of(r)[k >> 6] &= ~m;
+	}
+}
+
+/* find returns the slot of (lid, seq), or NIL. */
 static uint32_t
 find(const kvd_pending *p, uint32_t lid, uint64_t seq)
 {
-	if (p->nbucket == 0) {
+	if (p->cap == 0) {
 		return NIL;
 	}
-	for (uint32_t i = p->bucket[slot(p, lid, seq)]; i != NIL;
-	     i = p->e[i].hnext) {
-		if (p->e[i].seq == seq && p->e[i].lid == lid) {
+	uint32_t mask = p->cap - 1;
+	for (uint32_t i = home(p, lid, seq);; i = (i + 1) & mask) {
+		const slot *x = &p->s[i];
+		if (x->run == NIL) {
+			return NIL;
+		}
+		if (x->seq == seq && p->r[x->run].lid == lid) {
 			return i;
 		}
 	}
-	return NIL;
+}
+
+/* put writes a slot for (lid, seq), which has none; the table has room. */
+static void
+put(kvd_pending *p, uint32_t lid, uint64_t seq, uint32_t run_id, uint32_t pos)
+{
+	uint32_t mask = p->cap - 1;
+	uint32_t i = home(p, lid, seq);
+	while (p->s[i].run != NIL) {
+		i = (i + 1) & mask;
+	}
+	p->s[i] = (slot){.seq = seq, .run = run_id, .pos = pos};
+	p->used++;
+}
+
+/* unput empties slot i, moving back the slots after it that would no
+ * longer be found (linear probing's deletion, no tombstones). */
+static void
+unput(kvd_pending *p, uint32_t i)
+{
+	uint32_t mask = p->cap - 1;
+	for (uint32_t j = (i + 1) & mask;; j = (j + 1) & mask) {
+		slot *x = &p->s[j];
+		if (x->run == NIL) {
+			break;
+		}
+		uint32_t h = home(p, p->r[x->run].lid, x->seq);
+		/* x stays unless its home is cyclically in (i, j] */
+		bool stays = i <= j ? (i < h && h <= j) : (i < h || h <= j);
+		if (!stays) {
+			p->s[i] = *x;
+			i = j;
+		}
+	}
+	p->s[i].run = NIL;
+	p->used--;
+}
+
+/* grow makes room for one more slot, keeping the load at most half. */
+static void
+grow(kvd_pending *p)
+{
+	if ((uint64_t)(p->used + 1) * 2 <= p->cap) {
+		return;
+	}
+	slot *old = p->s;
+	uint32_t old_cap = p->cap;
+	p->bits = p->cap == 0 ? 10 : p->bits + 1;
+	p->cap = 1u << p->bits;
+	p->s = kvi_malloc((size_t)p->cap * sizeof(*p->s));
+	for (uint32_t i = 0; i < p->cap; i++) {
+		p->s[i].run = NIL;
+	}
+	p->used = 0;
+	for (uint32_t i = 0; i < old_cap; i++) {
+		if (old[i].run != NIL) {
+			put(p, p->r[old[i].run].lid, old[i].seq, old[i].run,
+			    old[i].pos);
+		}
+	}
+	kvi_free(old);
 }
 
 static listener *
@@ -93,107 +223,85 @@ listener_at(kvd_pending *p, uint32_t lid)
 	return &p->l[lid];
 }
 
-/* rehash doubles the buckets (or makes the first ones) and links every
- * live entry again. */
-static void
-rehash(kvd_pending *p)
-{
-	unsigned bits = p->nbucket == 0 ? 10 : p->bits + 1;
-	kvi_free(p->bucket);
-	p->bits = bits;
-	p->nbucket = 1u << bits;
-	p->bucket = kvi_malloc((size_t)p->nbucket * sizeof(*p->bucket));
-	memset(p->bucket, 0xff, (size_t)p->nbucket * sizeof(*p->bucket));
-	for (uint32_t i = p->ghead; i != NIL; i = p->e[i].gnext) {
-		uint32_t b = slot(p, p->e[i].lid, p->e[i].seq);
-		p->e[i].hnext = p->bucket[b];
-		p->bucket[b] = i;
-	}
-}
-
+/* run_new returns a run of lid for n blocks, none live, newest in both
+ * lists. */
 static uint32_t
-entry_take(kvd_pending *p)
+run_new(kvd_pending *p, uint32_t lid, uint32_t n, int64_t expire)
 {
-	if (p->free_head != NIL) {
-		uint32_t i = p->free_head;
-		p->free_head = p->e[i].hnext;
-		return i;
-	}
-	if (p->used == p->cap) {
-		uint32_t cap = p->cap == 0 ? 1024 : p->cap * 2;
-		if (cap > p->max_entries) {
-			cap = (uint32_t)p->max_entries;
+	uint32_t id = p->free_run;
+	if (id != NIL) {
+		p->free_run = p->r[id].gnext;
+	} else {
+		if (p->nrun == p->caprun) {
+			p->caprun = p->caprun == 0 ? 16 : 2 * p->caprun;
+			p->r = kvi_reallocarray(p->r, p->caprun, sizeof(*p->r));
 		}
-		p->e = kvi_realloc(p->e, (size_t)cap * sizeof(*p->e));
-		p->cap = cap;
+		id = p->nrun++;
 	}
-	return p->used++;
-}
-
-static void
-unlink_lists(kvd_pending *p, uint32_t i)
-{
-	entry *x = &p->e[i];
-	listener *l = &p->l[x->lid];
-	if (x->gprev != NIL) {
-		p->e[x->gprev].gnext = x->gnext;
-	} else {
-		p->ghead = x->gnext;
-	}
-	if (x->gnext != NIL) {
-		p->e[x->gnext].gprev = x->gprev;
-	} else {
-		p->gtail = x->gprev;
-	}
-	if (x->lprev != NIL) {
-		p->e[x->lprev].lnext = x->lnext;
-	} else {
-		l->head = x->lnext;
-	}
-	if (x->lnext != NIL) {
-		p->e[x->lnext].lprev = x->lprev;
-	} else {
-		l->tail = x->lprev;
-	}
-}
-
-static void
-link_tails(kvd_pending *p, uint32_t i)
-{
-	entry *x = &p->e[i];
-	listener *l = &p->l[x->lid];
-	x->gprev = p->gtail;
-	x->gnext = NIL;
+	run *r = &p->r[id];
+	size_t words = ((size_t)n + 63) / 64;
+	r->seq = kvi_malloc(((size_t)n + words) * sizeof(uint64_t));
+	memset(r->seq + n, 0, words * sizeof(uint64_t));
+	r->expire_ms = expire;
+	r->lid = lid;
+	r->n = n;
+	r->live = 0;
+	r->first = 0;
+	listener *l = listener_at(p, lid);
+	r->gprev = p->gtail;
+	r->gnext = NIL;
 	if (p->gtail != NIL) {
-		p->e[p->gtail].gnext = i;
+		p->r[p->gtail].gnext = id;
 	} else {
-		p->ghead = i;
+		p->ghead = id;
 	}
-	p->gtail = i;
-	x->lprev = l->tail;
-	x->lnext = NIL;
+	p->gtail = id;
+	r->lprev = l->tail;
+	r->lnext = NIL;
 	if (l->tail != NIL) {
-		p->e[l->tail].lnext = i;
+		p->r[l->tail].lnext = id;
 	} else {
-		l->head = i;
+		l->head = id;
 	}
-	l->tail = i;
+	l->tail = id;
+	return id;
 }
 
-/* end removes entry i and counts how it ended. */
+/* run_free unlinks run id, which has no live block, and frees it. */
 static void
-end(kvd_pending *p, uint32_t i, end_kind kind, kvd_drop_reason reason)
+run_free(kvd_pending *p, uint32_t id)
 {
-	entry *x = &p->e[i];
-	listener *l = &p->l[x->lid];
-	uint32_t *at = &p->bucket[slot(p, x->lid, x->seq)];
-	while (*at != i) {
-		at = &p->e[*at].hnext;
+	run *r = &p->r[id];
+	listener *l = &p->l[r->lid];
+	if (r->gprev != NIL) {
+		p->r[r->gprev].gnext = r->gnext;
+	} else {
+		p->ghead = r->gnext;
 	}
-	*at = x->hnext;
-	unlink_lists(p, i);
-	l->n--;
-	l->st.entries--;
+	if (r->gnext != NIL) {
+		p->r[r->gnext].gprev = r->gprev;
+	} else {
+		p->gtail = r->gprev;
+	}
+	if (r->lprev != NIL) {
+		p->r[r->lprev].lnext = r->lnext;
+	} else {
+		l->head = r->lnext;
+	}
+	if (r->lnext != NIL) {
+		p->r[r->lnext].lprev = r->lprev;
+	} else {
+		l->tail = r->lprev;
+	}
+	kvi_free(r->seq);
+	r->seq = NULL;
+	r->gnext = p->free_run;
+	p->free_run = id;
+}
+
+static void
+count_end(kvd_pending *p, listener *l, end_kind kind, kvd_drop_reason reason)
+{
 	switch (kind) {
 	case END_CONFIRMED:
 		l->st.confirmed++;
@@ -212,9 +320,66 @@ end(kvd_pending *p, uint32_t i, end_kind kind, kvd_drop_reason reason)
 		p->st.dropped[reason]++;
 		break;
 	}
-	x->hnext = p->free_head;
-	p->free_head = i;
-	atomic_fetch_sub_explicit(&p->live, 1, memory_order_relaxed);
+}
+
+/* write_end publishes the count for kvd_empty and lets go of the write
+ * lock. */
+static void
+write_end(kvd_pending *p)
+{
+	atomic_store_explicit(&p->live, p->count, memory_order_relaxed);
+	pthread_rwlock_unlock(&p->lock);
+}
+
+/* end_slot ends the entry in slot i and counts how it ended; its run goes
+ * with its last live block, unless kvd_add is filling it. */
+static void
+end_slot(kvd_pending *p, uint32_t i, end_kind kind, kvd_drop_reason reason)
+{
+	uint32_t id = p->s[i].run, pos = p->s[i].pos;
+	run *r = &p->r[id];
+	listener *l = &p->l[r->lid];
+	unput(p, i);
+	bit_set(r, pos, false);
+	r->live--;
+	l->n--;
+	l->st.entries--;
+	count_end(p, l, kind, reason);
+	p->count--;
+	if (r->live == 0 && id != p->filling) {
+		run_free(p, id);
+	}
+}
+
+/* end_first ends the oldest live entry of run id (evicted). */
+static void
+end_first(kvd_pending *p, uint32_t id)
+{
+	run *r = &p->r[id];
+	while (!bit_get(r, r->first)) {
+		r->first++;
+	}
+	if (r->first + PF_AHEAD < r->n) {
+		prefetch_slot(p, r->lid, r->seq[r->first + PF_AHEAD]);
+	}
+	end_slot(p, find(p, r->lid, r->seq[r->first]), END_EVICTED, 0);
+}
+
+/* end_run ends every live entry of run id, which goes. */
+static void
+end_run(kvd_pending *p, uint32_t id, end_kind kind, kvd_drop_reason reason)
+{
+	run *r = &p->r[id];
+	uint32_t lid = r->lid;
+	for (uint32_t k = r->first; k < r->n && p->r[id].live > 0; k++) {
+		r = &p->r[id];
+		if (k + PF_AHEAD < r->n) {
+			prefetch_slot(p, lid, r->seq[k + PF_AHEAD]);
+		}
+		if (bit_get(r, k)) {
+			end_slot(p, find(p, lid, r->seq[k]), kind, reason);
+		}
+	}
 }
 
 kvd_pending *
@@ -225,8 +390,9 @@ kvd_pending_alloc(const kvd_config *cfg)
 	p->max_entries = cfg != NULL && cfg->max_entries > 0
 			     ? cfg->max_entries
 			     : KVD_MAX_ENTRIES_DEFAULT;
-	if (p->max_entries >= NIL) {
-		p->max_entries = NIL - 1;
+	/* the table's load stays at most half in 32-bit indexes */
+	if (p->max_entries > (1u << 30)) {
+		p->max_entries = 1u << 30;
 	}
 	p->max_per = cfg != NULL && cfg->max_per_listener > 0
 			 ? cfg->max_per_listener
@@ -234,7 +400,7 @@ kvd_pending_alloc(const kvd_config *cfg)
 	if (p->max_per > p->max_entries) {
 		p->max_per = p->max_entries;
 	}
-	p->free_head = p->ghead = p->gtail = NIL;
+	p->free_run = p->ghead = p->gtail = p->filling = NIL;
 	return p;
 }
 
@@ -245,8 +411,11 @@ kvd_pending_free(kvd_pending *p)
 		return;
 	}
 	pthread_rwlock_destroy(&p->lock);
-	kvi_free(p->e);
-	kvi_free(p->bucket);
+	for (uint32_t i = 0; i < p->nrun; i++) {
+		kvi_free(p->r[i].seq);
+	}
+	kvi_free(p->r);
+	kvi_free(p->s);
 	kvi_free(p->l);
 	kvi_free(p);
 }
@@ -271,42 +440,57 @@ add(kvd_pending *p, uint32_t lid, const uint64_t *seq, size_t n, int64_t now_ms,
 	if (n > p->max_per) {
 		n = p->max_per;
 	}
-	int64_t expire = now_ms + (int64_t)ttl_ms;
 	listener *l = listener_at(p, lid);
 	l->st.routed++;
 	p->st.routed++;
+	if (n == 0) {
+		return 0;
+	}
+	uint32_t id = run_new(p, lid, (uint32_t)n, now_ms + (int64_t)ttl_ms);
+	p->filling = id;
+	memcpy(p->r[id].seq, seq, n * sizeof(*seq));
+	for (size_t k = 0; k < n && k < PF_AHEAD; k++) {
+		prefetch_slot(p, lid, seq[k]);
+	}
 	for (size_t k = 0; k < n; k++) {
+		if (k + PF_AHEAD < n) {
+			prefetch_slot(p, lid, seq[k + PF_AHEAD]);
+		}
 		uint32_t i = find(p, lid, seq[k]);
 		if (i != NIL) {
-			p->e[i].expire_ms = expire;
-			unlink_lists(p, i);
-			link_tails(p, i);
+			/* pending already: this run takes it, as newest */
+			slot *x = &p->s[i];
+			uint32_t from = x->run;
+			bit_set(&p->r[from], x->pos, false);
+			x->run = id;
+			x->pos = (uint32_t)k;
+			bit_set(&p->r[id], (uint32_t)k, true);
+			p->r[id].live++;
+			if (from != id && --p->r[from].live == 0) {
+				run_free(p, from);
+			}
 			continue;
 		}
+		/* the bounds: the oldest entry of the listener, or of all */
 		if (l->n >= p->max_per) {
-			end(p, l->head, END_EVICTED, 0);
+			end_first(p, l->head);
 		}
-		if (atomic_load_explicit(&p->live, memory_order_relaxed) >=
-		    p->max_entries) {
-			end(p, p->ghead, END_EVICTED, 0);
+		if (p->count >= p->max_entries) {
+			end_first(p, p->ghead);
 		}
-		i = entry_take(p);
-		p->e[i] =
-		    (entry){.seq = seq[k], .expire_ms = expire, .lid = lid};
-		uint64_t live = atomic_fetch_add_explicit(
-				    &p->live, 1, memory_order_relaxed) +
-				1;
-		if (live > p->nbucket) {
-			rehash(p); /* links every entry but i */
-		}
-		uint32_t b = slot(p, lid, seq[k]);
-		p->e[i].hnext = p->bucket[b];
-		p->bucket[b] = i;
-		link_tails(p, i);
+		grow(p);
+		put(p, lid, seq[k], id, (uint32_t)k);
+		bit_set(&p->r[id], (uint32_t)k, true);
+		p->r[id].live++;
+		p->count++;
 		l->n++;
 		l->st.entries++;
 		l->st.added++;
 		p->st.added++;
+	}
+	p->filling = NIL;
+	if (p->r[id].live == 0) {
+		run_free(p, id);
 	}
 	return n;
 }
@@ -317,7 +501,7 @@ kvd_add(kvd_pending *p, uint32_t lid, const uint64_t *seq, size_t n,
 {
 	pthread_rwlock_wrlock(&p->lock);
 	n = add(p, lid, seq, n, now_ms, ttl_ms);
-	pthread_rwlock_unlock(&p->lock);
+	write_end(p);
 	return n;
 }
 
@@ -337,7 +521,7 @@ kvd_route(kvd_pending *p, uint32_t lid, kvd_route_req *r)
 	r->predicted = predicted;
 	r->pending =
 	    add(p, lid, r->seq + r->held, r->n - r->held, r->now_ms, r->ttl_ms);
-	pthread_rwlock_unlock(&p->lock);
+	write_end(p);
 }
 
 /* end_some ends the entries of lid for seq[0..n) that exist. */
@@ -351,13 +535,16 @@ end_some(kvd_pending *p, uint32_t lid, const uint64_t *seq, size_t n,
 	pthread_rwlock_wrlock(&p->lock);
 	if (lid < p->nl && p->l[lid].n > 0) {
 		for (size_t k = 0; k < n && p->l[lid].n > 0; k++) {
+			if (k + PF_AHEAD < n) {
+				prefetch_slot(p, lid, seq[k + PF_AHEAD]);
+			}
 			uint32_t i = find(p, lid, seq[k]);
 			if (i != NIL) {
-				end(p, i, kind, reason);
+				end_slot(p, i, kind, reason);
 			}
 		}
 	}
-	pthread_rwlock_unlock(&p->lock);
+	write_end(p);
 }
 
 void
@@ -379,13 +566,13 @@ kvd_drop_listener(kvd_pending *p, uint32_t lid, kvd_drop_reason reason)
 	pthread_rwlock_wrlock(&p->lock);
 	if (lid < p->nl) {
 		while (p->l[lid].head != NIL) {
-			end(p, p->l[lid].head, END_DROPPED, reason);
+			end_run(p, p->l[lid].head, END_DROPPED, reason);
 		}
 		if (reason == KVD_DROP_GONE) {
 			p->l[lid] = (listener){.head = NIL, .tail = NIL};
 		}
 	}
-	pthread_rwlock_unlock(&p->lock);
+	write_end(p);
 }
 
 size_t
@@ -394,13 +581,13 @@ kvd_sweep(kvd_pending *p, int64_t now_ms)
 	if (kvd_empty(p)) {
 		return 0;
 	}
-	size_t n = 0;
 	pthread_rwlock_wrlock(&p->lock);
-	while (p->ghead != NIL && p->e[p->ghead].expire_ms <= now_ms) {
-		end(p, p->ghead, END_EXPIRED, 0);
-		n++;
+	uint64_t before = p->st.expired;
+	while (p->ghead != NIL && p->r[p->ghead].expire_ms <= now_ms) {
+		end_run(p, p->ghead, END_EXPIRED, 0);
 	}
-	pthread_rwlock_unlock(&p->lock);
+	size_t n = (size_t)(p->st.expired - before);
+	write_end(p);
 	return n;
 }
 
@@ -416,19 +603,45 @@ kvd_read_end(kvd_pending *p)
 	pthread_rwlock_unlock(&p->lock);
 }
 
+/* live_at returns the run of the live entry in slot i at now_ms, or
+ * NULL. */
+static const run *
+live_at(const kvd_pending *p, uint32_t i, int64_t now_ms)
+{
+	if (i == NIL) {
+		return NULL;
+	}
+	const run *r = &p->r[p->s[i].run];
+	return r->expire_ms > now_ms ? r : NULL;
+}
+
 size_t
 kvd_extend(const kvd_pending *p, uint32_t lid, const uint64_t *seq, size_t from,
 	   size_t n, int64_t now_ms)
 {
-	if (lid >= p->nl || p->l[lid].n == 0) {
+	if (from >= n || lid >= p->nl || p->l[lid].n == 0) {
 		return 0;
 	}
-	size_t k = from;
-	for (; k < n; k++) {
-		uint32_t i = find(p, lid, seq[k]);
-		if (i == NIL || p->e[i].expire_ms <= now_ms) {
+	uint32_t i = find(p, lid, seq[from]);
+	const run *r = live_at(p, i, now_ms);
+	if (r == NULL) {
+		return 0;
+	}
+	uint32_t pos = p->s[i].pos;
+	size_t k = from + 1;
+	while (k < n) {
+		/* along the run while it holds the prompt's next block */
+		pos++;
+		if (pos < r->n && r->seq[pos] == seq[k] && bit_get(r, pos)) {
+			k++;
+			continue;
+		}
+		i = find(p, lid, seq[k]);
+		if ((r = live_at(p, i, now_ms)) == NULL) {
 			break;
 		}
+		pos = p->s[i].pos;
+		k++;
 	}
 	return k - from;
 }
@@ -441,8 +654,7 @@ kvd_foreach_listener(const kvd_pending *p, uint64_t seq0, int64_t now_ms,
 		if (p->l[lid].n == 0) {
 			continue;
 		}
-		uint32_t i = find(p, lid, seq0);
-		if (i != NIL && p->e[i].expire_ms > now_ms) {
+		if (live_at(p, find(p, lid, seq0), now_ms) != NULL) {
 			fn(arg, lid);
 		}
 	}
@@ -453,7 +665,7 @@ kvd_stats_get(kvd_pending *p, kvd_stats *out)
 {
 	pthread_rwlock_rdlock(&p->lock);
 	*out = p->st;
-	out->entries = atomic_load_explicit(&p->live, memory_order_relaxed);
+	out->entries = p->count;
 	pthread_rwlock_unlock(&p->lock);
 }
 

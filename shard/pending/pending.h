@@ -37,8 +37,10 @@
  * while nothing is pending, which is the common case for a fleet whose
  * routers do not report their decisions.
  *
- * Memory: about 40 bytes per entry plus 4 per hash bucket, up to
- * max_entries; per-listener counters grow with the highest listener id.
+ * Memory: per entry a 16-byte slot in a table kept between a quarter and
+ * half full (32 to 64 bytes) and 8 bytes of its request's copy of the
+ * hashes; 48 bytes per routed request with entries left; up to
+ * max_entries. Per-listener counters grow with the highest listener id.
  */
 #ifndef KVI_SHARD_PENDING_H
 #define KVI_SHARD_PENDING_H

@@ -2,7 +2,8 @@
  * test_pending.c - pending entries (shard/pending/pending.h): what a
  * routed request makes pending, how far a prefix extends, and each way an
  * entry ends - confirmed, expired, dropped, evicted by either bound -
- * checked against a plain model kept beside it over random operations.
+ * checked against plain models kept beside it over random operations,
+ * with and without bounds small enough to evict all the time.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -240,6 +241,162 @@ test_random_against_model(void **state)
 	kvd_pending_free(p);
 }
 
+/* A model with the bounds: per (listener, seq) whether an entry is
+ * there, its expiry, and its age (a stamp, renewed when refreshed): the
+ * oldest is the one each bound evicts and the sweep reaches first. */
+enum { B_LIDS = 4, B_SEQS = 16, B_MAX = 20, B_PER = 7 };
+typedef struct bmodel {
+	bool on[B_LIDS][B_SEQS];
+	int64_t exp[B_LIDS][B_SEQS];
+	uint64_t stamp[B_LIDS][B_SEQS];
+	uint64_t clock;
+} bmodel;
+
+/* oldest finds the oldest entry, of lid (or of all, lid -1). */
+static bool
+oldest(const bmodel *m, int lid, int *ol, int *ok)
+{
+	bool any = false;
+	for (int l = 0; l < B_LIDS; l++) {
+		for (int k = 0; k < B_SEQS; k++) {
+			if (!m->on[l][k] || (lid >= 0 && l != lid)) {
+				continue;
+			}
+			if (!any || m->stamp[l][k] < m->stamp[*ol][*ok]) {
+				*ol = l;
+				*ok = k;
+				any = true;
+			}
+		}
+	}
+	return any;
+}
+
+static size_t
+count(const bmodel *m, int lid)
+{
+	size_t n = 0;
+	for (int l = 0; l < B_LIDS; l++) {
+		for (int k = 0; k < B_SEQS; k++) {
+			n += m->on[l][k] && (lid < 0 || l == lid);
+		}
+	}
+	return n;
+}
+
+static void
+model_add(bmodel *m, int lid, size_t from, size_t n, int64_t exp)
+{
+	if (n > B_PER) {
+		n = B_PER;
+	}
+	for (size_t k = from; k < from + n; k++) {
+		if (!m->on[lid][k]) {
+			int ol, ok;
+			if (count(m, lid) >= B_PER &&
+			    oldest(m, lid, &ol, &ok)) {
+				m->on[ol][ok] = false;
+			}
+			if (count(m, -1) >= B_MAX && oldest(m, -1, &ol, &ok)) {
+				m->on[ol][ok] = false;
+			}
+		}
+		m->on[lid][k] = true;
+		m->exp[lid][k] = exp;
+		m->stamp[lid][k] = ++m->clock;
+	}
+}
+
+static void
+model_sweep(bmodel *m, int64_t now)
+{
+	int ol, ok;
+	while (oldest(m, -1, &ol, &ok) && m->exp[ol][ok] <= now) {
+		m->on[ol][ok] = false;
+	}
+}
+
+/* Random operations under small bounds, against the model: what each
+ * bound evicts, what a sweep ends, every listener's walk from every
+ * start, and the count of entries. */
+static void
+test_random_bounded_against_model(void **state)
+{
+	(void)state;
+	srand(11);
+	kvd_pending *p = kvd_pending_alloc(
+	    &(kvd_config){.max_entries = B_MAX, .max_per_listener = B_PER});
+	static bmodel m;
+	memset(&m, 0, sizeof(m));
+	uint64_t keys[B_SEQS];
+	for (int i = 0; i < B_SEQS; i++) {
+		keys[i] = 0x5000u + (uint64_t)i * 0x9E37u;
+	}
+	int64_t now = 1;
+	for (int round = 0; round < 20000; round++) {
+		now += rand() % 3;
+		int lid = rand() % B_LIDS;
+		size_t from = (size_t)(rand() % B_SEQS);
+		size_t n = (size_t)(rand() % (B_SEQS - from)) + 1;
+		switch (rand() % 7) {
+		case 0:
+		case 1:
+		case 2: {
+			uint32_t ttl = (uint32_t)(rand() % 30) + 1;
+			size_t took =
+			    kvd_add(p, (uint32_t)lid, keys + from, n, now, ttl);
+			assert_int_equal(took, n < B_PER ? n : B_PER);
+			model_add(&m, lid, from, n, now + ttl);
+			break;
+		}
+		case 3:
+			kvd_confirm(p, (uint32_t)lid, keys + from, n);
+			for (size_t k = from; k < from + n; k++) {
+				m.on[lid][k] = false;
+			}
+			break;
+		case 4:
+			kvd_drop(p, (uint32_t)lid, keys + from, n,
+				 KVD_DROP_REMOVED);
+			for (size_t k = from; k < from + n; k++) {
+				m.on[lid][k] = false;
+			}
+			break;
+		case 5:
+			if (rand() % 10 == 0) {
+				kvd_drop_listener(p, (uint32_t)lid,
+						  KVD_DROP_CLEARED);
+				memset(m.on[lid], 0, sizeof(m.on[lid]));
+			}
+			break;
+		default:
+			kvd_sweep(p, now);
+			model_sweep(&m, now);
+			break;
+		}
+		kvd_stats st;
+		kvd_stats_get(p, &st);
+		assert_int_equal(st.entries, count(&m, -1));
+		kvd_read_begin(p);
+		for (int l = 0; l < B_LIDS; l++) {
+			for (size_t s0 = 0; s0 < B_SEQS; s0++) {
+				size_t want = 0;
+				while (s0 + want < B_SEQS &&
+				       m.on[l][s0 + want] &&
+				       m.exp[l][s0 + want] > now) {
+					want++;
+				}
+				assert_int_equal(kvd_extend(p, (uint32_t)l,
+							    keys, s0, B_SEQS,
+							    now),
+						 want);
+			}
+		}
+		kvd_read_end(p);
+	}
+	kvd_pending_free(p);
+}
+
 int
 main(void)
 {
@@ -249,6 +406,7 @@ main(void)
 	    cmocka_unit_test(test_foreach_and_drops),
 	    cmocka_unit_test(test_bounds),
 	    cmocka_unit_test(test_random_against_model),
+	    cmocka_unit_test(test_random_bounded_against_model),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
