@@ -19,7 +19,10 @@
  *
  * and prints, per kind, the coordinator's and the shards' CPU time per
  * request (from /proc/PID/stat, all threads) and the mean time to the
- * answer, each beside the "query" row of the same round as a ratio.
+ * answer, each beside the "query" row of the same round as a ratio; then
+ * the shards' CPU for sweeping the routed entries once they expire (the
+ * waits between rounds, less a wait measured before the first with
+ * nothing pending), per routed request, and the totals as ratios.
  *
  *   bench_routed [--pods 20] [--entries 200000] [--bodies 500]
  *                [--blocks 1000] [--rounds 3]
@@ -196,6 +199,13 @@ main(int argc, char **argv)
 	buf ans = {0};
 	tally t[K_COUNT] = {{0}};
 	size_t failed = 0;
+	/* the shards' CPU over a wait like the rounds' own, with nothing
+	 * pending: what a wait costs without a sweep */
+	const int wait_ms = 2500;
+	uint64_t i0 = bq_cpu_ns(pids[1]) + bq_cpu_ns(pids[2]);
+	kvt_sleep_ms(wait_ms);
+	double idle_ns = (double)(bq_cpu_ns(pids[1]) + bq_cpu_ns(pids[2]) - i0);
+	double wait_ns = 0;
 	for (int r = 0; r < rounds; r++) {
 		for (int k = 0; k < K_COUNT; k++) {
 			uint64_t c0 = bq_cpu_ns(pids[0]);
@@ -213,8 +223,12 @@ main(int argc, char **argv)
 			t[k].n += (size_t)bodies;
 		}
 		/* the routed entries (2 s to live) expire and are swept
-		 * before the next round's query+p0 */
-		kvt_sleep_ms(2500);
+		 * before the next round's query+p0: that sweep is part of
+		 * what /routed costs */
+		uint64_t s0 = bq_cpu_ns(pids[1]) + bq_cpu_ns(pids[2]);
+		kvt_sleep_ms(wait_ms);
+		wait_ns +=
+		    (double)(bq_cpu_ns(pids[1]) + bq_cpu_ns(pids[2]) - s0);
 	}
 	printf("bench_routed: %d pods x DP 2, %.0f entries, %d prompts of %d "
 	       "blocks, %d rounds, one client\n\n",
@@ -235,6 +249,25 @@ main(int argc, char **argv)
 		       sb > 0 ? su / sb : 0, wu / wb, t[k].failed);
 		failed += t[k].failed;
 	}
+	/* the sweep's share of each routed request: the waits' CPU beyond
+	 * an idle wait's */
+	double routed_n = (double)t[K_ROUTED].n;
+	double sweep_us =
+	    (wait_ns - idle_ns * rounds) / (routed_n > 0 ? routed_n : 1) / 1e3;
+	double q_us = (t[K_QUERY].coord_ns + t[K_QUERY].shard_ns) /
+		      (double)t[K_QUERY].n / 1e3;
+	double r_us = (t[K_ROUTED].coord_ns + t[K_ROUTED].shard_ns) /
+		      (routed_n > 0 ? routed_n : 1) / 1e3;
+	double p_us = (t[K_QUERY_P].coord_ns + t[K_QUERY_P].shard_ns) /
+		      (double)t[K_QUERY_P].n / 1e3;
+	printf("\nthe shards' sweep of the routed entries once expired: %.1f "
+	       "us per routed request\n",
+	       sweep_us);
+	printf("CPU in all, against query: routed %.2fx (%.2fx with its "
+	       "sweep), query+p %.2fx\n",
+	       q_us > 0 ? r_us / q_us : 0,
+	       q_us > 0 ? (r_us + sweep_us) / q_us : 0,
+	       q_us > 0 ? p_us / q_us : 0);
 	printf("\n(CPU time is read in clock ticks: a run of fewer than a few "
 	       "hundred requests per kind measures little)\n");
 	curl_easy_cleanup(h);
