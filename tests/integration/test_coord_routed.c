@@ -16,8 +16,11 @@
  *    restart drop a rank's entries, and so does a move of the listener to
  *    another shard (its old shard counts them gone).
  *  - A flood of routed fresh prompts stays within the shard's bound.
+ *  - A router may name the instance by id and the prompt by the engine's
+ *    block hashes: the same entries.
  *  - Bad bodies, unknown pods and ranks get 400 / 404 and change nothing.
  */
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -30,6 +33,7 @@
 #include <cmocka.h>
 
 #include "coord_check.h"
+#include "hash.h"
 #include "kvitest.h"
 
 #define NB  64 /* blocks of a prompt */
@@ -294,6 +298,81 @@ test_routed_expired_and_dropped(void **state)
 	json_decref(all);
 }
 
+/* instance_of returns sim/pod-p's instance id as /workers gives it. */
+static char *
+instance_of(cluster *c, int p)
+{
+	char pod[32];
+	snprintf(pod, sizeof(pod), "sim/pod-%d", p);
+	long st;
+	json_t *ws = clu_get(c, "/workers", &st);
+	assert_int_equal(st, 200);
+	char *id = NULL;
+	size_t i;
+	json_t *w;
+	json_array_foreach(ws, i, w)
+	{
+		const char *name =
+		    json_string_value(json_object_get(w, "name"));
+		if (name != NULL && strcmp(name, pod) == 0) {
+			id = strdup(json_string_value(
+			    json_object_get(w, "instance_id")));
+		}
+	}
+	json_decref(ws);
+	assert_non_null(id);
+	return id;
+}
+
+/* A router that knows the engine's block hashes and the instance id
+ * routes by those: the same entries as by token ids and pod name. */
+static void
+test_routed_by_instance_and_hashes(void **state)
+{
+	cluster *c = *state;
+	start(c);
+	uint32_t g[NTK];
+	clu_tokens_seeded(g, NTK, 7);
+	uint64_t h[NB];
+	size_t nb =
+	    kvi_local_hashes(g, NTK, 16, kvi_local_seed(NULL, 0, NULL, 0), h);
+	assert_int_equal(nb, NB);
+	char *id = instance_of(c, 1);
+	size_t cap = NB * 24 + 256;
+	char *body = malloc(cap);
+	int off = snprintf(body, cap,
+			   "{\"model_name\":\"sim-model\",\"instance_id\":%s,"
+			   "\"dp_rank\":1,\"block_hashes\":[",
+			   id);
+	for (size_t k = 0; k < nb; k++) {
+		off += snprintf(body + off, cap - (size_t)off, "%s%" PRIu64,
+				k ? "," : "", h[k]);
+	}
+	snprintf(body + off, cap - (size_t)off, "]}");
+	long status = 0;
+	json_t *a = clu_post(c, "/routed", body, &status);
+	assert_int_equal(status, 202);
+	assert_string_equal(json_string_value(json_object_get(a, "listener")),
+			    "sim/pod-1#1");
+	assert_int_equal(
+	    json_integer_value(json_object_get(a, "pending_blocks")), NB);
+	json_decref(a);
+	/* the query by token ids sees them on that rank */
+	json_t *ans = clu_query(c, g, NTK, NULL);
+	assert_int_equal(worker(ans, 1, 1).pending, NB);
+	assert_int_equal(worker(ans, 1, 0).pending, -1);
+	json_decref(ans);
+	/* an instance id no pod has: 404 */
+	snprintf(body, cap,
+		 "{\"model_name\":\"sim-model\",\"instance_id\":12345,"
+		 "\"block_hashes\":[1,2]}");
+	a = clu_post(c, "/routed", body, &status);
+	assert_int_equal(status, 404);
+	json_decref(a);
+	free(body);
+	free(id);
+}
+
 /* move_done says whether /admin/moves lists key's move as done, and no
  * move of it as in flight. */
 static bool
@@ -453,6 +532,8 @@ main(void)
 		test_routed_seen_by_second_coordinator, clu_test_setup,
 		clu_test_teardown),
 	    cmocka_unit_test_setup_teardown(test_routed_expired_and_dropped,
+					    clu_test_setup, clu_test_teardown),
+	    cmocka_unit_test_setup_teardown(test_routed_by_instance_and_hashes,
 					    clu_test_setup, clu_test_teardown),
 	    cmocka_unit_test_setup_teardown(test_routed_listener_moved,
 					    clu_test_setup, clu_test_teardown),
