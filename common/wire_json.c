@@ -35,6 +35,13 @@ kvi_event_json(const kvi_event *ev)
 		json_object_set_new(o, "type", json_string("cleared"));
 		return o;
 	}
+	if (ev->type == KVI_EVENT_SKIPPED) {
+		/* not decoded: what it is, never a guess at its fields */
+		json_object_set_new(o, "type", json_string("skipped"));
+		json_object_set_new(o, "reason",
+				    json_string(kvi_skip_name(ev->skip)));
+		return o;
+	}
 	bool stored = ev->type == KVI_EVENT_STORED;
 	json_object_set_new(o, "type",
 			    json_string(stored ? "stored" : "removed"));

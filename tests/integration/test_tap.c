@@ -144,6 +144,44 @@ test_hex_vectors(void **state)
 	free(hexes);
 }
 
+/* A BlockStored whose token id does not fit in u32: the decoder skips
+ * the event, and the tap says so - a skipped event, its reason, and exit
+ * status 1 - rather than print it as something else. */
+static void
+test_hex_skipped_event(void **state)
+{
+	(void)state;
+	char *hexes = kvt_path(dir, "skip.hex");
+	FILE *hex = fopen(hexes, "w");
+	assert_non_null(hex);
+	/* [1.0, [["BlockStored", [1], nil, [2^32], 1, nil, "GPU"]], 0] */
+	fprintf(hex, "93cb3ff00000000000009197ab426c6f636b53746f7265649101c091"
+		     "cf000000010000000001c0a347505500\n");
+	fclose(hex);
+	char *out = kvt_path(dir, "skip.jsonl");
+	char cmd[2048];
+	snprintf(cmd, sizeof(cmd), "'%s' --hex < '%s' > '%s'", KVI_TAP_BIN,
+		 hexes, out);
+	assert_int_equal(run_shell(cmd, 20000), 1);
+	json_t *got = read_lines(out);
+	assert_int_equal(json_array_size(got), 1);
+	const json_t *g = json_array_get(got, 0);
+	assert_null(json_object_get(g, "error"));
+	assert_int_equal(json_integer_value(json_object_get(g, "skipped")), 1);
+	const char *why = json_string_value(json_object_get(g, "skip_error"));
+	assert_non_null(why);
+	assert_true(strlen(why) > 0);
+	const json_t *ev = json_array_get(json_object_get(g, "events"), 0);
+	assert_string_equal(json_string_value(json_object_get(ev, "type")),
+			    "skipped");
+	assert_string_equal(json_string_value(json_object_get(ev, "reason")),
+			    "malformed");
+	assert_null(json_object_get(ev, "block_hashes"));
+	json_decref(got);
+	free(out);
+	free(hexes);
+}
+
 static void
 sim_post(kvt_sim *sim, const char *path, const char *body)
 {
@@ -238,6 +276,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_hex_vectors),
+	    cmocka_unit_test(test_hex_skipped_event),
 	    cmocka_unit_test(test_live_rank_with_gap),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

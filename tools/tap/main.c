@@ -9,6 +9,11 @@
  * own. With --replay it closes gaps from the rank's replay socket, as a
  * shard would. With --hex it decodes hex payloads, one per line of standard
  * input, which is how to check a captured payload by hand.
+ *
+ * An event the decoder had to skip is printed as what it is,
+ * {"type": "skipped", "reason"}, and its batch's line says why
+ * ("skip_error"); the exit status is 1 when any batch printed was not
+ * decoded whole.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -47,6 +52,7 @@ typedef struct tap {
 	uint64_t expected;  /* next seq to print, once started */
 	uint64_t last_live; /* last seq received live */
 	long long printed;
+	long long failed; /* batches not decoded, or with skipped events */
 } tap;
 
 static volatile sig_atomic_t tap_stop;
@@ -71,6 +77,20 @@ tap_print(json_t *line)
 	json_decref(line);
 }
 
+/* tap_note_skipped adds to a decoded batch's line why its first skipped
+ * event was skipped, and counts the batch as failed. */
+static void
+tap_note_skipped(tap *t, const kvi_batch *b, json_t *line)
+{
+	if (b->n_skipped == 0) {
+		return;
+	}
+	json_object_set_new(line, "skipped", json_integer(b->n_skipped));
+	json_object_set_new(line, "skip_error",
+			    json_string(kvi_decoder_skip_error(t->dec)));
+	t->failed++;
+}
+
 /* tap_emit decodes one payload and prints it, or its error. Returns true
  * when it decoded. */
 static bool
@@ -82,10 +102,13 @@ tap_emit(tap *t, const char *source, const kvi_msg *m)
 				     &b) == KVI_OK;
 	if (ok) {
 		line = kvi_batch_to_json(&b);
+		tap_note_skipped(t, &b, line);
+		ok = b.n_skipped == 0;
 	} else {
 		line = json_object();
 		json_object_set_new(line, "error",
 				    json_string(kvi_decoder_error(t->dec)));
+		t->failed++;
 	}
 	json_t *head = json_object();
 	json_object_set_new(head, "seq", json_integer((json_int_t)m->seq));
@@ -328,6 +351,8 @@ tap_run_hex(tap *t)
 			failed = 1;
 		} else {
 			json_t *bj = kvi_batch_to_json(&b);
+			tap_note_skipped(t, &b, bj);
+			failed |= b.n_skipped > 0;
 			json_object_update(out, bj);
 			json_decref(bj);
 		}
@@ -361,7 +386,9 @@ tap_usage(FILE *f)
 	      "(default 5000)\n"
 	      "  --hex                 decode hex payloads from standard "
 	      "input, one per line;\n"
-	      "                        exit status 1 if any failed\n",
+	      "                        exit status 1 if any failed or had an\n"
+	      "                        event it had to skip (printed as\n"
+	      "                        {\"type\": \"skipped\", \"reason\"})\n",
 	      f);
 }
 
@@ -440,6 +467,9 @@ main(int argc, char **argv)
 	signal(SIGTERM, tap_on_signal);
 	t.dec = kvi_decoder_alloc();
 	int rv = t.o.hex ? tap_run_hex(&t) : tap_run_live(&t);
+	if (rv == 0 && t.failed > 0) {
+		rv = 1; /* something it printed was not decoded whole */
+	}
 	kvi_decoder_free(t.dec);
 	return rv;
 }
