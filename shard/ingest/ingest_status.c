@@ -12,8 +12,9 @@
 #include "clock.h"
 #include "ingest_int.h"
 
-/* How long after the last batch of another rank on its socket a listener
- * is reported misconfigured. */
+/* How long after the last batch of another rank on its socket, or the
+ * last store of another block size, a listener is reported
+ * misconfigured. */
 #define KVG_MISCONFIGURED_MS 60000
 
 /* misconfigured_why writes why l is misconfigured into buf and returns
@@ -21,15 +22,24 @@
 static const char *
 misconfigured_why(const kvl_listener *l, int64_t now_ms, char *buf, size_t len)
 {
-	if (l->foreign_at_ms == 0 ||
-	    now_ms - l->foreign_at_ms > KVG_MISCONFIGURED_MS) {
-		return NULL;
+	if (l->foreign_at_ms != 0 &&
+	    now_ms - l->foreign_at_ms <= KVG_MISCONFIGURED_MS) {
+		snprintf(buf, len,
+			 "batches of data_parallel_rank %u arrive on the "
+			 "socket of rank %u: the engine publishes several "
+			 "ranks on one endpoint",
+			 l->foreign_rank, l->dp_rank);
+		return buf;
 	}
-	snprintf(buf, len,
-		 "batches of data_parallel_rank %u arrive on the socket of "
-		 "rank %u: the engine publishes several ranks on one endpoint",
-		 l->foreign_rank, l->dp_rank);
-	return buf;
+	if (l->foreign_bs_at_ms != 0 &&
+	    now_ms - l->foreign_bs_at_ms <= KVG_MISCONFIGURED_MS) {
+		snprintf(buf, len,
+			 "BlockStored events of block_size %u, the "
+			 "registration says %u: its blocks are not indexed",
+			 l->foreign_bs, l->block_size);
+		return buf;
+	}
+	return NULL;
 }
 
 static Kvindex__Counters *

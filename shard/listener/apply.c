@@ -1,5 +1,6 @@
 #include "apply.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -172,6 +173,30 @@ stored_known(kvx_index *idx, kva_scratch *s, kvl_listener *l,
 	put_run(idx, s, l, s->ext, n, ev->tier);
 }
 
+/* note_block_size counts a BlockStored of block size bs on l, whose
+ * registration says another: nothing of it can be indexed (its hashes
+ * chain other token runs than queries hash), which is said in the log at
+ * most once a minute and in l's status for a minute after. */
+static void
+note_block_size(kvl_listener *l, uint32_t bs)
+{
+	l->c.block_size_mismatches++;
+	l->foreign_bs = bs;
+	l->foreign_bs_at_ms = kvi_now_ms();
+	char what[64];
+	snprintf(what, sizeof(what), "%u, listener has %u", bs, l->block_size);
+	set_error(l, "BlockStored with block_size %s", what);
+	if (l->foreign_bs_at_ms - l->foreign_bs_logged_ms < 60000) {
+		return;
+	}
+	l->foreign_bs_logged_ms = l->foreign_bs_at_ms;
+	kvl_warn(l, "listener_misconfigured",
+		 "event_block_size=%u block_size=%u events=%" PRIu64
+		 " reason=\"the engine stores blocks of another size than the "
+		 "registration says: they are not indexed\"",
+		 bs, l->block_size, l->c.block_size_mismatches);
+}
+
 static void
 stored(kvx_index *idx, kva_scratch *s, kvl_listener *l, const kvi_event *ev)
 {
@@ -180,11 +205,7 @@ stored(kvx_index *idx, kva_scratch *s, kvl_listener *l, const kvi_event *ev)
 		return;
 	}
 	if (ev->block_size != l->block_size) {
-		l->c.block_size_mismatches++;
-		char what[64];
-		snprintf(what, sizeof(what), "%u, listener has %u",
-			 ev->block_size, l->block_size);
-		set_error(l, "BlockStored with block_size %s", what);
+		note_block_size(l, ev->block_size);
 		return;
 	}
 	if ((uint64_t)ev->n_hashes * ev->block_size != ev->n_tokens) {

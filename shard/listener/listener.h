@@ -222,6 +222,10 @@ typedef struct kvl_listener {
 	 * when (kvi_now_ms; 0: never), and when that was last logged */
 	uint16_t foreign_rank;
 	int64_t foreign_at_ms, foreign_logged_ms;
+	/* the last BlockStored of another block size than the listener's:
+	 * its block size and when, and when that was last logged */
+	uint32_t foreign_bs;
+	int64_t foreign_bs_at_ms, foreign_bs_logged_ms;
 
 	/* owned by the ingest thread's socket code */
 	void *io;

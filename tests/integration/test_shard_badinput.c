@@ -24,6 +24,7 @@
 #include <msgpack.h>
 #include <zmq.h>
 
+#include "alloc.h"
 #include "frame.h"
 #include "hash.h"
 #include "shard_check.h"
@@ -330,6 +331,15 @@ test_bad_input_is_counted(void **state)
 	assert_non_null(st->misconfigured);
 	assert_non_null(strstr(st->misconfigured, "data_parallel_rank 3"));
 	assert_int_equal(c->block_size_mismatches, 1);
+	{
+		/* the store of another block size is said once in the log */
+		char *log = kvt_file_read(shard.log_path, NULL);
+		assert_non_null(log);
+		const char *at = strstr(log, "event_block_size=");
+		assert_non_null(at);
+		assert_null(strstr(at + 1, "event_block_size="));
+		kvi_free(log);
+	}
 	assert_int_equal(c->orphans, 2); /* parent 12345, offload of 777 */
 	assert_int_equal(c->skipped_events, 2);
 	assert_int_equal(c->blocks_stored, 7); /* 4, 50, 51, 50 on CPU */
