@@ -185,6 +185,7 @@ static const coord_opts coord_defaults = {
 			  .model_label = KVC_KUBE_ANN_MODEL},
 	     .not_ready_grace_ms = 30000},
     .ladder_gap_pct = 25,
+    .assign = {.unmatched_window_ms = 60000},
 };
 
 static const kvi_flag coord_flag[] = {
@@ -268,6 +269,12 @@ static const kvi_flag coord_flag[] = {
     {"failover-grace-ms", "N",
      "silence before a shard's listeners move; 0 or -1: never",
      KVI_FLAG_FN(coord_failover_grace), .min = -1, .max = 86400000L,
+     .def = "60000"},
+    {"unmatched-window-ms", "N",
+     "a model whose listeners hold blocks while its queries matched "
+     "nothing this long is reported (hash seed, block size or tokenizer "
+     "differ); 0: never",
+     KVI_FLAG_INT(coord_opts, assign.unmatched_window_ms, 0, 86400000L),
      .def = "60000"},
     {"tick-ms", "N", "status poll period",
      KVI_FLAG_INT(coord_opts, assign.tick_ms, 10, 60000), .def = "500"},

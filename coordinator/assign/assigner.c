@@ -45,10 +45,19 @@ collect_listeners(void *arg, kvi_metrics_out *out)
 			       0, (double)st.incomplete);
 	kvi_metrics_out_family(out, "kvindex_coord_listeners_misconfigured",
 			       "Listeners whose socket carries batches of "
-			       "another data-parallel rank.",
+			       "another data-parallel rank, or whose engine "
+			       "stores blocks of another size.",
 			       KVI_METRIC_GAUGE);
 	kvi_metrics_out_sample(out, "kvindex_coord_listeners_misconfigured",
 			       NULL, 0, (double)st.misconfigured);
+	kvi_metrics_out_family(
+	    out, "kvindex_coord_models_unmatched",
+	    "Models whose listeners hold blocks while their queries matched "
+	    "nothing for --unmatched-window-ms: routers and engines hash "
+	    "prompts differently.",
+	    KVI_METRIC_GAUGE);
+	kvi_metrics_out_sample(out, "kvindex_coord_models_unmatched", NULL, 0,
+			       (double)st.models_unmatched);
 	kvi_metrics_out_family(out, "kvindex_coord_instances",
 			       "Registered instances (pods).",
 			       KVI_METRIC_GAUGE);

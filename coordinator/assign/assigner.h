@@ -99,6 +99,10 @@ typedef struct kvc_assigner_config {
 	 * flight asked the others alone: the query deadline and a tick (for
 	 * a replica's routes); 0: at once */
 	int route_settle_ms;
+	/* a model whose queries matched nothing this long while its
+	 * listeners hold blocks is reported (kvc_reg_models_check); 0:
+	 * never */
+	int unmatched_window_ms;
 } kvc_assigner_config;
 
 typedef struct kvc_assigner kvc_assigner;

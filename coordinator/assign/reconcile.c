@@ -443,6 +443,7 @@ kvc_tick(kvc_assigner *a)
 	bool leading = kvc_leading(a, &term);
 	kvc_share_state(a, leading);
 	int64_t now = kvi_now_ms();
+	kvc_reg_models_check(a->reg, now, a->cfg.unmatched_window_ms);
 	bool registering = a->settle.registering;
 	a->settle.registering = false;
 	if (quiet(a, leading, term, kvc_reg_gen(a->reg), now) ||

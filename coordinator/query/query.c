@@ -127,6 +127,12 @@ merge(qctx *c)
 		fail(c->q, c->route, &c->t0, c->req, &e);
 		return;
 	}
+	/* whether it matched anything held: the silent mismatch check */
+	bool matched = false;
+	for (size_t i = 0; i < c->n && !matched; i++) {
+		matched = c->m[i].longest > 0;
+	}
+	kvc_reg_model_note(c->q->reg, c->qr.model, matched);
 	/* the compact form names no pods: the registry does */
 	uint64_t *ids = kvi_calloc(c->n + 1, sizeof(*ids));
 	const char **pods = kvi_calloc(c->n + 1, sizeof(*pods));

@@ -791,5 +791,8 @@ kvc_reg_stats_get(kvc_registry *r, kvc_reg_stats *out)
 			    i->lis[k]->st.misconfigured[0] != '\0';
 		}
 	}
+	for (kvc_model *m = r->models; m != NULL; m = m->next) {
+		out->models_unmatched += m->flagged;
+	}
 	pthread_mutex_unlock(&r->mu);
 }

@@ -292,11 +292,26 @@ typedef struct kvc_workers_query {
 json_t *kvc_reg_workers(kvc_registry *r, const kvc_workers_query *q, bool *more,
 			uint64_t *next);
 
+/* The fewest queries without a match that mark a model unmatched
+ * (kvc_reg_models_check). */
+#define KVC_UNMATCHED_QUERIES 20
+
+/* kvc_reg_model_note notes that a query of model was answered, and
+ * whether any listener matched it exactly (registry_match.c). */
+void kvc_reg_model_note(kvc_registry *r, const char *model, bool matched);
+
+/* kvc_reg_models_check marks unmatched each model whose listeners hold
+ * blocks while its queries, KVC_UNMATCHED_QUERIES or more, have matched
+ * nothing for window_ms (0: never), and clears the mark once one
+ * matches; each change is logged. Returns how many models are marked. */
+size_t kvc_reg_models_check(kvc_registry *r, int64_t now_ms, int64_t window_ms);
+
 typedef struct kvc_reg_stats {
 	size_t instances, listeners;
 	size_t by_state[KVC_STATES]; /* kvc_state_names */
 	size_t unassigned;
 	size_t incomplete, misconfigured; /* kvc_lstatus */
+	size_t models_unmatched;          /* kvc_reg_models_check */
 } kvc_reg_stats;
 
 void kvc_reg_stats_get(kvc_registry *r, kvc_reg_stats *out);

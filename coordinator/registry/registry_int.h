@@ -8,6 +8,7 @@
 #ifndef KVI_COORDINATOR_REGISTRY_INT_H
 #define KVI_COORDINATOR_REGISTRY_INT_H
 
+#include <jansson.h>
 #include <pthread.h>
 
 #include "registry.h"
@@ -70,6 +71,13 @@ typedef struct kvc_model {
 	int64_t *since;
 	bool *seen;
 	size_t n_shards, cap_shards;
+	/* its queries since the last that matched, from when; whether the
+	 * last check marked it unmatched, and what its listeners held then
+	 * (registry_match.c) */
+	uint64_t unmatched;
+	int64_t unmatched_since_ms;
+	bool flagged;
+	uint64_t flagged_blocks;
 	struct kvc_model *next;
 } kvc_model;
 
@@ -125,6 +133,10 @@ kvc_model *kvc_model_find(kvc_registry *r, const char *name);
 /* kvc_route_add adds shard (NULL: none) to the shards m's queries ask,
  * joined at now unless it is there already. */
 void kvc_route_add(kvc_model *m, const char *shard, int64_t now);
+
+/* kvc_model_unmatched_json returns {"queries", "seconds", "blocks"} when
+ * the last check marked m unmatched, else JSON null (registry_match.c). */
+json_t *kvc_model_unmatched_json(const kvc_model *m, int64_t now_ms);
 
 /* kvc_route_free frees m's list of shards. */
 void kvc_route_free(kvc_model *m);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "clock.h"
 #include "registry_int.h"
 
 /* ---- /workers ------------------------------------------------------ */
@@ -133,7 +134,7 @@ lis_json(const kvc_lis *l)
 }
 
 static json_t *
-inst_json(const kvc_inst *i)
+inst_json(kvc_registry *r, const kvc_inst *i)
 {
 	json_t *o = json_object();
 	char id[24];
@@ -144,6 +145,10 @@ inst_json(const kvc_inst *i)
 	json_object_set_new(o, "block_size", json_integer(i->block_size));
 	json_object_set_new(o, "source",
 			    json_string(kvc_source_name(i->source)));
+	/* its model's queries match nothing it holds (registry_match.c) */
+	json_object_set_new(o, "model_unmatched",
+			    kvc_model_unmatched_json(
+				kvc_model_find(r, i->model), kvi_now_ms()));
 	json_t *ls = json_object();
 	int worst = 0, worst_state = 1;
 	for (size_t k = 0; k < i->n_lis; k++) {
@@ -200,12 +205,12 @@ kvc_reg_workers(kvc_registry *r, const kvc_workers_query *q, bool *more,
 	if (q->name != NULL) {
 		kvc_inst *i = kvc_inst_by_name(r, q->name);
 		if (i != NULL && inst_selected(i, q)) {
-			json_array_append_new(arr, inst_json(i));
+			json_array_append_new(arr, inst_json(r, i));
 		}
 	} else if (q->limit == 0 && !q->has_cursor) {
 		for (kvc_inst *i = r->insts; i != NULL; i = i->next) {
 			if (inst_selected(i, q)) {
-				json_array_append_new(arr, inst_json(i));
+				json_array_append_new(arr, inst_json(r, i));
 			}
 		}
 	} else {
@@ -225,7 +230,7 @@ kvc_reg_workers(kvc_registry *r, const kvc_workers_query *q, bool *more,
 		qsort(sel, n, sizeof(*sel), inst_id_cmp);
 		size_t take = q->limit > 0 && q->limit < n ? q->limit : n;
 		for (size_t k = 0; k < take; k++) {
-			json_array_append_new(arr, inst_json(sel[k]));
+			json_array_append_new(arr, inst_json(r, sel[k]));
 		}
 		if (take < n && more != NULL) {
 			*more = true;
