@@ -311,6 +311,7 @@ enum {
 	F_REPLAY_PORT,
 	F_METRICS_PORT,
 	F_DP_SIZE,
+	F_DP_START_RANK,
 	F_ENDPOINT,
 	F_DP_RANK,
 	F_REPLAY_ENDPOINT,
@@ -329,6 +330,7 @@ static const char *const fields[F_COUNT] = {
     [F_REPLAY_PORT] = "replay_port",
     [F_METRICS_PORT] = "metrics_port",
     [F_DP_SIZE] = "dp_size",
+    [F_DP_START_RANK] = "dp_start_rank",
     [F_ENDPOINT] = "endpoint",
     [F_DP_RANK] = "dp_rank",
     [F_REPLAY_ENDPOINT] = "replay_endpoint",
@@ -358,7 +360,7 @@ static kvi_err
 register_pod(const kvc_jr_val *v, uint32_t default_dp_size, kvc_pod *p,
 	     kvc_qerr *err)
 {
-	bool has = false;
+	bool has = false, has_start = false;
 	kvi_err rv;
 	if ((rv = kvc_api_get_string(&v[F_NAME], "name", &p->name, NULL,
 				     err)) != KVI_OK ||
@@ -376,7 +378,10 @@ register_pod(const kvc_jr_val *v, uint32_t default_dp_size, kvc_pod *p,
 				  &p->metrics_port, &p->has_metrics_port,
 				  err)) != KVI_OK ||
 	    (rv = kvc_api_get_u32(&v[F_DP_SIZE], "dp_size", 1, KVC_DP_SIZE_MAX,
-				  &p->dp_size, &has, err)) != KVI_OK) {
+				  &p->dp_size, &has, err)) != KVI_OK ||
+	    (rv = kvc_api_get_u32(&v[F_DP_START_RANK], "dp_start_rank", 0,
+				  UINT16_MAX, &p->dp_start_rank, &has_start,
+				  err)) != KVI_OK) {
 		return rv;
 	}
 	if (!has) {

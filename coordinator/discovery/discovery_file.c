@@ -122,7 +122,7 @@ df_pod(json_t *o, uint32_t default_dp_size, kvc_pod *p, char *msg,
 	p->name = (char *)name;
 	p->ip = (char *)ip;
 	p->model = (char *)model;
-	bool has_zmq, has_dp, has_bs;
+	bool has_zmq, has_dp, has_bs, has_start;
 	kvi_err rv;
 	if ((rv = df_uint(o, "zmq_port", 1, 65535, &p->zmq_port, &has_zmq, msg,
 			  msglen)) != KVI_OK ||
@@ -134,6 +134,8 @@ df_pod(json_t *o, uint32_t default_dp_size, kvc_pod *p, char *msg,
 			  &p->has_metrics_port, msg, msglen)) != KVI_OK ||
 	    (rv = df_uint(o, "dp_size", 1, KVC_DP_SIZE_MAX, &p->dp_size,
 			  &has_dp, msg, msglen)) != KVI_OK ||
+	    (rv = df_uint(o, "dp_start_rank", 0, UINT16_MAX, &p->dp_start_rank,
+			  &has_start, msg, msglen)) != KVI_OK ||
 	    (rv = df_uint(o, "block_size", 1, 1 << 20, &p->block_size, &has_bs,
 			  msg, msglen)) != KVI_OK) {
 		return rv;

@@ -106,6 +106,8 @@ kp_settings(const json_t *meta, const kvc_kube_defaults *d, kvc_kube_pod *out)
 	p->block_size = d->block_size;
 	if (!kp_ann(ann, KVC_KUBE_ANN_DP_SIZE, 1, KVC_DP_SIZE_MAX, &p->dp_size,
 		    NULL, why, wl) ||
+	    !kp_ann(ann, KVC_KUBE_ANN_DP_START_RANK, 0, UINT16_MAX,
+		    &p->dp_start_rank, NULL, why, wl) ||
 	    !kp_ann(ann, KVC_KUBE_ANN_ZMQ_PORT, 1, 65535, &p->zmq_port, NULL,
 		    why, wl) ||
 	    !kp_ann(ann, KVC_KUBE_ANN_REPLAY_PORT, 1, 65535, &p->replay_port,

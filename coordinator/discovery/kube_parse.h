@@ -47,13 +47,16 @@
 #include "error.h"
 #include "pod.h"
 
-#define KVC_KUBE_ANN_DP_SIZE      "kvindex.io/dp-size"
-#define KVC_KUBE_ANN_ZMQ_PORT     "kvindex.io/zmq-port"
-#define KVC_KUBE_ANN_REPLAY_PORT  "kvindex.io/replay-port"
-#define KVC_KUBE_ANN_RECOVER_PORT "kvindex.io/recover-port"
-#define KVC_KUBE_ANN_METRICS_PORT "kvindex.io/metrics-port"
-#define KVC_KUBE_ANN_BLOCK_SIZE   "kvindex.io/block-size"
-#define KVC_KUBE_ANN_MODEL        "kvindex.io/model"
+#define KVC_KUBE_ANN_DP_SIZE "kvindex.io/dp-size"
+/* the global rank of the pod's first rank, when one data-parallel group
+ * spans several pods (vLLM's --data-parallel-start-rank); 0 unless given */
+#define KVC_KUBE_ANN_DP_START_RANK "kvindex.io/dp-start-rank"
+#define KVC_KUBE_ANN_ZMQ_PORT      "kvindex.io/zmq-port"
+#define KVC_KUBE_ANN_REPLAY_PORT   "kvindex.io/replay-port"
+#define KVC_KUBE_ANN_RECOVER_PORT  "kvindex.io/recover-port"
+#define KVC_KUBE_ANN_METRICS_PORT  "kvindex.io/metrics-port"
+#define KVC_KUBE_ANN_BLOCK_SIZE    "kvindex.io/block-size"
+#define KVC_KUBE_ANN_MODEL         "kvindex.io/model"
 
 /* The longest watch event line accepted (a pod object is a few KiB). */
 #define KVC_KUBE_LINE_MAX ((size_t)4 << 20)

@@ -110,14 +110,23 @@ kvc_pod_check(const kvc_pod *p, char *err, size_t errlen)
 				"dp_size %u is not in 1..%u", p->dp_size,
 				KVC_DP_SIZE_MAX);
 	}
-	if ((rv = check_port("zmq_port", p->zmq_port, p->dp_size, err,
+	/* ranks are u16: the last one, S + dp_size - 1, included */
+	uint64_t span = (uint64_t)p->dp_start_rank + p->dp_size;
+	if (span > KVC_DP_SIZE_MAX) {
+		return kvi_errf(err, errlen, KVI_ERANGE,
+				"dp_start_rank %u plus dp_size %u passes rank "
+				"%u: a rank is a u16",
+				p->dp_start_rank, p->dp_size, UINT16_MAX);
+	}
+	/* each rank's port is offset by its global rank */
+	if ((rv = check_port("zmq_port", p->zmq_port, (uint32_t)span, err,
 			     errlen)) != KVI_OK ||
 	    (p->has_recover_port &&
-	     (rv = check_port("recover_port", p->recover_port, p->dp_size, err,
-			      errlen)) != KVI_OK) ||
+	     (rv = check_port("recover_port", p->recover_port, (uint32_t)span,
+			      err, errlen)) != KVI_OK) ||
 	    (p->has_replay_port &&
-	     (rv = check_port("replay_port", p->replay_port, p->dp_size, err,
-			      errlen)) != KVI_OK) ||
+	     (rv = check_port("replay_port", p->replay_port, (uint32_t)span,
+			      err, errlen)) != KVI_OK) ||
 	    (p->has_metrics_port &&
 	     (rv = check_port("metrics_port", p->metrics_port, 1, err,
 			      errlen)) != KVI_OK)) {
@@ -167,19 +176,20 @@ kvc_pod_ranks(const kvc_pod *p, size_t *n)
 	char hostbuf[128];
 	const char *host = url_host(p->ip, hostbuf, sizeof(hostbuf));
 	for (uint32_t i = 0; i < p->dp_size; i++) {
+		uint32_t g = p->dp_start_rank + i; /* the global rank */
 		char key[KVC_NAME_MAX + 16];
-		snprintf(key, sizeof(key), "%s#%u", p->name, i);
+		snprintf(key, sizeof(key), "%s#%u", p->name, g);
 		r[i].key = kvi_strdup(key);
-		r[i].rank = (uint16_t)i;
+		r[i].rank = (uint16_t)g;
 		r[i].endpoint =
-		    format_endpoint("tcp://%s:%u", host, p->zmq_port + i);
+		    format_endpoint("tcp://%s:%u", host, p->zmq_port + g);
 		if (p->has_replay_port) {
 			r[i].replay_endpoint = format_endpoint(
-			    "tcp://%s:%u", host, p->replay_port + i);
+			    "tcp://%s:%u", host, p->replay_port + g);
 		}
 		if (p->has_recover_port) {
 			r[i].recover_endpoint = format_endpoint(
-			    "http://%s:%u", host, p->recover_port + i);
+			    "http://%s:%u", host, p->recover_port + g);
 		}
 	}
 	*n = p->dp_size;
@@ -252,7 +262,8 @@ kvc_pod_equal(const kvc_pod *a, const kvc_pod *b)
 	       (!a->has_replay_port || a->replay_port == b->replay_port) &&
 	       a->has_metrics_port == b->has_metrics_port &&
 	       (!a->has_metrics_port || a->metrics_port == b->metrics_port) &&
-	       a->dp_size == b->dp_size && a->rank == b->rank &&
+	       a->dp_size == b->dp_size &&
+	       a->dp_start_rank == b->dp_start_rank && a->rank == b->rank &&
 	       str_eq(a->endpoint, b->endpoint) &&
 	       str_eq(a->replay_endpoint, b->replay_endpoint) &&
 	       str_eq(a->recover_endpoint, b->recover_endpoint);

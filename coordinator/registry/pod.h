@@ -4,11 +4,21 @@
  *
  * Every discovery source (the static file, HTTP /register, Kubernetes)
  * produces kvc_pod values. A pod is either named (file, Kubernetes, the
- * per-pod HTTP form): an ip, a zmq_port and a dp_size, expanded into one
- * listener per rank r at tcp://ip:zmq_port+r, http://ip:recover_port+r and
- * tcp://ip:replay_port+r (DESIGN.md §4-§5); or a single rank registered
- * with explicit endpoints (the per-rank HTTP form), whose instance id the
- * caller gives.
+ * per-pod HTTP form): an ip, a zmq_port, a dp_size and a dp_start_rank S,
+ * expanded into one listener per rank r of S..S+dp_size-1 at
+ * tcp://ip:zmq_port+r, http://ip:recover_port+r and tcp://ip:replay_port+r
+ * (DESIGN.md §4-§5); or a single rank registered with explicit endpoints
+ * (the per-rank HTTP form), whose instance id the caller gives.
+ *
+ * Ranks are global. One data-parallel group may span several pods (vLLM's
+ * --data-parallel-size N, --data-parallel-size-local L,
+ * --data-parallel-start-rank S): such a pod hosts ranks S..S+L-1, each
+ * publishing with its global rank in its batches and on the port its
+ * global rank offsets (vllm/distributed/kv_events.py,
+ * ZmqEventPublisher.offset_endpoint_port, given the engine's
+ * data_parallel_rank), so the pod is described with dp_size L and
+ * dp_start_rank S and its listeners are keyed and answered by global
+ * rank.
  *
  * Identity: a named pod's instance id is the first 53 bits of XXH3 of its
  * name, so it is stable across restarts and exact as a JSON number; its
@@ -55,7 +65,8 @@ typedef struct kvc_pod {
 	uint32_t zmq_port;
 	bool has_recover_port, has_replay_port;
 	uint32_t recover_port, replay_port;
-	uint32_t dp_size;
+	uint32_t dp_size;       /* ranks this pod hosts */
+	uint32_t dp_start_rank; /* the global rank of the first; 0 */
 	/* the engine's Prometheus endpoint, http://ip:metrics_port/metrics,
 	 * one for the pod, its ranks told apart by the label "engine": what
 	 * the routing ladder reads the engines' own hits from */
@@ -109,11 +120,13 @@ const char *kvc_source_name(kvc_source s);
  * record, all integers little-endian:
  *
  *   u8 version (1), u8 source, u8 flags (1 has_recover_port,
- *   2 has_replay_port), u64 instance_id, u32 block_size, zmq_port,
+ *   2 has_replay_port, 4 has_metrics_port, 8 a dp_start_rank other than
+ *   0), u64 instance_id, u32 block_size, zmq_port,
  *   recover_port, replay_port, dp_size, rank, then six strings - name,
  *   model, ip, endpoint, replay_endpoint, recover_endpoint - each a u32
  *   length (0xffffffff for NULL) and that many bytes, with no NUL inside;
- *   nothing may follow.
+ *   then u32 metrics_port with flag 4, then u32 dp_start_rank with flag
+ *   8; nothing may follow.
  *
  * Binary rather than JSON so that decoding is exact and bounded: a value
  * either is a well-formed record of this version or is KVI_ECORRUPT. The

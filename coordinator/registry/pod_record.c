@@ -19,6 +19,7 @@
 /* a metrics port follows the strings (records written before it have
  * neither the flag nor the field) */
 #define KVC_CS_FLAG_METRICS 4u
+#define KVC_CS_FLAG_START   8u
 
 typedef struct kvc_cs_reader {
 	const uint8_t *p;
@@ -112,12 +113,14 @@ kvc_pod_encode(const kvc_pod *p, size_t *len)
 		n += cs_str_size(strs[i]);
 	}
 	n += p->has_metrics_port ? 4 : 0;
+	n += p->dp_start_rank != 0 ? 4 : 0;
 	uint8_t *buf = kvi_malloc(n), *w = buf + 4;
 	*w++ = KVC_CS_POD_VERSION;
 	*w++ = (uint8_t)p->source;
 	*w++ = (uint8_t)((p->has_recover_port ? KVC_CS_FLAG_RECOVER : 0) |
 			 (p->has_replay_port ? KVC_CS_FLAG_REPLAY : 0) |
-			 (p->has_metrics_port ? KVC_CS_FLAG_METRICS : 0));
+			 (p->has_metrics_port ? KVC_CS_FLAG_METRICS : 0) |
+			 (p->dp_start_rank != 0 ? KVC_CS_FLAG_START : 0));
 	kvi_put_le64(w, p->instance_id);
 	const uint32_t nums[] = {p->block_size,  p->zmq_port, p->recover_port,
 				 p->replay_port, p->dp_size,  p->rank};
@@ -130,6 +133,10 @@ kvc_pod_encode(const kvc_pod *p, size_t *len)
 	}
 	if (p->has_metrics_port) {
 		kvi_put_le32(w, p->metrics_port);
+		w += 4;
+	}
+	if (p->dp_start_rank != 0) {
+		kvi_put_le32(w, p->dp_start_rank);
 	}
 	kvi_seal(buf, n);
 	*len = n;
@@ -169,6 +176,9 @@ kvc_pod_read(const void *rest, size_t len, kvc_pod *out, char *err,
 	if (p.has_metrics_port) {
 		p.metrics_port = cs_u32(&r);
 	}
+	if ((flags & KVC_CS_FLAG_START) != 0) {
+		p.dp_start_rank = cs_u32(&r);
+	}
 	const char *why = NULL;
 	if (r.bad) {
 		why = "truncated or bad string";
@@ -177,7 +187,7 @@ kvc_pod_read(const void *rest, size_t len, kvc_pod *out, char *err,
 	} else if (source > KVC_SOURCE_KUBERNETES) {
 		why = "unknown source";
 	} else if ((flags & ~(KVC_CS_FLAG_RECOVER | KVC_CS_FLAG_REPLAY |
-			      KVC_CS_FLAG_METRICS)) != 0) {
+			      KVC_CS_FLAG_METRICS | KVC_CS_FLAG_START)) != 0) {
 		why = "unknown flags";
 	}
 	if (why != NULL) {

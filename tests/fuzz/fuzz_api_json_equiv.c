@@ -192,7 +192,9 @@ check_register(const char *body, size_t len, uint32_t dp_size)
 		 p.has_replay_port == r.has_replay_port &&
 		 p.recover_port == r.recover_port &&
 		 p.replay_port == r.replay_port && p.dp_size == r.dp_size &&
-		 p.rank == r.rank);
+		 p.has_metrics_port == r.has_metrics_port &&
+		 p.metrics_port == r.metrics_port &&
+		 p.dp_start_rank == r.dp_start_rank && p.rank == r.rank);
 	kvc_pod_fini(&p);
 	kvc_pod_fini(&r);
 }

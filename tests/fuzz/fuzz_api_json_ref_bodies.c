@@ -245,7 +245,7 @@ static kvi_err
 ref_register_pod(const json_t *o, uint32_t default_dp_size, kvc_pod *p,
 		 kvc_qerr *err)
 {
-	bool has = false;
+	bool has = false, has_start = false;
 	kvi_err rv;
 	if ((rv = ref_get_string(o, "name", &p->name, NULL, err)) != KVI_OK ||
 	    (rv = ref_get_string(o, "ip", &p->ip, NULL, err)) != KVI_OK ||
@@ -255,8 +255,12 @@ ref_register_pod(const json_t *o, uint32_t default_dp_size, kvc_pod *p,
 			      &p->has_recover_port, err)) != KVI_OK ||
 	    (rv = ref_get_u32(o, "replay_port", 1, 65535, &p->replay_port,
 			      &p->has_replay_port, err)) != KVI_OK ||
+	    (rv = ref_get_u32(o, "metrics_port", 1, 65535, &p->metrics_port,
+			      &p->has_metrics_port, err)) != KVI_OK ||
 	    (rv = ref_get_u32(o, "dp_size", 1, KVC_DP_SIZE_MAX, &p->dp_size,
-			      &has, err)) != KVI_OK) {
+			      &has, err)) != KVI_OK ||
+	    (rv = ref_get_u32(o, "dp_start_rank", 0, UINT16_MAX,
+			      &p->dp_start_rank, &has_start, err)) != KVI_OK) {
 		return rv;
 	}
 	if (!has) {

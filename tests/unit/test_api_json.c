@@ -510,6 +510,27 @@ test_register_per_pod(void **state)
 	assert_false(p.has_recover_port);
 	assert_false(p.has_replay_port);
 	kvc_pod_fini(&p);
+
+	/* one of the pods of a data-parallel group over several: ranks 4
+	 * and 5, keyed, answered and offset by their global rank */
+	body = J("{'name': 'ns/r', 'ip': '10.0.0.7', 'zmq_port': 5557,"
+		 " 'recover_port': 8100, 'dp_size': 2, 'dp_start_rank': 4,"
+		 " 'model_name': 'm', 'block_size': 16}");
+	assert_int_equal(kvc_api_register_parse(body, strlen(body), 1, &p, &e),
+			 KVI_OK);
+	assert_int_equal(p.dp_start_rank, 4);
+	size_t n;
+	kvc_rank *r = kvc_pod_ranks(&p, &n);
+	assert_int_equal(n, 2);
+	assert_string_equal(r[0].key, "ns/r#4");
+	assert_int_equal(r[0].rank, 4);
+	assert_string_equal(r[0].endpoint, "tcp://10.0.0.7:5561");
+	assert_string_equal(r[1].key, "ns/r#5");
+	assert_int_equal(r[1].rank, 5);
+	assert_string_equal(r[1].endpoint, "tcp://10.0.0.7:5562");
+	assert_string_equal(r[1].recover_endpoint, "http://10.0.0.7:8105");
+	kvc_ranks_free(r, n);
+	kvc_pod_fini(&p);
 }
 
 static void
@@ -537,6 +558,24 @@ test_register_errors(void **state)
 		       " 'replay_port': -1, 'model_name': 'm',"
 		       " 'block_size': 16}",
 		       KVI_ERANGE, "replay_port -1 is not in 1..65535");
+	register_fails("{'name': 'ns/p', 'ip': '1.2.3.4', 'zmq_port': 1,"
+		       " 'dp_start_rank': 65536, 'model_name': 'm',"
+		       " 'block_size': 16}",
+		       KVI_ERANGE, "dp_start_rank 65536 is not in 0..65535");
+	/* a rank is a u16, the start rank's too: never truncated */
+	register_fails("{'name': 'ns/p', 'ip': '1.2.3.4', 'zmq_port': 1,"
+		       " 'dp_size': 2, 'dp_start_rank': 65535,"
+		       " 'model_name': 'm', 'block_size': 16}",
+		       KVI_ERANGE,
+		       "dp_start_rank 65535 plus dp_size 2 passes rank 65535: "
+		       "a rank is a u16");
+	/* the ports are offset by the global ranks */
+	register_fails("{'name': 'ns/p', 'ip': '1.2.3.4', 'zmq_port': 65000,"
+		       " 'dp_size': 2, 'dp_start_rank': 535,"
+		       " 'model_name': 'm', 'block_size': 16}",
+		       KVI_ERANGE,
+		       "zmq_port 65000 plus the ranks does not fit: ports are "
+		       "1..65535");
 	/* kvc_pod_check: the ports of the ranks must fit too */
 	register_fails("{'name': 'ns/p', 'ip': '1.2.3.4', 'zmq_port': 65535,"
 		       " 'dp_size': 2, 'model_name': 'm', 'block_size': 16}",

@@ -89,7 +89,8 @@ make_pods(kvc_pod p[3])
 			 .replay_port = 7000,
 			 .has_metrics_port = true,
 			 .metrics_port = 8000,
-			 .dp_size = 1};
+			 .dp_size = 1,
+			 .dp_start_rank = 3};
 	p[2] = (kvc_pod){.source = KVC_SOURCE_HTTP,
 			 .instance_id = 7,
 			 .model = "llama",

@@ -82,6 +82,30 @@ test_simulator_layout(void **state)
 	kvc_dfile_fini(&f); /* twice is fine */
 }
 
+/* A pod of a data-parallel group over several pods: its ranks are the
+ * group's global ones, from dp_start_rank. */
+static void
+test_start_rank(void **state)
+{
+	(void)state;
+	kvc_dfile f = parse_ok(
+	    "{\"pods\": [{\"name\": \"ns/b\", \"ip\": \"10.0.0.2\", "
+	    "\"zmq_port\": 5557, \"replay_port\": 5600, \"model\": \"m\", "
+	    "\"block_size\": 16, \"dp_size\": 4, \"dp_start_rank\": 4}]}",
+	    1);
+	assert_int_equal(f.n_pods, 1);
+	size_t n;
+	kvc_rank *r = kvc_pod_ranks(&f.pods[0], &n);
+	assert_int_equal(n, 4);
+	assert_string_equal(r[0].key, "ns/b#4");
+	assert_string_equal(r[3].key, "ns/b#7");
+	assert_int_equal(r[3].rank, 7);
+	assert_string_equal(r[3].endpoint, "tcp://10.0.0.2:5564");
+	assert_string_equal(r[3].replay_endpoint, "tcp://10.0.0.2:5607");
+	kvc_ranks_free(r, n);
+	kvc_dfile_fini(&f);
+}
+
 static void
 test_defaults(void **state)
 {
@@ -97,6 +121,7 @@ test_defaults(void **state)
 	assert_int_equal(f.n_pods, 2);
 	assert_int_equal(f.n_errors, 0);
 	assert_int_equal(f.pods[0].dp_size, 4); /* --watch-dp-size */
+	assert_int_equal(f.pods[0].dp_start_rank, 0);
 	assert_false(f.pods[0].has_recover_port);
 	assert_false(f.pods[0].has_replay_port);
 	assert_int_equal(f.pods[1].dp_size, 1);
@@ -502,6 +527,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_simulator_layout),
 	    cmocka_unit_test(test_defaults),
+	    cmocka_unit_test(test_start_rank),
 	    cmocka_unit_test(test_invalid_pods_are_reported_and_skipped),
 	    cmocka_unit_test(test_duplicate_names),
 	    cmocka_unit_test(test_bad_documents),

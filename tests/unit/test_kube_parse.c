@@ -107,6 +107,25 @@ test_pod_annotations(void **state)
 	kvc_ranks_free(r, n);
 	kvc_kube_pod_fini(&p);
 	json_decref(j);
+
+	/* a pod of a data-parallel group over several pods */
+	j = pod_json("engine-2", "10.1.2.5", false,
+		     "{\"kvindex.io/dp-size\":\"2\","
+		     "\"kvindex.io/dp-start-rank\":\"2\","
+		     "\"kvindex.io/zmq-port\":\"6000\","
+		     "\"kvindex.io/model\":\"qwen\"}");
+	assert_int_equal(kvc_kube_pod_parse(j, &defaults, &p, err, sizeof(err)),
+			 KVI_OK);
+	assert_true(p.valid);
+	assert_int_equal(p.pod.dp_start_rank, 2);
+	r = kvc_pod_ranks(&p.pod, &n);
+	assert_int_equal(n, 2);
+	assert_int_equal(r[0].rank, 2);
+	assert_string_equal(r[1].key, "ml/engine-2#3");
+	assert_string_equal(r[1].endpoint, "tcp://10.1.2.5:6003");
+	kvc_ranks_free(r, n);
+	kvc_kube_pod_fini(&p);
+	json_decref(j);
 }
 
 /* Values that must make a pod unregistrable, each with a reason naming
