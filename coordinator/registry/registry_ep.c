@@ -32,7 +32,9 @@ kvc_pod_eps(const kvc_pod *p, size_t n)
 		e[r].ids = kvi_calloc(na, sizeof(char *));
 		e[r].n = na;
 		for (size_t a = 0; a < na; a++) {
-			e[r].ids[a] = kvc_ep_id(addrs[a], p->zmq_port + r);
+			/* rank r of the pod is its global rank S + r */
+			e[r].ids[a] = kvc_ep_id(
+			    addrs[a], p->zmq_port + p->dp_start_rank + r);
 		}
 	}
 	kvc_ep_strv_free(addrs, na);

@@ -141,6 +141,24 @@ add_named(kvc_registry *r, const char *name, const char *ip, uint32_t port,
 	return kvc_reg_add(r, &p, res, err, 512);
 }
 
+/* add_group registers a pod of ranks start..start+dp-1 of a
+ * data-parallel group over several pods, on one host's base port. */
+static kvi_err
+add_group(kvc_registry *r, const char *name, uint32_t port, uint32_t start,
+	  uint32_t dp, kvc_reg_result *res, char *err)
+{
+	kvc_pod p = {.source = KVC_SOURCE_FILE,
+		     .name = (char *)name,
+		     .instance_id = kvc_instance_id(name),
+		     .model = "m",
+		     .block_size = 16,
+		     .ip = "10.0.9.1",
+		     .zmq_port = port,
+		     .dp_size = dp,
+		     .dp_start_rank = start};
+	return kvc_reg_add(r, &p, res, err, 512);
+}
+
 /* add_rank registers rank 0 of instance id at endpoint, over HTTP. */
 static kvi_err
 add_rank(kvc_registry *r, uint64_t id, const char *endpoint,
@@ -244,6 +262,27 @@ test_one_endpoint_one_listener(void **state)
 	kvc_reg_free(r);
 }
 
+/* Pods of one data-parallel group on one host, each on the ports of its
+ * global ranks: the same base port is no clash, a rank's port is. */
+static void
+test_group_over_pods(void **state)
+{
+	(void)state;
+	kvc_registry *r = kvc_reg_alloc();
+	kvc_reg_result res;
+	char err[512];
+	assert_int_equal(add_group(r, "ns/g0", 5557, 0, 2, &res, err), KVI_OK);
+	assert_int_equal(add_group(r, "ns/g1", 5557, 2, 2, &res, err), KVI_OK);
+	assert_true(kvc_reg_has(r, "ns/g1#2"));
+	assert_true(kvc_reg_has(r, "ns/g1#3"));
+	assert_false(kvc_reg_has(r, "ns/g1#0"));
+	/* a pod that says it starts at rank 1 overlaps g0's rank 1 */
+	taken(add_group(r, "ns/g2", 5557, 1, 2, &res, err), &res, err,
+	      "ns/g0#1");
+	assert_string_equal(res.endpoint, "10.0.9.1:5558");
+	kvc_reg_free(r);
+}
+
 static void
 test_dp_size_cap(void **state)
 {
@@ -320,6 +359,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_fleet_keys),
 	    cmocka_unit_test(test_one_endpoint_one_listener),
+	    cmocka_unit_test(test_group_over_pods),
 	    cmocka_unit_test(test_dp_size_cap),
 	    cmocka_unit_test(test_route_since),
 	};
