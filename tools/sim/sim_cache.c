@@ -36,7 +36,6 @@ typedef struct sim_lru {
 
 struct sim_cache {
 	sim_cache_config cfg;
-	uint64_t local_seed;
 	sim_slot *slots;
 	uint32_t n_slots;   /* gpu_blocks + cpu_blocks */
 	uint32_t high;      /* slots [0, high) have been used */
@@ -99,8 +98,8 @@ grow_cap(uint32_t cap, uint32_t need)
 	return n;
 }
 
-static sim_event *
-batch_add_event(sim_batch *b)
+sim_event *
+sim_batch_add_event(sim_batch *b)
 {
 	if (b->n_events == b->cap_events) {
 		b->cap_events = grow_cap(b->cap_events, b->n_events + 1);
@@ -130,8 +129,8 @@ batch_reserve_blocks(sim_batch *b, uint32_t n)
 	b->xkey_start[0] = 0;
 }
 
-static void
-batch_add_removed(sim_batch *b, uint64_t hash)
+void
+sim_batch_add_removed(sim_batch *b, uint64_t hash)
 {
 	if (b->n_removed == b->cap_removed) {
 		b->cap_removed = grow_cap(b->cap_removed, b->n_removed + 1);
@@ -296,7 +295,6 @@ sim_cache_alloc(const sim_cache_config *cfg)
 {
 	sim_cache *c = kvi_calloc(1, sizeof(*c));
 	c->cfg = *cfg;
-	c->local_seed = kvi_local_seed(NULL, 0, NULL, 0);
 	c->n_slots = cfg->gpu_blocks + cfg->cpu_blocks;
 	/* calloc: pages are committed only as slots are first used. */
 	c->slots = kvi_calloc(c->n_slots, sizeof(*c->slots));
@@ -341,7 +339,7 @@ sim_cache_clear(sim_cache *c, sim_batch *batch)
 		c->lru[t].count = 0;
 	}
 	if (batch != NULL) {
-		batch_add_event(batch)->type = SIM_EV_CLEARED;
+		sim_batch_add_event(batch)->type = SIM_EV_CLEARED;
 	}
 }
 
@@ -365,7 +363,7 @@ evict(sim_cache *c, int t, uint32_t count, sim_batch *batch)
 		if (c->slots[s].pin != c->stamp) {
 			lru_unlink(c, t, s);
 			c->slots[s].tiers &= (uint8_t)~tier_bit[t];
-			batch_add_removed(batch, c->slots[s].ext);
+			sim_batch_add_removed(batch, c->slots[s].ext);
 			if (c->slots[s].tiers == 0) {
 				slot_release(c, s);
 			}
@@ -374,7 +372,7 @@ evict(sim_cache *c, int t, uint32_t count, sim_batch *batch)
 		s = prev;
 	}
 	if (done > 0) {
-		sim_event *ev = batch_add_event(batch);
+		sim_event *ev = sim_batch_add_event(batch);
 		ev->type = SIM_EV_REMOVED;
 		ev->tier = tier_bit[t];
 		ev->first = first;
@@ -395,7 +393,7 @@ static void
 add_stored(sim_batch *batch, unsigned tier, uint32_t base, uint32_t from,
 	   uint32_t to, uint32_t req, bool offload)
 {
-	sim_event *ev = batch_add_event(batch);
+	sim_event *ev = sim_batch_add_event(batch);
 	ev->type = SIM_EV_STORED;
 	ev->tier = tier;
 	ev->req = req;
@@ -407,17 +405,18 @@ add_stored(sim_batch *batch, unsigned tier, uint32_t base, uint32_t from,
 }
 
 /* hash_blocks computes the external, local and sequence hashes of the
- * request's n blocks, already copied into the batch at base. */
+ * request's n blocks of bs tokens, already copied into the batch at base. */
 static void
-hash_blocks(const sim_cache *c, sim_batch *batch, uint32_t base, uint32_t n)
+hash_blocks(sim_batch *batch, uint64_t salt, uint32_t base, uint32_t n)
 {
-	uint32_t bs = c->cfg.block_size;
+	uint32_t bs = batch->block_size;
+	uint64_t seed = kvi_local_seed(NULL, 0, NULL, 0);
 	for (uint32_t i = 0; i < n; i++) {
 		const uint32_t *tok = batch->tokens + (size_t)(base + i) * bs;
 		uint32_t k = base + i;
 		batch->ext[k] = sim_external_hash(
-		    c->cfg.salt, i > 0, i > 0 ? batch->ext[k - 1] : 0, tok, bs);
-		batch->local[k] = kvi_local_hash(tok, bs, c->local_seed);
+		    salt, i > 0, i > 0 ? batch->ext[k - 1] : 0, tok, bs);
+		batch->local[k] = kvi_local_hash(tok, bs, seed);
 		batch->seq[k] = kvi_seq_hash(
 		    i > 0 ? batch->seq[k - 1] : KVI_SEQ_ROOT, batch->local[k]);
 		batch->xkey_start[k + 1] = batch->n_xkeys;
@@ -428,25 +427,46 @@ hash_blocks(const sim_cache *c, sim_batch *batch, uint32_t base, uint32_t n)
  * batch->reqs[req]: local hashes by hash.h's rule, external hashes over
  * each block's extra keys. */
 static void
-hash_keyed(sim_cache *c, sim_batch *batch, uint32_t base, uint32_t n,
-	   const kvi_prompt_keys *keys, uint32_t req)
+hash_keyed(sim_batch *batch, uint64_t salt, kvi_xbuf *x, uint32_t base,
+	   uint32_t n, const kvi_prompt_keys *keys, uint32_t req)
 {
-	uint32_t bs = c->cfg.block_size;
+	uint32_t bs = batch->block_size;
 	const uint32_t *tokens = batch->tokens + (size_t)base * bs;
-	kvi_prompt_hashes(tokens, (size_t)n * bs, bs, keys, &c->xbuf,
+	kvi_prompt_hashes(tokens, (size_t)n * bs, bs, keys, x,
 			  batch->local + base);
 	size_t next = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t k = base + i;
 		sim_batch_block_keys(batch, k, req, keys, i, &next);
-		kvi_xbuf_reset(&c->xbuf);
-		sim_keys_bytes(batch, k, &c->xbuf);
+		kvi_xbuf_reset(x);
+		sim_keys_bytes(batch, k, x);
 		batch->ext[k] = sim_external_hash_extra(
-		    c->cfg.salt, i > 0, i > 0 ? batch->ext[k - 1] : 0,
-		    tokens + (size_t)i * bs, bs, c->xbuf.p, c->xbuf.len);
+		    salt, i > 0, i > 0 ? batch->ext[k - 1] : 0,
+		    tokens + (size_t)i * bs, bs, x->p, x->len);
 		batch->seq[k] = kvi_seq_hash(
 		    i > 0 ? batch->seq[k - 1] : KVI_SEQ_ROOT, batch->local[k]);
 	}
+}
+
+uint32_t
+sim_batch_add_request(sim_batch *batch, uint64_t salt, const uint32_t *tokens,
+		      uint32_t n, const kvi_prompt_keys *keys, kvi_xbuf *x,
+		      uint32_t *req)
+{
+	uint32_t bs = batch->block_size;
+	uint32_t base = batch->n_blocks;
+	batch_reserve_blocks(batch, n);
+	memcpy(batch->tokens + (size_t)base * bs, tokens,
+	       (size_t)n * bs * sizeof(uint32_t));
+	batch->n_blocks += n;
+	*req = SIM_NO_KEYS;
+	if (sim_keys_empty(keys)) {
+		hash_blocks(batch, salt, base, n);
+	} else {
+		*req = sim_batch_add_keys(batch, keys);
+		hash_keyed(batch, salt, x, base, n, keys, *req);
+	}
+	return base;
 }
 
 static uint32_t
@@ -521,19 +541,8 @@ static uint32_t
 load_request(sim_cache *c, sim_batch *batch, const uint32_t *tokens, uint32_t n,
 	     const kvi_prompt_keys *keys, uint32_t *req)
 {
-	uint32_t bs = c->cfg.block_size;
-	uint32_t base = batch->n_blocks;
-	batch_reserve_blocks(batch, n);
-	memcpy(batch->tokens + (size_t)base * bs, tokens,
-	       (size_t)n * bs * sizeof(uint32_t));
-	batch->n_blocks += n;
-	*req = SIM_NO_KEYS;
-	if (sim_keys_empty(keys)) {
-		hash_blocks(c, batch, base, n);
-	} else {
-		*req = sim_batch_add_keys(batch, keys);
-		hash_keyed(c, batch, base, n, keys, *req);
-	}
+	uint32_t base = sim_batch_add_request(batch, c->cfg.salt, tokens, n,
+					      keys, &c->xbuf, req);
 	begin_request(c, n);
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t s = table_find(c, batch->ext[base + i]);
@@ -702,6 +711,7 @@ slot_info(const sim_slot *b, sim_block_info *out)
 	out->seq_hash = b->seq;
 	out->depth = b->depth;
 	out->tiers = b->tiers;
+	out->groups = (b->tiers & SIM_TIER_GPU) ? 1u : 0u;
 }
 
 bool

@@ -70,16 +70,26 @@ typedef enum sim_event_type {
 #define SIM_NO_KEYS UINT32_MAX
 
 /* One event of a batch. Stored: the blocks batch->blocks[first..first+n).
- * Removed: the hashes batch->removed[first..first+n). */
+ * Removed: the hashes batch->removed[first..first+n).
+ *
+ * An event of a KV cache group (sim_groups.h) is `grouped`: it names its
+ * group on the wire. A group's blocks may span `stride` blocks of the
+ * batch (its block size over the batch's): a stored event of such a group
+ * covers the batch blocks [first, first + n * stride), and its block k is
+ * known by the hash of batch block first + (k + 1) * stride - 1, the last
+ * one it spans. stride 0 means 1. */
 typedef struct sim_event {
 	sim_event_type type;
 	unsigned tier;   /* SIM_TIER_GPU or SIM_TIER_CPU */
 	bool has_parent; /* the block's real parent, also for an offload */
 	bool offload;    /* stored: a CPU offload (no tokens, nil parent) */
+	bool grouped;    /* the event names its KV cache group */
 	uint64_t parent;
 	uint32_t first;
 	uint32_t n;
-	uint32_t req; /* stored: batch->reqs index, SIM_NO_KEYS */
+	uint32_t req;    /* stored: batch->reqs index, SIM_NO_KEYS */
+	uint32_t group;  /* when grouped: the group's index */
+	uint32_t stride; /* stored: batch blocks per block (0: 1) */
 } sim_event;
 
 /* One element of a block's extra keys; strings live in batch->text. */
@@ -128,9 +138,12 @@ typedef struct sim_request_result {
 	uint32_t cpu_loaded;  /* blocks loaded back from CPU */
 	uint32_t stored;      /* blocks newly stored on GPU */
 	uint32_t removed;     /* blocks removed, all tiers */
+	uint64_t hit_tokens;  /* the hit the engine takes (sim_kv.h) */
 } sim_request_result;
 
-/* Ground truth about one cached block. */
+/* Ground truth about one cached block. groups has bit g set when KV cache
+ * group g holds it (sim_groups.h); the single group of a plain cache is
+ * group 0, which holds the blocks on GPU. */
 typedef struct sim_block_info {
 	uint64_t hash;
 	uint64_t parent;
@@ -139,6 +152,7 @@ typedef struct sim_block_info {
 	uint64_t seq_hash;
 	uint32_t depth;
 	unsigned tiers;
+	uint32_t groups;
 } sim_block_info;
 
 typedef struct sim_cache_config {
@@ -210,6 +224,22 @@ bool sim_cache_lookup(const sim_cache *c, uint64_t hash, sim_block_info *out);
  * (by depth), in a new array of *n entries the caller frees with kvi_free.
  * Returns NULL with *n = 0 when the cache is empty. */
 sim_block_info *sim_cache_snapshot(const sim_cache *c, size_t *n);
+
+/* sim_batch_add_event appends a zeroed event to batch and returns it;
+ * sim_batch_add_removed appends a hash to batch->removed. */
+sim_event *sim_batch_add_event(sim_batch *batch);
+void sim_batch_add_removed(sim_batch *batch, uint64_t hash);
+
+/* sim_batch_add_request copies n blocks of tokens into batch and computes
+ * their hashes as a cache of that block size and salt does: external hash
+ * (over each block's extra keys), local and sequence hash (hash.h, with
+ * keys; NULL or empty: none). The keys are copied into the batch; *req is
+ * their index (SIM_NO_KEYS without). x is scratch. Returns the index of
+ * the request's first block in the batch. */
+uint32_t sim_batch_add_request(sim_batch *batch, uint64_t salt,
+			       const uint32_t *tokens, uint32_t n,
+			       const kvi_prompt_keys *keys, kvi_xbuf *x,
+			       uint32_t *req);
 
 /* sim_external_hash returns the external hash of a block of bs tokens that
  * follows parent (has_parent false for the first block). */
