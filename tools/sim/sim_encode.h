@@ -24,6 +24,14 @@
  * tokens, a nil parent, block_size 0 with offload_bs0 (else the real one),
  * and no keys at all: it names blocks the rank has just stored on GPU.
  *
+ * An event of a KV cache group (sim_event.grouped, sim_groups.h) carries
+ * group_idx, and a store also kv_cache_spec_kind and, for a sliding
+ * window, kv_cache_spec_sliding_window, as vLLM's msgspec structs lay them
+ * out (vllm/distributed/kv_events.py): after extra_keys, None omitted. A
+ * group of block size r * the batch's stores r batch blocks per block:
+ * its blocks' hashes are each one's last, its tokens all of them. Only
+ * the vLLM forms (map, legacy) can carry group fields.
+ *
  * Pure: sim_encode_batch writes into the caller's encoder.
  */
 #ifndef KVI_SIM_ENCODE_H
@@ -62,11 +70,16 @@ bool sim_flavour_sglang(sim_flavour f);
 void sim_flavour_encoder_init(kvi_encoder *enc, sim_flavour f,
 			      kvi_event_form form, kvi_hash_form hash_form);
 
+struct sim_groups_config;
+
 typedef struct sim_encode_opts {
 	double ts;
 	bool with_rank;
 	int dp_rank;
 	bool offload_bs0; /* offload stores say block_size 0 */
+	/* the rank's KV cache groups, for the spec of grouped stores;
+	 * NULL: none */
+	const struct sim_groups_config *groups;
 } sim_encode_opts;
 
 /* sim_encode_batch encodes every event of batch with enc and returns the

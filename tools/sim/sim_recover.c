@@ -3,14 +3,44 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "hash.h"
 
 /* A record is a sequence of u64 words: the number of events, then per
  * event a header (type | tier << 8 | has_parent << 16 | n << 32) followed
  * by, for stored, the parent and n (block hash, local hash) pairs; for
- * removed, n block hashes; for cleared, nothing. */
+ * removed, n block hashes; for cleared, nothing.
+ *
+ * RouterEvents have no group field: the events of KV cache groups other
+ * than 0 are not recorded (they would read as group 0's), and group 0's
+ * blocks are recorded at its own block size, a block's local hash over
+ * all its tokens. */
 #define HDR(type, tier, has_parent, n)                                         \
 	((uint64_t)(type) | (uint64_t)(tier) << 8 |                            \
 	 (uint64_t)(has_parent) << 16 | (uint64_t)(n) << 32)
+
+static bool
+recorded(const sim_event *ev)
+{
+	return !ev->grouped || ev->group == 0;
+}
+
+/* stored_block writes block j of a stored event: its hash and local
+ * hash. */
+static void
+stored_block(const sim_batch *batch, const sim_event *ev, uint32_t j,
+	     uint64_t *w)
+{
+	uint32_t stride = ev->stride > 1 ? ev->stride : 1;
+	uint32_t last = ev->first + (j + 1) * stride - 1;
+	w[0] = batch->ext[last];
+	w[1] = batch->local[last];
+	if (stride > 1) {
+		uint32_t bs = batch->block_size;
+		w[1] = kvi_local_hash(
+		    batch->tokens + (size_t)(last + 1 - stride) * bs,
+		    (size_t)stride * bs, kvi_local_seed(NULL, 0, NULL, 0));
+	}
+}
 
 void *
 sim_recover_record(const sim_batch *batch, size_t *len)
@@ -18,21 +48,27 @@ sim_recover_record(const sim_batch *batch, size_t *len)
 	size_t words = 1;
 	for (uint32_t i = 0; i < batch->n_events; i++) {
 		const sim_event *ev = &batch->events[i];
-		words += 1 + (ev->type == SIM_EV_STORED ? 1 + 2 * (size_t)ev->n
-			      : ev->type == SIM_EV_REMOVED ? ev->n
-							   : 0);
+		if (recorded(ev)) {
+			words += 1 + (ev->type == SIM_EV_STORED
+					  ? 1 + 2 * (size_t)ev->n
+				      : ev->type == SIM_EV_REMOVED ? ev->n
+								   : 0);
+		}
 	}
 	uint64_t *w = kvi_malloc(words * sizeof(uint64_t));
-	size_t o = 0;
-	w[o++] = batch->n_events;
+	size_t o = 1;
+	w[0] = 0;
 	for (uint32_t i = 0; i < batch->n_events; i++) {
 		const sim_event *ev = &batch->events[i];
+		if (!recorded(ev)) {
+			continue;
+		}
+		w[0]++;
 		w[o++] = HDR(ev->type, ev->tier, ev->has_parent, ev->n);
 		if (ev->type == SIM_EV_STORED) {
 			w[o++] = ev->parent;
-			for (uint32_t j = 0; j < ev->n; j++) {
-				w[o++] = batch->ext[ev->first + j];
-				w[o++] = batch->local[ev->first + j];
+			for (uint32_t j = 0; j < ev->n; j++, o += 2) {
+				stored_block(batch, ev, j, &w[o]);
 			}
 		} else if (ev->type == SIM_EV_REMOVED) {
 			memcpy(&w[o], &batch->removed[ev->first],

@@ -18,6 +18,11 @@
  * TreeDump.last_event_id and TooNew.newest_available are null: there is no
  * seq a watermark could be set to.
  *
+ * RouterEvents have no group field: with KV cache groups (sim_groups.h)
+ * a record keeps group 0's events alone, its blocks at its own block size
+ * (a block's hash is its last hash block's, its local hash over all its
+ * tokens), and a tree dump lists group 0's blocks (sim_kv_dump).
+ *
  * Hashes are written as exact unsigned JSON integers (sim_json.h). The
  * caller serialises access to the log and the cache snapshot (the rank's
  * mutex), so an answer is consistent with the seq it names.

@@ -115,18 +115,41 @@ step_end(const sim_sched *s, const sim_job *j, uint64_t to)
 	return j->start_ns + duration_ns(s, to - j->hit_tokens);
 }
 
+/* align_stop cuts a step [done, to) of j as vLLM's
+ * Scheduler._mamba_block_aligned_split does in "align" mode: before the
+ * prompt's last block boundary a step ends on a boundary (at least one
+ * block: this simulator always makes progress); one that would pass it
+ * ends there. */
+static uint64_t
+align_stop(const sim_sched *s, const sim_job *j, uint64_t to)
+{
+	uint64_t bs = s->cfg.align;
+	uint64_t last = j->n_tokens - j->n_tokens % bs;
+	if (to < last) {
+		uint64_t n = (to - j->done_tokens) / bs * bs;
+		return j->done_tokens + (n > 0 ? n : bs);
+	}
+	if (j->done_tokens < last && last < to) {
+		return last;
+	}
+	return to;
+}
+
 /* next_stop returns the token the current step of j computes up to. */
 static uint64_t
 next_stop(const sim_sched *s, const sim_job *j)
 {
 	uint64_t left = j->n_tokens - j->done_tokens;
-	return s->cfg.chunk == 0 || left <= s->cfg.chunk
-		   ? j->n_tokens
-		   : j->done_tokens + s->cfg.chunk;
+	uint64_t to = s->cfg.chunk == 0 || left <= s->cfg.chunk
+			  ? j->n_tokens
+			  : j->done_tokens + s->cfg.chunk;
+	return s->cfg.align > 0 ? align_stop(s, j, to) : to;
 }
 
-sim_job *
-sim_sched_start(sim_sched *s, sim_cache *c)
+/* take_next makes the head of the queue the running request, if nothing
+ * runs. */
+static sim_job *
+take_next(sim_sched *s)
 {
 	if (s->cur != NULL || s->head == NULL) {
 		return NULL;
@@ -140,25 +163,58 @@ sim_sched_start(sim_sched *s, sim_cache *c)
 	j->next = NULL;
 	s->cur = j;
 	j->start_ns = j->arrival_ns > s->clock_ns ? j->arrival_ns : s->clock_ns;
+	return j;
+}
 
-	/* Every block's local hash, for the outcome, and the cached prefix
-	 * capped as vLLM caps it: at least the last token is computed. */
+/* begin_job starts j with its hit: every block's local hash (from the
+ * scratch batch), the schedule of its steps. */
+static void
+begin_job(sim_sched *s, sim_job *j, uint64_t hit_tokens)
+{
+	uint32_t bs = s->cfg.block_size;
+	j->n_local = s->scratch.n_blocks;
+	j->local_hashes = kvi_malloc((j->n_local + 1) * sizeof(uint64_t));
+	memcpy(j->local_hashes, s->scratch.local,
+	       j->n_local * sizeof(uint64_t));
+	j->hit_blocks = (uint32_t)(hit_tokens / bs);
+	j->hit_tokens = hit_tokens;
+	j->done_tokens = hit_tokens;
+	j->prev_tokens = hit_tokens;
+	j->done_blocks = j->hit_blocks;
+	j->end_ns = step_end(s, j, j->n_tokens);
+	s->step_end_ns = step_end(s, j, next_stop(s, j));
+}
+
+sim_job *
+sim_sched_start(sim_sched *s, sim_cache *c)
+{
+	sim_job *j = take_next(s);
+	if (j == NULL) {
+		return NULL;
+	}
+	/* The cached prefix capped as vLLM caps it: at least the last
+	 * token is computed. */
 	uint32_t bs = s->cfg.block_size;
 	sim_batch_reset(&s->scratch);
 	uint32_t cached =
 	    sim_cache_hit(c, &s->scratch, j->tokens, j->n_blocks,
 			  j->has_keys ? &j->keys : NULL, UINT32_MAX);
-	j->n_local = s->scratch.n_blocks;
-	j->local_hashes = kvi_malloc((j->n_local + 1) * sizeof(uint64_t));
-	memcpy(j->local_hashes, s->scratch.local,
-	       j->n_local * sizeof(uint64_t));
 	uint64_t cap = j->n_tokens > 0 ? (j->n_tokens - 1) / bs : 0;
-	j->hit_blocks = cached < cap ? cached : (uint32_t)cap;
-	j->hit_tokens = (uint64_t)j->hit_blocks * bs;
-	j->done_tokens = j->hit_tokens;
-	j->done_blocks = j->hit_blocks;
-	j->end_ns = step_end(s, j, j->n_tokens);
-	s->step_end_ns = step_end(s, j, next_stop(s, j));
+	begin_job(s, j, (cached < cap ? cached : cap) * bs);
+	return j;
+}
+
+sim_job *
+sim_sched_start_groups(sim_sched *s, sim_groups *g)
+{
+	sim_job *j = take_next(s);
+	if (j == NULL) {
+		return NULL;
+	}
+	sim_batch_reset(&s->scratch);
+	begin_job(s, j,
+		  sim_groups_hit(g, &s->scratch, j->tokens, j->n_tokens,
+				 j->has_keys ? &j->keys : NULL));
 	return j;
 }
 
@@ -172,6 +228,22 @@ uint64_t
 sim_sched_busy_until(const sim_sched *s)
 {
 	return s->cur != NULL ? s->cur->end_ns : 0;
+}
+
+/* end_step records that the current step of j computed up to `to` and
+ * returns j if that ended it. */
+static sim_job *
+end_step(sim_sched *s, sim_job *j, uint64_t to)
+{
+	j->prev_tokens = j->done_tokens;
+	j->done_tokens = to;
+	if (to < j->n_tokens) {
+		s->step_end_ns = step_end(s, j, next_stop(s, j));
+		return NULL;
+	}
+	s->clock_ns = j->end_ns;
+	s->cur = NULL;
+	return j;
 }
 
 sim_job *
@@ -194,14 +266,25 @@ sim_sched_step(sim_sched *s, sim_cache *c, sim_batch *batch)
 		j->removed += res.removed;
 		j->done_blocks = to_block;
 	}
-	j->done_tokens = to;
-	if (to < j->n_tokens) {
-		s->step_end_ns = step_end(s, j, next_stop(s, j));
+	return end_step(s, j, to);
+}
+
+sim_job *
+sim_sched_step_groups(sim_sched *s, sim_groups *g, sim_batch *batch)
+{
+	sim_job *j = s->cur;
+	if (j == NULL) {
 		return NULL;
 	}
-	s->clock_ns = j->end_ns;
-	s->cur = NULL;
-	return j;
+	uint64_t to = next_stop(s, j);
+	sim_request_result res;
+	sim_groups_span(g, batch, j->tokens, j->n_tokens,
+			j->has_keys ? &j->keys : NULL, j->prev_tokens,
+			j->done_tokens, to, to >= j->n_tokens, &res);
+	j->stored += res.stored;
+	j->removed += res.removed;
+	j->done_blocks = (uint32_t)(to / s->cfg.block_size);
+	return end_step(s, j, to);
 }
 
 sim_job *

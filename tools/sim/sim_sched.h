@@ -15,6 +15,13 @@
  * one batch, as vLLM's scheduler caches the blocks of a step in
  * allocate_slots and publishes the events the step produced at its end.
  *
+ * On a rank with KV cache groups (sim_groups.h) the same happens per
+ * group (sim_sched_start_groups, sim_sched_step_groups): the hit is the
+ * hybrid one, and with a Mamba group in mamba_cache_mode "align" steps
+ * are cut as vLLM's Scheduler._mamba_block_aligned_split cuts them: a step
+ * that ends before the prompt's last block boundary ends on a block
+ * boundary, and one that would pass it ends there.
+ *
  * Times are simulated from the schedule, not measured: step k ends at
  * start + (tokens computed through step k) / rate, whenever the caller
  * gets to run it. The caller (the engine thread) calls sim_sched_start
@@ -33,6 +40,7 @@
 #include "error.h"
 #include "hash.h"
 #include "sim_cache.h"
+#include "sim_groups.h"
 
 /* One request. The inputs are owned by the job (sim_job_alloc); the
  * outcome is written by the scheduler. */
@@ -61,6 +69,7 @@ typedef struct sim_job {
 	char *text;
 	kvi_mm_item *mm;
 	uint64_t done_tokens;
+	uint64_t prev_tokens; /* where the previous step started */
 	uint32_t done_blocks;
 	struct sim_job *next;
 } sim_job;
@@ -77,6 +86,7 @@ typedef struct sim_sched_config {
 	uint64_t chunk;      /* tokens per step; 0: the whole prompt */
 	uint32_t block_size; /* the cache's */
 	uint32_t max_queue;  /* waiting requests at most */
+	uint32_t align;      /* steps' block boundary ("align"); 0: none */
 } sim_sched_config;
 
 typedef struct sim_sched {
@@ -102,6 +112,11 @@ bool sim_sched_push(sim_sched *s, sim_job *j, uint64_t now_ns, uint32_t *ahead);
 /* sim_sched_start starts the head of the queue if nothing runs, taking
  * its hit from c, and returns it (NULL: nothing started). */
 sim_job *sim_sched_start(sim_sched *s, sim_cache *c);
+
+/* sim_sched_start_groups and sim_sched_step_groups are sim_sched_start
+ * and sim_sched_step on KV cache groups. */
+sim_job *sim_sched_start_groups(sim_sched *s, sim_groups *g);
+sim_job *sim_sched_step_groups(sim_sched *s, sim_groups *g, sim_batch *batch);
 
 /* sim_sched_due returns when the current step ends, UINT64_MAX when no
  * request runs. */
