@@ -115,6 +115,12 @@ pod_flavour(const sim_config *c, uint32_t pod)
 				 : SIM_FLAVOUR_DEFAULT;
 }
 
+static const sim_groups_config *
+pod_groups(const sim_config *c, uint32_t pod)
+{
+	return c->n_groups > 0 ? &c->groups[pod % c->n_groups] : NULL;
+}
+
 static void
 build_ranks(sim *s)
 {
@@ -137,8 +143,9 @@ build_ranks(sim *s)
 	s->ranks = kvi_calloc(s->n, sizeof(*s->ranks));
 	for (uint32_t p = 0; p < c->pods; p++) {
 		for (uint32_t r = 0; r < c->dp; r++) {
-			s->ranks[(size_t)p * c->dp + r] = sim_rank_alloc(
-			    &s->rank_cfg, p, r, pod_flavour(c, p));
+			s->ranks[(size_t)p * c->dp + r] =
+			    sim_rank_alloc(&s->rank_cfg, p, r,
+					   pod_flavour(c, p), pod_groups(c, p));
 		}
 	}
 }

@@ -49,6 +49,16 @@ static const char usage[] =
     "                         vllm-0.26, sglang, sglang-map, legacy;\n"
     "                         overrides --form and --hash-format (none:\n"
     "                         --form and --hash-format for every pod)\n"
+    "  --kv-groups LIST       KV cache groups of a hybrid model per pod:\n"
+    "                         models separated by '/' and cycled (pod p\n"
+    "                         gets LIST[p % len]), each a comma-separated\n"
+    "                         list of KIND[:BLOCK_SIZE[:BLOCKS]]; KIND is\n"
+    "                         full, mla, swa=WINDOW, swa-mla=WINDOW,\n"
+    "                         chunked=CHUNK, mamba=all or mamba=align;\n"
+    "                         BLOCK_SIZE a multiple of --block-size (it),\n"
+    "                         BLOCKS the group's capacity (--cache-blocks);\n"
+    "                         none: one full-attention group, no group\n"
+    "                         fields on the wire\n"
     "  --replay-buffer N      batches kept for replay (10000)\n"
     "  --replay-topic yes|no  replay replies carry the topic frame, as vLLM\n"
     "                         >= 0.26 (yes); no = older vLLM and SGLang\n"
@@ -127,6 +137,7 @@ enum {
 	OPT_OFFLOAD,
 	OPT_OFFLOAD_BS0,
 	OPT_FLAVOURS,
+	OPT_KV_GROUPS,
 	OPT_REPLAY_BUFFER,
 	OPT_REPLAY_TOPIC,
 	OPT_RECOVER_LOG,
@@ -174,6 +185,7 @@ static const struct option options[] = {
     {"offload", no_argument, NULL, OPT_OFFLOAD},
     {"offload-bs0", no_argument, NULL, OPT_OFFLOAD_BS0},
     {"flavours", required_argument, NULL, OPT_FLAVOURS},
+    {"kv-groups", required_argument, NULL, OPT_KV_GROUPS},
     {"replay-buffer", required_argument, NULL, OPT_REPLAY_BUFFER},
     {"replay-topic", required_argument, NULL, OPT_REPLAY_TOPIC},
     {"recover-log", required_argument, NULL, OPT_RECOVER_LOG},
@@ -374,6 +386,9 @@ apply(sim_config *c, int opt, const char *v, bool *help)
 		return true;
 	case OPT_FLAVOURS:
 		return flavours_flag(c, v);
+	case OPT_KV_GROUPS:
+		c->kv_groups = v;
+		return *v != '\0';
 	case OPT_REPLAY_BUFFER:
 		return size_arg(v, &c->replay_buffer);
 	case OPT_REPLAY_TOPIC:
@@ -457,6 +472,70 @@ apply(sim_config *c, int opt, const char *v, bool *help)
 	return false;
 }
 
+/* parse_groups parses --kv-groups: one model per pod, '/'-separated. */
+static kvi_err
+parse_groups(sim_config *c, char *err, size_t errlen)
+{
+	const char *s = c->kv_groups;
+	c->groups = kvi_calloc(SIM_MAX_FLAVOURS, sizeof(*c->groups));
+	for (;;) {
+		const char *slash = strchr(s, '/');
+		size_t len = slash ? (size_t)(slash - s) : strlen(s);
+		if (c->n_groups == SIM_MAX_FLAVOURS) {
+			snprintf(err, errlen, "--kv-groups: at most %d models",
+				 SIM_MAX_FLAVOURS);
+			return KVI_EINVAL;
+		}
+		const char *why =
+		    sim_groups_parse(s, len, c->block_size, c->cache_blocks,
+				     &c->groups[c->n_groups]);
+		if (why != NULL) {
+			snprintf(err, errlen, "--kv-groups \"%.*s\": %s",
+				 (int)len, s, why);
+			return KVI_EINVAL;
+		}
+		c->n_groups++;
+		if (slash == NULL) {
+			return KVI_OK;
+		}
+		s = slash + 1;
+	}
+}
+
+/* validate_groups checks what KV cache groups do not go with: a CPU tier,
+ * SGLang's events (no group fields), keys on a model with a group of
+ * another block size (sim_groups.h). */
+static kvi_err
+validate_groups(sim_config *c, char *err, size_t errlen)
+{
+	kvi_err rv = parse_groups(c, err, errlen);
+	if (rv != KVI_OK) {
+		return rv;
+	}
+	if (c->cpu_blocks > 0) {
+		snprintf(err, errlen,
+			 "--kv-groups has no CPU tier: no --cpu-blocks");
+		return KVI_EINVAL;
+	}
+	for (uint32_t i = 0; i < c->n_flavours; i++) {
+		if (sim_flavour_sglang(c->flavours[i])) {
+			snprintf(err, errlen,
+				 "--kv-groups needs vLLM flavours");
+			return KVI_EINVAL;
+		}
+	}
+	bool keys = c->salts > 0 || c->loras > 0 || c->mm_every > 0;
+	for (uint32_t i = 0; keys && i < c->n_groups; i++) {
+		if (!sim_groups_keys_ok(&c->groups[i])) {
+			snprintf(err, errlen,
+				 "--salts, --loras and --mm-every need every "
+				 "group's block size to be --block-size");
+			return KVI_EINVAL;
+		}
+	}
+	return KVI_OK;
+}
+
 static kvi_err
 validate(sim_config *c, char *err, size_t errlen)
 {
@@ -496,6 +575,12 @@ validate(sim_config *c, char *err, size_t errlen)
 	if (c->offload_bs0 && !c->offload) {
 		snprintf(err, errlen, "--offload-bs0 needs --offload");
 		return KVI_EINVAL;
+	}
+	if (c->kv_groups != NULL) {
+		kvi_err rv = validate_groups(c, err, errlen);
+		if (rv != KVI_OK) {
+			return rv;
+		}
 	}
 	if (c->hash_salt == 0) {
 		c->hash_salt =
@@ -538,4 +623,7 @@ sim_config_fini(sim_config *cfg)
 {
 	kvi_free(cfg->control_host);
 	cfg->control_host = NULL;
+	kvi_free(cfg->groups);
+	cfg->groups = NULL;
+	cfg->n_groups = 0;
 }

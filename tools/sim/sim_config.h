@@ -17,6 +17,7 @@
 #include "log.h"
 #include "sim_encode.h"
 #include "sim_engine.h"
+#include "sim_groups.h"
 #include "wire_encode.h"
 
 #define SIM_MAX_FLAVOURS 64
@@ -49,6 +50,11 @@ typedef struct sim_config {
 	/* --flavours: pod p is flavours[p % n_flavours]; none: the default */
 	sim_flavour flavours[SIM_MAX_FLAVOURS];
 	uint32_t n_flavours;
+	/* --kv-groups: pod p's KV cache groups are groups[p % n_groups];
+	 * none: the default cache (one full-attention group) */
+	const char *kv_groups;
+	sim_groups_config *groups; /* owned */
+	uint32_t n_groups;
 	size_t replay_buffer;
 	bool replay_topic;
 	size_t recover_log;

@@ -98,6 +98,8 @@ sim_engine_alloc(const sim_engine_config *cfg, void *zmq_ctx, sim_rank **ranks,
 		e->waiting = kvi_calloc(n, sizeof(*e->waiting));
 		e->busy_until = kvi_calloc(n, sizeof(*e->busy_until));
 		for (size_t i = 0; i < n; i++) {
+			const sim_groups_config *g = sim_rank_groups(ranks[i]);
+			sc.align = g != NULL ? sim_groups_step_align(g) : 0;
 			sim_sched_init(&e->sched[i], &sc);
 			atomic_init(&e->waiting[i], 0);
 			atomic_init(&e->busy_until[i], 0);
@@ -294,9 +296,8 @@ step(sim_engine *e)
 		}
 		sim_request_result res;
 		sim_rank_run(r, &e->batch, tokens, n_blocks,
+			     (uint64_t)n_blocks * e->cfg.block_size,
 			     rank_keys(r, keys, &sg), &res);
-		sim_rank_count_query(r, (uint64_t)n_blocks * e->cfg.block_size,
-				     (uint64_t)res.gpu_hit * e->cfg.block_size);
 	}
 	count_blocks(e, &e->batch);
 	sim_rank_commit(r, &e->batch, encoder_of(e, r));
@@ -381,13 +382,10 @@ exec_command(sim_engine *e, sim_command *cmd)
 	case SIM_CMD_PREFILL:
 		sim_rank_begin(r, &e->batch);
 		sim_rank_run(r, &e->batch, cmd->tokens, cmd->n_blocks,
+			     cmd->n_tokens > 0
+				 ? cmd->n_tokens
+				 : (uint64_t)cmd->n_blocks * e->cfg.block_size,
 			     cmd->keys, &cmd->req);
-		sim_rank_count_query(
-		    r,
-		    cmd->n_tokens > 0
-			? cmd->n_tokens
-			: (uint64_t)cmd->n_blocks * e->cfg.block_size,
-		    (uint64_t)cmd->req.gpu_hit * e->cfg.block_size);
 		cmd->local_hashes =
 		    kvi_malloc((cmd->req.n_blocks + 1) * sizeof(uint64_t));
 		memcpy(cmd->local_hashes, e->batch.local + cmd->req.first_block,

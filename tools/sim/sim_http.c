@@ -168,6 +168,14 @@ handle_status(sim_http *h, struct evhttp_request *req)
 			"restarts", (json_int_t)s.restarts, "requests",
 			(json_int_t)s.requests, "gpu_blocks", (int)s.gpu_blocks,
 			"cpu_blocks", (int)s.cpu_blocks, "stalled", s.stalled));
+		if (s.n_groups > 0) {
+			json_t *g = json_array();
+			for (size_t k = 0; k < s.n_groups; k++) {
+				json_array_append_new(
+				    g, json_integer(s.group_blocks[k]));
+			}
+			json_object_set_new(rank, "group_blocks", g);
+		}
 		if (sim_engine_timed(h->engine)) {
 			sim_engine_load l;
 			sim_engine_load_get(h->engine, i, &l);
@@ -296,6 +304,8 @@ handle_post(sim_http *h, struct evhttp_request *req, const char *path)
 				    json_pack("{s:b}", "paused", paused));
 	} else if (strcmp(path, "/prefill") == 0) {
 		sim_http_prefill(h, req, body);
+	} else if (strcmp(path, "/hit") == 0) {
+		sim_http_hit(h, req, body);
 	} else if (strcmp(path, "/clear") == 0) {
 		handle_engine_op(h, req, body, SIM_CMD_CLEAR);
 	} else if (strcmp(path, "/fault/restart") == 0) {

@@ -1,7 +1,7 @@
 /*
  * sim_http_int.h - what the control API's files share (sim_http.c: the
  * servers, the replies, the other routes; sim_http_prefill.c: /prefill,
- * immediate or timed). HTTP thread only.
+ * immediate or timed, and /hit). HTTP thread only.
  */
 #ifndef KVI_SIM_HTTP_INT_H
 #define KVI_SIM_HTTP_INT_H
@@ -67,6 +67,7 @@ json_t *sim_http_seq_json(int64_t seq);
 
 /* sim_http_prefill.c */
 void sim_http_prefill(sim_http *h, struct evhttp_request *req, json_t *body);
+void sim_http_hit(sim_http *h, struct evhttp_request *req, json_t *body);
 /* sim_http_done_cb takes the engine's finished timed requests and
  * replies to their clients (the done_fd's event). */
 void sim_http_done_cb(evutil_socket_t fd, short what, void *arg);

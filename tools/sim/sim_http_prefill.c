@@ -1,7 +1,8 @@
 /*
  * sim_http_prefill.c - POST /prefill: one request on a rank, run at once,
  * or queued behind the rank's others in timed mode and answered when its
- * prefill ends (sim_http_int.h).
+ * prefill ends; POST /hit: the hit a request would take now, run nowhere
+ * (sim_http_int.h).
  */
 #include <errno.h>
 #include <event2/buffer.h>
@@ -318,57 +319,121 @@ prefill_timed(sim_http *h, struct evhttp_request *req, const json_t *body,
 				      pending_closed, p);
 }
 
-void
-sim_http_prefill(sim_http *h, struct evhttp_request *req, json_t *body)
-{
-	sim_command cmd = {.type = SIM_CMD_PREFILL};
-	uint32_t *tokens;
+/* A /prefill or /hit body, read. */
+typedef struct prompt {
+	size_t rank;
+	uint32_t *tokens; /* kvi_free; NULL once taken over */
+	uint32_t n_blocks;
 	uint64_t n_tokens;
 	kvi_prompt_keys keys;
 	kvi_mm_item *items;
-	if (!sim_http_rank_of(h, body, &cmd.rank)) {
+} prompt;
+
+static void
+prompt_fini(prompt *p)
+{
+	kvi_free(p->tokens);
+	kvi_free(p->items);
+	p->tokens = NULL;
+	p->items = NULL;
+}
+
+/* read_prompt reads the rank, the prompt and its keys of body; on a bad
+ * body it replies 400 and returns false. */
+static bool
+read_prompt(sim_http *h, struct evhttp_request *req, const json_t *body,
+	    prompt *p)
+{
+	memset(p, 0, sizeof(*p));
+	if (!sim_http_rank_of(h, body, &p->rank)) {
 		sim_http_reply_error(req, 400, "pod and rank must name a rank");
-		return;
+		return false;
 	}
 	const char *err =
-	    prefill_tokens(h, body, &tokens, &cmd.n_blocks, &n_tokens);
+	    prefill_tokens(h, body, &p->tokens, &p->n_blocks, &p->n_tokens);
 	if (err != NULL) {
 		sim_http_reply_error(req, 400, err);
-		return;
+		return false;
 	}
-	err = prefill_keys(body, n_tokens, sim_rank_flavour(h->ranks[cmd.rank]),
-			   &keys, &items);
+	const sim_rank *r = h->ranks[p->rank];
+	err = prefill_keys(body, p->n_tokens, sim_rank_flavour(r), &p->keys,
+			   &p->items);
+	const sim_groups_config *g = sim_rank_groups(r);
+	if (err == NULL && g != NULL && !sim_keys_empty(&p->keys) &&
+	    !sim_groups_keys_ok(g)) {
+		err = "requests with keys need every KV cache group's block "
+		      "size to be the hash block size";
+	}
 	if (err != NULL) {
-		kvi_free(items);
-		kvi_free(tokens);
+		prompt_fini(p);
 		sim_http_reply_error(req, 400, err);
+		return false;
+	}
+	return true;
+}
+
+void
+sim_http_prefill(sim_http *h, struct evhttp_request *req, json_t *body)
+{
+	prompt p;
+	if (!read_prompt(h, req, body, &p)) {
 		return;
 	}
 	if (sim_engine_timed(h->engine)) {
-		prefill_timed(h, req, body, cmd.rank, tokens, cmd.n_blocks,
-			      n_tokens, &keys);
-		kvi_free(items);
+		prefill_timed(h, req, body, p.rank, p.tokens, p.n_blocks,
+			      p.n_tokens, &p.keys);
+		p.tokens = NULL; /* taken over */
+		prompt_fini(&p);
 		return;
 	}
-	cmd.tokens = tokens;
-	cmd.keys = &keys;
-	cmd.n_tokens = n_tokens;
+	sim_command cmd = {.type = SIM_CMD_PREFILL,
+			   .rank = p.rank,
+			   .tokens = p.tokens,
+			   .n_blocks = p.n_blocks,
+			   .keys = &p.keys,
+			   .n_tokens = p.n_tokens};
 	kvi_err rv = sim_engine_call(h->engine, &cmd);
-	kvi_free(items);
+	prompt_fini(&p);
 	if (rv != KVI_OK) {
-		kvi_free(tokens);
 		sim_http_reply_error(req, 503, kvi_strerror(cmd.result));
 		return;
 	}
 	json_t *locals = local_hashes_json(cmd.local_hashes, cmd.req.n_blocks);
 	kvi_free(cmd.local_hashes);
-	kvi_free(tokens);
 	sim_http_reply_json(
 	    req, 200,
-	    json_pack("{s:o,s:i,s:i,s:i,s:i,s:o}", "seq",
+	    json_pack("{s:o,s:i,s:i,s:i,s:i,s:o,s:I}", "seq",
 		      sim_http_seq_json(cmd.seq), "stored_blocks",
 		      (int)cmd.req.stored, "hit_blocks", (int)cmd.req.gpu_hit,
 		      "cpu_loaded_blocks", (int)cmd.req.cpu_loaded,
 		      "removed_blocks", (int)cmd.req.removed, "local_hashes",
-		      locals));
+		      locals, "hit_tokens", (json_int_t)cmd.req.hit_tokens));
+}
+
+void
+sim_http_hit(sim_http *h, struct evhttp_request *req, json_t *body)
+{
+	prompt p;
+	if (!read_prompt(h, req, body, &p)) {
+		return;
+	}
+	sim_kv_hit hit;
+	sim_rank_hit(h->ranks[p.rank], p.tokens, p.n_tokens, &p.keys, &hit);
+	prompt_fini(&p);
+	json_t *groups = json_array();
+	for (size_t i = 0; i < hit.n_groups; i++) {
+		const sim_group_spec *s = &hit.groups[i].spec;
+		json_array_append_new(
+		    groups,
+		    json_pack("{s:s,s:i,s:I}", "kind",
+			      sim_group_kind_name(s->kind), "block_size",
+			      (int)s->block_size, "hit_tokens",
+			      (json_int_t)hit.groups[i].hit_tokens));
+	}
+	sim_http_reply_json(
+	    req, 200,
+	    json_pack("{s:I,s:I,s:o}", "hit_tokens", (json_int_t)hit.hit_tokens,
+		      "hit_blocks",
+		      (json_int_t)(hit.hit_tokens / h->cfg.block_size),
+		      "groups", groups));
 }

@@ -26,7 +26,7 @@ struct sim_rank {
 	sim_flavour flavour;
 	pthread_mutex_t mu;
 	/* under mu (the engine thread, the only writer, reads without) */
-	sim_cache *cache;
+	sim_kv *kv;
 	int64_t last_seq;
 	sim_ring log;
 	uint32_t skip_left;
@@ -64,7 +64,7 @@ wall_ns(void)
 
 sim_rank *
 sim_rank_alloc(const sim_rank_config *cfg, uint32_t pod, uint32_t dp_rank,
-	       sim_flavour flavour)
+	       sim_flavour flavour, const sim_groups_config *groups)
 {
 	sim_rank *r = kvi_calloc(1, sizeof(*r));
 	r->cfg = cfg;
@@ -77,7 +77,13 @@ sim_rank_alloc(const sim_rank_config *cfg, uint32_t pod, uint32_t dp_rank,
 			       .block_size = cfg->block_size,
 			       .salt = cfg->salt,
 			       .offload = cfg->offload};
-	r->cache = sim_cache_alloc(&cc);
+	if (groups != NULL) {
+		sim_groups_config gc = *groups;
+		gc.salt = cfg->salt;
+		r->kv = sim_kv_alloc(&cc, &gc);
+	} else {
+		r->kv = sim_kv_alloc(&cc, NULL);
+	}
 	r->last_seq = -1;
 	sim_ring_init(&r->log, cfg->recover_log);
 	sim_ring_init(&r->replay, cfg->replay_buffer);
@@ -102,7 +108,7 @@ sim_rank_free(sim_rank *r)
 	}
 	close_socket(&r->pub);
 	close_socket(&r->router);
-	sim_cache_free(r->cache);
+	sim_kv_free(r->kv);
 	sim_ring_fini(&r->log);
 	sim_ring_fini(&r->replay);
 	pthread_mutex_destroy(&r->mu);
@@ -263,11 +269,34 @@ sim_rank_begin(sim_rank *r, sim_batch *batch)
 
 void
 sim_rank_run(sim_rank *r, sim_batch *batch, const uint32_t *tokens,
-	     uint32_t n_blocks, const kvi_prompt_keys *keys,
+	     uint32_t n_blocks, uint64_t n_tokens, const kvi_prompt_keys *keys,
 	     sim_request_result *res)
 {
-	sim_cache_run_keyed(r->cache, batch, tokens, n_blocks, keys, res);
+	sim_kv_run(r->kv, batch, tokens, n_blocks, n_tokens, keys, res);
 	r->requests++;
+	/* The default counts its uncapped hit, as it always has. */
+	sim_rank_count_query(r, n_tokens,
+			     sim_kv_groups(r->kv) != NULL
+				 ? res->hit_tokens
+				 : (uint64_t)res->gpu_hit * r->cfg->block_size);
+}
+
+const sim_groups_config *
+sim_rank_groups(const sim_rank *r)
+{
+	return sim_kv_groups(r->kv);
+}
+
+void
+sim_rank_hit(sim_rank *r, const uint32_t *tokens, uint64_t n_tokens,
+	     const kvi_prompt_keys *keys, sim_kv_hit *out)
+{
+	sim_batch scratch;
+	sim_batch_init(&scratch, r->cfg->block_size);
+	pthread_mutex_lock(&r->mu);
+	sim_kv_query(r->kv, &scratch, tokens, n_tokens, keys, out);
+	pthread_mutex_unlock(&r->mu);
+	sim_batch_fini(&scratch);
 }
 
 static double
@@ -284,7 +313,8 @@ encode(const sim_rank *r, const sim_batch *batch, kvi_encoder *enc, size_t *len)
 	sim_encode_opts o = {.ts = wall_seconds(),
 			     .with_rank = r->cfg->with_rank,
 			     .dp_rank = (int)r->dp_rank,
-			     .offload_bs0 = r->cfg->offload_bs0};
+			     .offload_bs0 = r->cfg->offload_bs0,
+			     .groups = sim_kv_groups(r->kv)};
 	const void *data = sim_encode_batch(batch, &o, enc, len);
 	void *copy = kvi_malloc(*len);
 	memcpy(copy, data, *len);
@@ -295,7 +325,7 @@ sim_job *
 sim_rank_start(sim_rank *r, sim_sched *s)
 {
 	pthread_mutex_lock(&r->mu);
-	sim_job *j = sim_sched_start(s, r->cache);
+	sim_job *j = sim_kv_start(r->kv, s);
 	if (j != NULL) {
 		r->requests++;
 	}
@@ -309,7 +339,7 @@ sim_rank_start(sim_rank *r, sim_sched *s)
 sim_job *
 sim_rank_step(sim_rank *r, sim_sched *s, sim_batch *batch)
 {
-	return sim_sched_step(s, r->cache, batch);
+	return sim_kv_step(r->kv, s, batch);
 }
 
 void
@@ -377,7 +407,7 @@ sim_rank_clear(sim_rank *r, sim_batch *batch, kvi_encoder *enc)
 {
 	KVI_INFO("clear", "pod=%u rank=%u", r->pod, r->dp_rank);
 	sim_rank_begin(r, batch);
-	sim_cache_clear(r->cache, batch);
+	sim_kv_clear(r->kv, batch);
 	return sim_rank_commit(r, batch, enc);
 }
 
@@ -404,7 +434,7 @@ kvi_err
 sim_rank_restart(sim_rank *r, void *zmq_ctx)
 {
 	pthread_mutex_lock(&r->mu);
-	sim_cache_clear(r->cache, NULL);
+	sim_kv_clear(r->kv, NULL);
 	r->last_seq = -1;
 	sim_ring_clear(&r->log);
 	sim_ring_clear(&r->replay);
@@ -532,8 +562,12 @@ sim_rank_stats_get(sim_rank *r, sim_rank_stats *out)
 	out->skipped = r->skipped;
 	out->restarts = r->restarts;
 	out->requests = r->requests;
-	out->gpu_blocks = sim_cache_count(r->cache, SIM_TIER_GPU);
-	out->cpu_blocks = sim_cache_count(r->cache, SIM_TIER_CPU);
+	sim_kv_counts counts;
+	sim_kv_counts_get(r->kv, &counts);
+	out->gpu_blocks = counts.gpu;
+	out->cpu_blocks = counts.cpu;
+	out->n_groups = counts.n_groups;
+	memcpy(out->group_blocks, counts.group, sizeof(out->group_blocks));
 	out->stalled = r->stall_until > now;
 	pthread_mutex_unlock(&r->mu);
 	out->sent = atomic_load_explicit(&r->sent, memory_order_relaxed);
@@ -548,12 +582,26 @@ put_hash_string(sim_buf *out, uint64_t v)
 	sim_buf_puts(out, "\"");
 }
 
+/* put_groups writes the indices of the bits set in groups. */
+static void
+put_groups(sim_buf *out, uint32_t groups)
+{
+	bool first = true;
+	for (uint32_t g = 0; g < 32; g++) {
+		if (groups & (1u << g)) {
+			sim_buf_puts(out, first ? "" : ",");
+			sim_buf_u64(out, g);
+			first = false;
+		}
+	}
+}
+
 void
 sim_rank_truth(sim_rank *r, sim_buf *out)
 {
 	pthread_mutex_lock(&r->mu);
 	size_t n;
-	sim_block_info *blocks = sim_cache_snapshot(r->cache, &n);
+	sim_block_info *blocks = sim_kv_snapshot(r->kv, &n);
 	int64_t seq = r->last_seq;
 	pthread_mutex_unlock(&r->mu);
 
@@ -589,6 +637,8 @@ sim_rank_truth(sim_rank *r, sim_buf *out)
 					      ? ",\"cpu\""
 					      : "\"cpu\"");
 		}
+		sim_buf_puts(out, "],\"groups\":[");
+		put_groups(out, b->groups);
 		sim_buf_puts(out, "]}");
 	}
 	sim_buf_puts(out, "]}");
@@ -599,7 +649,7 @@ static void
 write_dump(sim_rank *r, const sim_recover_origin *o, sim_buf *out)
 {
 	size_t n;
-	sim_block_info *blocks = sim_cache_snapshot(r->cache, &n);
+	sim_block_info *blocks = sim_kv_dump(r->kv, &n);
 	sim_recover_write_dump(out, o, blocks, n, r->last_seq >= 0,
 			       (uint64_t)r->last_seq);
 	kvi_free(blocks);

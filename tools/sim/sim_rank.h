@@ -35,6 +35,7 @@
 #include "sim_cache.h"
 #include "sim_encode.h"
 #include "sim_json.h"
+#include "sim_kv.h"
 #include "sim_recover.h"
 #include "sim_sched.h"
 #include "wire_encode.h"
@@ -64,9 +65,11 @@ typedef struct sim_rank_stats {
 	uint64_t replays;
 	uint64_t restarts;
 	uint64_t requests;
-	uint32_t gpu_blocks;
+	uint32_t gpu_blocks; /* every group's together */
 	uint32_t cpu_blocks;
 	bool stalled;
+	size_t n_groups; /* KV cache groups; 0: the default cache */
+	uint32_t group_blocks[SIM_MAX_GROUPS];
 } sim_rank_stats;
 
 /* A rank's engine metrics (vLLM's PrometheusStatLogger counters), reset
@@ -80,13 +83,19 @@ typedef struct sim_rank_metrics {
 typedef struct sim_rank sim_rank;
 
 /* sim_rank_alloc returns a rank of the given flavour (sim_encode.h) with
- * an empty cache and no sockets; cfg must outlive it. */
+ * an empty cache and no sockets; cfg must outlive it. groups (copied;
+ * NULL: the default cache) are the KV cache groups of a hybrid model
+ * (sim_kv.h). */
 sim_rank *sim_rank_alloc(const sim_rank_config *cfg, uint32_t pod,
-			 uint32_t dp_rank, sim_flavour flavour);
+			 uint32_t dp_rank, sim_flavour flavour,
+			 const sim_groups_config *groups);
 /* sim_rank_free closes the sockets and frees the rank. */
 void sim_rank_free(sim_rank *r);
 
 uint32_t sim_rank_pod(const sim_rank *r);
+/* sim_rank_groups returns the rank's KV cache groups, NULL for the
+ * default cache. */
+const sim_groups_config *sim_rank_groups(const sim_rank *r);
 uint32_t sim_rank_dp_rank(const sim_rank *r);
 sim_flavour sim_rank_flavour(const sim_rank *r);
 
@@ -99,14 +108,15 @@ void sim_rank_unbind_pub(sim_rank *r);
 void sim_rank_unbind_replay(sim_rank *r);
 
 /* Engine thread: a step. sim_rank_begin takes the mutex and resets batch;
- * sim_rank_run runs one request (keys may be NULL); sim_rank_commit
+ * sim_rank_run runs one request of n_tokens prompt tokens (keys may be
+ * NULL) and counts its prefix cache query; sim_rank_commit
  * publishes the batch if it has events, encoded with enc (initialised for
  * the rank's flavour), releases the mutex and returns the seq (-1 if
  * nothing was published). */
 void sim_rank_begin(sim_rank *r, sim_batch *batch);
 void sim_rank_run(sim_rank *r, sim_batch *batch, const uint32_t *tokens,
-		  uint32_t n_blocks, const kvi_prompt_keys *keys,
-		  sim_request_result *res);
+		  uint32_t n_blocks, uint64_t n_tokens,
+		  const kvi_prompt_keys *keys, sim_request_result *res);
 int64_t sim_rank_commit(sim_rank *r, sim_batch *batch, kvi_encoder *enc);
 
 /* Timed requests (sim_sched.h), engine thread. sim_rank_start starts the
@@ -143,6 +153,10 @@ bool sim_rank_flush(sim_rank *r, uint64_t now_ns);
 
 /* HTTP thread. */
 void sim_rank_stats_get(sim_rank *r, sim_rank_stats *out);
+/* sim_rank_hit writes the hit the engine would take for a prompt, and
+ * each group's, without running it (/hit). */
+void sim_rank_hit(sim_rank *r, const uint32_t *tokens, uint64_t n_tokens,
+		  const kvi_prompt_keys *keys, sim_kv_hit *out);
 /* sim_rank_truth writes the /truth JSON object. */
 void sim_rank_truth(sim_rank *r, sim_buf *out);
 /* sim_rank_recover writes the /kv_recover answer to q and returns its kind;
