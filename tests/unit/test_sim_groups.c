@@ -163,7 +163,7 @@ test_parse(void **state)
 	assert_false(sim_groups_keys_ok(&c));
 	assert_int_equal(sim_groups_step_align(&c), 0);
 	const char *al = "full,mamba=align:16";
-	assert_null(sim_groups_parse(al, strlen(al), 16, 1, &c));
+	assert_null(sim_groups_parse(al, strlen(al), 16, 2, &c));
 	assert_int_equal(sim_groups_step_align(&c), 16);
 	assert_true(sim_groups_keys_ok(&c));
 	static const char *const bad[] = {
@@ -304,6 +304,29 @@ test_mamba_align_and_all(void **state)
 	assert_int_equal(event(&f, 1, SIM_EV_STORED, 1)->n, 1);
 	run(&f, a, 25);
 	assert_int_equal(f.res.hit_tokens, 24);
+	gfx_fini(&f);
+
+	/* A request releases the state it hit when its step to the last
+	 * boundary is done, and the state it stored at its end: a group of
+	 * two states evicts the hit one first. Two blocks do not truncate
+	 * the prompt. */
+	gfx_setup(&f, "full:4:16,mamba=align:4:2");
+	uint32_t c[33], d[9];
+	ramp(c, 33, 100); /* A and two more blocks */
+	ramp(d, 9, 5000);
+	uint64_t hc[8];
+	hashes_of(c, 8, hc);
+	run(&f, a, 25);
+	run(&f, c, 33);
+	assert_int_equal(f.res.hit_tokens, 24);
+	assert_int_equal(event(&f, 1, SIM_EV_STORED, 1)->n, 1);
+	assert_true(held(&f, 1, hc[5]) && held(&f, 1, hc[7]));
+	run(&f, d, 9);
+	const sim_event *rm = event(&f, 0, SIM_EV_REMOVED, 1);
+	assert_int_equal(rm->n, 1);
+	assert_true(f.batch.removed[rm->first] == hc[5]);
+	assert_true(held(&f, 1, hc[7]));
+	assert_int_equal(sim_groups_limit(f.g, 1000), 64);
 	gfx_fini(&f);
 
 	/* "all": a state at every block boundary */

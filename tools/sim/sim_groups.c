@@ -69,10 +69,25 @@ sim_groups_cfg(const sim_groups *g)
 	return &g->cfg;
 }
 
+/* is_align says whether a group is Mamba in "align" mode: it holds at
+ * most two blocks of a request at once, the state it hit and the one it
+ * stores. */
+static bool
+is_align(const sim_group_spec *s)
+{
+	return s->kind == SIM_GROUP_MAMBA && s->mamba_mode == SIM_MAMBA_ALIGN;
+}
+
 uint64_t
 sim_groups_limit(const sim_groups *g, uint64_t n_tokens)
 {
+	/* A step pins every block it stores and the window before it:
+	 * the prompt must fit in every group but "align" ones (which have
+	 * two blocks at least, sim_groups_parse). */
 	for (size_t i = 0; i < g->cfg.n_groups; i++) {
+		if (is_align(&g->groups[i].spec)) {
+			continue;
+		}
 		uint64_t cap = (uint64_t)g->cfg.groups[i].blocks *
 			       g->groups[i].spec.block_size;
 		if (cap < n_tokens) {
@@ -170,12 +185,6 @@ engine_hit(const sim_groups *g, const req *q, uint64_t n_tokens)
 }
 
 /* ---- what each kind keeps --------------------------------------------- */
-
-static bool
-is_align(const sim_group_spec *s)
-{
-	return s->kind == SIM_GROUP_MAMBA && s->mamba_mode == SIM_MAMBA_ALIGN;
-}
 
 /* skipped returns the blocks before which a request computed up to x
  * tokens no longer needs the group's blocks: the managers'

@@ -12,12 +12,13 @@
  *
  * A request. Its hit is the engine's (sim_hybrid_hit over the groups'
  * stores, at most prompt_tokens - 1), on the prompt truncated to what every
- * group can hold at once. The engine then computes the rest in one or more
- * steps [from, to) (one per span; sim_sched.h cuts them in timed mode).
- * Each step does what vLLM's KVCacheManager.allocate_slots and
- * coordinator.cache_blocks do per group (vllm/v1/core/
- * single_type_kv_cache_manager.py, SingleTypeKVCacheManager and its
- * managers):
+ * group can hold at once (a Mamba group in "align" mode holds two states
+ * of a request at most: it needs two blocks and truncates nothing). The engine
+ * then computes the rest in one or more steps [from, to) (one per span;
+ * sim_sched.h cuts them in timed mode). Each step does what vLLM's
+ * KVCacheManager.allocate_slots and coordinator.cache_blocks do per group
+ * (vllm/v1/core/ single_type_kv_cache_manager.py, SingleTypeKVCacheManager and
+ * its managers):
  *   1. remove_skipped_blocks(from): the request's blocks that fell out of
  *      the kind's window are released (the request no longer uses them;
  *      they stay cached): sliding window, tokens before
@@ -85,8 +86,9 @@ typedef struct sim_groups_config {
  * swa-mla=W, chunked=C, mamba=all, mamba=align (vLLM's kind names
  * full_attention, mla_attention, sliding_window=W, sliding_window_mla=W,
  * chunked_local_attention=C too), BLOCK_SIZE (hash_bs) a multiple of
- * hash_bs and BLOCKS (blocks) positive, into *out (hash_block_size set,
- * salt 0). Returns NULL, or a static sentence saying what is wrong. */
+ * hash_bs and BLOCKS (blocks) positive (2 at least for mamba=align), into *out
+ * (hash_block_size set, salt 0). Returns NULL, or a static sentence saying what
+ * is wrong. */
 const char *sim_groups_parse(const char *s, size_t len, uint32_t hash_bs,
 			     uint32_t blocks, sim_groups_config *out);
 

@@ -174,6 +174,11 @@ parse_group(const char *s, size_t len, uint32_t hash_bs, uint32_t blocks,
 	if (c2 != NULL && !number(c2 + 1, rest - bs_len - 1, &g->blocks)) {
 		return "a group's blocks must be a positive number";
 	}
+	if (g->spec.kind == SIM_GROUP_MAMBA &&
+	    g->spec.mamba_mode == SIM_MAMBA_ALIGN && g->blocks < 2) {
+		/* the state a request hit and the one it stores */
+		return "mamba=align needs 2 blocks at least";
+	}
 	return NULL;
 }
 

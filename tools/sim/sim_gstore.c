@@ -1,5 +1,7 @@
 #include "sim_gstore.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "alloc.h"
@@ -133,6 +135,12 @@ push_head(sim_gstore *s, uint32_t slot)
 uint32_t
 sim_gstore_insert(sim_gstore *s, const sim_gslot *b, uint32_t stamp)
 {
+	if (s->count == s->cap) {
+		/* the caller pinned more than the store holds: its blocks
+		 * would overrun the slots */
+		fprintf(stderr, "sim_gstore: insert into a full store\n");
+		abort();
+	}
 	uint32_t slot;
 	if (s->free_head != NIL) {
 		slot = s->free_head;

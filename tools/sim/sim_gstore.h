@@ -68,7 +68,7 @@ uint32_t sim_gstore_find(const sim_gstore *s, uint64_t ext);
 
 /* sim_gstore_insert stores a copy of b (its public fields) at the head of
  * the LRU list, pinned with stamp, and returns its slot. The store must
- * have room (count < cap) and not hold b->ext. */
+ * not hold b->ext and must have room (count < cap; it aborts otherwise). */
 uint32_t sim_gstore_insert(sim_gstore *s, const sim_gslot *b, uint32_t stamp);
 
 /* sim_gstore_release moves a slot to the head of the LRU list: the most
