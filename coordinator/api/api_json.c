@@ -387,6 +387,7 @@ register_pod(const kvc_jr_val *v, uint32_t default_dp_size, kvc_pod *p,
 	if (!has) {
 		p->dp_size = default_dp_size;
 	}
+	kvc_pod_origin_given(p, has, has_start);
 	p->instance_id = kvc_instance_id(p->name);
 	return KVI_OK;
 }

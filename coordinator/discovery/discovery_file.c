@@ -148,6 +148,7 @@ df_pod(json_t *o, uint32_t default_dp_size, kvc_pod *p, char *msg,
 	if (!has_dp) {
 		p->dp_size = default_dp_size;
 	}
+	kvc_pod_origin_given(p, has_dp, has_start);
 	p->instance_id = kvc_instance_id(p->name);
 	return kvc_pod_check(p, msg, msglen);
 }

@@ -29,6 +29,34 @@ kvc_source_name(kvc_source s)
 	}
 }
 
+const char *
+kvc_from_name(kvc_from f, kvc_source s)
+{
+	switch (f) {
+	case KVC_FROM_DEFAULT:
+		return "default";
+	case KVC_FROM_ANNOTATION:
+		return "annotation";
+	case KVC_FROM_ENGINE_ARGS:
+		return "engine_args";
+	default:
+		return s == KVC_SOURCE_HTTP ? "registration"
+					    : kvc_source_name(s);
+	}
+}
+
+void
+kvc_pod_origin_given(kvc_pod *p, bool has_dp, bool has_start)
+{
+	memset(&p->origin, 0, sizeof(p->origin));
+	p->origin.from[KVC_SET_DP_SIZE] =
+	    has_dp ? KVC_FROM_SOURCE : KVC_FROM_DEFAULT;
+	p->origin.from[KVC_SET_DP_START_RANK] =
+	    has_start ? KVC_FROM_SOURCE : KVC_FROM_DEFAULT;
+	p->origin.from[KVC_SET_REPLAY_PORT] =
+	    p->has_replay_port ? KVC_FROM_SOURCE : KVC_FROM_DEFAULT;
+}
+
 static bool
 prefixed(const char *s, const char *p)
 {

@@ -53,6 +53,39 @@ typedef enum kvc_source {
 } kvc_source;
 #define KVC_SOURCES 3
 
+/* Where a named pod's setting came from, for /workers only. It is not
+ * part of what the pod is: kvc_pod_equal ignores it, so a change of
+ * origin alone (an annotation added that agrees with the engine's
+ * arguments) changes no listener and /workers keeps the origin the pod
+ * was registered with; and a pod's record does not keep it, so a stored
+ * registration comes back as KVC_FROM_SOURCE. */
+typedef enum kvc_from {
+	KVC_FROM_SOURCE = 0,  /* the file's entry or the registration */
+	KVC_FROM_DEFAULT,     /* the coordinator's flag, or 0 */
+	KVC_FROM_ANNOTATION,  /* a kvindex.io/ annotation of the pod */
+	KVC_FROM_ENGINE_ARGS, /* the engine's command line in the pod spec */
+} kvc_from;
+
+/* The settings whose origin a pod keeps (kvc_pod.origin.from). */
+typedef enum kvc_setting {
+	KVC_SET_DP_SIZE = 0,
+	KVC_SET_DP_START_RANK,
+	KVC_SET_ZMQ_PORT,
+	KVC_SET_REPLAY_PORT,
+	KVC_SET_BLOCK_SIZE,
+} kvc_setting;
+#define KVC_SETTINGS 5
+
+/* Where a pod's settings came from and, for a Kubernetes pod, what its
+ * engine's command line says (discovery/engine_args.h). No heap: a copy
+ * of the pod copies it. */
+typedef struct kvc_pod_origin {
+	uint8_t from[KVC_SETTINGS]; /* kvc_from, by kvc_setting */
+	const char *engine;    /* static "vllm", "sglang"; NULL: none read */
+	const char *kv_events; /* static "enabled", "disabled", "unknown" */
+	char container[64];    /* the engine's container */
+} kvc_pod_origin;
+
 /* A discovered pod, or one explicitly registered rank. Strings owned. */
 typedef struct kvc_pod {
 	kvc_source source;
@@ -75,6 +108,7 @@ typedef struct kvc_pod {
 	/* per-rank registrations */
 	uint32_t rank;
 	char *endpoint, *replay_endpoint, *recover_endpoint;
+	kvc_pod_origin origin; /* named pods */
 } kvc_pod;
 
 /* One rank of a pod, ready to hand to a shard. Strings owned. */
@@ -108,10 +142,21 @@ void kvc_pod_copy(kvc_pod *dst, const kvc_pod *src);
 void kvc_pod_fini(kvc_pod *p);
 
 /* kvc_pod_equal says whether two pods would produce the same listeners
- * (source aside). */
+ * (source and origin aside). */
 bool kvc_pod_equal(const kvc_pod *a, const kvc_pod *b);
 
 const char *kvc_source_name(kvc_source s);
+
+/* kvc_pod_origin_given sets the origin of a pod of the file or a
+ * registration: what it gives is KVC_FROM_SOURCE; a dp_size (has_dp
+ * false), a start rank and a replay port it leaves out are
+ * KVC_FROM_DEFAULT. */
+void kvc_pod_origin_given(kvc_pod *p, bool has_dp, bool has_start);
+
+/* kvc_from_name names where a setting of a pod of source s came from:
+ * "default", "annotation", "engine_args", or for KVC_FROM_SOURCE "file",
+ * "registration" or "kubernetes". */
+const char *kvc_from_name(kvc_from f, kvc_source s);
 
 /*
  * A pod's record (pod_record.c): how the coordinator's store keeps an

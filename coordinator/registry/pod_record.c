@@ -99,6 +99,10 @@ cs_put_str(uint8_t *p, const char *s)
 
 #define KVC_CS_POD_FIXED (4 + 3 + 8 + 6 * 4)
 
+/* A record does not keep p->origin: only HTTP registrations are stored,
+ * and their settings come from the registration, but for what the
+ * coordinator filled in (a dp_size from its flag, no start rank or replay
+ * port), which reads back as "registration" (KVC_FROM_SOURCE). */
 uint8_t *
 kvc_pod_encode(const kvc_pod *p, size_t *len)
 {

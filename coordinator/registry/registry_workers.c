@@ -134,6 +134,49 @@ lis_json(const kvc_lis *l)
 }
 
 static json_t *
+setting_json(const kvc_pod *p, kvc_setting k, bool has, uint32_t v)
+{
+	return json_pack("{s:o,s:s}", "value",
+			 has ? json_integer(v) : json_null(), "from",
+			 kvc_from_name((kvc_from)p->origin.from[k], p->source));
+}
+
+/* settings_json: a named pod's ranks, ports and block size with where
+ * each came from, and what its engine's command line says (Kubernetes);
+ * null for ranks registered one by one. */
+static json_t *
+settings_json(const kvc_inst *i)
+{
+	if (i->name == NULL || i->n_pods != 1) {
+		return json_null();
+	}
+	const kvc_pod *p = &i->pods[0];
+	const kvc_pod_origin *o = &p->origin;
+	json_t *s = json_object();
+	json_object_set_new(s, "dp_size",
+			    setting_json(p, KVC_SET_DP_SIZE, true, p->dp_size));
+	json_object_set_new(
+	    s, "dp_start_rank",
+	    setting_json(p, KVC_SET_DP_START_RANK, true, p->dp_start_rank));
+	json_object_set_new(
+	    s, "zmq_port",
+	    setting_json(p, KVC_SET_ZMQ_PORT, true, p->zmq_port));
+	json_object_set_new(s, "replay_port",
+			    setting_json(p, KVC_SET_REPLAY_PORT,
+					 p->has_replay_port, p->replay_port));
+	json_object_set_new(
+	    s, "block_size",
+	    setting_json(p, KVC_SET_BLOCK_SIZE, true, p->block_size));
+	json_object_set_new(s, "engine",
+			    o->engine == NULL
+				? json_null()
+				: json_pack("{s:s,s:s,s:s}", "kind", o->engine,
+					    "container", o->container,
+					    "kv_events", o->kv_events));
+	return s;
+}
+
+static json_t *
 inst_json(kvc_registry *r, const kvc_inst *i)
 {
 	json_t *o = json_object();
@@ -145,6 +188,7 @@ inst_json(kvc_registry *r, const kvc_inst *i)
 	json_object_set_new(o, "block_size", json_integer(i->block_size));
 	json_object_set_new(o, "source",
 			    json_string(kvc_source_name(i->source)));
+	json_object_set_new(o, "settings", settings_json(i));
 	/* its model's queries match nothing it holds (registry_match.c) */
 	json_object_set_new(o, "model_unmatched",
 			    kvc_model_unmatched_json(
