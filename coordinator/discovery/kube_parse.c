@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "engine_args.h"
 
 /* Pods */
 
@@ -86,17 +87,83 @@ kp_ready(const json_t *status)
 	return false;
 }
 
-/* kp_settings derives out->pod from the defaults and the pod's labels
- * and annotations; false with out->why set when it cannot. */
+/* kp_pick sets one setting: from the annotation name when the pod has
+ * it, else from what the engine's arguments say (ev), else it keeps the
+ * default already in *val and *has. False with why set when the
+ * annotation is bad, when it disagrees with the arguments, and when it is
+ * missing while the arguments leave the value to the container's start. */
 static bool
-kp_settings(const json_t *meta, const kvc_kube_defaults *d, kvc_kube_pod *out)
+kp_pick(const json_t *ann, const char *name, uint32_t lo, uint32_t hi,
+	const kvc_ea_value *ev, uint32_t *val, bool *has, uint8_t *from,
+	char *why, size_t wl)
 {
-	const json_t *ann = json_object_get(meta, "annotations");
-	const json_t *labels = json_object_get(meta, "labels");
-	kvc_pod *p = &out->pod;
-	char *why = out->why;
-	size_t wl = sizeof(out->why);
+	uint32_t a = 0;
+	bool given = false;
+	if (!kp_ann(ann, name, lo, hi, &a, &given, why, wl)) {
+		return false;
+	}
+	if (given && ev->state == KVC_EA_SET && (ev->none || ev->value != a)) {
+		snprintf(why, wl,
+			 "annotation %s=%" PRIu32 " disagrees with the "
+			 "engine's %s",
+			 name, a, ev->said);
+		return false;
+	}
+	if (given) {
+		*val = a;
+		*from = KVC_FROM_ANNOTATION;
+	} else if (ev->state == KVC_EA_SET) {
+		*val = ev->none ? 0 : ev->value;
+		given = !ev->none;
+		*from = KVC_FROM_ENGINE_ARGS;
+	} else if (ev->state == KVC_EA_UNKNOWN) {
+		snprintf(why, wl, "%s: annotate %s", ev->said, name);
+		return false;
+	} else {
+		*from = KVC_FROM_DEFAULT;
+		return true;
+	}
+	if (has != NULL) {
+		*has = given;
+	}
+	return true;
+}
 
+/* kp_engine reads what the engine's command line in spec says into *ea,
+ * and records it in p's origin. False with why set when the annotation
+ * naming the engine's container is bad. */
+static bool
+kp_engine(const json_t *ann, const json_t *spec, kvc_engine_args *ea,
+	  kvc_pod *p, char *why, size_t wl)
+{
+	const json_t *c = json_object_get(ann, KVC_KUBE_ANN_ENGINE_CONTAINER);
+	if (c != NULL && !json_is_string(c)) {
+		snprintf(why, wl, "annotation %s is not a string",
+			 KVC_KUBE_ANN_ENGINE_CONTAINER);
+		return false;
+	}
+	if (kvc_engine_args_read(spec, json_string_value(c), ea, why, wl) !=
+	    KVI_OK) {
+		return false;
+	}
+	kvc_pod_origin *o = &p->origin;
+	memset(o, 0, sizeof(*o));
+	if (ea->kind != KVC_EA_NONE) {
+		o->engine = kvc_ea_kind_name(ea->kind);
+		o->kv_events = kvc_ea_events_name(ea->events);
+		snprintf(o->container, sizeof(o->container), "%s",
+			 ea->container);
+	}
+	return true;
+}
+
+/* kp_values sets the pod's ports, ranks and block size from the
+ * defaults, the annotations and the engine's arguments. */
+static bool
+kp_values(const json_t *ann, const kvc_engine_args *ea,
+	  const kvc_kube_defaults *d, kvc_pod *p, char *why, size_t wl)
+{
+	uint8_t *from = p->origin.from;
 	p->zmq_port = d->zmq_port;
 	p->has_replay_port = d->has_replay_port;
 	p->replay_port = d->replay_port;
@@ -104,20 +171,41 @@ kp_settings(const json_t *meta, const kvc_kube_defaults *d, kvc_kube_pod *out)
 	p->recover_port = d->recover_port;
 	p->dp_size = d->dp_size;
 	p->block_size = d->block_size;
-	if (!kp_ann(ann, KVC_KUBE_ANN_DP_SIZE, 1, KVC_DP_SIZE_MAX, &p->dp_size,
-		    NULL, why, wl) ||
-	    !kp_ann(ann, KVC_KUBE_ANN_DP_START_RANK, 0, UINT16_MAX,
-		    &p->dp_start_rank, NULL, why, wl) ||
-	    !kp_ann(ann, KVC_KUBE_ANN_ZMQ_PORT, 1, 65535, &p->zmq_port, NULL,
-		    why, wl) ||
-	    !kp_ann(ann, KVC_KUBE_ANN_REPLAY_PORT, 1, 65535, &p->replay_port,
-		    &p->has_replay_port, why, wl) ||
-	    !kp_ann(ann, KVC_KUBE_ANN_RECOVER_PORT, 1, 65535, &p->recover_port,
-		    &p->has_recover_port, why, wl) ||
-	    !kp_ann(ann, KVC_KUBE_ANN_METRICS_PORT, 1, 65535, &p->metrics_port,
-		    &p->has_metrics_port, why, wl) ||
-	    !kp_ann(ann, KVC_KUBE_ANN_BLOCK_SIZE, 1, 1u << 20, &p->block_size,
-		    NULL, why, wl)) {
+	return kp_pick(ann, KVC_KUBE_ANN_DP_SIZE, 1, KVC_DP_SIZE_MAX,
+		       &ea->dp_size, &p->dp_size, NULL, &from[KVC_SET_DP_SIZE],
+		       why, wl) &&
+	       kp_pick(ann, KVC_KUBE_ANN_DP_START_RANK, 0, UINT16_MAX,
+		       &ea->dp_start_rank, &p->dp_start_rank, NULL,
+		       &from[KVC_SET_DP_START_RANK], why, wl) &&
+	       kp_pick(ann, KVC_KUBE_ANN_ZMQ_PORT, 1, 65535, &ea->zmq_port,
+		       &p->zmq_port, NULL, &from[KVC_SET_ZMQ_PORT], why, wl) &&
+	       kp_pick(ann, KVC_KUBE_ANN_REPLAY_PORT, 1, 65535,
+		       &ea->replay_port, &p->replay_port, &p->has_replay_port,
+		       &from[KVC_SET_REPLAY_PORT], why, wl) &&
+	       kp_ann(ann, KVC_KUBE_ANN_RECOVER_PORT, 1, 65535,
+		      &p->recover_port, &p->has_recover_port, why, wl) &&
+	       kp_ann(ann, KVC_KUBE_ANN_METRICS_PORT, 1, 65535,
+		      &p->metrics_port, &p->has_metrics_port, why, wl) &&
+	       kp_pick(ann, KVC_KUBE_ANN_BLOCK_SIZE, 1, 1u << 20,
+		       &ea->block_size, &p->block_size, NULL,
+		       &from[KVC_SET_BLOCK_SIZE], why, wl);
+}
+
+/* kp_settings derives out->pod from the defaults, the pod's labels and
+ * annotations and its engine's command line (spec); false with out->why
+ * set when it cannot. */
+static bool
+kp_settings(const json_t *meta, const json_t *spec, const kvc_kube_defaults *d,
+	    kvc_kube_pod *out)
+{
+	const json_t *ann = json_object_get(meta, "annotations");
+	const json_t *labels = json_object_get(meta, "labels");
+	kvc_pod *p = &out->pod;
+	char *why = out->why;
+	size_t wl = sizeof(out->why);
+	kvc_engine_args ea;
+	if (!kp_engine(ann, spec, &ea, p, why, wl) ||
+	    !kp_values(ann, &ea, d, p, why, wl)) {
 		return false;
 	}
 	const char *model = kp_str(ann, KVC_KUBE_ANN_MODEL);
@@ -180,7 +268,7 @@ kvc_kube_pod_parse(const json_t *obj, const kvc_kube_defaults *d,
 		p.ip = kvi_strdup(ip);
 	}
 	p.ready = kp_ready(status);
-	p.valid = kp_settings(meta, d, &p);
+	p.valid = kp_settings(meta, json_object_get(obj, "spec"), d, &p);
 	*out = p;
 	return KVI_OK;
 }

@@ -19,10 +19,13 @@
  *    (the stream is then unusable: the caller drops the connection).
  *
  * Per-pod settings. What the coordinator's --watch-* flags give every pod
- * can be overridden by annotations on the pod, so one coordinator serves
- * engines of different models and data-parallel sizes:
+ * is overridden by what the engine's own command line in the pod's spec
+ * says (engine_args.h: the data-parallel ranks, the KV events' ports, the
+ * block size), and both by annotations on the pod, so one coordinator
+ * serves engines of different models and data-parallel sizes:
  *
  *   kvindex.io/dp-size       data-parallel ranks (1..65536)
+ *   kvindex.io/dp-start-rank global rank of the pod's first rank
  *   kvindex.io/zmq-port      event port of rank 0 (rank r: +r)
  *   kvindex.io/replay-port   replay port of rank 0
  *   kvindex.io/recover-port  /kv_recover HTTP port of rank 0
@@ -30,11 +33,16 @@
  *   kvindex.io/block-size    tokens per KV block
  *   kvindex.io/model         the model name (else the --watch-model-label
  *                            label)
+ *   kvindex.io/engine-container  the container whose command line is read
  *
  * Annotation values are decimal integers written plainly ("2", not "+2",
  * "2.0" or " 2"); a value that is not, or is out of range, makes the pod
  * unregistrable with a message naming the annotation and value - never
- * truncated, never silently replaced by the default.
+ * truncated, never silently replaced by the default. So does an
+ * annotation that disagrees with the engine's arguments (the message
+ * names both), and a value the arguments leave to the container's start
+ * ($DP in a shell script) with no annotation to give it. Where each value
+ * came from is kept in the pod's origin (pod.h), for /workers.
  */
 #ifndef KVI_COORDINATOR_KUBE_PARSE_H
 #define KVI_COORDINATOR_KUBE_PARSE_H
@@ -49,7 +57,8 @@
 
 #define KVC_KUBE_ANN_DP_SIZE "kvindex.io/dp-size"
 /* the global rank of the pod's first rank, when one data-parallel group
- * spans several pods (vLLM's --data-parallel-start-rank); 0 unless given */
+ * spans several pods (vLLM's --data-parallel-start-rank); 0 unless given
+ * (by it or the engine's arguments) */
 #define KVC_KUBE_ANN_DP_START_RANK "kvindex.io/dp-start-rank"
 #define KVC_KUBE_ANN_ZMQ_PORT      "kvindex.io/zmq-port"
 #define KVC_KUBE_ANN_REPLAY_PORT   "kvindex.io/replay-port"

@@ -21,6 +21,15 @@
  * however many watch events follow; once the first pod is deleted, the
  * second is registered. A pod annotated with a dp-size over --max-dp-size
  * (1024) is rejected, and counted.
+ *
+ * test_kube_engine_args: a pod with no kvindex.io annotation but its
+ * engine's command line (`sh -c "vllm serve m --data-parallel-size 2
+ * --kv-events-config '{...}'"`) is two listeners on the ports its
+ * --kv-events-config names, which /workers says came from engine_args; a
+ * pod whose dp-size annotation disagrees with its engine's arguments, and
+ * one whose engine's DP size is set by the shell with no annotation, are
+ * not registered, logged with the reason and counted as unregistrable; the
+ * second is registered once annotated.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -270,12 +279,167 @@ test_kube_refused(void **state)
 	kc_cleanup(k);
 }
 
+/* engine_pod stores pod name in namespace ml: Ready at 127.0.0.1, the
+ * annotations ann (NULL-terminated pairs, NULL: none), and one container
+ * "vllm" running script through /bin/sh -c. */
+static void
+engine_pod(kcluster *k, const char *name, const char *const *ann,
+	   const char *script)
+{
+	const char *labels[] = {"app", "engine", "kvindex.io/model",
+				"sim-model", NULL};
+	json_t *pod = kvt_kube_pod("127.0.0.1", true, labels, ann);
+	json_object_set_new(pod, "spec",
+			    json_pack("{s:[{s:s,s:s,s:[s,s,s]}]}", "containers",
+				      "name", "vllm", "image",
+				      "vllm/vllm-openai", "command", "/bin/sh",
+				      "-c", script));
+	kc_put_json(k, name, pod);
+	json_decref(pod);
+}
+
+/* vllm_script writes the engine's command line: dp as given, and the KV
+ * events on port and replay. */
+static void
+vllm_script(char *buf, size_t len, const char *dp, int port, int replay)
+{
+	snprintf(buf, len,
+		 "exec vllm serve sim-model --data-parallel-size %s "
+		 "--kv-events-config '{\"enable_kv_cache_events\": true, "
+		 "\"publisher\": \"zmq\", \"endpoint\": \"tcp://*:%d\", "
+		 "\"replay_endpoint\": \"tcp://*:%d\"}' 2>&1",
+		 dp, port, replay);
+}
+
+/* settings_of returns /workers' settings of pod ml/name (json_decref the
+ * returned document: *settings points into it). */
+static json_t *
+settings_of(kcluster *k, const char *name, json_t **settings)
+{
+	char path[128];
+	long st;
+	snprintf(path, sizeof(path), "/workers?name=" KC_NS "/%s", name);
+	json_t *ws = clu_get(&k->c, path, &st);
+	assert_int_equal(st, 200);
+	assert_int_equal(json_array_size(ws), 1);
+	*settings = json_object_get(json_array_get(ws, 0), "settings");
+	assert_non_null(*settings);
+	return ws;
+}
+
+static void
+want_setting(json_t *settings, const char *key, json_int_t value,
+	     const char *from)
+{
+	json_t *s = json_object_get(settings, key);
+	json_t *v = json_object_get(s, "value");
+	const char *f = json_string_value(json_object_get(s, "from"));
+	if (!json_is_integer(v) || json_integer_value(v) != value ||
+	    f == NULL || strcmp(f, from) != 0) {
+		char *text = json_dumps(settings, JSON_COMPACT);
+		fail_msg("settings.%s: want %" JSON_INTEGER_FORMAT
+			 " from %s in %s",
+			 key, value, from, text);
+	}
+}
+
+static const char *unregistrable =
+    "kvindex_coord_kube_pods{state=\"unregistrable\"}";
+
+static bool
+disagree_logged(void *arg)
+{
+	return log_has(arg, "pod=\"ml/engine-y\" why=\"annotation "
+			    "kvindex.io/dp-size=1 disagrees with the engine's "
+			    "--data-parallel-size 2\"");
+}
+
+static bool
+shell_set_logged(void *arg)
+{
+	return log_has(arg, "pod=\"ml/engine-z\" why=\"the engine's "
+			    "--data-parallel-size is $DP_SIZE, set when the "
+			    "container starts: annotate kvindex.io/dp-size\"");
+}
+
+static void
+test_kube_engine_args(void **state)
+{
+	(void)state;
+	kcluster kk, *k = &kk;
+	kc_start(k, 3, "tok-1");
+	kvt_sim *sim = &k->c.sim;
+	kc_coord(k, "tok-1");
+	/* no annotation but the model: the engine's arguments say it all */
+	char script[512];
+	vllm_script(script, sizeof(script), "2", sim->zmq_port[0],
+		    sim->replay_port[0]);
+	engine_pod(k, "engine-x", NULL, script);
+	char want[1024] = "";
+	kc_expect(want, sizeof(want), "engine-x", 2, "127.0.0.1",
+		  sim->zmq_port[0]);
+	kc_wait_workers(k, want, KC_WAIT_MS);
+	json_t *settings;
+	json_t *ws = settings_of(k, "engine-x", &settings);
+	want_setting(settings, "dp_size", 2, "engine_args");
+	want_setting(settings, "dp_start_rank", 0, "engine_args");
+	want_setting(settings, "zmq_port", sim->zmq_port[0], "engine_args");
+	want_setting(settings, "replay_port", sim->replay_port[0],
+		     "engine_args");
+	want_setting(settings, "block_size", 16, "default");
+	json_t *engine = json_object_get(settings, "engine");
+	assert_string_equal(json_string_value(json_object_get(engine, "kind")),
+			    "vllm");
+	assert_string_equal(
+	    json_string_value(json_object_get(engine, "container")), "vllm");
+	assert_string_equal(
+	    json_string_value(json_object_get(engine, "kv_events")), "enabled");
+	json_decref(ws);
+	/* rank 1 is heard on the port the engine's arguments gave it */
+	uint32_t t[NTOK];
+	kc_tokens(t, NTOK, 11);
+	kc_prefill(sim, 0, 1, t, NTOK);
+	kc_wait_matched(k, t, NTOK, "engine-x", 1, NTOK);
+
+	/* an annotation that disagrees with the engine: refused */
+	assert_true(clu_metric(&k->c, unregistrable) == 0);
+	vllm_script(script, sizeof(script), "2", sim->zmq_port[2],
+		    sim->replay_port[2]);
+	engine_pod(k, "engine-y",
+		   (const char *const[]){"kvindex.io/dp-size", "1", NULL},
+		   script);
+	assert_true(kvt_wait_until(disagree_logged, k, KC_WAIT_MS));
+	assert_true(clu_metric(&k->c, unregistrable) == 1);
+
+	/* a DP size the shell sets, with no annotation: refused */
+	vllm_script(script, sizeof(script), "$DP_SIZE", sim->zmq_port[4],
+		    sim->replay_port[4]);
+	engine_pod(k, "engine-z", NULL, script);
+	assert_true(kvt_wait_until(shell_set_logged, k, KC_WAIT_MS));
+	assert_true(clu_metric(&k->c, unregistrable) == 2);
+	kc_wait_workers(k, want, KC_WAIT_MS);
+	/* annotated, it is registered, and /workers says so */
+	engine_pod(k, "engine-z",
+		   (const char *const[]){"kvindex.io/dp-size", "2", NULL},
+		   script);
+	kc_expect(want, sizeof(want), "engine-z", 2, "127.0.0.1",
+		  sim->zmq_port[4]);
+	kc_wait_workers(k, want, KC_WAIT_MS);
+	ws = settings_of(k, "engine-z", &settings);
+	want_setting(settings, "dp_size", 2, "annotation");
+	want_setting(settings, "zmq_port", sim->zmq_port[4], "engine_args");
+	json_decref(ws);
+	assert_true(clu_metric(&k->c, unregistrable) == 1);
+	kc_cleanup(k);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_kube_pods),
 	    cmocka_unit_test(test_kube_refused),
+	    cmocka_unit_test(test_kube_engine_args),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

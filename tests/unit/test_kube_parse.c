@@ -1,8 +1,10 @@
 /*
  * test_kube_parse.c - the Kubernetes pod, list and watch-stream parsers
- * (coordinator/discovery/kube_parse.h): per-pod settings from flags and
- * annotations, rejected annotation values, lists with continue tokens and
- * Status answers, and watch streams cut at every byte.
+ * (coordinator/discovery/kube_parse.h): per-pod settings from flags,
+ * annotations and the engine's command line (annotation over arguments
+ * over flag, a disagreement or a value left to the container's start
+ * refused with a reason), rejected annotation values, lists with continue
+ * tokens and Status answers, and watch streams cut at every byte.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -208,6 +210,240 @@ test_pod_no_ip_no_model_terminating(void **state)
 	json_decref(j);
 }
 
+/* ---- the engine's command line -------------------------------------- */
+
+#define ARGV(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+/* engine_pod is pod_json with one container running argv. */
+static json_t *
+engine_pod(const char *ann, const char *const *argv)
+{
+	json_t *j = pod_json("e", "10.0.0.7", true, ann);
+	json_t *cmd = json_array();
+	for (size_t i = 0; argv[i] != NULL; i++) {
+		json_array_append_new(cmd, json_string(argv[i]));
+	}
+	json_object_set_new(j, "spec",
+			    json_pack("{s:[{s:s,s:o}]}", "containers", "name",
+				      "engine", "command", cmd));
+	return j;
+}
+
+/* parse_engine parses engine_pod(ann, argv) into *p. */
+static void
+parse_engine(const char *ann, const char *const *argv, kvc_kube_pod *p)
+{
+	json_t *j = engine_pod(ann, argv);
+	char err[200];
+	assert_int_equal(kvc_kube_pod_parse(j, &defaults, p, err, sizeof(err)),
+			 KVI_OK);
+	json_decref(j);
+}
+
+static void
+want_from(const kvc_pod *p, kvc_setting k, kvc_from f)
+{
+	if (p->origin.from[k] != f) {
+		fail_msg("setting %d: from %s, want %s", k,
+			 kvc_from_name((kvc_from)p->origin.from[k], p->source),
+			 kvc_from_name(f, p->source));
+	}
+}
+
+#define KV_EVENTS                                                              \
+	"{\"enable_kv_cache_events\": true, \"endpoint\": \"tcp://*:6000\", "  \
+	"\"replay_endpoint\": \"tcp://*:6100\"}"
+
+static void
+test_pod_engine_args(void **state)
+{
+	(void)state;
+	const char *const *argv =
+	    ARGV("vllm", "serve", "m", "--data-parallel-size", "4",
+		 "--block-size", "32", "--kv-events-config", KV_EVENTS);
+	kvc_kube_pod p;
+	/* the engine's arguments over the defaults */
+	parse_engine(NULL, argv, &p);
+	assert_true(p.valid);
+	assert_int_equal(p.pod.dp_size, 4);
+	assert_int_equal(p.pod.dp_start_rank, 0);
+	assert_int_equal(p.pod.zmq_port, 6000);
+	assert_true(p.pod.has_replay_port);
+	assert_int_equal(p.pod.replay_port, 6100);
+	assert_int_equal(p.pod.block_size, 32);
+	for (int k = 0; k < KVC_SETTINGS; k++) {
+		want_from(&p.pod, (kvc_setting)k, KVC_FROM_ENGINE_ARGS);
+	}
+	assert_string_equal(p.pod.origin.engine, "vllm");
+	assert_string_equal(p.pod.origin.kv_events, "enabled");
+	assert_string_equal(p.pod.origin.container, "engine");
+	/* a copy keeps the origin; it is not part of what the pod is */
+	kvc_pod c;
+	kvc_pod_copy(&c, &p.pod);
+	assert_string_equal(c.origin.container, "engine");
+	want_from(&c, KVC_SET_BLOCK_SIZE, KVC_FROM_ENGINE_ARGS);
+	kvc_kube_pod q;
+	parse_engine("{\"kvindex.io/dp-size\":\"4\","
+		     "\"kvindex.io/zmq-port\":\"6000\"}",
+		     argv, &q);
+	assert_true(q.valid);
+	want_from(&q.pod, KVC_SET_DP_SIZE, KVC_FROM_ANNOTATION);
+	want_from(&q.pod, KVC_SET_ZMQ_PORT, KVC_FROM_ANNOTATION);
+	want_from(&q.pod, KVC_SET_REPLAY_PORT, KVC_FROM_ENGINE_ARGS);
+	assert_true(kvc_pod_equal(&c, &q.pod));
+	kvc_pod_fini(&c);
+	kvc_kube_pod_fini(&q);
+	kvc_kube_pod_fini(&p);
+
+	/* annotation over arguments over default, value by value */
+	parse_engine("{\"kvindex.io/zmq-port\":\"7000\"}",
+		     ARGV("vllm", "serve", "m", "-dpl", "2", "-dpr", "4"), &p);
+	assert_true(p.valid);
+	assert_int_equal(p.pod.dp_size, 2);
+	want_from(&p.pod, KVC_SET_DP_SIZE, KVC_FROM_ENGINE_ARGS);
+	assert_int_equal(p.pod.dp_start_rank, 4);
+	want_from(&p.pod, KVC_SET_DP_START_RANK, KVC_FROM_ENGINE_ARGS);
+	assert_int_equal(p.pod.zmq_port, 7000);
+	want_from(&p.pod, KVC_SET_ZMQ_PORT, KVC_FROM_ANNOTATION);
+	assert_int_equal(p.pod.block_size, 16);
+	want_from(&p.pod, KVC_SET_BLOCK_SIZE, KVC_FROM_DEFAULT);
+	assert_false(p.pod.has_replay_port);
+	want_from(&p.pod, KVC_SET_REPLAY_PORT, KVC_FROM_DEFAULT);
+	/* no --kv-events-config: not an error, and said */
+	assert_string_equal(p.pod.origin.kv_events, "disabled");
+	kvc_kube_pod_fini(&p);
+
+	/* events without a replay endpoint: none, whatever the flag says */
+	kvc_kube_defaults d = defaults;
+	d.has_replay_port = true;
+	d.replay_port = 5657;
+	json_t *j =
+	    engine_pod(NULL, ARGV("vllm", "serve", "m", "--kv-events-config",
+				  "{\"enable_kv_cache_events\":true}"));
+	char err[200];
+	assert_int_equal(kvc_kube_pod_parse(j, &d, &p, err, sizeof(err)),
+			 KVI_OK);
+	json_decref(j);
+	assert_true(p.valid);
+	assert_int_equal(p.pod.zmq_port, 5557);
+	assert_false(p.pod.has_replay_port);
+	want_from(&p.pod, KVC_SET_REPLAY_PORT, KVC_FROM_ENGINE_ARGS);
+	kvc_kube_pod_fini(&p);
+
+	/* no engine: the defaults, and no engine said */
+	parse_engine(NULL, ARGV("sleep", "inf"), &p);
+	assert_true(p.valid);
+	assert_int_equal(p.pod.dp_size, 1);
+	want_from(&p.pod, KVC_SET_DP_SIZE, KVC_FROM_DEFAULT);
+	assert_null(p.pod.origin.engine);
+	kvc_kube_pod_fini(&p);
+}
+
+/* An annotation and the engine's arguments that disagree: the pod is
+ * refused with both named, never guessed at. */
+static void
+test_pod_engine_disagrees(void **state)
+{
+	(void)state;
+	const struct {
+		const char *ann;
+		const char *const *argv;
+		const char *why;
+	} cases[] = {
+	    {"{\"kvindex.io/dp-size\":\"2\"}",
+	     ARGV("vllm", "serve", "m", "-dp", "8", "-dpl", "4"),
+	     "annotation kvindex.io/dp-size=2 disagrees with the engine's "
+	     "--data-parallel-size-local 4"},
+	    {"{\"kvindex.io/dp-start-rank\":\"2\"}",
+	     ARGV("vllm", "serve", "m", "-dp", "4"),
+	     "annotation kvindex.io/dp-start-rank=2 disagrees with the "
+	     "engine's --data-parallel-size without "
+	     "--data-parallel-size-local (rank 0)"},
+	    {"{\"kvindex.io/zmq-port\":\"6001\"}",
+	     ARGV("vllm", "serve", "m", "--kv-events-config", KV_EVENTS),
+	     "annotation kvindex.io/zmq-port=6001 disagrees with the engine's "
+	     "--kv-events-config endpoint tcp://*:6000"},
+	    {"{\"kvindex.io/replay-port\":\"5657\"}",
+	     ARGV("vllm", "serve", "m", "--kv-events-config",
+		  "{\"enable_kv_cache_events\":true}"),
+	     "annotation kvindex.io/replay-port=5657 disagrees with the "
+	     "engine's --kv-events-config, which has no replay_endpoint"},
+	    {"{\"kvindex.io/block-size\":\"16\"}",
+	     ARGV("sglang", "serve", "--page-size", "64"),
+	     "annotation kvindex.io/block-size=16 disagrees with the engine's "
+	     "--page-size 64"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		kvc_kube_pod p;
+		parse_engine(cases[i].ann, cases[i].argv, &p);
+		assert_false(p.valid);
+		assert_string_equal(p.why, cases[i].why);
+		kvc_kube_pod_fini(&p);
+	}
+}
+
+/* A value the engine's arguments leave to the container's start, or
+ * cannot be read, needs an annotation. */
+static void
+test_pod_engine_unknown(void **state)
+{
+	(void)state;
+	kvc_kube_pod p;
+	const char *const *argv =
+	    ARGV("/bin/sh", "-c", "exec vllm serve m -dp $DP_SIZE");
+	parse_engine(NULL, argv, &p);
+	assert_false(p.valid);
+	assert_string_equal(p.why, "the engine's --data-parallel-size is "
+				   "$DP_SIZE, set when the container starts: "
+				   "annotate kvindex.io/dp-size");
+	kvc_kube_pod_fini(&p);
+	/* annotated: the annotation gives it */
+	parse_engine("{\"kvindex.io/dp-size\":\"4\"}", argv, &p);
+	assert_true(p.valid);
+	assert_int_equal(p.pod.dp_size, 4);
+	want_from(&p.pod, KVC_SET_DP_SIZE, KVC_FROM_ANNOTATION);
+	kvc_kube_pod_fini(&p);
+	/* the start rank: the size is known, the start rank is not */
+	parse_engine(
+	    "{\"kvindex.io/dp-size\":\"4\"}",
+	    ARGV("vllm", "serve", "m", "-dpl", "2", "-dpr", "$(START_RANK)"),
+	    &p);
+	assert_false(p.valid);
+	assert_non_null(strstr(p.why, "disagrees"));
+	kvc_kube_pod_fini(&p);
+	parse_engine(
+	    NULL,
+	    ARGV("vllm", "serve", "m", "-dpl", "2", "-dpr", "$(START_RANK)"),
+	    &p);
+	assert_false(p.valid);
+	assert_non_null(strstr(p.why, "annotate kvindex.io/dp-start-rank"));
+	kvc_kube_pod_fini(&p);
+	/* the event port */
+	parse_engine(
+	    NULL,
+	    ARGV("sh", "-c", "vllm serve m --kv-events-config \"$KV_CONFIG\""),
+	    &p);
+	assert_false(p.valid);
+	assert_non_null(strstr(p.why, "annotate kvindex.io/zmq-port"));
+	kvc_kube_pod_fini(&p);
+	/* the annotation naming the engine's container */
+	parse_engine("{\"kvindex.io/engine-container\":\"vllm\"}",
+		     ARGV("vllm", "serve", "m", "-dp", "2"), &p);
+	assert_false(p.valid);
+	assert_non_null(strstr(p.why, "names container \"vllm\""));
+	kvc_kube_pod_fini(&p);
+	parse_engine("{\"kvindex.io/engine-container\":\"engine\"}",
+		     ARGV("vllm", "serve", "m", "-dp", "2"), &p);
+	assert_true(p.valid);
+	assert_int_equal(p.pod.dp_size, 2);
+	kvc_kube_pod_fini(&p);
+	parse_engine("{\"kvindex.io/engine-container\":1}",
+		     ARGV("vllm", "serve", "m", "-dp", "2"), &p);
+	assert_false(p.valid);
+	assert_non_null(strstr(p.why, "is not a string"));
+	kvc_kube_pod_fini(&p);
+}
+
 static void
 test_list(void **state)
 {
@@ -382,6 +618,9 @@ main(void)
 	    cmocka_unit_test(test_pod_annotations),
 	    cmocka_unit_test(test_pod_bad_annotations),
 	    cmocka_unit_test(test_pod_no_ip_no_model_terminating),
+	    cmocka_unit_test(test_pod_engine_args),
+	    cmocka_unit_test(test_pod_engine_disagrees),
+	    cmocka_unit_test(test_pod_engine_unknown),
 	    cmocka_unit_test(test_list),
 	    cmocka_unit_test(test_stream_every_cut),
 	    cmocka_unit_test(test_stream_errors),
