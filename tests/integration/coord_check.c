@@ -727,9 +727,8 @@ clu_shard_status_is(cluster *c, const char *id, const char *status)
 	return is;
 }
 
-/* moves_busy counts the moves /admin/moves lists as not done. */
-static size_t
-moves_busy(cluster *c)
+size_t
+clu_moves_busy(cluster *c, char **dump)
 {
 	json_t *moves = NULL;
 	assert_int_equal(clu_admin(c, "GET", "/admin/moves", NULL, &moves),
@@ -740,6 +739,9 @@ moves_busy(cluster *c)
 	{
 		const char *ph = json_string_value(json_object_get(m, "phase"));
 		busy += ph != NULL && strcmp(ph, "done") != 0;
+	}
+	if (dump != NULL) {
+		*dump = json_dumps(moves, JSON_COMPACT);
 	}
 	json_decref(moves);
 	return busy;
@@ -756,7 +758,7 @@ clu_wait_converged(cluster *c, int n)
 		assert_int_equal(st, 200);
 		size_t moves = json_array_size(json_object_get(r, "moves"));
 		json_decref(r);
-		if (moves == 0 && moves_busy(c) == 0) {
+		if (moves == 0 && clu_moves_busy(c, NULL) == 0) {
 			break;
 		}
 		assert_true(kvt_now_ms() < deadline);

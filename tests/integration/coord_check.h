@@ -116,6 +116,10 @@ long clu_admin(cluster *c, const char *method, const char *path,
  * (NULL: lists it at all). */
 bool clu_shard_status_is(cluster *c, const char *id, const char *status);
 
+/* clu_moves_busy counts the moves /admin/moves lists as not done, and
+ * gives the list as JSON text in *dump (may be NULL; free()). */
+size_t clu_moves_busy(cluster *c, char **dump);
+
 /* clu_wait_converged waits until a dry-run rebalance lists no move,
  * /admin/moves lists none in flight (an old owner releasing included),
  * and /workers lists n listeners, all active. */

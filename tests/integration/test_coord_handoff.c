@@ -82,34 +82,13 @@ owner_of(json_t *map, int idx)
 	return json_string_value(json_object_get(map, key));
 }
 
-/* in_flight counts the moves /admin/moves lists as not done. */
-static size_t
-in_flight(cluster *c, char **dump)
-{
-	json_t *moves = NULL;
-	assert_int_equal(clu_admin(c, "GET", "/admin/moves", NULL, &moves),
-			 200);
-	size_t busy = 0, i;
-	json_t *m;
-	json_array_foreach(moves, i, m)
-	{
-		const char *ph = json_string_value(json_object_get(m, "phase"));
-		busy += ph != NULL && strcmp(ph, "done") != 0;
-	}
-	if (dump != NULL) {
-		*dump = json_dumps(moves, JSON_COMPACT);
-	}
-	json_decref(moves);
-	return busy;
-}
-
 /* settled says whether every listener is where it should be: on
  * targets[idx] (NULL: where a rebalance would leave it), with no move in
  * flight. */
 static bool
 settled(cluster *c, const char *const *targets)
 {
-	if (in_flight(c, NULL) > 0) {
+	if (clu_moves_busy(c, NULL) > 0) {
 		return false;
 	}
 	if (targets == NULL) {
@@ -144,7 +123,7 @@ settle(cluster *c, int *q, const char *const *targets)
 		}
 		if (kvt_now_ms() > deadline) {
 			char *d = NULL;
-			in_flight(c, &d);
+			clu_moves_busy(c, &d);
 			fail_msg("not settled; moves %s", d);
 		}
 		kvt_sleep_ms(50);
