@@ -46,11 +46,14 @@ read_layout(kvt_sim *s)
 		int zmq = port_of(pod, "zmq_port");
 		int replay = port_of(pod, "replay_port");
 		int recover = port_of(pod, "recover_port");
+		/* a pod of a group over several pods: its ports are offset
+		 * by its global ranks, from dp_start_rank */
+		int start = port_of(pod, "dp_start_rank");
 		for (int r = 0; r < s->dp; r++) {
-			int i = p * s->dp + r;
-			s->zmq_port[i] = zmq + r;
-			s->replay_port[i] = replay ? replay + r : 0;
-			s->recover_port[i] = recover ? recover + r : 0;
+			int i = p * s->dp + r, g = start + r;
+			s->zmq_port[i] = zmq + g;
+			s->replay_port[i] = replay ? replay + g : 0;
+			s->recover_port[i] = recover ? recover + g : 0;
 		}
 	}
 	return KVI_OK;

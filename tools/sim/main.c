@@ -143,9 +143,13 @@ build_ranks(sim *s)
 	s->ranks = kvi_calloc(s->n, sizeof(*s->ranks));
 	for (uint32_t p = 0; p < c->pods; p++) {
 		for (uint32_t r = 0; r < c->dp; r++) {
-			s->ranks[(size_t)p * c->dp + r] =
+			sim_rank *k =
 			    sim_rank_alloc(&s->rank_cfg, p, r,
 					   pod_flavour(c, p), pod_groups(c, p));
+			if (c->dp_group) {
+				sim_rank_set_wire_rank(k, p * c->dp + r);
+			}
+			s->ranks[(size_t)p * c->dp + r] = k;
 		}
 	}
 }
@@ -207,12 +211,19 @@ write_layout(const sim *s)
 	json_t *pods = json_array();
 	for (uint32_t p = 0; p < c->pods; p++) {
 		char name[32];
-		int off = (int)(p * c->dp);
+		/* in one group over the pods, every pod names the group's base
+		 * ports and its first global rank: rank g is on base + g */
+		int off = c->dp_group ? 0 : (int)(p * c->dp);
 		snprintf(name, sizeof(name), "sim/pod-%u", p);
 		json_t *pod = json_pack(
 		    "{s:s,s:s,s:i,s:i,s:s,s:i}", "name", name, "ip", c->ip,
 		    "zmq_port", s->zmq_base + off, "dp_size", (int)c->dp,
 		    "model", c->model, "block_size", (int)c->block_size);
+		if (c->dp_group) {
+			json_object_set_new(
+			    pod, "dp_start_rank",
+			    json_integer((json_int_t)p * c->dp));
+		}
 		if (!c->replay_port.off) {
 			json_object_set_new(pod, "replay_port",
 					    json_integer(s->replay_base + off));

@@ -69,6 +69,10 @@ static const char usage[] =
     "                         int64 (SGLang) or 32-byte bin (uint)\n"
     "  --no-rank              send 2-element batches without\n"
     "                         data_parallel_rank (older engines)\n"
+    "  --dp-group             the pods are one data-parallel group: rank r\n"
+    "                         of pod p is global rank p*DP+r, in its\n"
+    "                         batches and on base port + that rank (vLLM's\n"
+    "                         --data-parallel-start-rank over several pods)\n"
     "  --topic STR            topic frame of every message (empty)\n"
     "  --hash-salt N          salt of the external block hashes (derived\n"
     "                         from --seed)\n"
@@ -144,6 +148,7 @@ enum {
 	OPT_FORM,
 	OPT_HASH_FORMAT,
 	OPT_NO_RANK,
+	OPT_DP_GROUP,
 	OPT_TOPIC,
 	OPT_HASH_SALT,
 	OPT_TRACE,
@@ -192,6 +197,7 @@ static const struct option options[] = {
     {"form", required_argument, NULL, OPT_FORM},
     {"hash-format", required_argument, NULL, OPT_HASH_FORMAT},
     {"no-rank", no_argument, NULL, OPT_NO_RANK},
+    {"dp-group", no_argument, NULL, OPT_DP_GROUP},
     {"topic", required_argument, NULL, OPT_TOPIC},
     {"hash-salt", required_argument, NULL, OPT_HASH_SALT},
     {"trace", required_argument, NULL, OPT_TRACE},
@@ -413,6 +419,9 @@ apply(sim_config *c, int opt, const char *v, bool *help)
 		return true;
 	case OPT_NO_RANK:
 		c->with_rank = false;
+		return true;
+	case OPT_DP_GROUP:
+		c->dp_group = true;
 		return true;
 	case OPT_TOPIC:
 		c->topic = v;

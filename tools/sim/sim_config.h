@@ -61,6 +61,9 @@ typedef struct sim_config {
 	kvi_event_form form;
 	kvi_hash_form hash_form;
 	bool with_rank;
+	/* the pods are one data-parallel group: rank r of pod p publishes
+	 * as global rank p * dp + r (--dp-group) */
+	bool dp_group;
 	const char *topic;
 	uint64_t hash_salt;
 	/* load */

@@ -22,7 +22,8 @@
 struct sim_rank {
 	const sim_rank_config *cfg;
 	uint32_t pod;
-	uint32_t dp_rank;
+	uint32_t dp_rank;   /* its index in its pod */
+	uint32_t wire_rank; /* the data_parallel_rank it publishes */
 	sim_flavour flavour;
 	pthread_mutex_t mu;
 	/* under mu (the engine thread, the only writer, reads without) */
@@ -70,6 +71,7 @@ sim_rank_alloc(const sim_rank_config *cfg, uint32_t pod, uint32_t dp_rank,
 	r->cfg = cfg;
 	r->pod = pod;
 	r->dp_rank = dp_rank;
+	r->wire_rank = dp_rank;
 	r->flavour = flavour;
 	pthread_mutex_init(&r->mu, NULL);
 	sim_cache_config cc = {.gpu_blocks = cfg->gpu_blocks,
@@ -119,6 +121,12 @@ uint32_t
 sim_rank_pod(const sim_rank *r)
 {
 	return r->pod;
+}
+
+void
+sim_rank_set_wire_rank(sim_rank *r, uint32_t g)
+{
+	r->wire_rank = g;
 }
 
 uint32_t
@@ -312,7 +320,7 @@ encode(const sim_rank *r, const sim_batch *batch, kvi_encoder *enc, size_t *len)
 {
 	sim_encode_opts o = {.ts = wall_seconds(),
 			     .with_rank = r->cfg->with_rank,
-			     .dp_rank = (int)r->dp_rank,
+			     .dp_rank = (int)r->wire_rank,
 			     .offload_bs0 = r->cfg->offload_bs0,
 			     .groups = sim_kv_groups(r->kv)};
 	const void *data = sim_encode_batch(batch, &o, enc, len);
@@ -658,7 +666,7 @@ write_dump(sim_rank *r, const sim_recover_origin *o, sim_buf *out)
 sim_recover_kind
 sim_rank_recover(sim_rank *r, const sim_recover_query *q, sim_buf *out)
 {
-	sim_recover_origin o = {.worker_id = r->pod, .dp_rank = r->dp_rank};
+	sim_recover_origin o = {.worker_id = r->pod, .dp_rank = r->wire_rank};
 	pthread_mutex_lock(&r->mu);
 	bool has_newest = r->last_seq >= 0;
 	uint64_t newest = (uint64_t)r->last_seq;

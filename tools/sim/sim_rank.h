@@ -97,6 +97,11 @@ uint32_t sim_rank_pod(const sim_rank *r);
  * default cache. */
 const sim_groups_config *sim_rank_groups(const sim_rank *r);
 uint32_t sim_rank_dp_rank(const sim_rank *r);
+
+/* sim_rank_set_wire_rank makes r publish as data-parallel rank g (its
+ * global rank in a group over several pods) rather than its index in its
+ * pod; call before it publishes. */
+void sim_rank_set_wire_rank(sim_rank *r, uint32_t g);
 sim_flavour sim_rank_flavour(const sim_rank *r);
 
 /* sim_rank_bind_pub binds the PUB socket on port; sim_rank_bind_replay the
