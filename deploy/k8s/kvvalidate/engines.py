@@ -1,15 +1,18 @@
 """The engine pods the coordinator's --watch-label selects.
 
-The coordinator derives each engine pod's listeners from its labels and
-annotations and its own --watch-* flags: rank r of a pod with dp_size N
-publishes on zmq_port + r, replays on replay_port + r, recovers on
-recover_port + r. When the render contains the engines too, this checks
-that the watch label selects them, that they carry only annotations the
-watcher reads, with values in range, that the per-rank port ranges neither
-overlap nor run past 65535 and are declared, and that vLLM's own settings
-(--data-parallel-size, --block-size, --kv-events-config) agree with what
-kvindex derives - a mismatch there leaves ranks unindexed without any
-error.
+The coordinator derives each engine pod's listeners from its labels, its
+annotations, its engine's own arguments and its own --watch-* flags, in
+that order (coordinator/discovery/engine_args.h): the annotation wins when
+present, else the engine's argument, else the flag; rank r of a pod with
+dp_size N publishes on zmq_port + r, replays on replay_port + r, recovers
+on recover_port + r. An annotation that disagrees with the engine's
+argument keeps the pod from being registered. When the render contains the
+engines too, this checks that the watch label selects them, that they
+carry only annotations the watcher reads, with values in range, that no
+annotation disagrees with vLLM's own settings (--data-parallel-size,
+--data-parallel-size-local, --block-size, --kv-events-config's endpoints),
+that the events are enabled, and that the per-rank port ranges neither
+overlap nor run past 65535 and are declared.
 """
 
 import json
@@ -22,6 +25,8 @@ from .report import suggest
 # What the coordinator's pod watcher reads from a pod's annotations.
 ANNOTATIONS = {
     "kvindex.io/dp-size": (1, 65536),
+    "kvindex.io/dp-start-rank": (0, 65535),
+    "kvindex.io/engine-container": None,
     "kvindex.io/zmq-port": (1, 65535),
     "kvindex.io/replay-port": (1, 65535),
     "kvindex.io/recover-port": (1, 65535),
@@ -86,15 +91,18 @@ def check_engines(rep, r, where, flags, kvindex_names):
                 not (meta.get("labels") or {}).get(model_label):
             rep.err(ew, f"no model: neither annotation kvindex.io/model nor "
                     f"label {model_label}")
-        dp = ann_int(rep, ew, ann, "kvindex.io/dp-size",
+        eng = engine_settings(rep, ew, path, spec)
+        dp = setting(rep, ew, ann, "kvindex.io/dp-size", eng, "dp_size",
                      flag_int(flags, "--watch-dp-size", 1))
-        zmq = ann_int(rep, ew, ann, "kvindex.io/zmq-port",
+        zmq = setting(rep, ew, ann, "kvindex.io/zmq-port", eng, "zmq_port",
                       flag_int(flags, "--watch-zmq-port", 5557))
-        replay = ann_int(rep, ew, ann, "kvindex.io/replay-port",
+        replay = setting(rep, ew, ann, "kvindex.io/replay-port", eng,
+                         "replay_port",
                          flag_int(flags, "--watch-replay-port", None))
         recover = ann_int(rep, ew, ann, "kvindex.io/recover-port",
                           flag_int(flags, "--watch-recover-port", None))
-        block = ann_int(rep, ew, ann, "kvindex.io/block-size",
+        block = setting(rep, ew, ann, "kvindex.io/block-size", eng,
+                        "block_size",
                         flag_int(flags, "--watch-block-size", 16))
         ranges = {"event": zmq, "replay": replay, "recover": recover}
         ranges = {k: set(range(v, v + dp)) for k, v in ranges.items()
@@ -117,9 +125,6 @@ def check_engines(rep, r, where, flags, kvindex_names):
                 for pnum in sorted(ports - nums):
                     rep.err(ew, f"rank {pnum - min(ports)}'s {k} port {pnum} "
                             f"is not a declared containerPort ({dp} ranks)")
-        for ci, c in enumerate(spec.get("containers") or []):
-            check_vllm(rep, ew, f"{path}.containers[{ci}]", c, dp, zmq,
-                       replay, block)
 
 
 def vllm_opts(args):
@@ -142,20 +147,51 @@ def endpoint_port(ep):
     return int(m.group(1)) if m else None
 
 
-def check_vllm(rep, where, cpath, c, dp, zmq, replay, block):
-    args = [a for a in (c.get("command") or []) + (c.get("args") or [])
-            if isinstance(a, str)]
-    opts = vllm_opts(args)
+def engine_settings(rep, where, path, spec):
+    """What the first vLLM container's arguments say: {name: (value, how)}
+    for dp_size, zmq_port, replay_port and block_size, as the coordinator
+    reads them (engine_args.h); also checks its --kv-events-config."""
+    out = {}
+    for ci, c in enumerate(spec.get("containers") or []):
+        args = [a for a in (c.get("command") or []) + (c.get("args") or [])
+                if isinstance(a, str)]
+        if "vllm" not in " ".join(args[:3]):
+            continue
+        cpath = f"{path}.containers[{ci}]"
+        opts = vllm_opts(args)
+        local = opts.get("--data-parallel-size-local", opts.get("-dpl"))
+        size = opts.get("--data-parallel-size", opts.get("-dp"))
+        if local is not None:
+            out["dp_size"] = (local, f"--data-parallel-size-local {local}")
+        elif size is not None:
+            out["dp_size"] = (size, f"--data-parallel-size {size}")
+        if "--block-size" in opts:
+            bs = opts["--block-size"]
+            out["block_size"] = (bs, f"--block-size {bs}")
+        cfg = kv_events(rep, where, cpath, opts)
+        if cfg is not None:
+            ep = endpoint_port(cfg.get("endpoint", "tcp://*:5557"))
+            out["zmq_port"] = (ep, f"--kv-events-config endpoint port {ep}")
+            rp = endpoint_port(cfg.get("replay_endpoint"))
+            if rp is not None:
+                out["replay_port"] = (rp, "--kv-events-config "
+                                      f"replay_endpoint port {rp}")
+        break
+    return out
+
+
+def kv_events(rep, where, cpath, opts):
+    """The container's --kv-events-config, checked, or None."""
     if "--kv-events-config" not in opts:
-        return
+        return None
     try:
         cfg = json.loads(opts["--kv-events-config"])
     except ValueError as e:
         rep.err(where, f"{cpath}: --kv-events-config is not JSON: {e}")
-        return
+        return None
     if not isinstance(cfg, dict):
         rep.err(where, f"{cpath}: --kv-events-config is not a JSON object")
-        return
+        return None
     for k in cfg:
         if k not in KV_EVENTS_FIELDS:
             rep.err(where, f"{cpath}: --kv-events-config: {k!r} is not a "
@@ -165,19 +201,26 @@ def check_vllm(rep, where, cpath, c, dp, zmq, replay, block):
                 "is not true")
     if cfg.get("publisher", "zmq") != "zmq":
         rep.err(where, f"{cpath}: --kv-events-config: publisher is not zmq")
-    ep = endpoint_port(cfg.get("endpoint", "tcp://*:5557"))
-    if ep != zmq:
-        rep.err(where, f"{cpath}: vLLM publishes rank 0 on port {ep}, "
-                f"kvindex subscribes to {zmq}")
-    rp = endpoint_port(cfg.get("replay_endpoint"))
-    if rp != replay:
-        rep.err(where, f"{cpath}: vLLM replays rank 0 on port {rp}, kvindex "
-                f"expects {replay}")
-    dps = opts.get("--data-parallel-size", opts.get("-dp", "1"))
-    if str(dps) != str(dp):
-        rep.err(where, f"{cpath}: vLLM --data-parallel-size {dps}, kvindex "
-                f"derives {dp} ranks for the pod")
-    bs = opts.get("--block-size")
-    if bs is not None and str(bs) != str(block):
-        rep.err(where, f"{cpath}: vLLM --block-size {bs}, kvindex indexes "
-                f"with block size {block}")
+    return cfg
+
+
+def setting(rep, where, ann, key, eng, name, default):
+    """A pod's value as the coordinator takes it: the annotation, else the
+    engine's argument, else the flag; an annotation that disagrees with the
+    engine keeps the pod from being registered."""
+    if name in eng and key in ann:
+        val = ann_int(rep, where, ann, key, None)
+        got, how = eng[name]
+        if val is not None and str(val) != str(got):
+            rep.err(where, f"annotation {key}={val} disagrees with the "
+                    f"engine's {how}: the coordinator does not register "
+                    "the pod")
+        return val
+    if name in eng:
+        try:
+            return int(eng[name][0])
+        except (TypeError, ValueError):
+            rep.err(where, f"the engine's {eng[name][1]} is not a literal: "
+                    f"annotate {key}")
+            return default
+    return ann_int(rep, where, ann, key, default)
