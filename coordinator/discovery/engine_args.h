@@ -67,8 +67,11 @@
  * annotations and defaults.
  *
  * Values the arguments do not fix are never guessed: a word the shell
- * expands ($DP, "${X}", "$(( ... ))", `cmd`) or Kubernetes expands in a
- * command or args ($(VAR)), a flag absent from the command line when
+ * expands ($DP, "${X}", "$(( ... ))", `cmd`), Kubernetes' $(VAR) in a
+ * command or args when the container's env gives VAR no literal value
+ * (valueFrom, envFrom, a var defined after the one naming it; a literal
+ * one is expanded as Kubernetes does, $$ escaping), a flag absent from
+ * the command line when
  * --config names a file that may set it, a value that is not a plain
  * decimal in range, an endpoint that is not a bound tcp:// one - each is
  * KVC_EA_UNKNOWN with why.

@@ -327,11 +327,86 @@ kvc_shell_split(const char *script, kvc_ecmds *out, char *why, size_t whylen)
 
 /* ---- a container's command line ------------------------------------ */
 
-/* push_array appends the strings of a (command or args; NULL: none),
- * each marked dyn when Kubernetes expands a $(VAR) in it. False when a is
- * not an array of strings. */
+/* A growing string. */
+typedef struct ebuf {
+	char *p;
+	size_t len, cap;
+} ebuf;
+
+static void
+ebuf_put(ebuf *b, const char *s, size_t n)
+{
+	if (b->len + n + 1 > b->cap) {
+		b->cap = (b->len + n + 1) * 2;
+		b->p = kvi_realloc(b->p, b->cap);
+	}
+	memcpy(b->p + b->len, s, n);
+	b->len += n;
+	b->p[b->len] = '\0';
+}
+
+/* How deep env values that name other env vars are followed. */
+#define K8S_EXPAND_DEPTH 8
+
+/* env_value returns the literal value of the container's env var name
+ * (len bytes), looked up among env[0..upto), and sets *at to its index;
+ * NULL when it is not there or has no literal value (valueFrom, or it may
+ * come from envFrom, which the spec does not spell out). */
+static const char *
+env_value(const json_t *env, size_t upto, const char *name, size_t len,
+	  size_t *at)
+{
+	for (size_t i = upto; i-- > 0;) {
+		const json_t *e = json_array_get(env, i);
+		const char *n = json_string_value(json_object_get(e, "name"));
+		if (n == NULL || strlen(n) != len ||
+		    memcmp(n, name, len) != 0) {
+			continue;
+		}
+		*at = i;
+		return json_string_value(json_object_get(e, "value"));
+	}
+	return NULL;
+}
+
+/* k8s_expand appends s to b as Kubernetes expands a container's command,
+ * args and env values: $(VAR) becomes VAR's value from env[0..upto) and
+ * $$ a $. False when a $(VAR) has no literal value to take - what the
+ * engine gets is then set when the container starts. */
 static bool
-push_array(kvc_ewords *ws, const json_t *a)
+k8s_expand(const char *s, const json_t *env, size_t upto, int depth, ebuf *b)
+{
+	while (*s != '\0') {
+		if (s[0] == '$' && s[1] == '$') {
+			ebuf_put(b, "$", 1);
+			s += 2;
+			continue;
+		}
+		const char *close =
+		    s[0] == '$' && s[1] == '(' ? strchr(s, ')') : NULL;
+		if (close == NULL) {
+			ebuf_put(b, s, 1);
+			s++;
+			continue;
+		}
+		size_t at;
+		const char *v =
+		    env_value(env, upto, s + 2, (size_t)(close - s - 2), &at);
+		if (v == NULL || depth >= K8S_EXPAND_DEPTH ||
+		    !k8s_expand(v, env, at, depth + 1, b)) {
+			return false;
+		}
+		s = close + 1;
+	}
+	return true;
+}
+
+/* push_array appends the strings of a (command or args; NULL: none),
+ * with Kubernetes' $(VAR) expanded from the container's env (env, may be
+ * NULL); one that names a var with no literal value is kept as written
+ * and marked dyn. False when a is not an array of strings. */
+static bool
+push_array(kvc_ewords *ws, const json_t *a, const json_t *env)
 {
 	if (a == NULL || json_is_null(a)) {
 		return true;
@@ -347,7 +422,18 @@ push_array(kvc_ewords *ws, const json_t *a)
 			return false;
 		}
 		const char *s = json_string_value(v);
-		kvc_ewords_push(ws, s, strlen(s), strstr(s, "$(") != NULL);
+		if (strchr(s, '$') == NULL) {
+			kvc_ewords_push(ws, s, strlen(s), false);
+			continue;
+		}
+		ebuf b = {0};
+		if (k8s_expand(s, env, json_array_size(env), 0, &b)) {
+			kvc_ewords_push(ws, b.p != NULL ? b.p : "", b.len,
+					false);
+		} else {
+			kvc_ewords_push(ws, s, strlen(s), true);
+		}
+		kvi_free(b.p);
 	}
 	return true;
 }
@@ -420,8 +506,12 @@ kvc_container_cmds(const json_t *container, kvc_ecmds *out, char *why,
 		kvc_ewords_push(&argv, "vllm", 4, false);
 		kvc_ewords_push(&argv, "serve", 5, false);
 	}
-	if (!push_array(&argv, cmd) ||
-	    !push_array(&argv, json_object_get(container, "args"))) {
+	const json_t *env = json_object_get(container, "env");
+	if (!json_is_array(env)) {
+		env = NULL;
+	}
+	if (!push_array(&argv, cmd, env) ||
+	    !push_array(&argv, json_object_get(container, "args"), env)) {
 		kvc_ewords_fini(&argv);
 		snprintf(why, whylen,
 			 "its command or args is not an array of strings");

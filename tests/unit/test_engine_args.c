@@ -389,6 +389,52 @@ test_shell_form(void **state)
 	assert_non_null(strstr(ea.why, "unterminated single quote"));
 }
 
+/* read_env reads a container of argv with env (JSON text, taken). */
+static kvc_engine_args
+read_env(const char *const *argv, const char *env)
+{
+	json_t *c = container("engine", argv);
+	json_object_set_new(c, "env", json_loads(env, 0, NULL));
+	return read_spec(spec_of(c, NULL), NULL);
+}
+
+/* Kubernetes expands $(VAR) in command and args from the container's env
+ * before the engine runs: a literal value is known, anything else is set
+ * when the container starts. */
+static void
+k8s_env_cases(void)
+{
+	kvc_engine_args ea =
+	    read_env(ARGV("vllm", "serve", "m", "-dp", "$(DP_SIZE)", "-dpl",
+			  "$(LOCAL)", "-dpr", "$(START)"),
+		     "[{\"name\": \"DP_SIZE\", \"value\": \"8\"},"
+		     " {\"name\": \"HALF\", \"value\": \"4\"},"
+		     " {\"name\": \"LOCAL\", \"value\": \"$(HALF)\"},"
+		     " {\"name\": \"START\", \"value\": \"4\"}]");
+	want_set(&ea.dp_size, 4); /* the local size, from another var */
+	want_set(&ea.dp_start_rank, 4);
+	/* valueFrom (the downward API, a ConfigMap): not known here */
+	ea = read_env(ARGV("vllm", "serve", "m", "-dp", "$(DP_SIZE)"),
+		      "[{\"name\": \"DP_SIZE\", \"valueFrom\": "
+		      "{\"configMapKeyRef\": {\"name\": \"c\", \"key\": "
+		      "\"k\"}}}]");
+	want_unknown(&ea.dp_size, "set when the container starts");
+	/* $$ escapes: the engine gets "$(DP_SIZE)", not a number */
+	ea = read_env(ARGV("vllm", "serve", "m", "-dp", "$$(DP_SIZE)"),
+		      "[{\"name\": \"DP_SIZE\", \"value\": \"2\"}]");
+	want_unknown(&ea.dp_size, "is not an integer");
+	/* a var a later one defines is not expanded in an earlier value */
+	ea = read_env(ARGV("vllm", "serve", "m", "-dp", "$(A)"),
+		      "[{\"name\": \"A\", \"value\": \"$(B)\"},"
+		      " {\"name\": \"B\", \"value\": \"2\"}]");
+	want_unknown(&ea.dp_size, "set when the container starts");
+	/* in a shell's script too, before the shell reads it */
+	ea = read_env(ARGV("/bin/sh", "-c",
+			   "exec vllm serve m --data-parallel-size $(DP)"),
+		      "[{\"name\": \"DP\", \"value\": \"2\"}]");
+	want_set(&ea.dp_size, 2);
+}
+
 static void
 test_set_at_start(void **state)
 {
@@ -430,6 +476,7 @@ test_set_at_start(void **state)
 	/* Kubernetes' own $(VAR) in a command or args */
 	ea = read_argv(ARGV("vllm", "serve", "m", "-dp", "$(DP_SIZE)"));
 	want_unknown(&ea.dp_size, "$(DP_SIZE), set when the container starts");
+	k8s_env_cases();
 	/* an expansion in a field that is not read does not matter */
 	ea = read_sh("vllm serve m --kv-events-config "
 		     "\"{\\\"enable_kv_cache_events\\\":true,"
