@@ -382,6 +382,43 @@ end_run(kvd_pending *p, uint32_t id, end_kind kind, kvd_drop_reason reason)
 	}
 }
 
+/* expire_run ends every live entry of run id as expired, which goes,
+ * without touching the table: for a sweep that refills it (refill). */
+static void
+expire_run(kvd_pending *p, uint32_t id)
+{
+	run *r = &p->r[id];
+	listener *l = &p->l[r->lid];
+	uint32_t n = r->live;
+	l->n -= n;
+	l->st.entries -= n;
+	l->st.expired += n;
+	p->st.expired += n;
+	p->count -= n;
+	r->live = 0;
+	run_free(p, id);
+}
+
+/* refill empties the table and puts back the live entries of every run
+ * left, its capacity kept. */
+static void
+refill(kvd_pending *p)
+{
+	memset(p->s, 0xff, (size_t)p->cap * sizeof(*p->s)); /* run NIL */
+	p->used = 0;
+	for (uint32_t id = p->ghead; id != NIL; id = p->r[id].gnext) {
+		const run *r = &p->r[id];
+		for (uint32_t k = r->first; k < r->n; k++) {
+			if (k + PF_AHEAD < r->n) {
+				prefetch_slot(p, r->lid, r->seq[k + PF_AHEAD]);
+			}
+			if (bit_get(r, k)) {
+				put(p, r->lid, r->seq[k], id, k);
+			}
+		}
+	}
+}
+
 kvd_pending *
 kvd_pending_alloc(const kvd_config *cfg)
 {
@@ -582,9 +619,23 @@ kvd_sweep(kvd_pending *p, int64_t now_ms)
 		return 0;
 	}
 	pthread_rwlock_wrlock(&p->lock);
-	uint64_t before = p->st.expired;
-	while (p->ghead != NIL && p->r[p->ghead].expire_ms <= now_ms) {
-		end_run(p, p->ghead, END_EXPIRED, 0);
+	uint64_t before = p->st.expired, ending = 0;
+	for (uint32_t id = p->ghead; id != NIL && p->r[id].expire_ms <= now_ms;
+	     id = p->r[id].gnext) {
+		ending += p->r[id].live;
+	}
+	if (ending * 4 >= (uint64_t)p->count * 3) {
+		/* three quarters and more go (a burst's entries expire
+		 * together): emptying the table and putting the others back
+		 * costs less than a lookup and a deletion for each */
+		while (p->ghead != NIL && p->r[p->ghead].expire_ms <= now_ms) {
+			expire_run(p, p->ghead);
+		}
+		refill(p);
+	} else {
+		while (p->ghead != NIL && p->r[p->ghead].expire_ms <= now_ms) {
+			end_run(p, p->ghead, END_EXPIRED, 0);
+		}
 	}
 	size_t n = (size_t)(p->st.expired - before);
 	write_end(p);
