@@ -152,6 +152,10 @@ uint64_t clu_instance_id(int pod);
 void clu_tokens_seeded(uint32_t *t, size_t n, uint32_t seed);
 char *clu_tokens_text(const uint32_t *tokens, size_t n);
 
+/* clu_worker returns the entry of an answer's workers for (sim/pod-pod,
+ * dp_rank rank), borrowed from ans, or NULL (coord_truth.c). */
+json_t *clu_worker(const json_t *ans, int pod, int rank);
+
 /* clu_query posts a /query for tokens (with extra JSON fields, e.g.
  * "\"dp_rank\": 1", or NULL) and returns the answer; fails unless 200. */
 json_t *clu_query(cluster *c, const uint32_t *tokens, size_t n,

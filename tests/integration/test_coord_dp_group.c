@@ -32,20 +32,10 @@
 static long
 blocks_of(const json_t *ans, int pod, int rank)
 {
-	char name[32];
-	snprintf(name, sizeof(name), "sim/pod-%d", pod);
-	size_t i;
-	json_t *w;
-	json_array_foreach(json_object_get(ans, "workers"), i, w)
-	{
-		const char *p = json_string_value(json_object_get(w, "pod"));
-		if (p != NULL && strcmp(p, name) == 0 &&
-		    json_integer_value(json_object_get(w, "dp_rank")) == rank) {
-			return (long)json_integer_value(
-			    json_object_get(w, "matched_blocks"));
-		}
-	}
-	return -1;
+	const json_t *w = clu_worker(ans, pod, rank);
+	return w != NULL ? (long)json_integer_value(
+			       json_object_get(w, "matched_blocks"))
+			 : -1;
 }
 
 /* score_of returns the compatible score of (pod, rank), -1 when none. */

@@ -77,26 +77,15 @@ typedef struct wline {
 static wline
 worker(const json_t *ans, int p, int rank)
 {
-	char pod[32];
-	snprintf(pod, sizeof(pod), "sim/pod-%d", p);
-	size_t i;
-	json_t *w;
-	json_array_foreach(json_object_get(ans, "workers"), i, w)
-	{
-		const char *name = json_string_value(json_object_get(w, "pod"));
-		if (name != NULL && strcmp(name, pod) == 0 &&
-		    json_integer_value(json_object_get(w, "dp_rank")) == rank) {
-			return (wline){
-			    json_integer_value(
-				json_object_get(w, "matched_blocks")),
-			    json_integer_value(
-				json_object_get(w, "pending_blocks")),
-			    json_integer_value(
-				json_object_get(w, "pending_tokens")),
-			};
-		}
+	const json_t *w = clu_worker(ans, p, rank);
+	if (w == NULL) {
+		return (wline){-1, -1, -1};
 	}
-	return (wline){-1, -1, -1};
+	return (wline){
+	    json_integer_value(json_object_get(w, "matched_blocks")),
+	    json_integer_value(json_object_get(w, "pending_blocks")),
+	    json_integer_value(json_object_get(w, "pending_tokens")),
+	};
 }
 
 static void
