@@ -604,6 +604,7 @@ warm_up(run *r)
 	}
 	int64_t until = kvt_now_ms() + VISIBLE_MS;
 	int64_t resend = kvt_now_ms() + 2000;
+	int resends = 0;
 	for (int k = 0; k < BR_RANKS && ok;) {
 		br_req q = {0, WARM_BLOCKS * BR_BS + 1, tokens[k]};
 		view v;
@@ -612,9 +613,20 @@ warm_up(run *r)
 			k++;
 		} else if (kvt_now_ms() >= resend) {
 			/* a batch published before a shard subscribed is
-			 * lost to it: a second one is a gap it repairs */
+			 * lost to it: a second one is a gap it repairs. The
+			 * same prompt again would hit the rank's cache and
+			 * publish nothing, so the second is another prompt,
+			 * one block of its own */
+			uint32_t other[BR_BS + 1];
+			for (uint32_t t = 0; t < BR_BS + 1; t++) {
+				other[t] = WARM_TOKEN0 + 60000 +
+					   (uint32_t)k * 4096 +
+					   (uint32_t)resends * 32 + t;
+			}
+			br_req o2 = {0, BR_BS + 1, other};
 			br_outcome o = {0};
-			prefill(&c, &q, k, &o);
+			prefill(&c, &o2, k, &o);
+			resends++;
 			resend = kvt_now_ms() + 2000;
 		} else if (kvt_now_ms() > until) {
 			fprintf(stderr,
