@@ -247,9 +247,9 @@ listener_step(kvc_assigner *a, const kvc_lview *lv, kvc_opvec *ops, int64_t now)
 		if (cur == desired && desired_active &&
 		    !route_settled(a, lv, desired, now)) {
 			/* the others go at a later tick: no quiet one first */
-			a->settle.dirty = true;
 			for (size_t k = 0; k < cnt; k++) {
 				if (o[k].shard != desired) {
+					a->settle.dirty = true;
 					kvc_admin_note_release(
 					    a, key, a->poll.ids[o[k].shard],
 					    a->poll.ids[desired]);

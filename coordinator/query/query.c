@@ -127,19 +127,17 @@ merge(qctx *c)
 		fail(c->q, c->route, &c->t0, c->req, &e);
 		return;
 	}
-	/* whether it matched anything held: the silent mismatch check */
-	bool matched = false;
-	for (size_t i = 0; i < c->n && !matched; i++) {
-		matched = c->m[i].longest > 0;
-	}
-	kvc_reg_model_note(c->q->reg, c->qr.model, matched);
-	/* the compact form names no pods: the registry does */
+	/* the compact form names no pods: the registry does, and notes
+	 * whether anything held matched (the silent mismatch check) */
 	uint64_t *ids = kvi_calloc(c->n + 1, sizeof(*ids));
 	const char **pods = kvi_calloc(c->n + 1, sizeof(*pods));
+	bool matched = false;
 	for (size_t i = 0; i < c->n; i++) {
 		ids[i] = c->m[i].instance_id;
+		matched |= c->m[i].longest > 0;
 	}
-	char *names = kvc_reg_pod_names(c->q->reg, ids, c->n, pods);
+	char *names = kvc_reg_answer_names(c->q->reg, c->qr.model, matched, ids,
+					   c->n, pods);
 	for (size_t i = 0; i < c->n; i++) {
 		c->m[i].pod = pods[i];
 	}

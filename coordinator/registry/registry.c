@@ -521,13 +521,15 @@ kvc_reg_gen(kvc_registry *r)
 }
 
 char *
-kvc_reg_pod_names(kvc_registry *r, const uint64_t *ids, size_t n,
-		  const char **names)
+kvc_reg_answer_names(kvc_registry *r, const char *model, bool matched,
+		     const uint64_t *ids, size_t n, const char **names)
 {
 	size_t used = 0, cap = 64 + n * 32;
 	char *buf = kvi_malloc(cap);
 	size_t *at = kvi_reallocarray(NULL, n ? n : 1, sizeof(*at));
+	int64_t now = kvi_now_ms();
 	pthread_mutex_lock(&r->mu);
+	kvc_model_note(r, model, matched, now);
 	for (size_t k = 0; k < n; k++) {
 		kvc_inst *i = kvc_inst_find(r, ids[k]);
 		if (i == NULL || i->name == NULL) {

@@ -156,12 +156,14 @@ kvi_err kvc_reg_remove(kvc_registry *r, const char *name, uint64_t id, int rank,
 bool kvc_reg_lookup(kvc_registry *r, const char *name, uint64_t id,
 		    kvc_source *source, bool *named, char **model);
 
-/* kvc_reg_pod_names points names[k] at a copy of the pod name of
+/* kvc_reg_answer_names points names[k] at a copy of the pod name of
  * instance ids[k] (NULL for an instance registered rank by rank, or not
  * registered), for k in 0..n; the copies live in the buffer it returns,
- * which the caller frees with kvi_free(). One lock for all of them. */
-char *kvc_reg_pod_names(kvc_registry *r, const uint64_t *ids, size_t n,
-			const char **names);
+ * which the caller frees with kvi_free(). Under the same lock it notes
+ * that a query of model was answered and whether anything held matched
+ * it (kvc_reg_models_check). One lock for an answer. */
+char *kvc_reg_answer_names(kvc_registry *r, const char *model, bool matched,
+			   const uint64_t *ids, size_t n, const char **names);
 
 /* kvc_reg_pods returns copies of the pods registered from source. */
 kvc_pod *kvc_reg_pods(kvc_registry *r, kvc_source source, size_t *n);
@@ -295,10 +297,6 @@ json_t *kvc_reg_workers(kvc_registry *r, const kvc_workers_query *q, bool *more,
 /* The fewest queries without a match that mark a model unmatched
  * (kvc_reg_models_check). */
 #define KVC_UNMATCHED_QUERIES 20
-
-/* kvc_reg_model_note notes that a query of model was answered, and
- * whether any listener matched it exactly (registry_match.c). */
-void kvc_reg_model_note(kvc_registry *r, const char *model, bool matched);
 
 /* kvc_reg_models_check marks unmatched each model whose listeners hold
  * blocks while its queries, KVC_UNMATCHED_QUERIES or more, have matched

@@ -71,13 +71,13 @@ typedef struct kvc_model {
 	int64_t *since;
 	bool *seen;
 	size_t n_shards, cap_shards;
-	/* its queries since the last that matched, from when; whether the
-	 * last check marked it unmatched, and what its listeners held then
-	 * (registry_match.c) */
+	/* its queries since the last that matched, from when; what its
+	 * listeners held at the last check and whether it marked the model
+	 * unmatched (registry_match.c) */
 	uint64_t unmatched;
 	int64_t unmatched_since_ms;
+	uint64_t held;
 	bool flagged;
-	uint64_t flagged_blocks;
 	struct kvc_model *next;
 } kvc_model;
 
@@ -133,6 +133,12 @@ kvc_model *kvc_model_find(kvc_registry *r, const char *name);
 /* kvc_route_add adds shard (NULL: none) to the shards m's queries ask,
  * joined at now unless it is there already. */
 void kvc_route_add(kvc_model *m, const char *shard, int64_t now);
+
+/* kvc_model_note notes that a query of model was answered, and whether
+ * any listener matched it exactly; the registry's lock held
+ * (registry_match.c). */
+void kvc_model_note(kvc_registry *r, const char *model, bool matched,
+		    int64_t now_ms);
 
 /* kvc_model_unmatched_json returns {"queries", "seconds", "blocks"} when
  * the last check marked m unmatched, else JSON null (registry_match.c). */

@@ -6,7 +6,8 @@
  * hash seed, block size or tokenizer - the index fills with the engines'
  * blocks while no query ever matches one, and routers quietly route by
  * load alone. Each answered query notes whether any listener matched
- * exactly (kvc_reg_model_note); each assigner tick checks every model
+ * exactly (kvc_model_note, under the lock that names the answer's pods);
+ * each assigner tick checks every model
  * (kvc_reg_models_check): one whose listeners hold blocks while its
  * queries, at least KVC_UNMATCHED_QUERIES of them, matched nothing for
  * the whole window is marked unmatched - in the log once, in /metrics and
@@ -21,34 +22,15 @@
 #include "registry_int.h"
 
 void
-kvc_reg_model_note(kvc_registry *r, const char *model, bool matched)
+kvc_model_note(kvc_registry *r, const char *model, bool matched, int64_t now_ms)
 {
-	int64_t now = kvi_now_ms();
-	pthread_mutex_lock(&r->mu);
 	kvc_model *m = kvc_model_find(r, model);
 	if (m != NULL && matched) {
 		m->unmatched = 0;
 		m->unmatched_since_ms = 0;
 	} else if (m != NULL && m->unmatched++ == 0) {
-		m->unmatched_since_ms = now;
+		m->unmatched_since_ms = now_ms;
 	}
-	pthread_mutex_unlock(&r->mu);
-}
-
-/* model_blocks sums what m's listeners hold, as their owners last said. */
-static uint64_t
-model_blocks(kvc_registry *r, const kvc_model *m)
-{
-	uint64_t n = 0;
-	for (kvc_inst *i = r->insts; i != NULL; i = i->next) {
-		if (strcmp(i->model, m->name) != 0) {
-			continue;
-		}
-		for (size_t k = 0; k < i->n_lis; k++) {
-			n += i->lis[k]->st.blocks;
-		}
-	}
-	return n;
 }
 
 size_t
@@ -56,8 +38,19 @@ kvc_reg_models_check(kvc_registry *r, int64_t now_ms, int64_t window_ms)
 {
 	size_t flagged = 0;
 	pthread_mutex_lock(&r->mu);
+	/* what each model's listeners hold, as their owners last said: one
+	 * pass over the instances */
 	for (kvc_model *m = r->models; m != NULL; m = m->next) {
-		uint64_t blocks = model_blocks(r, m);
+		m->held = 0;
+	}
+	for (kvc_inst *i = r->insts; i != NULL; i = i->next) {
+		kvc_model *m = kvc_model_find(r, i->model);
+		for (size_t k = 0; m != NULL && k < i->n_lis; k++) {
+			m->held += i->lis[k]->st.blocks;
+		}
+	}
+	for (kvc_model *m = r->models; m != NULL; m = m->next) {
+		uint64_t blocks = m->held;
 		bool unmatched = window_ms > 0 && blocks > 0 &&
 				 m->unmatched >= KVC_UNMATCHED_QUERIES &&
 				 now_ms - m->unmatched_since_ms >= window_ms;
@@ -76,7 +69,6 @@ kvc_reg_models_check(kvc_registry *r, int64_t now_ms, int64_t window_ms)
 			KVI_INFO("model_matched", "model=%s", m->name);
 		}
 		m->flagged = unmatched;
-		m->flagged_blocks = blocks;
 		flagged += unmatched;
 	}
 	pthread_mutex_unlock(&r->mu);
@@ -92,5 +84,5 @@ kvc_model_unmatched_json(const kvc_model *m, int64_t now_ms)
 	return json_pack("{s:I, s:I, s:I}", "queries", (json_int_t)m->unmatched,
 			 "seconds",
 			 (json_int_t)((now_ms - m->unmatched_since_ms) / 1000),
-			 "blocks", (json_int_t)m->flagged_blocks);
+			 "blocks", (json_int_t)m->held);
 }

@@ -613,10 +613,8 @@ warm_up(run *r)
 			k++;
 		} else if (kvt_now_ms() >= resend) {
 			/* a batch published before a shard subscribed is
-			 * lost to it: a second one is a gap it repairs. The
-			 * same prompt again would hit the rank's cache and
-			 * publish nothing, so the second is another prompt,
-			 * one block of its own */
+			 * lost to it: a second one, another prompt (the same
+			 * would hit the cache), is a gap it repairs */
 			uint32_t other[BR_BS + 1];
 			for (uint32_t t = 0; t < BR_BS + 1; t++) {
 				other[t] = WARM_TOKEN0 + 60000 +
