@@ -84,6 +84,11 @@ typedef struct kvi_event {
 	/* SGLang's metadata or map field, or vLLM's first-block salt */
 	kvi_str cache_salt;
 	kvi_str locality;
+	/* stored: vLLM's kv_cache_spec_kind of the event's cache group, as
+	 * sent (ptr NULL when absent), and kv_cache_spec_sliding_window in
+	 * tokens (0 when absent, nil, or not a positive u32) */
+	kvi_str spec_kind;
+	uint32_t window;
 } kvi_event;
 
 typedef struct kvi_batch {
@@ -135,6 +140,14 @@ const char *kvi_skip_name(kvi_skip skip);
  * block's when the event starts a sequence (no parent). The event must
  * have n_hashes * block_size tokens. */
 void kvi_event_local_hashes(const kvi_event *ev, uint64_t *out);
+
+/* kvi_event_local_hashes_bs is the same over n blocks of bs tokens each
+ * (the event must have n * bs tokens): a KV cache group's store whose
+ * blocks are several of the model's, or that lists only some of the
+ * blocks its tokens span. Extra bytes are hashed only when the blocks are
+ * the event's own, all listed. */
+void kvi_event_local_hashes_bs(const kvi_event *ev, uint32_t bs, size_t n,
+			       uint64_t *out);
 
 /* kvi_tier_from_medium maps a medium string (case-insensitive) to a tier:
  * GPU, DEVICE and absent are gpu; CPU, CPU_PINNED, CPU_TIER1 are cpu;

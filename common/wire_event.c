@@ -394,8 +394,19 @@ kvi_set_field(kvi_ctx *c, kvi_field f, const msgpack_object *o)
 	case F_BLOCK_SIZE:
 		return kvi_set_block_size(c, o);
 	case F_LORA_ID:
-	case F_SPEC_WINDOW:
 		return kvi_check_int(c, f, o, &present);
+	case F_SPEC_WINDOW:
+		if ((rv = kvi_check_int(c, f, o, &present)) != KVI_OK) {
+			return rv;
+		}
+		/* a window of no tokens, or of more than fit a u32, says
+		 * nothing usable: taken as absent */
+		ev->window =
+		    present && o->type == MSGPACK_OBJECT_POSITIVE_INTEGER &&
+			    o->via.u64 <= UINT32_MAX
+			? (uint32_t)o->via.u64
+			: 0;
+		return KVI_OK;
 	case F_GROUP_IDX:
 		if ((rv = kvi_check_int(c, f, o, &present)) != KVI_OK) {
 			return rv;
@@ -425,10 +436,8 @@ kvi_set_field(kvi_ctx *c, kvi_field f, const msgpack_object *o)
 		return kvi_set_metadata(c, o);
 	case F_CACHE_SALT:
 		return kvi_set_str(c, f, o, &ev->cache_salt);
-	case F_SPEC_KIND: {
-		kvi_str ignored;
-		return kvi_set_str(c, f, o, &ignored);
-	}
+	case F_SPEC_KIND:
+		return kvi_set_str(c, f, o, &ev->spec_kind);
 	case F_LOCALITY:
 		if ((rv = kvi_set_str(c, f, o, &ev->locality)) != KVI_OK) {
 			return rv;
@@ -679,7 +688,8 @@ kvi_decode_events(kvi_decoder *dec, const msgpack_object *o, kvi_batch *b)
 }
 
 void
-kvi_event_local_hashes(const kvi_event *ev, uint64_t *out)
+kvi_event_local_hashes_bs(const kvi_event *ev, uint32_t bs, size_t n,
+			  uint64_t *out)
 {
 	uint64_t seed =
 	    kvi_local_seed(ev->lora_name.ptr, ev->lora_name.len, NULL, 0);
@@ -690,14 +700,20 @@ kvi_event_local_hashes(const kvi_event *ev, uint64_t *out)
 		? seed
 		: kvi_local_seed(ev->lora_name.ptr, ev->lora_name.len,
 				 ev->cache_salt.ptr, ev->cache_salt.len);
-	size_t bs = ev->block_size;
-	for (uint32_t i = 0; i < ev->n_hashes; i++) {
+	bool extra =
+	    ev->extra_off != NULL && bs == ev->block_size && n == ev->n_hashes;
+	for (size_t i = 0; i < n; i++) {
 		const uint32_t *tok = ev->tokens + i * bs;
 		uint64_t sd = i == 0 ? first : seed;
-		out[i] = ev->extra_off == NULL
-			     ? kvi_local_hash(tok, bs, sd)
-			     : kvi_local_hash_extra(
-				   tok, bs, sd, ev->extra + ev->extra_off[i],
-				   ev->extra_off[i + 1] - ev->extra_off[i]);
+		out[i] = !extra ? kvi_local_hash(tok, bs, sd)
+				: kvi_local_hash_extra(
+				      tok, bs, sd, ev->extra + ev->extra_off[i],
+				      ev->extra_off[i + 1] - ev->extra_off[i]);
 	}
+}
+
+void
+kvi_event_local_hashes(const kvi_event *ev, uint64_t *out)
+{
+	kvi_event_local_hashes_bs(ev, ev->block_size, ev->n_hashes, out);
 }

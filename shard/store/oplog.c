@@ -65,6 +65,19 @@ kvo_rec_remove(kvo_rec *r, uint64_t ext, uint8_t tier)
 }
 
 void
+kvo_rec_group(kvo_rec *r, uint8_t group, uint8_t kind, uint32_t ratio,
+	      uint32_t window)
+{
+	uint8_t *p = grow(r, 11);
+	p[0] = KVO_GROUP;
+	p[1] = group;
+	p[2] = kind;
+	kvi_put_le32(p + 3, ratio);
+	kvi_put_le32(p + 7, window);
+	r->n_ops++;
+}
+
+void
 kvo_rec_clear(kvo_rec *r)
 {
 	*grow(r, 1) = KVO_CLEAR;
@@ -103,21 +116,36 @@ kvo_iter_next(kvo_iter *it, kvo_op *op)
 	*op = (kvo_op){.kind = (kvo_kind)p[0]};
 	switch (p[0]) {
 	case KVO_STORE:
-		if (left < 18 || p[17] > 2) {
+		if (left < 18 || (p[17] & KVO_TIER_MASK) > 2) {
 			return KVI_ECORRUPT;
 		}
 		op->ext = kvi_get_le64(p + 1);
 		op->seq = kvi_get_le64(p + 9);
-		op->tier = p[17];
+		op->tier = p[17] & KVO_TIER_MASK;
+		op->group = p[17] >> KVO_GROUP_SHIFT;
 		it->off += 18;
 		return KVI_OK;
 	case KVO_REMOVE:
-		if (left < 10 || p[9] > 2) {
+		if (left < 10 || (p[9] & KVO_TIER_MASK) > 2) {
 			return KVI_ECORRUPT;
 		}
 		op->ext = kvi_get_le64(p + 1);
-		op->tier = p[9];
+		op->tier = p[9] & KVO_TIER_MASK;
+		op->group = p[9] >> KVO_GROUP_SHIFT;
 		it->off += 10;
+		return KVI_OK;
+	case KVO_GROUP:
+		if (left < 11 || p[1] >= KVO_GROUPS) {
+			return KVI_ECORRUPT;
+		}
+		op->group = p[1];
+		op->spec_kind = p[2];
+		op->ratio = kvi_get_le32(p + 3);
+		op->window = kvi_get_le32(p + 7);
+		if (op->ratio == 0) {
+			return KVI_ECORRUPT;
+		}
+		it->off += 11;
 		return KVI_OK;
 	case KVO_CLEAR:
 		it->off += 1;

@@ -472,10 +472,78 @@ test_cut_short_is_reported(void **state)
 	assert_false(kvi_mdb_file_empty(dir));
 }
 
+/* The log record codec with cache groups: a tier byte's group, a GROUP
+ * op, and what is refused. */
+static void
+test_oplog_groups(void **state)
+{
+	(void)state;
+	kvo_rec r;
+	kvo_rec_init(&r);
+	kvo_rec_store(&r, 11, 33, kvo_tier_group(1, 5));
+	kvo_rec_remove(&r, 12, kvo_tier_group(2, 31));
+	kvo_rec_group(&r, 5, 1, 2, 64);
+	kvo_rec_store(&r, 13, 39, 0);
+	kvo_rec_clear(&r);
+	kvs_mark m = {.has_wm = true, .wm = 9};
+	kvo_rec_finish(&r, &m);
+	kvo_iter it;
+	kvs_mark got;
+	kvo_op op;
+	assert_int_equal(kvo_iter_init(&it, r.buf, r.len, &got), KVI_OK);
+	assert_int_equal(kvo_iter_next(&it, &op), KVI_OK);
+	assert_int_equal(op.kind, KVO_STORE);
+	assert_int_equal(op.tier, 1);
+	assert_int_equal(op.group, 5);
+	assert_int_equal(op.seq, 33);
+	assert_int_equal(kvo_iter_next(&it, &op), KVI_OK);
+	assert_int_equal(op.kind, KVO_REMOVE);
+	assert_int_equal(op.tier, 2);
+	assert_int_equal(op.group, 31);
+	assert_int_equal(kvo_iter_next(&it, &op), KVI_OK);
+	assert_int_equal(op.kind, KVO_GROUP);
+	assert_int_equal(op.group, 5);
+	assert_int_equal(op.spec_kind, 1);
+	assert_int_equal(op.ratio, 2);
+	assert_int_equal(op.window, 64);
+	assert_int_equal(kvo_iter_next(&it, &op), KVI_OK);
+	assert_int_equal(op.group, 0); /* a record from before groups */
+	assert_int_equal(kvo_iter_next(&it, &op), KVI_OK);
+	assert_int_equal(op.kind, KVO_CLEAR);
+	assert_int_equal(kvo_iter_next(&it, &op), KVI_ENOENT);
+
+	/* a tier past disk, a group past 31, a ratio of 0, cut short */
+	uint8_t *last = r.buf + KVO_HEADER_SIZE + 17;
+	*last = kvo_tier_group(3, 5);
+	assert_int_equal(kvo_iter_init(&it, r.buf, r.len, &got), KVI_OK);
+	assert_int_equal(kvo_iter_next(&it, &op), KVI_ECORRUPT);
+	*last = kvo_tier_group(1, 5);
+	uint8_t *grp = r.buf + KVO_HEADER_SIZE + 18 + 10;
+	assert_int_equal(grp[0], KVO_GROUP);
+	grp[1] = 32;
+	assert_int_equal(kvo_iter_init(&it, r.buf, r.len, &got), KVI_OK);
+	assert_int_equal(kvo_iter_next(&it, &op), KVI_OK);
+	assert_int_equal(kvo_iter_next(&it, &op), KVI_OK);
+	assert_int_equal(kvo_iter_next(&it, &op), KVI_ECORRUPT);
+	grp[1] = 5;
+	memset(grp + 3, 0, 4);
+	assert_int_equal(kvo_iter_init(&it, r.buf, r.len, &got), KVI_OK);
+	assert_int_equal(kvo_iter_next(&it, &op), KVI_OK);
+	assert_int_equal(kvo_iter_next(&it, &op), KVI_OK);
+	assert_int_equal(kvo_iter_next(&it, &op), KVI_ECORRUPT);
+	assert_int_equal(
+	    kvo_iter_init(&it, r.buf, KVO_HEADER_SIZE + 18 + 15, &got), KVI_OK);
+	assert_int_equal(kvo_iter_next(&it, &op), KVI_OK);
+	assert_int_equal(kvo_iter_next(&it, &op), KVI_OK);
+	assert_int_equal(kvo_iter_next(&it, &op), KVI_ECORRUPT);
+	kvo_rec_fini(&r);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_oplog_groups),
 	    cmocka_unit_test_setup_teardown(test_commit_reopen_load, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(
