@@ -133,6 +133,8 @@ kvx_listener_add(kvx_index *idx, uint32_t lid, const char *key, const char *pod,
 	    .model = p->model,
 	    .block_size = block_size,
 	};
+	l->owner = lid;
+	l->slot = -1;
 	kvx_ents_init(l);
 	idx->lis[lid] = l;
 	p->n_listeners++;
@@ -148,8 +150,14 @@ kvx_listener_remove(kvx_index *idx, uint32_t lid)
 	if (l == NULL) {
 		return;
 	}
+	for (uint32_t g = 1; l->groups != NULL && g < l->groups->n; g++) {
+		if (l->groups->lid[g] != KVX_NO_LID) {
+			kvx_listener_remove(idx, l->groups->lid[g]);
+		}
+	}
 	kvx_write_begin(idx, lid);
 	kvx_clear(idx, lid);
+	kvx_groups_forget(idx, l);
 	kvx_write_end(idx, lid);
 	pthread_rwlock_wrlock(&idx->meta);
 	idx->lis[lid] = NULL;
@@ -170,15 +178,6 @@ bool
 kvx_listener_exists(const kvx_index *idx, uint32_t lid)
 {
 	return kvx_lis_get(idx, lid) != NULL;
-}
-
-size_t
-kvx_listener_entries(const kvx_index *idx, uint32_t lid)
-{
-	kvx_lis *l = kvx_lis_get(idx, lid);
-	return l == NULL
-		   ? 0
-		   : atomic_load_explicit(&l->entries, memory_order_relaxed);
 }
 
 void
@@ -264,16 +263,6 @@ kvx_clear(kvx_index *idx, uint32_t lid)
 	kvx_entries_sync(l);
 }
 
-void
-kvx_listener_foreach(const kvx_index *idx, uint32_t lid, kvx_entry_fn fn,
-		     void *arg)
-{
-	kvx_lis *l = kvx_lis_get(idx, lid);
-	if (l != NULL) {
-		kvx_ents_foreach(l, fn, arg);
-	}
-}
-
 /* ---- queries ------------------------------------------------------- */
 
 /* A listener still matching. A prefix length is still growing exactly
@@ -283,26 +272,6 @@ typedef struct kvx_cand {
 	uint32_t lid;
 	uint32_t any, gc, gpu; /* prefix lengths: any tier, gpu|cpu, gpu */
 } kvx_cand;
-
-static bool
-filter_pass(const kvx_filter *f, const kvx_listener_info *info)
-{
-	if (f == NULL) {
-		return true;
-	}
-	if (f->has_rank && info->dp_rank != f->rank) {
-		return false;
-	}
-	if (f->instances == NULL) {
-		return true;
-	}
-	for (size_t i = 0; i < f->n_instances; i++) {
-		if (f->instances[i] == info->instance_id) {
-			return true;
-		}
-	}
-	return false;
-}
 
 /* cand_step extends c by one block held on tiers. */
 static inline kvx_cand
@@ -390,7 +359,10 @@ probe(kvx_index *idx, kvx_part *p, const uint64_t *seq, size_t n,
 	uint32_t na = 0;
 	for (uint32_t k = 0; k < nh; k++) {
 		uint32_t lid = KVX_HOLDER_LID(h[k]);
-		if (filter_pass(filter, &idx->lis[lid]->info)) {
+		if (p->n_members > 0 && idx->lis[lid]->slot >= 0) {
+			continue; /* a hybrid listener's group: its own probe */
+		}
+		if (kvx_filter_pass(filter, &idx->lis[lid]->info)) {
 			alive[na++] = cand_step((kvx_cand){.lid = lid},
 						KVX_HOLDER_TIERS(h[k]));
 		}
@@ -451,6 +423,9 @@ kvx_query(kvx_index *idx, const char *model, const uint64_t *seq, size_t n,
 	*block_size = p->block_size;
 	pthread_rwlock_rdlock(&p->lock);
 	probe(idx, p, seq, n, filter, fn, arg);
+	if (p->n_hybrid > 0) {
+		kvx_groups_probe(idx, p, seq, n, filter, fn, arg);
+	}
 	pthread_rwlock_unlock(&p->lock);
 	pthread_rwlock_unlock(&idx->meta);
 	return KVI_OK;
@@ -465,7 +440,7 @@ kvx_listener_find(kvx_index *idx, const char *model, uint64_t instance_id,
 	kvx_part *p = part_find(idx, model);
 	for (uint32_t i = 0; p != NULL && i < idx->cap_lis; i++) {
 		const kvx_lis *l = idx->lis[i];
-		if (l != NULL && l->part == p &&
+		if (l != NULL && l->part == p && l->owner == i &&
 		    l->info.instance_id == instance_id &&
 		    l->info.dp_rank == dp_rank) {
 			*lid = i;
@@ -495,7 +470,7 @@ kvx_listeners_describe(kvx_index *idx, const char *model, const uint32_t *lids,
 		const kvx_lis *l =
 		    lids[i] < idx->cap_lis ? idx->lis[lids[i]] : NULL;
 		if (l != NULL && l->part == p &&
-		    filter_pass(filter, &l->info)) {
+		    kvx_filter_pass(filter, &l->info)) {
 			fn(arg, &l->info, &none);
 		}
 	}
@@ -511,7 +486,7 @@ kvx_index_stats(kvx_index *idx, kvx_stats *out)
 	pthread_rwlock_rdlock(&idx->meta);
 	for (uint32_t i = 0; i < idx->cap_lis; i++) {
 		if (idx->lis[i] != NULL) {
-			out->listeners++;
+			out->listeners += idx->lis[i]->owner == i;
 			out->entries += atomic_load_explicit(
 			    &idx->lis[i]->entries, memory_order_relaxed);
 		}

@@ -34,6 +34,7 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "hit_rule.h"
 #include "wire.h"
 
 #define KVX_MAX_LISTENERS (1u << 28)
@@ -53,12 +54,32 @@ typedef struct kvx_listener_info {
 	uint32_t block_size;
 } kvx_listener_info;
 
-/* One listener's match for a query, in blocks. */
+/* The cache groups of a hybrid model (vLLM's KV cache groups): group 0
+ * is the listener itself; groups 1.. are listeners of their own in the
+ * index, owned by it (index_groups.c). */
+#define KVX_MAX_GROUPS  32
+#define KVX_NO_LID      UINT32_MAX
+#define KVX_GROUP_SHIFT 3
+
+/* What one cache group is (hit_rule.h says how each kind reuses). */
+typedef struct kvx_group_spec {
+	kvx_kind kind;
+	uint32_t ratio;  /* its blocks are this many of the model's */
+	uint32_t window; /* tokens: a sliding window or a chunk; 0 none */
+} kvx_group_spec;
+
+/* One listener's match for a query, in blocks. For a hybrid listener it
+ * is the hit its engine would take over all its groups (hit_rule.h), and
+ * each group's own hit is given too. */
 typedef struct kvx_match {
-	uint32_t gpu;     /* longest prefix held on the device tier */
-	uint32_t cpu;     /* how far the cpu tier extends it */
-	uint32_t disk;    /* how far the disk tier extends that */
-	uint32_t longest; /* gpu + cpu + disk */
+	uint32_t gpu;              /* longest prefix held on the device tier */
+	uint32_t cpu;              /* how far the cpu tier extends it */
+	uint32_t disk;             /* how far the disk tier extends that */
+	uint32_t longest;          /* gpu + cpu + disk */
+	uint32_t n_groups;         /* a hybrid listener's groups; 0 otherwise */
+	const uint32_t *group_ids; /* [n_groups]: their group_idx */
+	const uint32_t *group_blocks;      /* [n_groups]: each one's hit */
+	const kvx_group_spec *group_specs; /* [n_groups] */
 } kvx_match;
 
 /* Restricts a query to some instances and/or one rank. */
@@ -92,8 +113,43 @@ void kvx_listener_remove(kvx_index *idx, uint32_t lid);
 
 bool kvx_listener_exists(const kvx_index *idx, uint32_t lid);
 
-/* kvx_listener_entries returns the (block, tier-set) entries of lid. */
+/* kvx_group_add makes sub, a free id, the listener of lid's cache group
+ * group (1..KVX_MAX_GROUPS-1), a full-attention group of the model's
+ * block size until kvx_group_spec_set says otherwise. Returns KVI_EEXIST
+ * when lid has that group or sub is taken, KVI_EINVAL when group is out of
+ * range or lid is not a listener (or is a group). Writer thread, outside
+ * a write group. */
+kvi_err kvx_group_add(kvx_index *idx, uint32_t lid, uint32_t group,
+		      uint32_t sub);
+
+/* kvx_group_lid returns the id of lid's group group (lid itself for 0),
+ * KVX_NO_LID when it has none. Writer thread. */
+uint32_t kvx_group_lid(const kvx_index *idx, uint32_t lid, uint32_t group);
+
+/* kvx_group_spec_set says what lid's group group is (it must exist). A
+ * listener stays a plain one while it has no group but 0 and that one is
+ * full attention of the model's block size. Writer thread, inside lid's
+ * write group. */
+void kvx_group_spec_set(kvx_index *idx, uint32_t lid, uint32_t group,
+			const kvx_group_spec *spec);
+
+/* kvx_group_spec_get reads what lid's group group is; false when it has
+ * no such group. Writer thread. */
+bool kvx_group_spec_get(const kvx_index *idx, uint32_t lid, uint32_t group,
+			kvx_group_spec *out);
+
+/* kvx_groups_count returns how many groups lid has (1 for a plain
+ * listener, 0 for none). Writer thread. */
+uint32_t kvx_groups_count(const kvx_index *idx, uint32_t lid);
+
+/* kvx_listener_entries returns the (block, tier-set) entries of lid, over
+ * all its cache groups. Writer thread. */
 size_t kvx_listener_entries(const kvx_index *idx, uint32_t lid);
+
+/* kvx_listener_records returns how many times kvx_listener_foreach() will
+ * call its function for lid: its entries and, for a hybrid listener, one
+ * record of each group's spec. Writer thread. */
+size_t kvx_listener_records(const kvx_index *idx, uint32_t lid);
 
 /* kvx_listener_reserve makes room for n entries of lid at once (a snapshot
  * being loaded). Writer thread. */
@@ -127,9 +183,23 @@ bool kvx_remove(kvx_index *idx, uint32_t lid, uint64_t ext, kvi_tier tier);
 /* kvx_clear drops every entry of lid. */
 void kvx_clear(kvx_index *idx, uint32_t lid);
 
-/* kvx_listener_foreach calls fn for every entry of lid. Writer thread. */
+/* kvx_listener_foreach calls fn for every entry of lid, then, for a
+ * hybrid listener, for each group: a record of its spec and its entries.
+ * A record's tier byte has the tiers in its low 3 bits and the group in
+ * the others (KVX_GROUP_SHIFT); a spec record is one of no tier, read back
+ * with kvx_record_spec(). Snapshots and hand-offs carry these records
+ * as they are. Writer thread. */
 void kvx_listener_foreach(const kvx_index *idx, uint32_t lid, kvx_entry_fn fn,
 			  void *arg);
+
+/* kvx_record_spec reads a record kvx_listener_foreach() gave: false for
+ * an entry; else true with the group and spec it says. */
+bool kvx_record_spec(uint64_t ext, uint64_t seq, uint8_t tiers, uint32_t *group,
+		     kvx_group_spec *spec);
+
+/* kvx_index_hybrid says whether any listener has cache groups. Any
+ * thread. */
+bool kvx_index_hybrid(kvx_index *idx);
 
 /* kvx_query probes the sequence hashes seq[0..n) of a query for model and
  * calls fn for every listener (passing filter, which may be NULL) that

@@ -20,8 +20,21 @@ typedef struct kvx_part {
 	uint32_t n_listeners;
 	pthread_rwlock_t lock;
 	kvx_holdmap holders;
+	/* Hybrid listeners (index_groups.c): their ids, and the ids of
+	 * every group listener of theirs (the listener itself for group 0),
+	 * each at its kvx_lis.slot. Changed under lock held exclusively. */
+	uint32_t *hybrid, n_hybrid, cap_hybrid;
+	uint32_t *members, n_members, cap_members;
 	struct kvx_part *next;
 } kvx_part;
+
+/* A hybrid listener's cache groups: group g's listener id (the listener's
+ * own for group 0; KVX_NO_LID for none yet) and what it is. */
+typedef struct kvx_groups {
+	uint32_t lid[KVX_MAX_GROUPS];
+	kvx_group_spec spec[KVX_MAX_GROUPS];
+	uint32_t n; /* the highest group known, plus one */
+} kvx_groups;
 
 /* A listener: its entries by external hash (index_refs.c). */
 typedef struct kvx_lis {
@@ -33,6 +46,13 @@ typedef struct kvx_lis {
 	kvx_countmap exc_seqs;    /* their sequence hashes, counted */
 	kvx_aliasmap alias;       /* sequence hashes of several entries */
 	_Atomic uint64_t entries; /* readable from any thread */
+	/* Cache groups (index_groups.c). A group's listener is a listener
+	 * of its own in the index, owned by the one it is a group of, and
+	 * never a query's candidate by itself. */
+	uint32_t owner;     /* that listener's id; its own id otherwise */
+	uint32_t group;     /* which group it is; 0 for a listener */
+	int32_t slot;       /* its place in part->members, or -1 */
+	kvx_groups *groups; /* a hybrid listener's groups; else NULL */
 } kvx_lis;
 
 struct kvx_index {
@@ -68,6 +88,36 @@ void kvx_ents_foreach(kvx_lis *l, kvx_entry_fn fn, void *arg);
  * l->exc. */
 void kvx_ents_narrow(kvx_lis *l);
 void kvx_holder_set(kvx_part *p, uint64_t seq, uint32_t lid, uint8_t tiers);
+
+/* kvx_filter_pass says whether a listener passes a query's filter. */
+static inline bool
+kvx_filter_pass(const kvx_filter *f, const kvx_listener_info *info)
+{
+	if (f == NULL) {
+		return true;
+	}
+	if (f->has_rank && info->dp_rank != f->rank) {
+		return false;
+	}
+	if (f->instances == NULL) {
+		return true;
+	}
+	for (size_t i = 0; i < f->n_instances; i++) {
+		if (f->instances[i] == info->instance_id) {
+			return true;
+		}
+	}
+	return false;
+}
+
+/* index_groups.c: the groups of hybrid listeners. kvx_groups_forget
+ * unlinks l (a group listener or a hybrid one) from its partition's
+ * lists, under the partition's lock held exclusively; kvx_groups_probe is
+ * the probe of hybrid listeners, under it held shared. */
+void kvx_groups_forget(kvx_index *idx, kvx_lis *l);
+void kvx_groups_probe(kvx_index *idx, kvx_part *p, const uint64_t *seq,
+		      size_t n, const kvx_filter *filter, kvx_match_fn fn,
+		      void *arg);
 
 static inline void
 kvx_entries_sync(kvx_lis *l)
