@@ -403,8 +403,38 @@ per_instance(text_out *o, const answer_row *rows, size_t n, uint32_t bs,
 	put_lit(o, "}");
 }
 
+/* groups writes a hybrid model's listener's groups, each with the hit it
+ * alone allows, as the member "groups" after a comma. */
 static void
-worker(text_out *o, const answer_row *row, uint32_t bs)
+groups(text_out *o, const kvc_qanswer_match *m, const kvc_qanswer_group *g,
+       uint32_t bs)
+{
+	put_lit(o, ",\"groups\":[");
+	for (uint32_t i = 0; i < m->n_groups; i++) {
+		const kvc_qanswer_group *x = &g[m->g_first + i];
+		out_reserve(o, 64 + 4 * NUM_MAX);
+		raw(o, ",", i > 0);
+		raw_lit(o, "{\"group\":");
+		raw_u(o, x->group);
+		raw_lit(o, ",\"kind\":");
+		put_str(o, x->kind, false);
+		out_reserve(o, 96 + 3 * NUM_MAX);
+		if (x->window > 0) {
+			raw_lit(o, ",\"window\":");
+			raw_u(o, x->window);
+		}
+		raw_lit(o, ",\"matched_blocks\":");
+		raw_u(o, x->blocks);
+		raw_lit(o, ",\"matched_tokens\":");
+		raw_u(o, (uint64_t)x->blocks * bs);
+		raw_lit(o, "}");
+	}
+	put_lit(o, "]");
+}
+
+static void
+worker(text_out *o, const answer_row *row, const kvc_qanswer_group *g,
+       uint32_t bs)
 {
 	const kvc_qanswer_match *m = row->m;
 	out_reserve(o, 128 + 6 * NUM_MAX + sizeof(row->id->s));
@@ -425,7 +455,10 @@ worker(text_out *o, const answer_row *row, uint32_t bs)
 	raw_u(o, m->pending);
 	raw_lit(o, ",\"pending_tokens\":");
 	raw_u(o, (uint64_t)m->pending * bs);
-	raw_lit(o, "}");
+	if (m->n_groups > 0) {
+		groups(o, m, g, bs);
+	}
+	put_lit(o, "}");
 }
 
 /* rekey gives every row of rows[0..n) the key fn makes, then sorts. */
@@ -472,7 +505,7 @@ kvc_qanswer_text(const kvc_qanswer_result *r, size_t *len)
 	put_lit(&o, ",\"workers\":[");
 	for (size_t i = 0; i < n; i++) {
 		put_n(&o, ",", i > 0);
-		worker(&o, &m[i], bs);
+		worker(&o, &m[i], r->groups, bs);
 	}
 	put_lit(&o, "],\"best\":");
 	if (n > 0) {

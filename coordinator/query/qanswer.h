@@ -27,7 +27,19 @@ typedef struct kvc_qanswer_match {
 	const char *pod; /* "ns/name"; NULL or "" for a per-rank registration */
 	uint32_t dp_rank;
 	uint32_t gpu, cpu, disk, longest, pending;
+	/* a hybrid model's listener: its groups are
+	 * result.groups[g_first .. g_first + n_groups) */
+	uint32_t g_first, n_groups;
 } kvc_qanswer_match;
+
+/* One KV cache group of a hybrid model's listener, and the hit it alone
+ * allows (the listener's own match is what all of them allow). */
+typedef struct kvc_qanswer_group {
+	uint32_t group;
+	const char *kind; /* vLLM's kv_cache_spec_kind */
+	uint32_t window;  /* tokens; 0 none */
+	uint32_t blocks;
+} kvc_qanswer_group;
 
 /* kvc_qanswer_cmp orders matches best first, in the order of rank.h
  * (longest + pending, then gpu, descending; then instance id and dp_rank,
@@ -41,6 +53,7 @@ typedef struct kvc_qanswer_result {
 	size_t query_blocks;
 	const kvc_qanswer_match *matches; /* from every shard that answered */
 	size_t n_matches;
+	const kvc_qanswer_group *groups; /* the matches' groups */
 	uint32_t top_k; /* 0: every listener with a match; else the k best */
 	uint32_t shards_answered, shards_total;
 	/* shards that answered from an index no longer following their

@@ -49,6 +49,8 @@ struct qctx {
 	size_t pending, answered, total; /* under mu */
 	kvc_qanswer_match *m;            /* every shard's matches; under mu */
 	size_t n, cap;
+	kvc_qanswer_group *g; /* their groups (kinds owned); under mu */
+	size_t n_g, cap_g;
 	kvc_shard **shards;
 	qslot *slots; /* per shard */
 };
@@ -95,6 +97,10 @@ qctx_free(qctx *c)
 	kvc_shardset_release_async(c->shards, c->total);
 	kvi_free(c->slots);
 	kvi_free(c->m);
+	for (size_t i = 0; i < c->n_g; i++) {
+		kvi_free((char *)c->g[i].kind);
+	}
+	kvi_free(c->g);
 	kvi_free(c->qr.seq_hashes);
 	kvi_free(c->qr.instances);
 	kvi_free(c->qr.model);
@@ -156,6 +162,7 @@ merge(qctx *c)
 	    .query_blocks = c->qr.n_seq_hashes,
 	    .matches = c->m,
 	    .n_matches = c->n,
+	    .groups = c->g,
 	    .top_k = c->qr.top_k,
 	    .shards_answered = (uint32_t)c->answered,
 	    .shards_total = (uint32_t)c->total,
@@ -171,6 +178,41 @@ merge(qctx *c)
 	kvi_histogram_observe(c->q->lat[c->route], kvi_since_s(&c->t0));
 	kvi_counter_inc(c->q->count[c->route][CODE_200]);
 	kvi_http_reply_take(c->req, 200, "application/json", text, len);
+}
+
+/* qctx_add_groups gives c's matches from `from` on the rows of their
+ * KV cache groups that qr has (a hybrid model's listeners). Under c->mu. */
+static void
+qctx_add_groups(qctx *c, const Kvindex__QueryResponse *qr, size_t from)
+{
+	size_t n = qr->n_g_instance;
+	if (n == 0 || qr->n_g_rank != n || qr->n_g_group != n ||
+	    qr->n_g_kind != n || qr->n_g_window != n || qr->n_g_blocks != n) {
+		return;
+	}
+	for (size_t i = from; i < c->n; i++) {
+		kvc_qanswer_match *m = &c->m[i];
+		for (size_t j = 0; j < n; j++) {
+			if (qr->g_instance[j] != m->instance_id ||
+			    qr->g_rank[j] != m->dp_rank) {
+				continue;
+			}
+			if (c->n_g == c->cap_g) {
+				c->cap_g = c->cap_g ? 2 * c->cap_g : 16;
+				c->g = kvi_reallocarray(c->g, c->cap_g,
+							sizeof(*c->g));
+			}
+			if (m->n_groups++ == 0) {
+				m->g_first = (uint32_t)c->n_g;
+			}
+			c->g[c->n_g++] = (kvc_qanswer_group){
+			    .group = qr->g_group[j],
+			    .kind = kvi_strdup(qr->g_kind[j]),
+			    .window = qr->g_window[j],
+			    .blocks = qr->g_blocks[j],
+			};
+		}
+	}
 }
 
 /* qctx_add appends a shard's matches to c's. Under c->mu. */
@@ -194,6 +236,7 @@ qctx_add(qctx *c, const Kvindex__QueryResponse *qr)
 		    .pending = qr->n_m_pending == n ? qr->m_pending[j] : 0,
 		};
 	}
+	qctx_add_groups(c, qr, c->n - n);
 }
 
 /* qctx_unhold drops one of c's pending counts; the last one merges,

@@ -100,7 +100,7 @@ snapshot_entry(void *arg, uint64_t ext, uint64_t seq, uint8_t tiers)
 static kvl_snapshot *
 snapshot_take(kvg_ingest *g, kvl_listener *l)
 {
-	size_t n = kvx_listener_entries(g->idx, l->lid);
+	size_t n = kvx_listener_records(g->idx, l->lid);
 	kvl_snapshot *s = kvi_calloc(1, sizeof(*s));
 	s->ext = kvi_reallocarray(NULL, n + 1, sizeof(uint64_t));
 	s->seq = kvi_reallocarray(NULL, n + 1, sizeof(uint64_t));
@@ -403,7 +403,8 @@ on_handoff(kvg_ingest *g, kvg_hojob *j)
 				&(kvq_event){.kind = KVQ_EV_HANDOFF_FAILED});
 		return;
 	}
-	kva_handoff(g->idx, l, j->ext, j->seq, j->tiers, j->n, &j->mark);
+	kva_handoff(g->idx, &g->recovery.scratch, l, j->ext, j->seq, j->tiers,
+		    j->n, &j->mark);
 	l->ho.taken = true;
 	l->ho.blocks = j->n;
 	l->c.handoffs++;

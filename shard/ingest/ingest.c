@@ -117,6 +117,22 @@ dup_opt(const char *s)
 	return s != NULL && s[0] != '\0' ? kvi_strdup(s) : NULL;
 }
 
+/* lis_reserve makes room for lid in g's listener array. */
+static void
+lis_reserve(kvg_ingest *g, uint32_t lid)
+{
+	if (lid < g->cap_lis) {
+		return;
+	}
+	uint32_t cap = g->cap_lis ? g->cap_lis : 64;
+	while (cap <= lid) {
+		cap *= 2;
+	}
+	g->lis = kvi_reallocarray(g->lis, cap, sizeof(*g->lis));
+	memset(g->lis + g->cap_lis, 0, (cap - g->cap_lis) * sizeof(*g->lis));
+	g->cap_lis = cap;
+}
+
 kvi_err
 kvg_listener_create(kvg_ingest *g, uint32_t lid, const Kvindex__Listener *spec,
 		    const uint8_t *packed, size_t len, kvl_listener **out)
@@ -140,21 +156,13 @@ kvg_listener_create(kvg_ingest *g, uint32_t lid, const Kvindex__Listener *spec,
 	l->instance_id = spec->instance_id;
 	l->dp_rank = (uint16_t)spec->dp_rank;
 	l->block_size = spec->block_size;
+	l->n_groups = 1;
 	l->spec = kvi_malloc(len);
 	memcpy(l->spec, packed, len);
 	l->spec_len = len;
 	kvo_rec_init(&l->rec);
 	kvg_commit_watch(g, l);
-	if (lid >= g->cap_lis) {
-		uint32_t cap = g->cap_lis ? g->cap_lis : 64;
-		while (cap <= lid) {
-			cap *= 2;
-		}
-		g->lis = kvi_reallocarray(g->lis, cap, sizeof(*g->lis));
-		memset(g->lis + g->cap_lis, 0,
-		       (cap - g->cap_lis) * sizeof(*g->lis));
-		g->cap_lis = cap;
-	}
+	lis_reserve(g, lid);
 	g->lis[lid] = l;
 	key_add(g, l);
 	if (lid >= g->next_lid) {
@@ -162,6 +170,15 @@ kvg_listener_create(kvg_ingest *g, uint32_t lid, const Kvindex__Listener *spec,
 	}
 	*out = l;
 	return KVI_OK;
+}
+
+uint32_t
+kvg_group_lid_new(void *arg)
+{
+	kvg_ingest *g = arg;
+	uint32_t lid = g->next_lid++;
+	lis_reserve(g, lid);
+	return lid;
 }
 
 static void

@@ -150,7 +150,7 @@ static void
 collect(kvg_ingest *g, kvw_job *job, kvl_listener *l)
 {
 	kvo_rec_finish(&l->rec, &l->mark);
-	size_t entries = kvx_listener_entries(g->idx, l->lid);
+	size_t entries = kvx_listener_records(g->idx, l->lid);
 	size_t state_bytes = entries * KVS_ENTRY_SIZE;
 	l->log_bytes += l->rec.len;
 	if (l->snapshot_due ||

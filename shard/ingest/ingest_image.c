@@ -106,6 +106,13 @@ kvg_image_save(kvg_ingest *g)
 	if (g->cfg.no_image || !image_exact(g)) {
 		return;
 	}
+	if (kvx_index_hybrid(g->idx)) {
+		/* an image holds listeners, not their cache groups: the
+		 * next start rebuilds from the store */
+		kvi_log(KVI_LOG_INFO, "image_not_written",
+			"reason=\"listeners of hybrid models\"");
+		return;
+	}
 	kvs_stamp stamp;
 	kvs_store_stamp(g->store, &stamp);
 	if (g->image_current &&

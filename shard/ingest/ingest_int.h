@@ -201,6 +201,10 @@ struct kvg_ingest {
 /* ingest.c */
 kvl_listener *kvg_listener(kvg_ingest *g, uint32_t lid);
 kvl_listener *kvg_listener_find(kvg_ingest *g, const char *key);
+/* kvg_group_lid_new gives a listener's new cache group an id of the
+ * index's, past every listener's, which no listener of the store ever
+ * takes (kva_scratch's new_lid; arg is the ingest). */
+uint32_t kvg_group_lid_new(void *arg);
 /* kvg_listener_create makes listener lid from spec (packed: as persisted)
  * and registers it with the index; KVI_EINVAL when the index refuses it. */
 kvi_err kvg_listener_create(kvg_ingest *g, uint32_t lid,

@@ -44,17 +44,87 @@ load_snapshot(void *arg, uint32_t lid, const kvs_mark *mark, uint64_t n)
 	return KVI_OK;
 }
 
+/* group_lid finds the index listener of l's cache group group, making
+ * one the first time. */
+static uint32_t
+group_lid(kvg_ingest *g, kvl_listener *l, uint32_t group)
+{
+	if (group == 0) {
+		return l->lid;
+	}
+	kva_group_open(g->idx, &g->recovery.scratch, l, group);
+	return kvx_group_lid(g->idx, l->lid, group);
+}
+
+/* group_spec_load takes what a record says a group is. */
+static void
+group_spec_load(kvg_ingest *g, kvl_listener *l, uint32_t group,
+		const kvx_group_spec *spec)
+{
+	if (group_lid(g, l, group) == KVX_NO_LID) {
+		return;
+	}
+	kvx_write_begin(g->idx, l->lid);
+	kvx_group_spec_set(g->idx, l->lid, group, spec);
+	kvx_write_end(g->idx, l->lid);
+}
+
 static kvi_err
 load_entries(void *arg, uint32_t lid, const uint8_t *e, size_t n)
 {
 	kvg_ingest *g = arg;
+	kvl_listener *l = kvg_listener(g, lid);
 	for (size_t i = 0; i < n; i++) {
 		uint64_t ext, seq;
 		uint8_t tiers;
+		uint32_t group;
+		kvx_group_spec spec;
 		kvs_entry_get(e + i * KVS_ENTRY_SIZE, &ext, &seq, &tiers);
-		kvx_bulk_add(g->bulk, lid, ext, seq, tiers);
+		if (kvx_record_spec(ext, seq, tiers, &group, &spec)) {
+			if (l != NULL) {
+				group_spec_load(g, l, group, &spec);
+			}
+		} else if (tiers < (1u << KVX_GROUP_SHIFT)) {
+			kvx_bulk_add(g->bulk, lid, ext, seq, tiers);
+		} else if (l != NULL) {
+			uint32_t sub =
+			    group_lid(g, l, tiers >> KVX_GROUP_SHIFT);
+			kvx_bulk_add(g->bulk, sub, ext, seq,
+				     tiers & KVX_TIERS_ALL);
+		}
 	}
 	return KVI_OK;
+}
+
+/* load_op adds one log op of l to the bulk load, in its group's
+ * listener; a clear clears them all. */
+static void
+load_op(kvg_ingest *g, kvl_listener *l, const kvo_op *op)
+{
+	if (op->kind == KVO_GROUP) {
+		kvx_group_spec spec = {.kind = (kvx_kind)op->spec_kind,
+				       .ratio = op->ratio,
+				       .window = op->window};
+		group_spec_load(g, l, op->group, &spec);
+		return;
+	}
+	if (op->kind == KVO_CLEAR) {
+		for (uint32_t k = 0; k < l->n_groups; k++) {
+			uint32_t sub = kvx_group_lid(g->idx, l->lid, k);
+			if (sub != KVX_NO_LID) {
+				kvx_bulk_op_add(g->bulk, sub, KVX_BULK_CLEAR, 0,
+						0, KVI_TIER_GPU);
+			}
+		}
+		return;
+	}
+	kvx_bulk_kind kind =
+	    op->kind == KVO_STORE ? KVX_BULK_STORE : KVX_BULK_REMOVE;
+	uint32_t sub = group_lid(g, l, op->group);
+	if (sub != KVX_NO_LID) {
+		kvx_bulk_op_add(g->bulk, sub, kind, op->ext, op->seq,
+				(kvi_tier)op->tier);
+	}
 }
 
 /* load_built builds the index from the snapshots and log records
@@ -89,11 +159,7 @@ load_record(void *arg, uint32_t lid, const void *payload, size_t len)
 	}
 	kvo_op op;
 	while (rv == KVI_OK && (rv = kvo_iter_next(&it, &op)) == KVI_OK) {
-		kvx_bulk_kind kind = op.kind == KVO_STORE    ? KVX_BULK_STORE
-				     : op.kind == KVO_REMOVE ? KVX_BULK_REMOVE
-							     : KVX_BULK_CLEAR;
-		kvx_bulk_op_add(g->bulk, lid, kind, op.ext, op.seq,
-				(kvi_tier)op.tier);
+		load_op(g, l, &op);
 	}
 	if (rv != KVI_ENOENT) {
 		return KVI_ECORRUPT;
@@ -255,6 +321,8 @@ recovery_init(kvg_ingest *g)
 	};
 	kvq_recovery_init(&g->recovery, &qc, g->idx, &owner);
 	g->recovery.scratch.pending = g->cfg.pending;
+	g->recovery.scratch.new_lid = kvg_group_lid_new;
+	g->recovery.scratch.lid_arg = g;
 }
 
 kvi_err

@@ -14,10 +14,19 @@
  * listener whose orphans keep coming). A BlockStored without tokens (an
  * offload to another tier) adds its tier to blocks the listener already
  * holds; a hash it does not hold is an orphan too, not guessed. A
- * BlockRemoved removes only the tier it names. Events of a KV-cache group
- * other than the main one, REMOTE locality events and batches of another
- * data-parallel rank are counted and not applied; events the decoder
- * skipped are counted by reason. Ingest thread only.
+ * BlockRemoved removes only the tier it names.
+ *
+ * A hybrid model's engine stores and removes per KV cache group
+ * (group_idx): each group goes to a listener of its own in the index
+ * (index.h's groups), whose kind and window the stores say. A group's
+ * blocks may be several of the model's (its own block size, a multiple)
+ * and a store may list only the last of the blocks its tokens span (a
+ * sliding window, Mamba states); every model block is hashed so that the
+ * chain goes on, and a parent one group lacks is looked up in the
+ * others. The log record carries each op's group in its tier byte and a
+ * group's spec as an op of its own (oplog.h). REMOTE locality events and
+ * batches of another data-parallel rank are counted and not applied;
+ * events the decoder skipped are counted by reason. Ingest thread only.
  */
 #ifndef KVI_SHARD_APPLY_H
 #define KVI_SHARD_APPLY_H
@@ -45,7 +54,21 @@ typedef struct kva_scratch {
 	bool pend_cleared; /* it cleared every block */
 	uint64_t *confirm, *gone; /* sequence hashes it stored, removed */
 	size_t n_confirm, n_gone, cap_confirm, cap_gone;
+	/* A free listener id in the index, for a listener's new cache
+	 * group (never a listener of the store). */
+	uint32_t (*new_lid)(void *arg);
+	void *lid_arg;
 } kva_scratch;
+
+/* kva_group_open gives l's cache group g (1..KVX_MAX_GROUPS-1) a listener
+ * in the index if it has none yet. Outside any write group. */
+void kva_group_open(kvx_index *idx, kva_scratch *s, kvl_listener *l,
+		    uint32_t g);
+
+/* kva_group_spec says what l's group g is, in the index and, when that
+ * changes it, in l's pending log record. Inside l's write group. */
+void kva_group_spec(kvx_index *idx, kvl_listener *l, uint32_t g,
+		    const kvx_group_spec *spec);
 
 void kva_scratch_fini(kva_scratch *s);
 
@@ -83,14 +106,16 @@ void kva_recover(kvx_index *idx, kva_scratch *scratch, kvl_listener *l,
  * nothing can repair. Its pending entries are dropped too. */
 void kva_clear(kvx_index *idx, kva_scratch *scratch, kvl_listener *l);
 
-/* kva_handoff replaces the listener's state with n entries taken over
- * from the shard that owned it (tiers: bit masks), exact at mark. The
+/* kva_handoff replaces the listener's state with n records taken over
+ * from the shard that owned it (tiers: bit masks, and cache groups and
+ * their specs as index.h's kvx_listener_foreach gives them), exact at
+ * mark. The
  * index is written in runs, each under its own write lock, so queries of
  * the partition are not held for the whole of a large listener; until the
  * last run they see a part of it, which the old owner's answer, whole,
  * outranks. */
-void kva_handoff(kvx_index *idx, kvl_listener *l, const uint64_t *ext,
-		 const uint64_t *seq, const uint8_t *tiers, size_t n,
-		 const kvs_mark *mark);
+void kva_handoff(kvx_index *idx, kva_scratch *s, kvl_listener *l,
+		 const uint64_t *ext, const uint64_t *seq, const uint8_t *tiers,
+		 size_t n, const kvs_mark *mark);
 
 #endif /* KVI_SHARD_APPLY_H */

@@ -142,7 +142,8 @@ typedef struct kvl_handoff {
 	X(engine_restarts, "Engine restarts detected (seq went back).") \
 	X(orphans, "BlockStored events whose parent was unknown.") \
 	X(rank_mismatches, "Batches of another data-parallel rank.") \
-	X(skipped_events, "Events of another KV group or REMOTE.") \
+	X(skipped_events, "Events of REMOTE locality, or of a KV cache " \
+			  "group out of range or never stored.") \
 	X(malformed, "Batches whose envelope failed to decode.") \
 	X(duplicates, "Batches dropped as already applied.") \
 	X(block_size_mismatches, "Stored events of another block size.") \
@@ -158,7 +159,9 @@ typedef struct kvl_handoff {
 			     "their budget and were dropped for a resync.") \
 	X(recoveries_too_big, "/kv_recover answers refused whole for their " \
 			      "size: more blocks than --listener-max-entries " \
-			      "allows, or a body over 1 GiB.")
+			      "allows, or a body over 1 GiB.") \
+	X(unknown_kinds, "Stores of a KV cache group of a kind this build " \
+			 "does not know, judged as full attention.")
 // clang-format on
 
 typedef struct kvl_counters {
@@ -193,6 +196,10 @@ typedef struct kvl_listener {
 	uint32_t block_size;
 	uint8_t *spec; /* the packed Listener message, as persisted */
 	size_t spec_len;
+	/* KV cache groups seen (a hybrid model's): the highest group_idx
+	 * stored, plus one; 1 for a plain listener. Group g's blocks are in
+	 * the index's listener kvx_group_lid(idx, lid, g). */
+	uint32_t n_groups;
 
 	/* sequence */
 	kvs_mark mark; /* watermark and fingerprint of the state */

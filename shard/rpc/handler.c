@@ -75,6 +75,11 @@ typedef struct kvh_matches {
 	bool any_pending;
 	uint32_t *seen; /* listener ids matched exactly */
 	size_t n_seen, cap_seen;
+	/* hybrid listeners' groups, one row each (QueryResponse.g_*) */
+	uint64_t *g_instance;
+	uint32_t *g_rank, *g_group, *g_window, *g_blocks;
+	char **g_kind;
+	size_t n_g, cap_g;
 } kvh_matches;
 
 static void *
@@ -123,6 +128,33 @@ match_keep(kvh_matches *ms, const kvh_topk_entry *e)
 	}
 }
 
+/* groups_push keeps the rows of a hybrid listener's groups. */
+static void
+groups_push(kvh_matches *ms, const kvx_listener_info *info, const kvx_match *m)
+{
+	kvp_arena *a = ms->arena;
+	if (ms->n_g + m->n_groups > ms->cap_g) {
+		size_t cap = 2 * (ms->n_g + m->n_groups);
+		ms->g_instance = grow(a, ms->g_instance, ms->n_g, cap, 8);
+		ms->g_rank = grow(a, ms->g_rank, ms->n_g, cap, 4);
+		ms->g_group = grow(a, ms->g_group, ms->n_g, cap, 4);
+		ms->g_window = grow(a, ms->g_window, ms->n_g, cap, 4);
+		ms->g_blocks = grow(a, ms->g_blocks, ms->n_g, cap, 4);
+		ms->g_kind = grow(a, ms->g_kind, ms->n_g, cap, sizeof(char *));
+		ms->cap_g = cap;
+	}
+	for (uint32_t k = 0; k < m->n_groups; k++) {
+		size_t i = ms->n_g++;
+		ms->g_instance[i] = info->instance_id;
+		ms->g_rank[i] = info->dp_rank;
+		ms->g_group[i] = m->group_ids[k];
+		ms->g_window[i] = m->group_specs[k].window;
+		ms->g_blocks[i] = m->group_blocks[k];
+		/* names of static storage: the message only points at them */
+		ms->g_kind[i] = (char *)kvx_kind_name(m->group_specs[k].kind);
+	}
+}
+
 static void
 match_add(void *arg, const kvx_listener_info *info, const kvx_match *m)
 {
@@ -146,6 +178,9 @@ match_add(void *arg, const kvx_listener_info *info, const kvx_match *m)
 			ms->cap_seen = cap;
 		}
 		ms->seen[ms->n_seen++] = info->lid;
+	}
+	if (m->n_groups > 1) {
+		groups_push(ms, info, m);
 	}
 	match_keep(ms, &e);
 }
@@ -292,6 +327,18 @@ query(kvh_shard *s, const Kvindex__QueryRequest *q, kvp_arena *a)
 			out->m_pending = ms.pending;
 			out->n_m_pending = ms.n;
 		}
+		out->g_instance = ms.g_instance;
+		out->n_g_instance = ms.n_g;
+		out->g_rank = ms.g_rank;
+		out->n_g_rank = ms.n_g;
+		out->g_group = ms.g_group;
+		out->n_g_group = ms.n_g;
+		out->g_kind = ms.g_kind;
+		out->n_g_kind = ms.n_g;
+		out->g_window = ms.g_window;
+		out->n_g_window = ms.n_g;
+		out->g_blocks = ms.g_blocks;
+		out->n_g_blocks = ms.n_g;
 	}
 	if (s->h_query != NULL) {
 		kvi_histogram_observe(s->h_query, kvi_now_s() - t0);

@@ -1,8 +1,9 @@
 /*
  * test_shard_badinput.c - a shard fed bad input by a hand-driven engine:
  * malformed payloads and frames, a batch of another rank, another block
- * size, an unknown parent, events of another KV group or REMOTE, a token
- * count that does not fit - each counted, none applied, the shard alive -
+ * size, an unknown parent, events of a KV cache group out of range or
+ * REMOTE, a token count that does not fit - each counted, none applied,
+ * the shard alive -
  * while the good batches in between (bin and negative hashes included)
  * are applied exactly. An event of an unknown type between two stores
  * costs only itself; an offload store without tokens adds its tier to a
@@ -273,8 +274,8 @@ test_bad_input_is_counted(void **state)
 	kvi_encoder_begin(&enc, 1.0, 1, true, 0);
 	kvi_encoder_stored(&enc, &h99, 1, NULL, toks, BS + 1, BS, "GPU", NULL);
 	publish(&enc);
-	/* seq 5, 6: another KV group, REMOTE locality */
-	publish_stored_with(98, "group_idx", NULL, 1);
+	/* seq 5, 6: a KV cache group out of range, REMOTE locality */
+	publish_stored_with(98, "group_idx", NULL, 40);
 	publish_stored_with(97, "locality", "REMOTE", 0);
 	/* seq 7: good - a bin hash (32 bytes) continuing block 2 */
 	kvi_encoder_fini(&enc);
