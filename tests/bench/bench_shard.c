@@ -15,10 +15,17 @@
  *            trace requests (realistic: most stop early) and with chains a
  *            listener holds whole (worst case: all 1,000 blocks probed);
  *            p50, p99, max. Also the resident bytes per entry.
+ *   hybrid   the same listeners twice, side by side: as a plain model, and
+ *            as a hybrid one whose listeners also have a sliding-window
+ *            group (128 tokens) holding each chain's last blocks; the
+ *            index's bytes per full-attention entry and the latency of
+ *            trace queries (p50, p99), and each ratio hybrid / plain. Its
+ *            size is the first of --entries.
  *
  *   restart  (alone) reopens the store an earlier ingest left in --dir.
  *
- *   bench_shard [--part ingest|query|restart|all] [--trace FILE] [--dir DIR]
+ *   bench_shard [--part ingest|query|hybrid|restart|all] [--trace FILE] [--dir
+ * DIR]
  *               [--listeners N] [--events N] [--cache-blocks N]
  *               [--entries N[,N...]] [--queries N] [--no-sync]
  */
@@ -379,6 +386,125 @@ bench_query_at(const bench_opts *o, const trace_req *reqs, size_t n_reqs,
 	kvx_index_free(idx);
 }
 
+/* ---- hybrid listeners ------------------------------------------------ */
+
+#define HYB_LISTENERS 200
+#define HYB_WINDOW    128 /* tokens: a sliding window of 8 blocks of 16 */
+
+/* hyb_fill stores the trace's first half into idx, up to target entries
+ * of group 0, over HYB_LISTENERS listeners; with windows, each listener
+ * also has a sliding-window group holding the last blocks of each chain
+ * that its window needs, as such a group keeps. Returns group 0's
+ * entries. */
+static size_t
+hyb_fill(kvx_index *idx, const trace_req *reqs, size_t n_reqs, size_t target,
+	 bool windows)
+{
+	const kvx_group_spec swa = {
+	    .kind = KVX_KIND_SLIDING, .ratio = 1, .window = HYB_WINDOW};
+	const size_t keep = (HYB_WINDOW - 1 + 15) / 16;
+	for (uint32_t l = 0; l < HYB_LISTENERS; l++) {
+		char key[32];
+		snprintf(key, sizeof(key), "h/pod-%u#0", l);
+		kvx_listener_add(idx, l, key, "", l, 0, "bench", 16);
+		if (windows) {
+			kvx_group_add(idx, l, 1, HYB_LISTENERS + l);
+			kvx_write_begin(idx, l);
+			kvx_group_spec_set(idx, l, 1, &swa);
+			kvx_write_end(idx, l);
+		}
+	}
+	chain *c = kvi_malloc(sizeof(*c));
+	size_t entries = 0;
+	for (uint64_t copy = 0; entries < target; copy++) {
+		for (size_t r = 0; r < n_reqs / 2 && entries < target; r++) {
+			chain_of(reqs[r].ids, reqs[r].n, copy, c);
+			uint32_t l = (uint32_t)((r + copy * 7) % HYB_LISTENERS);
+			kvx_write_begin(idx, l);
+			for (size_t i = 0; i < c->n; i++) {
+				kvx_store(idx, l, c->seq[i] ^ 0x5555, c->seq[i],
+					  KVI_TIER_GPU);
+			}
+			for (size_t i = c->n > keep ? c->n - keep : 0;
+			     windows && i < c->n; i++) {
+				kvx_store(idx, HYB_LISTENERS + l,
+					  c->seq[i] ^ 0x5555, c->seq[i],
+					  KVI_TIER_GPU);
+			}
+			kvx_write_end(idx, l);
+			entries += c->n;
+		}
+	}
+	kvi_free(c);
+	return entries;
+}
+
+/* hyb_query times the trace's second half on idx; lat gets each query's
+ * seconds. Returns the blocks matched in all. */
+static double
+hyb_query(kvx_index *idx, const trace_req *reqs, size_t n_reqs, size_t n,
+	  double *lat)
+{
+	chain *c = kvi_malloc(sizeof(*c));
+	double matched = 0;
+	for (size_t q = 0; q < n; q++) {
+		const trace_req *t = &reqs[n_reqs / 2 + q % (n_reqs / 2)];
+		chain_of(t->ids, t->n, 0, c);
+		uint32_t best = 0, bs;
+		double t0 = bs_now();
+		kvx_query(idx, "bench", c->seq, c->n, NULL, on_match, &best,
+			  &bs);
+		lat[q] = bs_now() - t0;
+		matched += best;
+	}
+	kvi_free(c);
+	return matched;
+}
+
+/* bench_hybrid measures, side by side in one run, an index of plain
+ * listeners and one of the same listeners as a hybrid model (full
+ * attention plus a sliding window): bytes per entry and query latency,
+ * each hybrid figure beside the plain one and their ratio. */
+static void
+bench_hybrid(const bench_opts *o)
+{
+	size_t n_reqs;
+	trace_req *reqs = trace_load(o->trace, &n_reqs);
+	size_t target = (size_t)strtoull(o->entries, NULL, 10);
+	double *lat[2];
+	double p50[2], p99[2], per[2], matched[2];
+	for (int h = 0; h < 2; h++) {
+		kvx_index *idx = kvx_index_alloc();
+		size_t full = hyb_fill(idx, reqs, n_reqs, target, h == 1);
+		kvx_stats xs;
+		kvx_index_stats(idx, &xs);
+		kvx_memory xm;
+		kvx_index_memory(idx, &xm);
+		per[h] = (double)(xm.ext_bytes + xm.seq_bytes + xm.list_bytes) /
+			 (double)full;
+		lat[h] = kvi_malloc(o->queries * sizeof(double));
+		matched[h] = hyb_query(idx, reqs, n_reqs, o->queries, lat[h]);
+		qsort(lat[h], o->queries, sizeof(double), cmp_double);
+		p50[h] = lat[h][o->queries / 2] * 1e6;
+		p99[h] = lat[h][(size_t)(o->queries * 0.99)] * 1e6;
+		printf("hybrid: model=%s listeners=%d full_entries=%zu "
+		       "entries=%llu index_bytes_per_full_entry=%.1f "
+		       "queries=%zu mean_matched=%.1f p50_us=%.1f "
+		       "p99_us=%.1f\n",
+		       h ? "full+swa128" : "full", HYB_LISTENERS, full,
+		       (unsigned long long)xs.entries, per[h], o->queries,
+		       matched[h] / (double)o->queries, p50[h], p99[h]);
+		kvi_free(lat[h]);
+		kvx_index_free(idx);
+	}
+	printf("hybrid: ratio bytes_per_full_entry=%.2f p50=%.2f p99=%.2f\n",
+	       per[1] / per[0], p50[1] / p50[0], p99[1] / p99[0]);
+	for (size_t i = 0; i < n_reqs; i++) {
+		kvi_free(reqs[i].ids);
+	}
+	kvi_free(reqs);
+}
+
 static void
 bench_query(const bench_opts *o)
 {
@@ -480,6 +606,9 @@ main(int argc, char **argv)
 	}
 	if (strcmp(o.part, "query") == 0 || strcmp(o.part, "all") == 0) {
 		bench_query(&o);
+	}
+	if (strcmp(o.part, "hybrid") == 0 || strcmp(o.part, "all") == 0) {
+		bench_hybrid(&o);
 	}
 	if (tmp[0] != '\0') {
 		char cmd[512];
