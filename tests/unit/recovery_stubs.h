@@ -38,4 +38,32 @@ extern recovery_stubs st;
 /* recovery_stubs_owner returns the ingest's side of kvq_owner, stubbed. */
 kvq_owner recovery_stubs_owner(void);
 
+/* The fixture: recovery with the stubs, and one listener (lid 7) with a
+ * replay socket and a /kv_recover endpoint, no state, not connected. */
+typedef struct fx {
+	kvq_recovery *q;
+	kvl_listener l;
+} fx;
+
+int recovery_setup(void **state);
+int recovery_teardown(void **state);
+
+/* ev gives the listener an event; a batch's payload is "batch-<seq>" (the
+ * fingerprint of batch seq). foreign gives it a batch of another rank,
+ * live or replayed; live the live batches from..to. */
+void ev(fx *f, kvq_event_kind kind, uint64_t seq);
+void foreign(fx *f, kvq_event_kind kind, uint64_t seq);
+void live(fx *f, uint64_t from, uint64_t to);
+
+/* fetched answers the fetch in flight with kind, up to last. */
+void fetched(fx *f, kvr_kind kind, uint64_t last);
+
+/* in_step makes the listener in step at watermark wm on a trusted
+ * connection. */
+void in_step(fx *f, uint64_t wm);
+
+#define assert_rstate(f, s)                                                    \
+	assert_string_equal(kvq_rstate_name((f)->l.recovery.state),            \
+			    kvq_rstate_name(s))
+
 #endif /* KVI_TESTS_RECOVERY_STUBS_H */

@@ -18,112 +18,7 @@
 
 #include <cmocka.h>
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
-
 #include "recovery_stubs.h"
-
-/* ---- fixture -------------------------------------------------------- */
-
-typedef struct fx {
-	kvq_recovery *q;
-	kvl_listener l;
-} fx;
-
-static int
-setup(void **state)
-{
-	memset(&st, 0, sizeof(st));
-	fx *f = calloc(1, sizeof(*f));
-	f->q = calloc(1, sizeof(*f->q));
-	f->q->owner = recovery_stubs_owner();
-	f->q->cfg.replay_timeout_ms = 2000;
-	f->q->cfg.backoff_max_ms = 30000;
-	f->q->cfg.orphan_resync = 8;
-	f->q->cfg.backlog_max_bytes = 1 << 20;
-	f->q->cfg.listener_backlog_max_bytes = 1 << 20;
-	f->l.lid = 7;
-	f->l.key = "pod-a#0";
-	f->l.replay_ep = "tcp://127.0.0.1:5558";
-	f->l.recover_ep = "http://127.0.0.1:8100/";
-	st.l = &f->l;
-	st.timer_ms = -1;
-	st.lose_seq = UINT64_MAX;
-	*state = f;
-	return 0;
-}
-
-static int
-teardown(void **state)
-{
-	fx *f = *state;
-	kvq_backlog_clear(f->q, &f->l);
-	free(f->q);
-	free(f);
-	return 0;
-}
-
-/* Payloads are the seq's decimal text: the fingerprint of batch s. */
-static void
-ev(fx *f, kvq_event_kind kind, uint64_t seq)
-{
-	char payload[24];
-	int n = snprintf(payload, sizeof(payload), "batch-%llu",
-			 (unsigned long long)seq);
-	kvq_recovery_on(f->q, &f->l,
-			&(kvq_event){.kind = kind,
-				     .seq = seq,
-				     .payload = payload,
-				     .len = (size_t)n});
-}
-
-/* foreign sends a batch of another rank, numbered seq, as live or
- * replayed. */
-static void
-foreign(fx *f, kvq_event_kind kind, uint64_t seq)
-{
-	char payload[24];
-	int n = snprintf(payload, sizeof(payload), "other-%llu",
-			 (unsigned long long)seq);
-	kvq_recovery_on(f->q, &f->l,
-			&(kvq_event){.kind = kind,
-				     .seq = seq,
-				     .payload = payload,
-				     .len = (size_t)n});
-}
-
-static void
-live(fx *f, uint64_t from, uint64_t to)
-{
-	for (uint64_t s = from; s <= to; s++) {
-		ev(f, KVQ_EV_LIVE, s);
-	}
-}
-
-static void
-fetched(fx *f, kvr_kind kind, uint64_t last)
-{
-	kvr_result *r = calloc(1, sizeof(*r));
-	r->token = f->l.recovery.fetch_token;
-	st.resp = (kvr_response){.kind = kind, .last_event_id = last};
-	kvq_on_fetched(f->q, r);
-}
-
-#define assert_rstate(f, s)                                                    \
-	assert_string_equal(kvq_rstate_name((f)->l.recovery.state),            \
-			    kvq_rstate_name(s))
-
-/* A listener in step at watermark wm on a trusted connection. */
-static void
-in_step(fx *f, uint64_t wm)
-{
-	f->l.recovery.trusted = true;
-	f->l.recovery.gap_seq = 0;
-	live(f, 0, wm);
-	assert_rstate(f, KVL_R_STREAMING);
-	assert_int_equal(f->l.mark.wm, wm);
-	st.n_applied = 0;
-}
 
 /* ---- the rules ------------------------------------------------------ */
 
@@ -716,7 +611,8 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-#define T(t) cmocka_unit_test_setup_teardown(t, setup, teardown)
+#define T(t)                                                                   \
+	cmocka_unit_test_setup_teardown(t, recovery_setup, recovery_teardown)
 	    T(test_judge),
 	    T(test_is_restart),
 	    T(test_plan),
