@@ -138,6 +138,7 @@ build_ranks(sim *s)
 	    .topic = c->topic,
 	    .replay_topic = c->replay_topic,
 	    .with_rank = c->with_rank,
+	    .sub_delay_ms = c->sub_delay_ms,
 	};
 	s->n = (size_t)c->pods * c->dp;
 	s->ranks = kvi_calloc(s->n, sizeof(*s->ranks));
@@ -316,7 +317,8 @@ run(sim *s)
 				.hash_form = s->cfg.hash_form,
 				.prefill_rate = s->cfg.prefill_rate,
 				.prefill_chunk = s->cfg.prefill_chunk,
-				.max_queue = s->cfg.max_queue};
+				.max_queue = s->cfg.max_queue,
+				.sub_delay_ms = s->cfg.sub_delay_ms};
 	s->engine = sim_engine_alloc(&ec, s->zmq_ctx, s->ranks, s->n, load);
 	sim_http_config hc = {.dp = s->cfg.dp,
 			      .pods = s->cfg.pods,

@@ -76,6 +76,10 @@ static const char usage[] =
     "  --topic STR            topic frame of every message (empty)\n"
     "  --hash-salt N          salt of the external block hashes (derived\n"
     "                         from --seed)\n"
+    "  --sub-delay-ms MS      a subscriber's subscription takes effect MS\n"
+    "                         ms after it reaches the rank, which publishes\n"
+    "                         a batch of its own just before (0: at once;\n"
+    "                         not with --prefill-rate)\n"
     "\n"
     "Load (none by default: only POST /prefill runs requests):\n"
     "  --trace PATH           Mooncake jsonl trace (hash_ids per line)\n"
@@ -151,6 +155,7 @@ enum {
 	OPT_DP_GROUP,
 	OPT_TOPIC,
 	OPT_HASH_SALT,
+	OPT_SUB_DELAY_MS,
 	OPT_TRACE,
 	OPT_BLOCKS_PER_ID,
 	OPT_COPIES,
@@ -200,6 +205,7 @@ static const struct option options[] = {
     {"dp-group", no_argument, NULL, OPT_DP_GROUP},
     {"topic", required_argument, NULL, OPT_TOPIC},
     {"hash-salt", required_argument, NULL, OPT_HASH_SALT},
+    {"sub-delay-ms", required_argument, NULL, OPT_SUB_DELAY_MS},
     {"trace", required_argument, NULL, OPT_TRACE},
     {"blocks-per-id", required_argument, NULL, OPT_BLOCKS_PER_ID},
     {"copies", required_argument, NULL, OPT_COPIES},
@@ -428,6 +434,8 @@ apply(sim_config *c, int opt, const char *v, bool *help)
 		return true;
 	case OPT_HASH_SALT:
 		return sim_parse_u64(v, &c->hash_salt);
+	case OPT_SUB_DELAY_MS:
+		return u32_in(v, 0, 60000, &c->sub_delay_ms);
 	case OPT_TRACE:
 		c->trace = v;
 		return *v != '\0';
@@ -583,6 +591,12 @@ validate(sim_config *c, char *err, size_t errlen)
 	}
 	if (c->offload_bs0 && !c->offload) {
 		snprintf(err, errlen, "--offload-bs0 needs --offload");
+		return KVI_EINVAL;
+	}
+	if (c->sub_delay_ms > 0 && c->prefill_rate > 0) {
+		snprintf(err, errlen,
+			 "--sub-delay-ms publishes at once: not with "
+			 "--prefill-rate");
 		return KVI_EINVAL;
 	}
 	if (c->kv_groups != NULL) {

@@ -66,6 +66,7 @@ typedef struct sim_config {
 	bool dp_group;
 	const char *topic;
 	uint64_t hash_salt;
+	uint32_t sub_delay_ms; /* --sub-delay-ms (sim_latesub.h); 0: off */
 	/* load */
 	const char *trace;
 	uint32_t blocks_per_id;

@@ -11,6 +11,7 @@
 #include "alloc.h"
 #include "log.h"
 #include "sim_keys.h"
+#include "sim_latesub.h"
 #include "sim_os.h"
 
 #define SLICE_NS      5000000ull /* generation slice at rate 0 */
@@ -39,7 +40,9 @@ struct sim_engine {
 	bool closed;
 	/* engine thread */
 	zmq_pollitem_t *items;
-	size_t *item_rank;
+	size_t *item_rank; /* i: rank i's ROUTER; n + i: its XPUB */
+	sim_latesub *late; /* per rank with --sub-delay-ms, else NULL */
+	uint32_t late_batches;
 	uint64_t rng;
 	uint64_t next_rr;
 	uint64_t due_ns;
@@ -84,8 +87,11 @@ sim_engine_alloc(const sim_engine_config *cfg, void *zmq_ctx, sim_rank **ranks,
 	sim_batch_init(&e->batch, cfg->block_size);
 	pthread_mutex_init(&e->mu, NULL);
 	pthread_cond_init(&e->cv, NULL);
-	e->items = kvi_calloc(n + 1, sizeof(*e->items));
-	e->item_rank = kvi_calloc(n + 1, sizeof(*e->item_rank));
+	e->items = kvi_calloc(2 * n + 1, sizeof(*e->items));
+	e->item_rank = kvi_calloc(2 * n + 1, sizeof(*e->item_rank));
+	if (cfg->sub_delay_ms > 0) {
+		e->late = kvi_calloc(n, sizeof(*e->late));
+	}
 	e->rng = cfg->seed ^ 0x726f757465000000u;
 	atomic_init(&e->paused, cfg->paused);
 	atomic_init(&e->load_done, load == NULL);
@@ -411,6 +417,9 @@ exec_command(sim_engine *e, sim_command *cmd)
 			note_load(e, cmd->rank);
 		}
 		cmd->result = sim_rank_restart(r, e->zmq_ctx);
+		if (e->late != NULL) {
+			e->late[cmd->rank] = (sim_latesub){0}; /* a new XPUB */
+		}
 		break;
 	case SIM_CMD_ENQUEUE:
 		if (e->sched == NULL) {
@@ -483,6 +492,41 @@ advance(sim_engine *e, uint64_t now)
 	return ms > IDLE_WAIT_MS ? IDLE_WAIT_MS : (int)ms;
 }
 
+/* late_subscriptions applies the subscriptions held past their delay
+ * (sim_latesub.h), each after a batch of its rank's own: one request of
+ * two blocks of tokens no other request has. Returns how long the engine
+ * may wait for the next one, in ms. */
+static int
+late_subscriptions(sim_engine *e, uint64_t now)
+{
+	int wait = IDLE_WAIT_MS;
+	for (size_t i = 0; e->late != NULL && i < e->n; i++) {
+		int ms = sim_latesub_wait_ms(&e->late[i], now, IDLE_WAIT_MS);
+		if (ms > 0) {
+			wait = ms < wait ? ms : wait;
+			continue;
+		}
+		sim_rank *r = e->ranks[i];
+		uint32_t n = 2 * e->cfg.block_size;
+		uint32_t *tokens = kvi_malloc(n * sizeof(*tokens));
+		for (uint32_t j = 0; j < n; j++) {
+			tokens[j] = 0x70000000u + e->late_batches * n + j;
+		}
+		e->late_batches++;
+		sim_request_result res;
+		sim_rank_begin(r, &e->batch);
+		sim_rank_run(r, &e->batch, tokens, 2, n, NULL, &res);
+		count_blocks(e, &e->batch);
+		int64_t seq = sim_rank_commit(r, &e->batch, encoder_of(e, r));
+		kvi_free(tokens);
+		KVI_INFO("published_before_subscription",
+			 "pod=%u rank=%u seq=%lld", sim_rank_pod(r),
+			 sim_rank_dp_rank(r), (long long)seq);
+		sim_latesub_apply(&e->late[i]);
+	}
+	return wait;
+}
+
 /* run_commands runs the queued commands; returns false when stopping. */
 static bool
 run_commands(sim_engine *e)
@@ -529,6 +573,14 @@ poll_sockets(sim_engine *e, uint64_t now, int timeout_ms)
 			    (zmq_pollitem_t){.socket = s, .events = ZMQ_POLLIN};
 			e->item_rank[m++] = i;
 		}
+		s = e->late != NULL && !e->late[i].held
+			? sim_rank_pub(e->ranks[i])
+			: NULL;
+		if (s != NULL) {
+			e->items[m] =
+			    (zmq_pollitem_t){.socket = s, .events = ZMQ_POLLIN};
+			e->item_rank[m++] = e->n + i;
+		}
 	}
 	int rc = zmq_poll(e->items, (int)m, timeout_ms);
 	if (rc <= 0) {
@@ -540,8 +592,16 @@ poll_sockets(sim_engine *e, uint64_t now, int timeout_ms)
 		(void)got;
 	}
 	for (size_t j = 1; j < m; j++) {
-		if (e->items[j].revents & ZMQ_POLLIN) {
-			sim_rank_serve_replay(e->ranks[e->item_rank[j]]);
+		size_t i = e->item_rank[j];
+		if (!(e->items[j].revents & ZMQ_POLLIN)) {
+			continue;
+		}
+		if (i < e->n) {
+			sim_rank_serve_replay(e->ranks[i]);
+		} else {
+			sim_latesub_read(&e->late[i - e->n], e->items[j].socket,
+					 sim_now_ns(),
+					 e->cfg.sub_delay_ms * 1000000ull);
 		}
 	}
 }
@@ -555,6 +615,10 @@ engine_main(void *arg)
 		bool stalled = flush_ranks(e, now);
 		int timeout = generate(e, now);
 		int due = advance(e, sim_now_ns());
+		if (due < timeout) {
+			timeout = due;
+		}
+		due = late_subscriptions(e, sim_now_ns());
 		if (due < timeout) {
 			timeout = due;
 		}
@@ -643,6 +707,7 @@ sim_engine_free(sim_engine *e)
 	}
 	kvi_free(e->items);
 	kvi_free(e->item_rank);
+	kvi_free(e->late);
 	pthread_cond_destroy(&e->cv);
 	pthread_mutex_destroy(&e->mu);
 	kvi_free(e);

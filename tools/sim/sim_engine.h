@@ -54,6 +54,9 @@ typedef struct sim_engine_config {
 	double prefill_rate;    /* tokens/s per rank; 0: requests run at once */
 	uint64_t prefill_chunk; /* tokens per step; 0: the whole prompt */
 	uint32_t max_queue;     /* waiting requests per rank */
+	/* subscriptions take effect this late, each after a batch of its
+	 * rank's own (sim_latesub.h); 0: at once */
+	uint32_t sub_delay_ms;
 } sim_engine_config;
 
 typedef enum sim_command_type {

@@ -153,9 +153,13 @@ open_bound(void *ctx, int type, const char *ip, int port, void **out)
 	}
 	int zero = 0;
 	zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
-	if (type == ZMQ_PUB) {
+	if (type == ZMQ_PUB || type == ZMQ_XPUB) {
 		int hwm = PUB_SNDHWM;
 		zmq_setsockopt(s, ZMQ_SNDHWM, &hwm, sizeof(hwm));
+	}
+	if (type == ZMQ_XPUB) {
+		int one = 1; /* subscriptions applied late (sim_latesub.h) */
+		zmq_setsockopt(s, ZMQ_XPUB_MANUAL, &one, sizeof(one));
 	}
 	char ep[128];
 	snprintf(ep, sizeof(ep), "tcp://%s:%d", ip, port);
@@ -176,11 +180,18 @@ open_bound(void *ctx, int type, const char *ip, int port, void **out)
 kvi_err
 sim_rank_bind_pub(sim_rank *r, void *zmq_ctx, int port)
 {
-	kvi_err rv = open_bound(zmq_ctx, ZMQ_PUB, r->cfg->ip, port, &r->pub);
+	int type = r->cfg->sub_delay_ms > 0 ? ZMQ_XPUB : ZMQ_PUB;
+	kvi_err rv = open_bound(zmq_ctx, type, r->cfg->ip, port, &r->pub);
 	if (rv == KVI_OK) {
 		r->pub_port = port;
 	}
 	return rv;
+}
+
+void *
+sim_rank_pub(sim_rank *r)
+{
+	return r->pub;
 }
 
 kvi_err

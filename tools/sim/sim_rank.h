@@ -54,6 +54,9 @@ typedef struct sim_rank_config {
 	const char *topic;    /* topic frame, "" by default */
 	bool replay_topic;    /* replay replies carry the topic frame */
 	bool with_rank;       /* batches carry data_parallel_rank */
+	/* the live socket is an XPUB whose subscriptions take effect this
+	 * late (sim_latesub.h); 0: a PUB */
+	uint32_t sub_delay_ms;
 } sim_rank_config;
 
 /* A rank's counters and sizes, as /status reports them. */
@@ -111,6 +114,8 @@ kvi_err sim_rank_bind_pub(sim_rank *r, void *zmq_ctx, int port);
 kvi_err sim_rank_bind_replay(sim_rank *r, void *zmq_ctx, int port);
 void sim_rank_unbind_pub(sim_rank *r);
 void sim_rank_unbind_replay(sim_rank *r);
+/* sim_rank_pub returns the live socket (engine thread), NULL when off. */
+void *sim_rank_pub(sim_rank *r);
 
 /* Engine thread: a step. sim_rank_begin takes the mutex and resets batch;
  * sim_rank_run runs one request of n_tokens prompt tokens (keys may be
