@@ -81,6 +81,10 @@ typedef struct kvl_recovery {
 	/* Checking continuity failed on this connection: batches are judged
 	 * as if the rank had no replay socket. Lost with the connection. */
 	bool unverifiable;
+	/* The SUB connected a moment ago, and the timer is the catch-up's
+	 * (recovery.c's on_connected). Dropped when the timer is armed for
+	 * anything else, and with the connection. */
+	bool catch_up_due;
 	/* The gap: the live seq that revealed it (the repair must reach
 	 * it), whether only the engine's whole state repairs it, and
 	 * whether the replay socket already failed to. */

@@ -17,7 +17,8 @@
  * connected may already have published past w, so continuity with the
  * process behind the new connection is checked before trusting it. With a
  * replay socket and a fingerprint of batch w, the listener replays from w
- * as soon as it connects and compares: the same payload means the same
+ * once it is connected and its subscription has had a moment to reach the
+ * engine (KVQ_CONNECT_SUB_MS), and compares: the same payload means the same
  * engine process, and the replay also catches up what was missed; another
  * payload, or an empty buffer, means a restart. Without them, a first
  * batch s == w + 1 is taken as continuous, s <= w as a restart, and
@@ -88,9 +89,12 @@ kvq_recovery_fini(kvq_recovery *q)
 
 /* ---- what the owner does for recovery (kvq_owner) ------------------- */
 
+/* arm_timer arms l's one timer; whatever it was armed for before, a
+ * catch-up due included, is dropped. */
 static void
 arm_timer(kvq_recovery *q, kvl_listener *l, int ms)
 {
+	l->recovery.catch_up_due = false;
 	q->owner.timer(q->owner.arg, l, ms);
 }
 
@@ -588,6 +592,47 @@ kvq_recovery_reset(kvq_recovery *q, kvl_listener *l)
 
 /* ---- the transition function ----------------------------------------- */
 
+/* catch_up_wanted: a new connection is to be checked and caught up with
+ * now rather than at the engine's next batch, since an idle engine may not
+ * publish for a long time: nothing since the connection did (trusted), no
+ * repair runs (it catches up), and there is either a state to check or
+ * none and an endpoint to take one from. */
+static bool
+catch_up_wanted(const kvl_listener *l)
+{
+	const kvl_recovery *r = &l->recovery;
+	if (r->trusted || r->state != KVL_R_STREAMING) {
+		return false;
+	}
+	return (!r->unverifiable && kvq_can_verify(l)) ||
+	       (!l->mark.has_wm &&
+		(l->replay_ep != NULL || l->recover_ep != NULL));
+}
+
+/* catch_up checks the process behind the connection, and catches up. */
+static void
+catch_up(kvq_recovery *q, kvl_listener *l)
+{
+	kvl_recovery *r = &l->recovery;
+	if (!catch_up_wanted(l)) {
+		return;
+	}
+	if (!r->unverifiable && kvq_can_verify(l)) {
+		r->gap_seq = l->mark.wm + 1;
+		kvq_repair_gap(q, l, true);
+	} else {
+		/* No state yet: fetch the engine's current one. */
+		r->gap_seq = 0;
+		kvq_repair_gap(q, l, false);
+	}
+}
+
+/* on_connected: the SUB is connected, its subscription not yet at the
+ * engine. A catch-up asked now could be answered before it is, and a
+ * batch published in between would come by neither; so the catch-up
+ * waits a moment on the timer (KVQ_CONNECT_SUB_MS), as a planned move
+ * does. A live batch meanwhile starts the repair it needs itself, which
+ * takes the timer, and the catch-up is no longer due. */
 static void
 on_connected(kvq_recovery *q, kvl_listener *l)
 {
@@ -597,20 +642,21 @@ on_connected(kvq_recovery *q, kvl_listener *l)
 		arm_timer(q, l, KVQ_HANDOFF_SUB_MS);
 		return;
 	}
-	/* Check the process behind the new connection, and catch up, now
-	 * rather than at its next batch: an idle engine may not publish
-	 * for a long time. */
-	if (r->trusted || r->state != KVL_R_STREAMING) {
-		return;
+	if (catch_up_wanted(l)) {
+		arm_timer(q, l, KVQ_CONNECT_SUB_MS);
+		r->catch_up_due = true;
 	}
-	if (!r->unverifiable && kvq_can_verify(l)) {
-		r->gap_seq = l->mark.wm + 1;
-		kvq_repair_gap(q, l, true);
-	} else if (!l->mark.has_wm &&
-		   (l->replay_ep != NULL || l->recover_ep != NULL)) {
-		/* No state yet: fetch the engine's current one. */
-		r->gap_seq = 0;
-		kvq_repair_gap(q, l, false);
+}
+
+static void
+on_disconnected(kvq_recovery *q, kvl_listener *l)
+{
+	kvl_recovery *r = &l->recovery;
+	r->trusted = false;
+	r->unverifiable = false;
+	if (r->catch_up_due) {
+		/* the next connection catches up */
+		arm_timer(q, l, -1);
 	}
 }
 
@@ -633,6 +679,12 @@ on_timer(kvq_recovery *q, kvl_listener *l)
 		r->state = KVL_R_STREAMING;
 		r->replay_spent = false;
 		kvq_repair_gap(q, l, false);
+		break;
+	case KVL_R_STREAMING:
+		if (r->catch_up_due) {
+			r->catch_up_due = false;
+			catch_up(q, l);
+		}
 		break;
 	default:
 		break;
@@ -693,8 +745,7 @@ kvq_recovery_on(kvq_recovery *q, kvl_listener *l, const kvq_event *ev)
 		on_connected(q, l);
 		break;
 	case KVQ_EV_DISCONNECTED:
-		l->recovery.trusted = false;
-		l->recovery.unverifiable = false;
+		on_disconnected(q, l);
 		break;
 	case KVQ_EV_REPLAY:
 	case KVQ_EV_REPLAY_END:

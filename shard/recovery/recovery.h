@@ -8,8 +8,9 @@
  * function. What changes state, in short:
  *
  *   STREAMING      --live batch past a gap / no state--> a repair
- *                  --connected, continuity checkable--> VERIFYING
- *                  --connected, no state--> a repair from seq 0
+ *                  --connected--> (a moment, KVQ_CONNECT_SUB_MS)
+ *                    --timer, continuity checkable--> VERIFYING
+ *                    --timer, no state--> a repair from seq 0
  *   VERIFYING      --the watermark's batch, same payload--> REPLAYING
  *                  --another payload, or nothing--> (engine restart,
  *                    cleared) a repair
@@ -156,6 +157,14 @@ void kvq_recovery_move_in(kvq_recovery *q, kvl_listener *l, int ms);
  * given to a connected SUB's subscription to reach the engine, in ms. */
 #define KVQ_HANDOFF_CONNECT_WAIT_MS 2000
 #define KVQ_HANDOFF_SUB_MS          100
+
+/* The moment a listener gives its SUB's subscription to reach the engine
+ * before it catches up on a new connection, in ms. ZeroMQ says CONNECTED
+ * at the TCP connect; the subscription follows the handshake. A catch-up
+ * answered before it takes effect would miss a batch published in
+ * between, which the live stream does not deliver either: the listener
+ * would lack it until the engine's next batch, however long it idles. */
+#define KVQ_CONNECT_SUB_MS 50
 
 /* kvq_recovery_reset drops the listener's recovery and backlog. */
 void kvq_recovery_reset(kvq_recovery *q, kvl_listener *l);

@@ -136,13 +136,18 @@ test_state_of(void **state)
 
 /* ---- the transitions ------------------------------------------------ */
 
-/* A new listener that connects replays the engine's history from seq 0;
- * an empty buffer means the engine has published nothing yet. */
+/* A new listener that connects replays the engine's history from seq 0,
+ * a moment later, once its subscription has reached the engine; an empty
+ * buffer means the engine has published nothing yet. */
 static void
 test_connect_without_state(void **state)
 {
 	fx *f = *state;
 	ev(f, KVQ_EV_CONNECTED, 0);
+	assert_rstate(f, KVL_R_STREAMING);
+	assert_int_equal(st.timer_ms, KVQ_CONNECT_SUB_MS);
+	assert_int_equal(st.replays, 0);
+	ev(f, KVQ_EV_TIMER, 0);
 	assert_rstate(f, KVL_R_REPLAYING);
 	assert_int_equal(st.replay_from, 0);
 	assert_int_equal(st.timer_ms, 2000);
@@ -284,6 +289,8 @@ test_reconnect_verified(void **state)
 	ev(f, KVQ_EV_DISCONNECTED, 0);
 	assert_false(f->l.recovery.trusted);
 	ev(f, KVQ_EV_CONNECTED, 0);
+	assert_int_equal(st.replays, 0);
+	ev(f, KVQ_EV_TIMER, 0);
 	assert_rstate(f, KVL_R_VERIFYING);
 	assert_int_equal(st.replay_from, 5);
 	ev(f, KVQ_EV_REPLAY, 5);
@@ -296,6 +303,86 @@ test_reconnect_verified(void **state)
 	assert_int_equal(f->l.c.engine_restarts, 0);
 }
 
+/* A live batch in the moment after a connection starts the check it needs
+ * itself: the timer is the check's, and the catch-up is no longer due. So
+ * is seq 0 without a state, the engine's whole history. */
+static void
+test_connect_live_first(void **state)
+{
+	fx *f = *state;
+	in_step(f, 5);
+	ev(f, KVQ_EV_DISCONNECTED, 0);
+	ev(f, KVQ_EV_CONNECTED, 0);
+	assert_true(f->l.recovery.catch_up_due);
+	live(f, 6, 6);
+	assert_rstate(f, KVL_R_VERIFYING);
+	assert_int_equal(st.timer_ms, 2000);
+	assert_false(f->l.recovery.catch_up_due);
+	ev(f, KVQ_EV_REPLAY, 5);
+	ev(f, KVQ_EV_REPLAY_END, 0);
+	assert_rstate(f, KVL_R_STREAMING);
+	assert_int_equal(f->l.mark.wm, 6);
+	ev(f, KVQ_EV_TIMER, 0); /* one already on its way: nothing */
+	assert_int_equal(st.replays, 1);
+	kvq_recovery_reset(f->q, &f->l);
+	f->l.mark = (kvs_mark){0};
+	f->l.has_live = f->l.recovery.trusted = false;
+	ev(f, KVQ_EV_CONNECTED, 0);
+	live(f, 0, 1);
+	ev(f, KVQ_EV_TIMER, 0);
+	assert_rstate(f, KVL_R_STREAMING);
+	assert_int_equal(f->l.mark.wm, 1);
+	assert_int_equal(st.replays, 1);
+	assert_int_equal(st.fetches, 0);
+}
+
+/* A connection lost in that moment catches nothing up: the next one
+ * does, a moment after its last CONNECTED; one while a repair runs
+ * leaves it alone. */
+static void
+test_connect_interrupted(void **state)
+{
+	fx *f = *state;
+	in_step(f, 5);
+	ev(f, KVQ_EV_DISCONNECTED, 0);
+	ev(f, KVQ_EV_CONNECTED, 0);
+	ev(f, KVQ_EV_DISCONNECTED, 0);
+	assert_int_equal(st.timer_ms, -1);
+	ev(f, KVQ_EV_TIMER, 0); /* one already on its way */
+	assert_rstate(f, KVL_R_STREAMING);
+	assert_int_equal(st.replays, 0);
+	ev(f, KVQ_EV_CONNECTED, 0);
+	ev(f, KVQ_EV_CONNECTED, 0);
+	assert_int_equal(st.timer_ms, KVQ_CONNECT_SUB_MS);
+	ev(f, KVQ_EV_TIMER, 0);
+	assert_rstate(f, KVL_R_VERIFYING);
+	assert_int_equal(st.replays, 1);
+	ev(f, KVQ_EV_CONNECTED, 0);
+	assert_rstate(f, KVL_R_VERIFYING);
+	assert_int_equal(st.timer_ms, 2000);
+	assert_int_equal(st.replays, 1);
+}
+
+/* A listener dropped in that moment has its timer disarmed; a planned
+ * move takes the timer over. */
+static void
+test_connect_then_reset(void **state)
+{
+	fx *f = *state;
+	ev(f, KVQ_EV_CONNECTED, 0);
+	kvq_recovery_reset(f->q, &f->l);
+	assert_int_equal(st.timer_ms, -1);
+	ev(f, KVQ_EV_TIMER, 0);
+	assert_int_equal(st.replays, 0);
+	ev(f, KVQ_EV_CONNECTED, 0);
+	f->l.ho.from = "tcp://127.0.0.1:9001";
+	kvq_recovery_move_in(f->q, &f->l, KVQ_HANDOFF_SUB_MS);
+	ev(f, KVQ_EV_TIMER, 0);
+	assert_rstate(f, KVL_R_HANDOFF);
+	assert_int_equal(st.asks, 1);
+	assert_int_equal(st.replays, 0);
+}
+
 /* Another payload at the watermark is another engine process: the
  * listener is cleared and rebuilt from seq 0. */
 static void
@@ -305,6 +392,7 @@ test_reconnect_other_engine(void **state)
 	in_step(f, 5);
 	ev(f, KVQ_EV_DISCONNECTED, 0);
 	ev(f, KVQ_EV_CONNECTED, 0);
+	ev(f, KVQ_EV_TIMER, 0);
 	char other[] = "another process";
 	kvq_recovery_on(f->q, &f->l,
 			&(kvq_event){.kind = KVQ_EV_REPLAY,
@@ -374,6 +462,7 @@ test_unseen_restart_clears(void **state)
 	st.entries = 40;
 	ev(f, KVQ_EV_DISCONNECTED, 0);
 	ev(f, KVQ_EV_CONNECTED, 0);
+	assert_int_equal(st.timer_ms, -1); /* nothing to check it with */
 	live(f, 25, 26);
 	assert_int_equal(st.clears, 1);
 	assert_true(f->l.mark.incomplete);
@@ -623,6 +712,9 @@ main(void)
 	    T(test_too_new_asks_for_dump),
 	    T(test_too_big_refused),
 	    T(test_reconnect_verified),
+	    T(test_connect_live_first),
+	    T(test_connect_interrupted),
+	    T(test_connect_then_reset),
 	    T(test_reconnect_other_engine),
 	    T(test_verify_silent),
 	    T(test_unrepairable_gap),
