@@ -375,6 +375,11 @@ qctx_alloc(kvc_query *q, kvi_http_req *req, kvc_query_route route,
 	c->qr.top_k = r->top_k;
 	c->qr.has_pending = !r->no_pending;
 	c->qr.pending = !r->no_pending;
+	if (r->n_tokens > 0 && r->n_tokens % bs == 0 && nb > 0) {
+		/* the engine recomputes the last token, so the last block */
+		c->qr.has_hit_cap = true;
+		c->qr.hit_cap = (uint32_t)nb - 1;
+	}
 	r->model = NULL;
 	r->instances = NULL;
 	c->shards = shards;

@@ -88,6 +88,11 @@ typedef struct kvx_filter {
 	size_t n_instances;
 	bool has_rank;
 	uint16_t rank;
+	/* with has_hit_cap, a hybrid listener's hit is at most hit_cap
+	 * blocks: the engine's cap for a prompt that ends on a block
+	 * boundary */
+	bool has_hit_cap;
+	uint32_t hit_cap;
 } kvx_filter;
 
 /* Called under the partition's read lock: info and its strings are valid

@@ -454,6 +454,9 @@ void
 kvx_groups_probe(kvx_index *idx, kvx_part *p, const uint64_t *seq, size_t n,
 		 const kvx_filter *filter, kvx_match_fn fn, void *arg)
 {
+	if (filter != NULL && filter->has_hit_cap && filter->hit_cap < n) {
+		n = filter->hit_cap; /* the engine's rule reads no further */
+	}
 	if (n == 0 || n > UINT32_MAX) {
 		return;
 	}

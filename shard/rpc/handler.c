@@ -286,6 +286,8 @@ query(kvh_shard *s, const Kvindex__QueryRequest *q, kvp_arena *a)
 	    .n_instances = q->n_instances,
 	    .has_rank = q->has_dp_rank,
 	    .rank = (uint16_t)q->dp_rank,
+	    .has_hit_cap = q->has_hit_cap,
+	    .hit_cap = q->hit_cap,
 	};
 	kvh_matches ms = {.arena = a};
 	kvh_topk topk;
