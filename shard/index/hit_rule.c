@@ -63,6 +63,7 @@ typedef struct hit_ctx {
 	uint64_t bs;    /* tokens per hash block */
 	uint32_t align; /* the scheduler block, in hash blocks */
 	uint8_t mask;
+	uint64_t solo; /* bit i: no other group has group i's spec */
 } hit_ctx;
 
 /* judged_kind: the rule a group is judged by. A window of 0 (unknown) is
@@ -104,11 +105,15 @@ same_spec(const kvx_hit_group *a, const kvx_hit_group *b)
 /* gblock_held: does every group of lead's spec hold group block j, that is
  * all of its hash blocks (BlockPool.get_cached_block over several group
  * ids)? lead is the first group of its spec, so the others follow it. */
-static bool
+static inline bool
 gblock_held(const hit_ctx *c, size_t lead, uint32_t j)
 {
 	const kvx_hit_group *l = &c->g[lead];
 	uint32_t r = ratio_of(l);
+	if (r == 1 && lead < 64 && (c->solo >> lead & 1) != 0) {
+		/* the common case, a group of its own of the model's blocks */
+		return l->held != NULL && (l->held[j] & c->mask) != 0;
+	}
 	for (size_t k = lead; k < c->ng; k++) {
 		const kvx_hit_group *g = &c->g[k];
 		if (k != lead && !same_spec(g, l)) {
@@ -327,6 +332,13 @@ kvx_hit(const kvx_hit_group *groups, size_t n_groups, uint32_t block_size,
 	}
 	hit_ctx c = {
 	    .g = groups, .ng = n_groups, .bs = block_size, .mask = mask};
+	for (size_t i = 0; i < n_groups && i < 64; i++) {
+		bool alone = true;
+		for (size_t k = 0; k < n_groups && alone; k++) {
+			alone = k == i || !same_spec(&groups[k], &groups[i]);
+		}
+		c.solo |= (uint64_t)alone << i;
+	}
 	if (n_groups == 1) {
 		/* UnitaryKVCacheCoordinator: the manager alone, aligned to its
 		 * own block. */

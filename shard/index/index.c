@@ -46,6 +46,9 @@ part_new(kvx_index *idx, const char *model, uint32_t block_size)
 static void
 part_free(kvx_part *p)
 {
+	kvi_free(p->hybrid);
+	kvi_free(p->members);
+	kvi_free(p->slot_of);
 	kvx_hold_fini(&p->holders);
 	pthread_rwlock_destroy(&p->lock);
 	kvi_free(p->model);

@@ -48,12 +48,31 @@ list_del(uint32_t *a, uint32_t *n, uint32_t v)
 	}
 }
 
+/* slot_set notes lid's slot (or -1) in p's dense map by listener id,
+ * which the probe reads instead of each holder's listener. */
+static void
+slot_set(kvx_part *p, uint32_t lid, int32_t slot)
+{
+	if (lid >= p->cap_slot_of) {
+		uint32_t cap = p->cap_slot_of ? p->cap_slot_of : 64;
+		while (cap <= lid) {
+			cap *= 2;
+		}
+		p->slot_of = kvi_reallocarray(p->slot_of, cap, sizeof(int32_t));
+		memset(p->slot_of + p->cap_slot_of, 0xff,
+		       (cap - p->cap_slot_of) * sizeof(int32_t));
+		p->cap_slot_of = cap;
+	}
+	p->slot_of[lid] = slot;
+}
+
 static void
 member_add(kvx_index *idx, kvx_part *p, kvx_lis *l)
 {
-	l->slot = (int32_t)p->n_members;
-	list_add(&p->members, &p->n_members, &p->cap_members, l->info.lid);
 	(void)idx;
+	l->slot = (int32_t)p->n_members;
+	slot_set(p, l->info.lid, l->slot);
+	list_add(&p->members, &p->n_members, &p->cap_members, l->info.lid);
 }
 
 static void
@@ -66,7 +85,9 @@ member_del(kvx_index *idx, kvx_part *p, kvx_lis *l)
 	if ((uint32_t)l->slot != p->n_members) {
 		p->members[l->slot] = last;
 		idx->lis[last]->slot = l->slot;
+		slot_set(p, last, l->slot);
 	}
+	slot_set(p, l->info.lid, -1);
 	l->slot = -1;
 }
 
@@ -311,24 +332,30 @@ typedef struct held_rows {
 	uint8_t *rows;   /* n bytes a row */
 	uint32_t n_rows, cap_rows;
 	size_t n;
-	uint8_t *full; /* by slot */
-	uint32_t *run; /* by slot: full attention members only */
+	uint8_t *full;  /* by slot */
+	uint32_t *run;  /* by slot: full attention members only */
+	uint8_t *tiers; /* by row: every tier its row names */
 } held_rows;
 
-static uint8_t *
-row_get(held_rows *h, int32_t slot)
+/* row_note notes that the member at slot holds blocks [from, to) on
+ * tiers. */
+static void
+row_note(held_rows *h, int32_t slot, size_t from, size_t to, uint8_t tiers)
 {
 	int32_t r = h->row_of[slot];
 	if (r < 0) {
 		if (h->n_rows == h->cap_rows) {
 			h->cap_rows = h->cap_rows ? 2 * h->cap_rows : 4;
 			h->rows = kvi_reallocarray(h->rows, h->cap_rows, h->n);
+			h->tiers = kvi_reallocarray(h->tiers, h->cap_rows, 1);
 		}
 		r = (int32_t)h->n_rows++;
 		memset(h->rows + (size_t)r * h->n, 0, h->n);
+		h->tiers[r] = 0;
 		h->row_of[slot] = r;
 	}
-	return h->rows + (size_t)r * h->n;
+	memset(h->rows + (size_t)r * h->n + from, tiers, to - from);
+	h->tiers[r] |= tiers;
 }
 
 /* bounded says whether every hybrid listener of p has a full attention
@@ -356,44 +383,72 @@ bounded(kvx_index *idx, kvx_part *p, held_rows *h)
 	return all;
 }
 
+/* note_run notes that the holders w[0..nh) hold blocks [from, to), and
+ * returns how many full attention members' runs from the first block
+ * now reach to. */
+static uint32_t
+note_run(kvx_part *p, held_rows *h, const uint32_t *w, uint32_t nh, size_t from,
+	 size_t to)
+{
+	uint32_t going = 0;
+	for (uint32_t k = 0; k < nh; k++) {
+		uint32_t lid = KVX_HOLDER_LID(w[k]);
+		int32_t slot = lid < p->cap_slot_of ? p->slot_of[lid] : -1;
+		if (slot < 0) {
+			continue;
+		}
+		row_note(h, slot, from, to, KVX_HOLDER_TIERS(w[k]));
+		if (h->full[slot] && h->run[slot] == from) {
+			h->run[slot] = (uint32_t)to;
+			going++;
+		}
+	}
+	return going;
+}
+
 /* gather notes, block after block, the tiers each member holds; returns
  * how many blocks it read: all n, or, when every listener is bounded,
- * those up to where no full attention group's run goes on. */
+ * those up to where no full attention group's run goes on. Consecutive
+ * blocks with the very same holders (a prefix many listeners share) are
+ * noted as one run, as the prefix probe does (index.c). */
 static size_t
-gather(kvx_index *idx, kvx_part *p, const uint64_t *seq, size_t n, held_rows *h,
-       bool bound)
+gather(kvx_part *p, const uint64_t *seq, size_t n, held_rows *h, bool bound)
 {
 	for (size_t i = 0; i < n && i < KVX_GROUPS_AHEAD; i++) {
 		kvx_hold_prefetch(&p->holders, seq[i]);
 	}
+	const uint32_t *prev = NULL;
+	uint32_t prev_n = 0, prev_one = 0;
+	size_t start = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (i + KVX_GROUPS_AHEAD < n) {
 			kvx_hold_prefetch(&p->holders,
 					  seq[i + KVX_GROUPS_AHEAD]);
 		}
-		uint32_t one, nh, going = 0;
+		uint32_t one, nh;
 		const uint32_t *w = kvx_hold_get(
 		    kvx_hold_stripe(&p->holders, seq[i]), seq[i], &one, &nh);
-		for (uint32_t k = 0; w != NULL && k < nh; k++) {
-			int32_t slot = idx->lis[KVX_HOLDER_LID(w[k])]->slot;
-			if (slot < 0) {
-				continue;
-			}
-			row_get(h, slot)[i] = KVX_HOLDER_TIERS(w[k]);
-			if (h->full[slot] && h->run[slot] == i) {
-				h->run[slot] = (uint32_t)i + 1;
-				going++;
-			}
+		nh = w != NULL ? nh : 0;
+		if (i > 0 && nh == prev_n &&
+		    (nh == 0 || memcmp(w, prev, nh * sizeof(*w)) == 0)) {
+			continue;
 		}
-		if (bound && going == 0) {
-			return i;
+		if (i > 0 && note_run(p, h, prev, prev_n, start, i) == 0 &&
+		    bound) {
+			return i; /* no full attention run reaches block i */
 		}
+		prev = w == &one ? (prev_one = one, &prev_one) : w;
+		prev_n = nh;
+		start = i;
 	}
+	note_run(p, h, prev, prev_n, start, n);
 	return n;
 }
 
 /* judge asks the rule for listener l's hit over the first n blocks, and
- * each group's own. */
+ * each group's own. The rule reads no further than the shortest run
+ * from the first block of l's full attention groups, past which l reuses
+ * nothing; and once when every block l holds is on the device tier. */
 static void
 judge(kvx_index *idx, const kvx_lis *l, held_rows *h, size_t n,
       const uint8_t *none, kvx_match_fn fn, void *arg)
@@ -402,15 +457,18 @@ judge(kvx_index *idx, const kvx_lis *l, held_rows *h, size_t n,
 	kvx_hit_group hg[KVX_MAX_GROUPS];
 	kvx_group_spec specs[KVX_MAX_GROUPS];
 	uint32_t own[KVX_MAX_GROUPS], ids[KVX_MAX_GROUPS];
-	uint32_t ng = 0;
-	bool seen = false;
-	uint32_t bs = l->info.block_size;
+	uint32_t ng = 0, cap = (uint32_t)n, bs = l->info.block_size;
+	uint8_t tiers = 0;
 	for (uint32_t g = 0; g < gs->n; g++) {
 		if (gs->lid[g] == KVX_NO_LID) {
 			continue;
 		}
-		int32_t r = h->row_of[idx->lis[gs->lid[g]]->slot];
-		seen |= r >= 0;
+		int32_t slot = idx->lis[gs->lid[g]]->slot;
+		int32_t r = h->row_of[slot];
+		if (h->full[slot] && h->run[slot] < cap) {
+			cap = h->run[slot];
+		}
+		tiers |= r >= 0 ? h->tiers[r] : 0;
 		hg[ng] = (kvx_hit_group){
 		    .kind = gs->spec[g].kind,
 		    .ratio = gs->spec[g].ratio,
@@ -421,19 +479,22 @@ judge(kvx_index *idx, const kvx_lis *l, held_rows *h, size_t n,
 		ids[ng] = g;
 		ng++;
 	}
-	if (!seen) {
-		return; /* holds none of the query */
+	if (tiers == 0 || cap == 0) {
+		return; /* holds none of the query, or not its first block */
 	}
 	const uint8_t gpu = KVX_TIER_BIT(KVI_TIER_GPU);
 	const uint8_t gc = gpu | KVX_TIER_BIT(KVI_TIER_CPU);
-	uint32_t any = kvx_hit(hg, ng, bs, (uint32_t)n, KVX_TIERS_ALL);
+	uint32_t any = kvx_hit(hg, ng, bs, cap, KVX_TIERS_ALL);
 	if (any == 0) {
 		return;
 	}
-	uint32_t on_gc = kvx_hit(hg, ng, bs, (uint32_t)n, gc);
-	uint32_t on_gpu = kvx_hit(hg, ng, bs, (uint32_t)n, gpu);
-	on_gc = on_gc > any ? any : on_gc;
-	on_gpu = on_gpu > on_gc ? on_gc : on_gpu;
+	uint32_t on_gc = any, on_gpu = any;
+	if (tiers != gpu) {
+		on_gc = kvx_hit(hg, ng, bs, cap, gc);
+		on_gpu = kvx_hit(hg, ng, bs, cap, gpu);
+		on_gc = on_gc > any ? any : on_gc;
+		on_gpu = on_gpu > on_gc ? on_gc : on_gpu;
+	}
 	for (uint32_t k = 0; k < ng; k++) {
 		own[k] = kvx_hit(&hg[k], 1, bs, (uint32_t)n, KVX_TIERS_ALL);
 	}
@@ -466,7 +527,7 @@ kvx_groups_probe(kvx_index *idx, kvx_part *p, const uint64_t *seq, size_t n,
 	memset(h.row_of, 0xff, nm * sizeof(*h.row_of));
 	h.full = kvi_calloc(nm, 1);
 	h.run = kvi_calloc(nm, sizeof(*h.run));
-	size_t got = gather(idx, p, seq, n, &h, bounded(idx, p, &h));
+	size_t got = gather(p, seq, n, &h, bounded(idx, p, &h));
 	uint8_t *none = kvi_calloc(n, 1);
 	for (uint32_t i = 0; i < p->n_hybrid && h.n_rows > 0; i++) {
 		const kvx_lis *l = idx->lis[p->hybrid[i]];
@@ -476,6 +537,7 @@ kvx_groups_probe(kvx_index *idx, kvx_part *p, const uint64_t *seq, size_t n,
 	}
 	kvi_free(none);
 	kvi_free(h.rows);
+	kvi_free(h.tiers);
 	kvi_free(h.run);
 	kvi_free(h.full);
 	kvi_free(h.row_of);

@@ -25,6 +25,8 @@ typedef struct kvx_part {
 	 * each at its kvx_lis.slot. Changed under lock held exclusively. */
 	uint32_t *hybrid, n_hybrid, cap_hybrid;
 	uint32_t *members, n_members, cap_members;
+	int32_t *slot_of; /* by listener id: its slot, or -1 */
+	uint32_t cap_slot_of;
 	struct kvx_part *next;
 } kvx_part;
 
