@@ -69,6 +69,7 @@ lis_free(kvx_lis *l)
 	kvx_ents_fini(l);
 	kvi_free((char *)l->info.key);
 	kvi_free((char *)l->info.pod);
+	kvi_free(l->groups);
 	kvi_free(l);
 }
 
