@@ -1,4 +1,5 @@
 #include "cli.h"
+#include "cli_int.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -51,9 +52,12 @@ kvi_flag_log_level(const char *prog, const kvi_flag *f, const char *arg,
 	return 0;
 }
 
-/* getopt_long's value for --help, and for the table's flag i, this plus
- * 1 plus i: above every character, so that none is taken for a flag. */
-#define FLAGS_HELP 256
+/* getopt_long's values for --help and --help-format, and for the table's
+ * flag i, FLAGS_TABLE plus i: above every character, so that none is
+ * taken for a flag. */
+#define FLAGS_HELP        256
+#define FLAGS_HELP_FORMAT 257
+#define FLAGS_TABLE       258
 
 /* flags_store writes v << f->shift into the integer member at p. The
  * range of the flag is within the member's type. */
@@ -139,24 +143,45 @@ flags_take(const kvi_flags *fl, const kvi_flag *f, const char *arg, void *opts)
 	}
 }
 
-/* flags_longopts makes getopt_long's table of fl's flags and --help. */
+/* flags_longopts makes getopt_long's table of fl's flags, --help and
+ * --help-format. */
 static struct option *
 flags_longopts(const kvi_flags *fl)
 {
-	struct option *lo = kvi_calloc(fl->n + 2, sizeof(*lo));
+	struct option *lo = kvi_calloc(fl->n + 3, sizeof(*lo));
 	size_t k = 0;
 	for (size_t i = 0; i < fl->n; i++) {
 		const kvi_flag *f = &fl->flag[i];
 		if (f->name != NULL) {
-			lo[k++] = (struct option){
-			    f->name,
-			    f->kind == KVI_FLAG_KIND_BOOL ? no_argument
-							  : required_argument,
-			    NULL, FLAGS_HELP + 1 + (int)i};
+			lo[k++] = (struct option){f->name,
+						  f->kind == KVI_FLAG_KIND_BOOL
+						      ? no_argument
+						      : required_argument,
+						  NULL, FLAGS_TABLE + (int)i};
 		}
 	}
-	lo[k] = (struct option){"help", no_argument, NULL, FLAGS_HELP};
+	lo[k++] = (struct option){"help", no_argument, NULL, FLAGS_HELP};
+	lo[k] = (struct option){"help-format", required_argument, NULL,
+				FLAGS_HELP_FORMAT};
 	return lo;
+}
+
+/* flags_help_format prints the page --help-format=format asks for: 1, or
+ * -1 having said that there is no such format. */
+static int
+flags_help_format(const kvi_flags *fl, const char *format)
+{
+	if (strcmp(format, "markdown") == 0) {
+		kvi_flags_markdown(stdout, fl);
+	} else if (strcmp(format, "man") == 0) {
+		kvi_flags_man(stdout, fl);
+	} else {
+		fprintf(stderr,
+			"%s: --help-format: %s is not markdown or man\n",
+			fl->prog, format);
+		return -1;
+	}
+	return 1;
 }
 
 int
@@ -167,11 +192,13 @@ kvi_flags_parse(const kvi_flags *fl, void *opts, int argc, char **argv)
 	int rc = 0, c;
 	optind = 0; /* glibc and musl: start again, from argv[1] */
 	while (rc == 0 && (c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
-		size_t i = (size_t)(c - FLAGS_HELP - 1);
+		size_t i = (size_t)(c - FLAGS_TABLE);
 		if (c == FLAGS_HELP) {
 			kvi_flags_usage(stdout, fl);
 			rc = 1;
-		} else if (c > FLAGS_HELP && i < fl->n) {
+		} else if (c == FLAGS_HELP_FORMAT) {
+			rc = flags_help_format(fl, optarg);
+		} else if (c >= FLAGS_TABLE && i < fl->n) {
 			rc = flags_take(fl, &fl->flag[i], optarg, opts);
 		} else {
 			rc = -1; /* getopt_long said what */
@@ -228,10 +255,8 @@ flags_wrap(FILE *f, int col, int indent, const char *text, bool whole)
 	return col;
 }
 
-/* flags_default writes the default of f that the help shows into buf:
- * false when there is none. */
-static bool
-flags_default(const kvi_flags *fl, const kvi_flag *f, char *buf, size_t len)
+bool
+kvi_flag_default(const kvi_flags *fl, const kvi_flag *f, char *buf, size_t len)
 {
 	const char *p = (const char *)fl->defaults + f->off;
 	if (f->def != NULL) {
@@ -255,12 +280,20 @@ flags_default(const kvi_flags *fl, const kvi_flag *f, char *buf, size_t len)
 	return true;
 }
 
+int
+kvi_flag_sig(const kvi_flag *f, char *buf, size_t len)
+{
+	return snprintf(buf, len, "--%s%s%s", f->name, f->metavar ? " " : "",
+			f->metavar ? f->metavar : "");
+}
+
 /* flags_usage_flag prints the lines of flag f. */
 static void
 flags_usage_flag(FILE *out, const kvi_flags *fl, const kvi_flag *f)
 {
-	int col = fprintf(out, "  --%s%s%s", f->name, f->metavar ? " " : "",
-			  f->metavar ? f->metavar : "");
+	char sig[160];
+	kvi_flag_sig(f, sig, sizeof(sig));
+	int col = fprintf(out, "  %s", sig);
 	if (col + 2 > FLAGS_HELP_COL) {
 		fputc('\n', out);
 		col = 0;
@@ -269,7 +302,7 @@ flags_usage_flag(FILE *out, const kvi_flags *fl, const kvi_flag *f)
 	col = flags_wrap(out, FLAGS_HELP_COL, FLAGS_HELP_COL,
 			 f->help != NULL ? f->help : "", false);
 	char def[256], text[300];
-	if (flags_default(fl, f, def, sizeof(def))) {
+	if (kvi_flag_default(fl, f, def, sizeof(def))) {
 		snprintf(text, sizeof(text), "(default: %s)", def);
 		flags_wrap(out, col, FLAGS_HELP_COL, text, true);
 	}
@@ -294,7 +327,7 @@ kvi_flags_usage(FILE *out, const kvi_flags *fl)
 		}
 	}
 	fprintf(out, "  --help%*s%s\n", FLAGS_HELP_COL - 8, "",
-		"print this help and exit");
+		KVI_FLAGS_HELP_TEXT);
 }
 
 static bool

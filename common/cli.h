@@ -1,9 +1,10 @@
 /*
  * cli.h - what the kvindex programs share on their command lines: one
  * table of flags per program, from which come its getopt_long options, its
- * --help and the checks of its values; integer flag values checked
- * against their range, with one message when they are not; secrets read
- * from files; and at their start, the descriptors they may open.
+ * --help, its reference page (Markdown) and its man page, and the checks
+ * of its values; integer flag values checked against their range, with
+ * one message when they are not; secrets read from files; and at their
+ * start, the descriptors they may open.
  *
  * A flag is written once, as one kvi_flag in a constant array: its name,
  * the word standing for its value in --help (the metavar), its help, and
@@ -29,12 +30,24 @@
  * ends with "(default: X)", where X is the entry's def when set, else the
  * member's value in the defaults unless it is 0 or NULL (an integer in the
  * flag's unit): a default that a module applies to a member left 0 is
- * quoted in def.
+ * quoted in def. A default that depends on the machine (its host name,
+ * its open-file limit) is quoted in def as the rule, never as the value.
+ *
+ * The same table renders as a reference page, in Markdown or as a man
+ * page (roff, section 1): the program's summary, its synopsis, then every
+ * section under a heading - its help without the colon, else its title,
+ * else "Other options"; the flags before the first section are the
+ * "Options" - each note as a paragraph, and each flag with its help, the
+ * default --help shows and, for an integer, its range min..max in the
+ * flag's unit. The pages hold nothing of the machine that made them, so
+ * that a page committed can be compared with the one a build makes.
  *
  * Parsing is getopt_long's: --flag=value is --flag value, and a flag may
  * be shortened to a prefix that no other flag has. Its state is global:
- * one thread at a time. String values point into argv. --help is
- * returned to the caller rather than exiting, so that a test can see it.
+ * one thread at a time. String values point into argv. --help, and the
+ * hidden --help-format=markdown and --help-format=man that print the
+ * reference page and the man page, are returned to the caller rather
+ * than exiting, so that a test can see them.
  */
 #ifndef KVI_COMMON_CLI_H
 #define KVI_COMMON_CLI_H
@@ -83,6 +96,9 @@ struct kvi_flag {
 	unsigned shift; /* an integer is stored as value << shift */
 	kvi_flag_fn fn;
 	const char *def; /* the default --help shows; NULL: the member's */
+	/* a section's heading in the reference pages when it has none in
+	 * --help (there it is only a blank line) */
+	const char *title;
 };
 
 /* The kind of an integer member m (an expression never evaluated). */
@@ -110,8 +126,10 @@ struct kvi_flag {
 	.off = offsetof(T, member)
 #define KVI_FLAG_FN(callback) .kind = KVI_FLAG_KIND_FN, .fn = (callback)
 
-/* Whole entries of help text; a section's heading may be NULL. */
+/* Whole entries of help text; a section's heading may be NULL. A group is
+ * a section without a heading in --help, titled t in the reference pages. */
 #define KVI_FLAG_SECTION(h) {.kind = KVI_FLAG_KIND_SECTION, .help = (h)}
+#define KVI_FLAG_GROUP(t)   {.kind = KVI_FLAG_KIND_SECTION, .title = (t)}
 #define KVI_FLAG_NOTE(text)    {.kind = KVI_FLAG_KIND_NOTE, .help = (text)}
 // clang-format on
 
@@ -119,6 +137,7 @@ struct kvi_flag {
 typedef struct kvi_flags {
 	const char *prog;     /* begins every message */
 	const char *synopsis; /* "usage: prog synopsis" */
+	const char *summary;  /* what the program is, in one sentence */
 	const kvi_flag *flag;
 	size_t n;
 	const void *defaults; /* an options struct holding the defaults */
@@ -127,19 +146,36 @@ typedef struct kvi_flags {
 
 /* kvi_flags_parse copies fl->defaults into opts, then takes the flags of
  * argv into it. It returns 0; or 1 after --help, having printed the help
- * to standard output (the program should exit 0); or -1 for a flag it
- * does not know or without its value (getopt_long says which), a value
- * refused (not a number in range, or by its callback) or an argument that
- * is not a flag, having said so on standard error. Flags after --help or
- * after the first error are not read. opts may then be half-filled (the
- * strings a callback made are its own to free). It resets getopt_long,
- * and may be called again. */
+ * to standard output (the program should exit 0), or after
+ * --help-format=markdown or --help-format=man, having printed the
+ * reference page or the man page there instead; or -1 for a flag it does
+ * not know or without its value (getopt_long says which), a value refused
+ * (not a number in range, or by its callback; a --help-format that is
+ * neither) or an argument that is not a flag, having said so on standard
+ * error. Flags after --help or after the first error are not read. opts
+ * may then be half-filled (the strings a callback made are its own to
+ * free). It resets getopt_long, and may be called again. */
 int kvi_flags_parse(const kvi_flags *fl, void *opts, int argc, char **argv);
 
 /* kvi_flags_usage prints fl's help to f: the synopsis, then each entry of
  * the table, the help of every flag from the same column and wrapped
  * before the 80th, then --help. */
 void kvi_flags_usage(FILE *f, const kvi_flags *fl);
+
+/* kvi_flags_markdown prints fl's reference page to f, in Markdown (GitHub
+ * flavoured): a title, the summary, the synopsis, then each section as a
+ * "##" heading, each note as a paragraph and each flag as an item of a
+ * list, "`--name METAVAR`: help. Default: X. Range: min..max.", then
+ * --help. Text is escaped: it never makes emphasis, code, links, HTML,
+ * lists or headings of its own. */
+void kvi_flags_markdown(FILE *f, const kvi_flags *fl);
+
+/* kvi_flags_man prints fl's man page to f, in roff (section 1, the man
+ * macros): NAME, SYNOPSIS, DESCRIPTION (the summary), then OPTIONS, each
+ * section a .SS, each note a .PP and each flag a .TP with its help, its
+ * default and its range, then --help. A backslash, a hyphen and a line's
+ * leading dot or quote are escaped; it has no date. */
+void kvi_flags_man(FILE *f, const kvi_flags *fl);
 
 /* kvi_flag_number parses arg, the value of flag f, as kvi_cli_long does
  * with f's name and range; for callbacks. */

@@ -4,7 +4,9 @@
  * and stored in the member's own width (its neighbours untouched); a
  * string, a switch and a callback's flag, repeated or refused; a flag not
  * known, one without its value, an argument that is not a flag; --help;
- * and a help that lists every flag with its default. Then
+ * and a help that lists every flag with its default. The reference
+ * pages, Markdown and man, of a table with every kind of entry, whole,
+ * and their escapes; --help-format, hidden from --help. Then
  * kvi_secret_read: a secret file's white space is not part of the secret,
  * and a secret that is empty, has white space or control characters
  * inside, or does not fit is refused with a reason, never cut short.
@@ -371,6 +373,17 @@ test_flags_help(void **state)
 	assert_string_equal(r.out, "");
 }
 
+/* t_has_all fails unless text holds each of the n strings of want. */
+static void
+t_has_all(const char *text, const char *const *want, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (strstr(text, want[i]) == NULL) {
+			fail_msg("not in: \"%s\" in:\n%s", want[i], text);
+		}
+	}
+}
+
 static void
 test_flags_usage(void **state)
 {
@@ -416,12 +429,7 @@ test_flags_usage(void **state)
 	    "A note under the section.\n\n  --log-level",
 	    "\n  --help ",
 	};
-	for (size_t i = 0; i < sizeof(defaults) / sizeof(defaults[0]); i++) {
-		if (strstr(text, defaults[i]) == NULL) {
-			fail_msg("not in the help: \"%s\" in:\n%s", defaults[i],
-				 text);
-		}
-	}
+	t_has_all(text, defaults, sizeof(defaults) / sizeof(defaults[0]));
 	/* a long name has the line to itself, the help wrapped below */
 	assert_non_null(strstr(text, "  --unsigned-long-long-value N\n"
 				     "  "));
@@ -431,6 +439,209 @@ test_flags_usage(void **state)
 		line += n + (line[n] != '\0');
 	}
 	free(text);
+}
+
+/* A table for the reference pages: a string with a default and one
+ * without, an integer with a range and none, one stored shifted, a
+ * switch, callbacks with and without a range, sections with a heading,
+ * a title or neither, notes; and texts to escape. */
+static const kvi_flag t_doc_flag[] = {
+    {"name", "NAME", "a name", KVI_FLAG_STR(t_opts, name)},
+    {"module", "WORD", "a path like C:\\dir, with `code` and *stars*",
+     KVI_FLAG_STR(t_opts, module)},
+    {"u32", "N", "a uint32_t, 0 by default",
+     KVI_FLAG_INT(t_opts, u32, 0, 4294967295L)},
+
+    KVI_FLAG_SECTION("Sizes and switches:"),
+    {"mb", "N", "a size in MiB", KVI_FLAG_INT(t_opts, mb, 1, 1024),
+     .shift = 20},
+    {"on", NULL, ".a help that begins with a dot", KVI_FLAG_BOOL(t_opts, on)},
+    {"tag", "TAG", "-a help that begins with a hyphen; repeatable",
+     KVI_FLAG_FN(t_tag)},
+    KVI_FLAG_NOTE("- not a list, nor a\\b, nor _emphasis_ or <html>."),
+    KVI_FLAG_NOTE(".TH is no request, 'nor this, and 1. is no list"),
+
+    KVI_FLAG_GROUP("Logs"),
+    {"log-level", "LEVEL", "debug, info, warn, error",
+     KVI_FLAG_FN(kvi_flag_log_level), .off = offsetof(t_opts, level),
+     .def = "info"},
+
+    KVI_FLAG_SECTION(NULL),
+    {"port", "N", "a port, taken by a callback with a range",
+     KVI_FLAG_FN(t_tag), .min = 1, .max = 65535, .def = "none"},
+};
+
+static const kvi_flags t_doc_flags = {
+    .prog = "kvi-test",
+    .synopsis = "--name NAME [options]",
+    .summary = "A program of the tests, with *every* kind of entry.",
+    .flag = t_doc_flag,
+    .n = sizeof(t_doc_flag) / sizeof(t_doc_flag[0]),
+    .defaults = &t_defaults,
+    .size = sizeof(t_opts),
+};
+
+/* t_render returns what render writes of fl (to free). */
+static char *
+t_render(void (*render)(FILE *, const kvi_flags *), const kvi_flags *fl)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	assert_non_null(f);
+	render(f, fl);
+	fclose(f);
+	return text;
+}
+
+static void
+test_flags_markdown(void **state)
+{
+	(void)state;
+	char *text = t_render(kvi_flags_markdown, &t_doc_flags);
+	assert_string_equal(
+	    text,
+	    "<!-- Generated from kvi-test's flag table: edit the table, not "
+	    "this page. -->\n"
+	    "\n"
+	    "# kvi-test\n"
+	    "\n"
+	    "A program of the tests, with \\*every\\* kind of entry.\n"
+	    "\n"
+	    "Usage: `kvi-test --name NAME [options]`\n"
+	    "\n"
+	    "## Options\n"
+	    "\n"
+	    "- `--name NAME`: a name. Default: dflt-name.\n"
+	    "- `--module WORD`: a path like C:\\\\dir, with \\`code\\` and "
+	    "\\*stars\\*.\n"
+	    "- `--u32 N`: a uint32_t, 0 by default. Range: 0..4294967295.\n"
+	    "\n"
+	    "## Sizes and switches\n"
+	    "\n"
+	    "- `--mb N`: a size in MiB. Default: 64. Range: 1..1024.\n"
+	    "- `--on`: .a help that begins with a dot.\n"
+	    "- `--tag TAG`: -a help that begins with a hyphen; repeatable.\n"
+	    "\n"
+	    "\\- not a list, nor a\\\\b, nor \\_emphasis\\_ or \\<html\\>.\n"
+	    "\n"
+	    ".TH is no request, 'nor this, and 1. is no list\n"
+	    "\n"
+	    "## Logs\n"
+	    "\n"
+	    "- `--log-level LEVEL`: debug, info, warn, error. Default: info.\n"
+	    "\n"
+	    "## Other options\n"
+	    "\n"
+	    "- `--port N`: a port, taken by a callback with a range. Default: "
+	    "none. Range: 1..65535.\n"
+	    "- `--help`: print this help and exit.\n");
+	free(text);
+}
+
+static void
+test_flags_markdown_escapes(void **state)
+{
+	(void)state;
+	/* a note that begins like a numbered list, a heading or a quote;
+	 * a signature with backticks in a longer code span */
+	static const kvi_flag f[] = {
+	    KVI_FLAG_NOTE("12. not a list"),
+	    KVI_FLAG_NOTE("# not a heading"),
+	    KVI_FLAG_NOTE("> not a quote, $not math$ ~nor struck~"),
+	    {"tick", "`X`", "a metavar with ``backticks``",
+	     KVI_FLAG_STR(t_opts, module)},
+	};
+	kvi_flags fl = t_doc_flags;
+	fl.flag = f;
+	fl.n = sizeof(f) / sizeof(f[0]);
+	char *text = t_render(kvi_flags_markdown, &fl);
+	const char *want[] = {
+	    "\n12\\. not a list\n",
+	    "\n\\# not a heading\n",
+	    "\n\\> not a quote, \\$not math\\$ \\~nor struck\\~\n",
+	    "\n- `` --tick `X` ``: a metavar with \\`\\`backticks\\`\\`.\n",
+	};
+	t_has_all(text, want, sizeof(want) / sizeof(want[0]));
+	free(text);
+}
+
+static void
+test_flags_man(void **state)
+{
+	(void)state;
+	char *text = t_render(kvi_flags_man, &t_doc_flags);
+	assert_string_equal(
+	    text,
+	    ".\\\" Generated from kvi-test's flag table: edit the table, not "
+	    "this page.\n"
+	    ".TH KVI\\-TEST 1 \"\" \"kvindex\" \"User Commands\"\n"
+	    ".SH NAME\n"
+	    "kvi\\-test \\- A program of the tests, with *every* kind of "
+	    "entry\n"
+	    ".SH SYNOPSIS\n"
+	    ".B kvi\\-test\n"
+	    "\\-\\-name NAME [options]\n"
+	    ".SH DESCRIPTION\n"
+	    "A program of the tests, with *every* kind of entry.\n"
+	    ".SH OPTIONS\n"
+	    ".TP\n\\fB\\-\\-name\\fR \\fINAME\\fR\n"
+	    "a name.\nDefault: dflt\\-name.\n"
+	    ".TP\n\\fB\\-\\-module\\fR \\fIWORD\\fR\n"
+	    "a path like C:\\edir, with `code` and *stars*.\n"
+	    ".TP\n\\fB\\-\\-u32\\fR \\fIN\\fR\n"
+	    "a uint32_t, 0 by default.\nRange: 0..4294967295.\n"
+	    ".SS Sizes and switches\n"
+	    ".TP\n\\fB\\-\\-mb\\fR \\fIN\\fR\n"
+	    "a size in MiB.\nDefault: 64.\nRange: 1..1024.\n"
+	    ".TP\n\\fB\\-\\-on\\fR\n"
+	    "\\&.a help that begins with a dot.\n"
+	    ".TP\n\\fB\\-\\-tag\\fR \\fITAG\\fR\n"
+	    "\\-a help that begins with a hyphen; repeatable.\n"
+	    ".PP\n"
+	    "\\- not a list, nor a\\eb, nor _emphasis_ or <html>.\n"
+	    ".PP\n"
+	    "\\&.TH is no request, 'nor this, and 1. is no list.\n"
+	    ".SS Logs\n"
+	    ".TP\n\\fB\\-\\-log\\-level\\fR \\fILEVEL\\fR\n"
+	    "debug, info, warn, error.\nDefault: info.\n"
+	    ".SS Other options\n"
+	    ".TP\n\\fB\\-\\-port\\fR \\fIN\\fR\n"
+	    "a port, taken by a callback with a range.\nDefault: none.\n"
+	    "Range: 1..65535.\n"
+	    ".TP\n\\fB\\-\\-help\\fR\n"
+	    "print this help and exit.\n");
+	free(text);
+}
+
+static void
+test_flags_help_format(void **state)
+{
+	(void)state;
+	t_opts o;
+	t_run r;
+	/* what --help-format prints is the page, and the parse stops */
+	T_PARSE(&r, &o, "--help-format=markdown", "--nope");
+	assert_int_equal(r.rc, 1);
+	assert_string_equal(r.err, "");
+	char *md = t_render(kvi_flags_markdown, &t_flags);
+	assert_string_equal(r.out, md);
+	free(md);
+	T_PARSE(&r, &o, "--help-format", "man");
+	assert_int_equal(r.rc, 1);
+	char *man = t_render(kvi_flags_man, &t_flags);
+	assert_string_equal(r.out, man);
+	free(man);
+	T_PARSE(&r, &o, "--help-format=html");
+	assert_int_equal(r.rc, -1);
+	assert_string_equal(r.out, "");
+	assert_string_equal(
+	    r.err, "test: --help-format: html is not markdown or man\n");
+	/* it is hidden: --help does not name it, the pages neither */
+	T_PARSE(&r, &o, "--help");
+	assert_int_equal(r.rc, 1);
+	assert_null(strstr(r.out, "help-format"));
+	assert_non_null(strstr(r.out, "\n  --help "));
 }
 
 static char path[256];
@@ -560,6 +771,10 @@ main(void)
 	    cmocka_unit_test(test_flags_not_flags),
 	    cmocka_unit_test(test_flags_help),
 	    cmocka_unit_test(test_flags_usage),
+	    cmocka_unit_test(test_flags_markdown),
+	    cmocka_unit_test(test_flags_markdown_escapes),
+	    cmocka_unit_test(test_flags_man),
+	    cmocka_unit_test(test_flags_help_format),
 	    cmocka_unit_test_setup_teardown(test_white_space_around, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_refused, setup, teardown),
