@@ -163,6 +163,10 @@ static const kvi_flag shard_flag[] = {
 static const kvi_flags shard_flags = {
     .prog = "kvindex-shard",
     .synopsis = "--data-dir DIR [options]",
+    .summary = "Follows the KV-cache events of the engine ranks "
+	       "(listeners) the coordinator assigns it, keeps their blocks in "
+	       "an index in memory and durable in LMDB, and answers the "
+	       "coordinator's queries about them.",
     .flag = shard_flag,
     .n = sizeof(shard_flag) / sizeof(shard_flag[0]),
     .defaults = &shard_defaults,

@@ -184,7 +184,7 @@ static const kvi_flag coord_flag[] = {
     KVI_FLAG_NOTE("Pod annotations override: kvindex.io/dp-size, zmq-port, "
 		  "replay-port, recover-port, block-size, model."),
 
-    KVI_FLAG_SECTION(NULL),
+    KVI_FLAG_GROUP("Store, queries, assignment and access"),
     {"data-dir", "DIR",
      "coordinator store (HTTP registrations, pins); without it they are "
      "not kept",
@@ -249,7 +249,7 @@ static const kvi_flag coord_flag[] = {
      "how often a replica tries to take or renew the Lease",
      KVI_FLAG_INT(kvc_opts, le.retry_period_ms, 1, 3600000), .def = "2000"},
 
-    KVI_FLAG_SECTION(NULL),
+    KVI_FLAG_GROUP("Logs"),
     {"log-level", "LEVEL", "debug, info, warn, error",
      KVI_FLAG_FN(kvi_flag_log_level), .off = offsetof(kvc_opts, log_level),
      .def = "info"},
@@ -260,6 +260,10 @@ static const kvi_flag coord_flag[] = {
 const kvi_flags kvc_opts_flags = {
     .prog = "kvindex-coordinator",
     .synopsis = "--shards ID=URL[,ID=URL...] [options]",
+    .summary = "Discovers engine pods, spreads their data-parallel ranks "
+	       "(listeners) over the kvindex shards, and answers routers' "
+	       "prefix-cache queries over HTTP by asking the shards that own "
+	       "a model's listeners and merging their answers.",
     .flag = coord_flag,
     .n = sizeof(coord_flag) / sizeof(coord_flag[0]),
     .defaults = &coord_defaults,
