@@ -217,10 +217,9 @@ register_store(kvc_assigner *a, kvc_regwork *w, size_t n)
 		for (size_t i = 0; i < n; i++) {
 			const kvc_pod *p = &w[i].c->pod;
 			kvc_source src;
-			bool named;
 			if (w[i].existed && !w[i].answered &&
 			    !kvc_reg_lookup(a->reg, p->name, p->instance_id,
-					    &src, &named, NULL)) {
+					    &src, NULL, NULL)) {
 				w[i].c->done(w[i].c->arg, unstored_status(rv),
 					     kvc_err_body("the registration "
 							  "could not be "
@@ -352,10 +351,9 @@ void
 kvc_do_unregister(kvc_assigner *a, kvc_cmd *c)
 {
 	kvc_source src;
-	bool named;
-	char *model = NULL;
+	char *pod = NULL, *model = NULL;
 	char msg[320];
-	if (!kvc_reg_lookup(a->reg, c->name, c->id, &src, &named, &model)) {
+	if (!kvc_reg_lookup(a->reg, c->name, c->id, &src, &pod, &model)) {
 		if (c->name != NULL) {
 			snprintf(msg, sizeof(msg), "pod %s is not registered",
 				 c->name);
@@ -378,7 +376,7 @@ kvc_do_unregister(kvc_assigner *a, kvc_cmd *c)
 			 "instance %" PRIu64 " serves model %s, not %s", c->id,
 			 model, c->model);
 		status = 404;
-	} else if (named && c->rank >= 0) {
+	} else if (pod != NULL && c->rank >= 0) {
 		snprintf(msg, sizeof(msg),
 			 "the ranks of a pod registered with its name go "
 			 "together: unregister it without dp_rank");
@@ -386,20 +384,24 @@ kvc_do_unregister(kvc_assigner *a, kvc_cmd *c)
 	}
 	kvi_free(model);
 	if (status != 0) {
+		kvi_free(pod);
 		c->done(c->arg, status, kvc_err_body(msg));
 		return;
 	}
+	/* a named pod goes by its name, also when asked by instance id: the
+	 * store keeps its registration under that name */
 	size_t n;
-	char **keys =
-	    remove_listeners(a, named ? c->name : NULL, c->id, c->rank, &n);
+	char **keys = remove_listeners(a, pod, c->id, c->rank, &n);
 	if (keys == NULL) {
+		kvi_free(pod);
 		snprintf(msg, sizeof(msg),
 			 "instance %" PRIu64 " has no rank %d registered",
 			 c->id, c->rank);
 		c->done(c->arg, 404, kvc_err_body(msg));
 		return;
 	}
-	store_delete(a, named ? c->name : NULL, keys, n);
+	store_delete(a, pod, keys, n);
+	kvi_free(pod);
 	c->done(c->arg, 200,
 		json_pack("{s:o}", "unregistered", keys_json(keys, n)));
 	kvc_strv_free(keys, n);

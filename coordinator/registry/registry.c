@@ -555,14 +555,16 @@ kvc_reg_answer_names(kvc_registry *r, const char *model, bool matched,
 
 bool
 kvc_reg_lookup(kvc_registry *r, const char *name, uint64_t id,
-	       kvc_source *source, bool *named, char **model)
+	       kvc_source *source, char **pod, char **model)
 {
 	pthread_mutex_lock(&r->mu);
 	kvc_inst *i =
 	    name != NULL ? kvc_inst_by_name(r, name) : kvc_inst_find(r, id);
 	if (i != NULL) {
 		*source = i->source;
-		*named = i->name != NULL;
+		if (pod != NULL) {
+			*pod = i->name != NULL ? kvi_strdup(i->name) : NULL;
+		}
 		if (model != NULL) {
 			*model = kvi_strdup(i->model);
 		}

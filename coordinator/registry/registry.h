@@ -151,10 +151,12 @@ kvi_err kvc_reg_remove(kvc_registry *r, const char *name, uint64_t id, int rank,
 		       char ***keys, char ***shards, size_t *n);
 
 /* kvc_reg_lookup finds a named pod (name non-NULL) or an instance (by
- * id) and writes its source, whether it is a named pod, and a copy of its
- * model (kvi_free) when model is non-NULL. Returns false when unknown. */
+ * id) and writes its source, a copy of its pod name (kvi_free; NULL for an
+ * instance registered rank by rank) when pod is non-NULL, and a copy of
+ * its model (kvi_free) when model is non-NULL. Returns false when
+ * unknown. */
 bool kvc_reg_lookup(kvc_registry *r, const char *name, uint64_t id,
-		    kvc_source *source, bool *named, char **model);
+		    kvc_source *source, char **pod, char **model);
 
 /* kvc_reg_answer_names points names[k] at a copy of the pod name of
  * instance ids[k] (NULL for an instance registered rank by rank, or not

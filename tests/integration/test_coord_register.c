@@ -303,8 +303,12 @@ test_register_forms(void **state)
 	json_decref(ws);
 	json_decref(post_expect(c, "/unregister", un_all, 404));
 
-	/* a pod: gone from the shards, /workers and /query */
-	j = post_expect(c, "/unregister", "{\"name\":\"sim/pod-0\"}", 200);
+	/* a pod, asked by its instance id: gone from the shards, /workers
+	 * and /query, and from the store (the restart below) */
+	char un0[96];
+	snprintf(un0, sizeof(un0),
+		 "{\"instance_id\":%s,\"model_name\":\"sim-model\"}", id0);
+	j = post_expect(c, "/unregister", un0, 200);
 	assert_int_equal(json_array_size(json_object_get(j, "unregistered")),
 			 2);
 	json_decref(j);
