@@ -1,5 +1,6 @@
 #include "replica.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,20 @@ port_of(const char *hostport)
 	return colon != NULL ? atoi(colon + 1) : 0;
 }
 
+/* wildcard says whether an --http host binds every address, which no
+ * follower can be sent to. */
+static bool
+wildcard(const char *host)
+{
+	static const char *const any[] = {"", "0.0.0.0", "*", "::", "[::]"};
+	for (size_t i = 0; i < sizeof(any) / sizeof(*any); i++) {
+		if (strcmp(host, any[i]) == 0) {
+			return true;
+		}
+	}
+	return false;
+}
+
 /* kvc_replica_url is where followers redirect writes:
  * --advertise-url, else http://$POD_IP:PORT, else the --http host (when
  * not a wildcard) or the identity; "" while the port is not known. */
@@ -48,8 +63,7 @@ kvc_replica_url(const kvc_replica_flags *o, int port, const char *identity,
 		url[0] = '\0';
 	} else if (pod_ip != NULL && pod_ip[0] != '\0') {
 		snprintf(url, ulen, "http://%s:%d", pod_ip, port);
-	} else if (host[0] != '\0' && strcmp(host, "0.0.0.0") != 0 &&
-		   strcmp(host, "[::]") != 0) {
+	} else if (!wildcard(host)) {
 		snprintf(url, ulen, "http://%s:%d", host, port);
 	} else {
 		snprintf(url, ulen, "http://%s:%d", identity, port);
