@@ -151,31 +151,54 @@ finish(kvq_recovery *q, kvl_listener *l)
  * what the engine stores from there on, and is marked incomplete (in its
  * status, /workers and durably in its mark) until a whole state or an
  * AllBlocksCleared makes it exact again. */
+/* drop_incomplete drops what l holds for a loss it steps over (what,
+ * why), and marks it incomplete at watermark wm (none: no watermark). */
+static void
+drop_incomplete(kvq_recovery *q, kvl_listener *l, const char *what,
+		const char *why, bool has_wm, uint64_t wm)
+{
+	l->c.unrepaired_gaps++;
+	size_t dropped = kvx_listener_entries(q->idx, l->lid);
+	char text[160];
+	snprintf(text, sizeof(text), "%s cannot be repaired (%s)", what, why);
+	kvl_error(l,
+		  "%s: %zu entries dropped, incomplete until the engine's "
+		  "whole state is taken",
+		  text, dropped);
+	kvl_warn(l, "gap_unrepaired", "what=\"%s\" entries_dropped=%zu", what,
+		 dropped);
+	kva_clear(q->idx, &q->scratch, l);
+	if (has_wm) {
+		l->mark =
+		    (kvs_mark){.has_wm = true, .wm = wm, .incomplete = true};
+	}
+}
+
 static void
 give_up(kvq_recovery *q, kvl_listener *l)
 {
 	kvl_recovery *r = &l->recovery;
-	l->c.unrepaired_gaps++;
-	size_t dropped = kvx_listener_entries(q->idx, l->lid);
-	kvl_error(l,
-		  "gap before seq %" PRIu64 " cannot be repaired (%s): %zu "
-		  "entries dropped, incomplete until the engine's whole "
-		  "state is taken",
-		  r->gap_seq,
-		  l->replay_ep == NULL && l->recover_ep == NULL
-		      ? "no replay or recover endpoint"
-		      : "the replay buffer does not reach back far enough",
-		  dropped);
-	kvl_warn(l, "gap_unrepaired", "seq=%" PRIu64 " entries_dropped=%zu",
-		 r->gap_seq, dropped);
-	kva_clear(q->idx, &q->scratch, l);
-	if (r->gap_seq > 0) {
-		/* batches before gap_seq were missed */
-		l->mark = (kvs_mark){
-		    .has_wm = true, .wm = r->gap_seq - 1, .incomplete = true};
-	}
+	char what[64];
+	snprintf(what, sizeof(what), "gap before seq %" PRIu64, r->gap_seq);
+	/* batches before gap_seq were missed */
+	drop_incomplete(q, l, what,
+			l->replay_ep == NULL && l->recover_ep == NULL
+			    ? "no replay or recover endpoint"
+			    : "the replay buffer does not reach back far "
+			      "enough",
+			r->gap_seq > 0, r->gap_seq - 1);
 	r->need_full = false;
 	finish(q, l);
+}
+
+void
+kvq_lost(kvq_recovery *q, kvl_listener *l, uint64_t seq)
+{
+	char what[64];
+	snprintf(what, sizeof(what), "batch %" PRIu64 " unreadable", seq);
+	drop_incomplete(q, l, what,
+			"no recover endpoint; a replay returns the same bytes",
+			true, seq);
 }
 
 static void

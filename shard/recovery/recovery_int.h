@@ -19,6 +19,13 @@
  * chooses (verify: check its continuity first). */
 void kvq_repair_gap(kvq_recovery *q, kvl_listener *l, bool verify);
 
+/* kvq_lost steps over the batch at seq whose envelope could not be
+ * read, of a listener with no /kv_recover: nothing repairs it (a replay
+ * returns the same bytes), so like a gap nothing repairs, l's entries are
+ * dropped - the batch may have removed any of them - and l is marked
+ * incomplete at seq (give_up in recovery.c). */
+void kvq_lost(kvq_recovery *q, kvl_listener *l, uint64_t seq);
+
 /* recovery_live.c */
 
 /* kvq_on_live takes a live batch (KVQ_EV_LIVE). */

@@ -70,11 +70,15 @@ kvq_apply(kvq_recovery *q, kvl_listener *l, uint64_t seq, const void *payload,
 		misconfigured(l);
 		return false;
 	}
-	if (res == KVA_LOST && l->recover_ep != NULL) {
+	if (res == KVA_LOST) {
 		/* A replay would return the same bytes: only the engine's
 		 * whole state repairs a lost batch. */
-		kvl_log(l, "lost_batch_resync", "seq=%" PRIu64, seq);
-		resync(q, l, seq);
+		if (l->recover_ep != NULL) {
+			kvl_log(l, "lost_batch_resync", "seq=%" PRIu64, seq);
+			resync(q, l, seq);
+		} else {
+			kvq_lost(q, l, seq);
+		}
 		return true;
 	}
 	if (l->orphan_streak >= q->cfg.orphan_resync && l->recover_ep != NULL) {

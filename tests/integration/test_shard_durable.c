@@ -394,6 +394,64 @@ test_engine_restart_unseen(void **state)
 	assert_true(no_phantom(&f->shard, f, 0, &d));
 }
 
+/* wait_watermark waits until rank idx's listener has applied seq. */
+static void
+wait_watermark(fixture *f, int idx, uint64_t seq)
+{
+	int64_t deadline = kvt_now_ms() + SHC_WAIT_MS;
+	for (;;) {
+		Kvindex__Response *resp;
+		Kvindex__ListenerStatus *st =
+		    status_of(&f->shard, f, idx, &resp);
+		bool done = st->has_watermark && st->watermark >= seq;
+		kvindex__response__free_unpacked(resp, NULL);
+		if (done) {
+			return;
+		}
+		if (kvt_now_ms() > deadline) {
+			fail_msg("rank %d did not apply seq %llu", idx,
+				 (unsigned long long)seq);
+		}
+		kvt_sleep_ms(50);
+	}
+}
+
+/* A batch whose envelope cannot be read, on a listener with a replay
+ * socket but no /kv_recover: a replay returns the same bytes, so nothing
+ * repairs it. The lost batch is the engine's AllBlocksCleared: kept, the
+ * listener's entries would all be phantoms. They are dropped and the
+ * listener marked incomplete, durably, and it goes on with what the
+ * engine stores next. */
+static void
+test_lost_batch_unrepairable(void **state)
+{
+	fixture *f = fixture_new(state);
+	sim_start(f, NULL);
+	shc_start(&f->shard, NULL);
+	shc_assign(&f->shard, &f->sim, 1, true, false, 0);
+	kvt_sleep_ms(1000);  /* the subscription reaches the engine */
+	prefill_n(f, 1, 10); /* seq 0..9 */
+	const int one[] = {1};
+	shc_wait_truth(&f->shard, &f->sim, one, 1, SHC_WAIT_MS);
+	sim_post(f, "/fault/garble", "{\"pod\":0,\"rank\":1,\"count\":1}");
+	sim_post(f, "/clear", "{\"pod\":0,\"rank\":1}"); /* seq 10, lost */
+	prefill_n(f, 1, 2);                              /* seq 11, 12 */
+	wait_watermark(f, 1, 12);
+	shc_diff d;
+	assert_true(no_phantom(&f->shard, f, 1, &d));
+	assert_true(d.entries > 0); /* what the engine stored since */
+	Kvindex__Response *resp;
+	Kvindex__ListenerStatus *st = status_of(&f->shard, f, 1, &resp);
+	assert_int_equal(st->counters->lost_batches, 1);
+	assert_int_equal(st->counters->unrepaired_gaps, 1);
+	kvindex__response__free_unpacked(resp, NULL);
+	/* the mark survives a crash */
+	kvt_sleep_ms(300);
+	shc_kill9(&f->shard);
+	shc_restart(&f->shard);
+	assert_true(no_phantom(&f->shard, f, 1, &d));
+}
+
 int
 main(void)
 {
@@ -403,6 +461,7 @@ main(void)
 	    cmocka_unit_test_teardown(test_recover_events, teardown),
 	    cmocka_unit_test_teardown(test_handoff, teardown),
 	    cmocka_unit_test_teardown(test_engine_restart_unseen, teardown),
+	    cmocka_unit_test_teardown(test_lost_batch_unrepairable, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
