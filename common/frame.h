@@ -1,5 +1,6 @@
 /*
- * frame.h - the ZeroMQ framing of engine event messages (WIRE.md §1-§2).
+ * frame.h - the ZeroMQ framing of engine event messages
+ * (docs/wire.md#live-event-stream, docs/wire.md#replay-socket).
  *
  * Pure functions over frames already received (pointer + length each), so
  * they are testable without sockets:

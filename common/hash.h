@@ -1,8 +1,9 @@
 /*
  * hash.h - local block hashes and the sequence-hash chain.
  *
- * Local hash (WIRE.md §4). The hash of one block of tokens, identical to the
- * standalone KV indexer's `tokens_hash` for a block without extra keys:
+ * Local hash (docs/wire.md#local-block-hash). The hash of one block of tokens,
+ * identical to the standalone KV indexer's `tokens_hash` for a block without
+ * extra keys:
  *
  *     bytes = token_ids[i*bs .. (i+1)*bs) as little-endian u32, concatenated
  *     seed  = 1337
@@ -43,9 +44,9 @@
  * does: every item with offset < block end and offset + length > block
  * start, in order (kvi_prompt_hashes).
  *
- * Sequence hash (DESIGN.md §8). The index keys blocks by a hash of the whole
- * prefix that ends at them, so that equal sequence hashes mean equal prefixes
- * (up to 64-bit collisions):
+ * Sequence hash (docs/design.md#index-and-scoring). The index keys blocks by a
+ * hash of the whole prefix that ends at them, so that equal sequence hashes
+ * mean equal prefixes (up to 64-bit collisions):
  *
  *     seq_hash[0] = XXH3_64(le64(KVI_SEQ_ROOT) || le64(local_hash[0]), seed 0)
  *     seq_hash[i] = XXH3_64(le64(seq_hash[i-1]) || le64(local_hash[i]), seed 0)

@@ -2,9 +2,9 @@
  * rank.h - the order in which a query's matches are ranked, best first.
  *
  * Most matched blocks first, then most on the GPU tier; ties go to the
- * lower instance id (a pod's id), then the lower dp_rank. It is API.md's
- * "by matched tokens, ties by pod and rank" made total, with integers
- * only, because it is applied to every listener that matches a query.
+ * lower instance id (a pod's id), then the lower dp_rank. It is the order of
+ * docs/api.md#post-query ("Order"), computed with integers only, because it is
+ * applied to every listener that matches a query.
  *
  * Shards select a query's top_k by this order (shard/index/topk.h) and the
  * coordinator ranks the merged answer by it (coordinator/query/qanswer.c):

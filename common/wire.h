@@ -1,5 +1,5 @@
 /*
- * wire.h - decoding of engine KV event batches (WIRE.md §3).
+ * wire.h - decoding of engine KV event batches (docs/wire.md#event-batches).
  *
  * A kvi_decoder turns the msgpack payload of one event message into a
  * kvi_batch. It accepts every encoding engines publish: the batch as an

@@ -2,13 +2,13 @@
  * wire_encode.h - encoding of engine KV event batches, as engines send them.
  *
  * The inverse of wire.h, used by the engine simulator, the benchmarks and the
- * tests: it writes exactly the msgpack an engine writes (WIRE.md §3): events
- * in the current map form (vLLM >= 0.23, the default), the legacy
- * tagged-array form, SGLang's positional form (a metadata map at index 7
- * when the block has a salt) or SGLang's tagged maps (cache_salt a field);
- * the batch as an array [ts, events, rank] or, as current vLLM encodes it,
- * a map; hashes as unsigned ints (vLLM), signed int64 (SGLang) or 32-byte
- * bin.
+ * tests: it writes exactly the msgpack an engine writes
+ * (docs/wire.md#event-batches): events in the current map form (vLLM >= 0.23,
+ * the default), the legacy tagged-array form, SGLang's positional form (a
+ * metadata map at index 7 when the block has a salt) or SGLang's tagged maps
+ * (cache_salt a field); the batch as an array [ts, events, rank] or, as current
+ * vLLM encodes it, a map; hashes as unsigned ints (vLLM), signed int64 (SGLang)
+ * or 32-byte bin.
  *
  * Usage: kvi_encoder_begin() with the number of events that follow, one
  * kvi_encoder_stored/removed/cleared() per event, then kvi_encoder_data().

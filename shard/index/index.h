@@ -1,5 +1,6 @@
 /*
- * index.h - the shard's in-memory block index (DESIGN.md §8).
+ * index.h - the shard's in-memory block index
+ * (docs/design.md#index-and-scoring).
  *
  * Two maps hold the index:
  *

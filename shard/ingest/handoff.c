@@ -1,5 +1,5 @@
 /*
- * handoff.c - planned moves between shards (DESIGN.md §6).
+ * handoff.c - planned moves between shards (docs/design.md#assignment).
  *
  * A move is a hand-off, not a drop. The coordinator assigns the listener
  * to its new owner naming the old one (AssignRequest.handoff_from). The new

@@ -1,5 +1,6 @@
 /*
- * ingest.h - the shard's ingest thread (DESIGN.md §7, §9).
+ * ingest.h - the shard's ingest thread (docs/design.md#ingest,
+ * docs/design.md#durability-and-restart).
  *
  * One thread owns every listener: it subscribes to each rank's live
  * stream, keeps each listener's sequence, repairs gaps (the rank's replay

@@ -404,7 +404,7 @@ io_setopts(kvg_ingest *g, void *sock)
 	 * ceiling per second, not a core. */
 	int zero = 0, ivl = 100, ivl_max = g->cfg.reconnect_max_ms;
 	/* Unbounded receive queue: libzmq 4.3.4 aborts when a heartbeating
-	 * peer restarts a pipe that hit its HWM (DESIGN.md §7). */
+	 * peer restarts a pipe that hit its HWM (docs/design.md#ingest). */
 	zmq_setsockopt(sock, ZMQ_RCVHWM, &zero, sizeof(zero));
 	zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof(zero));
 	zmq_setsockopt(sock, ZMQ_RECONNECT_IVL, &ivl, sizeof(ivl));

@@ -1,7 +1,8 @@
 /*
  * recover_parse.h - a streaming parser for `/kv_recover` response bodies.
  *
- * A `/kv_recover` body (WIRE.md §6) is one externally tagged JSON value:
+ * A `/kv_recover` body (docs/wire.md#kv_recover) is one externally tagged JSON
+ * value:
  *
  *   {"Events":   {"events": [RouterEvent, ...], "last_event_id": N}}
  *   {"TreeDump": {"events": [RouterEvent, ...], "last_event_id": N | null}}

@@ -1,5 +1,6 @@
 /*
- * store.h - the shard's durable state in LMDB (DESIGN.md §9).
+ * store.h - the shard's durable state in LMDB
+ * (docs/design.md#durability-and-restart).
  *
  * LMDB takes millions of appends a second but only a few hundred thousand
  * random-key puts once the tree outgrows the cache, and a block index is
