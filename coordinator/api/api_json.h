@@ -1,9 +1,9 @@
 /*
- * api_json.h - the /register and /unregister bodies (API.md), and what
- * the parsers of every request body share: reading an object's fields in
- * one pass (api_jread.h), and the API's words for a body that is not
- * JSON and for a field that is missing, of the wrong type or out of range.
- * The /query bodies are api_query.h's.
+ * api_json.h - the /register and /unregister bodies (docs/api.md#registration),
+ * and what the parsers of every request body share: reading an object's fields
+ * in one pass (api_jread.h), and the API's words for a body that is not JSON
+ * and for a field that is missing, of the wrong type or out of range. The
+ * /query bodies are api_query.h's.
  *
  * Everything here is a pure function: request bytes in, a C value or an
  * error out. Nothing touches a socket, a registry or a shard, so the HTTP
@@ -17,9 +17,9 @@
  * 65536 does not fit in u16". A body that is not JSON is "invalid JSON: "
  * and what jansson says of it, with its line, column and byte.
  *
- * u64 numbers. API.md sends instance ids and block hashes as JSON numbers,
- * and they use all 64 bits: every integer up to 2^64-1 is read exactly,
- * and one beyond is an error that quotes it ("instance_id:
+ * u64 numbers. The API (docs/api.md#conventions) sends instance ids and block
+ * hashes as JSON numbers, and they use all 64 bits: every integer up to 2^64-1
+ * is read exactly, and one beyond is an error that quotes it ("instance_id:
  * 18446744073709551616 is not a u64"). u64 fields also accept a decimal
  * string ("18446744073709551615": digits only, no sign, no leading zero),
  * the form in which responses spell ids. Reals, negative numbers and

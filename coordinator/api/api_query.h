@@ -15,8 +15,9 @@
  * body means one thing and is refused for one reason.
  *
  * What a body may hold and the errors it is refused with are those of
- * API.md; tests/unit/test_api_json.c lists them, and fuzz_api_json_equiv
- * checks that these parsers agree with a reading by jansson on every body.
+ * docs/api.md#queries; tests/unit/test_api_json.c lists them, and
+ * fuzz_api_json_equiv checks that these parsers agree with a reading by jansson
+ * on every body.
  */
 #ifndef KVI_COORDINATOR_API_QUERY_H
 #define KVI_COORDINATOR_API_QUERY_H

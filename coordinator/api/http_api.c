@@ -164,8 +164,8 @@ on_workers(void *arg, kvi_http_req *req)
 	uint64_t next = 0;
 	json_t *body = kvc_reg_workers(api->reg, &q, &more, &next);
 	if (more) {
-		/* the body stays the array API.md gives: the next page is
-		 * named in a header */
+		/* the body stays the array docs/api.md#get-workers gives: the
+		 * next page is named in a header */
 		char cur[24];
 		snprintf(cur, sizeof(cur), "%" PRIu64, next);
 		kvi_http_reply_header(req, "X-Next-Cursor", cur);

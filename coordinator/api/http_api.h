@@ -1,5 +1,5 @@
 /*
- * http_api.h - the coordinator's HTTP routes (API.md): /query,
+ * http_api.h - the coordinator's HTTP routes (docs/api.md#summary): /query,
  * /query_by_hash, /register, /unregister, /workers, /health, /ready,
  * /metrics, /leader and the admin paths.
  *
@@ -28,7 +28,7 @@
  * --location-trusted), so a client with a token sends its writes to the
  * leader (GET /leader names it) or sends the token again. Queries,
  * /workers, /health, /ready and /metrics are answered by every replica.
- * GET /leader says who leads (API.md).
+ * GET /leader says who leads (docs/api.md#get-leader).
  */
 #ifndef KVI_COORDINATOR_HTTP_API_H
 #define KVI_COORDINATOR_HTTP_API_H

@@ -1,6 +1,6 @@
 /*
- * admin.h - rebalancing: the operations behind the admin API (API.md,
- * "Admin"), run on the assigner thread.
+ * admin.h - rebalancing: the operations behind the admin API
+ * (docs/api.md#admin), run on the assigner thread.
  *
  * None of them moves a listener itself. Each changes what the assigner's
  * tick aims at - the set of shards, which of them are eligible, the pins

@@ -1,6 +1,7 @@
 /*
  * rendezvous.h - which shard owns a listener: rendezvous (highest random
- * weight) hashing, with an admin pin table consulted first (DESIGN.md §6).
+ * weight) hashing, with an admin pin table consulted first
+ * (docs/design.md#assignment).
  *
  * Every shard gets a weight for every listener key,
  *

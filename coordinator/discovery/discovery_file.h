@@ -1,6 +1,7 @@
 /*
  * discovery_file.h - the static discovery file: a parser, and a watcher
- * that re-reads the file when it changes (DESIGN.md §5, source 2).
+ * that re-reads the file when it changes
+ * (docs/design.md#discovery-and-registration, source 2).
  *
  * The file is JSON:
  *

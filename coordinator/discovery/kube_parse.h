@@ -1,6 +1,7 @@
 /*
- * kube_parse.h - the Kubernetes pod list and watch formats (WIRE.md §7),
- * parsed without I/O: bytes in, values out.
+ * kube_parse.h - the Kubernetes pod list and watch formats
+ * (docs/wire.md#kubernetes-pod-watch), parsed without I/O: bytes in, values
+ * out.
  *
  * Three parsers, each testable and fuzzable on its own:
  *

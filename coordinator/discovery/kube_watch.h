@@ -1,7 +1,8 @@
 /*
- * kube_watch.h - the Kubernetes pod watcher (DESIGN.md §5, source 1;
- * WIRE.md §7): list, then watch, per namespace, and hand the coordinator
- * the full set of pods to register each time it changes.
+ * kube_watch.h - the Kubernetes pod watcher
+ * (docs/design.md#discovery-and-registration, source 1;
+ * docs/wire.md#kubernetes-pod-watch): list, then watch, per namespace, and hand
+ * the coordinator the full set of pods to register each time it changes.
  *
  * One thread drives every namespace's requests through one libcurl multi
  * handle. Each namespace runs this state machine:

@@ -1,6 +1,6 @@
 /*
  * qanswer.h - a query's answer: per-listener matches from every shard
- * merged into the /query response of API.md.
+ * merged into the /query response of docs/api.md#post-query.
  *
  * The answer is written as text directly, not built as a jansson tree
  * and dumped: a query whose prefix every listener holds (a shared system
@@ -62,12 +62,12 @@ typedef struct kvc_qanswer_result {
 	size_t n_stale;
 } kvc_qanswer_result;
 
-/* kvc_qanswer_text returns the /query response (API.md) as compact JSON
- * text (kvi_free), NUL-terminated, its length in *len: listeners with no
- * matched or pending block are left out; a listener (instance id, dp_rank) that
- * two shards report during a hand-off appears once, with the longer match;
- * workers are sorted best first (kvc_qanswer_cmp); with top_k only the
- * first top_k of that order appear, in workers, scores and instances
+/* kvc_qanswer_text returns the /query response (docs/api.md#post-query) as
+ * compact JSON text (kvi_free), NUL-terminated, its length in *len: listeners
+ * with no matched or pending block are left out; a listener (instance id,
+ * dp_rank) that two shards report during a hand-off appears once, with the
+ * longer match; workers are sorted best first (kvc_qanswer_cmp); with top_k
+ * only the first top_k of that order appear, in workers, scores and instances
  * alike; an instance's gpu/cpu/disk are those of its best rank; tokens
  * are blocks * block_size; instance ids are decimal strings; a worker
  * without a pod name has "pod": null. Workers and best carry the pending

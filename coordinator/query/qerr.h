@@ -1,6 +1,6 @@
 /*
  * qerr.h - an error answer: an HTTP status, a message and any extra
- * fields, as API.md's {"error": "...", ...}.
+ * fields, as docs/api.md#conventions writes them: {"error": "...", ...}.
  *
  * A query is refused with one: by the parser of its body (api/, 400 or
  * 413), for a model no pod serves (404), a restriction the registry does

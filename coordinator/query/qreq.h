@@ -4,9 +4,9 @@
  *
  * A /query names its prompt by token ids (with the LoRA, salt and
  * multimodal items that select the blocks the engine would reuse); a
- * /query_by_hash by the local hashes of its blocks (WIRE.md §4). Either
- * may restrict the answer to some instances, to one dp_rank, and to the
- * top_k best listeners.
+ * /query_by_hash by the local hashes of its blocks
+ * (docs/wire.md#local-block-hash). Either may restrict the answer to some
+ * instances, to one dp_rank, and to the top_k best listeners.
  *
  * Ownership: a request owns every array and string it points to; free
  * them with kvc_qreq_fini(), or take one by setting its pointer to NULL.
@@ -29,7 +29,8 @@
 #define KVC_QREQ_TOP_K_MAX 1048576u
 
 /* A /query or /query_by_hash request. Exactly one of token_ids and
- * block_hashes is used, by the parser that filled it. */
+ * block_hashes (local hashes, docs/wire.md#local-block-hash) is used, by the
+ * parser that filled it. */
 typedef struct kvc_qreq {
 	char *model;      /* non-empty */
 	char *lora_name;  /* NULL: none (/query only) */
@@ -38,7 +39,7 @@ typedef struct kvc_qreq {
 	size_t n_mm;
 	uint32_t *token_ids;    /* /query; NULL when n_tokens is 0 */
 	size_t n_tokens;        /* at most the parser's max_tokens */
-	uint64_t *block_hashes; /* /query_by_hash: local hashes (WIRE.md §4) */
+	uint64_t *block_hashes; /* /query_by_hash: local hashes */
 	size_t n_hashes;        /* at most the parser's max_hashes */
 	uint64_t *instances;    /* restriction; n_instances 0: all instances */
 	size_t n_instances;

@@ -7,8 +7,10 @@
  * per-pod HTTP form): an ip, a zmq_port, a dp_size and a dp_start_rank S,
  * expanded into one listener per rank r of S..S+dp_size-1 at
  * tcp://ip:zmq_port+r, http://ip:recover_port+r and tcp://ip:replay_port+r
- * (DESIGN.md §4-§5); or a single rank registered with explicit endpoints
- * (the per-rank HTTP form), whose instance id the caller gives.
+ * (docs/design.md#identity-and-validation,
+ * docs/design.md#discovery-and-registration); or a single rank registered with
+ * explicit endpoints (the per-rank HTTP form), whose instance id the caller
+ * gives.
  *
  * Ranks are global. One data-parallel group may span several pods (vLLM's
  * --data-parallel-size N, --data-parallel-size-local L,

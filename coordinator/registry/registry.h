@@ -289,10 +289,10 @@ typedef struct kvc_workers_query {
 	uint64_t cursor;
 } kvc_workers_query;
 
-/* kvc_reg_workers builds the /workers answer (API.md) of the instances q
- * selects: all of them in registry order, or with a limit, in instance
- * id order from after the cursor; *more (may be NULL) then says whether
- * instances remain past the page, *next being the cursor for them. */
+/* kvc_reg_workers builds the /workers answer (docs/api.md#get-workers) of the
+ * instances q selects: all of them in registry order, or with a limit, in
+ * instance id order from after the cursor; *more (may be NULL) then says
+ * whether instances remain past the page, *next being the cursor for them. */
 json_t *kvc_reg_workers(kvc_registry *r, const kvc_workers_query *q, bool *more,
 			uint64_t *next);
 

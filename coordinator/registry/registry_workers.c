@@ -1,7 +1,7 @@
 /*
  * registry_workers.c - GET /workers: the registry's instances and their
- * listeners as API.md gives them, whole or in pages by instance id, and
- * the names of the listener states.
+ * listeners as docs/api.md#get-workers gives them, whole or in pages by
+ * instance id, and the names of the listener states.
  */
 #include <inttypes.h>
 #include <stdio.h>

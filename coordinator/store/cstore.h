@@ -3,8 +3,8 @@
  *
  * Most of what the coordinator knows is re-derived at start-up: pods from
  * their discovery sources, assignments from rendezvous hashing, listener
- * state from the shards (DESIGN.md §9). The store keeps the rest, what no
- * source can give back:
+ * state from the shards (docs/design.md#durability-and-restart). The store
+ * keeps the rest, what no source can give back:
  *
  *   "pods"    pod key -> a kvc_pod registered over HTTP (encoding below);
  *             the key is the prefix of the pod's listener keys: its name
