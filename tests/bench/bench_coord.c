@@ -22,8 +22,9 @@
  *   bench_coord [--pods P] [--entries N] [--seconds S] [--conns C]
  *               [--http-threads T] [--top-k K] [--query-batch-max N]
  *
- * --top-k K asks every query for the K best listeners only (API.md);
- * --query-batch-max N is passed to the coordinator (1: no coalescing).
+ * --top-k K asks every query for the K best listeners only
+ * (docs/api.md#post-query); --query-batch-max N is passed to the coordinator
+ * (1: no coalescing).
  *
  * Every process shares this machine's cores with the load generator.
  */

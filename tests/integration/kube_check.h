@@ -2,7 +2,8 @@
  * kube_check.h - cmocka checks for whole-cluster tests whose pods come
  * from Kubernetes: the engine simulator, two real shards, a real
  * coordinator watching a test API server (kvindex-kubeapi, which speaks
- * the list/watch protocol of WIRE.md §7) with a bearer token.
+ * the list/watch protocol of docs/wire.md#kubernetes-pod-watch) with a bearer
+ * token.
  *
  * Each watched pod stands for one simulated pod: its annotations carry
  * the simulator pod's ports (kvindex.io/zmq-port, replay-port,

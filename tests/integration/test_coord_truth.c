@@ -6,8 +6,8 @@
  * hold exactly the rank's block set, and /query for 1,000 trace requests
  * must equal a brute-force scan of the truth: the same listeners, with
  * the same matched blocks per tier. With "top_k": 2 the answer must be
- * the first two of that scan in API.md's order (ties by instance id and
- * rank), in that order.
+ * the first two of that scan in the order of docs/api.md#post-query (ties by
+ * instance id and rank), in that order.
  */
 #include <inttypes.h>
 #include <setjmp.h>
@@ -30,8 +30,8 @@
 #define MAX_EXP (PODS * DP)
 #define TOP_K   2
 
-/* best_first orders expected matches as API.md's top_k does: longest,
- * gpu descending; instance id, rank ascending. */
+/* best_first orders expected matches as top_k does (docs/api.md#post-query):
+ * longest, gpu descending; instance id, rank ascending. */
 static int
 best_first(const void *pa, const void *pb)
 {

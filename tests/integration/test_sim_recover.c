@@ -2,7 +2,7 @@
  * test_sim_recover.c - the engine simulator's /kv_recover endpoint.
  *
  * Starts kvindex-sim (1 pod x DP=2, a recover log of 3 batches), publishes
- * four batches on rank 1 and checks every answer of WIRE.md section 6
+ * four batches on rank 1 and checks every answer of docs/wire.md#kv_recover
  * against /truth: Events for a range the log holds, TreeDump without a
  * range or when the log lost the start, TooNew, InvalidRange, a 400 for a
  * half range, the answers of a rank that published nothing, and the forced

@@ -2,9 +2,9 @@
  * recover_fixture.h - what the /kv_recover stream parser's tests
  * (test_recover_parse.c, test_recover_parse_stream.c) share.
  *
- * The documents: a body of every kind as WIRE.md §6 writes it, and bodies
- * for the corner cases of values, key order and whitespace, all valid. The
- * parser: one, p, made by setup and freed by teardown, that every helper
+ * The documents: a body of every kind as docs/wire.md#kv_recover writes it, and
+ * bodies for the corner cases of values, key order and whitespace, all valid.
+ * The parser: one, p, made by setup and freed by teardown, that every helper
  * resets before a body. parse feeds a body in chunks of a given size,
  * parse_ok expects success and parse_bad a failure with a given message;
  * both fail the running test through cmocka otherwise.

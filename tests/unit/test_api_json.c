@@ -1,12 +1,12 @@
 /*
- * test_api_json.c - the coordinator's HTTP API bodies (API.md).
+ * test_api_json.c - the coordinator's HTTP API bodies (docs/api.md).
  *
- * Every error of API.md's lists with its status, error code and exact
- * message (bodies that are not JSON, wrong types, token ids that are not
- * u32, dp_rank 65536, dp_size 0 and 65537, ports, too many tokens or
- * hashes: 413), u64 ids and hashes exact up to 2^64-1 as numbers and as
- * decimal strings, both forms of /register and /unregister, and the error
- * body (the /query response: test_api_response.c).
+ * Every error docs/api.md lists, with its status, error code and exact message
+ * (bodies that are not JSON, wrong types, token ids that are not u32, dp_rank
+ * 65536, dp_size 0 and 65537, ports, too many tokens or hashes: 413), u64 ids
+ * and hashes exact up to 2^64-1 as numbers and as decimal strings, both forms
+ * of /register and /unregister, and the error body (the /query response:
+ * test_api_response.c).
  *
  * Bodies are written with ' for " (see J()).
  */

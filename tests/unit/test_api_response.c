@@ -1,6 +1,6 @@
 /*
- * test_api_response.c - the /query response (API.md) built from matches of
- * 3 instances x 2 ranks with a listener reported twice (as during a
+ * test_api_response.c - the /query response (docs/api.md#post-query) built from
+ * matches of 3 instances x 2 ranks with a listener reported twice (as during a
  * hand-off) and listeners that matched nothing.
  *
  * Bodies are written with ' for " (see J()).

@@ -1,5 +1,6 @@
 /*
- * test_frame.c - live and replay message framing (WIRE.md §1-§2).
+ * test_frame.c - live and replay message framing
+ * (docs/wire.md#live-event-stream, docs/wire.md#replay-socket).
  */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,10 +1,10 @@
 /*
- * test_recover_parse.c - the /kv_recover stream parser (WIRE.md §6): what a
- * body says.
+ * test_recover_parse.c - the /kv_recover stream parser
+ * (docs/wire.md#kv_recover): what a body says.
  *
- * Every kind of body as WIRE.md §6 writes it, the corner cases of its
- * values (u64 past 2^63, negative hashes, absent and null fields, tiers, key
- * order, whitespace), and malformed bodies failing with a message that says
+ * Every kind of body as docs/wire.md#kv_recover writes it, the corner cases of
+ * its values (u64 past 2^63, negative hashes, absent and null fields, tiers,
+ * key order, whitespace), and malformed bodies failing with a message that says
  * what and where. How a body is fed is test_recover_parse_stream.c; the
  * documents and helpers both use are in recover_fixture.h.
  */
@@ -20,7 +20,7 @@
 
 #include "recover_fixture.h"
 
-/* ---- the kinds of WIRE.md §6 ----------------------------------------- */
+/* ---- the kinds of docs/wire.md#kv_recover --------------------------- */
 
 static void
 test_events(void **state)

@@ -1,6 +1,6 @@
 /*
- * test_recover_parse_stream.c - the /kv_recover stream parser (WIRE.md §6):
- * how a body is fed.
+ * test_recover_parse_stream.c - the /kv_recover stream parser
+ * (docs/wire.md#kv_recover): how a body is fed.
  *
  * Every valid body fed in every way (whole, one byte at a time, random
  * chunks) giving the same result, every valid body cut short at every byte

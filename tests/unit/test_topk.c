@@ -1,6 +1,6 @@
 /*
- * test_topk.c - top_k (API.md): the request field, the shard's selection
- * and the coordinator's answer.
+ * test_topk.c - top_k (docs/api.md#post-query): the request field, the shard's
+ * selection and the coordinator's answer.
  *
  * top_k is read from /query and /query_by_hash bodies (valid values,
  * null, 0, too large, a string, a real); the shard's bounded heap keeps

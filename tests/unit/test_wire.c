@@ -6,7 +6,7 @@
  * events) decodes to its "expect"; every
  * valid vector cut short at every byte, and with a wrong type in every field,
  * is rejected with a message that names the field; hand-made payloads cover
- * the rest of WIRE.md §3.
+ * the rest of docs/wire.md#event-batches.
  */
 #include <setjmp.h>
 #include <stdarg.h>

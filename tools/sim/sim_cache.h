@@ -40,9 +40,9 @@
  * rank holds, and a tree dump never contains an orphan: a correct indexer
  * never sees one in normal operation.
  *
- * Ground truth per block: external hash, parent, local hash (hash.h: WIRE.md
- * §4 with the request's keys), sequence hash (hash.h chain from
- * KVI_SEQ_ROOT), depth (its position in its chain) and tiers.
+ * Ground truth per block: external hash, parent, local hash (hash.h:
+ * docs/wire.md#local-block-hash with the request's keys), sequence hash (hash.h
+ * chain from KVI_SEQ_ROOT), depth (its position in its chain) and tiers.
  *
  * The model is pure: no I/O, no locking. The caller serialises access (the
  * simulator holds the rank's mutex).

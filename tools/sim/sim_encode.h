@@ -2,7 +2,7 @@
  * sim_encode.h - engine flavours and the encoding of a rank's batch.
  *
  * A flavour is the shape in which one kind of engine publishes its events
- * (WIRE.md §3, "batches seen in the wild"):
+ * (docs/wire.md#shapes-by-engine):
  *
  *   vllm        current vLLM: the batch a map {ts, events,
  *               data_parallel_rank}, tagged-map events, uint hashes;

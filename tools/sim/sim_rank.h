@@ -2,7 +2,7 @@
  * sim_rank.h - one simulated engine rank: cache, event stream, replay,
  * recover log and fault knobs.
  *
- * A rank behaves like one data-parallel rank of a vLLM engine (WIRE.md):
+ * A rank behaves like one data-parallel rank of a vLLM engine (docs/wire.md):
  * its seq starts at 0 and grows by one per published batch; its PUB socket
  * sends [topic, seq8, payload]; its ROUTER answers replay requests from the
  * replay buffer, ending with the seq 0xFFFFFFFFFFFFFFFF marker; its recover

@@ -1,5 +1,6 @@
 /*
- * sim_recover.h - the answers of a rank's /kv_recover endpoint (WIRE.md §6).
+ * sim_recover.h - the answers of a rank's /kv_recover endpoint
+ * (docs/wire.md#kv_recover).
  *
  * A rank logs the events of every batch it publishes as a compact record
  * (sim_recover_record) in its recover log, a sim_ring. An answer is decided

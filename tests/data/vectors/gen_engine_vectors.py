@@ -283,8 +283,9 @@ add("sglang_map_salted", SEventBatch(6.0, [ev], 1),
     [stored_expect(ev, "tenant-m")], 1,
     "SGLang tagged-map BlockStored with cache_salt and session_id")
 
-# 11. SGLang positional with the metadata map as WIRE.md describes later
-# versions: session_id and a key not known yet beside cache_salt
+# 11. SGLang positional with the metadata map as
+# docs/wire.md#sglang-metadata describes later versions: session_id and a
+# key not known yet beside cache_salt
 
 
 class SBlockStoredMetadataLater(msgspec.Struct, omit_defaults=True, gc=False):
