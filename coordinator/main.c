@@ -256,8 +256,10 @@ coord_state(coord *c)
 		}
 	}
 	if (o->data_dir == NULL) {
-		KVI_WARN("no_store", "msg=\"no --data-dir: HTTP registrations "
-				     "will not survive a restart\"");
+		KVI_WARN("no_store",
+			 "msg=\"no --data-dir: pins, shards added and drains "
+			 "will not survive a restart, nor HTTP registrations "
+			 "no shard holds\"");
 		return true;
 	}
 	if (kvc_cstore_open_or_move(o->data_dir, &c->store) != KVI_OK) {

@@ -45,7 +45,7 @@
  * Values point into the body, which must outlive them. A reader lives in
  * its caller's storage; it allocates only for an object with many keys or
  * keys with escapes, and kvc_jr_fini() frees that. It never touches I/O
- * (STYLE.md §4). One thread at a time.
+ * (a parser never does I/O). One thread at a time.
  */
 #ifndef KVI_COORDINATOR_API_JREAD_H
 #define KVI_COORDINATOR_API_JREAD_H

@@ -6,10 +6,12 @@
  * tick aims at - the set of shards, which of them are eligible, the pins
  * - and the tick's converge step does the hand-off as it does for any
  * listener whose owner is not the shard hashing picks: the new shard is
- * assigned the listener and catches up from the engine (replay, or
- * /kv_recover), queries keep seeing the old owner's answer meanwhile (the
- * merge keeps the longer match), and the old owner drops it once the new
- * one reports it active. So a hand-off never leaves a listener unowned.
+ * assigned the listener and takes its state from the old owner
+ * (shard/ingest/handoff.c; from the engine, by replay or /kv_recover, when
+ * the old owner cannot give it), queries keep seeing the old owner's
+ * answer meanwhile (the merge keeps the longer match), and the old owner
+ * drops it once the new one reports it active. So a hand-off never leaves
+ * a listener unowned.
  *
  *  - Adding a shard (kvc_admin_add_shard) makes it a candidate for every
  *    key: about 1/N of the listeners move to it. It is kept in the

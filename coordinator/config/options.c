@@ -181,8 +181,10 @@ static const kvi_flag coord_flag[] = {
      KVI_FLAG_STR(kvc_opts, kube.token_file), .def = "the service account's"},
     {"kube-ca-file", "PATH", "CA bundle for the API server",
      KVI_FLAG_STR(kvc_opts, kube.ca_file)},
-    KVI_FLAG_NOTE("Pod annotations override: kvindex.io/dp-size, zmq-port, "
-		  "replay-port, recover-port, block-size, model."),
+    KVI_FLAG_NOTE("Pod annotations override: kvindex.io/dp-size, "
+		  "dp-start-rank, zmq-port, replay-port, recover-port, "
+		  "metrics-port, block-size, model; kvindex.io/"
+		  "engine-container names the engine's container."),
 
     KVI_FLAG_GROUP("Store, queries, assignment and access"),
     {"data-dir", "DIR",

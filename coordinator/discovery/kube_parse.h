@@ -25,7 +25,7 @@
  * block size), and both by annotations on the pod, so one coordinator
  * serves engines of different models and data-parallel sizes:
  *
- *   kvindex.io/dp-size       data-parallel ranks (1..65536)
+ *   kvindex.io/dp-size       data-parallel ranks (1..--max-dp-size)
  *   kvindex.io/dp-start-rank global rank of the pod's first rank
  *   kvindex.io/zmq-port      event port of rank 0 (rank r: +r)
  *   kvindex.io/replay-port   replay port of rank 0

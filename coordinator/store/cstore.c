@@ -655,8 +655,10 @@ kvc_cstore_open_or_move(const char *dir, kvc_cstore **out)
 		return rv;
 	}
 	KVI_ERROR("store_quarantined",
-		  "dir=%s moved_to=%s err=%s note=\"starting without HTTP "
-		  "registrations and pins; routers must register again\"",
+		  "dir=%s moved_to=%s err=%s note=\"starting without pins, "
+		  "shards added "
+		  "and drains; HTTP registrations the shards hold are taken "
+		  "back from them\"",
 		  qdir, kvi_log_quote(qmoved, sizeof(qmoved), moved), qerr);
 	err[0] = '\0';
 	rv = kvc_cstore_open(dir, out, err, sizeof(err));

@@ -23,10 +23,12 @@
  * KVI_ECORRUPT (an unknown
  * newer format is KVI_EVERSION); the caller may move the directory aside
  * with kvi_store_quarantine() (lmdb_util.h) and start empty, at the price of
- * losing HTTP registrations (routers re-register) and admin overrides.
+ * losing admin overrides and the HTTP registrations no shard holds (those
+ * the shards hold are taken back from them: adopt_http.c).
  *
- * Writes are rare (registrations, admin calls), so each put or delete is
- * its own write transaction, synced to disk before it returns. A full map
+ * Writes are rare (registrations, admin calls): each call is one write
+ * transaction (kvc_cstore_pods_put writes several registrations in one),
+ * synced to disk before it returns. A full map
  * is grown (doubling) and the write retried.
  *
  * A full disk. LMDB reports a write the filesystem cut short as EIO; the

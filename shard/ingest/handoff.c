@@ -9,8 +9,12 @@
  * before that reaches neither the backlog nor, if the snapshot were older,
  * the state) it takes the listener's state from the old owner over nng:
  * HandoffRequest chunks of a snapshot the old owner takes of the listener,
- * exact at its watermark. Once the whole snapshot is here it is applied in one
- * step - never half - and the listener catches up from the snapshot's watermark
+ * exact at its watermark. Once the whole snapshot is here it is applied: to
+ * the store in one group commit - never half - and to the index in bounded
+ * runs, each under its own write lock, so that a query of the partition is
+ * not held for the whole of a large listener (until the last run a query
+ * sees part of it, which the old owner's answer, whole, outranks in the
+ * merge); the listener then catches up from the snapshot's watermark
  * through the backlog; what the backlog lacks in between is repaired by the
  * engine's replay socket or /kv_recover, or, for engines that have neither, by
  * a newer snapshot from the old owner, which keeps applying the live stream

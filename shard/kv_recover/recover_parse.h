@@ -18,8 +18,8 @@
  * per event, 16 per stored block, 8 per removed hash, at most doubled by the
  * arrays' growth) plus about 10 kB of its own, whatever the chunking: bytes may
  * be fed in pieces of any size, down to one byte at a time, with identical
- * results. The parser does no I/O (STYLE.md §4): create, feed bytes, finish,
- * read the result, free.
+ * results. The parser does no I/O: create, feed bytes, finish, read the
+ * result, free.
  *
  * Values:
  *  - u64 fields (hashes, ids) are parsed from the number's digits, so the
