@@ -212,9 +212,22 @@ bh_run(uint64_t want)
 	int state;
 	bool taken;
 	kvt_sim_post(&sim, "/resume");
+	int64_t fill_until = kvt_now_ms() + 300000;
 	do {
 		kvt_sleep_ms(100);
 		bh_status(&a, &n, &wm, &state, &taken);
+		if (kvt_now_ms() > fill_until) {
+			/* a shard that falls behind the simulator's full
+			 * speed past its replay buffer drops its entries
+			 * (a gap nothing repairs) and may never fill */
+			fprintf(stderr,
+				"the listener holds %llu of %llu entries after "
+				"300 s: its shard could not keep up (see its "
+				"log)\n",
+				(unsigned long long)n,
+				(unsigned long long)want);
+			exit(1);
+		}
 	} while (n < want * 98 / 100);
 	kvt_sim_post(&sim, "/pause");
 	do {
