@@ -297,6 +297,29 @@ report(const char *what, size_t entries, double *lat, size_t n, double matched)
 	       lat[(size_t)(n * 0.99)] * 1e6, lat[n - 1] * 1e6);
 }
 
+/* trace_queries times n requests of the trace's second half (copy 0:
+ * realistic, most stop early) on idx; lat gets each query's seconds.
+ * Returns the blocks matched in all. */
+static double
+trace_queries(kvx_index *idx, const trace_req *reqs, size_t n_reqs, size_t n,
+	      double *lat)
+{
+	chain *c = kvi_malloc(sizeof(*c));
+	double matched = 0;
+	for (size_t q = 0; q < n; q++) {
+		const trace_req *t = &reqs[n_reqs / 2 + q % (n_reqs / 2)];
+		chain_of(t->ids, t->n, 0, c);
+		uint32_t best = 0, bs;
+		double t0 = bs_now();
+		kvx_query(idx, "bench", c->seq, c->n, NULL, on_match, &best,
+			  &bs);
+		lat[q] = bs_now() - t0;
+		matched += best;
+	}
+	kvi_free(c);
+	return matched;
+}
+
 static void
 bench_query_at(const bench_opts *o, const trace_req *reqs, size_t n_reqs,
 	       size_t target)
@@ -350,18 +373,7 @@ bench_query_at(const bench_opts *o, const trace_req *reqs, size_t n_reqs,
 	       (double)xm.ext_bytes / per, (double)xm.seq_bytes / per,
 	       (double)xm.list_bytes / per);
 	double *lat = kvi_malloc(o->queries * sizeof(double));
-	double matched = 0;
-	/* Realistic: requests from the trace's second half, copy 0. */
-	for (size_t q = 0; q < o->queries; q++) {
-		const trace_req *t = &reqs[n_reqs / 2 + q % (n_reqs / 2)];
-		chain_of(t->ids, t->n, 0, c);
-		uint32_t best = 0, bs;
-		double t0 = bs_now();
-		kvx_query(idx, "bench", c->seq, c->n, NULL, on_match, &best,
-			  &bs);
-		lat[q] = bs_now() - t0;
-		matched += best;
-	}
+	double matched = trace_queries(idx, reqs, n_reqs, o->queries, lat);
 	report("trace", (size_t)xs.entries, lat, o->queries, matched);
 	/* Worst case: whole 1,000-block chains some listener holds. */
 	matched = 0;
@@ -439,28 +451,6 @@ hyb_fill(kvx_index *idx, const trace_req *reqs, size_t n_reqs, size_t target,
 	return entries;
 }
 
-/* hyb_query times the trace's second half on idx; lat gets each query's
- * seconds. Returns the blocks matched in all. */
-static double
-hyb_query(kvx_index *idx, const trace_req *reqs, size_t n_reqs, size_t n,
-	  double *lat)
-{
-	chain *c = kvi_malloc(sizeof(*c));
-	double matched = 0;
-	for (size_t q = 0; q < n; q++) {
-		const trace_req *t = &reqs[n_reqs / 2 + q % (n_reqs / 2)];
-		chain_of(t->ids, t->n, 0, c);
-		uint32_t best = 0, bs;
-		double t0 = bs_now();
-		kvx_query(idx, "bench", c->seq, c->n, NULL, on_match, &best,
-			  &bs);
-		lat[q] = bs_now() - t0;
-		matched += best;
-	}
-	kvi_free(c);
-	return matched;
-}
-
 /* bench_hybrid measures, side by side in one run, an index of plain
  * listeners and one of the same listeners as a hybrid model (full
  * attention plus a sliding window): bytes per entry and query latency,
@@ -483,7 +473,8 @@ bench_hybrid(const bench_opts *o)
 		per[h] = (double)(xm.ext_bytes + xm.seq_bytes + xm.list_bytes) /
 			 (double)full;
 		lat[h] = kvi_malloc(o->queries * sizeof(double));
-		matched[h] = hyb_query(idx, reqs, n_reqs, o->queries, lat[h]);
+		matched[h] =
+		    trace_queries(idx, reqs, n_reqs, o->queries, lat[h]);
 		qsort(lat[h], o->queries, sizeof(double), cmp_double);
 		p50[h] = lat[h][o->queries / 2] * 1e6;
 		p99[h] = lat[h][(size_t)(o->queries * 0.99)] * 1e6;

@@ -78,8 +78,9 @@ static int n_cases, n_hits, n_cut;
 
 /* engine_hit asks the simulator what (pod, rank 0) would reuse of
  * prompt p now, in blocks. */
-static long
-engine_hit(cluster *c, int pod, int rank, int p)
+/* sim_hit is the simulator's POST /hit for (pod, rank) and prompt p. */
+static json_t *
+sim_hit(cluster *c, int pod, int rank, int p)
 {
 	char *toks = clu_tokens_text(tok[p], len[p]);
 	size_t cap = strlen(toks) + 64;
@@ -87,6 +88,15 @@ engine_hit(cluster *c, int pod, int rank, int p)
 	snprintf(body, cap, "{\"pod\":%d,\"rank\":%d,\"token_ids\":%s}", pod,
 		 rank, toks);
 	json_t *r = clu_sim_post(c, "/hit", body);
+	free(body);
+	free(toks);
+	return r;
+}
+
+static long
+engine_hit(cluster *c, int pod, int rank, int p)
+{
+	json_t *r = sim_hit(c, pod, rank, p);
 	long hit = (long)json_integer_value(json_object_get(r, "hit_blocks"));
 	json_t *g0 = json_array_get(json_object_get(r, "groups"), 0);
 	long first =
@@ -95,8 +105,6 @@ engine_hit(cluster *c, int pod, int rank, int p)
 	n_hits += hit > 0;
 	n_cut += first / BS > hit;
 	json_decref(r);
-	free(body);
-	free(toks);
 	return hit;
 }
 
@@ -121,12 +129,7 @@ indexed(cluster *c, int pod, int rank, int p, size_t *n_groups)
 static void
 dump(cluster *c, int pod, int rank, int p)
 {
-	char *toks = clu_tokens_text(tok[p], len[p]);
-	size_t cap = strlen(toks) + 64;
-	char *body = malloc(cap);
-	snprintf(body, cap, "{\"pod\":%d,\"rank\":%d,\"token_ids\":%s}", pod,
-		 rank, toks);
-	json_t *r = clu_sim_post(c, "/hit", body);
+	json_t *r = sim_hit(c, pod, rank, p);
 	char *a = json_dumps(r, JSON_COMPACT);
 	json_t *ans = clu_query(c, tok[p], len[p], NULL);
 	char *b = json_dumps(clu_worker(ans, pod, rank), JSON_COMPACT);
@@ -135,8 +138,6 @@ dump(cluster *c, int pod, int rank, int p)
 	free(b);
 	json_decref(ans);
 	json_decref(r);
-	free(body);
-	free(toks);
 }
 
 /* compare checks every prompt on every rank, waiting for kvindex to
