@@ -3,15 +3,15 @@
 section it cites is there.
 
 Reads README.md, every README.md under common/, proto/, shard/,
-coordinator/, tools/ and tests/, and every Markdown page under docs/, and
-checks each path they name: a `backticked` word whose first part is a
-folder of the repository (from its root, or from the page's folder or one
-above it), a bare `.c` or `.h` file name, and the target of each relative
-Markdown link. A path is looked for from the repository's root, then from
-the page's folder and each folder above it; a bare file name must be the
-name of a file somewhere in the tree. Names of things outside the
-repository (an engine's source file, an annotation) are not paths of it
-and are left alone.
+coordinator/, tools/, tests/ and clients/, and every Markdown page under
+docs/, and checks each path they name: a `backticked` word whose first
+part is a folder of the repository (from its root, or from the page's
+folder or one above it), a bare `.c` or `.h` file name, and the target
+of each relative Markdown link. A path is looked for from the
+repository's root, then from the page's folder and each folder above it;
+a bare file name must be the name of a file somewhere in the tree. Names
+of things outside the repository (an engine's source file, an
+annotation) are not paths of it and are left alone.
 
 A link or a backticked path to a Markdown page with a #fragment, and an
 in-page (#fragment) link, must also find a heading of that page whose
@@ -64,7 +64,8 @@ def tree_files(root):
 
 def readmes(root):
     out = [os.path.join(root, "README.md")]
-    for top in ("common", "proto", "shard", "coordinator", "tools", "tests"):
+    for top in ("common", "proto", "shard", "coordinator", "tools", "tests",
+                "clients"):
         for d, dirs, files in os.walk(os.path.join(root, top)):
             dirs[:] = [x for x in dirs if x not in SKIP_DIRS]
             if "README.md" in files:
