@@ -10,7 +10,15 @@ libprotobuf-c-dev protobuf-c-compiler libcmocka-dev libmsgpack-dev
 libjansson-dev libxxhash-dev libcurl4-openssl-dev libhiredis-dev
 redis-server gnuplot-nox
 clang libclang-rt-14-dev clang-format
-kubernetes-client python3-kubernetes python3-yaml socat openssl"
+kubernetes-client python3-kubernetes python3-yaml socat openssl
+prometheus"
+
+# prometheus is here for promtool, which checks deploy/monitoring. The
+# package also installs the Prometheus server and enables its systemd
+# unit: on a host booted with systemd the server starts and listens on
+# :9090 (the tests use only promtool and ports of their own; stop it with
+# `systemctl disable --now prometheus` if it is unwanted). In a container
+# without systemd, invoke-rc.d starts nothing.
 
 missing=""
 for p in $PKGS; do
