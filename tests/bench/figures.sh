@@ -41,6 +41,10 @@ run pending $bin/bench_pending
 run routed $bin/bench_routed
 run routing $bin/bench_routing --plot "$out/routing.png"
 run fleet $bin/bench_fleet --pods 10000 --idle-wait 30 \
-	--plot "$out/fleet.png"
+	--plot "$out/fleet.gp"
+# bench_fleet writes a gnuplot script that draws FILE.png
+if command -v gnuplot >/dev/null && [ -f "$out/fleet.gp" ]; then
+	gnuplot "$out/fleet.gp"
+fi
 echo "outputs in $out"
 exit $status
