@@ -184,14 +184,19 @@ flags_help_format(const kvi_flags *fl, const char *format)
 	return 1;
 }
 
-int
-kvi_flags_parse(const kvi_flags *fl, void *opts, int argc, char **argv)
+/* flags_parse takes the flags of argv into opts as kvi_flags_parse does,
+ * with getopt_long's optstring: "" permutes, "+" stops at the first
+ * argument. optind is then the index of the first argument. */
+static int
+flags_parse(const kvi_flags *fl, void *opts, int argc, char **argv,
+	    const char *optstring)
 {
 	memcpy(opts, fl->defaults, fl->size);
 	struct option *lo = flags_longopts(fl);
 	int rc = 0, c;
 	optind = 0; /* glibc and musl: start again, from argv[1] */
-	while (rc == 0 && (c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+	while (rc == 0 &&
+	       (c = getopt_long(argc, argv, optstring, lo, NULL)) != -1) {
 		size_t i = (size_t)(c - FLAGS_TABLE);
 		if (c == FLAGS_HELP) {
 			kvi_flags_usage(stdout, fl);
@@ -205,12 +210,37 @@ kvi_flags_parse(const kvi_flags *fl, void *opts, int argc, char **argv)
 		}
 	}
 	kvi_free(lo);
+	return rc;
+}
+
+int
+kvi_flags_parse(const kvi_flags *fl, void *opts, int argc, char **argv)
+{
+	int rc = flags_parse(fl, opts, argc, argv, "");
 	if (rc == 0 && optind < argc) {
 		fprintf(stderr, "%s: unexpected argument %s\n", fl->prog,
 			argv[optind]);
 		rc = -1;
 	}
 	return rc;
+}
+
+int
+kvi_flags_parse_args(const kvi_flags *fl, void *opts, int argc, char **argv,
+		     bool in_order, int *first)
+{
+	int rc = flags_parse(fl, opts, argc, argv, in_order ? "+" : "");
+	*first = optind < argc ? optind : argc;
+	return rc;
+}
+
+const char *
+kvi_flags_command(const kvi_flags *fl, const kvi_flags *cmd)
+{
+	size_t n = strlen(fl->prog);
+	return strncmp(cmd->prog, fl->prog, n) == 0 && cmd->prog[n] == ' '
+		   ? cmd->prog + n + 1
+		   : cmd->prog;
 }
 
 /* Where a flag's help starts, and the width it is wrapped to. */
@@ -309,6 +339,31 @@ flags_usage_flag(FILE *out, const kvi_flags *fl, const kvi_flag *f)
 	fputc('\n', out);
 }
 
+/* flags_usage_commands prints the commands of fl, each with its summary
+ * from the column of the flags' help. */
+static void
+flags_usage_commands(FILE *out, const kvi_flags *fl)
+{
+	if (fl->n_commands == 0) {
+		return;
+	}
+	fputs("\nCommands:\n", out);
+	for (size_t i = 0; i < fl->n_commands; i++) {
+		const kvi_flags *cmd = fl->commands[i];
+		int col = fprintf(out, "  %s", kvi_flags_command(fl, cmd));
+		if (col + 2 > FLAGS_HELP_COL) {
+			fputc('\n', out);
+			col = 0;
+		}
+		fprintf(out, "%*s", FLAGS_HELP_COL - col, "");
+		flags_wrap(out, FLAGS_HELP_COL, FLAGS_HELP_COL,
+			   cmd->summary != NULL ? cmd->summary : "", false);
+		fputc('\n', out);
+	}
+	fprintf(out, "\n  %s COMMAND --help prints the command's flags.\n",
+		fl->prog);
+}
+
 void
 kvi_flags_usage(FILE *out, const kvi_flags *fl)
 {
@@ -328,6 +383,7 @@ kvi_flags_usage(FILE *out, const kvi_flags *fl)
 	}
 	fprintf(out, "  --help%*s%s\n", FLAGS_HELP_COL - 8, "",
 		KVI_FLAGS_HELP_TEXT);
+	flags_usage_commands(out, fl);
 }
 
 static bool

@@ -133,7 +133,11 @@ struct kvi_flag {
 #define KVI_FLAG_NOTE(text)    {.kind = KVI_FLAG_KIND_NOTE, .help = (text)}
 // clang-format on
 
-/* A program's flags. */
+/* A program's flags. A program of commands (kvindexctl: "prog [flags]
+ * COMMAND [its flags and arguments]") lists each command's own table in
+ * commands, whose prog is the program's followed by the command's words
+ * ("kvindexctl shards add"): its help lists them, and its reference pages
+ * give each one's flags after its own. */
 typedef struct kvi_flags {
 	const char *prog;     /* begins every message */
 	const char *synopsis; /* "usage: prog synopsis" */
@@ -142,6 +146,8 @@ typedef struct kvi_flags {
 	size_t n;
 	const void *defaults; /* an options struct holding the defaults */
 	size_t size;          /* the size of an options struct */
+	const struct kvi_flags *const *commands; /* NULL: none */
+	size_t n_commands;
 } kvi_flags;
 
 /* kvi_flags_parse copies fl->defaults into opts, then takes the flags of
@@ -157,24 +163,43 @@ typedef struct kvi_flags {
  * free). It resets getopt_long, and may be called again. */
 int kvi_flags_parse(const kvi_flags *fl, void *opts, int argc, char **argv);
 
+/* kvi_flags_parse_args is kvi_flags_parse for a command line that has
+ * arguments besides its flags. With in_order, the flags end at the first
+ * argument (a program of commands: the command and what follows it are
+ * the command's); without, arguments may come between flags, and
+ * getopt_long moves them after the flags in argv. Either way "--" ends
+ * the flags, and *first gets the index in argv of the first argument
+ * (argc when there is none). It returns as kvi_flags_parse. */
+int kvi_flags_parse_args(const kvi_flags *fl, void *opts, int argc, char **argv,
+			 bool in_order, int *first);
+
+/* kvi_flags_command returns the words of command cmd of fl, its prog
+ * without fl's ("shards add" of "kvindexctl shards add"). */
+const char *kvi_flags_command(const kvi_flags *fl, const kvi_flags *cmd);
+
 /* kvi_flags_usage prints fl's help to f: the synopsis, then each entry of
  * the table, the help of every flag from the same column and wrapped
- * before the 80th, then --help. */
+ * before the 80th, then --help; then its commands, each with its
+ * summary, and how to see a command's help. */
 void kvi_flags_usage(FILE *f, const kvi_flags *fl);
 
 /* kvi_flags_markdown prints fl's reference page to f, in Markdown (GitHub
  * flavoured): a title, the summary, the synopsis, then each section as a
  * "##" heading, each note as a paragraph and each flag as an item of a
  * list, "`--name METAVAR`: help. Default: X. Range: min..max.", then
- * --help. Text is escaped: it never makes emphasis, code, links, HTML,
- * lists or headings of its own. */
+ * --help; then each command under a "##" heading of its own (its prog),
+ * with its summary, its synopsis and its flags, its sections "###".
+ * Text is escaped: it never makes emphasis, code, links, HTML, lists or
+ * headings of its own. */
 void kvi_flags_markdown(FILE *f, const kvi_flags *fl);
 
 /* kvi_flags_man prints fl's man page to f, in roff (section 1, the man
  * macros): NAME, SYNOPSIS, DESCRIPTION (the summary), then OPTIONS, each
  * section a .SS, each note a .PP and each flag a .TP with its help, its
- * default and its range, then --help. A backslash, a hyphen and a line's
- * leading dot or quote are escaped; it has no date. */
+ * default and its range, then --help; then COMMANDS, each command a .SS
+ * with its summary, its synopsis and its flags, its sections in bold. A
+ * backslash, a hyphen and a line's leading dot or quote are escaped; it
+ * has no date. */
 void kvi_flags_man(FILE *f, const kvi_flags *fl);
 
 /* kvi_flag_number parses arg, the value of flag f, as kvi_cli_long does

@@ -39,22 +39,41 @@ typedef struct flags_entry {
 
 /* A format of the reference pages: flags_doc walks the table, and the
  * format writes each part. A heading of NULL is the one of the flags
- * before any section. Texts come with their length, not ended by a NUL. */
+ * before any section; a heading's level is 2 among the program's flags,
+ * 3 among a command's. Texts come with their length, not ended by a
+ * NUL. */
 typedef struct flags_style {
 	void (*begin)(FILE *out, const kvi_flags *fl);
-	void (*heading)(FILE *out, const char *text, size_t len);
+	void (*heading)(FILE *out, const char *text, size_t len, int level);
 	void (*note)(FILE *out, const char *text);
 	void (*flag)(FILE *out, const flags_entry *e);
+	/* the start of cmd, the index-th command of fl */
+	void (*command)(FILE *out, const kvi_flags *cmd, size_t index);
 } flags_style;
 
-/* flags_doc writes fl's reference page in the format st. */
+/* flags_doc_flag writes flag f of fl; first as flags_entry says. */
 static void
-flags_doc(FILE *out, const kvi_flags *fl, const flags_style *st)
+flags_doc_flag(FILE *out, const kvi_flags *fl, const kvi_flag *f, bool first,
+	       const flags_style *st)
 {
-	st->begin(out, fl);
-	if (fl->n == 0 || fl->flag[0].kind != KVI_FLAG_KIND_SECTION) {
-		st->heading(out, NULL, 0);
-	}
+	char sig[160], def[256], range[64];
+	kvi_flag_sig(f, sig, sizeof(sig));
+	flags_entry e = {
+	    .sig = sig,
+	    .help = f->help != NULL ? f->help : "",
+	    .def = kvi_flag_default(fl, f, def, sizeof(def)) ? def : NULL,
+	    .range = flags_range(f, range, sizeof(range)) ? range : NULL,
+	    .first = first,
+	};
+	st->flag(out, &e);
+}
+
+/* flags_doc_table writes the entries of fl's table, its sections as
+ * headings of level, then --help. */
+static void
+flags_doc_table(FILE *out, const kvi_flags *fl, const flags_style *st,
+		int level)
+{
 	bool first = true;
 	for (size_t i = 0; i < fl->n; i++) {
 		const kvi_flag *f = &fl->flag[i];
@@ -66,32 +85,36 @@ flags_doc(FILE *out, const kvi_flags *fl, const flags_style *st)
 							   : "Other options";
 			size_t len = strlen(h);
 			st->heading(out, h,
-				    len - (len > 0 && h[len - 1] == ':'));
+				    len - (len > 0 && h[len - 1] == ':'),
+				    level);
 			first = true;
 		} else if (f->kind == KVI_FLAG_KIND_NOTE) {
 			st->note(out, f->help != NULL ? f->help : "");
 			first = true;
 		} else {
-			char sig[160], def[256], range[64];
-			kvi_flag_sig(f, sig, sizeof(sig));
-			flags_entry e = {
-			    .sig = sig,
-			    .help = f->help != NULL ? f->help : "",
-			    .def = kvi_flag_default(fl, f, def, sizeof(def))
-				       ? def
-				       : NULL,
-			    .range = flags_range(f, range, sizeof(range))
-					 ? range
-					 : NULL,
-			    .first = first,
-			};
-			st->flag(out, &e);
+			flags_doc_flag(out, fl, f, first, st);
 			first = false;
 		}
 	}
 	st->flag(out, &(flags_entry){.sig = "--help",
 				     .help = KVI_FLAGS_HELP_TEXT,
 				     .first = first});
+}
+
+/* flags_doc writes fl's reference page in the format st: its flags, then
+ * each of its commands with its own. */
+static void
+flags_doc(FILE *out, const kvi_flags *fl, const flags_style *st)
+{
+	st->begin(out, fl);
+	if (fl->n == 0 || fl->flag[0].kind != KVI_FLAG_KIND_SECTION) {
+		st->heading(out, NULL, 0, 2);
+	}
+	flags_doc_table(out, fl, st, 2);
+	for (size_t i = 0; i < fl->n_commands; i++) {
+		st->command(out, fl->commands[i], i);
+		flags_doc_table(out, fl->commands[i], st, 3);
+	}
 }
 
 /* flags_ends_sentence: text (n bytes) ends with a full stop of its own. */
@@ -168,13 +191,12 @@ md_code(FILE *out, const char *text)
 	}
 }
 
+/* md_intro writes fl's title as a heading of marks ("#", "##"), its
+ * summary and its synopsis. */
 static void
-md_begin(FILE *out, const kvi_flags *fl)
+md_intro(FILE *out, const kvi_flags *fl, const char *marks)
 {
-	fprintf(out,
-		"<!-- Generated from %s's flag table: edit the table, not "
-		"this page. -->\n\n# ",
-		fl->prog);
+	fprintf(out, "%s ", marks);
 	md_text(out, fl->prog, strlen(fl->prog), false);
 	fputc('\n', out);
 	if (fl->summary != NULL) {
@@ -190,9 +212,27 @@ md_begin(FILE *out, const kvi_flags *fl)
 }
 
 static void
-md_heading(FILE *out, const char *text, size_t len)
+md_begin(FILE *out, const kvi_flags *fl)
 {
-	fputs("\n## ", out);
+	fprintf(out,
+		"<!-- Generated from %s's flag table: edit the table, not "
+		"this page. -->\n\n",
+		fl->prog);
+	md_intro(out, fl, "#");
+}
+
+static void
+md_command(FILE *out, const kvi_flags *cmd, size_t index)
+{
+	(void)index;
+	fputc('\n', out);
+	md_intro(out, cmd, "##");
+}
+
+static void
+md_heading(FILE *out, const char *text, size_t len, int level)
+{
+	fputs(level > 2 ? "\n### " : "\n## ", out);
 	if (text != NULL) {
 		md_text(out, text, len, false);
 	} else {
@@ -235,7 +275,8 @@ md_flag(FILE *out, const flags_entry *e)
 void
 kvi_flags_markdown(FILE *out, const kvi_flags *fl)
 {
-	static const flags_style md = {md_begin, md_heading, md_note, md_flag};
+	static const flags_style md = {md_begin, md_heading, md_note, md_flag,
+				       md_command};
 	flags_doc(out, fl, &md);
 }
 
@@ -316,13 +357,33 @@ man_begin(FILE *out, const kvi_flags *fl)
 }
 
 static void
-man_heading(FILE *out, const char *text, size_t len)
+man_heading(FILE *out, const char *text, size_t len, int level)
 {
-	if (text != NULL) { /* the first flags are OPTIONS' own */
-		fputs(".SS ", out);
-		man_text(out, text, len, false);
-		fputc('\n', out);
+	if (text == NULL) {
+		return; /* the first flags are OPTIONS' own */
 	}
+	fputs(level > 2 ? ".PP\n\\fB" : ".SS ", out);
+	man_text(out, text, len, false);
+	fputs(level > 2 ? "\\fR\n" : "\n", out);
+}
+
+static void
+man_command(FILE *out, const kvi_flags *cmd, size_t index)
+{
+	if (index == 0) {
+		fputs(".SH COMMANDS\n", out);
+	}
+	fputs(".SS ", out);
+	man_text(out, cmd->prog, strlen(cmd->prog), false);
+	fputc('\n', out);
+	if (cmd->summary != NULL) {
+		man_line(out, "", cmd->summary);
+	}
+	fputs(".PP\n.B ", out);
+	man_text(out, cmd->prog, strlen(cmd->prog), false);
+	fputc('\n', out);
+	man_text(out, cmd->synopsis, strlen(cmd->synopsis), true);
+	fputc('\n', out);
 }
 
 static void
@@ -361,6 +422,6 @@ void
 kvi_flags_man(FILE *out, const kvi_flags *fl)
 {
 	static const flags_style man = {man_begin, man_heading, man_note,
-					man_flag};
+					man_flag, man_command};
 	flags_doc(out, fl, &man);
 }
