@@ -7,6 +7,8 @@
  *
  *   kvt_proc.h  child processes: start, stop (SIGTERM then SIGKILL),
  *               kill -9, wait, all killed at exit or on a fatal signal;
+ *   kvt_run.h   a command-line tool run to its end, its input given and
+ *               its output, error and exit status captured;
  *   kvt_env.h   temporary directories, polling with deadlines, ports;
  *   kvt_http.h  HTTP GET/POST with parsed JSON (u64-safe);
  *   kvt_zmq.h   connecting with a handshake wait, receiving with timeouts;
@@ -24,6 +26,7 @@
 #include "kvt_http.h"
 #include "kvt_kubeapi.h"
 #include "kvt_proc.h"
+#include "kvt_run.h"
 #include "kvt_sim.h"
 #include "kvt_zmq.h"
 
