@@ -83,7 +83,8 @@ input_ws(const char *t, size_t i, size_t len)
 }
 
 /* input_value returns the end of the value starting at i: the first ','
- * or ']' outside strings and nesting, or len. */
+ * or ']' outside strings and nesting, or len (also when a backslash ends
+ * the text). */
 static size_t
 input_value(const char *t, size_t i, size_t len)
 {
@@ -107,7 +108,7 @@ input_value(const char *t, size_t i, size_t len)
 			break;
 		}
 	}
-	return i;
+	return i < len ? i : len;
 }
 
 kvi_err
