@@ -20,11 +20,8 @@ key_hash(const char *key)
 	return XXH3_64bits(key, strlen(key));
 }
 
-static size_t
-bucket(const char *key)
-{
-	return key_hash(key) & (KVC_BUCKETS - 1);
-}
+/* bucket: a name's place in the table of instances by name */
+#define bucket(name) (key_hash(name) & (KVC_BUCKETS - 1))
 
 kvc_lis *
 kvc_lis_find(kvc_registry *r, const char *key)
