@@ -139,6 +139,10 @@ kvi_err kvi_metrics_histogram_vec_add(kvi_metrics *m, const char *name,
 void kvi_metrics_collector_add(kvi_metrics *m, kvi_metrics_collect_fn fn,
 			       void *arg);
 
+/* kvi_metrics_process_add adds the process's own families, read at each
+ * render: process_resident_memory_bytes and process_cpu_seconds_total. */
+void kvi_metrics_process_add(kvi_metrics *m);
+
 /* kvi_metrics_render returns the text exposition of m as a NUL-terminated
  * string the caller frees with kvi_free(), and writes its length (without
  * the NUL) to *len. */

@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "alloc.h"
 #include "log.h"
@@ -325,4 +327,45 @@ kvi_metrics_out_sample_i64(kvi_metrics_out *out, const char *name,
 		out_i64(out, value);
 		out_char(out, '\n');
 	}
+}
+
+/* ---- the process ---- */
+
+/* process_metrics writes the resident memory and CPU time of the process,
+ * read from /proc/self at each scrape, under the names Prometheus's own
+ * clients give them. */
+static void
+process_metrics(void *arg, kvi_metrics_out *out)
+{
+	(void)arg;
+	long pages = 0, rss = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+	if (f != NULL) {
+		if (fscanf(f, "%ld %ld", &pages, &rss) != 2) {
+			rss = 0;
+		}
+		fclose(f);
+	}
+	kvi_metrics_out_family(out, "process_resident_memory_bytes",
+			       "Resident memory of the process, in bytes.",
+			       KVI_METRIC_GAUGE);
+	kvi_metrics_out_sample_i64(out, "process_resident_memory_bytes", NULL,
+				   0, (int64_t)rss * sysconf(_SC_PAGESIZE));
+	struct rusage ru;
+	double cpu = 0;
+	if (getrusage(RUSAGE_SELF, &ru) == 0) {
+		cpu = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+		      (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+	}
+	kvi_metrics_out_family(out, "process_cpu_seconds_total",
+			       "User and system CPU time of the process, in "
+			       "seconds.",
+			       KVI_METRIC_COUNTER);
+	kvi_metrics_out_sample(out, "process_cpu_seconds_total", NULL, 0, cpu);
+}
+
+void
+kvi_metrics_process_add(kvi_metrics *m)
+{
+	kvi_metrics_collector_add(m, process_metrics, NULL);
 }

@@ -397,6 +397,7 @@ coord_http(coord *c)
 		return false;
 	}
 	kvi_metrics_collector_add(c->metrics, coord_http_metrics, c->httpd);
+	kvi_metrics_process_add(c->metrics);
 	if (c->lease != NULL && c->advertise[0] == '\0') {
 		int port = (int)kvi_httpd_port(c->httpd);
 		kvc_replica_url(&c->rf, port, c->identity, c->advertise,

@@ -468,6 +468,7 @@ shard_wire(shard *s)
 			      KVI_GAUGE_INT, &g_quarantined);
 	kvi_gauge_set(g_quarantined, quarantined);
 	kvi_metrics_collector_add(s->metrics, shard_files_metrics, NULL);
+	kvi_metrics_process_add(s->metrics);
 	if (rv != KVI_OK) {
 		return false;
 	}

@@ -24,6 +24,7 @@ struct kvc_query {
 	kvc_query_config cfg;
 	kvi_histogram *lat[ROUTE_COUNT];
 	kvi_counter *count[ROUTE_COUNT][CODE_COUNT];
+	kvi_counter *partial[ROUTE_COUNT]; /* 200s that say partial */
 	kvi_counter *via[2]; /* shard calls: the loop's link, nng */
 };
 
@@ -177,6 +178,9 @@ merge(qctx *c)
 	kvi_free(stale);
 	kvi_histogram_observe(c->q->lat[c->route], kvi_since_s(&c->t0));
 	kvi_counter_inc(c->q->count[c->route][CODE_200]);
+	if (c->answered < c->total) {
+		kvi_counter_inc(c->q->partial[c->route]);
+	}
 	kvi_http_reply_take(c->req, 200, "application/json", text, len);
 }
 
@@ -539,6 +543,11 @@ kvc_query_alloc(kvc_registry *reg, kvc_shardset *shards, kvi_metrics *m,
 			: "POST /query_by_hash requests, by status code.",
 		    "code", codes, CODE_COUNT, q->count[e]);
 	}
+	kvi_metrics_counter_vec_add(m, "kvindex_coord_partial_answers_total",
+				    "Query answers (200) that say partial: a "
+				    "shard of the route did not "
+				    "answer within the deadline.",
+				    "endpoint", eps, 2, q->partial);
 	kvi_metrics_counter_vec_add(
 	    m, "kvindex_coord_shard_queries_total",
 	    "Queries sent to a shard: on the HTTP loop's own link to it, or "

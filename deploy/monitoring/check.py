@@ -199,7 +199,7 @@ def documented_families():
             title = line[3:].strip()
             cur = title if title in fams else None
             continue
-        m = re.match(r"\|\s*`(kvindex_[a-z0-9_]+)`\s*\|", line)
+        m = re.match(r"\|\s*`((?:kvindex|process)_[a-z0-9_]+)`\s*\|", line)
         if cur and m:
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
             typ = cells[1] if len(cells) > 2 and cells[1] in (
@@ -496,7 +496,7 @@ def cmd_metrics(args):
 # complaint must contain
 CATCHES = [
     ("kvindex_coord_shard_upp == 0", "kvindex_coord_shard_upp is not exported"),
-    ("process_resident_memory_bytes", "is not exported"),
+    ("process_open_fds", "is not exported"),
     ("up == 0", "up is not exported"),
     ('kvindex_coord_listeners{state="broken"}', "export"),
     ('kvindex_coord_listeners{phase="failed"}', "has no label phase"),
