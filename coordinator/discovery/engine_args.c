@@ -295,6 +295,33 @@ vllm_start(const ea_scan *sc, kvc_engine_args *o)
 	}
 }
 
+/* What a data-parallel size flag said: nothing, something (its value, or
+ * that it is given with a value not known yet), or that neither value can
+ * be known (both_unknown has said so). */
+typedef enum ea_size { SZ_ABSENT, SZ_READ, SZ_STOP } ea_size;
+
+/* dp_size_of reads the DP size from flag f, spelled name. */
+static ea_size
+dp_size_of(const ea_scan *sc, kvc_engine_args *o, ea_flag f, const char *name)
+{
+	char why[128];
+	uint32_t n;
+	ea_fstate st = fl_int(sc, f, 1, EA_RANKS, &n, why, sizeof(why));
+	if (st == FS_ABSENT) {
+		return SZ_ABSENT;
+	}
+	if (st == FS_UNKNOWN && !sc->given[f]) {
+		both_unknown(o, why);
+		return SZ_STOP;
+	}
+	if (st == FS_SET) {
+		ev_set(&o->dp_size, n, "%s %u", name, n);
+	} else {
+		ev_unknown(&o->dp_size, why);
+	}
+	return SZ_READ;
+}
+
 /* vllm_local reads --data-parallel-size-local and the start rank, or
  * failing that --data-parallel-size (EngineArgs.create_engine_config).
  * A flag given with a value set at the start leaves the other value
@@ -302,40 +329,19 @@ vllm_start(const ea_scan *sc, kvc_engine_args *o)
 static void
 vllm_local(const ea_scan *sc, kvc_engine_args *o)
 {
-	char why[128];
-	uint32_t n;
-	ea_fstate st = fl_int(sc, F_DPL, 1, EA_RANKS, &n, why, sizeof(why));
-	if (st != FS_ABSENT) {
-		if (st == FS_UNKNOWN && !sc->given[F_DPL]) {
-			both_unknown(o, why);
-			return;
+	ea_size sz = dp_size_of(sc, o, F_DPL, "--data-parallel-size-local");
+	if (sz != SZ_ABSENT) {
+		if (sz == SZ_READ) {
+			vllm_start(sc, o);
 		}
-		if (st == FS_SET) {
-			ev_set(&o->dp_size, n, "--data-parallel-size-local %u",
-			       n);
-		} else {
-			ev_unknown(&o->dp_size, why);
-		}
-		vllm_start(sc, o);
 		return;
 	}
 	/* without a local size the start rank is not read: ranks 0..N-1 */
-	st = fl_int(sc, F_DP, 1, EA_RANKS, &n, why, sizeof(why));
-	if (st == FS_ABSENT) {
-		return;
+	if (dp_size_of(sc, o, F_DP, "--data-parallel-size") == SZ_READ) {
+		ev_set(&o->dp_start_rank, 0,
+		       "--data-parallel-size without "
+		       "--data-parallel-size-local (rank 0)");
 	}
-	if (st == FS_UNKNOWN && !sc->given[F_DP]) {
-		both_unknown(o, why);
-		return;
-	}
-	if (st == FS_SET) {
-		ev_set(&o->dp_size, n, "--data-parallel-size %u", n);
-	} else {
-		ev_unknown(&o->dp_size, why);
-	}
-	ev_set(&o->dp_start_rank, 0,
-	       "--data-parallel-size without --data-parallel-size-local "
-	       "(rank 0)");
 }
 
 /* vllm_dp applies vLLM's rules for the ranks an engine hosts. */
@@ -390,20 +396,9 @@ sglang_dp(const ea_scan *sc, kvc_engine_args *o)
 		both_unknown(o, why);
 		return;
 	}
-	st = fl_int(sc, F_DP, 1, EA_RANKS, &n, why, sizeof(why));
-	if (st == FS_ABSENT) {
-		return;
+	if (dp_size_of(sc, o, F_DP, "--dp-size") == SZ_READ) {
+		ev_set(&o->dp_start_rank, 0, "--dp-size (rank 0)");
 	}
-	if (st == FS_UNKNOWN && !sc->given[F_DP]) {
-		both_unknown(o, why);
-		return;
-	}
-	if (st == FS_SET) {
-		ev_set(&o->dp_size, n, "--dp-size %u", n);
-	} else {
-		ev_unknown(&o->dp_size, why);
-	}
-	ev_set(&o->dp_start_rank, 0, "--dp-size (rank 0)");
 }
 
 static void
