@@ -5,6 +5,7 @@
 #include <ftw.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -340,4 +341,14 @@ kvt_ports_pick(int n, int *base)
 		}
 	}
 	return KVI_EEXIST;
+}
+
+bool
+kvt_why(char *why, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, len, fmt, ap);
+	va_end(ap);
+	return false;
 }

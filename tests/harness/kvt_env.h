@@ -40,6 +40,11 @@ char *kvt_file_read(const char *path, size_t *len);
  * output. */
 void kvt_log_tail(const char *what, const char *path, size_t max);
 
+/* kvt_why writes a check's reason for failing into why (len bytes) and
+ * returns false, for `return kvt_why(why, len, "...", ...);`. */
+bool kvt_why(char *why, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 int64_t kvt_now_ms(void);
 void kvt_sleep_ms(int ms);
 

@@ -135,30 +135,17 @@ clu_seq_hashes(const uint32_t *tokens, size_t n, uint64_t *out)
 	return nb;
 }
 
-static bool clu_fail(char *why, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static bool
-clu_fail(char *why, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(why, len, fmt, ap);
-	va_end(ap);
-	return false;
-}
-
 bool
 clu_check_answer(const json_t *ans, const clu_expect *exp, int n_exp, char *why,
 		 size_t len)
 {
 	const json_t *ws = json_object_get(ans, "workers");
 	if (!json_is_array(ws)) {
-		return clu_fail(why, len, "no workers array");
+		return kvt_why(why, len, "no workers array");
 	}
 	if ((int)json_array_size(ws) != n_exp) {
-		return clu_fail(why, len, "%zu workers, expected %d",
-				json_array_size(ws), n_exp);
+		return kvt_why(why, len, "%zu workers, expected %d",
+			       json_array_size(ws), n_exp);
 	}
 	const json_t *scores = json_object_get(ans, "scores");
 	for (int e = 0; e < n_exp; e++) {
@@ -178,8 +165,8 @@ clu_check_answer(const json_t *ans, const clu_expect *exp, int n_exp, char *why,
 			}
 		}
 		if (found == NULL) {
-			return clu_fail(why, len, "%s rank %d is missing", pod,
-					exp[e].rank);
+			return kvt_why(why, len, "%s rank %d is missing", pod,
+				       exp[e].rank);
 		}
 		json_int_t mb = json_integer_value(
 		    json_object_get(found, "matched_blocks"));
@@ -191,7 +178,7 @@ clu_check_answer(const json_t *ans, const clu_expect *exp, int n_exp, char *why,
 		    json_integer_value(json_object_get(found, "disk"));
 		if (mb != exp[e].longest || g != exp[e].gpu * CLU_BS ||
 		    cp != exp[e].cpu * CLU_BS || d != exp[e].disk * CLU_BS) {
-			return clu_fail(
+			return kvt_why(
 			    why, len,
 			    "%s rank %d: blocks %lld gpu %lld cpu %lld disk "
 			    "%lld tokens, expected %u blocks %u/%u/%u",
@@ -207,7 +194,7 @@ clu_check_answer(const json_t *ans, const clu_expect *exp, int n_exp, char *why,
 		json_int_t sc = json_integer_value(
 		    json_object_get(json_object_get(scores, id), rank));
 		if (sc != (json_int_t)exp[e].longest * CLU_BS) {
-			return clu_fail(
+			return kvt_why(
 			    why, len, "scores[%s][%s] = %lld, expected %u", id,
 			    rank, (long long)sc, exp[e].longest * CLU_BS);
 		}

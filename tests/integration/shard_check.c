@@ -394,19 +394,6 @@ shc_tiers(const json_t *arr)
 	return t;
 }
 
-static bool shc_why(char *why, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static bool
-shc_why(char *why, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(why, len, fmt, ap);
-	va_end(ap);
-	return false;
-}
-
 bool
 shc_matches_truth(shardproc *s, const kvt_sim *sim, int idx, char *why,
 		  size_t len)
@@ -419,7 +406,7 @@ shc_matches_truth(shardproc *s, const kvt_sim *sim, int idx, char *why,
 	if (kvt_sim_call(sim, "GET", path, NULL, &tr) != KVI_OK ||
 	    tr.json == NULL) {
 		kvt_http_resp_fini(&tr);
-		return shc_why(why, len, "no truth from the simulator");
+		return kvt_why(why, len, "no truth from the simulator");
 	}
 	json_int_t seq = json_integer_value(json_object_get(tr.json, "seq"));
 	const json_t *blocks = json_object_get(tr.json, "blocks");
@@ -442,7 +429,7 @@ shc_matches_truth(shardproc *s, const kvt_sim *sim, int idx, char *why,
 	Kvindex__Response *resp = shc_call(s, &req);
 	bool ok = true;
 	if (resp->code != 0 || resp->dump == NULL) {
-		ok = shc_why(why, len, "dump %s: %s", key,
+		ok = kvt_why(why, len, "dump %s: %s", key,
 			     resp->error ? resp->error : "no dump");
 		goto out;
 	}
@@ -450,14 +437,14 @@ shc_matches_truth(shardproc *s, const kvt_sim *sim, int idx, char *why,
 	bool has_wm = dump->has_watermark;
 	if ((seq < 0 && has_wm) ||
 	    (seq >= 0 && (!has_wm || dump->watermark != (uint64_t)seq))) {
-		ok = shc_why(why, len,
+		ok = kvt_why(why, len,
 			     "%s: watermark %s%" PRIu64 ", engine at %lld", key,
 			     has_wm ? "" : "none/", dump->watermark,
 			     (long long)seq);
 		goto out;
 	}
 	if (dump->n_entries != n) {
-		ok = shc_why(why, len, "%s: %zu entries, engine holds %zu", key,
+		ok = kvt_why(why, len, "%s: %zu entries, engine holds %zu", key,
 			     dump->n_entries, n);
 		goto out;
 	}
@@ -470,7 +457,7 @@ shc_matches_truth(shardproc *s, const kvt_sim *sim, int idx, char *why,
 	qsort(got, n, sizeof(*got), shc_entry_cmp);
 	for (size_t i = 0; i < n && ok; i++) {
 		if (memcmp(&got[i], &want[i], sizeof(got[i])) != 0) {
-			ok = shc_why(
+			ok = kvt_why(
 			    why, len,
 			    "%s: entry %zu differs: ext %" PRIu64
 			    " seq %" PRIu64 " tiers %u, engine: ext %" PRIu64

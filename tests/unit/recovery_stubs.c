@@ -226,12 +226,12 @@ recovery_teardown(void **state)
 	return 0;
 }
 
-/* Payloads are the seq's decimal text: the fingerprint of batch s. */
-void
-ev(fx *f, kvq_event_kind kind, uint64_t seq)
+/* send_event gives the recovery an event whose payload is prefix and seq. */
+static void
+send_event(fx *f, kvq_event_kind kind, uint64_t seq, const char *prefix)
 {
 	char payload[24];
-	int n = snprintf(payload, sizeof(payload), "batch-%llu",
+	int n = snprintf(payload, sizeof(payload), "%s-%llu", prefix,
 			 (unsigned long long)seq);
 	kvq_recovery_on(f->q, &f->l,
 			&(kvq_event){.kind = kind,
@@ -240,19 +240,19 @@ ev(fx *f, kvq_event_kind kind, uint64_t seq)
 				     .len = (size_t)n});
 }
 
+/* Payloads are the seq's decimal text: the fingerprint of batch s. */
+void
+ev(fx *f, kvq_event_kind kind, uint64_t seq)
+{
+	send_event(f, kind, seq, "batch");
+}
+
 /* foreign sends a batch of another rank, numbered seq, as live or
  * replayed. */
 void
 foreign(fx *f, kvq_event_kind kind, uint64_t seq)
 {
-	char payload[24];
-	int n = snprintf(payload, sizeof(payload), "other-%llu",
-			 (unsigned long long)seq);
-	kvq_recovery_on(f->q, &f->l,
-			&(kvq_event){.kind = kind,
-				     .seq = seq,
-				     .payload = payload,
-				     .len = (size_t)n});
+	send_event(f, kind, seq, "other");
 }
 
 void
