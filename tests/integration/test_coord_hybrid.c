@@ -2,13 +2,17 @@
  * test_coord_hybrid.c - hybrid models: /query's match is the hit the
  * engine itself would take.
  *
- * The simulator's four pods of DP 2 each serve a hybrid model
+ * The simulator's five pods of DP 2 each serve a hybrid model
  * (--kv-groups), publishing vLLM's events of every KV cache group:
  *   pod 0: full attention (64 blocks) + a 64-token sliding window (40);
  *   pod 1: full attention + Mamba in "align" mode (4 states);
  *   pod 2: full attention at block 16 (64) + full attention at block 32
  *          (24 blocks of 32 tokens);
- *   pod 3: MLA + Mamba in "all" mode (40 states).
+ *   pod 3: MLA + Mamba in "all" mode (40 states);
+ *   pod 4: full attention + a 48-token sliding window of MLA (40).
+ * (Chunked local attention is left out: its events do not carry the
+ * chunk size, so kvindex judges it as full attention, which may report
+ * less than the engine reuses - never more.)
  * Every prompt fits in every group (the simulator cuts a prompt to what
  * its smallest group holds), and the prompts' blocks do not. Prompt
  * lengths sit at and around the window and the block boundaries: a
@@ -37,14 +41,15 @@
 #include "coord_check.h"
 
 #define BS      16
-#define PODS    4
+#define PODS    5
 #define RANKS   2
 #define PROMPTS 10
 #define MAXTOK  (40 * BS + 1)
 #define WAIT_MS 15000
 #define GROUPS                                                                 \
 	"full:16:64,swa=64:16:40/full:16:64,mamba=align:16:4/"                 \
-	"full:16:64,full:32:24/mla:16:64,mamba=all:16:40"
+	"full:16:64,full:32:24/mla:16:64,mamba=all:16:40/"                     \
+	"full:16:64,swa-mla=48:16:40"
 
 static uint32_t tok[PROMPTS][MAXTOK];
 static size_t len[PROMPTS];
@@ -193,7 +198,7 @@ test_hybrid_hits(void **state)
 {
 	cluster *c = *state;
 	prompts_make();
-	const char *sim[] = {"--pods",      "4",    "--dp", "2",
+	const char *sim[] = {"--pods",      "5",    "--dp", "2",
 			     "--kv-groups", GROUPS, NULL};
 	clu_sim(c, sim);
 	clu_shards(c, 2);
