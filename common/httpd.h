@@ -186,14 +186,29 @@ const char *kvi_http_req_suffix(const kvi_http_req *req);
  * parameter called name ("" for "?name" or "?name="), or NULL. */
 const char *kvi_http_req_query(kvi_http_req *req, const char *name);
 
+/* kvi_http_req_params returns the query string's parameters in their
+ * order, decoded, as name, value, name, value ... and writes their number
+ * to *n; valid until the reply. */
+const char *const *kvi_http_req_params(kvi_http_req *req, size_t *n);
+
 /* kvi_http_req_header returns the value of request header name (matched
  * case-insensitively; the first, when a header that may be repeated is),
  * or NULL. */
 const char *kvi_http_req_header(const kvi_http_req *req, const char *name);
 
 /* kvi_http_req_body returns the request body, contiguous, and writes its
- * length to *len; a request without a body gives "" and 0. */
-const void *kvi_http_req_body(const kvi_http_req *req, size_t *len);
+ * length to *len; a request without a body gives "" and 0. Only a
+ * route's handler, on its loop thread, may ask for it. */
+const void *kvi_http_req_body(kvi_http_req *req, size_t *len);
+
+/* kvi_http_req_body_len returns the length of the request body. */
+size_t kvi_http_req_body_len(const kvi_http_req *req);
+
+/* kvi_http_req_body_copy copies the request body, kvi_http_req_body_len
+ * bytes, to dst, without making it contiguous first: a handler that
+ * wants the bytes in its own array pays one copy. Same thread rule as
+ * kvi_http_req_body. */
+void kvi_http_req_body_copy(const kvi_http_req *req, void *dst);
 
 /*
  * Replies. Each of kvi_http_reply, kvi_http_reply_json and

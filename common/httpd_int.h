@@ -53,7 +53,8 @@ struct kvi_http_req {
 	char **query; /* key, value, key, value ... */
 	size_t n_query;
 	bool query_parsed;
-	const void *body;
+	struct evbuffer *in; /* the body, until it is pulled up */
+	const void *body;    /* NULL until kvi_http_req_body */
 	size_t body_len;
 	/* the reply */
 	int status;

@@ -260,13 +260,8 @@ loop_on_request(struct evhttp_request *ev, void *arg)
 	req->path = path;
 	req->suffix = r->prefix ? path + r->len : "";
 	req->query_raw = uri != NULL ? evhttp_uri_get_query(uri) : NULL;
-	struct evbuffer *in = evhttp_request_get_input_buffer(ev);
-	req->body_len = evbuffer_get_length(in);
-	req->body = req->body_len > 0 ? evbuffer_pullup(in, -1) : NULL;
-	if (req->body == NULL) {
-		req->body = "";
-		req->body_len = 0;
-	}
+	req->in = evhttp_request_get_input_buffer(ev);
+	req->body_len = evbuffer_get_length(req->in);
 	pthread_mutex_lock(&loop->mu);
 	req->next = loop->pending;
 	if (loop->pending != NULL) {

@@ -164,6 +164,16 @@ kvi_http_req_query(kvi_http_req *req, const char *name)
 	return NULL;
 }
 
+const char *const *
+kvi_http_req_params(kvi_http_req *req, size_t *n)
+{
+	if (!req->query_parsed) {
+		req_parse_query(req);
+	}
+	*n = req->n_query;
+	return (const char *const *)req->query;
+}
+
 const char *
 kvi_http_req_header(const kvi_http_req *req, const char *name)
 {
@@ -172,10 +182,36 @@ kvi_http_req_header(const kvi_http_req *req, const char *name)
 }
 
 const void *
-kvi_http_req_body(const kvi_http_req *req, size_t *len)
+kvi_http_req_body(kvi_http_req *req, size_t *len)
 {
+	if (req->body == NULL) {
+		/* pulled up only when asked for: a body copied out whole
+		 * (kvi_http_req_body_copy) is never made contiguous */
+		req->body =
+		    req->body_len > 0 ? evbuffer_pullup(req->in, -1) : NULL;
+		if (req->body == NULL) {
+			req->body = "";
+			req->body_len = 0;
+		}
+	}
 	*len = req->body_len;
 	return req->body;
+}
+
+size_t
+kvi_http_req_body_len(const kvi_http_req *req)
+{
+	return req->body_len;
+}
+
+void
+kvi_http_req_body_copy(const kvi_http_req *req, void *dst)
+{
+	if (req->body != NULL) {
+		memcpy(dst, req->body, req->body_len);
+	} else if (req->body_len > 0) {
+		evbuffer_copyout(req->in, dst, req->body_len);
+	}
 }
 
 void **

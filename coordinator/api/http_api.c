@@ -10,6 +10,7 @@
 #include "admin.h"
 #include "alloc.h"
 #include "api_json.h"
+#include "api_packed.h"
 #include "api_query.h"
 
 static void
@@ -60,22 +61,55 @@ on_unregister(void *arg, kvi_http_req *req)
 	kvc_api_unregister_fini(&u);
 }
 
-/* on_query parses a /query or /query_by_hash body and hands the request,
- * or the parser's refusal, to the query path. */
+/* body_copy copies a request's body for the packed parser. */
+static void
+body_copy(void *arg, void *dst)
+{
+	kvi_http_req_body_copy(arg, dst);
+}
+
+/* packed_parse reads a request in the packed form (api_packed.h). */
+static kvi_err
+packed_parse(kvi_http_req *req, kvc_packed_route route, size_t max, kvc_qreq *r,
+	     kvc_qerr *e)
+{
+	size_t n;
+	const char *const *params = kvi_http_req_params(req, &n);
+	return kvc_api_packed_parse(route, params, n,
+				    kvi_http_req_body_len(req), body_copy, req,
+				    max, r, e);
+}
+
+static bool
+is_packed(const kvi_http_req *req)
+{
+	return kvc_api_is_packed(kvi_http_req_header(req, "Content-Type"));
+}
+
+/* on_query parses a /query or /query_by_hash request, a JSON body or a
+ * packed one, and hands the request, or the error, to the query path. */
 static void
 on_query(kvc_api *api, kvi_http_req *req, kvc_query_route route)
 {
 	struct timespec t0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	size_t len, max_tokens, max_hashes;
-	const char *body = kvi_http_req_body(req, &len);
 	kvc_query_limits(api->query, &max_tokens, &max_hashes);
+	bool by_tokens = route == KVC_QUERY_TOKENS;
 	kvc_qreq r = {0};
 	kvc_qerr e = {0};
-	kvi_err rv =
-	    route == KVC_QUERY_TOKENS
-		? kvc_api_query_parse(body, len, max_tokens, &r, &e)
-		: kvc_api_hash_query_parse(body, len, max_hashes, &r, &e);
+	kvi_err rv;
+	if (is_packed(req)) {
+		rv = packed_parse(
+		    req, by_tokens ? KVC_PACKED_QUERY : KVC_PACKED_HASH_QUERY,
+		    by_tokens ? max_tokens : max_hashes, &r, &e);
+	} else {
+		const char *body = kvi_http_req_body(req, &len);
+		rv = by_tokens
+			 ? kvc_api_query_parse(body, len, max_tokens, &r, &e)
+			 : kvc_api_hash_query_parse(body, len, max_hashes, &r,
+						    &e);
+	}
 	if (rv != KVI_OK) {
 		kvc_query_refuse(api->query, req, route, &t0, &e);
 		return;
@@ -95,8 +129,9 @@ on_query_hashes(void *arg, kvi_http_req *req)
 	on_query(arg, req, KVC_QUERY_HASHES);
 }
 
-/* on_routed parses a /routed body and hands it to routed.h. Like /query
- * it takes no token: it changes predictions only, which expire. */
+/* on_routed parses a /routed request, JSON or packed, and hands it to
+ * routed.h. Like /query it takes no token: it changes predictions only,
+ * which expire. */
 static void
 on_routed(void *arg, kvi_http_req *req)
 {
@@ -104,13 +139,18 @@ on_routed(void *arg, kvi_http_req *req)
 	struct timespec t0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	size_t len, max_tokens, max_hashes;
-	const char *body = kvi_http_req_body(req, &len);
 	kvc_query_limits(api->query, &max_tokens, &max_hashes);
+	size_t max = max_tokens > max_hashes ? max_tokens : max_hashes;
 	kvc_qreq r = {0};
 	kvc_qerr e = {0};
-	if (kvc_api_routed_parse(
-		body, len, max_tokens > max_hashes ? max_tokens : max_hashes,
-		&r, &e) != KVI_OK) {
+	kvi_err rv;
+	if (is_packed(req)) {
+		rv = packed_parse(req, KVC_PACKED_ROUTED, max, &r, &e);
+	} else {
+		const char *body = kvi_http_req_body(req, &len);
+		rv = kvc_api_routed_parse(body, len, max, &r, &e);
+	}
+	if (rv != KVI_OK) {
 		kvc_routed_refuse(api->routed, req, &e);
 		return;
 	}

@@ -2,6 +2,7 @@
 
 #include <curl/curl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -123,9 +124,12 @@ kvt_json_u64(const json_t *v, uint64_t *out)
 	return true;
 }
 
-kvi_err
-kvt_http_request(const char *method, const char *url, const char *body,
-		 const char *header, int timeout_ms, kvt_http_resp *out)
+/* request sends method to url with body (len bytes of content_type;
+ * NULL: none, or an empty one for POST and PUT) and one extra header. */
+static kvi_err
+request(const char *method, const char *url, const void *body, size_t len,
+	const char *content_type, const char *header, int timeout_ms,
+	kvt_http_resp *out)
 {
 	memset(out, 0, sizeof(*out)); /* fini is safe whatever happens */
 	pthread_once(&curl_once, curl_init);
@@ -151,11 +155,12 @@ kvt_http_request(const char *method, const char *url, const char *body,
 	bool sends = strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0;
 	if (body != NULL || sends) {
 		/* an empty body still gets "Content-Length: 0" */
-		headers = curl_slist_append(headers,
-					    "Content-Type: application/json");
+		char ct[128];
+		snprintf(ct, sizeof(ct), "Content-Type: %s", content_type);
+		headers = curl_slist_append(headers, ct);
 		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body ? body : "");
 		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE,
-				 (long)(body ? strlen(body) : 0));
+				 (long)(body ? len : 0));
 	}
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
 	CURLcode rc = curl_easy_perform(c);
@@ -186,6 +191,23 @@ kvt_http_request(const char *method, const char *url, const char *body,
 	curl_slist_free_all(headers);
 	curl_easy_cleanup(c);
 	return rv;
+}
+
+kvi_err
+kvt_http_request(const char *method, const char *url, const char *body,
+		 const char *header, int timeout_ms, kvt_http_resp *out)
+{
+	return request(method, url, body, body ? strlen(body) : 0,
+		       "application/json", header, timeout_ms, out);
+}
+
+kvi_err
+kvt_http_post_bytes(const char *url, const void *body, size_t len,
+		    const char *content_type, int timeout_ms,
+		    kvt_http_resp *out)
+{
+	return request("POST", url, len > 0 ? body : "", len, content_type,
+		       NULL, timeout_ms, out);
 }
 
 static kvi_err

@@ -49,6 +49,12 @@ kvi_err kvt_http_request(const char *method, const char *url, const char *body,
 kvi_err kvt_http_post(const char *url, const char *body, int timeout_ms,
 		      kvt_http_resp *out);
 
+/* kvt_http_post_bytes posts len bytes of body, of content_type, to url.
+ * Errors as kvt_http_get. */
+kvi_err kvt_http_post_bytes(const char *url, const void *body, size_t len,
+			    const char *content_type, int timeout_ms,
+			    kvt_http_resp *out);
+
 /* kvt_http_post_json posts the JSON value body (borrowed). */
 kvi_err kvt_http_post_json(const char *url, const json_t *body, int timeout_ms,
 			   kvt_http_resp *out);

@@ -464,6 +464,32 @@ clu_query(cluster *c, const uint32_t *tokens, size_t n, const char *extra)
 	return ans;
 }
 
+char *
+clu_query_packed(cluster *c, const uint32_t *tokens, size_t n,
+		 const char *params)
+{
+	char url[512];
+	snprintf(url, sizeof(url), "%s/query?model_name=sim-model%s%s", c->base,
+		 params ? "&" : "", params ? params : "");
+	uint8_t *body = kvi_malloc(4 * n + 1);
+	for (size_t i = 0; i < n; i++) {
+		for (int b = 0; b < 4; b++) {
+			body[4 * i + (size_t)b] = (uint8_t)(tokens[i] >> 8 * b);
+		}
+	}
+	kvt_http_resp r;
+	kvi_err rv = kvt_http_post_bytes(url, body, 4 * n,
+					 "application/octet-stream", 10000, &r);
+	kvi_free(body);
+	if (rv != KVI_OK || r.status != 200) {
+		fail_msg("packed /query: %s %ld %s", kvi_strerror(rv), r.status,
+			 r.body ? r.body : "");
+	}
+	char *text = kvi_strdup(r.body);
+	kvt_http_resp_fini(&r);
+	return text;
+}
+
 shardproc *
 clu_shard_of(cluster *c, int pod, int rank)
 {

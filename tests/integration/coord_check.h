@@ -156,6 +156,13 @@ char *clu_tokens_text(const uint32_t *tokens, size_t n);
  * dp_rank rank), borrowed from ans, or NULL (coord_truth.c). */
 json_t *clu_worker(const json_t *ans, int pod, int rank);
 
+/* clu_query_packed posts a /query for tokens in the packed form
+ * (docs/api.md#compact-request-bodies), with params after model_name
+ * (e.g. "top_k=2"; NULL: none), and returns the answer's text (kvi_free),
+ * failing the test unless it is a 200. */
+char *clu_query_packed(cluster *c, const uint32_t *tokens, size_t n,
+		       const char *params);
+
 /* clu_query posts a /query for tokens (with extra JSON fields, e.g.
  * "\"dp_rank\": 1", or NULL) and returns the answer; fails unless 200. */
 json_t *clu_query(cluster *c, const uint32_t *tokens, size_t n,

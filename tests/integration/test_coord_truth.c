@@ -7,7 +7,9 @@
  * must equal a brute-force scan of the truth: the same listeners, with
  * the same matched blocks per tier. With "top_k": 2 the answer must be
  * the first two of that scan in the order of docs/api.md#post-query (ties by
- * instance id and rank), in that order.
+ * instance id and rank), in that order. Every query is also sent in the
+ * packed form (docs/api.md#compact-request-bodies), with and without top_k,
+ * and its answer must be the JSON form's, byte for byte.
  */
 #include <inttypes.h>
 #include <setjmp.h>
@@ -49,6 +51,26 @@ best_first(const void *pa, const void *pb)
 	return a->rank - b->rank;
 }
 
+/* check_packed asks the query again in the packed form, with params,
+ * and compares its answer's text with the JSON form's answer, ans. */
+static void
+check_packed(cluster *c, const uint32_t *tokens, uint32_t nb, const json_t *ans,
+	     const char *params)
+{
+	char *packed = clu_query_packed(c, tokens, (size_t)nb * 16, params);
+	char *text = json_dumps(ans, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	json_t *pj = kvt_json_loads(packed, strlen(packed));
+	char *ptext = json_dumps(pj, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	if (strcmp(text, ptext) != 0) {
+		fail_msg("packed query (%u blocks, %s): %s; JSON form %s", nb,
+			 params ? params : "full", packed, text);
+	}
+	free(ptext);
+	free(text);
+	json_decref(pj);
+	kvi_free(packed);
+}
+
 /* check_top_k asks the query again with top_k and compares the answer
  * with the best TOP_K of exp, in order. */
 static void
@@ -58,6 +80,7 @@ check_top_k(cluster *c, const uint32_t *tokens, uint32_t nb, clu_expect *exp,
 	qsort(exp, (size_t)ne, sizeof(*exp), best_first);
 	int k = ne < TOP_K ? ne : TOP_K;
 	json_t *ans = clu_query(c, tokens, (size_t)nb * 16, "\"top_k\": 2");
+	check_packed(c, tokens, nb, ans, "top_k=2");
 	char why[512];
 	if (!clu_check_answer(ans, exp, k, why, sizeof(why))) {
 		char *d = json_dumps(ans, JSON_COMPACT);
@@ -137,6 +160,7 @@ test_index_and_queries_equal_truth(void **state)
 				 nb, why, d);
 		}
 		assert_false(json_is_true(json_object_get(ans, "partial")));
+		check_packed(c, tokens, nb, ans, NULL);
 		check_top_k(c, tokens, nb, exp, ne);
 		matched += ne > 0;
 		for (int e = 0; e < ne; e++) {
