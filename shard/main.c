@@ -534,6 +534,7 @@ int
 main(int argc, char **argv)
 {
 	shard s = {0};
+	kvi_alloc_server();
 	int rc = shard_setup(&s, argc, argv);
 	if (rc >= 0) {
 		return rc;
