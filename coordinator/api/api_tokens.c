@@ -8,8 +8,10 @@
 #include "alloc.h"
 
 #define TOK_BLOCK 64
-/* bytes readable past a block: an id's 8-byte load from its last byte */
-#define TOK_PAD 16
+/* bytes readable past a block: the next block's, which the VBMI
+ * converter reads in a second vector (an 8-byte load from a block's last
+ * byte needs 7) */
+#define TOK_PAD 64
 
 /* The classes of one block's bytes, bit i for byte i. */
 typedef struct tok_masks {
@@ -207,17 +209,12 @@ tok_classify_avx512(const char *p, tok_masks *m)
 	m->space = _mm512_cmpeq_epi8_mask(_mm512_shuffle_epi8(spaces, b), b);
 }
 
-/* tok_convert8 converts the ids at p[0..8) as tok_id does, in
- * the 64-bit lanes of one vector; false when one has 8 digits or more. */
+/* tok_digits8 converts the ids whose text starts each 64-bit lane of w
+ * as tok_id does; false when one has 8 digits or more. */
 static inline __attribute__((target(TOK_AVX512))) bool
-tok_convert8(const char *const *p, uint32_t *out)
+tok_digits8(__m512i w, uint32_t *out)
 {
-	uint64_t w[8];
-	for (int k = 0; k < 8; k++) {
-		memcpy(&w[k], p[k], 8);
-	}
-	__m512i x =
-	    _mm512_xor_si512(_mm512_loadu_si512(w), _mm512_set1_epi8(0x30));
+	__m512i x = _mm512_xor_si512(w, _mm512_set1_epi8(0x30));
 	__m512i big = _mm512_and_si512(
 	    _mm512_or_si512(
 		_mm512_add_epi64(_mm512_and_si512(x, _mm512_set1_epi8(0x7f)),
@@ -244,6 +241,17 @@ tok_convert8(const char *const *p, uint32_t *out)
 	return true;
 }
 
+/* tok_convert8 converts the ids at p[0..8), each from an 8-byte load. */
+static inline __attribute__((target(TOK_AVX512))) bool
+tok_convert8(const char *const *p, uint32_t *out)
+{
+	uint64_t w[8];
+	for (int k = 0; k < 8; k++) {
+		memcpy(&w[k], p[k], 8);
+	}
+	return tok_digits8(_mm512_loadu_si512(w), out);
+}
+
 static inline __attribute__((target(TOK_AVX512))) int
 tok_convert_avx512(const char *blk, const char *lim, uint64_t starts,
 		   uint32_t *out)
@@ -268,6 +276,58 @@ tok_convert_avx512(const char *blk, const char *lim, uint64_t starts,
 				}
 			}
 		}
+	}
+	return n;
+}
+
+#define TOK_VBMI TOK_AVX512 ",avx512vbmi,avx512vbmi2"
+
+/* tok_convert_vbmi converts as tok_convert_avx512, without a load per
+ * id: the ids' starts are compressed into one vector of byte offsets, and
+ * each group of eight ids is permuted out of the block and the next one
+ * (which TOK_PAD makes readable) into the lanes of a vector. */
+static inline __attribute__((target(TOK_VBMI))) int
+tok_convert_vbmi(const char *blk, const char *lim, uint64_t starts,
+		 uint32_t *out)
+{
+	int n = __builtin_popcountll(starts);
+	if (n == 0) {
+		return 0;
+	}
+	const __m512i iota = _mm512_set_epi8(
+	    63, 62, 61, 60, 59, 58, 57, 56, 55, 54, 53, 52, 51, 50, 49, 48, 47,
+	    46, 45, 44, 43, 42, 41, 40, 39, 38, 37, 36, 35, 34, 33, 32, 31, 30,
+	    29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13,
+	    12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+	/* lanes past the ids read "0,,,,,,," which converts to 0 */
+	const __m512i nothing = _mm512_set1_epi64(0x2c2c2c2c2c2c2c30);
+	const __m512i bytes = _mm512_set1_epi64(0x0706050403020100);
+	__m512i pos = _mm512_maskz_compress_epi8(starts, iota);
+	__m512i lo = _mm512_loadu_si512(blk);
+	__m512i hi = _mm512_loadu_si512(blk + TOK_BLOCK);
+	/* lane k of sel: byte 8g + k of pos, in every byte */
+	__m512i sel = _mm512_set_epi64(0x0707070707070707, 0x0606060606060606,
+				       0x0505050505050505, 0x0404040404040404,
+				       0x0303030303030303, 0x0202020202020202,
+				       0x0101010101010101, 0);
+	for (int k = 0; k < n; k += 8) {
+		__m512i idx =
+		    _mm512_add_epi8(_mm512_permutexvar_epi8(sel, pos), bytes);
+		__mmask8 live =
+		    n - k >= 8 ? 0xff : (__mmask8)((1u << (n - k)) - 1);
+		__m512i w = _mm512_mask_blend_epi64(
+		    live, nothing, _mm512_permutex2var_epi8(lo, idx, hi));
+		if (!tok_digits8(w, out + k)) {
+			/* an id of 8 digits or more in this group */
+			uint8_t at[64];
+			_mm512_storeu_si512(at, pos);
+			for (int j = k; j < k + 8 && j < n; j++) {
+				if (!tok_id(blk + at[j], lim, &out[j])) {
+					return -1;
+				}
+			}
+		}
+		sel = _mm512_add_epi8(sel, _mm512_set1_epi8(8));
 	}
 	return n;
 }
@@ -393,6 +453,14 @@ tok_read_avx512(const char *p, const char *end, size_t max, uint32_t **ids,
 	return tok_read(p, end, max, ids, n, after, tok_classify_avx512,
 			tok_convert_avx512);
 }
+
+static __attribute__((target(TOK_VBMI))) bool
+tok_read_vbmi(const char *p, const char *end, size_t max, uint32_t **ids,
+	      size_t *n, const char **after)
+{
+	return tok_read(p, end, max, ids, n, after, tok_classify_avx512,
+			tok_convert_vbmi);
+}
 #endif
 
 bool
@@ -412,6 +480,10 @@ kvc_tokens_supported(kvc_tokens_level level)
 		       __builtin_cpu_supports("avx512bw") &&
 		       __builtin_cpu_supports("avx512cd") &&
 		       __builtin_cpu_supports("avx512dq");
+	case KVC_TOKENS_AVX512_VBMI:
+		return kvc_tokens_supported(KVC_TOKENS_AVX512) &&
+		       __builtin_cpu_supports("avx512vbmi") &&
+		       __builtin_cpu_supports("avx512vbmi2");
 #endif
 	default:
 		return false;
@@ -424,6 +496,8 @@ kvc_tokens_read_as(kvc_tokens_level level, const char *p, const char *end,
 {
 	switch (level) {
 #if TOK_X86
+	case KVC_TOKENS_AVX512_VBMI:
+		return tok_read_vbmi(p, end, max, ids, n, after);
 	case KVC_TOKENS_AVX512:
 		return tok_read_avx512(p, end, max, ids, n, after);
 	case KVC_TOKENS_AVX2:

@@ -15,7 +15,9 @@
  * position of the prefix parity (prefix xor) of their union. Each id is
  * then converted on its own from an 8-byte load, so the conversions of
  * neighbouring ids overlap in the processor instead of waiting on each
- * other; with AVX-512, eight ids at a time, one in each 64-bit lane.
+ * other; with AVX-512, eight ids at a time, one in each 64-bit lane,
+ * and with AVX-512 VBMI2 the eight permuted out of the block's vectors
+ * instead of loaded one by one.
  * The best level the processor has is chosen at the first call.
  *
  * It accepts ids of 1 to 10 digits without a leading zero (but "0"), at
@@ -48,8 +50,9 @@ bool kvc_tokens_read(const char *p, const char *end, size_t max, uint32_t **ids,
 typedef enum kvc_tokens_level {
 	KVC_TOKENS_PORTABLE, /* plain C */
 	KVC_TOKENS_SSE2,
-	KVC_TOKENS_AVX2,   /* and BMI2 */
-	KVC_TOKENS_AVX512, /* BW, CD and DQ, and AVX2 */
+	KVC_TOKENS_AVX2,        /* and BMI2 */
+	KVC_TOKENS_AVX512,      /* BW, CD and DQ, and AVX2 */
+	KVC_TOKENS_AVX512_VBMI, /* and VBMI, VBMI2: no load per id */
 	KVC_TOKENS_LEVELS
 } kvc_tokens_level;
 

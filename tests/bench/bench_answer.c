@@ -12,16 +12,22 @@
  * 16,000 token ids (1,000 blocks; ids of 6 digits, ", " between them, as
  * common JSON encoders write) and hashing it into sequence hashes, and
  * parsing a /query_by_hash body of 1,000 block hashes (random u64s, half
- * of them beyond int64). The time moves with the machine; for a figure
- * that does not, count instructions:
- *   valgrind --tool=callgrind bench_answer 1000 0 10   (and 30; subtract)
+ * of them beyond int64); the token array read alone by each reader this
+ * processor runs (api_tokens.h's levels); and the same 16,000 ids as a
+ * packed body (api_packed.h), copied into the request. The time moves with the
+ * machine; for a figure that does not, count instructions: valgrind
+ * --tool=callgrind bench_answer 1000 0 10   (and 30; subtract)
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "alloc.h"
+#include "api_packed.h"
 #include "api_query.h"
+#include "api_tokens.h"
 #include "hash.h"
 #include "qanswer.h"
 
@@ -31,6 +37,67 @@ now_s(void)
 	struct timespec t;
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* bench_levels times the token array of body alone, at each level. */
+static void
+bench_levels(const char *body, size_t blen, size_t tokens, int rounds)
+{
+	static const char *const names[KVC_TOKENS_LEVELS] = {
+	    "portable", "sse2", "avx2", "avx512", "avx512_vbmi"};
+	const char *p = strchr(body, '[') + 1, *end = body + blen;
+	for (int l = 0; l < KVC_TOKENS_LEVELS; l++) {
+		if (!kvc_tokens_supported((kvc_tokens_level)l)) {
+			printf("tokens: level=%s not on this processor\n",
+			       names[l]);
+			continue;
+		}
+		double t0 = now_s();
+		for (int i = 0; i < rounds; i++) {
+			uint32_t *ids;
+			size_t n;
+			const char *after;
+			if (!kvc_tokens_read_as((kvc_tokens_level)l, p, end,
+						tokens, &ids, &n, &after)) {
+				fprintf(stderr, "level %s declined\n",
+					names[l]);
+				exit(1);
+			}
+			kvi_free(ids);
+		}
+		double us = (now_s() - t0) / rounds * 1e6;
+		printf("tokens: level=%s us_read=%.1f ns_per_id=%.2f\n",
+		       names[l], us, us * 1e3 / (double)tokens);
+	}
+}
+
+static void
+copy_packed(void *arg, void *dst)
+{
+	const char *const *src = arg;
+	memcpy(dst, src[0], (size_t)(uintptr_t)src[1]);
+}
+
+/* bench_packed times a packed body of the same ids into a request. */
+static void
+bench_packed(const uint32_t *ids, size_t tokens, int rounds)
+{
+	const char *params[] = {"model_name", "m"};
+	const void *src[2] = {ids, (void *)(uintptr_t)(tokens * 4)};
+	double t0 = now_s();
+	for (int i = 0; i < rounds; i++) {
+		kvc_qreq q = {0};
+		kvc_qerr e = {0};
+		if (kvc_api_packed_parse(KVC_PACKED_QUERY, params, 1,
+					 tokens * 4, copy_packed, src, tokens,
+					 &q, &e) != KVI_OK) {
+			fprintf(stderr, "packed: %s\n", e.message);
+			exit(1);
+		}
+		kvc_qreq_fini(&q);
+	}
+	printf("packed: tokens=%zu bytes=%zu us_parse=%.2f\n", tokens,
+	       tokens * 4, (now_s() - t0) / rounds * 1e6);
 }
 
 /* bench_body times parsing and hashing a 16,000-token /query body. */
@@ -70,6 +137,8 @@ bench_body(int rounds)
 	double t2 = now_s();
 	printf("body: tokens=%d bytes=%zu us_parse=%.1f us_hash=%.1f\n", TOKENS,
 	       blen, (t1 - t0) / rounds * 1e6, (t2 - t1) / rounds * 1e6);
+	bench_levels(body, blen, TOKENS, rounds);
+	bench_packed(q.token_ids, q.n_tokens, rounds);
 	kvc_qreq_fini(&q);
 	kvi_free(h);
 	kvi_free(body);
