@@ -346,10 +346,41 @@ test_routed_by_instance_and_hashes(void **state)
 	assert_int_equal(
 	    json_integer_value(json_object_get(a, "pending_blocks")), NB);
 	json_decref(a);
-	/* the query by token ids sees them on that rank */
+	/* the same in the compact form: the tokens to pod 0's rank 0, the
+	 * hashes to instance 1's rank 0 (g and h in this host's order,
+	 * little-endian) */
+	char url[512];
+	kvt_http_resp r;
+	snprintf(url, sizeof(url),
+		 "%s/routed?model_name=sim-model&pod=sim/pod-0&dp_rank=0",
+		 c->base);
+	assert_int_equal(kvt_http_post_bytes(url, g, sizeof(g),
+					     "application/octet-stream", 10000,
+					     &r),
+			 KVI_OK);
+	assert_int_equal(r.status, 202);
+	assert_int_equal(
+	    json_integer_value(json_object_get(r.json, "pending_blocks")), NB);
+	kvt_http_resp_fini(&r);
+	snprintf(url, sizeof(url),
+		 "%s/routed?model_name=sim-model&instance_id=%s&dp_rank=0&"
+		 "prompt=block_hashes",
+		 c->base, id);
+	assert_int_equal(kvt_http_post_bytes(url, h, sizeof(h),
+					     "application/octet-stream", 10000,
+					     &r),
+			 KVI_OK);
+	assert_int_equal(r.status, 202);
+	assert_string_equal(
+	    json_string_value(json_object_get(r.json, "listener")),
+	    "sim/pod-1#0");
+	kvt_http_resp_fini(&r);
+	/* the query by token ids sees them on those ranks */
 	json_t *ans = clu_query(c, g, NTK, NULL);
 	assert_int_equal(worker(ans, 1, 1).pending, NB);
-	assert_int_equal(worker(ans, 1, 0).pending, -1);
+	assert_int_equal(worker(ans, 1, 0).pending, NB);
+	assert_int_equal(worker(ans, 0, 0).pending, NB);
+	assert_int_equal(worker(ans, 0, 1).pending, -1);
 	json_decref(ans);
 	/* an instance id no pod has: 404 */
 	snprintf(body, cap,
