@@ -22,7 +22,7 @@
 
 #include "alloc.h"
 
-#define HEAD_CAP    256
+#define HEAD_CAP    (BQ_TARGET_MAX + BQ_TYPE_MAX + 192)
 #define IN_CAP      16384
 #define SCRATCH_CAP 65536
 #define WARMUP_NS   200000000u
@@ -168,12 +168,15 @@ conn_send(loadgen *lg, conn *c, size_t i)
 	c->busy = true;
 	c->sent = 0;
 	c->in_len = c->head_end = c->body_len = c->body_got = 0;
+	const bq_bodies *b = lg->b;
 	c->head_len = (size_t)snprintf(
 	    c->head, HEAD_CAP,
-	    "POST /query HTTP/1.1\r\nHost: bench\r\n"
-	    "Content-Type: application/json\r\nX-Bench-Req: %u\r\n"
+	    "POST %s HTTP/1.1\r\nHost: bench\r\n"
+	    "Content-Type: %s\r\nX-Bench-Req: %u\r\n"
 	    "Content-Length: %zu\r\n\r\n",
-	    lg->b->id_base + (uint32_t)i, lg->b->len[i]);
+	    b->target != NULL ? b->target : "/query",
+	    b->content_type != NULL ? b->content_type : "application/json",
+	    b->id_base + (uint32_t)i, b->len[i]);
 	lg->busy++;
 	c->t0 = bq_now_ns();
 	return conn_write(lg, c);
@@ -358,6 +361,15 @@ drive(loadgen *lg)
 	return rc;
 }
 
+/* head_fits says whether every request head of b fits in HEAD_CAP. */
+static bool
+head_fits(const bq_bodies *b)
+{
+	return (b->target == NULL || strlen(b->target) <= BQ_TARGET_MAX) &&
+	       (b->content_type == NULL ||
+		strlen(b->content_type) <= BQ_TYPE_MAX);
+}
+
 static kvi_err
 lg_open(loadgen *lg, int port, const bq_bodies *b, int conns)
 {
@@ -407,6 +419,9 @@ kvi_err
 bq_load_run(int port, const bq_bodies *b, int conns, double seconds,
 	    void (*on_timed)(void *arg), void *arg, bq_load_result *out)
 {
+	if (!head_fits(b)) {
+		return KVI_EINVAL;
+	}
 	loadgen *lg = kvi_calloc(1, sizeof(*lg));
 	kvi_err rc = lg_open(lg, port, b, conns);
 	if (rc == KVI_OK) {
@@ -442,6 +457,9 @@ kvi_err
 bq_load_each(int port, const bq_bodies *b, const size_t *which, size_t n,
 	     bq_answer_fn fn, void *arg)
 {
+	if (!head_fits(b)) {
+		return KVI_EINVAL;
+	}
 	loadgen *lg = kvi_calloc(1, sizeof(*lg));
 	kvi_err rc = lg_open(lg, port, b, 1);
 	if (rc == KVI_OK) {

@@ -2,13 +2,15 @@
  * bench_query_load.h - the closed-loop HTTP load generator of bench_query.
  *
  * One thread, one epoll set, N persistent HTTP/1.1 keep-alive connections
- * to 127.0.0.1:port (TCP_NODELAY). Each connection sends a POST /query,
- * reads the whole answer (its Content-Length) and sends the next, so N is
- * the number of requests in flight. The bodies of a set are cycled,
- * connection c starting at body c * n / N. Every request carries
- * "X-Bench-Req: <id_base + i>" for body i, which the canned-answer server
- * uses to answer each request with a body as long as kvindex's answer to
- * it; the other servers ignore the header.
+ * to 127.0.0.1:port (TCP_NODELAY). Each connection sends a POST to the
+ * set's request target with its Content-Type (/query and application/json
+ * unless the set says otherwise), reads the whole answer (its
+ * Content-Length) and sends the next, so N is the number of requests in
+ * flight. The bodies of a set are cycled, connection c starting at body
+ * c * n / N. Every request carries "X-Bench-Req: <id_base + i>" for body
+ * i, which the canned-answer server uses to answer each request with a
+ * body as long as kvindex's answer to it; the other servers ignore the
+ * header.
  *
  * A run first warms up (every connection sends requests for a moment and
  * all of them are answered), calls on_timed, then measures for the given
@@ -28,15 +30,23 @@
 
 #include "error.h"
 
-/* A set of request bodies: one query kind in one answer form. */
+/* The longest request target and Content-Type a set may have. */
+#define BQ_TARGET_MAX 256
+#define BQ_TYPE_MAX   64
+
+/* A set of request bodies: one query kind in one answer form and one body
+ * form. */
 typedef struct bq_bodies {
-	const char *kind; /* "trace", "100", "1000" */
-	const char *form; /* "full", "top8" */
+	const char *kind;      /* "trace", "100", "1000" */
+	const char *form;      /* "full", "top8" */
+	const char *body_form; /* "json", "packed" */
 	char **body;
 	size_t *len;
 	uint32_t *blocks; /* blocks of each prompt */
 	size_t n;
-	uint32_t id_base; /* X-Bench-Req of body 0 */
+	uint32_t id_base;         /* X-Bench-Req of body 0 */
+	char *target;             /* request target; NULL: "/query" */
+	const char *content_type; /* NULL: "application/json" */
 } bq_bodies;
 
 typedef struct bq_load_result {
@@ -51,7 +61,8 @@ typedef struct bq_load_result {
 /* bq_load_run runs conns connections against port for seconds, as
  * described above, and fills *out. on_timed(arg) (may be NULL) is called
  * between the warm-up and the measurement. Returns KVI_EUNREACHABLE when a
- * connection cannot be made. */
+ * connection cannot be made, KVI_EINVAL when b's target or Content-Type
+ * is longer than BQ_TARGET_MAX or BQ_TYPE_MAX. */
 kvi_err bq_load_run(int port, const bq_bodies *b, int conns, double seconds,
 		    void (*on_timed)(void *arg), void *arg,
 		    bq_load_result *out);
@@ -62,8 +73,8 @@ typedef void (*bq_answer_fn)(void *arg, size_t i, int status, const char *body,
 			     size_t len);
 
 /* bq_load_each sends the bodies which[0..n) of b once each, in order, over
- * one connection and hands every answer to fn. Returns KVI_EUNREACHABLE or
- * KVI_EIO (the connection broke). */
+ * one connection and hands every answer to fn. Returns KVI_EUNREACHABLE,
+ * KVI_EINVAL (as bq_load_run) or KVI_EIO (the connection broke). */
 kvi_err bq_load_each(int port, const bq_bodies *b, const size_t *which,
 		     size_t n, bq_answer_fn fn, void *arg);
 
