@@ -253,7 +253,7 @@ build_kind(run *r, int k)
 			       .n = r->o.bodies,
 			       .model = MODEL};
 	bq_bodies *out[N_FORMS];
-	uint32_t top_k[N_FORMS];
+	bq_body_form bf[N_FORMS];
 	size_t n = 0;
 	for (int f = 0; f < N_FORMS; f++) {
 		if (!r->o.form[f]) {
@@ -263,11 +263,12 @@ build_kind(run *r, int k)
 		*q = (query_set){.top_k = f == 1 ? TOP_K : 0};
 		q->b.kind = kinds[k];
 		q->b.form = forms[f];
-		top_k[n] = q->top_k;
+		q->b.body_form = "json";
+		bf[n] = (bq_body_form){.top_k = q->top_k};
 		out[n++] = &q->b;
 	}
 	char err[256];
-	if (bq_bodies_build(&spec, top_k, out, n, err, sizeof(err)) != KVI_OK) {
+	if (bq_bodies_build(&spec, bf, out, n, err, sizeof(err)) != KVI_OK) {
 		fprintf(stderr, "trace: %s\n", err);
 		exit(1);
 	}

@@ -7,12 +7,14 @@
  * fleet cached. A prompt keeps its own length, or is cut or padded to a
  * fixed number of blocks; padding is fresh pseudo-random tokens, as a long
  * prompt whose prefix is cached would be. Each prompt is written once per
- * answer form: {"model_name": M, "token_ids": [...]}, with "top_k": k
- * appended for a form with k > 0.
+ * set, in the set's answer form and body form: as JSON, {"model_name": M,
+ * "token_ids": [...]} with "top_k": k appended for a form with k > 0, or
+ * packed (bench_query_packed.h), M and k in the request target.
  */
 #ifndef KVI_TESTS_BENCH_QUERY_BODIES_H
 #define KVI_TESTS_BENCH_QUERY_BODIES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,11 +29,18 @@ typedef struct bq_bodies_spec {
 	const char *model;
 } bq_bodies_spec;
 
+/* How a set writes its prompts. */
+typedef struct bq_body_form {
+	uint32_t top_k; /* listeners asked for; 0: all */
+	bool packed;    /* packed, else JSON */
+} bq_body_form;
+
 /* bq_bodies_build fills out[f] (f < n_forms) with the bodies of the same
- * prompts, those of out[f] asking for top_k[f] listeners (0: all). It sets
- * body, len, blocks and n; kind, form and id_base are the caller's.
- * Returns the errors of sim_load_open; err (errlen bytes) says why. */
-kvi_err bq_bodies_build(const bq_bodies_spec *spec, const uint32_t *top_k,
+ * prompts written as forms[f] says. It sets body, len, blocks and n, and
+ * for a packed set target and content_type; kind, form, body_form and
+ * id_base are the caller's. Returns the errors of sim_load_open; err
+ * (errlen bytes) says why. */
+kvi_err bq_bodies_build(const bq_bodies_spec *spec, const bq_body_form *forms,
 			bq_bodies *const *out, size_t n_forms, char *err,
 			size_t errlen);
 
