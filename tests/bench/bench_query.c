@@ -99,6 +99,7 @@ typedef struct query_set {
 	char **answer; /* the first `check` answers, kept for the check */
 	size_t check;
 	size_t errors;
+	double body_bytes; /* mean request body bytes */
 } query_set;
 
 /* Everything a run starts. */
@@ -285,8 +286,14 @@ build_sets(run *r)
 	}
 	uint32_t id = 0;
 	for (size_t i = 0; i < r->n_sets; i++) {
-		r->sets[i].b.id_base = id;
-		id += (uint32_t)r->sets[i].b.n;
+		query_set *q = &r->sets[i];
+		size_t bytes = 0;
+		for (size_t j = 0; j < q->b.n; j++) {
+			bytes += q->b.len[j];
+		}
+		q->body_bytes = q->b.n ? (double)bytes / (double)q->b.n : 0;
+		q->b.id_base = id;
+		id += (uint32_t)q->b.n;
 	}
 }
 
@@ -587,6 +594,8 @@ measure(run *r, bq_row *rows)
 			bq_row *row = &rows[n++];
 			*row = (bq_row){.kind = q->b.kind,
 					.form = q->b.form,
+					.body = q->b.body_form,
+					.body_bytes = q->body_bytes,
 					.conns = r->o.conns[c]};
 			for (int s = 0; s < BQ_SERVERS; s++) {
 				if (r->port[s] <= 0) {
@@ -685,17 +694,15 @@ print_sets(const run *r)
 {
 	for (size_t i = 0; i < r->n_sets; i++) {
 		const query_set *q = &r->sets[i];
-		size_t blocks = 0, bytes = 0, answer = 0;
+		size_t blocks = 0, answer = 0;
 		for (size_t j = 0; j < q->b.n; j++) {
 			blocks += q->b.blocks[j];
-			bytes += q->b.len[j];
 			answer += q->answer_len[j];
 		}
-		printf("queries: %s/%s bodies=%zu mean_blocks=%.0f "
+		printf("queries: %s/%s/%s bodies=%zu mean_blocks=%.0f "
 		       "mean_body_bytes=%.0f mean_answer_bytes=%.0f\n",
-		       q->b.kind, q->b.form, q->b.n,
-		       (double)blocks / (double)q->b.n,
-		       (double)bytes / (double)q->b.n,
+		       q->b.kind, q->b.form, q->b.body_form, q->b.n,
+		       (double)blocks / (double)q->b.n, q->body_bytes,
 		       (double)answer / (double)q->b.n);
 	}
 }

@@ -41,7 +41,7 @@ static void
 targets(FILE *f, const bq_row *r, bq_server s)
 {
 	if (s != BQ_KVINDEX) {
-		fprintf(f, " | %9s %9s  %-22s", "", "", "");
+		fprintf(f, " | %9s %9s  %-26s", "", "", "");
 		return;
 	}
 	fprintf(f, " |");
@@ -54,25 +54,32 @@ targets(FILE *f, const bq_row *r, bq_server s)
 			 r->r[BQ_KVINDEX].p50_us, b,
 			 r->r[BQ_KVINDEX].p50_us <= b ? "met" : "missed");
 	}
-	fprintf(f, "  %-22s", bound);
+	fprintf(f, "  %-26s", bound);
 }
 
+/* cpu_split prints the CPU per query of each process of s, joined by
+ * '+', one figure per process whether or not the phase answered any. */
 static void
 cpu_split(FILE *f, const bq_row *r, bq_server s)
 {
-	fprintf(f, " ");
 	for (int i = 0; i < r->n_parts[s]; i++) {
 		fprintf(f, "%s%.0f", i ? "+" : "", r->cpu_part_us[s][i]);
+	}
+	if (r->n_parts[s] == 0) {
+		fprintf(f, "-");
 	}
 }
 
 void
 bq_report_table(FILE *f, const bq_row *rows, size_t n)
 {
-	fprintf(f, "%-6s %-5s %5s %-9s %9s %9s %9s %9s %6s | %9s %9s  %s\n",
-		"query", "form", "conns", "server", "q/s", "p50_us", "p99_us",
-		"cpu_us/q", "errors", "kvi/floor", "kvi/redis",
-		"kvi p50 vs 2*floor p50+150");
+	fprintf(f,
+		"%-6s %-5s %-6s %7s %5s %-9s %9s %9s %9s %9s %6s | %9s %9s  "
+		"%-26s %s\n",
+		"query", "form", "body", "body_B", "conns", "server", "q/s",
+		"p50_us", "p99_us", "cpu_us/q", "errors", "kvi/floor",
+		"kvi/redis", "kvi p50 vs 2*floor p50+150",
+		"cpu_us/q by process");
 	for (size_t i = 0; i < n; i++) {
 		const bq_row *r = &rows[i];
 		for (int s = 0; s < BQ_SERVERS; s++) {
@@ -80,12 +87,14 @@ bq_report_table(FILE *f, const bq_row *rows, size_t n)
 				continue;
 			}
 			const bq_load_result *x = &r->r[s];
-			fprintf(
-			    f,
-			    "%-6s %-5s %5d %-9s %9.0f %9.0f %9.0f %9.1f %6zu",
-			    r->kind, r->form, r->conns, names[s], x->qps,
-			    x->p50_us, x->p99_us, r->cpu_us[s], x->errors);
+			fprintf(f,
+				"%-6s %-5s %-6s %7.0f %5d %-9s %9.0f %9.0f "
+				"%9.0f %9.1f %6zu",
+				r->kind, r->form, r->body, r->body_bytes,
+				r->conns, names[s], x->qps, x->p50_us,
+				x->p99_us, r->cpu_us[s], x->errors);
 			targets(f, r, s);
+			fprintf(f, " ");
 			cpu_split(f, r, s);
 			fprintf(f, "\n");
 		}
@@ -95,22 +104,25 @@ bq_report_table(FILE *f, const bq_row *rows, size_t n)
 /* ---- the data file and the plot ---------------------------------------- */
 
 typedef struct groups {
-	const char *kind[MAX_GROUPS], *form[MAX_GROUPS];
-	size_t n_kind, n_form;
-	bool ran[BQ_SERVERS];
+	const char *kind[MAX_GROUPS], *form[MAX_GROUPS], *body[MAX_GROUPS];
+	size_t n_kind, n_form, n_body;
+	bool ran[MAX_GROUPS][BQ_SERVERS]; /* per body form */
+	bool any[BQ_SERVERS];             /* for some body form */
 } groups;
 
-static void
+/* add_unique adds s to v[0..*n) unless it is there; returns its index. */
+static size_t
 add_unique(const char **v, size_t *n, const char *s)
 {
 	for (size_t i = 0; i < *n; i++) {
 		if (strcmp(v[i], s) == 0) {
-			return;
+			return i;
 		}
 	}
 	if (*n < MAX_GROUPS) {
 		v[(*n)++] = s;
 	}
+	return *n - 1;
 }
 
 static groups
@@ -120,41 +132,62 @@ groups_of(const bq_row *rows, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		add_unique(g.kind, &g.n_kind, rows[i].kind);
 		add_unique(g.form, &g.n_form, rows[i].form);
+		size_t b = add_unique(g.body, &g.n_body, rows[i].body);
 		for (int s = 0; s < BQ_SERVERS; s++) {
-			g.ran[s] = g.ran[s] || rows[i].ran[s];
+			g.ran[b][s] = g.ran[b][s] || rows[i].ran[s];
+			g.any[s] = g.any[s] || rows[i].ran[s];
 		}
 	}
 	return g;
 }
 
-/* write_dat writes one data block per form, kind and server that ran
- * (gnuplot's "index" counts them in that order). */
+static bool
+row_in(const bq_row *r, const groups *g, size_t fi, size_t ki, size_t bi)
+{
+	return strcmp(r->kind, g->kind[ki]) == 0 &&
+	       strcmp(r->form, g->form[fi]) == 0 &&
+	       strcmp(r->body, g->body[bi]) == 0;
+}
+
+/* write_block writes the data block of form fi, kind ki, body form bi and
+ * server s. */
+static void
+write_block(FILE *f, const groups *g, const bq_row *rows, size_t n, size_t fi,
+	    size_t ki, size_t bi, bq_server s)
+{
+	fprintf(f, "# query=%s form=%s body=%s server=%s\n", g->kind[ki],
+		g->form[fi], g->body[bi], names[s]);
+	for (size_t i = 0; i < n; i++) {
+		const bq_row *r = &rows[i];
+		if (!r->ran[s] || !row_in(r, g, fi, ki, bi)) {
+			continue;
+		}
+		fprintf(f, "%d %.1f %.1f %.1f %.2f %zu %s %.0f ", r->conns,
+			r->r[s].qps, r->r[s].p50_us, r->r[s].p99_us,
+			r->cpu_us[s], r->r[s].errors, r->body, r->body_bytes);
+		cpu_split(f, r, s);
+		fprintf(f, "\n");
+	}
+	fprintf(f, "\n\n");
+}
+
+/* write_dat writes one data block per form, kind, body form and server
+ * that ran with that body form (gnuplot's "index" counts them in that
+ * order). */
 static void
 write_dat(FILE *f, const groups *g, const bq_row *rows, size_t n)
 {
-	fprintf(f, "# conns qps p50_us p99_us cpu_us_per_query errors\n");
+	fprintf(f, "# conns qps p50_us p99_us cpu_us_per_query errors body "
+		   "body_bytes cpu_us_per_query_by_process\n");
 	for (size_t fi = 0; fi < g->n_form; fi++) {
 		for (size_t ki = 0; ki < g->n_kind; ki++) {
-			for (int s = 0; s < BQ_SERVERS; s++) {
-				if (!g->ran[s]) {
-					continue;
-				}
-				fprintf(f, "# query=%s form=%s server=%s\n",
-					g->kind[ki], g->form[fi], names[s]);
-				for (size_t i = 0; i < n; i++) {
-					const bq_row *r = &rows[i];
-					if (!r->ran[s] ||
-					    strcmp(r->kind, g->kind[ki]) != 0 ||
-					    strcmp(r->form, g->form[fi]) != 0) {
-						continue;
+			for (size_t bi = 0; bi < g->n_body; bi++) {
+				for (int s = 0; s < BQ_SERVERS; s++) {
+					if (g->ran[bi][s]) {
+						write_block(f, g, rows, n, fi,
+							    ki, bi, s);
 					}
-					fprintf(f,
-						"%d %.1f %.1f %.1f %.2f %zu\n",
-						r->conns, r->r[s].qps,
-						r->r[s].p50_us, r->r[s].p99_us,
-						r->cpu_us[s], r->r[s].errors);
 				}
-				fprintf(f, "\n\n");
 			}
 		}
 	}
@@ -170,24 +203,38 @@ kind_title(const char *kind)
 					: "1,000-block prompts";
 }
 
+/* The lines of a body form: JSON solid (p50) and dashed (p99) with
+ * circles, packed dash-dot and dash-dot-dot with squares. */
+static void
+write_lines(FILE *f, const char *body, int index, int color, const char *name)
+{
+	bool packed = strcmp(body, "json") != 0;
+	const char *label = packed ? " packed" : "";
+	fprintf(f,
+		"dat index %d using 2:3 with linespoints lc %d dt %d pt %d "
+		"title '%s%s p50', \\\n  dat index %d using 2:4 with "
+		"linespoints lc %d dt %d pt %d title '%s%s p99'",
+		index, color, packed ? 4 : 1, packed ? 5 : 7, name, label,
+		index, color, packed ? 5 : 2, packed ? 4 : 6, name, label);
+}
+
 static void
 write_panel(FILE *f, const groups *g, size_t fi, size_t ki, int *index)
 {
 	fprintf(f, "set title '%s, %s answers'\nplot ", kind_title(g->kind[ki]),
 		strcmp(g->form[fi], "full") == 0 ? "full" : "top-8");
-	int color = 0;
-	for (int s = 0; s < BQ_SERVERS; s++) {
-		if (!g->ran[s]) {
-			continue;
+	int lines = 0;
+	for (size_t bi = 0; bi < g->n_body; bi++) {
+		int color = 0;
+		for (int s = 0; s < BQ_SERVERS; s++) {
+			color += g->any[s];
+			if (!g->ran[bi][s]) {
+				continue;
+			}
+			fprintf(f, "%s", lines++ > 0 ? ", \\\n  " : "");
+			write_lines(f, g->body[bi], *index, color, names[s]);
+			(*index)++;
 		}
-		color++;
-		fprintf(f,
-			"%sdat index %d using 2:3 with linespoints lc %d pt 7 "
-			"title '%s p50', \\\n  dat index %d using 2:4 with "
-			"linespoints lc %d dt 2 pt 6 title '%s p99'",
-			color > 1 ? ", \\\n  " : "", *index, color, names[s],
-			*index, color, names[s]);
-		(*index)++;
 	}
 	fprintf(f, "\n");
 }

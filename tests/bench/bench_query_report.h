@@ -4,13 +4,18 @@
  * latency-versus-throughput plot (bench_query.png, through gnuplot when
  * it is installed; bench_query.gp is the script).
  *
- * A row is one query kind in one answer form at one number of
- * connections, with each server's figures. The table gives, per server,
- * queries/s, p50 and p99 latency, CPU per query (all its processes) and
- * errors; on the kvindex line the ratios the targets use: kvindex q/s
- * over the floor's, kvindex q/s over Redis's (no AOF), and kvindex's p50
- * against 2 x the floor's p50 + 150 us; last, the CPU per query of each
- * process (kvindex: coordinator+shard-0+shard-1; redis: front+redis-server).
+ * A row is one query kind in one answer form and one request body form
+ * (json or packed) at one number of connections, with the mean request
+ * body bytes of its set and each server's figures. The table gives, per
+ * server, queries/s, p50 and p99 latency, CPU per query (all its
+ * processes) and errors; on the kvindex line the ratios the targets use:
+ * kvindex q/s over the floor's, kvindex q/s over Redis's (no AOF; "-" when
+ * Redis did not run, as for packed bodies), and kvindex's p50 against 2 x
+ * the floor's p50 + 150 us; last, the CPU per query of each process
+ * (kvindex: coordinator+shard-0+shard-1; floor: itself; redis:
+ * front+redis-server). The data file has the same figures, one block per
+ * answer form, query kind, body form and server; the plot draws the packed
+ * rows in dash-dot lines with square points.
  */
 #ifndef KVI_TESTS_BENCH_QUERY_REPORT_H
 #define KVI_TESTS_BENCH_QUERY_REPORT_H
@@ -37,6 +42,8 @@ const char *bq_server_name(bq_server s);
 
 typedef struct bq_row {
 	const char *kind, *form;
+	const char *body;  /* body form: "json", "packed" */
+	double body_bytes; /* mean request body bytes of the set */
 	int conns;
 	bool ran[BQ_SERVERS];
 	bq_load_result r[BQ_SERVERS];
