@@ -47,7 +47,6 @@
  *
  * Every process shares the machine's cores with the load generator.
  */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,36 +59,19 @@
 #include "bench_query_cluster.h"
 #include "bench_query_front.h"
 #include "bench_query_load.h"
+#include "bench_query_options.h"
 #include "bench_query_proc.h"
 #include "bench_query_redis.h"
 #include "bench_query_report.h"
 #include "kvitest.h"
 
-#define TRACE    KVI_DATA_DIR "/traces/conversation_trace.jsonl"
-#define BS       16
-#define BPI      32 /* blocks per trace hash id */
-#define MODEL    "sim-model"
-#define TOP_K    8
-#define MAX_LIST 8
-#define N_KINDS  3
-#define N_FORMS  2
+#define TRACE KVI_DATA_DIR "/traces/conversation_trace.jsonl"
+#define BS    16
+#define BPI   32 /* blocks per trace hash id */
+#define MODEL "sim-model"
+#define TOP_K 8
 
-static const char *const kinds[N_KINDS] = {"trace", "100", "1000"};
-static const uint32_t kind_blocks[N_KINDS] = {0, 100, 1000}; /* 0: real */
-static const char *const forms[N_FORMS] = {"full", "top8"};
-
-typedef struct options {
-	int pods;
-	double entries;
-	double seconds;
-	int conns[MAX_LIST];
-	int n_conns;
-	bool kind[N_KINDS], form[N_FORMS];
-	bool redis, ipc;
-	const char *out;
-	int http_threads;
-	size_t bodies, check;
-} options;
+static const uint32_t kind_blocks[BQ_KINDS] = {0, 100, 1000}; /* 0: real */
 
 /* A body set with kvindex's answers to it. */
 typedef struct query_set {
@@ -104,7 +86,7 @@ typedef struct query_set {
 
 /* Everything a run starts. */
 typedef struct run {
-	options o;
+	bq_options o;
 	char *dir, *out;
 	bq_cluster cluster;
 	kvt_proc *floor, *front[2];
@@ -115,131 +97,6 @@ typedef struct run {
 	query_set *sets;
 	size_t n_sets;
 } run;
-
-/* ---- options ------------------------------------------------------------- */
-
-static void
-usage(void)
-{
-	fprintf(stderr, "see the comment at the top of bench_query.c\n");
-	exit(2);
-}
-
-static void
-parse_conns(options *o, const char *s)
-{
-	o->n_conns = 0;
-	for (char *end; *s != '\0'; s = end + (*end == ',')) {
-		long v = strtol(s, &end, 10);
-		if (end == s || v < 1 || v > 4096 || o->n_conns == MAX_LIST) {
-			usage();
-		}
-		o->conns[o->n_conns++] = (int)v;
-	}
-}
-
-/* parse_names marks which of names[0..n) the comma list s names. */
-static void
-parse_names(bool *on, const char *const *names, size_t n, const char *s)
-{
-	memset(on, 0, n * sizeof(bool));
-	while (*s != '\0') {
-		size_t len = strcspn(s, ",");
-		size_t i = 0;
-		while (i < n && (strlen(names[i]) != len ||
-				 strncmp(names[i], s, len) != 0)) {
-			i++;
-		}
-		if (i == n) {
-			usage();
-		}
-		on[i] = true;
-		s += len + (s[len] == ',');
-	}
-}
-
-static void
-parse_options(int argc, char **argv, options *o)
-{
-	*o = (options){.pods = 100,
-		       .entries = 1e6,
-		       .seconds = 2,
-		       .conns = {1, 4, 16, 64},
-		       .n_conns = 4,
-		       .kind = {true, true, true},
-		       .form = {true, true},
-		       .redis = true,
-		       .http_threads = 2,
-		       .bodies = 256,
-		       .check = 32};
-	static const struct option longopts[] = {
-	    {"pods", required_argument, NULL, 'p'},
-	    {"entries", required_argument, NULL, 'e'},
-	    {"seconds", required_argument, NULL, 's'},
-	    {"conns", required_argument, NULL, 'c'},
-	    {"queries", required_argument, NULL, 'q'},
-	    {"forms", required_argument, NULL, 'f'},
-	    {"no-redis", no_argument, NULL, 'n'},
-	    {"shard-url-scheme", required_argument, NULL, 'u'},
-	    {"out", required_argument, NULL, 'o'},
-	    {"http-threads", required_argument, NULL, 't'},
-	    {"bodies", required_argument, NULL, 'b'},
-	    {"check", required_argument, NULL, 'k'},
-	    {NULL, 0, NULL, 0},
-	};
-	int ch;
-	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-		switch (ch) {
-		case 'p':
-			o->pods = atoi(optarg);
-			break;
-		case 'e':
-			o->entries = atof(optarg);
-			break;
-		case 's':
-			o->seconds = atof(optarg);
-			break;
-		case 'c':
-			parse_conns(o, optarg);
-			break;
-		case 'q':
-			parse_names(o->kind, kinds, N_KINDS, optarg);
-			break;
-		case 'f':
-			parse_names(o->form, forms, N_FORMS, optarg);
-			break;
-		case 'n':
-			o->redis = false;
-			break;
-		case 'u':
-			if (strcmp(optarg, "tcp") != 0 &&
-			    strcmp(optarg, "ipc") != 0) {
-				usage();
-			}
-			o->ipc = strcmp(optarg, "ipc") == 0;
-			break;
-		case 'o':
-			o->out = optarg;
-			break;
-		case 't':
-			o->http_threads = atoi(optarg);
-			break;
-		case 'b':
-			o->bodies = (size_t)atol(optarg);
-			break;
-		case 'k':
-			o->check = (size_t)atol(optarg);
-			break;
-		default:
-			usage();
-		}
-	}
-	if (o->pods < 1 || o->seconds <= 0 || o->http_threads < 1 ||
-	    o->bodies < 1 || optind != argc) {
-		usage();
-	}
-	o->check = o->check < o->bodies ? o->check : o->bodies;
-}
 
 /* ---- request bodies ------------------------------------------------------ */
 
@@ -253,17 +110,17 @@ build_kind(run *r, int k)
 			       .blocks = kind_blocks[k],
 			       .n = r->o.bodies,
 			       .model = MODEL};
-	bq_bodies *out[N_FORMS];
-	bq_body_form bf[N_FORMS];
+	bq_bodies *out[BQ_FORMS];
+	bq_body_form bf[BQ_FORMS];
 	size_t n = 0;
-	for (int f = 0; f < N_FORMS; f++) {
+	for (int f = 0; f < BQ_FORMS; f++) {
 		if (!r->o.form[f]) {
 			continue;
 		}
 		query_set *q = &r->sets[r->n_sets++];
 		*q = (query_set){.top_k = f == 1 ? TOP_K : 0};
-		q->b.kind = kinds[k];
-		q->b.form = forms[f];
+		q->b.kind = bq_kind_names[k];
+		q->b.form = bq_form_names[f];
 		q->b.body_form = "json";
 		bf[n] = (bq_body_form){.top_k = q->top_k};
 		out[n++] = &q->b;
@@ -278,8 +135,8 @@ build_kind(run *r, int k)
 static void
 build_sets(run *r)
 {
-	r->sets = kvi_calloc(N_KINDS * N_FORMS, sizeof(query_set));
-	for (int k = 0; k < N_KINDS; k++) {
+	r->sets = kvi_calloc(BQ_KINDS * BQ_FORMS, sizeof(query_set));
+	for (int k = 0; k < BQ_KINDS; k++) {
 		if (r->o.kind[k]) {
 			build_kind(r, k);
 		}
@@ -759,7 +616,7 @@ main(int argc, char **argv)
 				     atoi(argv[6]));
 	}
 	run r = {0};
-	parse_options(argc, argv, &r.o);
+	bq_options_parse(argc, argv, &r.o);
 	if (!make_out_dir(&r) ||
 	    kvt_tmpdir_make("kvi-bench-query", &r.dir) != KVI_OK) {
 		fprintf(stderr, "cannot make the run's directories\n");
