@@ -20,30 +20,48 @@
  * top8: "top_k": 8): trace prompts at their real lengths (hash ids x 32
  * blocks x 16 tokens), and 100- and 1,000-block prompts (a trace prompt's
  * first blocks, padded with fresh tokens); --bodies of each, from the
- * trace's first requests, cycled by the load. Before measuring it sends every
- * body to kvindex once, keeps the answers' lengths for the floor, and
- * checks that the Redis index's answers to the first --check bodies of
- * every set name the same listeners with the same matched_blocks (any
- * disagreement fails the run). Then, for every kind, form and number of
- * connections, it runs each server for --seconds (after a short warm-up)
- * and reads the CPU time of its processes (coordinator and shards;
- * floor; front and redis-server) from /proc around the phase.
+ * trace's first requests, cycled by the load. Each is sent in two request
+ * body forms: json, {"model_name": M, "token_ids": [...], "top_k": 8?},
+ * and packed, the compact form (bench_query_packed.h):
  *
- * It prints one table, writes it with its data and a gnuplot plot of
- * latency against throughput to --out (default: a new directory, named),
- * and exits 0 only when every server answered every request with 200 and
- * the check passed.
+ *   POST /query?model_name=<percent-escaped M>[&top_k=8]
+ *   Content-Type: application/octet-stream
+ *   body: the token ids, each a little-endian u32, 4 bytes a token
+ *
+ * kvindex and the floor take both; the Redis front takes JSON only, so
+ * packed rows have no Redis lines (and "-" for kvindex over Redis).
+ *
+ * Before measuring it sends every body to kvindex once, keeps the
+ * answers' lengths for the floor, and checks, for the first --check
+ * bodies of every set, that kvindex's answer to a packed body is byte for
+ * byte its answer to the JSON body of the same prompt (the JSON bodies
+ * are sent for that even when only packed is measured), and that the
+ * Redis index's answers to the JSON bodies name the same listeners with
+ * the same matched_blocks; any difference fails the run. Then, for every
+ * kind, answer form, body form and number of connections, it runs each
+ * server for --seconds (after a short warm-up) and reads the CPU time of
+ * its processes (coordinator and shards; floor; front and redis-server)
+ * from /proc around the phase.
+ *
+ * It prints one table (a row per kind, answer form, body form with its
+ * mean request body bytes, connections and server; last, the CPU per
+ * query of each process), writes it with its data and a gnuplot plot of
+ * latency against throughput (packed rows in dash-dot lines) to --out
+ * (default: a new directory, named), and exits 0 only when every server
+ * answered every request with 200 and the checks passed.
  *
  *   bench_query [--pods P] [--entries N] [--seconds S] [--conns 1,4,16,64]
  *               [--queries trace,100,1000] [--forms full,top8]
- *               [--no-redis] [--shard-url-scheme tcp|ipc] [--out DIR]
+ *               [--bodies-form json,packed] [--no-redis]
+ *               [--shard-url-scheme tcp|ipc] [--out DIR]
  *               [--http-threads T] [--bodies N] [--check N]
  *
  * Defaults: 100 pods (200 listeners), 1,000,000 entries, 2 s per phase,
- * every kind, form and number of connections above, tcp, 2 HTTP loop
- * threads for the coordinator, the floor and the front alike, 256 bodies
- * per set, 32 of them checked: about four minutes on two cores. The
- * servers re-run this program with --serve-floor or --serve-redis-front.
+ * every kind, form, body form and number of connections above, tcp, 2
+ * HTTP loop threads for the coordinator, the floor and the front alike,
+ * 256 bodies per set, 32 of them checked: about six minutes on two cores.
+ * The servers re-run this program with --serve-floor or
+ * --serve-redis-front.
  *
  * Every process shares the machine's cores with the load generator.
  */
@@ -60,6 +78,7 @@
 #include "bench_query_front.h"
 #include "bench_query_load.h"
 #include "bench_query_options.h"
+#include "bench_query_packed.h"
 #include "bench_query_proc.h"
 #include "bench_query_redis.h"
 #include "bench_query_report.h"
@@ -77,6 +96,9 @@ static const uint32_t kind_blocks[BQ_KINDS] = {0, 100, 1000}; /* 0: real */
 typedef struct query_set {
 	bq_bodies b;
 	uint32_t top_k;
+	bool packed;
+	bool measured; /* else only sent for the check of its packed twin */
+	const struct query_set *json; /* packed: the JSON set of its prompts */
 	size_t *answer_len;
 	char **answer; /* the first `check` answers, kept for the check */
 	size_t check;
@@ -100,7 +122,22 @@ typedef struct run {
 
 /* ---- request bodies ------------------------------------------------------ */
 
-/* build_kind adds one set per chosen form of query kind k to r. */
+/* add_set adds to r the set of kind k, answer form f and body form b. */
+static query_set *
+add_set(run *r, int k, int f, int b)
+{
+	query_set *q = &r->sets[r->n_sets++];
+	*q = (query_set){.top_k = f == 1 ? TOP_K : 0,
+			 .packed = b == BQ_PACKED,
+			 .measured = r->o.body[b]};
+	q->b.kind = bq_kind_names[k];
+	q->b.form = bq_form_names[f];
+	q->b.body_form = bq_body_names[b];
+	return q;
+}
+
+/* build_kind adds one set per chosen answer form and body form of query
+ * kind k to r, and the JSON set a packed one is checked against. */
 static void
 build_kind(run *r, int k)
 {
@@ -110,20 +147,23 @@ build_kind(run *r, int k)
 			       .blocks = kind_blocks[k],
 			       .n = r->o.bodies,
 			       .model = MODEL};
-	bq_bodies *out[BQ_FORMS];
-	bq_body_form bf[BQ_FORMS];
+	bq_bodies *out[BQ_FORMS * BQ_BODIES];
+	bq_body_form bf[BQ_FORMS * BQ_BODIES];
 	size_t n = 0;
 	for (int f = 0; f < BQ_FORMS; f++) {
 		if (!r->o.form[f]) {
 			continue;
 		}
-		query_set *q = &r->sets[r->n_sets++];
-		*q = (query_set){.top_k = f == 1 ? TOP_K : 0};
-		q->b.kind = bq_kind_names[k];
-		q->b.form = bq_form_names[f];
-		q->b.body_form = "json";
-		bf[n] = (bq_body_form){.top_k = q->top_k};
-		out[n++] = &q->b;
+		query_set *json = add_set(r, k, f, BQ_JSON);
+		bf[n] = (bq_body_form){.top_k = json->top_k};
+		out[n++] = &json->b;
+		if (r->o.body[BQ_PACKED]) {
+			query_set *q = add_set(r, k, f, BQ_PACKED);
+			q->json = json;
+			bf[n] =
+			    (bq_body_form){.top_k = q->top_k, .packed = true};
+			out[n++] = &q->b;
+		}
 	}
 	char err[256];
 	if (bq_bodies_build(&spec, bf, out, n, err, sizeof(err)) != KVI_OK) {
@@ -135,7 +175,8 @@ build_kind(run *r, int k)
 static void
 build_sets(run *r)
 {
-	r->sets = kvi_calloc(BQ_KINDS * BQ_FORMS, sizeof(query_set));
+	r->sets =
+	    kvi_calloc(BQ_KINDS * BQ_FORMS * BQ_BODIES, sizeof(query_set));
 	for (int k = 0; k < BQ_KINDS; k++) {
 		if (r->o.kind[k]) {
 			build_kind(r, k);
@@ -177,8 +218,9 @@ on_kvindex_answer(void *arg, size_t i, int status, const char *body, size_t len)
 	query_set *q = arg;
 	q->answer_len[i] = len;
 	if (status != 200 && q->errors++ == 0) {
-		fprintf(stderr, "kvindex answered %d to %s/%s body %zu: %.*s\n",
-			status, q->b.kind, q->b.form, i,
+		fprintf(stderr,
+			"kvindex answered %d to %s/%s/%s body %zu: %.*s\n",
+			status, q->b.kind, q->b.form, q->b.body_form, i,
 			(int)(len < 200 ? len : 200), body);
 	}
 	if (i < q->check) {
@@ -212,8 +254,8 @@ collect_answers(run *r, const char *lengths_path)
 				  on_kvindex_answer, q) == KVI_OK &&
 		     q->errors == 0;
 		if (!ok) {
-			fprintf(stderr, "kvindex failed %s/%s queries\n",
-				q->b.kind, q->b.form);
+			fprintf(stderr, "kvindex failed %s/%s/%s queries\n",
+				q->b.kind, q->b.form, q->b.body_form);
 		}
 	}
 	kvi_free(all);
@@ -224,6 +266,33 @@ collect_answers(run *r, const char *lengths_path)
 		}
 	}
 	return f != NULL && fclose(f) == 0;
+}
+
+/* check_packed compares kvindex's answers to the first --check bodies of
+ * every packed set with its answers to the JSON bodies of the same
+ * prompts: they must be the same bytes. */
+static bool
+check_packed(const run *r)
+{
+	size_t compared = 0, bad = 0;
+	for (size_t i = 0; i < r->n_sets; i++) {
+		const query_set *q = &r->sets[i], *j = q->json;
+		if (j == NULL) {
+			continue;
+		}
+		char name[64];
+		snprintf(name, sizeof(name), "%s/%s", q->b.kind, q->b.form);
+		size_t n = q->check < j->check ? q->check : j->check;
+		bad += bq_packed_compare(name, j->answer, j->answer_len,
+					 q->answer, q->answer_len, n);
+		compared += n;
+	}
+	if (compared > 0) {
+		printf("check: kvindex packed against json: answers=%zu "
+		       "mismatches=%zu\n",
+		       compared, bad);
+	}
+	return bad == 0;
 }
 
 /* start_self runs this program as server name with the NULL-terminated
@@ -366,6 +435,9 @@ check_redis(run *r, bq_server s)
 	size_t *all = iota(r->o.check);
 	for (size_t i = 0; i < r->n_sets; i++) {
 		c.q = &r->sets[i];
+		if (c.q->packed) {
+			continue; /* the front reads JSON only */
+		}
 		if (bq_load_each(r->port[s], &c.q->b, all, c.q->check,
 				 on_redis_answer, &c) != KVI_OK) {
 			c.bad++;
@@ -428,8 +500,9 @@ phase(const run *r, const query_set *q, bq_row *row, bq_server s)
 	}
 	row->ran[s] = true;
 	cpu_per_query(&pc, x->done, row);
-	fprintf(stderr, "%s %s conns=%d %s: %.0f q/s p50 %.0f us", q->b.kind,
-		q->b.form, row->conns, bq_server_name(s), x->qps, x->p50_us);
+	fprintf(stderr, "%s %s %s conns=%d %s: %.0f q/s p50 %.0f us", q->b.kind,
+		q->b.form, q->b.body_form, row->conns, bq_server_name(s),
+		x->qps, x->p50_us);
 	if (x->errors > 0) {
 		fprintf(stderr, " errors=%zu (first: %s %d)", x->errors,
 			x->first_error < 0 ? "closed" : "status",
@@ -439,23 +512,28 @@ phase(const run *r, const query_set *q, bq_row *row, bq_server s)
 	return true;
 }
 
-/* measure runs one phase per set, number of connections and server into
- * rows; returns the number of failed requests. */
+/* measure runs one phase per measured set, number of connections and
+ * server (kvindex and the floor alone for packed sets) into rows, and
+ * writes the number of rows to *n; returns the number of failed
+ * requests. */
 static size_t
-measure(run *r, bq_row *rows)
+measure(run *r, bq_row *rows, size_t *n)
 {
-	size_t errors = 0, n = 0;
+	size_t errors = 0;
+	*n = 0;
 	for (size_t i = 0; i < r->n_sets; i++) {
 		const query_set *q = &r->sets[i];
-		for (int c = 0; c < r->o.n_conns; c++) {
-			bq_row *row = &rows[n++];
+		for (int c = 0; c < r->o.n_conns && q->measured; c++) {
+			bq_row *row = &rows[(*n)++];
 			*row = (bq_row){.kind = q->b.kind,
 					.form = q->b.form,
 					.body = q->b.body_form,
 					.body_bytes = q->body_bytes,
 					.conns = r->o.conns[c]};
 			for (int s = 0; s < BQ_SERVERS; s++) {
-				if (r->port[s] <= 0) {
+				if (r->port[s] <= 0 ||
+				    (q->packed &&
+				     (s == BQ_REDIS || s == BQ_REDIS_AOF))) {
 					continue;
 				}
 				if (!phase(r, q, row, s)) {
@@ -557,10 +635,11 @@ print_sets(const run *r)
 			answer += q->answer_len[j];
 		}
 		printf("queries: %s/%s/%s bodies=%zu mean_blocks=%.0f "
-		       "mean_body_bytes=%.0f mean_answer_bytes=%.0f\n",
+		       "mean_body_bytes=%.0f mean_answer_bytes=%.0f%s\n",
 		       q->b.kind, q->b.form, q->b.body_form, q->b.n,
 		       (double)blocks / (double)q->b.n, q->body_bytes,
-		       (double)answer / (double)q->b.n);
+		       (double)answer / (double)q->b.n,
+		       q->measured ? "" : " (checked, not measured)");
 	}
 }
 
@@ -576,9 +655,11 @@ bench(run *r)
 	}
 	if (ok) {
 		print_sets(r);
-		ok = start_floor(r, lengths);
+		ok = check_packed(r) && start_floor(r, lengths);
 	}
-	if (ok && r->o.redis) {
+	if (ok && r->o.redis && !r->o.body[BQ_JSON]) {
+		printf("redis: not started: it takes JSON bodies only\n");
+	} else if (ok && r->o.redis) {
 		ok = start_redis_side(r) && check_redis(r, BQ_REDIS) &&
 		     check_redis(r, BQ_REDIS_AOF);
 	}
@@ -587,8 +668,8 @@ bench(run *r)
 	if (ok) {
 		bq_row *rows = kvi_calloc(r->n_sets * (size_t)r->o.n_conns + 1,
 					  sizeof(*rows));
-		errors = measure(r, rows);
-		size_t n = r->n_sets * (size_t)r->o.n_conns;
+		size_t n;
+		errors = measure(r, rows, &n);
 		printf("\n");
 		bq_report_table(stdout, rows, n);
 		printf("\n");

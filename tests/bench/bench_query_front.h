@@ -2,8 +2,9 @@
  * bench_query_front.h - the two servers bench_query measures kvindex
  * against, each run as a process of its own (bench_query --serve-...).
  *
- * The HTTP floor answers every POST /query with a canned JSON body exactly
- * as long as kvindex's answer to the same request: the request's
+ * The HTTP floor answers every POST /query (a JSON or a packed body, and
+ * whatever its query string: it reads neither) with a canned JSON body
+ * exactly as long as kvindex's answer to the same request: the request's
  * "X-Bench-Req: i" header picks length i of the lengths file (one decimal
  * length a line). It runs on common/httpd, kvindex's own HTTP server, with
  * as many loop threads as the coordinator, so what it costs is the limit

@@ -11,6 +11,7 @@
 
 const char *const bq_kind_names[BQ_KINDS] = {"trace", "100", "1000"};
 const char *const bq_form_names[BQ_FORMS] = {"full", "top8"};
+const char *const bq_body_names[BQ_BODIES] = {"json", "packed"};
 
 static void
 usage(void)
@@ -53,6 +54,17 @@ parse_names(bool *on, const char *const *names, size_t n, const char *s)
 	}
 }
 
+static bool
+none(const bool *on, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (on[i]) {
+			return false;
+		}
+	}
+	return true;
+}
+
 void
 bq_options_parse(int argc, char **argv, bq_options *o)
 {
@@ -63,6 +75,7 @@ bq_options_parse(int argc, char **argv, bq_options *o)
 			  .n_conns = 4,
 			  .kind = {true, true, true},
 			  .form = {true, true},
+			  .body = {true, true},
 			  .redis = true,
 			  .http_threads = 2,
 			  .bodies = 256,
@@ -74,6 +87,7 @@ bq_options_parse(int argc, char **argv, bq_options *o)
 	    {"conns", required_argument, NULL, 'c'},
 	    {"queries", required_argument, NULL, 'q'},
 	    {"forms", required_argument, NULL, 'f'},
+	    {"bodies-form", required_argument, NULL, 'B'},
 	    {"no-redis", no_argument, NULL, 'n'},
 	    {"shard-url-scheme", required_argument, NULL, 'u'},
 	    {"out", required_argument, NULL, 'o'},
@@ -103,6 +117,9 @@ bq_options_parse(int argc, char **argv, bq_options *o)
 		case 'f':
 			parse_names(o->form, bq_form_names, BQ_FORMS, optarg);
 			break;
+		case 'B':
+			parse_names(o->body, bq_body_names, BQ_BODIES, optarg);
+			break;
 		case 'n':
 			o->redis = false;
 			break;
@@ -130,7 +147,8 @@ bq_options_parse(int argc, char **argv, bq_options *o)
 		}
 	}
 	if (o->pods < 1 || o->seconds <= 0 || o->http_threads < 1 ||
-	    o->bodies < 1 || optind != argc) {
+	    o->bodies < 1 || optind != argc || none(o->kind, BQ_KINDS) ||
+	    none(o->form, BQ_FORMS) || none(o->body, BQ_BODIES)) {
 		usage();
 	}
 	o->check = o->check < o->bodies ? o->check : o->bodies;

@@ -1,7 +1,7 @@
 /*
  * bench_query_options.h - bench_query's command line (the comment at the
  * top of bench_query.c says what each option means) and the names of the
- * query kinds and answer forms it takes.
+ * query kinds, answer forms and request body forms it takes.
  */
 #ifndef KVI_TESTS_BENCH_QUERY_OPTIONS_H
 #define KVI_TESTS_BENCH_QUERY_OPTIONS_H
@@ -12,11 +12,16 @@
 #define BQ_MAX_LIST 8 /* numbers of connections */
 #define BQ_KINDS    3
 #define BQ_FORMS    2
+#define BQ_BODIES   2 /* request body forms */
+#define BQ_JSON     0 /* bq_body_names[BQ_JSON] */
+#define BQ_PACKED   1
 
 /* "trace", "100", "1000" */
 extern const char *const bq_kind_names[BQ_KINDS];
 /* "full", "top8" */
 extern const char *const bq_form_names[BQ_FORMS];
+/* "json", "packed" */
+extern const char *const bq_body_names[BQ_BODIES];
 
 typedef struct bq_options {
 	int pods;
@@ -24,7 +29,7 @@ typedef struct bq_options {
 	double seconds;
 	int conns[BQ_MAX_LIST];
 	int n_conns;
-	bool kind[BQ_KINDS], form[BQ_FORMS];
+	bool kind[BQ_KINDS], form[BQ_FORMS], body[BQ_BODIES];
 	bool redis, ipc;
 	const char *out;
 	int http_threads;
