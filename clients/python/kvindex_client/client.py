@@ -13,14 +13,22 @@ which the client follows, sending the method, body and token again
 
 Instance ids and block hashes are Python ints; they are sent as decimal
 strings, which the API takes for any u64 (docs/api.md#conventions).
+
+With ``packed=True`` the prompt of a query or ``/routed`` goes in the
+compact form (docs/api.md#compact-request-bodies): the body is its token
+ids as packed little-endian u32 (block hashes as u64), every other field
+a query-string parameter; a call with ``mm_features`` is sent as JSON.
 """
 from __future__ import annotations
 
 import http.client
 import json
+import operator
 import socket
+import sys
 import time
 import urllib.parse
+from array import array
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Optional, Sequence, Union
 
@@ -30,6 +38,13 @@ from .results import (Answer, Instance, KvindexError, Registration, Routed,
 __all__ = ["Client", "MMFeature"]
 
 _MAX_REDIRECTS = 5
+
+_JSON = "application/json"
+_PACKED = "application/octet-stream"
+
+# array typecodes of the packed integers: token ids are u32, hashes u64
+_U32 = "I" if array("I").itemsize == 4 else "L"
+_U64 = "Q"
 
 
 @dataclass
@@ -65,6 +80,55 @@ def _u64s(values: Iterable[int]) -> list:
     return [str(int(v)) for v in values]
 
 
+def _pack(values: Iterable[int], field: str) -> bytes:
+    """The packed body of a prompt (docs/api.md#compact-request-bodies):
+    ``token_ids`` as little-endian u32, ``block_hashes`` as little-endian
+    u64, whatever the host's byte order. A value out of range, or not an
+    integer, is a ValueError naming it as the API would."""
+    code, kind = (_U32, "u32") if field == "token_ids" else (_U64, "u64")
+    if not isinstance(values, array) and not hasattr(values, "__len__"):
+        values = list(values)  # an iterator: kept to name a bad value
+    try:
+        a = array(code, values)
+    except (OverflowError, TypeError):
+        for i, v in enumerate(values):
+            try:
+                x = operator.index(v)
+            except TypeError:
+                raise ValueError(f"{field}[{i}]: {v!r} is not an "
+                                 f"integer") from None
+            if not 0 <= x < 1 << (32 if kind == "u32" else 64):
+                raise ValueError(f"{field}[{i}]: {x} is not a {kind}")
+        raise
+    if sys.byteorder == "big":
+        a.byteswap()
+    return a.tobytes()
+
+
+def _query_string(fields: dict) -> str:
+    """A packed request's fields as its query string: percent-encoded
+    strings, decimal integers, ``true``/``false``, a list of instance ids
+    comma-separated (an empty one restricts nothing: left out)."""
+    out = []
+    for name, v in fields.items():
+        if isinstance(v, bool):
+            text = "true" if v else "false"
+        elif isinstance(v, str):
+            text = urllib.parse.quote(v, safe="")
+        elif isinstance(v, list):
+            if not v:
+                continue
+            text = ",".join(v)
+        else:
+            try:
+                text = str(operator.index(v))
+            except TypeError:
+                raise ValueError(f"{name} must be an integer, got "
+                                 f"{v!r}") from None
+        out.append(f"{name}={text}")
+    return "&".join(out)
+
+
 class _Split:
     """A base URL taken apart once."""
 
@@ -88,10 +152,16 @@ class Client:
     ``retries``: how many more replicas to try after a failed attempt
     (default: each URL once). ``token``: the bearer token for
     ``register_*`` and ``unregister`` when the coordinator has one.
+    ``packed``: send the prompt of ``query``, ``query_by_hash``,
+    ``best_rank``, ``routed`` and ``routed_by_hash`` in the compact form
+    (packed little-endian integers; docs/api.md#compact-request-bodies),
+    which needs a coordinator that takes it; a call with ``mm_features``
+    is sent as JSON still.
     """
 
     def __init__(self, urls: Union[str, Sequence[str]], timeout: float = 2.0,
-                 retries: Optional[int] = None, token: Optional[str] = None):
+                 retries: Optional[int] = None, token: Optional[str] = None,
+                 packed: bool = False):
         if isinstance(urls, str):
             urls = [urls]
         if not urls:
@@ -104,6 +174,7 @@ class Client:
         if self.retries < 0:
             raise ValueError("retries must be 0 or more")
         self.token = token
+        self.packed = bool(packed)
         self._next = 0
 
     @property
@@ -122,10 +193,11 @@ class Client:
         """POST /query: the longest cached prefix of the prompt on each
         rank of the model's engines, best first (docs/api.md#post-query).
         ``pending=False`` counts held blocks only."""
-        body: dict = {"model_name": model, "token_ids": list(token_ids)}
-        _keys(body, lora_name, cache_salt, mm_features)
-        _restrict(body, top_k, dp_rank, instances, pending)
-        return Answer.from_json(self._json("POST", "/query", body))
+        fields: dict = {"model_name": model}
+        _put(fields, lora_name=lora_name, cache_salt=cache_salt)
+        _restrict(fields, top_k, dp_rank, instances, pending)
+        return Answer.from_json(self._prompt(
+            "/query", fields, "token_ids", token_ids, mm_features))
 
     def query_by_hash(self, model: str, block_hashes: Iterable[int], *,
                       top_k: Optional[int] = None,
@@ -134,10 +206,10 @@ class Client:
                       pending: bool = True) -> Answer:
         """POST /query_by_hash: the same, the prompt given as the local
         hash of each full block (docs/api.md#post-query_by_hash)."""
-        body: dict = {"model_name": model,
-                      "block_hashes": _u64s(block_hashes)}
-        _restrict(body, top_k, dp_rank, instances, pending)
-        return Answer.from_json(self._json("POST", "/query_by_hash", body))
+        fields: dict = {"model_name": model}
+        _restrict(fields, top_k, dp_rank, instances, pending)
+        return Answer.from_json(self._prompt(
+            "/query_by_hash", fields, "block_hashes", block_hashes))
 
     def best_rank(self, model: str, token_ids: Sequence[int],
                   **query_args: Any) -> Optional[tuple]:
@@ -161,31 +233,58 @@ class Client:
         pending there for ``ttl_ms`` (docs/api.md#post-routed). Give the
         same ``lora_name``, ``cache_salt`` and ``mm_features`` as the
         query."""
-        body: dict = {"model_name": model, "token_ids": list(token_ids)}
-        _keys(body, lora_name, cache_salt, mm_features)
-        return self._routed(body, pod, instance_id, dp_rank, ttl_ms)
+        fields: dict = {"model_name": model}
+        _put(fields, lora_name=lora_name, cache_salt=cache_salt)
+        return self._routed(fields, pod, instance_id, dp_rank, ttl_ms,
+                            "token_ids", token_ids, mm_features)
 
     def routed_by_hash(self, model: str, block_hashes: Iterable[int], *,
                        pod: Optional[str] = None,
                        instance_id: Optional[int] = None, dp_rank: int = 0,
                        ttl_ms: Optional[int] = None) -> Routed:
         """POST /routed with the prompt as block hashes."""
-        body = {"model_name": model, "block_hashes": _u64s(block_hashes)}
-        return self._routed(body, pod, instance_id, dp_rank, ttl_ms)
+        fields: dict = {"model_name": model}
+        return self._routed(fields, pod, instance_id, dp_rank, ttl_ms,
+                            "block_hashes", block_hashes)
 
-    def _routed(self, body: dict, pod, instance_id, dp_rank,
-                ttl_ms) -> Routed:
+    def _routed(self, fields: dict, pod, instance_id, dp_rank, ttl_ms,
+                prompt_field: str, prompt: Iterable[int],
+                mm_features=None) -> Routed:
         if (pod is None) == (instance_id is None):
             raise ValueError("name the rank by pod or by instance_id "
                              "(one of them)")
         if pod is not None:
-            body["pod"] = pod
+            fields["pod"] = pod
         else:
-            body["instance_id"] = str(int(instance_id))
-        body["dp_rank"] = dp_rank
+            fields["instance_id"] = str(int(instance_id))
+        fields["dp_rank"] = dp_rank
         if ttl_ms is not None:
-            body["ttl_ms"] = ttl_ms
-        return Routed.from_json(self._json("POST", "/routed", body))
+            fields["ttl_ms"] = ttl_ms
+        return Routed.from_json(self._prompt(
+            "/routed", fields, prompt_field, prompt, mm_features))
+
+    def _prompt(self, path: str, fields: dict, prompt_field: str,
+                prompt: Iterable[int],
+                mm_features: Optional[Iterable[MMFeatureLike]] = None
+                ) -> Any:
+        """POSTs a query or /routed: ``fields`` and the prompt
+        (``token_ids`` or ``block_hashes``), packed when the client is and
+        the call has no multimodal item, else as JSON. Returns the decoded
+        answer."""
+        mm = None if mm_features is None else _mm_json(mm_features)
+        if self.packed and not mm:
+            if path == "/routed" and prompt_field == "block_hashes":
+                fields = dict(fields, prompt="block_hashes")
+            data = _pack(prompt, prompt_field)
+            return self._call("POST", f"{path}?{_query_string(fields)}",
+                              data)[2]
+        body: dict = {"model_name": fields.pop("model_name")}
+        body[prompt_field] = (list(prompt) if prompt_field == "token_ids"
+                              else _u64s(prompt))
+        body.update(fields)
+        if mm is not None:
+            body["mm_features"] = mm
+        return self._json("POST", path, body)
 
     # -- workers -------------------------------------------------------
 
@@ -276,14 +375,21 @@ class Client:
     def _json(self, method: str, path: str, body: Optional[dict]) -> Any:
         return self._call(method, path, body)[2]
 
-    def _call(self, method: str, path: str, body: Optional[dict] = None,
+    def _call(self, method: str, path: str,
+              body: Union[dict, bytes, None] = None,
               write: bool = False) -> tuple:
         """One request, retried on the next replica on a connection error,
-        a timeout or a 5xx. Returns (status, headers, decoded body) of a
-        status below 300; raises KvindexError for another status (the last
-        5xx once the retries are spent), Unreachable when no replica
+        a timeout or a 5xx. ``body`` is a dict sent as JSON, or the bytes
+        of a packed body (application/octet-stream), sent again to each
+        replica tried. Returns (status, headers, decoded body) of a status
+        below 300; raises KvindexError for another status (the last 5xx
+        once the retries are spent), Unreachable when no replica
         answered."""
-        data = None if body is None else json.dumps(body).encode()
+        if isinstance(body, (bytes, bytearray)):
+            data, ctype = bytes(body), _PACKED
+        else:
+            data = None if body is None else json.dumps(body).encode()
+            ctype = _JSON
         n = len(self._urls)
         start = self._next
         causes: list = []
@@ -293,7 +399,7 @@ class Client:
             base = self._urls[i]
             try:
                 status, headers, raw, url = self._exchange(
-                    base, method, path, data, write)
+                    base, method, path, data, ctype, write)
             except (OSError, http.client.HTTPException) as e:
                 causes.append((base.url, e))
                 continue
@@ -314,7 +420,7 @@ class Client:
                           f"{path.split('?')[0]} ({what})", causes)
 
     def _exchange(self, base: _Split, method: str, path: str,
-                  data: Optional[bytes], write: bool) -> tuple:
+                  data: Optional[bytes], ctype: str, write: bool) -> tuple:
         """Sends one request to one replica, following a write's
         redirects to the leader. Returns (status, headers, body bytes,
         URL)."""
@@ -322,7 +428,7 @@ class Client:
         full = base.prefix + path
         for _ in range(_MAX_REDIRECTS + 1):
             status, headers, raw = self._once(target, method, full, data,
-                                              write)
+                                              ctype, write)
             if not (write and status in (307, 308)):
                 return status, headers, raw, target.url + full
             loc = headers.get("Location")
@@ -337,7 +443,7 @@ class Client:
             f"more than {_MAX_REDIRECTS} redirects for {method} {path}")
 
     def _once(self, base: _Split, method: str, path: str,
-              data: Optional[bytes], write: bool) -> tuple:
+              data: Optional[bytes], ctype: str, write: bool) -> tuple:
         deadline = time.monotonic() + self.timeout
         cls = (http.client.HTTPSConnection if base.https
                else http.client.HTTPConnection)
@@ -345,7 +451,7 @@ class Client:
         try:
             headers = {"Accept": "application/json"}
             if data is not None:
-                headers["Content-Type"] = "application/json"
+                headers["Content-Type"] = ctype
             if write and self.token:
                 headers["Authorization"] = f"Bearer {self.token}"
             conn.request(method, path, body=data, headers=headers)
@@ -388,12 +494,6 @@ def _decode(status: int, raw: bytes, url: str) -> Any:
         return json.loads(raw)
     except ValueError:
         raise KvindexError(status, "the answer is not JSON", None, url)
-
-
-def _keys(body: dict, lora_name, cache_salt, mm_features) -> None:
-    _put(body, lora_name=lora_name, cache_salt=cache_salt)
-    if mm_features is not None:
-        body["mm_features"] = _mm_json(mm_features)
 
 
 def _restrict(body: dict, top_k, dp_rank, instances, pending) -> None:
