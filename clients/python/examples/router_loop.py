@@ -18,6 +18,8 @@ address and the simulator's control URL (`control http://...`):
 (or `--layout RUN_DIR/layout.json`, the simulator's layout file in the
 directory the script names). Requests are made-up conversations: a few
 shared system prompts, each conversation's turns extending its prompt.
+`--packed` sends the prompts in the compact form (packed little-endian
+token ids, docs/api.md#compact-request-bodies) instead of JSON.
 """
 import argparse
 import json
@@ -131,6 +133,9 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=1.0,
                     help="seconds for each call to the coordinator")
+    ap.add_argument("--packed", action="store_true",
+                    help="send prompts as packed little-endian token ids "
+                         "(the compact request form) instead of JSON")
     args = ap.parse_args()
     control = args.control
     if control is None and args.layout:
@@ -140,7 +145,7 @@ def main():
         ap.error("give --control URL or --layout FILE")
 
     client = Client(args.coordinator or ["http://127.0.0.1:8080"],
-                    timeout=args.timeout)
+                    timeout=args.timeout, packed=args.packed)
     router = Router(client, args.model, args.top_k)
     engines = SimEngines(control)
     prompt_tokens = hit_tokens = 0
