@@ -34,6 +34,7 @@ run() {
 run decode $bin/bench_decode --trace "$trace"
 run shard $bin/bench_shard --trace "$trace"
 run shard_sim $bin/bench_shard_sim --pods 4
+run answer $bin/bench_answer 200 0 3000
 run query $bin/bench_query --out "$out/query"
 run coord $bin/bench_coord --pods 500 --entries 2000000 --top-k 8
 run handoff $bin/bench_handoff
