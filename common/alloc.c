@@ -1,6 +1,5 @@
 #include "alloc.h"
 
-#include <malloc.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,13 +76,4 @@ void
 kvi_free(void *ptr)
 {
 	free(ptr);
-}
-
-void
-kvi_alloc_server(void)
-{
-#ifdef M_TRIM_THRESHOLD
-	mallopt(M_MMAP_THRESHOLD, 4 << 20);
-	mallopt(M_TRIM_THRESHOLD, 64 << 20);
-#endif
 }

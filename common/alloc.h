@@ -24,15 +24,6 @@ char *kvi_strdup_null(const char *s);
 char *kvi_strndup(const char *s, size_t n);
 void kvi_free(void *ptr);
 
-/* kvi_alloc_server tunes the allocator for a server's request buffers,
- * once, at the start of main: what a request frees stays in the process
- * for the next request instead of going back to the kernel, to be
- * faulted in again page by page (glibc otherwise trims an arena whose
- * free top passes 128 KiB: a 100 KB query body did so on every request).
- * Allocations of 4 MiB and more are still mapped and unmapped on their
- * own, and an arena's free top is trimmed past 64 MiB. */
-void kvi_alloc_server(void);
-
 /* kvi_oom reports that size bytes could not be allocated and aborts. For
  * allocators kvindex does not own (library buffers) that report failure. */
 _Noreturn void kvi_oom(size_t size);

@@ -446,7 +446,6 @@ int
 main(int argc, char **argv)
 {
 	coord c = {0};
-	kvi_alloc_server();
 	int rc = kvc_opts_parse(argc, argv, &c.o);
 	if (rc != 0) {
 		if (rc < 0) {

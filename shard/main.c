@@ -534,7 +534,6 @@ int
 main(int argc, char **argv)
 {
 	shard s = {0};
-	kvi_alloc_server();
 	int rc = shard_setup(&s, argc, argv);
 	if (rc >= 0) {
 		return rc;
