@@ -196,9 +196,11 @@ const char *const *kvi_http_req_params(kvi_http_req *req, size_t *n);
  * or NULL. */
 const char *kvi_http_req_header(const kvi_http_req *req, const char *name);
 
-/* kvi_http_req_body returns the request body, contiguous, and writes its
- * length to *len; a request without a body gives "" and 0. Only a
- * route's handler, on its loop thread, may ask for it. */
+/* kvi_http_req_body returns the request body, contiguous and followed by
+ * a NUL, and writes its length to *len; a request without a body gives ""
+ * and 0. Only a route's handler, on its loop thread, may ask for it, and
+ * the body is valid until the handler returns (the loop's buffer holds
+ * it, and the next request's body after it). */
 const void *kvi_http_req_body(kvi_http_req *req, size_t *len);
 
 /* kvi_http_req_body_len returns the length of the request body. */

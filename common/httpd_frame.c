@@ -53,8 +53,9 @@
 #include "httpd_int.h"
 
 #define CHUNK_LINE_MAX 4096
-/* the most of a body read at once past libevent's reads */
-#define BODY_READ_MAX (1u << 20)
+/* the most of a body read at once past libevent's reads: a buffer of it
+ * stays under glibc's mmap threshold, so its pages are reused */
+#define BODY_READ_MAX (256u << 10)
 
 typedef enum frame_state {
 	FR_HEAD,       /* a request's head */

@@ -53,7 +53,7 @@ struct kvi_http_req {
 	char **query; /* key, value, key, value ... */
 	size_t n_query;
 	bool query_parsed;
-	struct evbuffer *in; /* the body, until it is pulled up */
+	struct evbuffer *in; /* the body, as read */
 	const void *body;    /* NULL until kvi_http_req_body */
 	size_t body_len;
 	/* the reply */
@@ -96,6 +96,11 @@ struct kvi_http_loop {
 	struct event *sweep_ev;
 	_Atomic uint64_t refused, timed_out;
 	int wake_fd;
+	/* the body of the request a handler runs for, made contiguous
+	 * (kvi_http_req_body; loop thread): kept at the largest body seen,
+	 * so a body is never copied into pages faulted in anew */
+	char *body_buf;
+	size_t body_cap;
 	pthread_t tid;
 	bool running;
 	bool stopping; /* stop seen: not accepting, draining or done */

@@ -417,6 +417,9 @@ loop_fini(kvi_http_loop *loop)
 		loop->pause_ev = NULL;
 	}
 	kvi_http_conns_fini(loop); /* after evhttp let go of them */
+	kvi_free(loop->body_buf);
+	loop->body_buf = NULL;
+	loop->body_cap = 0;
 	if (loop->base != NULL) {
 		event_base_free(loop->base);
 		loop->base = NULL;

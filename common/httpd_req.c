@@ -185,14 +185,21 @@ const void *
 kvi_http_req_body(kvi_http_req *req, size_t *len)
 {
 	if (req->body == NULL) {
-		/* pulled up only when asked for: a body copied out whole
-		 * (kvi_http_req_body_copy) is never made contiguous */
-		req->body =
-		    req->body_len > 0 ? evbuffer_pullup(req->in, -1) : NULL;
-		if (req->body == NULL) {
-			req->body = "";
-			req->body_len = 0;
+		/* copied into the loop's buffer, which the next request's
+		 * handler reuses: valid while this handler runs */
+		kvi_http_loop *loop = req->loop;
+		if (loop->body_cap < req->body_len + 1) {
+			size_t cap = loop->body_cap ? loop->body_cap : 65536;
+			while (cap < req->body_len + 1) {
+				cap *= 2;
+			}
+			kvi_free(loop->body_buf);
+			loop->body_buf = kvi_malloc(cap);
+			loop->body_cap = cap;
 		}
+		evbuffer_copyout(req->in, loop->body_buf, req->body_len);
+		loop->body_buf[req->body_len] = '\0';
+		req->body = loop->body_buf;
 	}
 	*len = req->body_len;
 	return req->body;
