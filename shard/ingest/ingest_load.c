@@ -128,18 +128,19 @@ load_op(kvg_ingest *g, kvl_listener *l, const kvo_op *op)
 }
 
 /* load_built builds the index from the snapshots and log records
- * loaded, on as many threads as there are processors (up to 8). */
+ * loaded (read from the store in scan_s), on as many threads as there are
+ * processors (up to 8). */
 static void
-load_built(kvg_ingest *g)
+load_built(kvg_ingest *g, double scan_s)
 {
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	kvx_bulk_stats st;
 	kvx_bulk_finish(g->bulk, cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus, &st);
 	g->bulk = NULL;
 	kvi_log(KVI_LOG_INFO, "index_built",
-		"entries=%zu log_ops=%zu items_s=%.3f maps_s=%.3f "
-		"gather_s=%.3f holders_s=%.3f narrow_s=%.3f",
-		st.entries, st.ops, st.items_s, st.maps_s, st.gather_s,
+		"entries=%zu log_ops=%zu scan_s=%.3f items_s=%.3f "
+		"maps_s=%.3f gather_s=%.3f holders_s=%.3f narrow_s=%.3f",
+		st.entries, st.ops, scan_s, st.items_s, st.maps_s, st.gather_s,
 		st.holders_s, st.narrow_s);
 }
 
@@ -202,8 +203,9 @@ load(kvg_ingest *g, char *err, size_t errlen)
 		cb.entries = load_entries;
 	}
 	g->bulk = kvx_bulk_begin(g->idx);
+	double t0 = kvi_now_s();
 	rv = kvs_store_load(g->store, &cb, err, errlen);
-	load_built(g);
+	load_built(g, kvi_now_s() - t0);
 	g->loaded = rv == KVI_OK;
 	return rv;
 }
