@@ -33,8 +33,10 @@ load_listener(void *arg, uint32_t lid, const void *val, size_t len)
 }
 
 static kvi_err
-load_snapshot(void *arg, uint32_t lid, const kvs_mark *mark, uint64_t n)
+load_snapshot(void *arg, uint32_t lid, const kvs_mark *mark, uint64_t lsn,
+	      uint64_t n)
 {
+	(void)lsn;
 	(void)n;
 	kvg_ingest *g = arg;
 	kvl_listener *l = kvg_listener(g, lid);
@@ -145,8 +147,10 @@ load_built(kvg_ingest *g, double scan_s)
 }
 
 static kvi_err
-load_record(void *arg, uint32_t lid, const void *payload, size_t len)
+load_record(void *arg, uint32_t lid, uint64_t lsn, const void *payload,
+	    size_t len)
 {
+	(void)lsn;
 	kvg_ingest *g = arg;
 	kvl_listener *l = kvg_listener(g, lid);
 	kvo_iter it;

@@ -241,6 +241,20 @@ kvs_store_stamp(kvs_store *s, kvs_stamp *out)
 	out->v[4] = s->log_records;
 }
 
+uint64_t
+kvs_stamp_lsn(const kvs_stamp *st)
+{
+	return st->v[3];
+}
+
+bool
+kvs_stamp_before(const kvs_stamp *then, const kvs_stamp *now)
+{
+	/* a transaction id and an lsn only grow in one file */
+	return then->v[0] == now->v[0] && then->v[1] == now->v[1] &&
+	       then->v[2] < now->v[2] && then->v[3] <= now->v[3];
+}
+
 const char *
 kvs_store_dir(const kvs_store *s)
 {
@@ -300,11 +314,13 @@ load_snap_header(kvs_store *s, const kvs_load_cb *cb, uint32_t lid,
 		return kvi_errf(err, errlen, KVI_ECORRUPT,
 				"listener %u: bad snapshot header", lid);
 	}
-	lid_at(s, lid)->snap_lsn = kvi_get_le64(p + 8);
+	uint64_t lsn = kvi_get_le64(p + 8);
+	lid_at(s, lid)->snap_lsn = lsn;
 	mark.wm = kvi_get_le64(p + 17);
 	mark.fp = kvi_get_le64(p + 25);
-	kvi_err rv = cb->snapshot(cb->arg, lid, &mark, kvi_get_le64(p + 33));
-	if (rv != KVI_OK) {
+	kvi_err rv =
+	    cb->snapshot(cb->arg, lid, &mark, lsn, kvi_get_le64(p + 33));
+	if (rv != KVI_OK && rv != KVI_ENOENT) {
 		kvi_errf(err, errlen, rv,
 			 "listener %u: its snapshot does not load (%s)", lid,
 			 kvi_strerror(rv));
@@ -321,6 +337,7 @@ load_snaps(kvs_store *s, MDB_txn *txn, const kvs_load_cb *cb, char *err,
 	mdb_cursor_open(txn, s->snap, &c);
 	int rc;
 	kvi_err rv = KVI_OK;
+	uint32_t skip = UINT32_MAX; /* a listener whose entries are not read */
 	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0 && rv == KVI_OK;
 	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
 		if (k.mv_size != 8) {
@@ -335,7 +352,9 @@ load_snaps(kvs_store *s, MDB_txn *txn, const kvs_load_cb *cb, char *err,
 		}
 		if (chunk == 0) {
 			rv = load_snap_header(s, cb, lid, &v, err, errlen);
-		} else if (cb->entries == NULL) {
+			skip = rv == KVI_ENOENT ? lid : UINT32_MAX;
+			rv = rv == KVI_ENOENT ? KVI_OK : rv;
+		} else if (cb->entries == NULL || lid == skip) {
 			continue; /* the caller has them already */
 		} else if (!kvi_sealed(v.mv_data, v.mv_size) ||
 			   (v.mv_size - 4) % KVS_ENTRY_SIZE != 0) {
@@ -390,7 +409,7 @@ load_log(kvs_store *s, MDB_txn *txn, const kvs_load_cb *cb, char *err,
 		if (s->lids[lid].need == KVS_NONE) {
 			s->lids[lid].need = lsn;
 		}
-		rv = cb->record(cb->arg, lid, p + 8, v.mv_size - 8);
+		rv = cb->record(cb->arg, lid, lsn, p + 8, v.mv_size - 8);
 		if (rv != KVI_OK) {
 			kvi_errf(err, errlen, rv,
 				 "log record %llu of listener %u does not load "

@@ -109,18 +109,21 @@ typedef struct kvs_commit {
  * each listener's snapshot (header, then its entries in chunks), then the
  * log records that follow the snapshots, in lsn order. Records of deleted
  * listeners and records older than their listener's snapshot are skipped.
- * A callback returning an error stops the load with it, and err names the
- * record the callback refused. */
+ * A snapshot's lsn is the first of the records that apply on top of it;
+ * a record's is its own. A snapshot callback returning KVI_ENOENT skips
+ * that snapshot's entries (the caller has them); any other error, from
+ * any callback, stops the load with it, and err names the record the
+ * callback refused. */
 typedef struct kvs_load_cb {
 	void *arg;
 	kvi_err (*listener)(void *arg, uint32_t lid, const void *val,
 			    size_t len);
 	kvi_err (*snapshot)(void *arg, uint32_t lid, const kvs_mark *mark,
-			    uint64_t n_entries);
+			    uint64_t lsn, uint64_t n_entries);
 	kvi_err (*entries)(void *arg, uint32_t lid, const uint8_t *entries,
 			   size_t n); /* NULL: snapshot entries are skipped */
-	kvi_err (*record)(void *arg, uint32_t lid, const void *payload,
-			  size_t len);
+	kvi_err (*record)(void *arg, uint32_t lid, uint64_t lsn,
+			  const void *payload, size_t len);
 } kvs_load_cb;
 
 /* What state the store is at: the file (device and inode), LMDB's last
@@ -129,6 +132,15 @@ typedef struct kvs_load_cb {
 typedef struct kvs_stamp {
 	uint64_t v[5];
 } kvs_stamp;
+
+/* kvs_stamp_lsn returns the next lsn of the state st: every snapshot and
+ * log record committed after that state has an lsn at or past it, and
+ * every one committed before, below it. */
+uint64_t kvs_stamp_lsn(const kvs_stamp *st);
+
+/* kvs_stamp_before says whether then is an earlier state of the store
+ * whose state is now: the same file, with commits since. */
+bool kvs_stamp_before(const kvs_stamp *then, const kvs_stamp *now);
 
 typedef struct kvs_store_stats {
 	uint64_t file_bytes;  /* data.mdb size */

@@ -70,8 +70,10 @@ on_listener(void *arg, uint32_t lid, const void *val, size_t len)
 }
 
 static kvi_err
-on_snapshot(void *arg, uint32_t lid, const kvs_mark *mark, uint64_t n)
+on_snapshot(void *arg, uint32_t lid, const kvs_mark *mark, uint64_t lsn,
+	    uint64_t n)
 {
+	(void)lsn;
 	assert_int_equal(mark->has_fp, mark->has_wm);
 	assert_true(!mark->has_fp || mark->fp == mark->wm * 5);
 	seen_add(arg, "S%u wm=%lld n=%llu ", lid,
@@ -96,8 +98,10 @@ on_entries(void *arg, uint32_t lid, const uint8_t *e, size_t n)
 }
 
 static kvi_err
-on_record(void *arg, uint32_t lid, const void *payload, size_t len)
+on_record(void *arg, uint32_t lid, uint64_t lsn, const void *payload,
+	  size_t len)
 {
+	(void)lsn;
 	kvo_iter it;
 	kvs_mark mark;
 	assert_int_equal(kvo_iter_init(&it, payload, len, &mark), KVI_OK);
@@ -472,6 +476,100 @@ test_cut_short_is_reported(void **state)
 	assert_false(kvi_mdb_file_empty(dir));
 }
 
+/* What a load that names lsns saw; skip is a listener whose snapshot
+ * entries are declined. */
+typedef struct seen_lsn {
+	seen s;
+	uint32_t skip;
+} seen_lsn;
+
+static kvi_err
+on_snapshot_lsn(void *arg, uint32_t lid, const kvs_mark *mark, uint64_t lsn,
+		uint64_t n)
+{
+	(void)mark;
+	(void)n;
+	seen_lsn *sl = arg;
+	seen_add(&sl->s, "S%u@%llu ", lid, (unsigned long long)lsn);
+	return lid == sl->skip ? KVI_ENOENT : KVI_OK;
+}
+
+static kvi_err
+on_entries_lsn(void *arg, uint32_t lid, const uint8_t *e, size_t n)
+{
+	seen_lsn *sl = arg;
+	(void)e;
+	seen_add(&sl->s, "E%u+%zu ", lid, n);
+	return KVI_OK;
+}
+
+static kvi_err
+on_record_lsn(void *arg, uint32_t lid, uint64_t lsn, const void *payload,
+	      size_t len)
+{
+	(void)payload;
+	(void)len;
+	seen_add(&((seen_lsn *)arg)->s, "R%u@%llu ", lid,
+		 (unsigned long long)lsn);
+	return KVI_OK;
+}
+
+static void
+load_lsn(kvs_store *s, uint32_t skip, const char *want)
+{
+	seen_lsn got = {.skip = skip};
+	kvs_load_cb cb = {.arg = &got,
+			  .listener = on_listener,
+			  .snapshot = on_snapshot_lsn,
+			  .entries = on_entries_lsn,
+			  .record = on_record_lsn};
+	char err[256];
+	assert_int_equal(kvs_store_load(s, &cb, err, sizeof(err)), KVI_OK);
+	assert_string_equal(got.s.text, want);
+}
+
+/* Loads name each snapshot's and record's lsn, a caller may decline one
+ * listener's snapshot entries, and a stamp says which snapshots and
+ * records came after it: those at or past its lsn. */
+static void
+test_load_lsns(void **state)
+{
+	(void)state;
+	kvs_store *s = open_store(0, 0);
+	uint8_t *e = make_entries(5000);
+	kvs_put puts[2] = {{0, "a", 1}, {1, "b", 1}};
+	kvs_snap snaps[2] = {{.lid = 0, .entries = e, .n = 5000}, {.lid = 1}};
+	kvs_commit c = {
+	    .puts = puts, .n_puts = 2, .snaps = snaps, .n_snaps = 2};
+	assert_int_equal(kvs_store_commit(s, &c, NULL, 0), KVI_OK);
+	commit_record(s, 0, 1, 10); /* lsn 0 */
+	kvs_stamp then, now;
+	kvs_store_stamp(s, &then);
+	assert_int_equal(kvs_stamp_lsn(&then), 1);
+	commit_record(s, 1, 5, 20); /* lsn 1, covered by the snapshot next */
+	kvs_snap sn = {
+	    .lid = 1, .mark = {true, true, 5, 5 * 5}, .entries = e, .n = 3};
+	c = (kvs_commit){.snaps = &sn, .n_snaps = 1};
+	assert_int_equal(kvs_store_commit(s, &c, NULL, 0), KVI_OK);
+	commit_record(s, 1, 6, 21); /* lsn 2 */
+	commit_record(s, 0, 2, 11); /* lsn 3 */
+	kvs_store_stamp(s, &now);
+	assert_true(kvs_stamp_before(&then, &now));
+	assert_false(kvs_stamp_before(&now, &then));
+	assert_false(kvs_stamp_before(&now, &now));
+	kvs_stamp other = now;
+	other.v[1]++; /* another file */
+	assert_false(kvs_stamp_before(&then, &other));
+
+	/* listener 0's 5,000 entries come in two chunks */
+	load_lsn(s, UINT32_MAX,
+		 "L0=a L1=b S0@0 E0+4096 E0+904 S1@2 E1+3 R0@0 R1@2 R0@3 ");
+	load_lsn(s, 0, "L0=a L1=b S0@0 S1@2 E1+3 R0@0 R1@2 R0@3 ");
+	load_lsn(s, 1, "L0=a L1=b S0@0 E0+4096 E0+904 S1@2 R0@0 R1@2 R0@3 ");
+	free(e);
+	kvs_store_close(s);
+}
+
 /* The log record codec with cache groups: a tier byte's group, a GROUP
  * op, and what is refused. */
 static void
@@ -556,6 +654,7 @@ main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_corruption_is_reported, setup,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_load_lsns, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
