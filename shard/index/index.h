@@ -262,29 +262,36 @@ typedef struct kvx_bulk_stats {
 void kvx_bulk_finish(kvx_bulk *b, int threads, kvx_bulk_stats *stats);
 
 /*
- * Images, for a restart after a clean stop (index_image.c): the whole
- * index written to one file, and read back by copying rather than
- * rebuilding. The caller's stamp says what state of its store the index
- * was exactly at; an image is only good for a store still at that state.
+ * Images, for a restart (index_image.c): the whole index written to one
+ * file, and read back by copying rather than rebuilding. The caller's
+ * stamp says what state of its store the index was exactly at; the
+ * caller decides what an image of that state is good for.
  *
  * kvx_image_save writes idx to fd (at its offset), under the index's
  * locks. kvx_image_check reads and checks the header of the image fd:
  * KVI_OK if it is an image of this build stamped with stamp and of the
  * length its header gives, KVI_ENOENT if its stamp differs (stale: the
  * store has moved on), KVI_ECORRUPT otherwise, err saying why (damaged,
- * cut short, another version or layout). kvx_image_load reads the image
- * into idx, whose listeners must be exactly the image's (same ids and
- * models) and hold nothing yet; on any failure (the same errors, err says
- * why, a body that does not read as idx being checked against its digest)
- * idx is left as it was. Nothing else may use the index during a load.
+ * cut short, another version or layout). kvx_image_stamp checks the
+ * header alike and gives the stamp it holds (at most KVX_IMAGE_STAMP_MAX
+ * bytes). kvx_image_load reads the image of stamp into idx, whose
+ * listeners must be the image's (same ids and models) and hold nothing
+ * yet - all of them, or all but those fresh[lid] marks (lid < n_fresh;
+ * fresh may be NULL): listeners made since, which the image may lack and
+ * which then stay empty. On any failure (the same errors, err says why, a
+ * body that does not read as idx being checked against its digest) idx is
+ * left as it was. Nothing else may use the index during a load.
  */
 #define KVX_IMAGE_STAMP_MAX 64
 kvi_err kvx_image_save(kvx_index *idx, int fd, const void *stamp,
 		       size_t stamp_len, char *err, size_t errlen);
 kvi_err kvx_image_check(int fd, const void *stamp, size_t stamp_len, char *err,
 			size_t errlen);
+kvi_err kvx_image_stamp(int fd, void *stamp, size_t *stamp_len, char *err,
+			size_t errlen);
 kvi_err kvx_image_load(kvx_index *idx, int fd, const void *stamp,
-		       size_t stamp_len, char *err, size_t errlen);
+		       size_t stamp_len, const bool *fresh, size_t n_fresh,
+		       char *err, size_t errlen);
 
 typedef struct kvx_stats {
 	uint64_t listeners;

@@ -312,16 +312,68 @@ kvx_image_check(int fd, const void *stamp, size_t stamp_len, char *err,
 	return image_header(fd, stamp, stamp_len, &at, err, errlen);
 }
 
-/* image_dir reads the directory into parts[] and lids[] and checks it
- * names exactly the index's partitions and listeners. */
+kvi_err
+kvx_image_stamp(int fd, void *stamp, size_t *stamp_len, char *err,
+		size_t errlen)
+{
+	uint8_t h[KVX_HEAD_MAX];
+	struct stat st;
+	ssize_t n = fstat(fd, &st) == 0 ? pread(fd, h, sizeof(h), 0) : -1;
+	if (n < 0) {
+		return kvi_errf(err, errlen, KVI_EIO, "read: %s",
+				strerror(errno));
+	}
+	kvx_image_at at;
+	kvi_err rv = image_head_check(h, (size_t)n, (uint64_t)st.st_size, &at,
+				      err, errlen);
+	if (rv == KVI_OK) {
+		uint32_t slen;
+		memcpy(&slen, h + 32, 4);
+		memcpy(stamp, h + KVX_HEAD_FIXED, slen);
+		*stamp_len = slen;
+	}
+	return rv;
+}
+
+/* image_fresh says whether idx's listener lid may be missing from the
+ * image (the caller's fresh[]). */
 static bool
-image_dir(kvx_index *idx, kvx_imgr *r, kvx_part ***parts, uint32_t *n_parts,
-	  uint32_t **lids, uint32_t *n_lis)
+image_fresh(const bool *fresh, size_t n_fresh, uint32_t lid)
+{
+	return fresh != NULL && lid < n_fresh && fresh[lid];
+}
+
+/* image_others checks that every listener of idx the directory does not
+ * name (lids[0..n_lis), ascending) is fresh. */
+static bool
+image_others(kvx_index *idx, const uint32_t *lids, uint32_t n_lis,
+	     const bool *fresh, size_t n_fresh)
+{
+	uint32_t k = 0;
+	for (uint32_t lid = 0; lid < idx->cap_lis; lid++) {
+		if (k < n_lis && lids[k] == lid) {
+			k++;
+		} else if (idx->lis[lid] != NULL &&
+			   !image_fresh(fresh, n_fresh, lid)) {
+			return false;
+		}
+	}
+	return true;
+}
+
+/* image_dir reads the directory into parts[] and lids[] and checks it
+ * names the index's partitions and listeners: exactly, or all but the
+ * fresh ones, for which the index may also have partitions of their
+ * own. */
+static bool
+image_dir(kvx_index *idx, kvx_imgr *r, const bool *fresh, size_t n_fresh,
+	  kvx_part ***parts, uint32_t *n_parts, uint32_t **lids,
+	  uint32_t *n_lis)
 {
 	uint32_t have_parts, have_lis;
 	image_count(idx, &have_parts, &have_lis);
 	*n_parts = kvx_imgr_u32(r);
-	if (*n_parts != have_parts) {
+	if (fresh == NULL ? *n_parts != have_parts : *n_parts > have_parts) {
 		return kvx_imgr_fail(r, "another set of models");
 	}
 	*parts = kvi_calloc(*n_parts + 1, sizeof(**parts));
@@ -346,7 +398,7 @@ image_dir(kvx_index *idx, kvx_imgr *r, kvx_part ***parts, uint32_t *n_parts,
 		(*parts)[k] = p;
 	}
 	*n_lis = kvx_imgr_u32(r);
-	if (*n_lis != have_lis) {
+	if (*n_lis > have_lis) {
 		return kvx_imgr_fail(r, "another set of listeners");
 	}
 	*lids = kvi_calloc(*n_lis + 1, sizeof(**lids));
@@ -359,6 +411,10 @@ image_dir(kvx_index *idx, kvx_imgr *r, kvx_part ***parts, uint32_t *n_parts,
 			return kvx_imgr_fail(r, "another set of listeners");
 		}
 		(*lids)[k] = lid;
+	}
+	if (r->why[0] == '\0' &&
+	    !image_others(idx, *lids, *n_lis, fresh, n_fresh)) {
+		return kvx_imgr_fail(r, "another set of listeners");
 	}
 	return r->why[0] == '\0';
 }
@@ -384,12 +440,14 @@ image_empty(kvx_index *idx)
 /* image_load_body reads the body into idx; false (and r->why) if it
  * is refused. */
 static bool
-image_load_body(kvx_index *idx, int fd, const kvx_image_at *at, kvx_imgr *r)
+image_load_body(kvx_index *idx, int fd, const kvx_image_at *at,
+		const bool *fresh, size_t n_fresh, kvx_imgr *r)
 {
 	kvx_part **parts = NULL;
 	uint32_t *lids = NULL, n_parts = 0, n_lis = 0;
-	bool ok = kvx_imgr_init(r, fd, at->off, at->len) &&
-		  image_dir(idx, r, &parts, &n_parts, &lids, &n_lis);
+	bool ok =
+	    kvx_imgr_init(r, fd, at->off, at->len) &&
+	    image_dir(idx, r, fresh, n_fresh, &parts, &n_parts, &lids, &n_lis);
 	bool touched = ok;
 	for (uint32_t k = 0; ok && k < n_parts; k++) {
 		ok = kvx_hold_load(&parts[k]->holders, r);
@@ -408,7 +466,7 @@ image_load_body(kvx_index *idx, int fd, const kvx_image_at *at, kvx_imgr *r)
 
 kvi_err
 kvx_image_load(kvx_index *idx, int fd, const void *stamp, size_t stamp_len,
-	       char *err, size_t errlen)
+	       const bool *fresh, size_t n_fresh, char *err, size_t errlen)
 {
 	pthread_rwlock_rdlock(&idx->meta);
 	for (uint32_t i = 0; i < idx->cap_lis; i++) {
@@ -422,7 +480,8 @@ kvx_image_load(kvx_index *idx, int fd, const void *stamp, size_t stamp_len,
 	kvx_image_at at;
 	kvi_err rv = image_header(fd, stamp, stamp_len, &at, err, errlen);
 	kvx_imgr r;
-	if (rv == KVI_OK && !image_load_body(idx, fd, &at, &r)) {
+	if (rv == KVI_OK &&
+	    !image_load_body(idx, fd, &at, fresh, n_fresh, &r)) {
 		/* what the body held was refused: say whether it is damaged
 		 * or another index's (the digest decides) */
 		bool digest = strncmp(r.why, "bad checksum", 12) == 0;

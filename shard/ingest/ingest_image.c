@@ -66,8 +66,8 @@ kvg_image_load(kvg_ingest *g, int fd, const kvs_stamp *stamp)
 {
 	char err[256];
 	double t0 = kvi_now_s();
-	kvi_err rv =
-	    kvx_image_load(g->idx, fd, stamp, sizeof(*stamp), err, sizeof(err));
+	kvi_err rv = kvx_image_load(g->idx, fd, stamp, sizeof(*stamp), NULL, 0,
+				    err, sizeof(err));
 	if (rv != KVI_OK) {
 		char q[300];
 		kvi_log(KVI_LOG_WARN, "image_refused",

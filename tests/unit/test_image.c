@@ -3,7 +3,8 @@
  * and loaded into another with the same listeners holds the same entries, on
  * the same tiers, and goes on changing like the original; an image of
  * another stamp, damaged, cut short or of other listeners is refused,
- * saying which, and leaves the index as it was.
+ * saying which, and leaves the index as it was; listeners made since the
+ * image was written are taken empty when the caller says so.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -113,10 +114,11 @@ ent_cmp(const void *a, const void *b)
 	return x->ext < y->ext ? -1 : x->ext > y->ext;
 }
 
-/* assert_same checks that a and b hold the same entries, listener by
- * listener, and the same totals. */
+/* assert_same_entries checks that a and b hold the same entries,
+ * listener by listener (of a's listeners), and the same totals of
+ * entries and sequence hashes. */
 static void
-assert_same(kvx_index *a, kvx_index *b)
+assert_same_entries(kvx_index *a, kvx_index *b)
 {
 	for (uint32_t lid = 0; lid < N_LIS; lid++) {
 		if (lid == GONE) {
@@ -143,9 +145,19 @@ assert_same(kvx_index *a, kvx_index *b)
 	kvx_stats sa, sb;
 	kvx_index_stats(a, &sa);
 	kvx_index_stats(b, &sb);
-	assert_int_equal(sa.listeners, sb.listeners);
 	assert_int_equal(sa.entries, sb.entries);
 	assert_int_equal(sa.seq_hashes, sb.seq_hashes);
+}
+
+/* assert_same checks that a and b hold the same entries and listeners. */
+static void
+assert_same(kvx_index *a, kvx_index *b)
+{
+	assert_same_entries(a, b);
+	kvx_stats sa, sb;
+	kvx_index_stats(a, &sa);
+	kvx_index_stats(b, &sb);
+	assert_int_equal(sa.listeners, sb.listeners);
 }
 
 static kvx_index *
@@ -205,9 +217,9 @@ test_round_trip(void **state)
 	    kvx_image_check(fd, stamp, sizeof(stamp), err, sizeof(err)),
 	    KVI_OK);
 	kvx_index *b = empty_copy();
-	assert_int_equal(
-	    kvx_image_load(b, fd, stamp, sizeof(stamp), err, sizeof(err)),
-	    KVI_OK);
+	assert_int_equal(kvx_image_load(b, fd, stamp, sizeof(stamp), NULL, 0,
+					err, sizeof(err)),
+			 KVI_OK);
 	assert_same(a, b);
 	/* the loaded tables are tables: they grow, shrink and move alike */
 	uint64_t keep = rng;
@@ -228,8 +240,8 @@ assert_refused(kvx_index *idx, int fd, const void *st, size_t len, kvi_err want,
 {
 	char err[256] = "";
 	lseek(fd, 0, SEEK_SET);
-	assert_int_equal(kvx_image_load(idx, fd, st, len, err, sizeof(err)),
-			 want);
+	assert_int_equal(
+	    kvx_image_load(idx, fd, st, len, NULL, 0, err, sizeof(err)), want);
 	if (strstr(err, why) == NULL) {
 		fail_msg("refused for \"%s\", not \"%s\"", err, why);
 	}
@@ -322,19 +334,75 @@ test_refused(void **state)
 	/* b still takes a good image after all of that */
 	close(fd);
 	fd = saved(a);
-	assert_int_equal(
-	    kvx_image_load(b, fd, stamp, sizeof(stamp), err, sizeof(err)),
-	    KVI_OK);
+	assert_int_equal(kvx_image_load(b, fd, stamp, sizeof(stamp), NULL, 0,
+					err, sizeof(err)),
+			 KVI_OK);
 	assert_same(a, b);
 	/* and not a second time: it holds entries now */
 	lseek(fd, 0, SEEK_SET);
-	assert_int_equal(
-	    kvx_image_load(b, fd, stamp, sizeof(stamp), err, sizeof(err)),
-	    KVI_EINVAL);
+	assert_int_equal(kvx_image_load(b, fd, stamp, sizeof(stamp), NULL, 0,
+					err, sizeof(err)),
+			 KVI_EINVAL);
 	close(fd);
 	kvx_index_free(a);
 	kvx_index_free(b);
 	kvx_index_free(c);
+}
+
+/* An index with listeners the image lacks - one of a model it has, one of
+ * a model of its own - takes it when the caller names them fresh: they
+ * stay empty, and everything else is the image's. Named otherwise, or not
+ * named, they refuse it. The header gives back the stamp it holds. */
+static void
+test_fresh_listeners(void **state)
+{
+	(void)state;
+	kvx_index *a = original();
+	int fd = saved(a);
+	char err[256], got[KVX_IMAGE_STAMP_MAX];
+	size_t got_len = 0;
+	assert_int_equal(kvx_image_stamp(fd, got, &got_len, err, sizeof(err)),
+			 KVI_OK);
+	assert_int_equal(got_len, sizeof(stamp));
+	assert_memory_equal(got, stamp, sizeof(stamp));
+
+	kvx_index *b = kvx_index_alloc();
+	add_listeners(b, N_LIS); /* GONE too: of model-a */
+	assert_int_equal(
+	    kvx_listener_add(b, N_LIS, "ns/new#0", "pod", 99, 0, "model-c", 64),
+	    KVI_OK);
+	bool fresh[N_LIS + 1] = {0};
+	fresh[N_LIS] = true;
+	/* GONE is not named: refused, b left empty */
+	lseek(fd, 0, SEEK_SET);
+	assert_int_equal(kvx_image_load(b, fd, stamp, sizeof(stamp), fresh,
+					N_LIS + 1, err, sizeof(err)),
+			 KVI_ECORRUPT);
+	assert_non_null(strstr(err, "another set of listeners"));
+	kvx_stats s;
+	kvx_index_stats(b, &s);
+	assert_int_equal(s.entries, 0);
+	/* both named */
+	fresh[GONE] = true;
+	lseek(fd, 0, SEEK_SET);
+	assert_int_equal(kvx_image_load(b, fd, stamp, sizeof(stamp), fresh,
+					N_LIS + 1, err, sizeof(err)),
+			 KVI_OK);
+	assert_same_entries(a, b);
+	assert_int_equal(kvx_listener_entries(b, GONE), 0);
+	assert_int_equal(kvx_listener_entries(b, N_LIS), 0);
+	/* the fresh ones fill like any other */
+	kvx_write_begin(b, GONE);
+	kvx_store(b, GONE, 1, seqs[1], KVI_TIER_GPU);
+	kvx_write_end(b, GONE);
+	kvx_write_begin(b, N_LIS);
+	kvx_store(b, N_LIS, 1, seqs[1], KVI_TIER_CPU);
+	kvx_write_end(b, N_LIS);
+	assert_int_equal(kvx_listener_entries(b, GONE), 1);
+	assert_int_equal(kvx_listener_entries(b, N_LIS), 1);
+	close(fd);
+	kvx_index_free(a);
+	kvx_index_free(b);
 }
 
 int
@@ -343,6 +411,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_round_trip),
 	    cmocka_unit_test(test_refused),
+	    cmocka_unit_test(test_fresh_listeners),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
