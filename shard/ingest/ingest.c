@@ -317,8 +317,8 @@ kvg_do_assign(kvg_ingest *g, kvg_cmd *c)
 	return KVI_OK;
 }
 
-static kvi_err
-do_unassign(kvg_ingest *g, kvg_cmd *c)
+kvi_err
+kvg_do_unassign(kvg_ingest *g, kvg_cmd *c)
 {
 	kvl_listener *l = kvg_listener_find(g, c->key);
 	if (l == NULL) {
@@ -377,7 +377,7 @@ run_commands(kvg_ingest *g)
 			c->rv = kvg_do_assign(g, c);
 			break;
 		case KVG_CMD_UNASSIGN:
-			c->rv = do_unassign(g, c);
+			c->rv = kvg_do_unassign(g, c);
 			break;
 		case KVG_CMD_STATUS:
 			c->rv = kvg_do_status(g, c);

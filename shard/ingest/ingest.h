@@ -78,9 +78,10 @@ typedef struct kvg_config {
 
 /* kvg_ingest_open loads the durable state of cfg->store into cfg->idx and
  * prepares (but does not start) the ingest thread. The index comes from the
- * image beside the store when the last stop left one of the store's state
- * (ingest_image.c), else it is rebuilt from the store. Returns KVI_ECORRUPT
- * when the store cannot be read. */
+ * image beside the store when there is one of the store's state (the last
+ * stop wrote it) or of an earlier one (with what was committed since
+ * replayed onto it: ingest_tail.c), else it is rebuilt from the store. Returns
+ * KVI_ECORRUPT when the store cannot be read. */
 kvi_err kvg_ingest_open(const kvg_config *cfg, kvg_ingest **out, char *err,
 			size_t errlen);
 
@@ -145,14 +146,18 @@ kvi_err kvg_handoff_chunk(kvg_ingest *g, const Kvindex__HandoffRequest *req,
  * the ingest thread's place. Listeners assigned with kvg_feed_assign() have
  * no sockets; kvg_feed() hands one live batch to a listener exactly as if
  * it had arrived on its SUB, and runs the group commit when it is due;
- * kvg_feed_sync() returns once everything fed is committed. Do not mix with
- * kvg_ingest_start().
+ * kvg_feed_sync() returns once everything fed is committed;
+ * kvg_feed_image() commits what was fed and writes the index image now
+ * (false when it could not). Do not mix with kvg_ingest_start().
  */
 kvi_err kvg_feed_start(kvg_ingest *g, char *err, size_t errlen);
 kvi_err kvg_feed_assign(kvg_ingest *g, const Kvindex__Listener *spec,
 			uint32_t *lid, char *err, size_t errlen);
+kvi_err kvg_feed_unassign(kvg_ingest *g, const char *key, char *err,
+			  size_t errlen);
 void kvg_feed(kvg_ingest *g, uint32_t lid, uint64_t seq, const void *payload,
 	      size_t len);
 void kvg_feed_sync(kvg_ingest *g);
+bool kvg_feed_image(kvg_ingest *g);
 
 #endif /* KVI_SHARD_INGEST_H */

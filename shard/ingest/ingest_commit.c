@@ -246,19 +246,41 @@ on_timer(evutil_socket_t fd, short what, void *arg)
 	kvg_commit(g);
 }
 
-void
-kvg_commit_last(kvg_ingest *g)
+/* commit_wait waits for the job in flight, unless the store is failing,
+ * and takes it back. */
+static void
+commit_wait(kvg_ingest *g)
 {
 	kvg_commits *c = &g->commits;
 	kvw_job *done;
-	char why[256];
 	while ((done = kvw_poll(c->writer)) == NULL && kvw_busy(c->writer) &&
 	       !kvw_failing(c->writer, NULL, 0)) {
-		usleep(1000);
+		usleep(200);
 	}
 	if (done != NULL) {
 		kvg_commit_done(g, done);
 	}
+}
+
+bool
+kvg_commit_settle(kvg_ingest *g)
+{
+	kvg_commits *c = &g->commits;
+	commit_wait(g);
+	if (kvw_failing(c->writer, NULL, 0)) {
+		return false;
+	}
+	kvg_commit(g);
+	commit_wait(g);
+	return kvg_commit_settled(g);
+}
+
+void
+kvg_commit_last(kvg_ingest *g)
+{
+	kvg_commits *c = &g->commits;
+	char why[256];
+	commit_wait(g);
 	if (kvw_failing(c->writer, why, sizeof(why))) {
 		char q[600];
 		kvi_log(KVI_LOG_ERROR, "stop_uncommitted",

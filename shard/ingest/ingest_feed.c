@@ -35,6 +35,14 @@ kvg_feed_assign(kvg_ingest *g, const Kvindex__Listener *spec, uint32_t *lid,
 	return rv;
 }
 
+kvi_err
+kvg_feed_unassign(kvg_ingest *g, const char *key, char *err, size_t errlen)
+{
+	kvg_cmd c = {
+	    .kind = KVG_CMD_UNASSIGN, .key = key, .err = err, .errlen = errlen};
+	return kvg_do_unassign(g, &c);
+}
+
 void
 kvg_feed(kvg_ingest *g, uint32_t lid, uint64_t seq, const void *payload,
 	 size_t len)
@@ -54,4 +62,10 @@ void
 kvg_feed_sync(kvg_ingest *g)
 {
 	kvg_commit_sync(g);
+}
+
+bool
+kvg_feed_image(kvg_ingest *g)
+{
+	return kvg_commit_settle(g) && kvg_image_save(g);
 }

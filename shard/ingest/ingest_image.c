@@ -1,15 +1,16 @@
 /*
  * ingest_image.c - the index image beside the store (index_image.c): written
  * when the shard stops cleanly, read at the next start instead of rebuilding
- * the index from the store, when the store is still at the state it was
- * written at.
+ * the index from the store - as it is when the store is still at the state
+ * it was written at, with what was committed since replayed onto it when
+ * the store has moved on (ingest_tail.c: a start after a kill).
  *
  * The stamp is the store's (kvs_store_stamp): LMDB's last transaction id,
- * the log's position, and the file's identity. Any commit after the image
- * was written - the shard ran again, or was killed after committing - makes
- * it stale, and a stale or damaged image only costs the rebuild it was
- * meant to save: the store is the durable state, the image a copy of what
- * it builds. A stale image is logged as image_unused; one refused for
+ * the log's position, and the file's identity. An image of another file,
+ * or of a state the store is not at nor past (it was rolled back), is
+ * stale, and a stale or damaged image only costs the rebuild it was meant
+ * to save: the store is the durable state, the image a copy of what it
+ * builds. A stale image is logged as image_unused; one refused for
  * anything else (damaged, cut short, of another version) as image_refused,
  * a warning, with the reason index_image.c gives. An image is written only
  * when everything the index holds is committed (the writer idle and not
@@ -34,7 +35,7 @@ image_path(const kvg_ingest *g, char *path, size_t len, bool tmp)
 }
 
 int
-kvg_image_find(kvg_ingest *g, const kvs_stamp *stamp)
+kvg_image_find(kvg_ingest *g, const kvs_stamp *stamp, kvs_stamp *at)
 {
 	if (g->cfg.no_image) {
 		return -1;
@@ -45,10 +46,20 @@ kvg_image_find(kvg_ingest *g, const kvs_stamp *stamp)
 	if (fd < 0) {
 		return -1;
 	}
-	kvi_err rv =
-	    kvx_image_check(fd, stamp, sizeof(*stamp), err, sizeof(err));
+	uint8_t got[KVX_IMAGE_STAMP_MAX];
+	size_t len = 0;
+	kvi_err rv = kvx_image_stamp(fd, got, &len, err, sizeof(err));
 	if (rv == KVI_OK) {
-		return fd;
+		if (len == sizeof(*at)) {
+			memcpy(at, got, sizeof(*at));
+		}
+		if (len == sizeof(*at) &&
+		    (memcmp(at, stamp, sizeof(*at)) == 0 ||
+		     kvs_stamp_before(at, stamp))) {
+			return fd;
+		}
+		rv = kvi_errf(err, sizeof(err), KVI_ENOENT,
+			      "stale: of another state of the store");
 	}
 	/* of no use from now on: the store only moves further away */
 	char q[300];
@@ -61,13 +72,23 @@ kvg_image_find(kvg_ingest *g, const kvs_stamp *stamp)
 	return -1;
 }
 
+void
+kvg_image_drop(kvg_ingest *g)
+{
+	char path[4096];
+	image_path(g, path, sizeof(path), false);
+	unlink(path);
+	g->image_current = false;
+}
+
 bool
-kvg_image_load(kvg_ingest *g, int fd, const kvs_stamp *stamp)
+kvg_image_load(kvg_ingest *g, int fd, const kvs_stamp *stamp, const bool *fresh,
+	       size_t n_fresh)
 {
 	char err[256];
 	double t0 = kvi_now_s();
-	kvi_err rv = kvx_image_load(g->idx, fd, stamp, sizeof(*stamp), NULL, 0,
-				    err, sizeof(err));
+	kvi_err rv = kvx_image_load(g->idx, fd, stamp, sizeof(*stamp), fresh,
+				    n_fresh, err, sizeof(err));
 	if (rv != KVI_OK) {
 		char q[300];
 		kvi_log(KVI_LOG_WARN, "image_refused",
@@ -100,24 +121,24 @@ image_exact(kvg_ingest *g)
 	return true;
 }
 
-void
+bool
 kvg_image_save(kvg_ingest *g)
 {
 	if (g->cfg.no_image || !image_exact(g)) {
-		return;
+		return false;
 	}
 	if (kvx_index_hybrid(g->idx)) {
 		/* an image holds listeners, not their cache groups: the
 		 * next start rebuilds from the store */
 		kvi_log(KVI_LOG_INFO, "image_not_written",
 			"reason=\"listeners of hybrid models\"");
-		return;
+		return false;
 	}
 	kvs_stamp stamp;
 	kvs_store_stamp(g->store, &stamp);
 	if (g->image_current &&
 	    memcmp(&stamp, &g->image_stamp, sizeof(stamp)) == 0) {
-		return; /* the one on disk is still this state */
+		return true; /* the one on disk is still this state */
 	}
 	char tmp[4096], path[4096], err[256];
 	image_path(g, tmp, sizeof(tmp), true);
@@ -129,7 +150,7 @@ kvg_image_save(kvg_ingest *g)
 		snprintf(why, sizeof(why), "%s: %s", tmp, strerror(errno));
 		kvi_log(KVI_LOG_WARN, "image_not_written", "reason=%s",
 			kvi_log_quote(q, sizeof(q), why));
-		return;
+		return false;
 	}
 	/* No fsync: an image a crash cuts short fails its digest, and the
 	 * next start rebuilds, as it would have without one. */
@@ -149,10 +170,11 @@ kvg_image_save(kvg_ingest *g)
 		char q[300];
 		kvi_log(KVI_LOG_WARN, "image_not_written", "reason=%s",
 			kvi_log_quote(q, sizeof(q), err));
-		return;
+		return false;
 	}
 	kvi_log(KVI_LOG_INFO, "image_written", "bytes=%lld seconds=%.3f",
 		(long long)bytes, kvi_now_s() - t0);
 	g->image_stamp = stamp;
 	g->image_current = true;
+	return true;
 }

@@ -61,13 +61,18 @@ typedef struct kvg_stats {
 typedef struct kvg_cmd kvg_cmd;
 
 /* What a load of the store takes (ingest_load.c): everything; the
- * listeners and their marks only (the index comes from an image); or the
- * entries only (an image was refused after the listeners were made). */
+ * listeners and their marks only (the index comes from an image); the
+ * entries only (an image was refused after the listeners were made); or
+ * the listeners, their marks and what was committed after an image. */
 typedef enum kvg_load_pass {
 	KVG_LOAD_ALL,
 	KVG_LOAD_MARKS,
 	KVG_LOAD_ENTRIES,
+	KVG_LOAD_TAIL, /* the listeners, their marks and the log's tail past
+			* an image (ingest_tail.c) */
 } kvg_load_pass;
+
+typedef struct kvg_tail kvg_tail;
 
 /* A request from another thread, answered on the ingest thread. */
 typedef enum kvg_cmd_kind {
@@ -157,9 +162,11 @@ struct kvg_ingest {
 	kvs_store *store;
 	kvq_recovery recovery; /* every listener's sequence (recovery/) */
 	kvx_bulk *bulk;        /* loading snapshots at start-up */
+	kvg_tail *tail;        /* or what followed an image (ingest_tail.c) */
 	kvg_load_pass pass;    /* what the store's load callbacks take */
 	bool loaded;           /* the store's state is in the index */
-	/* the store's state the image beside it holds (ingest_image.c) */
+	/* the store's state the image beside it holds (ingest_image.c), and
+	 * whether that is the store's state now */
 	kvs_stamp image_stamp;
 	bool image_current;
 	struct event_base *base;
@@ -212,6 +219,7 @@ kvi_err kvg_listener_create(kvg_ingest *g, uint32_t lid,
 			    const uint8_t *packed, size_t len,
 			    kvl_listener **out);
 kvi_err kvg_do_assign(kvg_ingest *g, kvg_cmd *c);
+kvi_err kvg_do_unassign(kvg_ingest *g, kvg_cmd *c);
 /* kvg_give_back returns to the system the memory a burst of queued
  * batches took, once the queues are empty again, and the memory of many
  * listeners unassigned: the allocator would otherwise keep it. */
@@ -242,8 +250,11 @@ bool kvg_commit_settled(kvg_ingest *g);
 void kvg_commit(kvg_ingest *g);
 void kvg_commit_done(kvg_ingest *g, kvw_job *done);
 /* kvg_commit_last is the stop's: it waits for the job in flight and
- * commits what is left, unless the store is failing. */
+ * commits what is left, unless the store is failing. kvg_commit_settle
+ * does that and waits for the commit too: true when everything applied is
+ * committed (kvg_commit_settled), false when the store is failing. */
 void kvg_commit_last(kvg_ingest *g);
+bool kvg_commit_settle(kvg_ingest *g);
 /* Fed in process: kvg_commit_feed commits when the interval has passed
  * (waiting for a lagging store as the loop would stop reading);
  * kvg_commit_sync returns once everything fed is committed. */
@@ -277,16 +288,42 @@ kvs_store_stats kvg_metrics_store(kvg_ingest *g);
 
 /* ingest_image.c: the index image beside the store */
 #define KVG_IMAGE_FILE "index.image"
-/* kvg_image_find opens the image if it holds the store's state stamp (an
- * image of another state is removed); -1 if there is none to use. */
-int kvg_image_find(kvg_ingest *g, const kvs_stamp *stamp);
-/* kvg_image_load reads it into the index, whose listeners the store's load
- * made; false (the index untouched) if it is refused. */
-bool kvg_image_load(kvg_ingest *g, int fd, const kvs_stamp *stamp);
+/* kvg_image_find opens the image if it holds the store's state stamp or an
+ * earlier one, which it gives in *at (an image of another state is
+ * removed); -1 if there is none to use. */
+int kvg_image_find(kvg_ingest *g, const kvs_stamp *stamp, kvs_stamp *at);
+/* kvg_image_load reads the image of state stamp into the index, whose
+ * listeners the store's load made (all but those fresh[] marks, made or
+ * snapshotted since, may be missing from it: kvx_image_load); false (the
+ * index untouched) if it is refused. */
+bool kvg_image_load(kvg_ingest *g, int fd, const kvs_stamp *stamp,
+		    const bool *fresh, size_t n_fresh);
+/* kvg_image_drop removes the image: of no use to any later start. */
+void kvg_image_drop(kvg_ingest *g);
+
+/* ingest_tail.c: a start from an image the store has moved past. Between
+ * kvg_tail_begin() (from: the image's next lsn) and kvg_tail_end(), the
+ * load hands each snapshot header (KVI_ENOENT: its entries are not
+ * needed), the entries of the others and the ops of the records at or
+ * past from; kvg_tail_load() then loads the image and replays them, or
+ * returns false, the index untouched, when the index is to be rebuilt
+ * instead. */
+void kvg_tail_begin(kvg_ingest *g, uint64_t from);
+void kvg_tail_end(kvg_ingest *g);
+/* kvg_tail_wants says whether the ops of the record at lsn are to be
+ * replayed: it was committed after the image, and the tail is still to be
+ * replayed at all. */
+bool kvg_tail_wants(const kvg_ingest *g, uint64_t lsn);
+kvi_err kvg_tail_snapshot(kvg_ingest *g, uint32_t lid, uint64_t lsn,
+			  uint64_t n);
+void kvg_tail_entries(kvg_ingest *g, uint32_t lid, const uint8_t *e, size_t n);
+void kvg_tail_op(kvg_ingest *g, uint32_t lid, const kvo_op *op);
+bool kvg_tail_load(kvg_ingest *g, int fd, const kvs_stamp *stamp);
 /* kvg_image_save writes the image when the index is exactly the store's
- * state and the image on disk is not already of it. After the threads
- * stop. */
-void kvg_image_save(kvg_ingest *g);
+ * state and the image on disk is not already of it; returns whether the
+ * image on disk is of that state now. After the threads stop, or on the
+ * ingest thread with the commits settled (kvg_commit_settle). */
+bool kvg_image_save(kvg_ingest *g);
 
 /* ingest_io.c */
 /* kvg_io_init makes the ZeroMQ context and the drain event in g's loop:

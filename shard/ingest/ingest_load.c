@@ -36,14 +36,13 @@ static kvi_err
 load_snapshot(void *arg, uint32_t lid, const kvs_mark *mark, uint64_t lsn,
 	      uint64_t n)
 {
-	(void)lsn;
-	(void)n;
 	kvg_ingest *g = arg;
 	kvl_listener *l = kvg_listener(g, lid);
 	if (l != NULL && g->pass != KVG_LOAD_ENTRIES) {
 		l->mark = *mark;
 	}
-	return KVI_OK;
+	return g->pass == KVG_LOAD_TAIL ? kvg_tail_snapshot(g, lid, lsn, n)
+					: KVI_OK;
 }
 
 /* group_lid finds the index listener of l's cache group group, making
@@ -76,6 +75,10 @@ load_entries(void *arg, uint32_t lid, const uint8_t *e, size_t n)
 {
 	kvg_ingest *g = arg;
 	kvl_listener *l = kvg_listener(g, lid);
+	if (g->pass == KVG_LOAD_TAIL) {
+		kvg_tail_entries(g, lid, e, n);
+		return KVI_OK;
+	}
 	for (size_t i = 0; i < n; i++) {
 		uint64_t ext, seq;
 		uint8_t tiers;
@@ -150,7 +153,6 @@ static kvi_err
 load_record(void *arg, uint32_t lid, uint64_t lsn, const void *payload,
 	    size_t len)
 {
-	(void)lsn;
 	kvg_ingest *g = arg;
 	kvl_listener *l = kvg_listener(g, lid);
 	kvo_iter it;
@@ -159,12 +161,18 @@ load_record(void *arg, uint32_t lid, uint64_t lsn, const void *payload,
 		return KVI_OK;
 	}
 	kvi_err rv = kvo_iter_init(&it, payload, len, &mark);
-	if (rv == KVI_OK && g->pass == KVG_LOAD_MARKS) {
+	if (rv == KVI_OK &&
+	    (g->pass == KVG_LOAD_MARKS ||
+	     (g->pass == KVG_LOAD_TAIL && !kvg_tail_wants(g, lsn)))) {
 		rv = KVI_ENOENT; /* the ops are in the image */
 	}
 	kvo_op op;
 	while (rv == KVI_OK && (rv = kvo_iter_next(&it, &op)) == KVI_OK) {
-		load_op(g, l, &op);
+		if (g->pass == KVG_LOAD_TAIL) {
+			kvg_tail_op(g, lid, &op);
+		} else {
+			load_op(g, l, &op);
+		}
 	}
 	if (rv != KVI_ENOENT) {
 		return KVI_ECORRUPT;
@@ -176,9 +184,41 @@ load_record(void *arg, uint32_t lid, uint64_t lsn, const void *payload,
 	return KVI_OK;
 }
 
+/* load_imaged loads the listeners and their marks, and the index from
+ * the image fd of state at: an image of the store's state stamp as it is,
+ * one of an earlier state with what was committed since replayed onto it
+ * (ingest_tail.c). Returns whether the index came from the image; if not,
+ * and the store read, the index is still to be built. */
+static bool
+load_imaged(kvg_ingest *g, kvs_load_cb *cb, int fd, const kvs_stamp *stamp,
+	    const kvs_stamp *at, kvi_err *rv, char *err, size_t errlen)
+{
+	bool imaged;
+	if (memcmp(at, stamp, sizeof(*at)) == 0) {
+		g->pass = KVG_LOAD_MARKS;
+		cb->entries = NULL;
+		*rv = kvs_store_load(g->store, cb, err, errlen);
+		imaged = *rv == KVI_OK && kvg_image_load(g, fd, at, NULL, 0);
+	} else {
+		g->pass = KVG_LOAD_TAIL;
+		kvg_tail_begin(g, kvs_stamp_lsn(at));
+		double t0 = kvi_now_s();
+		*rv = kvs_store_load(g->store, cb, err, errlen);
+		kvi_log(KVI_LOG_INFO, "tail_read", "seconds=%.3f",
+			kvi_now_s() - t0);
+		imaged = *rv == KVI_OK && kvg_tail_load(g, fd, at);
+		kvg_tail_end(g);
+		if (*rv == KVI_OK && !imaged) {
+			kvg_image_drop(g); /* the store only moves away */
+		}
+	}
+	cb->entries = load_entries;
+	return imaged;
+}
+
 /* load loads the store's state: the listeners and their marks, and
- * the index from the image when there is one of this state, else rebuilt
- * from the store's entries. */
+ * the index from the image when there is one of this state or an earlier
+ * one, else rebuilt from the store's entries. */
 static kvi_err
 load(kvg_ingest *g, char *err, size_t errlen)
 {
@@ -189,22 +229,19 @@ load(kvg_ingest *g, char *err, size_t errlen)
 	    .entries = load_entries,
 	    .record = load_record,
 	};
-	kvs_stamp stamp;
+	kvs_stamp stamp, at;
 	kvs_store_stamp(g->store, &stamp);
-	int fd = kvg_image_find(g, &stamp);
+	int fd = kvg_image_find(g, &stamp, &at);
 	kvi_err rv;
 	if (fd >= 0) {
-		g->pass = KVG_LOAD_MARKS;
-		cb.entries = NULL;
-		rv = kvs_store_load(g->store, &cb, err, errlen);
-		bool imaged = rv == KVI_OK && kvg_image_load(g, fd, &stamp);
+		bool imaged =
+		    load_imaged(g, &cb, fd, &stamp, &at, &rv, err, errlen);
 		close(fd);
 		if (rv != KVI_OK || imaged) {
 			g->loaded = rv == KVI_OK;
 			return rv;
 		}
 		g->pass = KVG_LOAD_ENTRIES;
-		cb.entries = load_entries;
 	}
 	g->bulk = kvx_bulk_begin(g->idx);
 	double t0 = kvi_now_s();

@@ -9,7 +9,9 @@
  * with --fail-on-corrupt the shard exits saying why instead, and a file
  * cut to nothing starts empty saying so. A store whose listener record
  * does not load is moved aside with a reason that names it, on one line.
- * A damaged index image is refused with the reason it is refused for.
+ * A damaged index image is refused with the reason it is refused for, and
+ * so is one the store is not at nor past; one the store moved past is
+ * used, with what was committed since replayed onto it.
  */
 #include <glob.h>
 #include <setjmp.h>
@@ -346,6 +348,20 @@ test_unloadable_listener_is_named(void **state)
 	store_fill();
 }
 
+/* file_copy writes the bytes of from over to, in place. */
+static void
+file_copy(const char *from, const char *to)
+{
+	size_t len;
+	char *bytes = kvt_file_read(from, &len);
+	assert_non_null(bytes);
+	FILE *f = fopen(to, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(bytes, 1, len, f), len);
+	assert_int_equal(fclose(f), 0);
+	free(bytes);
+}
+
 /* image_damaged damages the image the last stop wrote (cut to bytes when
  * cut >= 0, the byte at flip xor 0x5a when flip >= 0), restarts, and
  * checks that the image is refused with a reason holding want, that the
@@ -402,7 +418,12 @@ test_damaged_image_says_why(void **state)
 	image_damaged(20, -1, "image_refused", "cut short");
 	/* another version */
 	image_damaged(-1, 8, "image_refused", "version");
-	/* not damage: the store moved on after the image was written */
+	/* not damage: the store moved on after the image was written, and
+	 * the start replays onto it what was committed since */
+	char store[512], kept[520];
+	snprintf(store, sizeof(store), "%s/data.mdb", shard.data_dir);
+	snprintf(kept, sizeof(kept), "%s.kept", store);
+	file_copy(store, kept);
 	shc_restart(&shard);
 	sim_post("/resume", "{}");
 	kvt_sleep_ms(300);
@@ -410,6 +431,18 @@ test_damaged_image_says_why(void **state)
 	shc_wait_truth(&shard, &sim, ranks, 2, SHC_WAIT_MS);
 	kvt_sleep_ms(200); /* the last group commit */
 	shc_kill9(&shard);
+	long from = kvt_file_size(shard.log_path);
+	shc_restart(&shard);
+	char *log = log_since(from);
+	assert_non_null(strstr(log, "event=image_loaded"));
+	assert_non_null(strstr(log, "event=tail_replayed"));
+	assert_null(strstr(log, "event=index_built"));
+	free(log);
+	shc_wait_truth(&shard, &sim, ranks, 2, SHC_WAIT_MS);
+	assert_int_equal(shc_stop(&shard), 0);
+	/* nor is a store rolled back behind its image (a copy of it put
+	 * back): the image is of a state it is not at nor past */
+	file_copy(kept, store);
 	image_damaged(-1, -1, "image_unused", "stale");
 }
 
