@@ -79,9 +79,9 @@ typedef struct kvg_config {
 /* kvg_ingest_open loads the durable state of cfg->store into cfg->idx and
  * prepares (but does not start) the ingest thread. The index comes from the
  * image beside the store when there is one of the store's state (the last
- * stop wrote it) or of an earlier one (with what was committed since
- * replayed onto it: ingest_tail.c), else it is rebuilt from the store. Returns
- * KVI_ECORRUPT when the store cannot be read. */
+ * stop wrote it) or of an earlier one (written while running, with what was
+ * committed since replayed onto it: ingest_tail.c), else it is rebuilt from
+ * the store. Returns KVI_ECORRUPT when the store cannot be read. */
 kvi_err kvg_ingest_open(const kvg_config *cfg, kvg_ingest **out, char *err,
 			size_t errlen);
 
@@ -147,8 +147,11 @@ kvi_err kvg_handoff_chunk(kvg_ingest *g, const Kvindex__HandoffRequest *req,
  * no sockets; kvg_feed() hands one live batch to a listener exactly as if
  * it had arrived on its SUB, and runs the group commit when it is due;
  * kvg_feed_sync() returns once everything fed is committed;
- * kvg_feed_image() commits what was fed and writes the index image now
- * (false when it could not). Do not mix with kvg_ingest_start().
+ * kvg_feed_idle() does that and then what the loop does at a tick with
+ * nothing new, writing the index image if one is due (ingest_image.c), and
+ * says whether the image beside the store holds the store's state now;
+ * kvg_feed_image() commits what was fed and writes the image now (false
+ * when it could not). Do not mix with kvg_ingest_start().
  */
 kvi_err kvg_feed_start(kvg_ingest *g, char *err, size_t errlen);
 kvi_err kvg_feed_assign(kvg_ingest *g, const Kvindex__Listener *spec,
@@ -158,6 +161,7 @@ kvi_err kvg_feed_unassign(kvg_ingest *g, const char *key, char *err,
 void kvg_feed(kvg_ingest *g, uint32_t lid, uint64_t seq, const void *payload,
 	      size_t len);
 void kvg_feed_sync(kvg_ingest *g);
+bool kvg_feed_idle(kvg_ingest *g);
 bool kvg_feed_image(kvg_ingest *g);
 
 #endif /* KVI_SHARD_INGEST_H */

@@ -162,8 +162,10 @@ collect(kvg_ingest *g, kvw_job *job, kvl_listener *l)
 		kvx_listener_foreach(g->idx, l->lid, snap_entry, &f);
 		l->log_bytes = 0;
 		l->snapshot_due = false;
+		kvg_image_note(g, entries);
 	} else {
 		kvw_job_rec(job, l->lid, l->rec.buf, l->rec.len);
+		kvg_image_note(g, l->rec.n_ops);
 	}
 	kvo_rec_reset(&l->rec);
 	l->dirty = false;
@@ -244,6 +246,7 @@ on_timer(evutil_socket_t fd, short what, void *arg)
 		kvd_sweep(g->cfg.pending, kvi_now_ms());
 	}
 	kvg_commit(g);
+	kvg_image_tick(g);
 }
 
 /* commit_wait waits for the job in flight, unless the store is failing,
@@ -310,6 +313,7 @@ kvg_commit_feed(kvg_ingest *g)
 		usleep(200);
 		kvg_commit(g);
 	}
+	kvg_image_tick(g);
 }
 
 void

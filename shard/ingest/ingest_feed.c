@@ -69,3 +69,11 @@ kvg_feed_image(kvg_ingest *g)
 {
 	return kvg_commit_settle(g) && kvg_image_save(g);
 }
+
+bool
+kvg_feed_idle(kvg_ingest *g)
+{
+	kvg_commit_sync(g);
+	kvg_image_tick(g);
+	return kvg_image_current(g);
+}

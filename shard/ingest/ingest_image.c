@@ -1,9 +1,10 @@
 /*
  * ingest_image.c - the index image beside the store (index_image.c): written
- * when the shard stops cleanly, read at the next start instead of rebuilding
- * the index from the store - as it is when the store is still at the state
- * it was written at, with what was committed since replayed onto it when
- * the store has moved on (ingest_tail.c: a start after a kill).
+ * when the shard stops cleanly and, while it runs, each time enough was
+ * committed since the last one; read at the next start instead of
+ * rebuilding the index from the store - as it is when the store is still at
+ * the state it was written at, with what was committed since replayed onto
+ * it when the store has moved on (ingest_tail.c: a start after a kill).
  *
  * The stamp is the store's (kvs_store_stamp): LMDB's last transaction id,
  * the log's position, and the file's identity. An image of another file,
@@ -16,6 +17,22 @@
  * when everything the index holds is committed (the writer idle and not
  * failing, no listener with changes left), so that it is exactly the store's
  * state.
+ *
+ * While running, an image is due once the items committed since the last
+ * one (entries of snapshots, ops of log records) reach a sixteenth of the
+ * index's entries, KVG_IMAGE_TAIL_MIN at least: the ingest thread then
+ * commits what it applied, waits for the writer, and writes the image
+ * (about 0.15 s at 10M entries) while the engines' events wait in their
+ * sockets. When the commits have settled by themselves - a group commit
+ * with nothing applied since, say after a burst - a 64th is enough. Either
+ * way, images take at most a KVG_IMAGE_COST_GAP-th of the ingest thread's
+ * time: one is not begun until that many times what the last one took has
+ * passed since. What a start after a kill replays is bounded by that: a
+ * sixteenth of the index while events come at up to about 150,000 a
+ * second at 10M entries; above that rate, what arrives in the time of 20
+ * image writes, and past a third of the store's snapshot entries the start
+ * rebuilds instead (ingest_tail.c). Queries go on meanwhile: the image is
+ * read under the partitions' locks held shared.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -172,9 +189,64 @@ kvg_image_save(kvg_ingest *g)
 			kvi_log_quote(q, sizeof(q), err));
 		return false;
 	}
-	kvi_log(KVI_LOG_INFO, "image_written", "bytes=%lld seconds=%.3f",
-		(long long)bytes, kvi_now_s() - t0);
+	kvi_log(KVI_LOG_INFO, "image_written",
+		"bytes=%lld seconds=%.3f items_since=%llu", (long long)bytes,
+		kvi_now_s() - t0, (unsigned long long)g->image_tail);
+	g->image_tail = 0;
 	g->image_stamp = stamp;
 	g->image_current = true;
 	return true;
+}
+
+/* ---- while running ------------------------------------------------- */
+
+void
+kvg_image_note(kvg_ingest *g, uint64_t items)
+{
+	g->image_tail += items;
+}
+
+/* image_due says whether enough was committed since the image on disk
+ * for another one to be worth its write: idle, the commits settled by
+ * themselves; otherwise they are to be settled for it. */
+static bool
+image_due(kvg_ingest *g, bool idle)
+{
+	if (g->image_tail < KVG_IMAGE_TAIL_MIN) {
+		return false;
+	}
+	kvx_stats xs;
+	kvx_index_stats(g->idx, &xs);
+	uint64_t want =
+	    xs.entries / (idle ? KVG_IMAGE_IDLE_DIV : KVG_IMAGE_TAIL_DIV);
+	return g->image_tail >= want &&
+	       kvi_now_s() - g->image_at >= KVG_IMAGE_COST_GAP * g->image_took;
+}
+
+void
+kvg_image_tick(kvg_ingest *g)
+{
+	if (g->cfg.no_image || !g->loaded || kvx_index_hybrid(g->idx)) {
+		return;
+	}
+	bool idle = image_exact(g);
+	if (!image_due(g, idle)) {
+		return;
+	}
+	double t0 = kvi_now_s();
+	if (idle || kvg_commit_settle(g)) {
+		kvg_image_save(g);
+	}
+	/* tried, written or not: the next try waits its turn */
+	g->image_at = kvi_now_s();
+	g->image_took = g->image_at - t0;
+}
+
+bool
+kvg_image_current(kvg_ingest *g)
+{
+	kvs_stamp stamp;
+	kvs_store_stamp(g->store, &stamp);
+	return g->image_current &&
+	       memcmp(&stamp, &g->image_stamp, sizeof(stamp)) == 0;
 }

@@ -165,10 +165,14 @@ struct kvg_ingest {
 	kvg_tail *tail;        /* or what followed an image (ingest_tail.c) */
 	kvg_load_pass pass;    /* what the store's load callbacks take */
 	bool loaded;           /* the store's state is in the index */
-	/* the store's state the image beside it holds (ingest_image.c), and
-	 * whether that is the store's state now */
+	/* the store's state the image beside it holds (ingest_image.c),
+	 * whether that is the store's state now, the items committed since,
+	 * and when the last image was tried while running and what it took
+	 * (kvi_now_s) */
 	kvs_stamp image_stamp;
 	bool image_current;
+	uint64_t image_tail;
+	double image_at, image_took;
 	struct event_base *base;
 	pthread_t thread;
 	bool started;
@@ -300,6 +304,18 @@ bool kvg_image_load(kvg_ingest *g, int fd, const kvs_stamp *stamp,
 		    const bool *fresh, size_t n_fresh);
 /* kvg_image_drop removes the image: of no use to any later start. */
 void kvg_image_drop(kvg_ingest *g);
+/* Images while running: kvg_image_note counts items (snapshot entries,
+ * log ops) a commit will write, kvg_image_tick writes an image when one is
+ * due (ingest_image.c says when), settling the commits first if need be;
+ * kvg_image_current says whether the image beside the store holds the
+ * store's state. Ingest thread. */
+#define KVG_IMAGE_TAIL_DIV 16
+#define KVG_IMAGE_IDLE_DIV 64
+#define KVG_IMAGE_TAIL_MIN 65536
+#define KVG_IMAGE_COST_GAP 20
+void kvg_image_note(kvg_ingest *g, uint64_t items);
+void kvg_image_tick(kvg_ingest *g);
+bool kvg_image_current(kvg_ingest *g);
 
 /* ingest_tail.c: a start from an image the store has moved past. Between
  * kvg_tail_begin() (from: the image's next lsn) and kvg_tail_end(), the

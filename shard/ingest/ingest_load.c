@@ -142,6 +142,7 @@ load_built(kvg_ingest *g, double scan_s)
 	kvx_bulk_stats st;
 	kvx_bulk_finish(g->bulk, cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus, &st);
 	g->bulk = NULL;
+	g->image_tail = st.entries + st.ops; /* no image has any of it */
 	kvi_log(KVI_LOG_INFO, "index_built",
 		"entries=%zu log_ops=%zu scan_s=%.3f items_s=%.3f "
 		"maps_s=%.3f gather_s=%.3f holders_s=%.3f narrow_s=%.3f",

@@ -293,5 +293,6 @@ kvg_tail_load(kvg_ingest *g, int fd, const kvs_stamp *stamp)
 	/* the image on disk is still this one: a start after a kill
 	 * replays the tail from it again */
 	g->image_current = false;
+	g->image_tail = t->n;
 	return true;
 }

@@ -8,7 +8,7 @@
  * rebuild from the store alone gives, and so does a second life started
  * from that same image. An image naming a listener removed since, and one
  * of another store, are not used: the index is rebuilt, and the image
- * removed.
+ * removed. A running shard writes images by itself.
  */
 #include <fcntl.h>
 #include <setjmp.h>
@@ -412,6 +412,20 @@ life_remove(kvg_ingest *g)
 	feed(g, &st, HALF + st.n / 4, HALF + st.n / 4 + 50, 0);
 }
 
+/* life_all feeds the whole stream, committing every 20 batches as a
+ * shard taking them at a more usual pace would. */
+static void
+life_all(kvg_ingest *g)
+{
+	for (uint32_t i = 0; i < N_LIS; i++) {
+		assign(g, i, i);
+	}
+	for (size_t i = 0; i < st.n; i += 20) {
+		feed(g, &st, i, i + 20, 0);
+		kvg_feed_sync(g);
+	}
+}
+
 /* An image, then log records, snapshots and a new listener: the start
  * replays them onto the image (which it keeps: a later start after a
  * kill needs it again), exactly; so does the start after a second life
@@ -468,12 +482,33 @@ test_other_store(void **state)
 	free(said);
 }
 
+/* A shard fed a stream many times its image threshold writes images as it
+ * runs: the start after its kill takes the last one. */
+static void
+test_images_while_running(void **state)
+{
+	(void)state;
+	char d[300];
+	snprintf(d, sizeof(d), "%s/c", root);
+	long from = log_size();
+	life(d, life_all);
+	char *ran = log_since(from);
+	assert_non_null(strstr(ran, "event=image_written"));
+	free(ran);
+	assert_true(image_there(d));
+	char *said = check(d);
+	assert_non_null(strstr(said, "event=image_loaded"));
+	assert_null(strstr(said, "index_built"));
+	free(said);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_tail_replayed),
 	    cmocka_unit_test(test_other_store),
+	    cmocka_unit_test(test_images_while_running),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
