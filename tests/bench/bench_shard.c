@@ -4,11 +4,19 @@
  *   ingest   durable ingest: a Mooncake-trace event stream over many
  *            listeners (bench_stream.h) fed through the shard's real ingest
  *            path (decode, sequence, index, log records, group commits to
- *            LMDB with fsync) until everything fed is committed: block
- *            events/s. The store it leaves is then reopened: restart to
- *            serving after a clean stop (open LMDB, read the index image
- *            the stop wrote), and after a kill -9 (no image: the index
- *            rebuilt from the store), with its entries.
+ *            LMDB with fsync, index images while running) until everything
+ *            fed is committed: block events/s. The ingest runs in a child
+ *            process; once everything is committed it keeps the image it
+ *            wrote under load (index.image.busy), goes idle - the loop's
+ *            ticks with nothing new, until the image it writes then holds
+ *            the store's state (index.image.idle) - and is killed with
+ *            SIGKILL. The store it leaves is then reopened: restart to
+ *            serving after a kill -9 once the ingest had settled (its idle
+ *            image), after one at its last commit under load (the image
+ *            then, and what was committed since replayed onto it), after a
+ *            clean stop (open LMDB, read the index image the stop wrote),
+ *            and with no image at all (the index rebuilt from the store),
+ *            with its entries.
  *   query    probe latency of 1,000-block queries at each --entries size:
  *            an index filled with the trace's prefixes stretched to 40
  *            blocks a hash id over 1,000 listeners, queried with other
@@ -22,7 +30,10 @@
  *            trace queries (p50, p99), and each ratio hybrid / plain. Its
  *            size is the first of --entries.
  *
- *   restart  (alone) reopens the store an earlier ingest left in --dir.
+ *   restart  (alone) reopens the store an earlier ingest left in --dir,
+ *            as after its kill -9 (with index.image.idle and .busy; without
+ *            one, as with no image), after a clean stop, and with no
+ *            image.
  *
  *   bench_shard [--part ingest|query|hybrid|restart|all] [--trace FILE] [--dir
  * DIR]
@@ -30,9 +41,11 @@
  *               [--entries N[,N...]] [--queries N] [--no-sync]
  */
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "alloc.h"
@@ -118,8 +131,54 @@ bench_reopen(const bench_opts *o, kvx_stats *xs, kvs_store_stats *ss)
 	return dt;
 }
 
-/* bench_restart: a start after a clean stop (from the image the stop
- * wrote), then one after a kill -9 (the image removed: rebuilt from the
+/* copy_file copies from to to; false when from cannot be read. */
+static bool
+copy_file(const char *from, const char *to)
+{
+	FILE *in = fopen(from, "rb");
+	if (in == NULL) {
+		return false;
+	}
+	FILE *out = fopen(to, "wb");
+	if (out == NULL) {
+		fprintf(stderr, "cannot write %s\n", to);
+		exit(1);
+	}
+	static char buf[1 << 20];
+	size_t n;
+	while ((n = fread(buf, 1, sizeof(buf), in)) > 0) {
+		if (fwrite(buf, 1, n, out) != n) {
+			fprintf(stderr, "cannot write %s\n", to);
+			exit(1);
+		}
+	}
+	fclose(in);
+	if (fclose(out) != 0) {
+		fprintf(stderr, "cannot write %s\n", to);
+		exit(1);
+	}
+	return true;
+}
+
+/* reopen_with starts from the image kept as index.image.<kept> (none if
+ * there is none). */
+static double
+reopen_with(const bench_opts *o, const char *kept, kvx_stats *xs,
+	    kvs_store_stats *ss)
+{
+	char image[4096], from[4096];
+	snprintf(image, sizeof(image), "%s/index.image", o->dir);
+	snprintf(from, sizeof(from), "%s/index.image.%s", o->dir, kept);
+	if (!copy_file(from, image)) {
+		unlink(image);
+	}
+	return bench_reopen(o, xs, ss);
+}
+
+/* bench_restart: starts after the kill -9 of the ingest, once it had
+ * settled and at its last commit under load (from the image the killed
+ * shard had then, if any), one after a clean stop (from the image the
+ * previous start's stop wrote), and one with no image (rebuilt from the
  * store), on the same store. */
 static void
 bench_restart(const bench_opts *o)
@@ -128,22 +187,37 @@ bench_restart(const bench_opts *o)
 	kvs_store_stats ss;
 	char image[4096];
 	snprintf(image, sizeof(image), "%s/index.image", o->dir);
-	if (access(image, F_OK) != 0) {
-		bench_reopen(o, &xs, &ss); /* a start that leaves one */
-	}
+	double busy = reopen_with(o, "busy", &xs, &ss);
+	double idle = reopen_with(o, "idle", &xs, &ss);
 	double clean = bench_reopen(o, &xs, &ss);
 	unlink(image);
 	double rebuilt = bench_reopen(o, &xs, &ss);
 	printf("restart: entries=%llu listeners=%llu store_bytes=%llu "
-	       "log_records=%llu restart_to_serving_s=%.3f "
+	       "log_records=%llu restart_killed_s=%.3f "
+	       "restart_killed_busy_s=%.3f restart_to_serving_s=%.3f "
 	       "restart_rebuild_s=%.3f\n",
 	       (unsigned long long)xs.entries, (unsigned long long)xs.listeners,
 	       (unsigned long long)ss.file_bytes,
-	       (unsigned long long)ss.log_records, clean, rebuilt);
+	       (unsigned long long)ss.log_records, idle, busy, clean, rebuilt);
 }
 
+/* keep_image copies the image in o->dir to index.image.<as> (removing
+ * that when there is no image). */
 static void
-bench_ingest(const bench_opts *o)
+keep_image(const bench_opts *o, const char *as)
+{
+	char image[4096], to[4096];
+	snprintf(image, sizeof(image), "%s/index.image", o->dir);
+	snprintf(to, sizeof(to), "%s/index.image.%s", o->dir, as);
+	if (!copy_file(image, to)) {
+		unlink(to);
+	}
+}
+
+/* ingest_child feeds the stream through a shard's ingest until it is all
+ * committed, says so on fd, and waits to be killed. */
+static void
+ingest_child(const bench_opts *o, int fd)
 {
 	bs_opts so = {.trace = o->trace,
 		      .block_size = 16,
@@ -191,10 +265,52 @@ bench_ingest(const bench_opts *o)
 	       s.block_events / dt, s.n / dt, (unsigned long long)xs.entries,
 	       (unsigned long long)ss.commits,
 	       (unsigned long long)ss.file_bytes);
-	kvg_ingest_free(g);
-	kvx_index_free(idx);
-	kvs_store_close(store);
-	bs_free(&s);
+	fflush(stdout);
+	keep_image(o, "busy");
+	/* idle: the loop's ticks with nothing new, until the image holds
+	 * the store's state (images take their turn: ingest_image.c) */
+	for (int i = 0; i < 3000 && !kvg_feed_idle(g); i++) {
+		usleep(20000);
+	}
+	keep_image(o, "idle");
+	fflush(stderr);
+	if (write(fd, "k", 1) != 1) {
+		_exit(1);
+	}
+	for (;;) {
+		pause(); /* no stop: killed as it runs */
+	}
+}
+
+static void
+bench_ingest(const bench_opts *o)
+{
+	int fds[2];
+	if (pipe(fds) != 0) {
+		perror("pipe");
+		exit(1);
+	}
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid < 0) {
+		perror("fork");
+		exit(1);
+	}
+	if (pid == 0) {
+		close(fds[0]);
+		ingest_child(o, fds[1]);
+	}
+	close(fds[1]);
+	char c;
+	bool synced = read(fds[0], &c, 1) == 1;
+	kill(pid, SIGKILL);
+	int status;
+	waitpid(pid, &status, 0);
+	close(fds[0]);
+	if (!synced) {
+		fprintf(stderr, "ingest: the child died before the end\n");
+		exit(1);
+	}
 	bench_restart(o);
 }
 
