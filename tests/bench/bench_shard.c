@@ -107,6 +107,10 @@ bench_store_open(const bench_opts *o)
 	return store;
 }
 
+/* The index's bytes per entry as the last reopen left it (its tables and
+ * lists, as allocated: kvx_index_memory). */
+static double reopen_bytes;
+
 /* bench_reopen opens the store in --dir and builds the index from it, as a
  * shard starts: the seconds it took. */
 static double
@@ -124,6 +128,10 @@ bench_reopen(const bench_opts *o, kvx_stats *xs, kvs_store_stats *ss)
 	}
 	double dt = bs_now() - t0;
 	kvx_index_stats(idx, xs);
+	kvx_memory xm;
+	kvx_index_memory(idx, &xm);
+	reopen_bytes = (double)(xm.ext_bytes + xm.seq_bytes + xm.list_bytes) /
+		       (double)(xs->entries ? xs->entries : 1);
 	kvs_store_stats_get(store, ss);
 	kvg_ingest_free(g); /* writes the image, if it was not read */
 	kvx_index_free(idx);
@@ -187,11 +195,16 @@ bench_restart(const bench_opts *o)
 	kvs_store_stats ss;
 	char image[4096];
 	snprintf(image, sizeof(image), "%s/index.image", o->dir);
+	double bytes[4];
 	double busy = reopen_with(o, "busy", &xs, &ss);
+	bytes[0] = reopen_bytes;
 	double idle = reopen_with(o, "idle", &xs, &ss);
+	bytes[1] = reopen_bytes;
 	double clean = bench_reopen(o, &xs, &ss);
+	bytes[2] = reopen_bytes;
 	unlink(image);
 	double rebuilt = bench_reopen(o, &xs, &ss);
+	bytes[3] = reopen_bytes;
 	printf("restart: entries=%llu listeners=%llu store_bytes=%llu "
 	       "log_records=%llu restart_killed_s=%.3f "
 	       "restart_killed_busy_s=%.3f restart_to_serving_s=%.3f "
@@ -199,6 +212,9 @@ bench_restart(const bench_opts *o)
 	       (unsigned long long)xs.entries, (unsigned long long)xs.listeners,
 	       (unsigned long long)ss.file_bytes,
 	       (unsigned long long)ss.log_records, idle, busy, clean, rebuilt);
+	printf("restart: index_bytes_per_entry killed=%.1f killed_busy=%.1f "
+	       "clean=%.1f rebuilt=%.1f\n",
+	       bytes[1], bytes[0], bytes[2], bytes[3]);
 }
 
 /* keep_image copies the image in o->dir to index.image.<as> (removing
