@@ -149,7 +149,7 @@ kvi_err kvg_handoff_chunk(kvg_ingest *g, const Kvindex__HandoffRequest *req,
  * kvg_feed_sync() returns once everything fed is committed;
  * kvg_feed_idle() does that and then what the loop does at a tick with
  * nothing new, writing the index image if one is due (ingest_image.c), and
- * says whether the image beside the store holds the store's state now;
+ * returns false while one is wanted but waits its turn;
  * kvg_feed_image() commits what was fed and writes the image now (false
  * when it could not). Do not mix with kvg_ingest_start().
  */

@@ -75,5 +75,5 @@ kvg_feed_idle(kvg_ingest *g)
 {
 	kvg_commit_sync(g);
 	kvg_image_tick(g);
-	return kvg_image_current(g);
+	return !kvg_image_waiting(g);
 }

@@ -206,31 +206,35 @@ kvg_image_note(kvg_ingest *g, uint64_t items)
 	g->image_tail += items;
 }
 
-/* image_due says whether enough was committed since the image on disk
- * for another one to be worth its write: idle, the commits settled by
+/* image_wanted says whether enough was committed since the image on
+ * disk for another one to be worth its write: idle, the commits settled by
  * themselves; otherwise they are to be settled for it. */
 static bool
-image_due(kvg_ingest *g, bool idle)
+image_wanted(kvg_ingest *g, bool idle)
 {
-	if (g->image_tail < KVG_IMAGE_TAIL_MIN) {
+	if (g->cfg.no_image || !g->loaded ||
+	    g->image_tail < KVG_IMAGE_TAIL_MIN || kvx_index_hybrid(g->idx)) {
 		return false;
 	}
 	kvx_stats xs;
 	kvx_index_stats(g->idx, &xs);
-	uint64_t want =
-	    xs.entries / (idle ? KVG_IMAGE_IDLE_DIV : KVG_IMAGE_TAIL_DIV);
-	return g->image_tail >= want &&
-	       kvi_now_s() - g->image_at >= KVG_IMAGE_COST_GAP * g->image_took;
+	return g->image_tail >=
+	       xs.entries / (idle ? KVG_IMAGE_IDLE_DIV : KVG_IMAGE_TAIL_DIV);
+}
+
+/* image_turn says whether an image may be begun now: the last one's cost
+ * times KVG_IMAGE_COST_GAP has passed since it. */
+static bool
+image_turn(const kvg_ingest *g)
+{
+	return kvi_now_s() - g->image_at >= KVG_IMAGE_COST_GAP * g->image_took;
 }
 
 void
 kvg_image_tick(kvg_ingest *g)
 {
-	if (g->cfg.no_image || !g->loaded || kvx_index_hybrid(g->idx)) {
-		return;
-	}
 	bool idle = image_exact(g);
-	if (!image_due(g, idle)) {
+	if (!image_wanted(g, idle) || !image_turn(g)) {
 		return;
 	}
 	double t0 = kvi_now_s();
@@ -243,10 +247,7 @@ kvg_image_tick(kvg_ingest *g)
 }
 
 bool
-kvg_image_current(kvg_ingest *g)
+kvg_image_waiting(kvg_ingest *g)
 {
-	kvs_stamp stamp;
-	kvs_store_stamp(g->store, &stamp);
-	return g->image_current &&
-	       memcmp(&stamp, &g->image_stamp, sizeof(stamp)) == 0;
+	return image_wanted(g, image_exact(g));
 }

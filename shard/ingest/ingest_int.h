@@ -307,15 +307,15 @@ void kvg_image_drop(kvg_ingest *g);
 /* Images while running: kvg_image_note counts items (snapshot entries,
  * log ops) a commit will write, kvg_image_tick writes an image when one is
  * due (ingest_image.c says when), settling the commits first if need be;
- * kvg_image_current says whether the image beside the store holds the
- * store's state. Ingest thread. */
+ * kvg_image_waiting says whether one is wanted, its turn not come yet.
+ * Ingest thread. */
 #define KVG_IMAGE_TAIL_DIV 16
 #define KVG_IMAGE_IDLE_DIV 64
 #define KVG_IMAGE_TAIL_MIN 65536
 #define KVG_IMAGE_COST_GAP 20
 void kvg_image_note(kvg_ingest *g, uint64_t items);
 void kvg_image_tick(kvg_ingest *g);
-bool kvg_image_current(kvg_ingest *g);
+bool kvg_image_waiting(kvg_ingest *g);
 
 /* ingest_tail.c: a start from an image the store has moved past. Between
  * kvg_tail_begin() (from: the image's next lsn) and kvg_tail_end(), the
