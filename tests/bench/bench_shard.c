@@ -6,17 +6,17 @@
  *            path (decode, sequence, index, log records, group commits to
  *            LMDB with fsync, index images while running) until everything
  *            fed is committed: block events/s. The ingest runs in a child
- *            process; once everything is committed it keeps the image it
- *            wrote under load (index.image.busy), goes idle - the loop's
- *            ticks with nothing new, until the image it writes then holds
- *            the store's state (index.image.idle) - and is killed with
- *            SIGKILL. The store it leaves is then reopened: restart to
- *            serving after a kill -9 once the ingest had settled (its idle
- *            image), after one at its last commit under load (the image
- *            then, and what was committed since replayed onto it), after a
- *            clean stop (open LMDB, read the index image the stop wrote),
- *            and with no image at all (the index rebuilt from the store),
- *            with its entries.
+ *            process; once everything is committed it goes on under a
+ *            steady load (--paced-events more, at --paced-rate a second),
+ *            keeps the image it has then (index.image.busy), goes idle -
+ *            the loop's ticks with nothing new, until no image waits its
+ *            turn (index.image.idle) - and is killed with SIGKILL. The store it
+ * leaves is then reopened: restart to serving after a kill -9 once the ingest
+ * had settled (its idle image), after one under the steady load (the image it
+ * had, and what was committed since replayed onto it; with --paced-events 0, at
+ * the ingest's last commit), after a clean stop (open LMDB, read the index
+ * image the stop wrote), and with no image at all (the index rebuilt from the
+ *            store), with its entries and the index's bytes per entry.
  *   query    probe latency of 1,000-block queries at each --entries size:
  *            an index filled with the trace's prefixes stretched to 40
  *            blocks a hash id over 1,000 listeners, queried with other
@@ -39,9 +39,11 @@
  * DIR]
  *               [--listeners N] [--events N] [--cache-blocks N]
  *               [--entries N[,N...]] [--queries N] [--no-sync]
+ *               [--paced-events N] [--paced-rate N]
  */
 #include <getopt.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +68,8 @@ typedef struct bench_opts {
 	char entries[128];
 	size_t queries;
 	bool no_sync;
+	size_t paced_events; /* fed after the ingest, at paced_rate a second */
+	double paced_rate;
 } bench_opts;
 
 /* ---- ingest and restart -------------------------------------------- */
@@ -230,6 +234,30 @@ keep_image(const bench_opts *o, const char *as)
 	}
 }
 
+/* paced feeds the batches of s from the first on at o->paced_rate block
+ * events a second, and commits them: a shard under a steady load. */
+static void
+paced(const bench_opts *o, kvg_ingest *g, const bs_stream *s, size_t first)
+{
+	double t0 = bs_now();
+	size_t events = 0;
+	for (size_t i = first; i < s->n; i++) {
+		double due = t0 + events / o->paced_rate, now = bs_now();
+		if (due > now) {
+			usleep((useconds_t)((due - now) * 1e6));
+		}
+		const bs_batch *b = &s->batches[i];
+		kvg_feed(g, b->listener, b->seq, s->data + b->off, b->len);
+		events += b->stored + b->removed;
+	}
+	kvg_feed_sync(g);
+	if (events > 0) {
+		printf("paced: block_events=%zu rate=%.0f seconds=%.2f\n",
+		       events, o->paced_rate, bs_now() - t0);
+		fflush(stdout);
+	}
+}
+
 /* ingest_child feeds the stream through a shard's ingest until it is all
  * committed, says so on fd, and waits to be killed. */
 static void
@@ -241,14 +269,23 @@ ingest_child(const bench_opts *o, int fd)
 		      .cache_blocks = o->cache_blocks,
 		      .listeners = o->listeners,
 		      .copies = 64,
-		      .max_events = o->events,
+		      .max_events = o->events + o->paced_events,
 		      .form = KVI_FORM_MAP};
 	bs_stream s;
 	double tb = bs_now();
 	bs_build(&so, &s);
+	/* the ingest's batches: as many as a stream of o->events has */
+	size_t n = 0, events = 0, stored = 0, removed = 0;
+	while (n < s.n && events < o->events) {
+		stored += s.batches[n].stored;
+		removed += s.batches[n].removed;
+		events += s.batches[n].stored + s.batches[n].removed;
+		n++;
+	}
 	printf("ingest: stream of %zu batches, %zu block events (%zu stored, "
 	       "%zu removed), %.0f MB, built in %.1f s\n",
-	       s.n, s.block_events, s.stored, s.removed, s.bytes / 1e6,
+	       n, events, stored, removed,
+	       (s.batches[n - 1].off + s.batches[n - 1].len) / 1e6,
 	       bs_now() - tb);
 	kvs_store *store = bench_store_open(o);
 	kvx_index *idx = kvx_index_alloc();
@@ -263,7 +300,7 @@ ingest_child(const bench_opts *o, int fd)
 	bench_assign(g, o->listeners);
 	kvg_feed_sync(g);
 	double t0 = bs_now();
-	for (size_t i = 0; i < s.n; i++) {
+	for (size_t i = 0; i < n; i++) {
 		const bs_batch *b = &s.batches[i];
 		kvg_feed(g, b->listener, b->seq, s.data + b->off, b->len);
 	}
@@ -278,13 +315,14 @@ ingest_child(const bench_opts *o, int fd)
 	       "block_events_per_s=%.0f batches_per_s=%.0f entries=%llu "
 	       "commits=%llu store_bytes=%llu\n",
 	       o->listeners, o->no_sync ? "no-fsync" : "fsync", fed, dt,
-	       s.block_events / dt, s.n / dt, (unsigned long long)xs.entries,
+	       events / dt, n / dt, (unsigned long long)xs.entries,
 	       (unsigned long long)ss.commits,
 	       (unsigned long long)ss.file_bytes);
 	fflush(stdout);
+	paced(o, g, &s, n);
 	keep_image(o, "busy");
-	/* idle: the loop's ticks with nothing new, until the image holds
-	 * the store's state (images take their turn: ingest_image.c) */
+	/* idle: the loop's ticks with nothing new, until no image waits
+	 * its turn (ingest_image.c) */
 	for (int i = 0; i < 3000 && !kvg_feed_idle(g); i++) {
 		usleep(20000);
 	}
@@ -657,6 +695,8 @@ main(int argc, char **argv)
 	    .cache_blocks = 100000,
 	    .entries = "1000000,10000000",
 	    .queries = 10000,
+	    .paced_events = SIZE_MAX, /* a tenth of --events */
+	    .paced_rate = 100000,
 	};
 	static const struct option longopts[] = {
 	    {"part", required_argument, NULL, 'p'},
@@ -668,6 +708,8 @@ main(int argc, char **argv)
 	    {"entries", required_argument, NULL, 'E'},
 	    {"queries", required_argument, NULL, 'q'},
 	    {"no-sync", no_argument, NULL, 'n'},
+	    {"paced-events", required_argument, NULL, 'P'},
+	    {"paced-rate", required_argument, NULL, 'R'},
 	    {NULL, 0, NULL, 0},
 	};
 	int ch;
@@ -700,6 +742,12 @@ main(int argc, char **argv)
 		case 'n':
 			o.no_sync = true;
 			break;
+		case 'P':
+			o.paced_events = (size_t)atoll(optarg);
+			break;
+		case 'R':
+			o.paced_rate = atof(optarg);
+			break;
 		default:
 			fprintf(stderr, "see the comment at the top of "
 					"bench_shard.c\n");
@@ -707,6 +755,9 @@ main(int argc, char **argv)
 		}
 	}
 	kvi_log_setup("bench", KVI_LOG_INFO, 2);
+	if (o.paced_events == SIZE_MAX) {
+		o.paced_events = o.events / 10;
+	}
 	char tmp[256] = "";
 	if (o.dir == NULL) {
 		snprintf(tmp, sizeof(tmp), "%s/kvi-bench-XXXXXX",
@@ -717,7 +768,8 @@ main(int argc, char **argv)
 		}
 		o.dir = tmp;
 	}
-	if (o.listeners == 0 || o.queries == 0 || o.cache_blocks == 0) {
+	if (o.listeners == 0 || o.queries == 0 || o.cache_blocks == 0 ||
+	    o.paced_rate <= 0) {
 		fprintf(stderr, "counts must be positive\n");
 		return 2;
 	}

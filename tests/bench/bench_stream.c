@@ -129,7 +129,8 @@ bs_insert(bs_cache *c, uint64_t h, uint64_t *evicted)
 }
 
 static void
-bs_add(bs_stream *s, uint32_t listener, uint64_t seq, const void *p, size_t len)
+bs_add(bs_stream *s, uint32_t listener, uint64_t seq, const void *p, size_t len,
+       uint32_t stored, uint32_t removed)
 {
 	if (s->n == s->cap) {
 		s->cap = s->cap ? s->cap * 2 : 4096;
@@ -144,7 +145,8 @@ bs_add(bs_stream *s, uint32_t listener, uint64_t seq, const void *p, size_t len)
 		s->data = kvi_realloc(s->data, s->data_cap);
 	}
 	memcpy(s->data + s->bytes, p, len);
-	s->batches[s->n++] = (bs_batch){listener, seq, s->bytes, len};
+	s->batches[s->n++] =
+	    (bs_batch){listener, seq, s->bytes, len, stored, removed};
 	s->bytes += len;
 }
 
@@ -205,7 +207,7 @@ bs_request(const bs_opts *o, bs_stream *s, bs_cache *c, uint64_t *seqs,
 	}
 	size_t len;
 	const void *data = kvi_encoder_data(enc, &len);
-	bs_add(s, lis, seqs[lis]++, data, len);
+	bs_add(s, lis, seqs[lis]++, data, len, (uint32_t)ns, (uint32_t)nr);
 	s->stored += ns;
 	s->removed += nr;
 	s->block_events += ns + nr;

@@ -35,7 +35,8 @@ typedef struct bs_opts {
 typedef struct bs_batch {
 	uint32_t listener;
 	uint64_t seq;
-	size_t off, len; /* into bs_stream.data */
+	size_t off, len;          /* into bs_stream.data */
+	uint32_t stored, removed; /* its block events: hashes of each */
 } bs_batch;
 
 typedef struct bs_stream {
