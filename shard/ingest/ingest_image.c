@@ -22,17 +22,17 @@
  * one (entries of snapshots, ops of log records) reach a sixteenth of the
  * index's entries, KVG_IMAGE_TAIL_MIN at least: the ingest thread then
  * commits what it applied, waits for the writer, and writes the image
- * (about 0.15 s at 10M entries) while the engines' events wait in their
- * sockets. When the commits have settled by themselves - a group commit
- * with nothing applied since, say after a burst - a 64th is enough. Either
- * way, images take at most a KVG_IMAGE_COST_GAP-th of the ingest thread's
- * time: one is not begun until that many times what the last one took has
- * passed since. What a start after a kill replays is bounded by that: a
- * sixteenth of the index while events come at up to about 150,000 a
- * second at 10M entries; above that rate, what arrives in the time of 20
- * image writes, and past a third of the store's snapshot entries the start
- * rebuilds instead (ingest_tail.c). Queries go on meanwhile: the image is
- * read under the partitions' locks held shared.
+ * (0.15 s at 10M entries, more while the disk is behind with what was
+ * written before) while the engines' events wait in their sockets. When the
+ * commits have settled by themselves - a group commit with nothing applied
+ * since, say after a burst - a 64th is enough. Either way, images take at most
+ * a KVG_IMAGE_COST_GAP-th of the ingest thread's time: one is not begun until
+ * that many times what the last one took has passed since. What a start after a
+ * kill replays is bounded by that: a sixteenth of the index while events come
+ * at up to about 150,000 a second at 10M entries; above that rate, what arrives
+ * in the time of 20 image writes, and past a third of the store's snapshot
+ * entries the start rebuilds instead (ingest_tail.c). Queries go on meanwhile:
+ * the image is read under the partitions' locks held shared.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -242,17 +242,23 @@ image_turn(const kvg_ingest *g)
 void
 kvg_image_tick(kvg_ingest *g)
 {
+	if (g->image_tail < KVG_IMAGE_TAIL_MIN || !image_turn(g)) {
+		return; /* the usual tick: nothing to look at */
+	}
 	bool idle = image_exact(g);
-	if (!image_wanted(g, idle) || !image_turn(g)) {
+	if (!image_wanted(g, idle)) {
 		return;
 	}
 	double t0 = kvi_now_s();
-	if (idle || kvg_commit_settle(g)) {
-		kvg_image_save(g);
-	}
-	/* tried, written or not: the next try waits its turn */
+	bool written = (idle || kvg_commit_settle(g)) && kvg_image_save(g);
+	/* tried, written or not: the next try waits its turn, a minute at
+	 * least after a failure (a warning each time) */
 	g->image_at = kvi_now_s();
 	g->image_took = g->image_at - t0;
+	if (!written &&
+	    g->image_took < KVG_IMAGE_RETRY_S / KVG_IMAGE_COST_GAP) {
+		g->image_took = KVG_IMAGE_RETRY_S / KVG_IMAGE_COST_GAP;
+	}
 }
 
 bool

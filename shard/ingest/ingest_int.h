@@ -313,6 +313,7 @@ void kvg_image_drop(kvg_ingest *g);
 #define KVG_IMAGE_IDLE_DIV 64
 #define KVG_IMAGE_TAIL_MIN 65536
 #define KVG_IMAGE_COST_GAP 20
+#define KVG_IMAGE_RETRY_S  60.0
 void kvg_image_note(kvg_ingest *g, uint64_t items);
 void kvg_image_tick(kvg_ingest *g);
 bool kvg_image_waiting(kvg_ingest *g);

@@ -8,7 +8,8 @@
  * rebuild from the store alone gives, and so does a second life started
  * from that same image. An image naming a listener removed since, and one
  * of another store, are not used: the index is rebuilt, and the image
- * removed. A running shard writes images by itself.
+ * removed. A running shard writes images by itself, and one it cannot
+ * write it tries again a minute later.
  */
 #include <fcntl.h>
 #include <setjmp.h>
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -502,6 +504,39 @@ test_images_while_running(void **state)
 	free(said);
 }
 
+/* life_all_idle feeds the whole stream, then ticks idle ten times. */
+static void
+life_all_idle(kvg_ingest *g)
+{
+	life_all(g);
+	for (int i = 0; i < 10; i++) {
+		kvg_feed_idle(g);
+		usleep(25000);
+	}
+}
+
+/* An image that cannot be written is tried again a minute later, not at
+ * every tick: one warning for the whole stream and the ticks after. */
+static void
+test_image_failing_waits(void **state)
+{
+	(void)state;
+	char d[300], tmp[400];
+	snprintf(d, sizeof(d), "%s/d", root);
+	assert_int_equal(mkdir(d, 0755), 0);
+	snprintf(tmp, sizeof(tmp), "%s/index.image.tmp", d);
+	assert_int_equal(mkdir(tmp, 0755), 0); /* not a file to write */
+	long from = log_size();
+	life(d, life_all_idle);
+	char *ran = log_since(from);
+	const char *first = strstr(ran, "event=image_not_written");
+	assert_non_null(first);
+	assert_null(strstr(first + 1, "event=image_not_written"));
+	assert_null(strstr(ran, "event=image_written"));
+	free(ran);
+	assert_false(image_there(d));
+}
+
 int
 main(void)
 {
@@ -509,6 +544,7 @@ main(void)
 	    cmocka_unit_test(test_tail_replayed),
 	    cmocka_unit_test(test_other_store),
 	    cmocka_unit_test(test_images_while_running),
+	    cmocka_unit_test(test_image_failing_waits),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
