@@ -30,7 +30,7 @@
  * that many times what the last one took has passed since. What a start after a
  * kill replays is bounded by that: a sixteenth of the index while events come
  * at up to about 150,000 a second at 10M entries; above that rate, what arrives
- * in the time of 20 image writes, and past a third of the store's snapshot
+ * in the time of 20 image writes, and past a fifth of the store's snapshot
  * entries the start rebuilds instead (ingest_tail.c). Queries go on meanwhile:
  * the image is read under the partitions' locks held shared.
  */
