@@ -28,7 +28,6 @@
  */
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "alloc.h"
 #include "clock.h"
@@ -229,8 +228,15 @@ tail_apply(kvg_ingest *g, kvg_tail *t, size_t *i)
 {
 	uint32_t lid = t->lid[*i];
 	kvx_index *idx = g->idx;
-	kvx_write_begin(idx, lid);
 	size_t k = *i;
+	if (!kvx_listener_exists(idx, lid)) {
+		while (k < t->n && t->lid[k] == lid) {
+			k++; /* as the bulk loader drops them */
+		}
+		*i = k;
+		return;
+	}
+	kvx_write_begin(idx, lid);
 	while (k < t->n && t->lid[k] == lid) {
 		size_t end = k + 1;
 		switch (t->kind[k]) {
