@@ -286,16 +286,25 @@ kvg_tail_load(kvg_ingest *g, int fd, const kvs_stamp *stamp)
 	}
 	double t0 = kvi_now_s();
 	tail_clear(g, t);
-	uint32_t rebuilt = 0;
+	uint32_t rebuilt = 0, imaged = 0;
 	for (uint32_t lid = 0; lid < t->cap_lis; lid++) {
 		rebuilt += t->fresh[lid];
 	}
+	bool *seen = kvi_calloc(g->next_lid + 1, sizeof(*seen));
 	for (size_t i = 0; i < t->n;) {
+		uint32_t lid = t->lid[i];
+		if (lid < g->next_lid && !seen[lid] &&
+		    (lid >= t->cap_lis || !t->fresh[lid])) {
+			seen[lid] = true;
+			imaged++;
+		}
 		tail_apply(g, t, &i);
 	}
+	kvi_free(seen);
 	kvi_log(KVI_LOG_INFO, "tail_replayed",
-		"items=%zu listeners_from_snapshots=%u seconds=%.3f", t->n,
-		rebuilt, kvi_now_s() - t0);
+		"items=%zu listeners_from_snapshots=%u listeners_from_image=%u "
+		"seconds=%.3f",
+		t->n, rebuilt, imaged, kvi_now_s() - t0);
 	/* the image on disk is still this one: a start after a kill
 	 * replays the tail from it again */
 	g->image_current = false;
