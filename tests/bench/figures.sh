@@ -3,8 +3,10 @@
 # output kept in OUT (default: figures-<commit> in the current directory).
 # Run it on a quiet machine from the top of a build tree:
 #
-#   cd build && ../tests/bench/figures.sh [OUT]
+#   cd build && ../tests/bench/figures.sh [OUT [NAME...]]
 #
+# With NAMEs (decode, shard, shard_sim, answer, query, coord, handoff,
+# pending, routed, routing, fleet) only those runs are made.
 # Each run is printed as it starts, with the command, and timed. The
 # figures move 15-30% from run to run on a shared VM: the pages compare
 # builds only within one run of a benchmark that measures both.
@@ -13,6 +15,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 rev=$(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo unknown)
 out=${1:-figures-$rev}
+[ $# -gt 0 ] && shift
+only="$*"
 mkdir -p "$out"
 bin=tests/bench
 trace="$top/tests/data/traces/conversation_trace.jsonl"
@@ -21,6 +25,10 @@ status=0
 run() {
 	name=$1
 	shift
+	case " ${only:-$name} " in
+	*" $name "*) ;;
+	*) return 0 ;;
+	esac
 	echo "== $name: $*"
 	start=$(date +%s)
 	if "$@" > "$out/$name.txt" 2>&1; then
