@@ -297,6 +297,22 @@ kvc_api_get_name(const kvc_jr_val *v, const char *field, char **out,
 	return rv;
 }
 
+kvi_err
+kvc_api_routed_rank(const kvc_qreq *q, kvc_qerr *err)
+{
+	if (q->pod != NULL && q->pod[0] == '\0') {
+		return kvc_qerr_set(err, KVI_EINVAL, 400,
+				    "pod must not be empty");
+	}
+	if ((q->pod != NULL) == q->has_instance_id) {
+		return kvc_qerr_set(err, KVI_EINVAL, 400,
+				    "name the rank the request went to by "
+				    "pod or by instance_id (one of them), "
+				    "with dp_rank");
+	}
+	return KVI_OK;
+}
+
 /* ---- registration -------------------------------------------------------- */
 
 /* The fields of /register and /unregister bodies. */

@@ -44,6 +44,7 @@
 #include "error.h"
 #include "pod.h"
 #include "qerr.h"
+#include "qreq.h"
 
 /* ---- bodies and fields ----------------------------------------------------
  */
@@ -88,6 +89,11 @@ kvi_err kvc_api_get_string(const kvc_jr_val *v, const char *field, char **out,
  * boolean, got 1"); absent or null leave *out as it is. */
 kvi_err kvc_api_get_bool(const kvc_jr_val *v, const char *field, bool *out,
 			 kvc_qerr *err);
+
+/* kvc_api_routed_rank checks how a /routed request names the rank it went
+ * to, once its fields are read: a pod that is not empty, or an instance
+ * id, exactly one of them (400 otherwise). */
+kvi_err kvc_api_routed_rank(const kvc_qreq *q, kvc_qerr *err);
 
 /* kvc_api_get_name reads a required string that is not empty ("model_name
  * is empty"). */

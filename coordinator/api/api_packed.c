@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include "alloc.h"
+#include "api_json.h"
 
 /* The parameters of the packed form. */
 typedef enum param {
@@ -314,17 +315,7 @@ get_routed(const char *vals[P_COUNT], kvc_qreq *q, kvc_qerr *err)
 		q->has_ttl_ms = true;
 		q->ttl_ms = (uint32_t)x;
 	}
-	if (q->pod != NULL && q->pod[0] == '\0') {
-		return kvc_qerr_set(err, KVI_EINVAL, 400,
-				    "pod must not be empty");
-	}
-	if ((q->pod != NULL) == q->has_instance_id) {
-		return kvc_qerr_set(err, KVI_EINVAL, 400,
-				    "name the rank the request went to by "
-				    "pod or by instance_id (one of them), "
-				    "with dp_rank");
-	}
-	return KVI_OK;
+	return kvc_api_routed_rank(q, err);
 }
 
 /* routed_by_tokens says whether a routed request's body is token ids

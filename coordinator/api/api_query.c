@@ -595,17 +595,7 @@ routed_check(const qbody *b, size_t max, kvc_qreq *q, kvc_qerr *err)
 				  &q->ttl_ms, &q->has_ttl_ms, err)) != KVI_OK) {
 		return rv;
 	}
-	if (has_pod && q->pod[0] == '\0') {
-		return kvc_qerr_set(err, KVI_EINVAL, 400,
-				    "pod must not be empty");
-	}
-	if (has_pod == q->has_instance_id) {
-		return kvc_qerr_set(err, KVI_EINVAL, 400,
-				    "name the rank the request went to by "
-				    "pod or by instance_id (one of them), "
-				    "with dp_rank");
-	}
-	return KVI_OK;
+	return kvc_api_routed_rank(q, err);
 }
 
 /* parse reads a body of form and checks it. */

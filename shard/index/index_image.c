@@ -273,6 +273,21 @@ image_head_check(const uint8_t *h, size_t n, uint64_t size, kvx_image_at *at,
 	return KVI_OK;
 }
 
+/* image_head_read reads the header of the image open at fd into h
+ * (KVX_HEAD_MAX bytes) and checks it (image_head_check). */
+static kvi_err
+image_head_read(int fd, uint8_t *h, kvx_image_at *at, char *err, size_t errlen)
+{
+	struct stat st;
+	ssize_t n = fstat(fd, &st) == 0 ? pread(fd, h, KVX_HEAD_MAX, 0) : -1;
+	if (n < 0) {
+		return kvi_errf(err, errlen, KVI_EIO, "read: %s",
+				strerror(errno));
+	}
+	return image_head_check(h, (size_t)n, (uint64_t)st.st_size, at, err,
+				errlen);
+}
+
 /* image_header reads and checks the header of the image fd: KVI_OK
  * and where its body is (*at) for an image of this build with stamp,
  * KVI_ENOENT for one of another stamp (the store has moved on since: a
@@ -283,15 +298,8 @@ image_header(int fd, const void *stamp, size_t stamp_len, kvx_image_at *at,
 	     char *err, size_t errlen)
 {
 	uint8_t h[KVX_HEAD_MAX];
-	struct stat st;
-	ssize_t n = fstat(fd, &st) == 0 ? pread(fd, h, sizeof(h), 0) : -1;
-	if (n < 0) {
-		return kvi_errf(err, errlen, KVI_EIO, "read: %s",
-				strerror(errno));
-	}
 	uint32_t slen = 0;
-	kvi_err rv = image_head_check(h, (size_t)n, (uint64_t)st.st_size, at,
-				      err, errlen);
+	kvi_err rv = image_head_read(fd, h, at, err, errlen);
 	if (rv != KVI_OK) {
 		return rv;
 	}
@@ -317,15 +325,8 @@ kvx_image_stamp(int fd, void *stamp, size_t *stamp_len, char *err,
 		size_t errlen)
 {
 	uint8_t h[KVX_HEAD_MAX];
-	struct stat st;
-	ssize_t n = fstat(fd, &st) == 0 ? pread(fd, h, sizeof(h), 0) : -1;
-	if (n < 0) {
-		return kvi_errf(err, errlen, KVI_EIO, "read: %s",
-				strerror(errno));
-	}
 	kvx_image_at at;
-	kvi_err rv = image_head_check(h, (size_t)n, (uint64_t)st.st_size, &at,
-				      err, errlen);
+	kvi_err rv = image_head_read(fd, h, &at, err, errlen);
 	if (rv == KVI_OK) {
 		uint32_t slen;
 		memcpy(&slen, h + 32, 4);

@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "index.h"
+#include "index_ents_fixture.h"
 #include "xorshift.h"
 
 #define N_LIS  40
@@ -86,34 +87,6 @@ mutate(kvx_index *idx, int n)
 	}
 }
 
-typedef struct ent {
-	uint64_t ext, seq;
-	uint8_t tiers;
-} ent;
-
-typedef struct ents {
-	ent *v;
-	size_t n, cap;
-} ents;
-
-static void
-collect(void *arg, uint64_t ext, uint64_t seq, uint8_t tiers)
-{
-	ents *e = arg;
-	if (e->n == e->cap) {
-		e->cap = e->cap ? e->cap * 2 : 256;
-		e->v = realloc(e->v, e->cap * sizeof(*e->v));
-	}
-	e->v[e->n++] = (ent){ext, seq, tiers};
-}
-
-static int
-ent_cmp(const void *a, const void *b)
-{
-	const ent *x = a, *y = b;
-	return x->ext < y->ext ? -1 : x->ext > y->ext;
-}
-
 /* assert_same_entries checks that a and b hold the same entries,
  * listener by listener (of a's listeners), and the same totals of
  * entries and sequence hashes. */
@@ -124,18 +97,12 @@ assert_same_entries(kvx_index *a, kvx_index *b)
 		if (lid == GONE) {
 			continue;
 		}
-		ents x = {0}, y = {0};
-		kvx_listener_foreach(a, lid, collect, &x);
-		kvx_listener_foreach(b, lid, collect, &y);
+		ents x = ents_of(a, lid), y = ents_of(b, lid);
 		assert_int_equal(x.n, y.n);
-		if (x.n > 0) {
-			qsort(x.v, x.n, sizeof(ent), ent_cmp);
-			qsort(y.v, y.n, sizeof(ent), ent_cmp);
-			for (size_t i = 0; i < x.n; i++) {
-				assert_int_equal(x.v[i].ext, y.v[i].ext);
-				assert_int_equal(x.v[i].seq, y.v[i].seq);
-				assert_int_equal(x.v[i].tiers, y.v[i].tiers);
-			}
+		for (size_t i = 0; i < x.n; i++) {
+			assert_int_equal(x.v[i].ext, y.v[i].ext);
+			assert_int_equal(x.v[i].seq, y.v[i].seq);
+			assert_int_equal(x.v[i].tiers, y.v[i].tiers);
 		}
 		assert_int_equal(kvx_listener_entries(a, lid),
 				 kvx_listener_entries(b, lid));

@@ -27,6 +27,7 @@
 
 #include "bench_stream.h"
 #include "index.h"
+#include "index_ents_fixture.h"
 #include "ingest.h"
 #include "log.h"
 #include "store.h"
@@ -164,34 +165,6 @@ life(const char *d, life_fn fn)
 
 /* ---- the checks ---------------------------------------------------- */
 
-typedef struct ent {
-	uint64_t ext, seq;
-	uint8_t tiers;
-} ent;
-
-typedef struct ents {
-	ent *v;
-	size_t n, cap;
-} ents;
-
-static void
-collect(void *arg, uint64_t ext, uint64_t seq, uint8_t tiers)
-{
-	ents *e = arg;
-	if (e->n == e->cap) {
-		e->cap = e->cap ? e->cap * 2 : 1024;
-		e->v = realloc(e->v, e->cap * sizeof(*e->v));
-	}
-	e->v[e->n++] = (ent){ext, seq, tiers};
-}
-
-static int
-ent_cmp(const void *a, const void *b)
-{
-	const ent *x = a, *y = b;
-	return x->ext < y->ext ? -1 : x->ext > y->ext;
-}
-
 /* A query's answer: each listener's match, as one word. */
 typedef struct answer {
 	uint64_t w[N_LIS + 2];
@@ -244,15 +217,11 @@ assert_same(kvx_index *a, kvx_index *b)
 		if (!kvx_listener_exists(a, lid)) {
 			continue;
 		}
-		ents x = {0}, y = {0};
-		kvx_listener_foreach(a, lid, collect, &x);
-		kvx_listener_foreach(b, lid, collect, &y);
+		ents x = ents_of(a, lid), y = ents_of(b, lid);
 		assert_int_equal(x.n, y.n);
 		if (x.n == 0) {
 			continue;
 		}
-		qsort(x.v, x.n, sizeof(ent), ent_cmp);
-		qsort(y.v, y.n, sizeof(ent), ent_cmp);
 		for (size_t i = 0; i < x.n; i++) {
 			assert_int_equal(x.v[i].ext, y.v[i].ext);
 			assert_int_equal(x.v[i].seq, y.v[i].seq);
