@@ -269,10 +269,12 @@ bq_cluster_start(const bq_cluster_config *cfg, const char *dir, bq_cluster *c)
 	memset(c, 0, sizeof(*c));
 	int base;
 	char shards[1400];
-	kvi_err rc = kvt_ports_pick(3, &base);
-	c->port = base + 2;
+	/* the ports are picked once the simulator's engines have bound
+	 * theirs, which come from the same range */
+	kvi_err rc = start_sim(cfg, c);
 	if (rc == KVI_OK) {
-		rc = start_sim(cfg, c);
+		rc = kvt_ports_pick(3, &base);
+		c->port = base + 2;
 	}
 	if (rc == KVI_OK) {
 		rc = start_shards(cfg, dir, base, c, shards, sizeof(shards));
