@@ -285,3 +285,13 @@ class Silent:
         self.sock.close()
         for c in self.conns:
             c.close()
+
+
+def run_router_loop(*extra):
+    """Runs examples/router_loop.py against the cluster for 12 requests,
+    with extra arguments; returns the finished process."""
+    example = os.path.join(PKG, "examples", "router_loop.py")
+    return subprocess.run(
+        [sys.executable, example, "--coordinator", CLUSTER.url,
+         "--control", CLUSTER.control, "--requests", "12", *extra],
+        capture_output=True, text=True, timeout=60)

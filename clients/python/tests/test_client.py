@@ -14,15 +14,12 @@ afterwards.
     python3 clients/python/tests/test_client.py [-v] [Test.name]
 """
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
 import unittest
 
 import support
-from support import (BS, MODEL, PKG, PODS, Silent, Stub, free_port,  # noqa: F401
+from support import (BS, MODEL, PODS, Silent, Stub, free_port,  # noqa: F401
                      http_json, prompt, wait)
 from kvindex_client import (Answer, Client, KvindexError, MMFeature,  # noqa: E402
                             Unreachable)
@@ -296,19 +293,12 @@ class ClientTest(unittest.TestCase):
 
     def test_router_loop_example(self):
         # examples/router_loop.py runs against the cluster
-        example = os.path.join(PKG, "examples", "router_loop.py")
-        r = subprocess.run(
-            [sys.executable, example, "--coordinator", support.CLUSTER.url,
-             "--control", support.CLUSTER.control, "--requests", "12",
-             "--seed", "7"],
-            capture_output=True, text=True, timeout=60)
+        r = support.run_router_loop("--seed", "7")
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn("cache", r.stdout)
         self.assertIn("least-loaded", r.stdout)
 
 
-
-# canned answers of a stub coordinator, for the tests of what is sent
 if __name__ == "__main__":
     # SIGTERM stops the tests as Ctrl-C does: the cluster is stopped and
     # its directory removed

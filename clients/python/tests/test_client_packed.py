@@ -1,16 +1,14 @@
 """Client(packed=True) against a stub that records what it is sent, and
 against the real cluster of support.py: run from test_client.py."""
 import json
-import os
 import struct
-import subprocess
 import sys
 import types
 import unittest
 from unittest import mock
 
 import support
-from support import (BS, MODEL, PKG, Stub, free_port, prompt,  # noqa: F401
+from support import (BS, MODEL, Stub, free_port, prompt,  # noqa: F401
                      wait)
 from kvindex_client import Answer, Client, KvindexError, MMFeature  # noqa: E402
 from kvindex_client import client as client_module  # noqa: E402
@@ -20,6 +18,7 @@ def setUpModule():
     support.start()
 
 
+# canned answers of a stub coordinator, for the tests of what is sent
 STUB_ANSWER = {"model_name": "m", "block_size": BS, "query_blocks": 0,
                "workers": [], "scores": {}}
 STUB_ROUTED = {"listener": "sim/pod-1#1", "matched_blocks": 0,
@@ -286,12 +285,7 @@ class PackedTest(unittest.TestCase):
             f.close()
 
     def test_router_loop_example(self):
-        example = os.path.join(PKG, "examples", "router_loop.py")
-        r = subprocess.run(
-            [sys.executable, example, "--coordinator", support.CLUSTER.url,
-             "--control", support.CLUSTER.control, "--requests", "12",
-             "--seed", "8", "--packed"],
-            capture_output=True, text=True, timeout=60)
+        r = support.run_router_loop("--seed", "8", "--packed")
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn("cache", r.stdout)
         self.assertNotIn("not recorded", r.stderr)
