@@ -150,20 +150,6 @@ kvi_http_req_suffix(const kvi_http_req *req)
 	return req->suffix;
 }
 
-const char *
-kvi_http_req_query(kvi_http_req *req, const char *name)
-{
-	if (!req->query_parsed) {
-		req_parse_query(req);
-	}
-	for (size_t i = 0; i < req->n_query; i++) {
-		if (strcmp(req->query[2 * i], name) == 0) {
-			return req->query[2 * i + 1];
-		}
-	}
-	return NULL;
-}
-
 const char *const *
 kvi_http_req_params(kvi_http_req *req, size_t *n)
 {
@@ -172,6 +158,19 @@ kvi_http_req_params(kvi_http_req *req, size_t *n)
 	}
 	*n = req->n_query;
 	return (const char *const *)req->query;
+}
+
+const char *
+kvi_http_req_query(kvi_http_req *req, const char *name)
+{
+	size_t n;
+	const char *const *kv = kvi_http_req_params(req, &n);
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(kv[2 * i], name) == 0) {
+			return kv[2 * i + 1];
+		}
+	}
+	return NULL;
 }
 
 const char *

@@ -467,6 +467,18 @@ report(const char *what, size_t entries, double *lat, size_t n, double matched)
 	       lat[(size_t)(n * 0.99)] * 1e6, lat[n - 1] * 1e6);
 }
 
+/* timed_query queries idx for chain c, writes the seconds it took to
+ * *lat, and returns the longest match. */
+static uint32_t
+timed_query(kvx_index *idx, const chain *c, double *lat)
+{
+	uint32_t best = 0, bs;
+	double t0 = bs_now();
+	kvx_query(idx, "bench", c->seq, c->n, NULL, on_match, &best, &bs);
+	*lat = bs_now() - t0;
+	return best;
+}
+
 /* trace_queries times n requests of the trace's second half (copy 0:
  * realistic, most stop early) on idx; lat gets each query's seconds.
  * Returns the blocks matched in all. */
@@ -479,12 +491,7 @@ trace_queries(kvx_index *idx, const trace_req *reqs, size_t n_reqs, size_t n,
 	for (size_t q = 0; q < n; q++) {
 		const trace_req *t = &reqs[n_reqs / 2 + q % (n_reqs / 2)];
 		chain_of(t->ids, t->n, 0, c);
-		uint32_t best = 0, bs;
-		double t0 = bs_now();
-		kvx_query(idx, "bench", c->seq, c->n, NULL, on_match, &best,
-			  &bs);
-		lat[q] = bs_now() - t0;
-		matched += best;
+		matched += timed_query(idx, c, &lat[q]);
 	}
 	kvi_free(c);
 	return matched;
@@ -550,12 +557,7 @@ bench_query_at(const bench_opts *o, const trace_req *reqs, size_t n_reqs,
 	for (size_t q = 0; q < n_whole; q++) {
 		chain_of(reqs[whole_req[q]].ids, reqs[whole_req[q]].n,
 			 whole_copy[q], c);
-		uint32_t best = 0, bs;
-		double t0 = bs_now();
-		kvx_query(idx, "bench", c->seq, c->n, NULL, on_match, &best,
-			  &bs);
-		lat[q] = bs_now() - t0;
-		matched += best;
+		matched += timed_query(idx, c, &lat[q]);
 	}
 	if (n_whole > 0) {
 		report("whole_chain", (size_t)xs.entries, lat, n_whole,
